@@ -1,0 +1,237 @@
+package kafkasink
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Sentinel errors. Test for them with errors.Is: they are usually wrapped in
+// an error that says more.
+var (
+	// ErrClosed is returned by Write after Close. Fatal.
+	ErrClosed = errors.New("kafkasink: sink closed")
+
+	// ErrFenced is returned by Write when another sink with the same
+	// transactional id has started: this one is a zombie and stays
+	// stopped, every later Write returns ErrFenced too. Fatal.
+	ErrFenced = errors.New("kafkasink: fenced: another sink with the same transactional id took over; stop this instance")
+
+	// ErrConcurrentWrite is returned by a Write called while another Write
+	// of the same sink is running. Write is not safe for concurrent use.
+	ErrConcurrentWrite = errors.New("kafkasink: Write called while another Write is running; Write is not safe for concurrent use")
+
+	// ErrInvalidBatch is returned by Write for a batch the sink cannot
+	// accept as given: an event without a table or with an invalid Op,
+	// positions not strictly increasing. Nothing of the batch is written.
+	// Fatal: the same batch would fail again.
+	ErrInvalidBatch = errors.New("kafkasink: invalid batch")
+
+	// ErrTopicMissing is returned when a destination topic does not exist
+	// and the sink may not create it, or was deleted while the sink ran.
+	// Fatal.
+	ErrTopicMissing = errors.New("kafkasink: topic does not exist")
+
+	// ErrTransactionTimeout is returned by Write when a transaction ran
+	// longer than Config.TransactionTimeout allows, so the broker aborts
+	// or would abort it. Nothing of it is visible; the next Write recovers.
+	// Retryable; lower Config.MaxTransactionRecords if it repeats.
+	ErrTransactionTimeout = errors.New("kafkasink: transaction ran out of its transaction timeout")
+
+	// ErrCheckpoint is returned by New (and by Write when it re-reads the
+	// checkpoint) when the checkpoint topic holds a record this sink
+	// cannot trust: an unknown format version, an unparsable value, or a
+	// position that moves backwards. Fatal.
+	ErrCheckpoint = errors.New("kafkasink: checkpoint unusable")
+
+	// ErrUnsafeCheckpointTopic is returned by New in exactly-once mode
+	// when the checkpoint topic's settings could delete the latest
+	// checkpoint. Fatal.
+	ErrUnsafeCheckpointTopic = errors.New("kafkasink: unsafe checkpoint topic")
+)
+
+// ConfigError lists every problem New found in a Config. Fatal.
+type ConfigError struct {
+	Problems []string
+}
+
+func (e *ConfigError) Error() string {
+	return "kafkasink: invalid config: " + strings.Join(e.Problems, "; ")
+}
+
+// WriteError is a failed Write of records to Kafka. It names the first
+// record that failed; the rest of its transaction failed with it.
+// Whether it is retryable depends on Err: test with IsRetryable and IsFatal.
+type WriteError struct {
+	Topic     string
+	Partition int32 // -1 when the record was never assigned a partition
+	Position  Position
+	Err       error
+}
+
+func (e *WriteError) Error() string {
+	return fmt.Sprintf("kafkasink: writing event %s to %s[%d]: %v", e.Position, e.Topic, e.Partition, e.Err)
+}
+
+func (e *WriteError) Unwrap() error { return e.Err }
+
+// Reason says why an event was rejected.
+type Reason string
+
+// The reasons an event can be rejected. They are also the values of the
+// kafkasink.reason header on dead-lettered records.
+const (
+	ReasonUnencodable Reason = "unencodable" // the Encoder refused a value
+	ReasonUnroutable  Reason = "unroutable"  // no valid topic name for the event's table
+	ReasonNoKey       Reason = "no_key"      // a key column is missing from the row
+	ReasonTooLarge    Reason = "too_large"   // the record exceeds the topic's max.message.bytes
+)
+
+// Rejection is one event the sink could not deliver to its topic.
+type Rejection struct {
+	Position Position
+	Schema   string
+	Table    string
+	Topic    string // the intended topic; "" when unroutable
+	Reason   Reason
+	Err      error
+}
+
+func (r *Rejection) String() string {
+	return fmt.Sprintf("event %s of %s.%s (%s): %v", r.Position, r.Schema, r.Table, r.Reason, r.Err)
+}
+
+// RejectedError is returned by Write when events of the batch cannot be
+// delivered and no dead-letter topic is configured. Nothing of the batch is
+// written and the checkpoint does not move. It is neither retryable nor fatal
+// in itself: the same batch fails again until the events are fixed, skipped
+// by the caller, or a dead-letter topic is configured.
+type RejectedError struct {
+	Rejections []Rejection
+}
+
+func (e *RejectedError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "kafkasink: %d event(s) rejected, batch not written (set Config.DeadLetterTopic to divert them instead): ", len(e.Rejections))
+	for i := range e.Rejections {
+		if i == 3 {
+			fmt.Fprintf(&b, "; and %d more", len(e.Rejections)-3)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(e.Rejections[i].String())
+	}
+	return b.String()
+}
+
+// EncodeError is returned by an Encoder, or by key rendering, for a value it
+// cannot encode. It names the table and the column.
+type EncodeError struct {
+	Schema string
+	Table  string
+	Column string
+	Err    error
+}
+
+func (e *EncodeError) Error() string {
+	return fmt.Sprintf("kafkasink: cannot encode %s.%s column %q: %v", e.Schema, e.Table, e.Column, e.Err)
+}
+
+func (e *EncodeError) Unwrap() error { return e.Err }
+
+// IsRejected reports whether err rejects events of a batch, and returns the
+// rejections.
+func IsRejected(err error) ([]Rejection, bool) {
+	var re *RejectedError
+	if errors.As(err, &re) {
+		return re.Rejections, true
+	}
+	return nil, false
+}
+
+// IsRetryable reports whether the same batch may be written again after err:
+// timeouts, lost connections, leader moves, aborted or timed-out
+// transactions, and broker errors Kafka marks retriable. A retry never
+// duplicates what a read_committed consumer sees in exactly-once mode.
+func IsRetryable(err error) bool {
+	if err == nil || IsFatal(err) {
+		return false
+	}
+	if _, ok := IsRejected(err); ok {
+		return false
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Retriable || ke == kerr.TransactionAbortable || ke == kerr.UnknownServerError
+	}
+	var ne net.Error
+	return errors.Is(err, ErrTransactionTimeout) ||
+		errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, context.Canceled) ||
+		errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) ||
+		errors.As(err, &ne)
+}
+
+// fatalKafkaErrors are the broker answers after which retrying cannot help.
+var fatalKafkaErrors = []*kerr.Error{
+	kerr.ProducerFenced,
+	kerr.InvalidProducerEpoch,
+	kerr.TransactionalIDAuthorizationFailed,
+	kerr.TopicAuthorizationFailed,
+	kerr.ClusterAuthorizationFailed,
+	kerr.GroupAuthorizationFailed,
+	kerr.SaslAuthenticationFailed,
+	kerr.UnsupportedSaslMechanism,
+	kerr.IllegalSaslState,
+	kerr.InvalidTransactionTimeout,
+	kerr.UnsupportedForMessageFormat,
+	kerr.UnsupportedCompressionType,
+	kerr.InvalidTopicException,
+	kerr.InvalidRequiredAcks,
+}
+
+// IsFatal reports whether err means the pipeline must stop: fencing,
+// authentication and authorisation failures, TLS failures, a missing topic,
+// an invalid configuration or batch, an unusable checkpoint, a closed sink.
+func IsFatal(err error) bool {
+	if err == nil {
+		return false
+	}
+	for _, sentinel := range []error{ErrClosed, ErrFenced, ErrInvalidBatch, ErrTopicMissing, ErrCheckpoint, ErrUnsafeCheckpointTopic} {
+		if errors.Is(err, sentinel) {
+			return true
+		}
+	}
+	var ce *ConfigError
+	if errors.As(err, &ce) {
+		return true
+	}
+	for _, ke := range fatalKafkaErrors {
+		if errors.Is(err, ke) {
+			return true
+		}
+	}
+	var (
+		unknownAuthority x509.UnknownAuthorityError
+		hostname         x509.HostnameError
+		certInvalid      x509.CertificateInvalidError
+		alert            tls.AlertError
+		verify           *tls.CertificateVerificationError
+	)
+	return errors.As(err, &unknownAuthority) || errors.As(err, &hostname) ||
+		errors.As(err, &certInvalid) || errors.As(err, &alert) || errors.As(err, &verify)
+}

@@ -1,0 +1,218 @@
+package kafkasink
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Op is the kind of change an Event records.
+type Op uint8
+
+// The operations a source can report. The zero Op is invalid, so an Event
+// whose Op was never set is refused by Write instead of being guessed at.
+const (
+	OpInsert   Op = iota + 1 // a new row; After is set
+	OpUpdate                 // a changed row; After is set, Before when the source has it
+	OpDelete                 // a removed row; Before holds at least the key columns
+	OpTruncate               // the whole table was emptied; no row images
+	OpRead                   // a row read by a snapshot (backfill); After is set
+)
+
+var opNames = [...]string{OpInsert: "insert", OpUpdate: "update", OpDelete: "delete", OpTruncate: "truncate", OpRead: "read"}
+
+// String returns the lower-case name of the operation ("insert", "update",
+// "delete", "truncate", "read"), or "op(N)" for an invalid value.
+func (o Op) String() string {
+	if o.Valid() {
+		return opNames[o]
+	}
+	return "op(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Valid reports whether o is one of the defined operations.
+func (o Op) Valid() bool { return o >= OpInsert && o <= OpRead }
+
+// LSN is a PostgreSQL log sequence number: a byte position in the
+// write-ahead log. Its text form is the server's own, two hexadecimal halves
+// separated by a slash ("16/B374D848").
+type LSN uint64
+
+// String returns the LSN in PostgreSQL's text form, for example "16/B374D848".
+func (l LSN) String() string {
+	return string(l.AppendText(make([]byte, 0, 17)))
+}
+
+// AppendText appends the PostgreSQL text form of l to dst.
+func (l LSN) AppendText(dst []byte) []byte {
+	start := len(dst)
+	dst = strconv.AppendUint(dst, uint64(l)>>32, 16)
+	dst = append(dst, '/')
+	dst = strconv.AppendUint(dst, uint64(l)&0xFFFFFFFF, 16)
+	upperHex(dst[start:])
+	return dst
+}
+
+// upperHex upper-cases the hexadecimal digits strconv writes, so LSNs read
+// the same as PostgreSQL prints them.
+func upperHex(b []byte) {
+	for i, c := range b {
+		if c >= 'a' && c <= 'f' {
+			b[i] = c - 'a' + 'A'
+		}
+	}
+}
+
+// ParseLSN parses PostgreSQL's text form of an LSN ("16/B374D848").
+func ParseLSN(s string) (LSN, error) {
+	hi, lo, ok := strings.Cut(s, "/")
+	if !ok {
+		return 0, fmt.Errorf("kafkasink: invalid LSN %q: want two hexadecimal halves separated by '/', like 16/B374D848", s)
+	}
+	h, err1 := strconv.ParseUint(hi, 16, 32)
+	l, err2 := strconv.ParseUint(lo, 16, 32)
+	if err1 != nil || err2 != nil || hi == "" || lo == "" {
+		return 0, fmt.Errorf("kafkasink: invalid LSN %q: want two hexadecimal halves separated by '/', like 16/B374D848", s)
+	}
+	return LSN(h<<32 | l), nil
+}
+
+// Position totally orders the events delivered through one sink: the commit
+// LSN of the source transaction, then the event's index within it. Snapshot
+// rows carry the LSN the snapshot was taken at, which is below the commit LSN
+// of every transaction streamed after it.
+//
+// The zero Position is below every real position; a sink whose checkpoint is
+// the zero Position has delivered nothing.
+type Position struct {
+	LSN   LSN    // commit LSN of the source transaction
+	Index uint64 // index of the event within its transaction, from 0
+}
+
+// String returns the text form of p, "<commit LSN>:<index>" such as
+// "16/B374D848:3". ParsePosition reverses it. The text form is also the
+// event id, so it is unique per change.
+func (p Position) String() string {
+	return string(p.AppendText(make([]byte, 0, 28)))
+}
+
+// AppendText appends the text form of p to dst.
+func (p Position) AppendText(dst []byte) []byte {
+	dst = p.LSN.AppendText(dst)
+	dst = append(dst, ':')
+	return strconv.AppendUint(dst, p.Index, 10)
+}
+
+// ParsePosition parses the text form String returns.
+func ParsePosition(s string) (Position, error) {
+	lsn, idx, ok := strings.Cut(s, ":")
+	if !ok {
+		return Position{}, fmt.Errorf("kafkasink: invalid position %q: want <LSN>:<index>, like 16/B374D848:3", s)
+	}
+	l, err := ParseLSN(lsn)
+	if err != nil {
+		return Position{}, fmt.Errorf("kafkasink: invalid position %q: %w", s, err)
+	}
+	i, err := strconv.ParseUint(idx, 10, 64)
+	if err != nil {
+		return Position{}, fmt.Errorf("kafkasink: invalid position %q: index %q is not a non-negative integer", s, idx)
+	}
+	return Position{LSN: l, Index: i}, nil
+}
+
+// Compare returns -1, 0 or +1 as p is below, equal to or above q.
+func (p Position) Compare(q Position) int {
+	switch {
+	case p.LSN < q.LSN:
+		return -1
+	case p.LSN > q.LSN:
+		return 1
+	case p.Index < q.Index:
+		return -1
+	case p.Index > q.Index:
+		return 1
+	}
+	return 0
+}
+
+// IsZero reports whether p is the zero Position.
+func (p Position) IsZero() bool { return p == Position{} }
+
+// Column is one column of a row image.
+//
+// Value holds one of: nil (SQL NULL), bool, int, int8, int16, int32, int64,
+// uint, uint8, uint16, uint32, uint64, float32, float64, string, []byte,
+// time.Time, Decimal, json.RawMessage, []any and map[string]any of these.
+// Any other type is refused when the event is encoded, with an error naming
+// the table and the column.
+type Column struct {
+	Name  string
+	Value any
+	// Unchanged marks an unchanged TOAST value: the source did not send it
+	// because it did not change, so Value is nil and means "unknown", not
+	// NULL. Encoders leave such columns out and list them by name.
+	Unchanged bool
+}
+
+// Row is a row image: its columns in table order. The order is kept so that
+// encoded output is deterministic.
+type Row []Column
+
+// Get returns the column named name and whether the row has it.
+func (r Row) Get(name string) (Column, bool) {
+	for _, c := range r {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return Column{}, false
+}
+
+// Decimal is an exact numeric value in its decimal text form, such as
+// "12345678901234567890.000001". Encoders write it as a JSON string so that
+// no digit is lost to floating point.
+type Decimal string
+
+// Event is one row change.
+//
+// An Event is a plain value; the sink does not keep it after Write returns.
+type Event struct {
+	Op       Op
+	Schema   string
+	Table    string
+	Position Position  // totally orders events within a sink; also the event id
+	LSN      LSN       // the change's own WAL position; zero when the source has none
+	XID      uint32    // source transaction id; zero when the source has none
+	Commit   time.Time // commit time of the source transaction
+	Key      []string  // names of the key columns (primary key or replica identity)
+	Before   Row       // old row image: deletes, and updates when the source has it
+	After    Row       // new row image: inserts, updates and snapshot reads
+	// BackfillRunID is set on snapshot rows (OpRead): the same for every row
+	// of one snapshot run and new for every run.
+	BackfillRunID string
+}
+
+// ID returns the event id: the text form of its Position.
+func (e *Event) ID() string { return e.Position.String() }
+
+// Image returns the row that identifies the event's current state: After
+// when the event has one, else Before.
+func (e *Event) Image() Row {
+	if e.After != nil {
+		return e.After
+	}
+	return e.Before
+}
+
+// Batch is the input of one Write: events in strictly increasing Position
+// order, and an optional source cursor.
+type Batch struct {
+	Events []Event
+	// Cursor is opaque JSON the source needs to resume (a snapshot's table
+	// and last key, say). It is stored in the checkpoint with the batch's
+	// last position and returned by Sink.Checkpoint. nil keeps the
+	// previous cursor.
+	Cursor json.RawMessage
+}

@@ -1,0 +1,239 @@
+package kafkasink
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Checkpoint is the last position a sink delivered, with the source cursor
+// of that batch. The zero Checkpoint means nothing was delivered yet.
+type Checkpoint struct {
+	Position Position
+	Cursor   json.RawMessage // nil when no batch carried one
+	Mode     Mode            // the mode of the sink that wrote it
+	Time     time.Time       // when it was written; zero before the first write
+}
+
+// IsZero reports whether nothing has been delivered yet.
+func (c Checkpoint) IsZero() bool { return c.Position.IsZero() && c.Cursor == nil }
+
+// checkpointVersion is the format version written in every checkpoint
+// value. A reader refuses versions it does not know rather than guess.
+const checkpointVersion = 1
+
+// checkpointValue is the JSON value of a checkpoint record.
+type checkpointValue struct {
+	Version         int             `json:"version"`
+	SinkID          string          `json:"sink_id"`
+	Mode            string          `json:"mode"`
+	Position        string          `json:"position"`
+	Cursor          json.RawMessage `json:"cursor,omitempty"`
+	TransactionalID string          `json:"transactional_id,omitempty"`
+	WrittenAt       time.Time       `json:"written_at"`
+}
+
+// checkpointStore reads and writes one sink's checkpoint: the records keyed
+// by its sink id in one partition of the checkpoint topic.
+type checkpointStore struct {
+	topic     string
+	sinkID    string
+	txnID     string // written into the value for operators; "" outside ExactlyOnce
+	mode      Mode
+	partition int32
+	// from is where the next read starts: the offset of the newest
+	// record of this sink seen so far. Compaction never renumbers, so
+	// nothing of ours that is newer can sit below it.
+	from int64
+}
+
+// record returns the checkpoint record for c. The partition is set
+// explicitly: it must be the one read back, whatever the partitioner.
+func (s *checkpointStore) record(c Checkpoint) (*kgo.Record, error) {
+	v, err := json.Marshal(checkpointValue{
+		Version:         checkpointVersion,
+		SinkID:          s.sinkID,
+		Mode:            c.Mode.String(),
+		Position:        c.Position.String(),
+		Cursor:          c.Cursor,
+		TransactionalID: s.txnID,
+		WrittenAt:       c.Time.UTC(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kafkasink: encoding checkpoint: the batch cursor must be valid JSON: %w", err)
+	}
+	return &kgo.Record{Topic: s.topic, Partition: s.partition, Key: []byte(s.sinkID), Value: v}, nil
+}
+
+// parse decodes one checkpoint value of this sink.
+func (s *checkpointStore) parse(offset int64, value []byte) (Checkpoint, error) {
+	var v checkpointValue
+	dec := json.NewDecoder(bytes.NewReader(value))
+	if err := dec.Decode(&v); err != nil {
+		return Checkpoint{}, fmt.Errorf("%w: %s[%d] offset %d: value is not checkpoint JSON: %v", ErrCheckpoint, s.topic, s.partition, offset, err)
+	}
+	if v.Version != checkpointVersion {
+		return Checkpoint{}, fmt.Errorf("%w: %s[%d] offset %d: format version %d, this library reads version %d; upgrade kafkasink", ErrCheckpoint, s.topic, s.partition, offset, v.Version, checkpointVersion)
+	}
+	pos, err := ParsePosition(v.Position)
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("%w: %s[%d] offset %d: %v", ErrCheckpoint, s.topic, s.partition, offset, err)
+	}
+	mode, err := ParseMode(v.Mode)
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("%w: %s[%d] offset %d: %v", ErrCheckpoint, s.topic, s.partition, offset, err)
+	}
+	return Checkpoint{Position: pos, Cursor: v.Cursor, Mode: mode, Time: v.WrittenAt}, nil
+}
+
+// read reads the checkpoint partition with read_committed up to its high
+// watermark and returns the newest checkpoint of this sink, starting from
+// known (the newest checkpoint already known, read or written at s.from).
+//
+// It must reach the high watermark, not stop at the last stable offset:
+// another sink's open transaction on the shared partition holds the last
+// stable offset back, and our own newer checkpoint may sit above it. Such a
+// transaction ends within its transaction timeout, so the wait is bounded;
+// ctx bounds it too. The caller must have fenced its predecessors first, so
+// none of this sink's own transactions is still open.
+func (s *checkpointStore) read(ctx context.Context, adm *kadm.Client, connOpts []kgo.Opt, known Checkpoint) (Checkpoint, error) {
+	ends, err := adm.ListEndOffsets(ctx, s.topic)
+	if err != nil {
+		return known, fmt.Errorf("kafkasink: reading the end of checkpoint topic %q: %w", s.topic, err)
+	}
+	end, ok := ends.Lookup(s.topic, s.partition)
+	if !ok || end.Err != nil {
+		return known, fmt.Errorf("kafkasink: reading the end of checkpoint topic %q partition %d: %v", s.topic, s.partition, end.Err)
+	}
+	if s.from >= end.Offset {
+		return known, nil
+	}
+
+	opts := append(append([]kgo.Opt(nil), connOpts...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.topic: {s.partition: kgo.NewOffset().At(s.from)}}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+		kgo.FetchMaxWait(100*time.Millisecond),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return known, fmt.Errorf("kafkasink: checkpoint reader: %w", err)
+	}
+	defer cl.Close()
+
+	cur, next := known, s.from
+	var bad error
+	for next < end.Offset && bad == nil {
+		fetches := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return known, fmt.Errorf("kafkasink: reading checkpoint topic %q partition %d at offset %d of %d (another sink's open transaction may hold it; it ends within its transaction timeout): %w", s.topic, s.partition, next, end.Offset, context.Cause(ctx))
+		}
+		for _, fe := range fetches.Errors() {
+			if !IsRetryable(fe.Err) {
+				return known, fmt.Errorf("kafkasink: reading checkpoint topic %q partition %d: %w", s.topic, s.partition, fe.Err)
+			}
+		}
+		fetches.EachRecord(func(r *kgo.Record) {
+			next = r.Offset + 1
+			if bad != nil || r.Attrs.IsControl() || string(r.Key) != s.sinkID {
+				return
+			}
+			s.from = r.Offset
+			if r.Value == nil {
+				// A tombstone: an operator deleted the
+				// checkpoint on purpose, to start over.
+				cur = Checkpoint{}
+				return
+			}
+			c, err := s.parse(r.Offset, r.Value)
+			if err == nil && c.Position.Compare(cur.Position) < 0 {
+				err = fmt.Errorf("%w: %s[%d] offset %d moves the checkpoint backwards, from %s to %s; two sinks may share the sink id %q: give each its own", ErrCheckpoint, s.topic, s.partition, r.Offset, cur.Position, c.Position, s.sinkID)
+			}
+			if err != nil {
+				bad = err
+				return
+			}
+			cur = c
+		})
+	}
+	if bad != nil {
+		return known, bad
+	}
+	return cur, nil
+}
+
+// setupCheckpointTopic makes sure the checkpoint topic exists and, in
+// ExactlyOnce mode, that its settings cannot delete the latest checkpoint;
+// it returns the partition this sink's key lives in.
+func setupCheckpointTopic(ctx context.Context, adm *kadm.Client, topic, sinkID string, mode Mode, log func(msg string, args ...any)) (int32, error) {
+	details, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return 0, fmt.Errorf("kafkasink: reading metadata of checkpoint topic %q: %w", topic, err)
+	}
+	if d, ok := details[topic]; !ok || d.Err != nil {
+		brokers, err := adm.ListBrokers(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("kafkasink: listing brokers to create checkpoint topic %q: %w", topic, err)
+		}
+		rf := int16(min(3, len(brokers)))
+		configs := map[string]*string{
+			"cleanup.policy":      new("compact"),
+			"min.insync.replicas": new(strconv.Itoa(int(min(2, rf)))),
+		}
+		resp, err := adm.CreateTopic(ctx, 1, rf, configs, topic)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return 0, fmt.Errorf("kafkasink: creating checkpoint topic %q (1 partition, replication factor %d, compacted): %w", topic, rf, err)
+		}
+		log("created checkpoint topic", "topic", topic, "replication_factor", rf)
+	}
+	n, err := waitForLeaders(ctx, adm, topic)
+	if err != nil {
+		return 0, err
+	}
+	cfgs, err := topicConfigs(ctx, adm, topic)
+	if err != nil {
+		return 0, err
+	}
+	if problem := unsafeCheckpointSettings(cfgs); problem != "" {
+		if mode == ExactlyOnce {
+			return 0, fmt.Errorf("%w %q: %s", ErrUnsafeCheckpointTopic, topic, problem)
+		}
+		log("checkpoint topic settings can lose the checkpoint; a restart may then redeliver everything", "topic", topic, "problem", problem)
+	}
+	return int32(PartitionFor([]byte(sinkID), n)), nil
+}
+
+// unsafeCheckpointSettings says why a topic's settings could delete the
+// latest checkpoint, or returns "".
+func unsafeCheckpointSettings(cfgs map[string]string) string {
+	policies := strings.Split(cfgs["cleanup.policy"], ",")
+	compact, del := false, false
+	for _, p := range policies {
+		switch strings.TrimSpace(p) {
+		case "compact":
+			compact = true
+		case "delete":
+			del = true
+		}
+	}
+	const fix = "; fix it with: kafka-configs.sh --alter --entity-type topics --entity-name <topic> --add-config cleanup.policy=compact (or choose another Config.CheckpointTopic)"
+	switch {
+	case !compact:
+		return fmt.Sprintf("cleanup.policy=%s is not compacted, so retention deletes old segments and with them the latest checkpoint of an idle sink%s", cfgs["cleanup.policy"], fix)
+	case del && (cfgs["retention.ms"] != "-1" || cfgs["retention.bytes"] != "-1"):
+		return fmt.Sprintf("cleanup.policy=%s with retention.ms=%s deletes the latest checkpoint of a sink idle for longer%s", cfgs["cleanup.policy"], cfgs["retention.ms"], fix)
+	}
+	return ""
+}

@@ -1,0 +1,376 @@
+package kafkasink
+
+import (
+	"fmt"
+	"log/slog"
+	"maps"
+	"reflect"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Mode selects the delivery guarantee.
+type Mode uint8
+
+// The delivery modes. The zero Mode is ExactlyOnce.
+const (
+	// ExactlyOnce writes each batch and its checkpoint in one Kafka
+	// transaction: a read_committed consumer sees every event once.
+	ExactlyOnce Mode = iota
+	// Idempotent writes with an idempotent producer and acks=all, then the
+	// checkpoint: at least once, duplicates only after a crash, bounded by
+	// the events since the last checkpoint.
+	Idempotent
+	// Plain writes without idempotence, for brokers that lack it: at least
+	// once with acks=all; a retried request can reorder records.
+	Plain
+)
+
+// String returns "exactly-once", "idempotent" or "plain".
+func (m Mode) String() string {
+	switch m {
+	case ExactlyOnce:
+		return "exactly-once"
+	case Idempotent:
+		return "idempotent"
+	case Plain:
+		return "plain"
+	}
+	return fmt.Sprintf("mode(%d)", uint8(m))
+}
+
+// ParseMode parses the text String returns.
+func ParseMode(s string) (Mode, error) {
+	for _, m := range []Mode{ExactlyOnce, Idempotent, Plain} {
+		if s == m.String() {
+			return m, nil
+		}
+	}
+	return 0, fmt.Errorf("kafkasink: unknown mode %q: want exactly-once, idempotent or plain", s)
+}
+
+// Acks is how many replicas must have a record before the broker
+// acknowledges it. Only Plain mode may lower it.
+type Acks uint8
+
+// The acknowledgement levels. The zero Acks is AcksAll.
+const (
+	AcksAll    Acks = iota // every in-sync replica (acks=all)
+	AcksLeader             // the partition leader only (acks=1)
+	AcksNone               // no acknowledgement (acks=0): records can be lost silently by the broker
+)
+
+// Topics says where events go and whether the sink creates the topics.
+//
+// Routing tries, in order: Route, Routes, Template, Prefix. The first that
+// names a topic for the event's table wins.
+type Topics struct {
+	// Route, when set, names the topic of every event. An error rejects
+	// the event (ReasonUnroutable).
+	Route func(schema, table string) (string, error)
+	// Routes maps "schema.table" to a topic.
+	Routes map[string]string
+	// Template names the topic with {schema} and {table} placeholders,
+	// such as "cdc.{schema}.{table}". Conflicts with Prefix.
+	Template string
+	// Prefix routes to "<Prefix>.<schema>.<table>". Default "kafkasink"
+	// when Template is empty.
+	Prefix string
+
+	// MustExist, when true, makes a missing topic a fatal error
+	// (ErrTopicMissing) instead of creating it. The sink never lets the
+	// broker auto-create a topic, whatever auto.create.topics.enable says.
+	MustExist bool
+	// Partitions for topics the sink creates. Default -1: the broker's
+	// num.partitions.
+	Partitions int32
+	// ReplicationFactor for topics the sink creates. Default -1: the
+	// broker's default.replication.factor.
+	ReplicationFactor int16
+	// Configs for topics the sink creates, such as
+	// {"cleanup.policy": "compact"}.
+	Configs map[string]string
+}
+
+// Config configures a sink. New copies it; later changes have no effect.
+// The zero value of every field but Brokers and SinkID is a usable default.
+type Config struct {
+	// Brokers are the seed brokers, host:port. Required.
+	Brokers []string
+	// SinkID names this sink: its checkpoint key and the base of its
+	// transactional id. It must stay the same across restarts and be
+	// unique among sinks sharing a checkpoint topic. Required;
+	// [a-zA-Z0-9._-], at most 200 bytes.
+	SinkID string
+	// Mode is the delivery guarantee. Default ExactlyOnce.
+	Mode Mode
+
+	// TransactionalID is the Kafka transactional.id. Default
+	// "kafkasink-" + SinkID. Only for ExactlyOnce.
+	TransactionalID string
+	// TransactionTimeout is the broker's limit on one transaction; a
+	// transaction that runs longer is aborted by the broker. Default 60s;
+	// between 1s and the broker's transaction.max.timeout.ms (15m by
+	// default). Only for ExactlyOnce.
+	TransactionTimeout time.Duration
+	// CommitTimeout bounds one commit request. Default a third of
+	// TransactionTimeout; must be below TransactionTimeout. A commit whose
+	// outcome is unknown when it expires is resolved by reading the
+	// checkpoint back. Only for ExactlyOnce.
+	CommitTimeout time.Duration
+	// MaxTransactionRecords splits a batch into transactions of at most
+	// this many events; each carries its own checkpoint. Default 10000.
+	MaxTransactionRecords int
+	// MaxTransactionBytes splits a batch into transactions of at most
+	// about this many encoded bytes. Default 32 MiB.
+	MaxTransactionBytes int
+
+	// CheckpointTopic holds the checkpoints, keyed by SinkID. Default
+	// "kafkasink.checkpoints". Created compacted when missing.
+	CheckpointTopic string
+
+	// Topics routes events to topics.
+	Topics Topics
+	// KeyColumns maps "schema.table" to the columns that form the record
+	// key. Tables not listed use the event's key columns, else the event
+	// id.
+	KeyColumns map[string][]string
+	// KeyFormat is the key's encoding. Default KeyText.
+	KeyFormat KeyFormat
+	// Encoder turns events into record values. Default JSONEncoder{}.
+	Encoder Encoder
+
+	// DeadLetterTopic, when set, receives rejected events (with headers
+	// naming the reason) in the same transaction as their batch, instead
+	// of failing the batch. It is created with Topics' creation settings
+	// unless Topics.MustExist.
+	DeadLetterTopic string
+
+	// MaxRecordBytes caps one record (key, value and headers), and is the
+	// producer's batch size limit. Default 1000012, under the broker's
+	// default message.max.bytes. Events over it, or over the topic's
+	// max.message.bytes, are rejected before producing.
+	MaxRecordBytes int
+	// Acks for Plain mode. Default AcksAll; the other modes require it.
+	Acks Acks
+
+	// Logger receives the sink's and the Kafka client's logs. nil
+	// discards them.
+	Logger *slog.Logger
+	// Hooks observe the sink: values implementing any of the Hook
+	// interfaces in hooks.go.
+	Hooks []Hook
+
+	// ClientOptions pass through to the franz-go client for what Config
+	// does not cover: TLS (kgo.DialTLSConfig), SASL (kgo.SASL),
+	// compression, timeouts. Options the sink owns are refused, not
+	// overridden: SeedBrokers, TransactionalID, TransactionTimeout,
+	// DisableIdempotentWrite, RequiredAcks, RecordPartitioner,
+	// ProducerBatchMaxBytes, AllowAutoTopicCreation, and consumer options.
+	ClientOptions []kgo.Opt
+}
+
+// Defaults applied by New.
+const (
+	DefaultCheckpointTopic       = "kafkasink.checkpoints"
+	DefaultTopicPrefix           = "kafkasink"
+	DefaultTransactionTimeout    = 60 * time.Second
+	DefaultMaxTransactionRecords = 10000
+	DefaultMaxTransactionBytes   = 32 << 20
+	DefaultMaxRecordBytes        = 1000012
+)
+
+// String describes the config without anything secret: ClientOptions may
+// hold passwords and certificates, so only their count is shown.
+func (c Config) String() string {
+	return fmt.Sprintf("kafkasink.Config{Brokers:%v SinkID:%q Mode:%s CheckpointTopic:%q ClientOptions:%d}",
+		c.Brokers, c.SinkID, c.Mode, c.CheckpointTopic, len(c.ClientOptions))
+}
+
+// withDefaults returns a copy of c with every zero field set to its
+// default. Maps and slices are cloned so the caller's later changes do not
+// reach a running sink.
+func (c Config) withDefaults() Config {
+	c.Brokers = slices.Clone(c.Brokers)
+	c.Topics.Routes = maps.Clone(c.Topics.Routes)
+	c.Topics.Configs = maps.Clone(c.Topics.Configs)
+	c.KeyColumns = maps.Clone(c.KeyColumns)
+	c.Hooks = slices.Clone(c.Hooks)
+	c.ClientOptions = slices.Clone(c.ClientOptions)
+	if c.TransactionalID == "" && c.SinkID != "" {
+		c.TransactionalID = "kafkasink-" + c.SinkID
+	}
+	if c.TransactionTimeout == 0 {
+		c.TransactionTimeout = DefaultTransactionTimeout
+	}
+	if c.CommitTimeout == 0 {
+		c.CommitTimeout = c.TransactionTimeout / 3
+	}
+	if c.MaxTransactionRecords == 0 {
+		c.MaxTransactionRecords = DefaultMaxTransactionRecords
+	}
+	if c.MaxTransactionBytes == 0 {
+		c.MaxTransactionBytes = DefaultMaxTransactionBytes
+	}
+	if c.CheckpointTopic == "" {
+		c.CheckpointTopic = DefaultCheckpointTopic
+	}
+	if c.Topics.Prefix == "" && c.Topics.Template == "" {
+		c.Topics.Prefix = DefaultTopicPrefix
+	}
+	if c.Topics.Partitions == 0 {
+		c.Topics.Partitions = -1
+	}
+	if c.Topics.ReplicationFactor == 0 {
+		c.Topics.ReplicationFactor = -1
+	}
+	if c.MaxRecordBytes == 0 {
+		c.MaxRecordBytes = DefaultMaxRecordBytes
+	}
+	if c.Encoder == nil {
+		c.Encoder = JSONEncoder{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// validate checks every rule on a defaulted Config and returns all
+// problems at once.
+func (c *Config) validate() error {
+	var p []string
+	add := func(format string, args ...any) { p = append(p, fmt.Sprintf(format, args...)) }
+
+	if len(c.Brokers) == 0 {
+		add("Brokers is empty: give at least one host:port")
+	}
+	for _, b := range c.Brokers {
+		if b == "" || strings.ContainsAny(b, " \t\n,") {
+			add("Brokers has %q: want one host:port per entry", b)
+		}
+	}
+	if c.SinkID == "" {
+		add("SinkID is empty: give each sink a stable id, it keys the checkpoint and the transactional id")
+	} else if len(c.SinkID) > 200 || !validTopicChars(c.SinkID) {
+		add("SinkID %q: use at most 200 bytes of [a-zA-Z0-9._-]", c.SinkID)
+	}
+	if c.Mode > Plain {
+		add("Mode %d is unknown: use ExactlyOnce, Idempotent or Plain", c.Mode)
+	}
+	if c.Mode == ExactlyOnce {
+		if c.TransactionTimeout < time.Second || c.TransactionTimeout > 15*time.Minute {
+			add("TransactionTimeout %v: want between 1s and the broker's transaction.max.timeout.ms (15m by default)", c.TransactionTimeout)
+		}
+		if c.CommitTimeout <= 0 || c.CommitTimeout >= c.TransactionTimeout {
+			add("CommitTimeout %v must be positive and below TransactionTimeout %v, so a commit never outlives its transaction", c.CommitTimeout, c.TransactionTimeout)
+		}
+	} else if c.TransactionalID != "kafkasink-"+c.SinkID {
+		add("TransactionalID is set but Mode is %s: transactional ids are only used in ExactlyOnce mode", c.Mode)
+	}
+	if c.Mode != Plain && c.Acks != AcksAll {
+		add("Acks must be AcksAll in %s mode; only Plain mode may lower it", c.Mode)
+	}
+	if c.Acks > AcksNone {
+		add("Acks %d is unknown", c.Acks)
+	}
+	if c.MaxTransactionRecords < 1 {
+		add("MaxTransactionRecords %d: want at least 1", c.MaxTransactionRecords)
+	}
+	if c.MaxTransactionBytes < c.MaxRecordBytes {
+		add("MaxTransactionBytes %d is below MaxRecordBytes %d: a single record could not fit a transaction", c.MaxTransactionBytes, c.MaxRecordBytes)
+	}
+	if c.MaxRecordBytes < 1024 {
+		add("MaxRecordBytes %d: want at least 1024", c.MaxRecordBytes)
+	}
+	if err := validateTopicName(c.CheckpointTopic); err != nil {
+		add("CheckpointTopic: %v", err)
+	}
+	if c.DeadLetterTopic != "" {
+		if err := validateTopicName(c.DeadLetterTopic); err != nil {
+			add("DeadLetterTopic: %v", err)
+		}
+		if c.DeadLetterTopic == c.CheckpointTopic {
+			add("DeadLetterTopic and CheckpointTopic are both %q: use separate topics", c.DeadLetterTopic)
+		}
+	}
+	p = append(p, c.Topics.problems()...)
+	for table, cols := range c.KeyColumns {
+		if !strings.Contains(table, ".") {
+			add("KeyColumns key %q: want schema.table", table)
+		}
+		if len(cols) == 0 || slices.Contains(cols, "") {
+			add("KeyColumns[%q] needs at least one non-empty column name", table)
+		}
+	}
+	if c.KeyFormat > KeyJSON {
+		add("KeyFormat %d is unknown: use KeyText or KeyJSON", c.KeyFormat)
+	}
+	p = append(p, unknownHooks(c.Hooks)...)
+	p = append(p, ownedOptionProblems(c.ClientOptions)...)
+	if len(p) > 0 {
+		return &ConfigError{Problems: p}
+	}
+	return nil
+}
+
+// ownedOptions are the client settings the sink sets itself; a passthrough
+// that sets them would break a guarantee, so it is refused.
+var ownedOptions = []struct {
+	opt  any
+	hint string
+}{
+	{kgo.SeedBrokers, "use Config.Brokers"},
+	{kgo.TransactionalID, "use Config.TransactionalID"},
+	{kgo.TransactionTimeout, "use Config.TransactionTimeout"},
+	{kgo.DisableIdempotentWrite, "use Config.Mode = Plain"},
+	{kgo.RequiredAcks, "use Config.Acks (Plain mode only)"},
+	{kgo.RecordPartitioner, "the sink partitions with Kafka's murmur2 so other producers agree"},
+	{kgo.ProducerBatchMaxBytes, "use Config.MaxRecordBytes"},
+	{kgo.AllowAutoTopicCreation, "the sink creates topics itself (Config.Topics)"},
+}
+
+// ownedOptionProblems compares the passthrough options with a client built
+// from none: any owned option whose value differs was set by the caller.
+func ownedOptionProblems(opts []kgo.Opt) []string {
+	var p []string
+	for _, o := range opts {
+		switch o.(type) {
+		case kgo.ConsumerOpt, kgo.GroupOpt:
+			p = append(p, fmt.Sprintf("ClientOptions has a consumer option (%T): the sink does not consume; remove it", o))
+		}
+	}
+	if len(p) > 0 || len(opts) == 0 {
+		return p
+	}
+	if err := kgo.ValidateOpts(opts...); err != nil {
+		return []string{"ClientOptions: " + err.Error()}
+	}
+	base, err := kgo.NewClient()
+	if err != nil {
+		return []string{"ClientOptions: " + err.Error()}
+	}
+	defer base.Close()
+	probe, err := kgo.NewClient(opts...)
+	if err != nil {
+		return []string{"ClientOptions: " + err.Error()}
+	}
+	defer probe.Close()
+	for _, o := range ownedOptions {
+		if fmt.Sprintf("%T %v", base.OptValues(o.opt), base.OptValues(o.opt)) != fmt.Sprintf("%T %v", probe.OptValues(o.opt), probe.OptValues(o.opt)) {
+			p = append(p, fmt.Sprintf("ClientOptions sets %s, which the sink owns: %s", optName(o.opt), o.hint))
+		}
+	}
+	return p
+}
+
+// optName returns the name of a kgo option function, such as
+// "TransactionalID".
+func optName(fn any) string {
+	name := runtime.FuncForPC(reflect.ValueOf(fn).Pointer()).Name()
+	return name[strings.LastIndexByte(name, '.')+1:]
+}

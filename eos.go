@@ -1,0 +1,191 @@
+package kafkasink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// txnSink is the ExactlyOnce sink: each part of a batch and its checkpoint
+// are one Kafka transaction.
+type txnSink struct {
+	*base
+}
+
+var _ Sink = (*txnSink)(nil)
+
+// maxAttempts bounds the transactions one part may try inside one Write
+// before the error goes back to the caller.
+const maxAttempts = 5
+
+// Write delivers b exactly once; see Sink.Write.
+func (s *txnSink) Write(ctx context.Context, b Batch) error {
+	return s.write(ctx, &b, s.deliver)
+}
+
+// deliver commits the parts of p in order, each in its own transaction.
+func (s *txnSink) deliver(ctx context.Context, p *plan) (int, error) {
+	n := 0
+	for i := range p.parts {
+		pt := &p.parts[i]
+		if pt.events > 0 && pt.last.Compare(s.Checkpoint().Position) <= 0 {
+			// A recovery inside this Write found the part committed.
+			continue
+		}
+		if err := s.commitPart(ctx, p, i); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// commitPart runs part i in a transaction, retrying retryable failures
+// (leader moves, coordinator churn, lost responses) a few times.
+func (s *txnSink) commitPart(ctx context.Context, p *plan, i int) error {
+	pt := &p.parts[i]
+	backoff := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := s.transact(ctx, pt, s.nextCheckpoint(p, i))
+		if err == nil {
+			return nil
+		}
+		if s.fatal != nil {
+			return s.fatal
+		}
+		if !IsRetryable(err) || attempt == maxAttempts || ctx.Err() != nil {
+			return err
+		}
+		s.log.Warn("transaction failed; retrying", "attempt", attempt, "first", pt.first.String(), "last", pt.last.String(), "error", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+		if s.cl == nil {
+			if rerr := s.restart(ctx); rerr != nil {
+				return fmt.Errorf("%w (recovering after: %v)", rerr, err)
+			}
+		}
+		if pt.events > 0 && pt.last.Compare(s.Checkpoint().Position) <= 0 {
+			return nil // the failed attempt had committed after all
+		}
+	}
+}
+
+// transact runs one transaction: produce every record, then the
+// checkpoint; check each result; commit within a deadline below the
+// transaction timeout. It never commits a transaction that lost a record.
+func (s *txnSink) transact(ctx context.Context, pt *part, ck Checkpoint) error {
+	started := time.Now()
+	info := TransactionInfo{First: pt.first, Last: pt.last, Records: len(pt.records) + 1, Bytes: pt.bytes}
+	// The broker aborts a transaction older than its timeout. Stop a
+	// tenth early so that neither producing nor the commit request runs
+	// into the broker's abort.
+	tctx, cancel := context.WithDeadlineCause(ctx, started.Add(s.cfg.TransactionTimeout-s.cfg.TransactionTimeout/10), ErrTransactionTimeout)
+	defer cancel()
+
+	ckRec, err := s.store.record(ck)
+	if err != nil {
+		return err
+	}
+	if err := s.cl.BeginTransaction(); err != nil {
+		s.closeClient() // the client is in a state only a restart clears
+		return fmt.Errorf("kafkasink: beginning a transaction: %w", err)
+	}
+	var results produceResults
+	for _, r := range pt.records {
+		results.produce(tctx, s.cl, r)
+	}
+	results.produce(tctx, s.cl, ckRec)
+	if err := s.cl.Flush(tctx); err != nil {
+		return s.abort(ctx, info, started, fmt.Errorf("kafkasink: flushing transaction %s..%s: %w", pt.first, pt.last, context.Cause(tctx)), &results)
+	}
+	if failed, perr := results.wait(); perr != nil {
+		return s.abort(ctx, info, started, s.writeError(tctx, pt, ck, failed, perr), nil)
+	}
+
+	cctx, ccancel := context.WithTimeoutCause(tctx, s.cfg.CommitTimeout, errors.New("kafkasink: commit timed out (Config.CommitTimeout)"))
+	defer ccancel()
+	if err := s.cl.EndTransaction(cctx, kgo.TryCommit); err != nil {
+		return s.resolveCommit(ctx, info, started, ck, err)
+	}
+	info.Duration = time.Since(started)
+	s.store.from = ckRec.Offset
+	s.setCheckpoint(ck)
+	s.hooks.onCommitted(info)
+	return nil
+}
+
+// abort ends a transaction that must not commit. It runs even when ctx is
+// cancelled: a Write is committed or aborted, never left half done. When
+// the abort itself fails, the client is dropped; the next attempt starts a
+// new one, whose producer id fences and aborts what this one left open.
+func (s *txnSink) abort(ctx context.Context, info TransactionInfo, started time.Time, cause error, pending *produceResults) error {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CommitTimeout)
+	defer cancel()
+	aerr := s.cl.AbortBufferedRecords(actx)
+	if pending != nil {
+		pending.wait() // every promise has run once buffered records are aborted
+	}
+	if aerr == nil {
+		aerr = s.cl.EndTransaction(actx, kgo.TryAbort)
+	}
+	info.Duration = time.Since(started)
+	cause = s.classify(cause, started)
+	s.hooks.onAborted(info, cause)
+	if aerr != nil {
+		s.log.Warn("aborting the transaction failed; restarting the client", "error", aerr, "cause", cause)
+		s.closeClient()
+	}
+	return cause
+}
+
+// resolveCommit settles a commit that returned an error: its outcome is
+// unknown (a lost response, a timeout) or it failed. Restarting fences
+// whatever is still open and reads the checkpoint back: if the checkpoint
+// holds this transaction's, the commit happened.
+func (s *txnSink) resolveCommit(ctx context.Context, info TransactionInfo, started time.Time, ck Checkpoint, commitErr error) error {
+	commitErr = s.classify(fmt.Errorf("kafkasink: committing transaction %s..%s: %w", info.First, info.Last, commitErr), started)
+	if s.fatal != nil {
+		return s.fatal
+	}
+	info.Duration = time.Since(started)
+	if err := s.restart(context.WithoutCancel(ctx)); err != nil {
+		// The next Write restarts again and resolves it then.
+		s.closeClient()
+		return fmt.Errorf("%w; reading the checkpoint back to learn the outcome failed too: %v", commitErr, err)
+	}
+	if s.Checkpoint().Position.Compare(ck.Position) >= 0 {
+		s.log.Info("commit outcome was unknown; the checkpoint read back shows it committed", "checkpoint", ck.Position.String())
+		s.hooks.onCommitted(info)
+		return nil
+	}
+	s.hooks.onAborted(info, commitErr)
+	return commitErr
+}
+
+// classify turns the errors that mean this instance was fenced into
+// ErrFenced, which is terminal, and an error after the transaction outlived
+// its timeout into ErrTransactionTimeout: the broker's own timeout abort
+// bumps the epoch too, and that must not be taken for a zombie.
+func (s *txnSink) classify(err error, started time.Time) error {
+	fenced := errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
+		errors.Is(err, kerr.InvalidProducerIDMapping)
+	timedOut := errors.Is(err, ErrTransactionTimeout) || time.Since(started) >= s.cfg.TransactionTimeout-s.cfg.TransactionTimeout/10
+	switch {
+	case timedOut && !errors.Is(err, ErrTransactionTimeout):
+		s.closeClient()
+		return fmt.Errorf("%w (after %v; lower Config.MaxTransactionRecords or raise Config.TransactionTimeout): %w", ErrTransactionTimeout, time.Since(started).Round(time.Millisecond), err)
+	case fenced && !timedOut:
+		s.fatal = fmt.Errorf("%w (transactional id %q): %w", ErrFenced, s.cfg.TransactionalID, err)
+		s.log.Error("fenced by a newer instance; this sink stops", "transactional_id", s.cfg.TransactionalID)
+		return s.fatal
+	}
+	return err
+}

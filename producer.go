@@ -1,0 +1,50 @@
+package kafkasink
+
+import (
+	"context"
+	"fmt"
+)
+
+// producerSink is the Idempotent and Plain sink: records first, then the
+// checkpoint once they are all acknowledged. The two modes differ only in
+// the client options (see base.producerOptions).
+type producerSink struct {
+	*base
+}
+
+var _ Sink = (*producerSink)(nil)
+
+// Write delivers b at least once; see Sink.Write.
+func (s *producerSink) Write(ctx context.Context, b Batch) error {
+	return s.write(ctx, &b, s.deliver)
+}
+
+// deliver writes each part of p, then its checkpoint. A crash between the
+// two redelivers the part: the duplicates are bounded by the events since
+// the last checkpoint.
+func (s *producerSink) deliver(ctx context.Context, p *plan) (int, error) {
+	for i := range p.parts {
+		pt := &p.parts[i]
+		ck := s.nextCheckpoint(p, i)
+		var results produceResults
+		for _, r := range pt.records {
+			results.produce(ctx, s.cl, r)
+		}
+		if err := s.cl.Flush(ctx); err != nil {
+			return i, fmt.Errorf("kafkasink: flushing events %s..%s: %w", pt.first, pt.last, err)
+		}
+		if failed, err := results.wait(); err != nil {
+			return i, s.writeError(ctx, pt, ck, failed, err)
+		}
+		ckRec, err := s.store.record(ck)
+		if err != nil {
+			return i, err
+		}
+		if err := s.cl.ProduceSync(ctx, ckRec).FirstErr(); err != nil {
+			return i, s.writeError(ctx, pt, ck, ckRec, err)
+		}
+		s.store.from = ckRec.Offset
+		s.setCheckpoint(ck)
+	}
+	return len(p.parts), nil
+}

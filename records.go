@@ -1,0 +1,288 @@
+package kafkasink
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Header keys every record carries.
+const (
+	HeaderID        = "kafkasink.id"         // the event id (its position)
+	HeaderOp        = "kafkasink.op"         // insert, update, delete, truncate or read
+	HeaderTable     = "kafkasink.table"      // schema.table
+	HeaderLSN       = "kafkasink.lsn"        // the change's own LSN, decimal
+	HeaderCommitLSN = "kafkasink.commit_lsn" // the commit LSN of its transaction, decimal
+
+	// Dead-lettered records carry these as well.
+	HeaderReason = "kafkasink.reason" // a Reason
+	HeaderError  = "kafkasink.error"  // the error text
+	HeaderTopic  = "kafkasink.topic"  // the topic the event was meant for; empty when unroutable
+)
+
+// recordOverhead bounds what Kafka adds around one record's key, value and
+// headers: the record batch header (61 bytes) and the record's own varints
+// and attributes. Used to reject oversized records before producing them.
+const recordOverhead = 61 + 32
+
+// plan is a batch made ready for Kafka: validated, filtered against the
+// checkpoint, encoded, and split into parts that each end with one
+// checkpoint.
+type plan struct {
+	events   int // events in the batch
+	skipped  int // at or below the checkpoint
+	rejected int // dead-lettered
+	parts    []part
+	cursor   json.RawMessage // the batch cursor; nil keeps the previous one
+}
+
+// part is what one transaction (ExactlyOnce) or one checkpointed step
+// (other modes) writes.
+type part struct {
+	records   []*kgo.Record
+	positions []Position // the event position of each record, for errors
+	events    int
+	bytes     int
+	first     Position
+	last      Position
+}
+
+// written returns how many events the plan writes to their topics.
+func (p *plan) written() int {
+	n := 0
+	for i := range p.parts {
+		n += p.parts[i].events
+	}
+	return n - p.rejected
+}
+
+// checkBatch refuses a batch that is malformed as a whole, before anything
+// is encoded.
+func checkBatch(b *Batch) error {
+	for i := range b.Events {
+		e := &b.Events[i]
+		switch {
+		case e.Table == "":
+			return fmt.Errorf("%w: event %d (position %s) has no table; set Event.Table", ErrInvalidBatch, i, e.Position)
+		case !e.Op.Valid():
+			return fmt.Errorf("%w: event %d (position %s, table %s.%s) has invalid Op %d", ErrInvalidBatch, i, e.Position, e.Schema, e.Table, e.Op)
+		case i > 0 && e.Position.Compare(b.Events[i-1].Position) <= 0:
+			return fmt.Errorf("%w: event %d has position %s, not above event %d's %s: positions must strictly increase within a batch", ErrInvalidBatch, i, e.Position, i-1, b.Events[i-1].Position)
+		}
+	}
+	if b.Cursor != nil && !json.Valid(b.Cursor) {
+		return fmt.Errorf("%w: Batch.Cursor is not valid JSON", ErrInvalidBatch)
+	}
+	return nil
+}
+
+// plan validates b, drops the events the checkpoint already covers, and
+// encodes the rest into records. Events that cannot be delivered are
+// dead-lettered, or fail the batch with a *RejectedError listing all of
+// them.
+func (s *base) plan(ctx context.Context, b *Batch) (*plan, error) {
+	if err := checkBatch(b); err != nil {
+		return nil, err
+	}
+	ck := s.Checkpoint()
+	events := b.Events
+	for len(events) > 0 && events[0].Position.Compare(ck.Position) <= 0 {
+		events = events[1:]
+	}
+	p := &plan{events: len(b.Events), skipped: len(b.Events) - len(events), cursor: b.Cursor}
+	if p.skipped > 0 {
+		s.log.Info("skipping events the checkpoint covers (redelivery after a restart)",
+			"skipped", p.skipped, "checkpoint", ck.Position.String())
+	}
+
+	enc := encoderState{
+		records: make([]kgo.Record, len(events)),
+		headers: make([]kgo.RecordHeader, 0, 5*len(events)),
+		arena:   make([]byte, 0, 512*len(events)),
+	}
+	var (
+		rejections []Rejection
+		cur        part
+	)
+	flush := func() {
+		if cur.events > 0 {
+			p.parts = append(p.parts, cur)
+		}
+		cur = part{}
+	}
+	for i := range events {
+		e := &events[i]
+		r, rej, err := s.encodeEvent(ctx, &enc, i, e)
+		if err != nil {
+			return nil, err
+		}
+		if rej != nil {
+			rejections = append(rejections, *rej)
+			if s.cfg.DeadLetterTopic == "" {
+				continue
+			}
+			if r, err = s.deadLetter(ctx, &enc, i, e, rej); err != nil {
+				return nil, err
+			}
+			p.rejected++
+		}
+		size := recordSize(r)
+		if cur.events > 0 && (cur.events >= s.cfg.MaxTransactionRecords || cur.bytes+size > s.cfg.MaxTransactionBytes) {
+			flush()
+		}
+		if cur.events == 0 {
+			cur.first = e.Position
+		}
+		cur.records = append(cur.records, r)
+		cur.positions = append(cur.positions, e.Position)
+		cur.events++
+		cur.bytes += size
+		cur.last = e.Position
+	}
+	flush()
+
+	deadLettered := s.cfg.DeadLetterTopic != ""
+	for _, r := range rejections {
+		s.hooks.onRejected(r, deadLettered)
+		s.log.Warn("event rejected", "position", r.Position.String(), "table", r.Schema+"."+r.Table,
+			"reason", string(r.Reason), "error", r.Err, "dead_lettered", deadLettered)
+	}
+	if len(rejections) > 0 && !deadLettered {
+		return nil, &RejectedError{Rejections: rejections}
+	}
+	return p, nil
+}
+
+// encoderState holds the allocations shared by all records of one plan, so
+// encoding costs a few allocations per batch rather than several per event.
+type encoderState struct {
+	records []kgo.Record
+	headers []kgo.RecordHeader
+	arena   []byte
+}
+
+// take returns the bytes appended to the arena since start, capped so a
+// later append cannot overwrite them.
+func (es *encoderState) take(start int) []byte {
+	return es.arena[start:len(es.arena):len(es.arena)]
+}
+
+// encodeEvent builds the record of e, or says why e is rejected.
+func (s *base) encodeEvent(ctx context.Context, es *encoderState, i int, e *Event) (*kgo.Record, *Rejection, error) {
+	reject := func(topic string, reason Reason, err error) (*kgo.Record, *Rejection, error) {
+		return nil, &Rejection{Position: e.Position, Schema: e.Schema, Table: e.Table, Topic: topic, Reason: reason, Err: err}, nil
+	}
+	topic, err := s.cfg.Topics.route(e.Schema, e.Table)
+	if err != nil {
+		return reject("", ReasonUnroutable, err)
+	}
+	info, err := s.topics.get(ctx, s.adm, topic)
+	if err != nil {
+		return nil, nil, err
+	}
+
+	start := len(es.arena)
+	es.arena, err = AppendKey(es.arena, e, s.cfg.KeyColumns[e.Schema+"."+e.Table], s.cfg.KeyFormat)
+	if err != nil {
+		es.arena = es.arena[:start]
+		return reject(topic, ReasonNoKey, err)
+	}
+	key := es.take(start)
+
+	start = len(es.arena)
+	out, err := s.cfg.Encoder.Encode(es.arena, e)
+	if err != nil {
+		es.arena = es.arena[:start]
+		return reject(topic, ReasonUnencodable, err)
+	}
+	var value []byte // nil: a tombstone
+	if out != nil {
+		es.arena = out
+		value = es.take(start)
+	}
+
+	r := &es.records[i]
+	*r = kgo.Record{Topic: topic, Key: key, Value: value, Headers: s.standardHeaders(es, e)}
+	if limit := min(info.maxMessageBytes, s.cfg.MaxRecordBytes); recordSize(r)+recordOverhead > limit {
+		return reject(topic, ReasonTooLarge, fmt.Errorf("record of %d bytes exceeds the limit of %d (the smaller of topic %s's max.message.bytes %d and Config.MaxRecordBytes %d)",
+			recordSize(r)+recordOverhead, limit, topic, info.maxMessageBytes, s.cfg.MaxRecordBytes))
+	}
+	return r, nil, nil
+}
+
+// standardHeaders appends the headers every record carries.
+func (s *base) standardHeaders(es *encoderState, e *Event) []kgo.RecordHeader {
+	h0 := len(es.headers)
+	add := func(key string, start int) {
+		es.headers = append(es.headers, kgo.RecordHeader{Key: key, Value: es.take(start)})
+	}
+	start := len(es.arena)
+	es.arena = e.Position.AppendText(es.arena)
+	add(HeaderID, start)
+
+	start = len(es.arena)
+	es.arena = append(es.arena, e.Op.String()...)
+	add(HeaderOp, start)
+
+	start = len(es.arena)
+	es.arena = append(append(append(es.arena, e.Schema...), '.'), e.Table...)
+	add(HeaderTable, start)
+
+	start = len(es.arena)
+	es.arena = strconv.AppendUint(es.arena, uint64(e.LSN), 10)
+	add(HeaderLSN, start)
+
+	start = len(es.arena)
+	es.arena = strconv.AppendUint(es.arena, uint64(e.Position.LSN), 10)
+	add(HeaderCommitLSN, start)
+	return es.headers[h0:len(es.headers):len(es.headers)]
+}
+
+// deadLetter builds the dead-letter record of a rejected event: its key and
+// value when they were made and fit, and headers naming the reason.
+func (s *base) deadLetter(ctx context.Context, es *encoderState, i int, e *Event, rej *Rejection) (*kgo.Record, error) {
+	info, err := s.topics.get(ctx, s.adm, s.cfg.DeadLetterTopic)
+	if err != nil {
+		return nil, err
+	}
+	r := &es.records[i] // filled in only when the record was too large
+	r.Topic = s.cfg.DeadLetterTopic
+	if r.Key == nil {
+		r.Key = e.Position.AppendText(nil)
+	}
+	if r.Headers == nil {
+		r.Headers = s.standardHeaders(es, e)
+	}
+	r.Headers = append(r.Headers,
+		kgo.RecordHeader{Key: HeaderReason, Value: []byte(rej.Reason)},
+		kgo.RecordHeader{Key: HeaderError, Value: []byte(truncate(rej.Err.Error(), 4096))},
+		kgo.RecordHeader{Key: HeaderTopic, Value: []byte(rej.Topic)},
+	)
+	if recordSize(r)+recordOverhead > min(info.maxMessageBytes, s.cfg.MaxRecordBytes) {
+		// The value does not fit the dead-letter topic either; the
+		// headers still identify the event, so it is not lost from
+		// view, and the source still has it.
+		r.Value = nil
+	}
+	return r, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// recordSize is the bytes of a record's key, value and headers.
+func recordSize(r *kgo.Record) int {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value) + 2
+	}
+	return n
+}
+

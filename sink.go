@@ -1,0 +1,331 @@
+package kafkasink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkasink/kafkasink/internal/kgoslog"
+)
+
+// Sink delivers batches of change events to Kafka.
+//
+// Write is not safe for concurrent use: a Write called while another runs
+// returns ErrConcurrentWrite. Checkpoint and Close are safe to call from any
+// goroutine.
+type Sink interface {
+	// Write delivers b. When it returns nil, every event of b is durably
+	// in Kafka (acks=all) and the checkpoint has moved to b's last event,
+	// with b's cursor: the caller may acknowledge its source. Events at or
+	// below the checkpoint were delivered before and are skipped.
+	//
+	// When it returns an error, what is visible depends on the mode: in
+	// ExactlyOnce mode nothing of an unfinished transaction is visible to
+	// read_committed consumers, and the next Write of the same batch
+	// writes only what the checkpoint does not cover. A cancelled ctx
+	// during a commit leaves its outcome unknown to the caller; the sink
+	// resolves it by reading its checkpoint back on the next Write.
+	// Classify errors with IsRetryable, IsFatal and IsRejected.
+	Write(ctx context.Context, b Batch) error
+
+	// Checkpoint returns the last delivered position and cursor: the one
+	// read from the checkpoint topic at start-up, then the one of the last
+	// successful Write. A source resumes after it.
+	Checkpoint() Checkpoint
+
+	// Close releases the Kafka client. It waits for a running Write to
+	// return, or for ctx. It may be called more than once; later Writes
+	// return ErrClosed.
+	Close(ctx context.Context) error
+}
+
+// New starts a sink: it checks cfg, connects, prepares the checkpoint
+// topic, fences any predecessor with the same transactional id (ExactlyOnce),
+// and reads the checkpoint back. ctx bounds the start-up only.
+//
+// Configuration problems are returned together as one *ConfigError.
+func New(ctx context.Context, cfg Config) (Sink, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	b := &base{
+		cfg:    cfg,
+		log:    cfg.Logger.With("sink", cfg.SinkID),
+		hooks:  newHooks(cfg.Hooks),
+		topics: newTopicCache(&cfg.Topics),
+		sem:    make(chan struct{}, 1),
+		store:  checkpointStore{topic: cfg.CheckpointTopic, sinkID: cfg.SinkID, mode: cfg.Mode},
+	}
+	if cfg.Mode == ExactlyOnce {
+		b.store.txnID = cfg.TransactionalID
+	}
+	if err := b.start(ctx); err != nil {
+		b.closeClient()
+		return nil, err
+	}
+	if cfg.Mode == ExactlyOnce {
+		return &txnSink{base: b}, nil
+	}
+	return &producerSink{base: b}, nil
+}
+
+// base is what every mode shares: configuration, the client, topics,
+// checkpoint, the write guard, and planning batches into records.
+type base struct {
+	cfg    Config
+	log    *slog.Logger
+	hooks  hooks
+	topics *topicCache
+
+	// sem admits one Write at a time; Close takes it too, to wait for a
+	// running Write.
+	sem    chan struct{}
+	closed atomic.Bool
+
+	// Touched only while holding sem (or during New).
+	cl    *kgo.Client
+	adm   *kadm.Client
+	store checkpointStore
+	// fatal, once set, is returned by every later Write: fencing or an
+	// unusable checkpoint never heals by retrying.
+	fatal error
+
+	mu   sync.Mutex // guards ckpt
+	ckpt Checkpoint
+}
+
+// connOptions are the options every client of the sink uses.
+func (s *base) connOptions() []kgo.Opt {
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(s.cfg.Brokers...),
+		kgo.WithLogger(kgoslog.Logger{L: s.log}),
+		kgo.ClientID("kafkasink-" + s.cfg.SinkID),
+	}
+	for _, o := range s.cfg.ClientOptions {
+		if _, producer := o.(kgo.ProducerOpt); !producer {
+			opts = append(opts, o)
+		}
+	}
+	return opts
+}
+
+// producerOptions are the options of the producing client; the ones the
+// sink owns come after the passthrough, which validate has checked does
+// not set them.
+func (s *base) producerOptions() []kgo.Opt {
+	opts := append([]kgo.Opt{
+		kgo.SeedBrokers(s.cfg.Brokers...),
+		kgo.WithLogger(kgoslog.Logger{L: s.log}),
+		kgo.ClientID("kafkasink-" + s.cfg.SinkID),
+	}, s.cfg.ClientOptions...)
+	opts = append(opts,
+		kgo.RecordPartitioner(newPartitioner()),
+		kgo.ProducerBatchMaxBytes(int32(s.cfg.MaxRecordBytes)),
+	)
+	switch s.cfg.Mode {
+	case ExactlyOnce:
+		opts = append(opts,
+			kgo.TransactionalID(s.cfg.TransactionalID),
+			kgo.TransactionTimeout(s.cfg.TransactionTimeout),
+			kgo.RequiredAcks(kgo.AllISRAcks()),
+		)
+	case Idempotent:
+		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
+	case Plain:
+		acks := map[Acks]kgo.Acks{AcksAll: kgo.AllISRAcks(), AcksLeader: kgo.LeaderAck(), AcksNone: kgo.NoAck()}[s.cfg.Acks]
+		opts = append(opts, kgo.DisableIdempotentWrite(), kgo.RequiredAcks(acks))
+	}
+	return opts
+}
+
+// start connects, prepares the checkpoint topic, fences predecessors and
+// reads the checkpoint: the protocol's start-up, also used to recover.
+func (s *base) start(ctx context.Context) error {
+	cl, err := kgo.NewClient(s.producerOptions()...)
+	if err != nil {
+		return &ConfigError{Problems: []string{"Kafka client: " + err.Error()}}
+	}
+	s.cl, s.adm = cl, kadm.NewClient(cl)
+
+	if s.store.partition, err = setupCheckpointTopic(ctx, s.adm, s.cfg.CheckpointTopic, s.cfg.SinkID, s.cfg.Mode, s.logInfo); err != nil {
+		return err
+	}
+	if s.cfg.Mode == ExactlyOnce {
+		// Initialising the producer id fences every predecessor with
+		// the same transactional id and makes the broker finish its
+		// open transaction, so the read below sees its outcome.
+		if _, _, err := cl.ProducerID(ctx); err != nil {
+			return s.classifyInitErr(err)
+		}
+	}
+	ck, err := s.store.read(ctx, s.adm, s.connOptions(), s.Checkpoint())
+	if err != nil {
+		return err
+	}
+	s.setCheckpoint(ck)
+	s.log.Info("sink started", "mode", s.cfg.Mode.String(), "checkpoint", ck.Position.String(),
+		"checkpoint_topic", s.cfg.CheckpointTopic, "checkpoint_partition", s.store.partition)
+	return nil
+}
+
+// classifyInitErr explains the producer id errors a user can fix.
+func (s *base) classifyInitErr(err error) error {
+	switch {
+	case errors.Is(err, kerr.InvalidTransactionTimeout):
+		return &ConfigError{Problems: []string{fmt.Sprintf("TransactionTimeout %v is above the broker's transaction.max.timeout.ms: lower it, or raise the broker setting (%v)", s.cfg.TransactionTimeout, err)}}
+	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
+		return fmt.Errorf("kafkasink: not authorised to use transactional id %q: grant WRITE and DESCRIBE on TransactionalId %q to the sink's principal: %w", s.cfg.TransactionalID, s.cfg.TransactionalID, err)
+	}
+	return fmt.Errorf("kafkasink: initialising producer id for transactional id %q: %w", s.cfg.TransactionalID, err)
+}
+
+// restart drops the client and runs start-up again: a fresh producer id
+// that fences whatever the old client left open, and a checkpoint read
+// that says what the broker really has. Every unclear failure ends here,
+// so recovery is the same, well-trodden path as a process restart.
+func (s *base) restart(ctx context.Context) error {
+	s.closeClient()
+	err := s.start(ctx)
+	if err != nil && IsFatal(err) {
+		s.fatal = err
+	}
+	return err
+}
+
+func (s *base) logInfo(msg string, args ...any) { s.log.Info(msg, args...) }
+
+func (s *base) closeClient() {
+	if s.cl != nil {
+		s.cl.Close()
+		s.cl, s.adm = nil, nil
+	}
+}
+
+// Checkpoint returns the last delivered checkpoint.
+func (s *base) Checkpoint() Checkpoint {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ckpt
+}
+
+func (s *base) setCheckpoint(c Checkpoint) {
+	s.mu.Lock()
+	s.ckpt = c
+	s.mu.Unlock()
+}
+
+// enter admits one Write, or says why not.
+func (s *base) enter() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	select {
+	case s.sem <- struct{}{}:
+	default:
+		return ErrConcurrentWrite
+	}
+	if s.closed.Load() {
+		<-s.sem
+		return ErrClosed
+	}
+	if s.fatal != nil {
+		<-s.sem
+		return s.fatal
+	}
+	return nil
+}
+
+// exit ends a Write. A Close that gave up waiting for it left the client
+// for the Write to close.
+func (s *base) exit() {
+	if s.closed.Load() {
+		s.closeClient()
+	}
+	<-s.sem
+}
+
+// write runs the steps every mode shares around deliver.
+func (s *base) write(ctx context.Context, b *Batch, deliver func(context.Context, *plan) (transactions int, err error)) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.exit()
+	if len(b.Events) == 0 && b.Cursor == nil {
+		return nil
+	}
+	if s.cl == nil {
+		// An earlier recovery failed half way; finish it first.
+		if err := s.restart(ctx); err != nil {
+			return err
+		}
+	}
+	started := time.Now()
+	p, err := s.plan(ctx, b)
+	if err != nil {
+		return err
+	}
+	if len(p.parts) == 0 && (p.cursor == nil || p.skipped > 0) {
+		// Everything was delivered before; a redelivered cursor is
+		// already stored with it.
+		return nil
+	}
+	if len(p.parts) == 0 {
+		// A batch of no events moving only the cursor, such as an
+		// empty snapshot chunk: one part holding just the checkpoint.
+		ck := s.Checkpoint()
+		p.parts = []part{{first: ck.Position, last: ck.Position}}
+	}
+	n, err := deliver(ctx, p)
+	if err != nil {
+		return err
+	}
+	info := BatchInfo{Events: p.events, Skipped: p.skipped, Written: p.written(), Rejected: p.rejected,
+		Transactions: n, Duration: time.Since(started), Checkpoint: s.Checkpoint()}
+	for i := range p.parts {
+		info.Records += len(p.parts[i].records)
+		info.Bytes += p.parts[i].bytes
+	}
+	s.hooks.onBatch(info)
+	s.log.Debug("batch written", "events", info.Events, "skipped", info.Skipped, "rejected", info.Rejected,
+		"transactions", n, "checkpoint", info.Checkpoint.Position.String(), "duration", info.Duration)
+	return nil
+}
+
+// nextCheckpoint is the checkpoint written with part i of p: the part's
+// last position, and the batch cursor only with the last part, because
+// until then the source must still resume from the previous cursor.
+func (s *base) nextCheckpoint(p *plan, i int) Checkpoint {
+	ck := s.Checkpoint()
+	next := Checkpoint{Position: p.parts[i].last, Cursor: ck.Cursor, Mode: s.cfg.Mode, Time: time.Now()}
+	if i == len(p.parts)-1 && p.cursor != nil {
+		next.Cursor = p.cursor
+	}
+	return next
+}
+
+// Close releases the client; see Sink.Close.
+func (s *base) Close(ctx context.Context) error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	select {
+	case s.sem <- struct{}{}:
+		s.closeClient()
+		<-s.sem
+		s.log.Info("sink closed")
+		return nil
+	case <-ctx.Done():
+		// The running Write closes the client when it returns (see
+		// exit); it commits or aborts its transaction first.
+		return fmt.Errorf("kafkasink: Close: a Write is still running and will release the client when it returns: %w", context.Cause(ctx))
+	}
+}

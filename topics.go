@@ -1,0 +1,240 @@
+package kafkasink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// maxTopicNameLen is Kafka's limit on topic names.
+const maxTopicNameLen = 249
+
+func validTopicChars(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// validateTopicName applies Kafka's rules for topic names.
+func validateTopicName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("topic name is empty")
+	case name == "." || name == "..":
+		return fmt.Errorf("topic name %q is not allowed", name)
+	case len(name) > maxTopicNameLen:
+		return fmt.Errorf("topic name %.40q... is %d bytes, over Kafka's limit of %d", name, len(name), maxTopicNameLen)
+	case !validTopicChars(name):
+		return fmt.Errorf("topic name %q has characters outside [a-zA-Z0-9._-]", name)
+	}
+	return nil
+}
+
+// problems returns the configuration problems of t.
+func (t *Topics) problems() []string {
+	var p []string
+	if t.Template != "" && t.Prefix != "" {
+		p = append(p, "Topics.Template and Topics.Prefix are both set: use one")
+	}
+	if t.Template != "" {
+		probe := strings.NewReplacer("{schema}", "s", "{table}", "t").Replace(t.Template)
+		if strings.ContainsAny(probe, "{}") {
+			p = append(p, fmt.Sprintf("Topics.Template %q has an unknown placeholder: only {schema} and {table} are allowed", t.Template))
+		} else if err := validateTopicName(probe); err != nil {
+			p = append(p, "Topics.Template: "+err.Error())
+		}
+	}
+	if t.Prefix != "" {
+		if err := validateTopicName(t.Prefix); err != nil {
+			p = append(p, "Topics.Prefix: "+err.Error())
+		}
+	}
+	for table, topic := range t.Routes {
+		if err := validateTopicName(topic); err != nil {
+			p = append(p, fmt.Sprintf("Topics.Routes[%q]: %v", table, err))
+		}
+	}
+	if t.Partitions == 0 || t.Partitions < -1 {
+		p = append(p, fmt.Sprintf("Topics.Partitions %d: want a positive count or -1 for the broker's default", t.Partitions))
+	}
+	if t.ReplicationFactor == 0 || t.ReplicationFactor < -1 {
+		p = append(p, fmt.Sprintf("Topics.ReplicationFactor %d: want a positive factor or -1 for the broker's default", t.ReplicationFactor))
+	}
+	return p
+}
+
+// route names the topic of an event's table and checks the name.
+func (t *Topics) route(schema, table string) (string, error) {
+	var (
+		topic string
+		err   error
+	)
+	switch {
+	case t.Route != nil:
+		topic, err = t.Route(schema, table)
+		if err != nil {
+			return "", fmt.Errorf("Topics.Route for %s.%s: %w", schema, table, err)
+		}
+	case t.Routes[schema+"."+table] != "":
+		topic = t.Routes[schema+"."+table]
+	case t.Template != "":
+		topic = strings.NewReplacer("{schema}", schema, "{table}", table).Replace(t.Template)
+	default:
+		topic = t.Prefix + "." + schema + "." + table
+	}
+	if err := validateTopicName(topic); err != nil {
+		return "", fmt.Errorf("topic for %s.%s: %w; route the table explicitly with Topics.Routes", schema, table, err)
+	}
+	return topic, nil
+}
+
+// topicInfo is what the sink needs to know of a destination topic.
+type topicInfo struct {
+	partitions      int
+	maxMessageBytes int
+}
+
+// topicCache ensures each destination topic exists (creating it when
+// allowed) the first time it is used, and remembers its limits.
+type topicCache struct {
+	cfg    *Topics
+	mu     sync.Mutex
+	topics map[string]topicInfo
+}
+
+func newTopicCache(cfg *Topics) *topicCache {
+	return &topicCache{cfg: cfg, topics: make(map[string]topicInfo)}
+}
+
+// get returns the topic's info, ensuring it exists on first use.
+func (c *topicCache) get(ctx context.Context, adm *kadm.Client, topic string) (topicInfo, error) {
+	c.mu.Lock()
+	info, ok := c.topics[topic]
+	c.mu.Unlock()
+	if ok {
+		return info, nil
+	}
+	info, err := ensureTopic(ctx, adm, topic, c.cfg.MustExist, c.cfg.Partitions, c.cfg.ReplicationFactor, c.cfg.Configs)
+	if err != nil {
+		return topicInfo{}, err
+	}
+	c.mu.Lock()
+	c.topics[topic] = info
+	c.mu.Unlock()
+	return info, nil
+}
+
+// forget drops a topic, so its next use checks the broker again: after a
+// write found it missing.
+func (c *topicCache) forget(topic string) {
+	c.mu.Lock()
+	delete(c.topics, topic)
+	c.mu.Unlock()
+}
+
+// ensureTopic creates the topic when it is missing and mustExist is false,
+// waits until every partition has a leader, and reads its
+// max.message.bytes.
+func ensureTopic(ctx context.Context, adm *kadm.Client, topic string, mustExist bool, partitions int32, rf int16, configs map[string]string) (topicInfo, error) {
+	details, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return topicInfo{}, fmt.Errorf("kafkasink: reading metadata of topic %q: %w", topic, err)
+	}
+	d, exists := details[topic]
+	if exists && d.Err != nil && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+		return topicInfo{}, fmt.Errorf("kafkasink: topic %q: %w", topic, d.Err)
+	}
+	exists = exists && d.Err == nil
+	if !exists {
+		if mustExist {
+			return topicInfo{}, fmt.Errorf("%w: %q (Topics.MustExist is set: create it, or route the table elsewhere)", ErrTopicMissing, topic)
+		}
+		cfgs := make(map[string]*string, len(configs))
+		for k, v := range configs {
+			cfgs[k] = &v
+		}
+		resp, err := adm.CreateTopic(ctx, partitions, rf, cfgs, topic)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return topicInfo{}, fmt.Errorf("kafkasink: creating topic %q (partitions %d, replication factor %d): %w", topic, partitions, rf, err)
+		}
+	}
+	n, err := waitForLeaders(ctx, adm, topic)
+	if err != nil {
+		return topicInfo{}, err
+	}
+	maxBytes, err := topicMaxMessageBytes(ctx, adm, topic)
+	if err != nil {
+		return topicInfo{}, err
+	}
+	return topicInfo{partitions: n, maxMessageBytes: maxBytes}, nil
+}
+
+// waitForLeaders polls metadata until every partition of topic has a
+// leader, so the first produce does not race the topic's propagation.
+func waitForLeaders(ctx context.Context, adm *kadm.Client, topic string) (int, error) {
+	for delay := 50 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+		details, err := adm.ListTopics(ctx, topic)
+		if err == nil {
+			if d, ok := details[topic]; ok && d.Err == nil && len(d.Partitions) > 0 {
+				ready := true
+				for _, p := range d.Partitions {
+					ready = ready && p.Leader >= 0 && p.Err == nil
+				}
+				if ready {
+					return len(d.Partitions), nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("kafkasink: waiting for leaders of topic %q: %w", topic, context.Cause(ctx))
+		case <-time.After(delay):
+		}
+	}
+}
+
+// topicConfigs reads a topic's effective configuration.
+func topicConfigs(ctx context.Context, adm *kadm.Client, topic string) (map[string]string, error) {
+	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("kafkasink: describing configs of topic %q: %w", topic, err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err == nil {
+		err = rc.Err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kafkasink: describing configs of topic %q: %w", topic, err)
+	}
+	out := make(map[string]string, len(rc.Configs))
+	for _, c := range rc.Configs {
+		out[c.Key] = c.MaybeValue()
+	}
+	return out, nil
+}
+
+func topicMaxMessageBytes(ctx context.Context, adm *kadm.Client, topic string) (int, error) {
+	cfgs, err := topicConfigs(ctx, adm, topic)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(cfgs["max.message.bytes"])
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("kafkasink: topic %q has no usable max.message.bytes (%q)", topic, cfgs["max.message.bytes"])
+	}
+	return n, nil
+}

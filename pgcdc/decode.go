@@ -1,0 +1,982 @@
+package pgcdc
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+
+	"github.com/kafkasink/kafkasink"
+)
+
+// ErrDecoderClosed is returned by Decoder.Decode after Decoder.Close. Test
+// with errors.Is.
+var ErrDecoderClosed = errors.New("pgcdc: decoder closed")
+
+// DecoderConfig configures a Decoder. The zero value is not usable: OnEvent
+// is required.
+type DecoderConfig struct {
+	// ProtocolVersion is the pgoutput proto_version the replication was
+	// started with: 1, or 2 for streamed in-progress transactions
+	// (PostgreSQL 14 and later, with the "streaming" option on). Zero
+	// means 2. Version 1 refuses stream messages as malformed.
+	ProtocolVersion int
+
+	// SpoolDir is the directory for the temporary files that hold the
+	// changes of streamed transactions until they commit. Empty means
+	// os.TempDir(). The files hold row data and are created with mode
+	// 0600.
+	SpoolDir string
+
+	// KeyColumns, when set, is asked for the key columns of every relation
+	// the server describes; a non-nil answer replaces the replica identity
+	// columns the Relation message flags. It exists for tables with
+	// REPLICA IDENTITY FULL, which flag every column: without an answer
+	// their events have no Key and their key changes cannot be detected.
+	// Every name it returns must be a column of the relation.
+	KeyColumns func(schema, table string) []string
+
+	// OnEvent receives every row change, in order. Required. The Event
+	// and its rows belong to the callee; Event.Key is shared between the
+	// events of a relation and must not be modified. An error stops
+	// decoding: Decode returns it unchanged.
+	OnEvent func(kafkasink.Event) error
+
+	// OnCommit, when set, is called after the last event of each committed
+	// transaction. Only then is the transaction complete: see Decoder.
+	OnCommit func(Txn) error
+
+	// OnMessage, when set, receives logical decoding messages
+	// (pg_logical_emit_message). Nil ignores them.
+	OnMessage func(Message) error
+}
+
+// Txn describes a committed transaction. It is passed to
+// DecoderConfig.OnCommit after the transaction's last event.
+type Txn struct {
+	XID       uint32        // top-level transaction id
+	CommitLSN kafkasink.LSN // LSN of the commit record: the Position.LSN of its events
+	// EndLSN is the end of the commit record. Once every event of the
+	// transaction is delivered, the replication loop may confirm it as
+	// flushed.
+	EndLSN   kafkasink.LSN
+	Commit   time.Time // commit time
+	Origin   string    // replication origin of the transaction, empty when none
+	Events   int       // number of events delivered for the transaction
+	Streamed bool      // the transaction was streamed while in progress and replayed at commit
+}
+
+// Message is a logical decoding message, written by pg_logical_emit_message.
+type Message struct {
+	LSN           kafkasink.LSN // the message's own LSN
+	Transactional bool
+	// XID is the top-level transaction a transactional message belongs
+	// to; zero for a non-transactional message.
+	XID     uint32
+	Prefix  string
+	Content []byte
+}
+
+// DecodeError is a pgoutput message the Decoder cannot decode: truncated or
+// malformed bytes, a message out of protocol order, a change for a relation
+// never described, a value that does not parse for its type. It is fatal:
+// the server would send the same bytes again.
+type DecodeError struct {
+	LSN  kafkasink.LSN // WAL position of the message (XLogData WALStart)
+	Type string        // message type, such as "Insert"; "" when unknown
+	Err  error
+}
+
+func (e *DecodeError) Error() string {
+	typ := e.Type
+	if typ == "" {
+		typ = "pgoutput"
+	}
+	return fmt.Sprintf("pgcdc: decoding %s message at %s: %v", typ, e.LSN, e.Err)
+}
+
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// Decoder decodes a stream of pgoutput messages into events. It keeps the
+// state the protocol depends on: the relation and type descriptions, the
+// open transaction, and the spool files of streamed transactions.
+//
+// Events of an ordinary transaction are delivered as its changes arrive,
+// then OnCommit. Events of a streamed transaction are spooled to disk and
+// delivered at its StreamCommit, followed by OnCommit; aborted streamed
+// changes are never delivered. Either way a transaction is complete only
+// when OnCommit is called. Each event's Position is (commit LSN, index from
+// 0 within the transaction), so positions are the same every time the server
+// sends the transaction and a partly written transaction can resume.
+//
+// After Decode returns an error, every call returns the same error until
+// Reset: the state is no longer trustworthy. When the replication
+// connection is lost, call Reset before decoding the new connection's
+// messages: the server starts over from the confirmed position and repeats
+// the open transaction, streamed ones from their first segment.
+//
+// A Decoder is not safe for concurrent use.
+type Decoder struct {
+	cfg       DecoderConfig
+	conv      *valueConverter
+	relations map[uint32]*relInfo
+	types     map[uint32]typeInfo
+
+	txn      *txnState // open ordinary transaction; nil between transactions
+	inStream bool
+	stream   *txnSpool // spool of the stream block in progress
+	spools   map[uint32]*txnSpool
+
+	err    error
+	closed bool
+}
+
+// txnState is a transaction whose events are being delivered.
+type txnState struct {
+	xid       uint32
+	commitLSN kafkasink.LSN
+	commit    time.Time
+	origin    string
+	next      uint64 // index of the next event
+}
+
+// relInfo is a relation as the last Relation message described it.
+type relInfo struct {
+	oid      uint32
+	schema   string
+	table    string
+	cols     []relColumn
+	key      []string // effective key column names, capacity clipped
+	keyIdx   []int    // indexes of the effective key columns
+	identIdx []int    // indexes of the replica identity columns
+}
+
+type relColumn struct {
+	name  string
+	oid   uint32
+	ident bool
+}
+
+// typeInfo is a non-built-in type as a Type message described it.
+type typeInfo struct{ namespace, name string }
+
+// NewDecoder returns a Decoder for cfg. It returns a *kafkasink.ConfigError
+// listing every problem with cfg.
+func NewDecoder(cfg DecoderConfig) (*Decoder, error) {
+	var problems []string
+	switch cfg.ProtocolVersion {
+	case 0:
+		cfg.ProtocolVersion = 2
+	case 1, 2:
+	default:
+		problems = append(problems, fmt.Sprintf("pgcdc: DecoderConfig.ProtocolVersion %d is not supported: use 1 or 2", cfg.ProtocolVersion))
+	}
+	if cfg.OnEvent == nil {
+		problems = append(problems, "pgcdc: DecoderConfig.OnEvent is required")
+	}
+	if problems != nil {
+		return nil, &kafkasink.ConfigError{Problems: problems}
+	}
+	d := &Decoder{cfg: cfg, conv: newValueConverter()}
+	d.resetState()
+	return d, nil
+}
+
+func (d *Decoder) resetState() {
+	d.relations = make(map[uint32]*relInfo)
+	d.types = make(map[uint32]typeInfo)
+	d.txn = nil
+	d.inStream = false
+	d.stream = nil
+	d.spools = make(map[uint32]*txnSpool)
+	d.err = nil
+}
+
+// InTransaction reports whether a transaction has begun and not yet
+// committed. Streamed transactions between their stream blocks do not count:
+// the server resends them in full after a reconnect.
+func (d *Decoder) InTransaction() bool { return d.txn != nil || d.inStream }
+
+// Reset forgets all protocol state (relations, types, the open transaction,
+// streamed transactions and their spool files) and clears a previous error,
+// so that decoding can start over on a new replication connection.
+func (d *Decoder) Reset() error {
+	err := d.removeSpools()
+	if !d.closed {
+		d.resetState()
+	}
+	return err
+}
+
+// Close removes the spool files. Decode returns ErrDecoderClosed after it.
+// Close may be called more than once.
+func (d *Decoder) Close() error {
+	err := d.removeSpools()
+	d.closed = true
+	return err
+}
+
+func (d *Decoder) removeSpools() error {
+	var errs []error
+	for xid, s := range d.spools {
+		errs = append(errs, s.remove())
+		delete(d.spools, xid)
+	}
+	d.stream = nil
+	d.inStream = false
+	return errors.Join(errs...)
+}
+
+// Decode decodes one pgoutput message: the WALData of an XLogData message
+// whose WALStart is walStart. It calls the DecoderConfig callbacks for what
+// the message completes and returns their first error unchanged. A message it
+// cannot decode yields a *DecodeError. Decode does not keep data.
+func (d *Decoder) Decode(walStart kafkasink.LSN, data []byte) error {
+	if d.closed {
+		return ErrDecoderClosed
+	}
+	if d.err != nil {
+		return d.err
+	}
+	if err := d.decode(walStart, data); err != nil {
+		d.err = err
+		return err
+	}
+	return nil
+}
+
+// malformed builds a DecodeError.
+func malformed(lsn kafkasink.LSN, typ byte, format string, args ...any) error {
+	return &DecodeError{LSN: lsn, Type: typeName(typ), Err: fmt.Errorf(format, args...)}
+}
+
+func typeName(typ byte) string {
+	if s := pglogrepl.MessageType(typ).String(); s != "Unknown" {
+		return s
+	}
+	return ""
+}
+
+func (d *Decoder) decode(lsn kafkasink.LSN, data []byte) error {
+	msg, err := d.parse(lsn, data, d.inStream)
+	if err != nil {
+		return err
+	}
+	typ := data[0]
+	switch m := msg.(type) {
+	case *pglogrepl.BeginMessage:
+		if d.inStream {
+			return malformed(lsn, typ, "transaction %d begins inside the stream of transaction %d", m.Xid, d.stream.xid)
+		}
+		if d.txn != nil {
+			return malformed(lsn, typ, "transaction %d begins while transaction %d is open", m.Xid, d.txn.xid)
+		}
+		d.txn = &txnState{xid: m.Xid, commitLSN: kafkasink.LSN(m.FinalLSN), commit: m.CommitTime.UTC()}
+		return nil
+
+	case *pglogrepl.CommitMessage:
+		if d.inStream {
+			return malformed(lsn, typ, "commit inside the stream of transaction %d", d.stream.xid)
+		}
+		if d.txn == nil {
+			return malformed(lsn, typ, "commit without begin")
+		}
+		if kafkasink.LSN(m.CommitLSN) != d.txn.commitLSN {
+			return malformed(lsn, typ, "commit LSN %s differs from the final LSN %s announced by Begin of transaction %d",
+				kafkasink.LSN(m.CommitLSN), d.txn.commitLSN, d.txn.xid)
+		}
+		t := d.txn
+		d.txn = nil
+		return d.commit(Txn{
+			XID: t.xid, CommitLSN: t.commitLSN, EndLSN: kafkasink.LSN(m.TransactionEndLSN),
+			Commit: t.commit, Origin: t.origin, Events: int(t.next),
+		})
+
+	case *pglogrepl.OriginMessage:
+		switch {
+		case d.inStream:
+			d.stream.origin = m.Name
+		case d.txn != nil:
+			d.txn.origin = m.Name
+		default:
+			return malformed(lsn, typ, "origin outside a transaction")
+		}
+		return nil
+
+	case *pglogrepl.RelationMessageV2, *pglogrepl.TypeMessageV2:
+		if d.inStream {
+			return d.spoolMessage(lsn, data, msg)
+		}
+		return d.schema(lsn, msg)
+
+	case *pglogrepl.InsertMessageV2, *pglogrepl.UpdateMessageV2, *pglogrepl.DeleteMessageV2, *pglogrepl.TruncateMessageV2:
+		if d.inStream {
+			return d.spoolMessage(lsn, data, msg)
+		}
+		if d.txn == nil {
+			return malformed(lsn, typ, "change outside a transaction")
+		}
+		return d.change(d.txn, lsn, msg)
+
+	case *pglogrepl.LogicalDecodingMessageV2:
+		switch {
+		case m.Transactional && d.inStream:
+			return d.spoolMessage(lsn, data, msg)
+		case m.Transactional && d.txn == nil:
+			return malformed(lsn, typ, "transactional message outside a transaction")
+		case m.Transactional:
+			return d.message(m, d.txn.xid)
+		}
+		return d.message(m, 0)
+
+	case *pglogrepl.StreamStartMessageV2:
+		if d.inStream {
+			return malformed(lsn, typ, "stream of transaction %d starts inside the stream of transaction %d", m.Xid, d.stream.xid)
+		}
+		if d.txn != nil {
+			return malformed(lsn, typ, "stream of transaction %d starts while transaction %d is open", m.Xid, d.txn.xid)
+		}
+		s := d.spools[m.Xid]
+		switch {
+		case m.FirstSegment == 1 && s != nil:
+			// Only a server that starts over sends a first segment
+			// again, and it then resends everything: the old spool is
+			// a stale prefix.
+			if err := s.remove(); err != nil {
+				return err
+			}
+			s = nil
+		case m.FirstSegment != 1 && s == nil:
+			return malformed(lsn, typ, "stream of transaction %d continues, but its first segment was never received", m.Xid)
+		}
+		if s == nil {
+			var err error
+			if s, err = newTxnSpool(d.cfg.SpoolDir, m.Xid); err != nil {
+				return err
+			}
+			d.spools[m.Xid] = s
+		}
+		if err := s.open(); err != nil {
+			return err
+		}
+		d.stream, d.inStream = s, true
+		return nil
+
+	case *pglogrepl.StreamStopMessageV2:
+		if !d.inStream {
+			return malformed(lsn, typ, "stream stop outside a stream")
+		}
+		s := d.stream
+		d.stream, d.inStream = nil, false
+		return s.pause()
+
+	case *pglogrepl.StreamCommitMessageV2:
+		if err := d.outsideStreams(lsn, typ); err != nil {
+			return err
+		}
+		s := d.spools[m.Xid]
+		if s == nil {
+			return malformed(lsn, typ, "commit of streamed transaction %d, which was never streamed", m.Xid)
+		}
+		delete(d.spools, m.Xid)
+		return d.replay(s, m)
+
+	case *pglogrepl.StreamAbortMessageV2:
+		if err := d.outsideStreams(lsn, typ); err != nil {
+			return err
+		}
+		s := d.spools[m.Xid]
+		switch {
+		case s == nil:
+			// Nothing was spooled for it, so there is nothing to forget.
+			return nil
+		case m.SubXid == m.Xid:
+			delete(d.spools, m.Xid)
+			return s.remove()
+		default:
+			s.abortSub(m.SubXid)
+			return nil
+		}
+	}
+	return malformed(lsn, typ, "unexpected message %T", msg)
+}
+
+func (d *Decoder) outsideStreams(lsn kafkasink.LSN, typ byte) error {
+	if d.inStream {
+		return malformed(lsn, typ, "inside the stream of transaction %d", d.stream.xid)
+	}
+	if d.txn != nil {
+		return malformed(lsn, typ, "inside transaction %d", d.txn.xid)
+	}
+	return nil
+}
+
+// parse validates data and parses it with pglogrepl.
+func (d *Decoder) parse(lsn kafkasink.LSN, data []byte, inStream bool) (msg pglogrepl.Message, err error) {
+	if len(data) == 0 {
+		return nil, &DecodeError{LSN: lsn, Err: errors.New("empty message")}
+	}
+	typ := data[0]
+	if err := validate(data, inStream, d.cfg.ProtocolVersion); err != nil {
+		return nil, &DecodeError{LSN: lsn, Type: typeName(typ), Err: err}
+	}
+	// validate checks every length pglogrepl relies on; the recover is
+	// only a backstop against parser panics validate does not foresee.
+	defer func() {
+		if r := recover(); r != nil {
+			msg, err = nil, malformed(lsn, typ, "pglogrepl parser failed: %v", r)
+		}
+	}()
+	msg, err = pglogrepl.ParseV2(data, inStream)
+	if err != nil {
+		return nil, &DecodeError{LSN: lsn, Type: typeName(typ), Err: err}
+	}
+	return msg, nil
+}
+
+// schema applies a Relation or Type message.
+func (d *Decoder) schema(lsn kafkasink.LSN, msg pglogrepl.Message) error {
+	switch m := msg.(type) {
+	case *pglogrepl.TypeMessageV2:
+		d.types[m.DataType] = typeInfo{namespace: m.Namespace, name: m.Name}
+	case *pglogrepl.RelationMessageV2:
+		rel, err := d.newRelInfo(m)
+		if err != nil {
+			return &DecodeError{LSN: lsn, Type: "Relation", Err: err}
+		}
+		d.relations[m.RelationID] = rel
+	}
+	return nil
+}
+
+func (d *Decoder) newRelInfo(m *pglogrepl.RelationMessageV2) (*relInfo, error) {
+	rel := &relInfo{oid: m.RelationID, schema: m.Namespace, table: m.RelationName}
+	switch m.ReplicaIdentity {
+	case 'd', 'n', 'f', 'i':
+	default:
+		return nil, fmt.Errorf("relation %s.%s: unknown replica identity %q", m.Namespace, m.RelationName, m.ReplicaIdentity)
+	}
+	full := m.ReplicaIdentity == 'f'
+	for i, c := range m.Columns {
+		ident := c.Flags&1 != 0
+		rel.cols = append(rel.cols, relColumn{name: c.Name, oid: c.DataType, ident: ident})
+		if ident {
+			rel.identIdx = append(rel.identIdx, i)
+			if !full {
+				// REPLICA IDENTITY FULL flags every column; a key
+				// that is the whole row would give every version of
+				// a row its own Kafka key.
+				rel.keyIdx = append(rel.keyIdx, i)
+			}
+		}
+	}
+	if d.cfg.KeyColumns != nil {
+		if names := d.cfg.KeyColumns(m.Namespace, m.RelationName); names != nil {
+			rel.keyIdx = rel.keyIdx[:0:0]
+			for _, name := range names {
+				i := rel.column(name)
+				if i < 0 {
+					return nil, fmt.Errorf("relation %s.%s: key column %q from DecoderConfig.KeyColumns is not a column of the relation", m.Namespace, m.RelationName, name)
+				}
+				rel.keyIdx = append(rel.keyIdx, i)
+			}
+		}
+	}
+	for _, i := range rel.keyIdx {
+		rel.key = append(rel.key, rel.cols[i].name)
+	}
+	rel.key = rel.key[:len(rel.key):len(rel.key)]
+	return rel, nil
+}
+
+func (r *relInfo) column(name string) int {
+	for i, c := range r.cols {
+		if c.name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+func (r *relInfo) String() string { return fmt.Sprintf("%s.%s (OID %d)", r.schema, r.table, r.oid) }
+
+func (d *Decoder) relation(lsn kafkasink.LSN, typ string, oid uint32) (*relInfo, error) {
+	if rel, ok := d.relations[oid]; ok {
+		return rel, nil
+	}
+	return nil, &DecodeError{LSN: lsn, Type: typ, Err: fmt.Errorf("unknown relation OID %d: no Relation message described it", oid)}
+}
+
+// change delivers the events of one data change of transaction t.
+func (d *Decoder) change(t *txnState, lsn kafkasink.LSN, msg pglogrepl.Message) error {
+	switch m := msg.(type) {
+	case *pglogrepl.InsertMessageV2:
+		rel, err := d.relation(lsn, "Insert", m.RelationID)
+		if err != nil {
+			return err
+		}
+		after, err := d.row(lsn, "Insert", rel, m.Tuple, nil, false)
+		if err != nil {
+			return err
+		}
+		return d.emit(t, rel, lsn, kafkasink.OpInsert, nil, after)
+
+	case *pglogrepl.UpdateMessageV2:
+		rel, err := d.relation(lsn, "Update", m.RelationID)
+		if err != nil {
+			return err
+		}
+		var old *pglogrepl.TupleData
+		if m.OldTupleType == pglogrepl.UpdateMessageTupleTypeOld {
+			old = m.OldTuple
+		}
+		after, err := d.row(lsn, "Update", rel, m.NewTuple, old, false)
+		if err != nil {
+			return err
+		}
+		var before kafkasink.Row
+		if m.OldTuple != nil {
+			keyOnly := m.OldTupleType == pglogrepl.UpdateMessageTupleTypeKey
+			if before, err = d.row(lsn, "Update", rel, m.OldTuple, nil, keyOnly); err != nil {
+				return err
+			}
+			if keyChanged(rel, m.OldTupleType, m.OldTuple, m.NewTuple) {
+				// A compacted topic keeps the last record per key: the
+				// old key needs its own delete, or it lives forever.
+				if err := d.emit(t, rel, lsn, kafkasink.OpDelete, before, nil); err != nil {
+					return err
+				}
+				return d.emit(t, rel, lsn, kafkasink.OpInsert, nil, after)
+			}
+		}
+		return d.emit(t, rel, lsn, kafkasink.OpUpdate, before, after)
+
+	case *pglogrepl.DeleteMessageV2:
+		rel, err := d.relation(lsn, "Delete", m.RelationID)
+		if err != nil {
+			return err
+		}
+		keyOnly := m.OldTupleType == pglogrepl.DeleteMessageTupleTypeKey
+		before, err := d.row(lsn, "Delete", rel, m.OldTuple, nil, keyOnly)
+		if err != nil {
+			return err
+		}
+		return d.emit(t, rel, lsn, kafkasink.OpDelete, before, nil)
+
+	case *pglogrepl.TruncateMessageV2:
+		// Resolve every relation first, so that a bad OID delivers none.
+		rels := make([]*relInfo, len(m.RelationIDs))
+		for i, oid := range m.RelationIDs {
+			rel, err := d.relation(lsn, "Truncate", oid)
+			if err != nil {
+				return err
+			}
+			rels[i] = rel
+		}
+		for _, rel := range rels {
+			if err := d.emit(t, rel, lsn, kafkasink.OpTruncate, nil, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return &DecodeError{LSN: lsn, Err: fmt.Errorf("unexpected change message %T", msg)}
+}
+
+// keyChanged reports whether an update moved its row to another key. A 'K'
+// tuple holds the replica identity columns, an 'O' tuple the whole old row;
+// the server also sends 'K' when the key did not change but is stored out
+// of line, so the values are compared rather than the tuple's presence.
+func keyChanged(rel *relInfo, oldType uint8, old, new *pglogrepl.TupleData) bool {
+	idx := rel.keyIdx
+	if oldType == pglogrepl.UpdateMessageTupleTypeKey {
+		idx = rel.identIdx
+	}
+	for _, i := range idx {
+		o, n := old.Columns[i], new.Columns[i]
+		if o.DataType == pglogrepl.TupleDataTypeToast || n.DataType == pglogrepl.TupleDataTypeToast {
+			continue // unchanged by definition
+		}
+		if o.DataType != n.DataType || !bytes.Equal(o.Data, n.Data) {
+			return true
+		}
+	}
+	return false
+}
+
+// row converts a tuple into a Row. keyOnly keeps the replica identity
+// columns alone (a 'K' tuple sends the others as NULL, which they are not).
+// old, when set, is the full old row of a REPLICA IDENTITY FULL update: it
+// supplies the values of unchanged TOAST columns.
+func (d *Decoder) row(lsn kafkasink.LSN, typ string, rel *relInfo, tup, old *pglogrepl.TupleData, keyOnly bool) (kafkasink.Row, error) {
+	if len(tup.Columns) != len(rel.cols) {
+		return nil, &DecodeError{LSN: lsn, Type: typ, Err: fmt.Errorf("tuple has %d columns, relation %s has %d", len(tup.Columns), rel, len(rel.cols))}
+	}
+	if old != nil && len(old.Columns) != len(rel.cols) {
+		return nil, &DecodeError{LSN: lsn, Type: typ, Err: fmt.Errorf("old tuple has %d columns, relation %s has %d", len(old.Columns), rel, len(rel.cols))}
+	}
+	n := len(rel.cols)
+	if keyOnly {
+		n = len(rel.identIdx)
+	}
+	out := make(kafkasink.Row, 0, n)
+	for i, c := range tup.Columns {
+		rc := rel.cols[i]
+		if keyOnly && !rc.ident {
+			continue
+		}
+		if c.DataType == pglogrepl.TupleDataTypeToast && old != nil && old.Columns[i].DataType != pglogrepl.TupleDataTypeToast {
+			c = old.Columns[i]
+		}
+		col := kafkasink.Column{Name: rc.name}
+		var err error
+		switch c.DataType {
+		case pglogrepl.TupleDataTypeNull:
+		case pglogrepl.TupleDataTypeToast:
+			col.Unchanged = true
+		case pglogrepl.TupleDataTypeText:
+			col.Value, err = d.conv.text(rc.oid, c.Data)
+		case pglogrepl.TupleDataTypeBinary:
+			col.Value, err = d.conv.binary(rc.oid, c.Data)
+		default:
+			err = fmt.Errorf("unknown tuple column kind %q", c.DataType)
+		}
+		if err != nil {
+			return nil, &DecodeError{LSN: lsn, Type: typ, Err: fmt.Errorf("column %q of %s: value of type %s does not parse: %w",
+				rc.name, rel, d.conv.typeName(rc.oid, d.types), err)}
+		}
+		out = append(out, col)
+	}
+	return out, nil
+}
+
+func (d *Decoder) emit(t *txnState, rel *relInfo, lsn kafkasink.LSN, op kafkasink.Op, before, after kafkasink.Row) error {
+	ev := kafkasink.Event{
+		Op:       op,
+		Schema:   rel.schema,
+		Table:    rel.table,
+		Position: kafkasink.Position{LSN: t.commitLSN, Index: t.next},
+		LSN:      lsn,
+		XID:      t.xid,
+		Commit:   t.commit,
+		Key:      rel.key,
+		Before:   before,
+		After:    after,
+	}
+	t.next++
+	return d.cfg.OnEvent(ev)
+}
+
+func (d *Decoder) commit(t Txn) error {
+	if d.cfg.OnCommit == nil {
+		return nil
+	}
+	return d.cfg.OnCommit(t)
+}
+
+func (d *Decoder) message(m *pglogrepl.LogicalDecodingMessageV2, xid uint32) error {
+	if d.cfg.OnMessage == nil {
+		return nil
+	}
+	return d.cfg.OnMessage(Message{
+		LSN:           kafkasink.LSN(m.LSN),
+		Transactional: m.Transactional,
+		XID:           xid,
+		Prefix:        m.Prefix,
+		// pglogrepl's Content aliases the caller's buffer.
+		Content: bytes.Clone(m.Content),
+	})
+}
+
+// spoolMessage appends a message of the stream in progress to its spool,
+// tagged with the (sub)transaction it belongs to.
+func (d *Decoder) spoolMessage(lsn kafkasink.LSN, data []byte, msg pglogrepl.Message) error {
+	var sub uint32
+	switch m := msg.(type) {
+	case *pglogrepl.RelationMessageV2:
+		sub = m.Xid
+	case *pglogrepl.TypeMessageV2:
+		sub = m.Xid
+	case *pglogrepl.InsertMessageV2:
+		sub = m.Xid
+	case *pglogrepl.UpdateMessageV2:
+		sub = m.Xid
+	case *pglogrepl.DeleteMessageV2:
+		sub = m.Xid
+	case *pglogrepl.TruncateMessageV2:
+		sub = m.Xid
+	case *pglogrepl.LogicalDecodingMessageV2:
+		sub = m.Xid
+	}
+	return d.stream.append(sub, lsn, data)
+}
+
+// replay delivers a committed streamed transaction from its spool. Relation
+// and Type messages take effect in spool order, as they would have had the
+// transaction not been streamed; they are kept even when their
+// subtransaction aborted, because the server does not describe a relation
+// twice within one streamed transaction.
+func (d *Decoder) replay(s *txnSpool, c *pglogrepl.StreamCommitMessageV2) (err error) {
+	defer func() {
+		// The callback's error stays unwrapped; a failed removal matters
+		// only when nothing else failed.
+		if rmErr := s.remove(); err == nil {
+			err = rmErr
+		}
+	}()
+	t := &txnState{xid: c.Xid, commitLSN: kafkasink.LSN(c.CommitLSN), commit: c.CommitTime.UTC(), origin: s.origin}
+	err = s.replay(func(sub uint32, lsn kafkasink.LSN, data []byte) error {
+		msg, err := d.parse(lsn, data, true)
+		if err != nil {
+			return err
+		}
+		switch m := msg.(type) {
+		case *pglogrepl.RelationMessageV2, *pglogrepl.TypeMessageV2:
+			return d.schema(lsn, msg)
+		case *pglogrepl.LogicalDecodingMessageV2:
+			if s.aborted(sub) {
+				return nil
+			}
+			return d.message(m, t.xid)
+		default:
+			if s.aborted(sub) {
+				return nil
+			}
+			return d.change(t, lsn, msg)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return d.commit(Txn{
+		XID: t.xid, CommitLSN: t.commitLSN, EndLSN: kafkasink.LSN(c.TransactionEndLSN),
+		Commit: t.commit, Origin: t.origin, Events: int(t.next), Streamed: true,
+	})
+}
+
+// validate checks the layout of a pgoutput message, so that malformed input
+// becomes an error naming what is wrong instead of a pglogrepl panic or a
+// silently misread field. Layouts follow PostgreSQL's "Logical Replication
+// Message Formats"; inStream adds the transaction id that messages inside a
+// stream block carry.
+func validate(data []byte, inStream bool, version int) error {
+	r := wire{b: data[1:]}
+	typ := data[0]
+	xid := func() {
+		if inStream {
+			r.u32("transaction id")
+		}
+	}
+	switch pglogrepl.MessageType(typ) {
+	case pglogrepl.MessageTypeBegin:
+		r.u64("final LSN")
+		r.u64("commit time")
+		r.u32("transaction id")
+	case pglogrepl.MessageTypeCommit:
+		r.u8("flags")
+		r.u64("commit LSN")
+		r.u64("end LSN")
+		r.u64("commit time")
+	case pglogrepl.MessageTypeOrigin:
+		r.u64("origin LSN")
+		r.cstring("origin name")
+	case pglogrepl.MessageTypeRelation:
+		xid()
+		r.u32("relation OID")
+		r.cstring("namespace")
+		r.cstring("relation name")
+		r.u8("replica identity")
+		n := r.u16("column count")
+		for i := 0; i < int(n) && r.err == nil; i++ {
+			r.u8("column flags")
+			r.cstring("column name")
+			r.u32("column type OID")
+			r.u32("column type modifier")
+		}
+	case pglogrepl.MessageTypeType:
+		xid()
+		r.u32("type OID")
+		r.cstring("type namespace")
+		r.cstring("type name")
+	case pglogrepl.MessageTypeInsert:
+		xid()
+		r.u32("relation OID")
+		r.tag("new tuple marker", 'N')
+		r.tuple("new tuple")
+	case pglogrepl.MessageTypeUpdate:
+		xid()
+		r.u32("relation OID")
+		switch r.u8("tuple marker") {
+		case 'K', 'O':
+			r.tuple("old tuple")
+			r.tag("new tuple marker", 'N')
+		case 'N':
+		default:
+			r.fail(fmt.Errorf("tuple marker must be K, O or N"))
+		}
+		r.tuple("new tuple")
+	case pglogrepl.MessageTypeDelete:
+		xid()
+		r.u32("relation OID")
+		switch r.u8("old tuple marker") {
+		case 'K', 'O':
+		default:
+			r.fail(fmt.Errorf("old tuple marker must be K or O"))
+		}
+		r.tuple("old tuple")
+	case pglogrepl.MessageTypeTruncate:
+		xid()
+		n := r.u32("relation count")
+		r.u8("options")
+		if n == 0 {
+			r.fail(errors.New("truncate of no relation"))
+		}
+		if r.err == nil && uint64(n)*4 != uint64(len(r.b)) {
+			r.fail(fmt.Errorf("relation count %d needs %d bytes of OIDs, %d left", n, uint64(n)*4, len(r.b)))
+		}
+		r.b = nil
+	case pglogrepl.MessageTypeMessage:
+		xid()
+		if flags := r.u8("flags"); flags > 1 {
+			r.fail(fmt.Errorf("flags %d: want 0 or 1", flags))
+		}
+		r.u64("message LSN")
+		r.cstring("prefix")
+		r.bytes("content", int64(r.u32("content length")))
+	case pglogrepl.MessageTypeStreamStart, pglogrepl.MessageTypeStreamStop,
+		pglogrepl.MessageTypeStreamCommit, pglogrepl.MessageTypeStreamAbort:
+		if version < 2 {
+			return errors.New("stream messages need protocol version 2")
+		}
+		switch pglogrepl.MessageType(typ) {
+		case pglogrepl.MessageTypeStreamStart:
+			r.u32("transaction id")
+			if first := r.u8("first segment flag"); first > 1 {
+				r.fail(fmt.Errorf("first segment flag %d: want 0 or 1", first))
+			}
+		case pglogrepl.MessageTypeStreamCommit:
+			r.u32("transaction id")
+			r.u8("flags")
+			r.u64("commit LSN")
+			r.u64("end LSN")
+			r.u64("commit time")
+		case pglogrepl.MessageTypeStreamAbort:
+			r.u32("transaction id")
+			r.u32("subtransaction id")
+		}
+	default:
+		return fmt.Errorf("unknown message type %q", typ)
+	}
+	if r.err != nil {
+		return r.err
+	}
+	if len(r.b) != 0 {
+		return fmt.Errorf("%d unexpected bytes after the message", len(r.b))
+	}
+	return nil
+}
+
+// wire reads the fields of a message, remembering the first error.
+type wire struct {
+	b   []byte
+	err error
+}
+
+func (r *wire) fail(err error) {
+	if r.err == nil {
+		r.err = err
+	}
+	r.b = nil
+}
+
+func (r *wire) take(field string, n int64) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if int64(len(r.b)) < n {
+		r.fail(fmt.Errorf("message too short: %s needs %d bytes, %d left", field, n, len(r.b)))
+		return nil
+	}
+	v := r.b[:n]
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *wire) u8(field string) uint8 {
+	if b := r.take(field, 1); b != nil {
+		return b[0]
+	}
+	return 0
+}
+
+func (r *wire) u16(field string) uint16 {
+	if b := r.take(field, 2); b != nil {
+		return binary.BigEndian.Uint16(b)
+	}
+	return 0
+}
+
+func (r *wire) u32(field string) uint32 {
+	if b := r.take(field, 4); b != nil {
+		return binary.BigEndian.Uint32(b)
+	}
+	return 0
+}
+
+func (r *wire) u64(field string) {
+	r.take(field, 8)
+}
+
+func (r *wire) bytes(field string, n int64) {
+	r.take(field, n)
+}
+
+func (r *wire) tag(field string, want byte) {
+	if got := r.u8(field); r.err == nil && got != want {
+		r.fail(fmt.Errorf("%s is %q, want %q", field, got, want))
+	}
+}
+
+func (r *wire) cstring(field string) {
+	if r.err != nil {
+		return
+	}
+	i := bytes.IndexByte(r.b, 0)
+	if i < 0 {
+		r.fail(fmt.Errorf("%s is not NUL-terminated", field))
+		return
+	}
+	r.b = r.b[i+1:]
+}
+
+func (r *wire) tuple(field string) {
+	n := r.u16(field + " column count")
+	for i := 0; i < int(n) && r.err == nil; i++ {
+		if len(r.b) < 1 {
+			r.fail(fmt.Errorf("message too short: %s column %d has no kind byte", field, i))
+			return
+		}
+		kind := r.b[0]
+		r.b = r.b[1:]
+		switch kind {
+		case 'n', 'u':
+		case 't', 'b':
+			if len(r.b) < 4 {
+				r.fail(fmt.Errorf("message too short: %s column %d has no length", field, i))
+				return
+			}
+			size := binary.BigEndian.Uint32(r.b)
+			r.b = r.b[4:]
+			if uint64(size) > uint64(len(r.b)) {
+				r.fail(fmt.Errorf("message too short: %s column %d is %d bytes long, %d left", field, i, size, len(r.b)))
+				return
+			}
+			r.b = r.b[size:]
+		default:
+			r.fail(fmt.Errorf("%s column %d has unknown kind %q", field, i, kind))
+		}
+	}
+}

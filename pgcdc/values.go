@@ -1,0 +1,626 @@
+package pgcdc
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/kafkasink/kafkasink"
+)
+
+// maxArrayDims is PostgreSQL's MAXDIM. A deeper array cannot come from the
+// server, and the limit keeps a hostile input from recursing without bound.
+const maxArrayDims = 6
+
+// errSyntax is the cause of every value that does not parse for its type.
+// Error messages never quote the value itself: row data may be personal or
+// secret, and errors end up in logs.
+var errSyntax = errors.New("invalid syntax")
+
+// valueConverter turns the text (or binary) form of a column value into the
+// Go value an Event carries. It is not safe for concurrent use because
+// pgtype.Map is not.
+type valueConverter struct {
+	types *pgtype.Map
+}
+
+func newValueConverter() *valueConverter {
+	return &valueConverter{types: pgtype.NewMap()}
+}
+
+// typeName names a type in error messages.
+func (c *valueConverter) typeName(oid uint32, custom map[uint32]typeInfo) string {
+	if t, ok := c.types.TypeForOID(oid); ok {
+		return t.Name
+	}
+	if t, ok := custom[oid]; ok {
+		return t.namespace + "." + t.name
+	}
+	return "oid " + strconv.FormatUint(uint64(oid), 10)
+}
+
+// text converts a value in PostgreSQL's text output format. Types without
+// a listed conversion (enums, domains, extension types, geometric types and
+// the like) keep their text: it is exact, and a consumer that knows the type
+// can parse it.
+func (c *valueConverter) text(oid uint32, src []byte) (any, error) {
+	switch oid {
+	case pgtype.BoolOID:
+		switch string(src) {
+		case "t":
+			return true, nil
+		case "f":
+			return false, nil
+		}
+		return nil, errSyntax
+	case pgtype.Int2OID:
+		n, err := strconv.ParseInt(string(src), 10, 16)
+		return int16(n), numErr(err)
+	case pgtype.Int4OID:
+		n, err := strconv.ParseInt(string(src), 10, 32)
+		return int32(n), numErr(err)
+	case pgtype.Int8OID:
+		n, err := strconv.ParseInt(string(src), 10, 64)
+		return n, numErr(err)
+	case pgtype.OIDOID:
+		n, err := strconv.ParseUint(string(src), 10, 32)
+		return uint32(n), numErr(err)
+	case pgtype.Float4OID:
+		f, err := parseFloat(src, 32)
+		return float32(f), err
+	case pgtype.Float8OID:
+		return parseFloat(src, 64)
+	case pgtype.NumericOID:
+		if !validNumeric(src) {
+			return nil, errSyntax
+		}
+		return kafkasink.Decimal(src), nil
+	case pgtype.TextOID, pgtype.VarcharOID, pgtype.BPCharOID, pgtype.NameOID, pgtype.QCharOID:
+		return string(src), nil
+	case pgtype.UUIDOID:
+		return parseUUID(src)
+	case pgtype.JSONOID, pgtype.JSONBOID:
+		if !json.Valid(src) {
+			return nil, errSyntax
+		}
+		return json.RawMessage(bytes.Clone(src)), nil
+	case pgtype.ByteaOID:
+		return parseBytea(src)
+	case pgtype.DateOID:
+		return parseDate(src)
+	case pgtype.TimestampOID:
+		return parseTimestamp(src)
+	case pgtype.TimestamptzOID:
+		return parseTimestamptz(src)
+	case pgtype.TimeOID, pgtype.TimetzOID, pgtype.IntervalOID:
+		return string(src), nil
+	}
+	if t, ok := c.types.TypeForOID(oid); ok {
+		if ac, ok := t.Codec.(*pgtype.ArrayCodec); ok && ac.ElementType != nil {
+			delim := byte(',')
+			if oid == pgtype.BoxArrayOID {
+				// box is the one built-in type whose array delimiter is
+				// not a comma: its own text contains commas.
+				delim = ';'
+			}
+			elem := ac.ElementType.OID
+			return parseArray(src, delim, func(b []byte) (any, error) { return c.text(elem, b) })
+		}
+	}
+	return string(src), nil
+}
+
+// binary converts a value in binary format. Types pgx can decode are decoded
+// and re-rendered in text format, so that binary and text replication yield
+// the same values; any other type keeps its raw bytes, because its binary
+// form is only meaningful to code that knows the type.
+func (c *valueConverter) binary(oid uint32, src []byte) (v any, err error) {
+	switch oid {
+	case pgtype.ByteaOID:
+		return bytes.Clone(src), nil
+	case pgtype.JSONOID:
+		// pgx would unmarshal JSON into maps, losing key order and number
+		// precision; the binary form of json is its text.
+		return c.text(oid, src)
+	case pgtype.JSONBOID:
+		// jsonb's binary form is a version byte (1) and the text.
+		if len(src) == 0 || src[0] != 1 {
+			return nil, errors.New("unsupported jsonb binary version")
+		}
+		return c.text(oid, src[1:])
+	}
+	t, ok := c.types.TypeForOID(oid)
+	if !ok || !t.Codec.FormatSupported(pgtype.BinaryFormatCode) {
+		return bytes.Clone(src), nil
+	}
+	if ac, ok := t.Codec.(*pgtype.ArrayCodec); ok && ac.ElementType != nil {
+		switch ac.ElementType.OID {
+		case pgtype.JSONOID, pgtype.JSONBOID:
+			// Same reason as for scalar json: keep the bytes exact.
+			return bytes.Clone(src), nil
+		}
+	}
+	// pgx validates lengths in its binary decoders, but a panic on input
+	// it did not expect must not take the replication loop down with it.
+	defer func() {
+		if r := recover(); r != nil {
+			v, err = nil, fmt.Errorf("pgx binary decoder failed: %v", r)
+		}
+	}()
+	decoded, err := t.Codec.DecodeValue(c.types, oid, pgtype.BinaryFormatCode, src)
+	if err != nil {
+		return nil, err
+	}
+	switch f := decoded.(type) {
+	case float32, float64:
+		// pgx renders infinities as Go does ("+Inf"), not as the server.
+		return f, nil
+	}
+	txt, err := c.types.Encode(oid, pgtype.TextFormatCode, decoded, nil)
+	if err != nil {
+		return nil, err
+	}
+	return c.text(oid, txt)
+}
+
+// numErr drops the input from strconv's errors (see errSyntax).
+func numErr(err error) error {
+	var ne *strconv.NumError
+	if errors.As(err, &ne) {
+		return ne.Err
+	}
+	return err
+}
+
+// parseFloat parses PostgreSQL's float output: decimal or exponent notation,
+// "NaN", "Infinity" and "-Infinity". strconv.ParseFloat accepts more (hex
+// floats, underscores, "inf"), which the server never sends, so those are
+// refused as malformed.
+func parseFloat(src []byte, bits int) (float64, error) {
+	switch string(src) {
+	case "NaN":
+		return math.NaN(), nil
+	case "Infinity":
+		return math.Inf(1), nil
+	case "-Infinity":
+		return math.Inf(-1), nil
+	}
+	for _, b := range src {
+		if !(b >= '0' && b <= '9' || b == '-' || b == '+' || b == '.' || b == 'e' || b == 'E') {
+			return 0, errSyntax
+		}
+	}
+	f, err := strconv.ParseFloat(string(src), bits)
+	return f, numErr(err)
+}
+
+// validNumeric reports whether src is numeric's text output: an optional
+// minus, digits, an optional fraction, or one of the special values.
+func validNumeric(src []byte) bool {
+	switch string(src) {
+	case "NaN", "Infinity", "-Infinity":
+		return true
+	}
+	i := 0
+	if len(src) > 0 && src[0] == '-' {
+		i++
+	}
+	start := i
+	for i < len(src) && isDigit(src[i]) {
+		i++
+	}
+	if i == start {
+		return false
+	}
+	if i < len(src) && src[i] == '.' {
+		i++
+		start = i
+		for i < len(src) && isDigit(src[i]) {
+			i++
+		}
+		if i == start {
+			return false
+		}
+	}
+	return i == len(src)
+}
+
+func isDigit(b byte) bool { return b >= '0' && b <= '9' }
+
+// parseUUID checks the canonical 8-4-4-4-12 form and lower-cases it.
+func parseUUID(src []byte) (any, error) {
+	if len(src) != 36 {
+		return nil, errSyntax
+	}
+	out := make([]byte, 36)
+	for i, b := range src {
+		switch {
+		case i == 8 || i == 13 || i == 18 || i == 23:
+			if b != '-' {
+				return nil, errSyntax
+			}
+		case isDigit(b) || b >= 'a' && b <= 'f':
+		case b >= 'A' && b <= 'F':
+			b += 'a' - 'A'
+		default:
+			return nil, errSyntax
+		}
+		out[i] = b
+	}
+	return string(out), nil
+}
+
+// parseBytea decodes bytea's hex output ("\x0102") and, for servers set to
+// bytea_output = escape, the escape format (backslash-octal escapes).
+func parseBytea(src []byte) (any, error) {
+	if len(src) >= 2 && src[0] == '\\' && src[1] == 'x' {
+		out := make([]byte, hex.DecodedLen(len(src)-2))
+		if _, err := hex.Decode(out, src[2:]); err != nil {
+			return nil, errors.New("invalid hex digits")
+		}
+		return out, nil
+	}
+	out := make([]byte, 0, len(src))
+	for i := 0; i < len(src); i++ {
+		b := src[i]
+		if b != '\\' {
+			out = append(out, b)
+			continue
+		}
+		switch {
+		case i+1 < len(src) && src[i+1] == '\\':
+			out = append(out, '\\')
+			i++
+		case i+3 < len(src) && isOctal(src[i+1]) && isOctal(src[i+2]) && isOctal(src[i+3]) && src[i+1] <= '3':
+			out = append(out, (src[i+1]-'0')<<6|(src[i+2]-'0')<<3|(src[i+3]-'0'))
+			i += 3
+		default:
+			return nil, errors.New("invalid escape")
+		}
+	}
+	return out, nil
+}
+
+func isOctal(b byte) bool { return b >= '0' && b <= '7' }
+
+// dateParts is a calendar date with an astronomical year (1 BC is year 0).
+type dateParts struct{ year, month, day int }
+
+// cutDate parses the ISO date at the start of s: at least four year
+// digits, month and day. It returns the rest of s.
+func cutDate(s []byte) (dateParts, []byte, bool) {
+	var d dateParts
+	i := 0
+	for i < len(s) && isDigit(s[i]) {
+		i++
+	}
+	if i < 4 || i > 9 || len(s) < i+6 || s[i] != '-' || s[i+3] != '-' {
+		return d, nil, false
+	}
+	d.year, _ = strconv.Atoi(string(s[:i]))
+	var ok1, ok2 bool
+	d.month, ok1 = twoDigits(s[i+1:])
+	d.day, ok2 = twoDigits(s[i+4:])
+	if !ok1 || !ok2 || d.month < 1 || d.month > 12 || d.day < 1 || d.day > 31 {
+		return d, nil, false
+	}
+	return d, s[i+6:], true
+}
+
+func twoDigits(s []byte) (int, bool) {
+	if len(s) < 2 || !isDigit(s[0]) || !isDigit(s[1]) {
+		return 0, false
+	}
+	return int(s[0]-'0')*10 + int(s[1]-'0'), true
+}
+
+// cutEra removes PostgreSQL's " BC" suffix and turns the year astronomical.
+func cutEra(s []byte, d *dateParts) []byte {
+	if bytes.HasSuffix(s, []byte(" BC")) {
+		d.year = 1 - d.year
+		return s[:len(s)-3]
+	}
+	return s
+}
+
+// appendISODate writes d as ISO 8601 does: four digits at least, and a minus
+// sign for years before 1 BC (year 0).
+func appendISODate(dst []byte, d dateParts) []byte {
+	y := d.year
+	if y < 0 {
+		dst = append(dst, '-')
+		y = -y
+	}
+	ys := strconv.Itoa(y)
+	for i := len(ys); i < 4; i++ {
+		dst = append(dst, '0')
+	}
+	dst = append(dst, ys...)
+	return fmt.Appendf(dst, "-%02d-%02d", d.month, d.day)
+}
+
+// parseDate returns the date as "YYYY-MM-DD" text: a date is a calendar day,
+// not an instant, so it has no honest time.Time.
+func parseDate(src []byte) (any, error) {
+	switch string(src) {
+	case "infinity", "-infinity":
+		return string(src), nil
+	}
+	d, rest, ok := cutDate(src)
+	if !ok {
+		return nil, errSyntax
+	}
+	if rest = cutEra(rest, &d); len(rest) != 0 {
+		return nil, errSyntax
+	}
+	return string(appendISODate(nil, d)), nil
+}
+
+// clock is a time of day with its fraction in nanoseconds.
+type clock struct{ hour, min, sec, nsec int }
+
+// cutClock parses "HH:MM:SS[.ffffff]" at the start of s and returns the
+// rest, plus the text it consumed so that output can keep it verbatim.
+func cutClock(s []byte) (clock, []byte, []byte, bool) {
+	var c clock
+	var ok1, ok2, ok3 bool
+	if len(s) < 8 || s[2] != ':' || s[5] != ':' {
+		return c, nil, nil, false
+	}
+	c.hour, ok1 = twoDigits(s)
+	c.min, ok2 = twoDigits(s[3:])
+	c.sec, ok3 = twoDigits(s[6:])
+	if !ok1 || !ok2 || !ok3 || c.hour > 23 || c.min > 59 || c.sec > 59 {
+		return c, nil, nil, false
+	}
+	i := 8
+	if i < len(s) && s[i] == '.' {
+		i++
+		start := i
+		for i < len(s) && isDigit(s[i]) && i-start < 9 {
+			c.nsec = c.nsec*10 + int(s[i]-'0')
+			i++
+		}
+		if i == start {
+			return c, nil, nil, false
+		}
+		for n := i - start; n < 9; n++ {
+			c.nsec *= 10
+		}
+	}
+	return c, s[:i], s[i:], true
+}
+
+// parseTimestamp returns a timestamp without time zone as ISO text,
+// "2006-01-02T15:04:05.999999": it names a wall-clock reading in no
+// particular zone, so turning it into an instant would invent a zone.
+func parseTimestamp(src []byte) (any, error) {
+	switch string(src) {
+	case "infinity", "-infinity":
+		return string(src), nil
+	}
+	d, rest, ok := cutDate(src)
+	if !ok || len(rest) == 0 || rest[0] != ' ' {
+		return nil, errSyntax
+	}
+	rest = cutEra(rest[1:], &d)
+	_, clk, rest, ok := cutClock(rest)
+	if !ok || len(rest) != 0 {
+		return nil, errSyntax
+	}
+	out := appendISODate(make([]byte, 0, len(src)+1), d)
+	out = append(out, 'T')
+	return string(append(out, clk...)), nil
+}
+
+// parseTimestamptz returns a timestamp with time zone as a time.Time in UTC.
+// PostgreSQL prints it in the session's zone with an offset of hours, and
+// minutes and seconds when not zero ("+05:30", "-00:01:15" for local mean
+// time); pgx's re-rendered binary values end in "Z".
+func parseTimestamptz(src []byte) (any, error) {
+	switch string(src) {
+	case "infinity", "-infinity":
+		return string(src), nil
+	}
+	d, rest, ok := cutDate(src)
+	if !ok || len(rest) == 0 || rest[0] != ' ' {
+		return nil, errSyntax
+	}
+	rest = cutEra(rest[1:], &d)
+	c, _, rest, ok := cutClock(rest)
+	if !ok {
+		return nil, errSyntax
+	}
+	offset, ok := parseOffset(rest)
+	if !ok {
+		return nil, errSyntax
+	}
+	t := time.Date(d.year, time.Month(d.month), d.day, c.hour, c.min, c.sec, c.nsec, time.UTC)
+	return t.Add(-time.Duration(offset) * time.Second), nil
+}
+
+// parseOffset parses "Z", "+HH", "+HH:MM" or "+HH:MM:SS" into seconds east
+// of UTC.
+func parseOffset(s []byte) (int, bool) {
+	if string(s) == "Z" {
+		return 0, true
+	}
+	if len(s) < 3 || (s[0] != '+' && s[0] != '-') {
+		return 0, false
+	}
+	sign := 1
+	if s[0] == '-' {
+		sign = -1
+	}
+	s = s[1:]
+	total := 0
+	for i, mult := range []int{3600, 60, 1} {
+		v, ok := twoDigits(s)
+		if !ok || (i > 0 && v > 59) {
+			return 0, false
+		}
+		total += v * mult
+		s = s[2:]
+		if len(s) == 0 {
+			return sign * total, true
+		}
+		if s[0] != ':' {
+			return 0, false
+		}
+		s = s[1:]
+	}
+	return 0, false
+}
+
+// parseArray parses an array's text output into []any, nested for each
+// dimension; NULL elements are nil and the others go through elem. The
+// optional "[lo:hi]=" prefix, which the server prints for lower bounds other
+// than 1, is dropped: a slice has no lower bound.
+func parseArray(src []byte, delim byte, elem func([]byte) (any, error)) (any, error) {
+	if len(src) > 0 && src[0] == '[' {
+		eq := bytes.IndexByte(src, '=')
+		if eq < 0 || !validDims(src[:eq]) {
+			return nil, errSyntax
+		}
+		src = src[eq+1:]
+	}
+	p := arrayParser{src: src, delim: delim, elem: elem}
+	v, err := p.array(1)
+	if err != nil {
+		return nil, err
+	}
+	if p.pos != len(p.src) {
+		return nil, errSyntax
+	}
+	return v, nil
+}
+
+// validDims checks an array dimension decoration such as "[0:2][1:3]".
+func validDims(s []byte) bool {
+	if len(s) == 0 {
+		return false
+	}
+	for len(s) > 0 {
+		end := bytes.IndexByte(s, ']')
+		if s[0] != '[' || end < 0 {
+			return false
+		}
+		lo, hi, ok := bytes.Cut(s[1:end], []byte{':'})
+		if !ok {
+			return false
+		}
+		if _, err := strconv.Atoi(string(lo)); err != nil {
+			return false
+		}
+		if _, err := strconv.Atoi(string(hi)); err != nil {
+			return false
+		}
+		s = s[end+1:]
+	}
+	return true
+}
+
+type arrayParser struct {
+	src   []byte
+	pos   int
+	delim byte
+	elem  func([]byte) (any, error)
+	buf   []byte
+}
+
+func (p *arrayParser) array(depth int) ([]any, error) {
+	if depth > maxArrayDims {
+		return nil, errors.New("array has more than 6 dimensions")
+	}
+	if p.pos >= len(p.src) || p.src[p.pos] != '{' {
+		return nil, errSyntax
+	}
+	p.pos++
+	out := []any{}
+	if p.pos < len(p.src) && p.src[p.pos] == '}' {
+		p.pos++
+		return out, nil
+	}
+	for {
+		if p.pos >= len(p.src) {
+			return nil, errSyntax
+		}
+		var v any
+		var err error
+		switch p.src[p.pos] {
+		case '{':
+			v, err = p.array(depth + 1)
+		case '"':
+			v, err = p.quoted()
+		default:
+			v, err = p.unquoted()
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+		if p.pos >= len(p.src) {
+			return nil, errSyntax
+		}
+		switch p.src[p.pos] {
+		case p.delim:
+			p.pos++
+		case '}':
+			p.pos++
+			return out, nil
+		default:
+			return nil, errSyntax
+		}
+	}
+}
+
+func (p *arrayParser) quoted() (any, error) {
+	p.pos++ // opening quote
+	p.buf = p.buf[:0]
+	for p.pos < len(p.src) {
+		b := p.src[p.pos]
+		p.pos++
+		switch b {
+		case '\\':
+			if p.pos >= len(p.src) {
+				return nil, errSyntax
+			}
+			p.buf = append(p.buf, p.src[p.pos])
+			p.pos++
+		case '"':
+			return p.elem(p.buf)
+		default:
+			p.buf = append(p.buf, b)
+		}
+	}
+	return nil, errSyntax
+}
+
+func (p *arrayParser) unquoted() (any, error) {
+	start := p.pos
+	for p.pos < len(p.src) {
+		b := p.src[p.pos]
+		if b == p.delim || b == '}' {
+			break
+		}
+		if b == '{' || b == '"' || b == '\\' {
+			return nil, errSyntax
+		}
+		p.pos++
+	}
+	tok := p.src[start:p.pos]
+	if len(tok) == 0 {
+		return nil, errSyntax
+	}
+	if len(tok) == 4 && bytes.EqualFold(tok, []byte("NULL")) {
+		return nil, nil
+	}
+	return p.elem(tok)
+}

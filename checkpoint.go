@@ -174,12 +174,13 @@ func (s *checkpointStore) read(ctx context.Context, adm *kadm.Client, connOpts [
 // setupCheckpointTopic makes sure the checkpoint topic exists and, in
 // ExactlyOnce mode, that its settings cannot delete the latest checkpoint;
 // it returns the partition this sink's key lives in.
-func setupCheckpointTopic(ctx context.Context, adm *kadm.Client, topic, sinkID string, mode Mode, log func(msg string, args ...any)) (int32, error) {
-	details, err := adm.ListTopics(ctx, topic)
+func setupCheckpointTopic(ctx context.Context, cl *kgo.Client, topic, sinkID string, mode Mode, log func(msg string, args ...any)) (int32, error) {
+	adm := kadm.NewClient(cl)
+	md, err := topicMetadata(ctx, cl, topic)
 	if err != nil {
-		return 0, fmt.Errorf("kafkasink: reading metadata of checkpoint topic %q: %w", topic, err)
+		return 0, err
 	}
-	if d, ok := details[topic]; !ok || d.Err != nil {
+	if md == nil {
 		brokers, err := adm.ListBrokers(ctx)
 		if err != nil {
 			return 0, fmt.Errorf("kafkasink: listing brokers to create checkpoint topic %q: %w", topic, err)
@@ -198,7 +199,7 @@ func setupCheckpointTopic(ctx context.Context, adm *kadm.Client, topic, sinkID s
 		}
 		log("created checkpoint topic", "topic", topic, "replication_factor", rf)
 	}
-	n, err := waitForLeaders(ctx, adm, topic)
+	n, err := waitForLeaders(ctx, cl, topic)
 	if err != nil {
 		return 0, err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -57,7 +58,10 @@ func (s *base) writeError(ctx context.Context, pt *part, ck Checkpoint, r *kgo.R
 	}
 	if errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.UnknownTopicID) {
 		s.topics.forget(r.Topic)
-		if details, lerr := s.adm.ListTopics(ctx, r.Topic); lerr == nil && details[r.Topic].Err != nil {
+		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		md, lerr := topicMetadata(mctx, s.cl, r.Topic)
+		cancel()
+		if lerr == nil && md == nil {
 			err = fmt.Errorf("%w: %q was deleted while the sink ran (%v); recreate it and restart the sink", ErrTopicMissing, r.Topic, err)
 		}
 	}

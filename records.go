@@ -179,7 +179,7 @@ func (s *base) encodeEvent(ctx context.Context, es *encoderState, i int, e *Even
 	if err != nil {
 		return reject("", ReasonUnroutable, err)
 	}
-	info, err := s.topics.get(ctx, s.adm, topic)
+	info, err := s.topics.get(ctx, s.cl, topic)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -244,7 +244,7 @@ func (s *base) standardHeaders(es *encoderState, e *Event) []kgo.RecordHeader {
 // deadLetter builds the dead-letter record of a rejected event: its key and
 // value when they were made and fit, and headers naming the reason.
 func (s *base) deadLetter(ctx context.Context, es *encoderState, i int, e *Event, rej *Rejection) (*kgo.Record, error) {
-	info, err := s.topics.get(ctx, s.adm, s.cfg.DeadLetterTopic)
+	info, err := s.topics.get(ctx, s.cl, s.cfg.DeadLetterTopic)
 	if err != nil {
 		return nil, err
 	}

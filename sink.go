@@ -156,7 +156,7 @@ func (s *base) start(ctx context.Context) error {
 	}
 	s.cl, s.adm = cl, kadm.NewClient(cl)
 
-	if s.store.partition, err = setupCheckpointTopic(ctx, s.adm, s.cfg.CheckpointTopic, s.cfg.SinkID, s.cfg.Mode, s.logInfo); err != nil {
+	if s.store.partition, err = setupCheckpointTopic(ctx, s.cl, s.cfg.CheckpointTopic, s.cfg.SinkID, s.cfg.Mode, s.logInfo); err != nil {
 		return err
 	}
 	if s.cfg.Mode == ExactlyOnce {

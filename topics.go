@@ -11,6 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // maxTopicNameLen is Kafka's limit on topic names.
@@ -118,14 +120,14 @@ func newTopicCache(cfg *Topics) *topicCache {
 }
 
 // get returns the topic's info, ensuring it exists on first use.
-func (c *topicCache) get(ctx context.Context, adm *kadm.Client, topic string) (topicInfo, error) {
+func (c *topicCache) get(ctx context.Context, cl *kgo.Client, topic string) (topicInfo, error) {
 	c.mu.Lock()
 	info, ok := c.topics[topic]
 	c.mu.Unlock()
 	if ok {
 		return info, nil
 	}
-	info, err := ensureTopic(ctx, adm, topic, c.cfg.MustExist, c.cfg.Partitions, c.cfg.ReplicationFactor, c.cfg.Configs)
+	info, err := ensureTopic(ctx, cl, topic, c.cfg.MustExist, c.cfg.Partitions, c.cfg.ReplicationFactor, c.cfg.Configs)
 	if err != nil {
 		return topicInfo{}, err
 	}
@@ -143,20 +145,46 @@ func (c *topicCache) forget(topic string) {
 	c.mu.Unlock()
 }
 
+// topicMetadata asks a broker for a topic's metadata, bypassing the
+// client's metadata cache (kadm's calls reuse answers up to 5s old, which
+// would hide a topic just created or just deleted). It never asks the broker
+// to auto-create the topic. A missing topic is (nil, nil).
+func topicMetadata(ctx context.Context, cl *kgo.Client, topic string) (*kmsg.MetadataResponseTopic, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	req.AllowAutoTopicCreation = false
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, fmt.Errorf("kafkasink: reading metadata of topic %q: %w", topic, err)
+	}
+	for i := range resp.Topics {
+		t := &resp.Topics[i]
+		if t.Topic == nil || *t.Topic != topic {
+			continue
+		}
+		switch err := kerr.ErrorForCode(t.ErrorCode); {
+		case errors.Is(err, kerr.UnknownTopicOrPartition):
+			return nil, nil
+		case err != nil:
+			return nil, fmt.Errorf("kafkasink: topic %q: %w", topic, err)
+		}
+		return t, nil
+	}
+	return nil, nil
+}
+
 // ensureTopic creates the topic when it is missing and mustExist is false,
 // waits until every partition has a leader, and reads its
 // max.message.bytes.
-func ensureTopic(ctx context.Context, adm *kadm.Client, topic string, mustExist bool, partitions int32, rf int16, configs map[string]string) (topicInfo, error) {
-	details, err := adm.ListTopics(ctx, topic)
+func ensureTopic(ctx context.Context, cl *kgo.Client, topic string, mustExist bool, partitions int32, rf int16, configs map[string]string) (topicInfo, error) {
+	adm := kadm.NewClient(cl)
+	md, err := topicMetadata(ctx, cl, topic)
 	if err != nil {
-		return topicInfo{}, fmt.Errorf("kafkasink: reading metadata of topic %q: %w", topic, err)
+		return topicInfo{}, err
 	}
-	d, exists := details[topic]
-	if exists && d.Err != nil && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
-		return topicInfo{}, fmt.Errorf("kafkasink: topic %q: %w", topic, d.Err)
-	}
-	exists = exists && d.Err == nil
-	if !exists {
+	if md == nil {
 		if mustExist {
 			return topicInfo{}, fmt.Errorf("%w: %q (Topics.MustExist is set: create it, or route the table elsewhere)", ErrTopicMissing, topic)
 		}
@@ -172,7 +200,7 @@ func ensureTopic(ctx context.Context, adm *kadm.Client, topic string, mustExist 
 			return topicInfo{}, fmt.Errorf("kafkasink: creating topic %q (partitions %d, replication factor %d): %w", topic, partitions, rf, err)
 		}
 	}
-	n, err := waitForLeaders(ctx, adm, topic)
+	n, err := waitForLeaders(ctx, cl, topic)
 	if err != nil {
 		return topicInfo{}, err
 	}
@@ -185,18 +213,16 @@ func ensureTopic(ctx context.Context, adm *kadm.Client, topic string, mustExist 
 
 // waitForLeaders polls metadata until every partition of topic has a
 // leader, so the first produce does not race the topic's propagation.
-func waitForLeaders(ctx context.Context, adm *kadm.Client, topic string) (int, error) {
-	for delay := 50 * time.Millisecond; ; delay = min(2*delay, time.Second) {
-		details, err := adm.ListTopics(ctx, topic)
-		if err == nil {
-			if d, ok := details[topic]; ok && d.Err == nil && len(d.Partitions) > 0 {
-				ready := true
-				for _, p := range d.Partitions {
-					ready = ready && p.Leader >= 0 && p.Err == nil
-				}
-				if ready {
-					return len(d.Partitions), nil
-				}
+func waitForLeaders(ctx context.Context, cl *kgo.Client, topic string) (int, error) {
+	for delay := 20 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+		md, err := topicMetadata(ctx, cl, topic)
+		if err == nil && md != nil && len(md.Partitions) > 0 {
+			ready := true
+			for _, p := range md.Partitions {
+				ready = ready && p.Leader >= 0 && p.ErrorCode == 0
+			}
+			if ready {
+				return len(md.Partitions), nil
 			}
 		}
 		select {

@@ -1,0 +1,190 @@
+// Package sinktest is the test kit of kafkasink: an in-process fake
+// cluster, event generators, and a read_committed reader that returns
+// exactly what a consumer would see.
+package sinktest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkasink/kafkasink"
+)
+
+// Cluster starts an in-process fake Kafka cluster for the test and closes
+// it at the end.
+func Cluster(t testing.TB, opts ...kfake.Opt) (*kfake.Cluster, []string) {
+	t.Helper()
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
+	if err != nil {
+		t.Fatalf("starting fake cluster: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c, c.ListenAddrs()
+}
+
+// Inserts returns n insert events of schema.table with ids from, from+1...,
+// at commit LSN lsn with indexes 0..n-1.
+func Inserts(schema, table string, lsn kafkasink.LSN, from, n int) []kafkasink.Event {
+	out := make([]kafkasink.Event, n)
+	for i := range out {
+		id := from + i
+		out[i] = kafkasink.Event{
+			Op:       kafkasink.OpInsert,
+			Schema:   schema,
+			Table:    table,
+			Position: kafkasink.Position{LSN: lsn, Index: uint64(i)},
+			LSN:      lsn - kafkasink.LSN(n-i),
+			XID:      uint32(lsn),
+			Commit:   time.Unix(1767225600, 0).UTC(),
+			Key:      []string{"id"},
+			After: kafkasink.Row{
+				{Name: "id", Value: int64(id)},
+				{Name: "name", Value: fmt.Sprintf("row-%d", id)},
+			},
+		}
+	}
+	return out
+}
+
+// ReadCommitted reads every record of the topics, as a consumer with
+// isolation.level=read_committed sees them, up to the high watermarks taken
+// when it is called. Control records are not returned.
+func ReadCommitted(t testing.TB, brokers []string, topics ...string) []*kgo.Record {
+	t.Helper()
+	recs, err := ReadCommittedErr(context.Background(), brokers, topics...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+// ReadCommittedErr is ReadCommitted returning its error.
+func ReadCommittedErr(ctx context.Context, brokers []string, topics ...string) ([]*kgo.Record, error) {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	adm, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return nil, err
+	}
+	defer adm.Close()
+	ends, err := kadm.NewClient(adm).ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("listing end offsets: %w", err)
+	}
+	want := make(map[string]map[int32]int64)
+	starts := make(map[string]map[int32]kgo.Offset)
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil || o.Offset == 0 {
+			return
+		}
+		if want[o.Topic] == nil {
+			want[o.Topic] = make(map[int32]int64)
+			starts[o.Topic] = make(map[int32]kgo.Offset)
+		}
+		want[o.Topic][o.Partition] = o.Offset
+		starts[o.Topic][o.Partition] = kgo.NewOffset().AtStart()
+	})
+	if len(want) == 0 {
+		return nil, nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...),
+		kgo.ConsumePartitions(starts),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+		kgo.FetchMaxWait(100*time.Millisecond),
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	var out []*kgo.Record
+	remaining := 0
+	for _, ps := range want {
+		remaining += len(ps)
+	}
+	for remaining > 0 {
+		fetches := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("reading %v: still waiting for %d partition(s) to reach their high watermark %v: %w", topics, remaining, want, ctx.Err())
+		}
+		for _, fe := range fetches.Errors() {
+			return nil, fmt.Errorf("fetching %s[%d]: %w", fe.Topic, fe.Partition, fe.Err)
+		}
+		fetches.EachRecord(func(r *kgo.Record) {
+			end, ok := want[r.Topic][r.Partition]
+			if !ok || r.Offset >= end {
+				return
+			}
+			if !r.Attrs.IsControl() {
+				out = append(out, r)
+			}
+			if r.Offset == end-1 {
+				remaining--
+			}
+		})
+	}
+	return out, nil
+}
+
+// Header returns the value of the record's header key, or "".
+func Header(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// CheckExactlyOnce checks that records hold each event id of want exactly
+// once, nothing else, and that records of one key keep the order of want.
+func CheckExactlyOnce(t testing.TB, records []*kgo.Record, want []kafkasink.Event) {
+	t.Helper()
+	seen := make(map[string]int)
+	for _, r := range records {
+		seen[Header(r, kafkasink.HeaderID)]++
+	}
+	missing, dup := 0, 0
+	for i := range want {
+		id := want[i].ID()
+		switch seen[id] {
+		case 0:
+			missing++
+			if missing <= 5 {
+				t.Errorf("event %s missing", id)
+			}
+		case 1:
+		default:
+			dup++
+			if dup <= 5 {
+				t.Errorf("event %s seen %d times", id, seen[id])
+			}
+		}
+		delete(seen, id)
+	}
+	for id, n := range seen {
+		t.Errorf("unexpected record with id %q (%d times)", id, n)
+	}
+	if missing+dup > 0 {
+		t.Fatalf("%d of %d events missing, %d duplicated, among %d records", missing, len(want), dup, len(records))
+	}
+	// Order per key: the positions of one key's records must increase.
+	last := make(map[string]kafkasink.Position)
+	for _, r := range records {
+		pos, err := kafkasink.ParsePosition(Header(r, kafkasink.HeaderID))
+		if err != nil {
+			t.Fatalf("record id: %v", err)
+		}
+		k := r.Topic + "\x00" + string(r.Key)
+		if prev, ok := last[k]; ok && pos.Compare(prev) <= 0 {
+			t.Errorf("key %q of %s: position %s after %s", r.Key, r.Topic, pos, prev)
+		}
+		last[k] = pos
+	}
+}

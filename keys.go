@@ -1,0 +1,319 @@
+package kafkasink
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/kafkasink/kafkasink/internal/jsonw"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// KeyFormat selects how message keys are rendered.
+type KeyFormat uint8
+
+// The key formats. The zero value is KeyText.
+const (
+	// KeyText renders the key column values as text joined with '|' (see
+	// AppendKey for the exact form). It is compact, readable in kcat, and
+	// equal rows give equal bytes, so compaction and partitioning work.
+	KeyText KeyFormat = iota
+	// KeyJSON renders the key as a JSON object of the key columns, for
+	// consumers that parse keys (Kafka Connect sinks, ksqlDB).
+	KeyJSON
+)
+
+// String returns "text", "json", or "KeyFormat(N)" for an unknown value.
+func (f KeyFormat) String() string {
+	switch f {
+	case KeyText:
+		return "text"
+	case KeyJSON:
+		return "json"
+	}
+	return "KeyFormat(" + strconv.Itoa(int(f)) + ")"
+}
+
+// errMissingKeyColumn is wrapped by the EncodeError AppendKey returns when
+// a key column has no usable value, so the sink can classify the rejection
+// as ReasonNoKey. It carries no "kafkasink:" prefix because it is always
+// wrapped in an EncodeError, whose message starts with one.
+var errMissingKeyColumn = errors.New("key column has no value")
+
+// nullText is the text form of a NULL key value, PostgreSQL's COPY spelling.
+const nullText = `\N`
+
+// AppendKey appends the message key of e to dst in the given format and
+// returns the extended slice.
+//
+// The key columns are columns when it is non-empty, else e.Key (the
+// table's primary key or replica identity). Their values are taken from
+// e.After when it is non-nil, else from e.Before. When there are no key
+// columns at all, the key is the event id (e.Position's text form), so the
+// event still has a stable partition; such keys are unique per change and
+// do not work with compaction.
+//
+// KeyText renders each value as text and joins them with '|':
+//
+//   - strings byte for byte, invalid UTF-8 included (a key is bytes, and
+//     replacing bad bytes would give distinct rows the same key); Decimal
+//     as its digits; json.RawMessage as it is
+//   - integers in decimal; floats in their shortest round-trip form, the same
+//     as in JSON (1e+21, 0.000001), with NaN, Infinity and -Infinity
+//   - bool as true or false
+//   - time.Time in RFC 3339 with nanoseconds, in UTC
+//   - []byte as lower-case hexadecimal without prefix
+//   - []any and map[string]any as their JSON form (see Encoder)
+//   - NULL (nil, or a nil []byte) as \N
+//
+// and then escapes every value: a backslash becomes \\ and a '|' becomes
+// \|. After escaping, a value never contains an unescaped '|', so the
+// separators are unambiguous; and a string whose text is \N is written \\N,
+// so it cannot be mistaken for NULL. A reader splits on '|' not preceded by
+// an escaping backslash, reads a field of exactly \N as NULL, and replaces
+// \\ and \| by \ and | in the others. The event-id key is written as it is
+// (it holds neither character). Example: (42, NULL, "a|b") is 42|\N|a\|b.
+//
+// KeyJSON renders an object of the key columns in key-column order,
+// {"tenant":7,"id":"a"}, with values written as the encoders write them
+// (so invalid UTF-8 in a string becomes U+FFFD, and two keys that differ
+// only there coincide); an event-id key is a JSON string ("16/B374D848:3").
+//
+// A key column missing from the row, or marked Unchanged (an unchanged
+// TOAST value, whose content the source did not send), is an error: an
+// *EncodeError naming the table and the column. So is a value whose type is
+// not supported (see Column). On error the returned slice is nil.
+func AppendKey(dst []byte, e *Event, columns []string, format KeyFormat) ([]byte, error) {
+	if len(columns) == 0 {
+		columns = e.Key
+	}
+	if len(columns) == 0 {
+		if format == KeyJSON {
+			dst = append(dst, '"')
+			dst = e.Position.AppendText(dst)
+			return append(dst, '"'), nil
+		}
+		return e.Position.AppendText(dst), nil
+	}
+	row := e.Image()
+	switch format {
+	case KeyText:
+	case KeyJSON:
+		dst = append(dst, '{')
+	default:
+		return nil, fmt.Errorf("kafkasink: unknown key format %s", format)
+	}
+	for i, name := range columns {
+		c, ok := row.Get(name)
+		if !ok || c.Unchanged {
+			return nil, missingKeyError(e, name, ok)
+		}
+		var err error
+		if format == KeyJSON {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = jsonw.AppendString(dst, name)
+			dst = append(dst, ':')
+			dst, err = appendValue(dst, c.Value)
+		} else {
+			if i > 0 {
+				dst = append(dst, '|')
+			}
+			dst, err = appendKeyText(dst, c.Value)
+		}
+		if err != nil {
+			return nil, &EncodeError{Schema: e.Schema, Table: e.Table, Column: name, Err: err}
+		}
+	}
+	if format == KeyJSON {
+		dst = append(dst, '}')
+	}
+	return dst, nil
+}
+
+func missingKeyError(e *Event, name string, present bool) error {
+	image := "after"
+	if e.After == nil {
+		image = "before"
+	}
+	var err error
+	if present {
+		err = fmt.Errorf("%w: key column %q of %s.%s is an unchanged TOAST value the source did not send; "+
+			"use key columns that are not TOASTed, or set the table's REPLICA IDENTITY to FULL",
+			errMissingKeyColumn, name, e.Schema, e.Table)
+	} else {
+		err = fmt.Errorf("%w: key column %q is not in the %s image of %s.%s; "+
+			"set the table's key columns in the sink config, or its REPLICA IDENTITY so deletes carry them",
+			errMissingKeyColumn, name, image, e.Schema, e.Table)
+	}
+	return &EncodeError{Schema: e.Schema, Table: e.Table, Column: name, Err: err}
+}
+
+// appendKeyText appends the escaped text form of one key value.
+func appendKeyText(dst []byte, v any) ([]byte, error) {
+	switch x := v.(type) {
+	case nil:
+		return append(dst, nullText...), nil
+	case string:
+		return appendEscaped(dst, x), nil
+	case Decimal:
+		return appendEscaped(dst, string(x)), nil
+	case json.RawMessage:
+		if x == nil {
+			return append(dst, nullText...), nil
+		}
+		return appendEscaped(dst, string(x)), nil
+	case []byte:
+		if x == nil {
+			return append(dst, nullText...), nil
+		}
+		return hex.AppendEncode(dst, x), nil
+	case bool:
+		return jsonw.AppendBool(dst, x), nil
+	case int:
+		return strconv.AppendInt(dst, int64(x), 10), nil
+	case int8:
+		return strconv.AppendInt(dst, int64(x), 10), nil
+	case int16:
+		return strconv.AppendInt(dst, int64(x), 10), nil
+	case int32:
+		return strconv.AppendInt(dst, int64(x), 10), nil
+	case int64:
+		return strconv.AppendInt(dst, x, 10), nil
+	case uint:
+		return strconv.AppendUint(dst, uint64(x), 10), nil
+	case uint8:
+		return strconv.AppendUint(dst, uint64(x), 10), nil
+	case uint16:
+		return strconv.AppendUint(dst, uint64(x), 10), nil
+	case uint32:
+		return strconv.AppendUint(dst, uint64(x), 10), nil
+	case uint64:
+		return strconv.AppendUint(dst, x, 10), nil
+	case float64:
+		return jsonw.AppendFloatText(dst, x, 64), nil
+	case float32:
+		return jsonw.AppendFloatText(dst, float64(x), 32), nil
+	case time.Time:
+		return x.UTC().AppendFormat(dst, time.RFC3339Nano), nil
+	case []any, map[string]any:
+		// Escape the JSON form in place: it is appended first, then the
+		// bytes are shifted right as escapes are inserted.
+		start := len(dst)
+		out, err := appendValue(dst, x)
+		if err != nil {
+			return nil, err
+		}
+		return escapeInPlace(out, start), nil
+	}
+	return nil, &jsonw.UnsupportedTypeError{Type: fmt.Sprintf("%T", v), Supported: jsonw.SupportedTypes + ", and kafkasink.Decimal"}
+}
+
+// appendEscaped appends s with '\' and '|' preceded by a backslash.
+func appendEscaped(dst []byte, s string) []byte {
+	start := 0
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '\\' || c == '|' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', c)
+			start = i + 1
+		}
+	}
+	return append(dst, s[start:]...)
+}
+
+// escapeInPlace escapes b[start:] like appendEscaped, growing b as needed.
+func escapeInPlace(b []byte, start int) []byte {
+	n := 0
+	for _, c := range b[start:] {
+		if c == '\\' || c == '|' {
+			n++
+		}
+	}
+	if n == 0 {
+		return b
+	}
+	end := len(b)
+	b = append(b, make([]byte, n)...)
+	// Walk backwards so every byte moves once and nothing is overwritten
+	// before it is read.
+	w := len(b)
+	for r := end - 1; r >= start; r-- {
+		c := b[r]
+		w--
+		b[w] = c
+		if c == '\\' || c == '|' {
+			w--
+			b[w] = '\\'
+		}
+	}
+	return b
+}
+
+// murmur2 is the 32-bit MurmurHash2 variant of Kafka's Java client
+// (org.apache.kafka.common.utils.Utils.murmur2): seed 0x9747b28c, the input
+// read as little-endian 32-bit words. Producers in any language that use it
+// put equal keys in equal partitions, which is what keeps a row's changes
+// in order across producers.
+func murmur2(b []byte) int32 {
+	const (
+		seed = 0x9747b28c
+		m    = 0x5bd1e995
+		r    = 24
+	)
+	n := len(b)
+	h := uint32(seed) ^ uint32(n)
+	for i := 0; i+4 <= n; i += 4 {
+		k := uint32(b[i]) | uint32(b[i+1])<<8 | uint32(b[i+2])<<16 | uint32(b[i+3])<<24
+		k *= m
+		k ^= k >> r
+		k *= m
+		h *= m
+		h ^= k
+	}
+	tail := b[n&^3:]
+	switch len(tail) {
+	case 3:
+		h ^= uint32(tail[2]) << 16
+		fallthrough
+	case 2:
+		h ^= uint32(tail[1]) << 8
+		fallthrough
+	case 1:
+		h ^= uint32(tail[0])
+		h *= m
+	}
+	h ^= h >> 13
+	h *= m
+	h ^= h >> 15
+	return int32(h)
+}
+
+// PartitionFor returns the partition Kafka's Java producer chooses for a
+// record with this key among partitions partitions:
+// (murmur2(key) & 0x7fffffff) % partitions, as its DefaultPartitioner and
+// BuiltInPartitioner compute for keyed records. A nil key is hashed like an
+// empty one (the sink never sends unkeyed records). It returns -1 when
+// partitions is not positive, which no producer accepts as a partition.
+// It is safe for concurrent use.
+func PartitionFor(key []byte, partitions int) int {
+	if partitions <= 0 {
+		return -1
+	}
+	return int(murmur2(key)&0x7fffffff) % partitions
+}
+
+// newPartitioner returns the partitioner the sink gives kgo: every record
+// goes to PartitionFor of its key, consistently, because the sink's records
+// are always keyed and a row's changes must stay in one partition.
+func newPartitioner() kgo.Partitioner {
+	return kgo.BasicConsistentPartitioner(func(string) func(*kgo.Record, int) int {
+		return partitionRecord
+	})
+}
+
+func partitionRecord(r *kgo.Record, n int) int { return PartitionFor(r.Key, n) }

@@ -1,0 +1,394 @@
+package kafkasink
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/kafkasink/kafkasink/internal/jsonw"
+)
+
+// Encoder turns an event into the value of its Kafka record.
+//
+// Encode appends the record value for e to dst and returns the extended
+// slice. Returning a nil slice with a nil error means a tombstone: the
+// record's value is null, which log compaction treats as a delete of the
+// key. The sink always passes a non-nil dst, so any non-nil result, even an
+// empty one, is a value.
+//
+// A value the encoder cannot represent is reported as an *EncodeError
+// naming the table and the column; the event is then rejected (see
+// RejectedError), not dropped. On error the returned slice is ignored.
+//
+// Encoders must be safe for concurrent use; the built-in ones are stateless
+// values and are.
+//
+// Column values are written by the same rules in every built-in encoder:
+// integers as JSON numbers; floats in their shortest round-trip form, with
+// NaN, +Inf and -Inf as the strings "NaN", "Infinity" and "-Infinity"
+// (PostgreSQL's spelling, since JSON numbers cannot express them); strings
+// escaped as encoding/json does without HTML escaping, every byte of
+// invalid UTF-8 replaced by U+FFFD; []byte as standard base64; time.Time as
+// an RFC 3339 string with nanoseconds in UTC; Decimal as a JSON string so no
+// digit is lost; json.RawMessage verbatim (it must be valid JSON in UTF-8);
+// []any as arrays and map[string]any as objects with sorted keys; nil as
+// null. Unchanged TOAST columns are left out of row objects, because their
+// value is unknown, and listed by name where the envelope has a place for
+// them. LSNs are written as decimal strings: they are 64-bit and exceed
+// 2^53, beyond which JavaScript and many JSON libraries silently round.
+type Encoder interface {
+	Encode(dst []byte, e *Event) ([]byte, error)
+}
+
+// Compile-time checks that the built-in encoders satisfy Encoder.
+var (
+	_ Encoder = JSONEncoder{}
+	_ Encoder = UpsertEncoder{}
+	_ Encoder = DebeziumEncoder{}
+)
+
+// JSONEncoder writes the change event itself as one JSON object. It is the
+// default Encoder. Its zero value is ready to use and it is safe for
+// concurrent use.
+//
+// The fields, always in this order:
+//
+//	id               the event id, e.Position's text form ("16/B374D848:3"),
+//	                 unique per change: use it to deduplicate
+//	op               "insert", "update", "delete", "truncate" or "read"
+//	                 (a snapshot row)
+//	schema, table    the source table
+//	lsn              the change's own LSN as a decimal string ("0" when the
+//	                 source has none)
+//	commit_lsn       the commit LSN of its transaction (e.Position.LSN) as a
+//	                 decimal string
+//	index            the event's index within its transaction, a number
+//	xid              the source transaction id, a number (0 when none)
+//	commit_time      the commit time in RFC 3339 UTC, or null when unknown
+//	key              the names of the key columns, an array (possibly empty)
+//	before           the old row image as an object, or null
+//	after            the new row image as an object, or null
+//	unchanged        the names of unchanged TOAST columns, which before and
+//	                 after leave out; omitted when there are none
+//	backfill_run_id  the snapshot run of an OpRead row; omitted when empty
+//
+// A row object maps column names to values in column order.
+type JSONEncoder struct{}
+
+// Encode implements Encoder. It never returns a tombstone.
+func (JSONEncoder) Encode(dst []byte, e *Event) ([]byte, error) {
+	if !e.Op.Valid() {
+		return nil, invalidOpError(e)
+	}
+	dst = append(dst, `{"id":"`...)
+	dst = e.Position.AppendText(dst) // hex digits, '/' and ':' need no escaping
+	dst = append(dst, `","op":"`...)
+	dst = append(dst, e.Op.String()...)
+	dst = append(dst, `","schema":`...)
+	dst = jsonw.AppendString(dst, e.Schema)
+	dst = append(dst, `,"table":`...)
+	dst = jsonw.AppendString(dst, e.Table)
+	dst = append(dst, `,"lsn":"`...)
+	dst = strconv.AppendUint(dst, uint64(e.LSN), 10)
+	dst = append(dst, `","commit_lsn":"`...)
+	dst = strconv.AppendUint(dst, uint64(e.Position.LSN), 10)
+	dst = append(dst, `","index":`...)
+	dst = strconv.AppendUint(dst, e.Position.Index, 10)
+	dst = append(dst, `,"xid":`...)
+	dst = strconv.AppendUint(dst, uint64(e.XID), 10)
+	dst = append(dst, `,"commit_time":`...)
+	dst = appendCommitTime(dst, e.Commit)
+	dst = append(dst, `,"key":[`...)
+	for i, k := range e.Key {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = jsonw.AppendString(dst, k)
+	}
+	dst = append(dst, `],"before":`...)
+	var err error
+	if dst, err = appendRow(dst, e, e.Before); err != nil {
+		return nil, err
+	}
+	dst = append(dst, `,"after":`...)
+	if dst, err = appendRow(dst, e, e.After); err != nil {
+		return nil, err
+	}
+	dst = appendUnchanged(dst, `,"unchanged":[`, e)
+	if e.BackfillRunID != "" {
+		dst = append(dst, `,"backfill_run_id":`...)
+		dst = jsonw.AppendString(dst, e.BackfillRunID)
+	}
+	return append(dst, '}'), nil
+}
+
+// UpsertEncoder writes the row as a document to upsert, for consumers that
+// keep the latest state of each row (search indexes, caches, compacted
+// topics). Deletes and truncates are tombstones (nil value): with the row's
+// key as the message key, compaction then removes the row. A truncate has
+// no key of its own, so its tombstone carries the event id key and only
+// tells consumers that a truncate happened; they must clear the table
+// themselves if they care. Its zero value is ready to use and it is safe for
+// concurrent use.
+//
+// The fields of a value, always in this order:
+//
+//	operation   always "upsert"
+//	id          the event id (e.Position's text form)
+//	document    the row object of e.After (column names to values, in
+//	            column order, unchanged TOAST columns left out), or null
+//	            when the event has no After image
+//	metadata    an object:
+//	  schema, table    the source table
+//	  action           "insert", "update" or "read"
+//	  commit_lsn       the commit LSN as a decimal string
+//	  commit_index     the event's index within its transaction, a number
+//	  commit_time      RFC 3339 UTC, or null when unknown
+//	  is_backfill      true for snapshot rows (OpRead)
+//	  backfill_run_id  the snapshot run; omitted when empty
+//	  unchanged        names of unchanged TOAST columns that the document
+//	                   leaves out; omitted when there are none. A consumer
+//	                   that replaces whole documents must keep the old
+//	                   values of these columns (a partial update).
+type UpsertEncoder struct{}
+
+// Encode implements Encoder.
+func (UpsertEncoder) Encode(dst []byte, e *Event) ([]byte, error) {
+	switch e.Op {
+	case OpDelete, OpTruncate:
+		return nil, nil
+	case OpInsert, OpUpdate, OpRead:
+	default:
+		return nil, invalidOpError(e)
+	}
+	dst = append(dst, `{"operation":"upsert","id":"`...)
+	dst = e.Position.AppendText(dst)
+	dst = append(dst, `","document":`...)
+	var err error
+	if dst, err = appendRow(dst, e, e.After); err != nil {
+		return nil, err
+	}
+	dst = append(dst, `,"metadata":{"schema":`...)
+	dst = jsonw.AppendString(dst, e.Schema)
+	dst = append(dst, `,"table":`...)
+	dst = jsonw.AppendString(dst, e.Table)
+	dst = append(dst, `,"action":"`...)
+	dst = append(dst, e.Op.String()...)
+	dst = append(dst, `","commit_lsn":"`...)
+	dst = strconv.AppendUint(dst, uint64(e.Position.LSN), 10)
+	dst = append(dst, `","commit_index":`...)
+	dst = strconv.AppendUint(dst, e.Position.Index, 10)
+	dst = append(dst, `,"commit_time":`...)
+	dst = appendCommitTime(dst, e.Commit)
+	dst = append(dst, `,"is_backfill":`...)
+	dst = jsonw.AppendBool(dst, e.Op == OpRead)
+	if e.BackfillRunID != "" {
+		dst = append(dst, `,"backfill_run_id":`...)
+		dst = jsonw.AppendString(dst, e.BackfillRunID)
+	}
+	dst = appendUnchanged(dst, `,"unchanged":[`, e)
+	return append(dst, "}}"...), nil
+}
+
+// DebeziumEncoder writes Debezium's PostgreSQL connector envelope in its
+// JSON form without schema (value.converter.schemas.enable=false), so
+// consumers written for Debezium read kafkasink topics unchanged. Its zero
+// value is ready to use and it is safe for concurrent use as long as Now
+// is.
+//
+// The fields, always in this order:
+//
+//	before       the old row object, or null
+//	after        the new row object, or null
+//	source       an object:
+//	  version      "kafkasink"
+//	  connector    "postgresql"
+//	  name         Name, or "kafkasink" when empty (Debezium's topic prefix)
+//	  ts_ms        the commit time in Unix milliseconds; 0 when unknown
+//	  snapshot     "true" for snapshot rows (OpRead), else "false"
+//	  db           "" (the source does not report the database name)
+//	  schema       the source schema
+//	  table        the source table
+//	  txId         the source transaction id, a number
+//	  lsn          the change's LSN (e.LSN, or the commit LSN when the
+//	               change has none) as a decimal STRING: Debezium writes a
+//	               number, but LSNs exceed 2^53 and would be rounded by
+//	               JavaScript and other float-based readers; Jackson and
+//	               most typed readers coerce the string to a long
+//	  sequence     null
+//	op           "c" insert, "u" update, "d" delete, "r" snapshot read,
+//	             "t" truncate
+//	ts_ms        the time the event was encoded (Now) in Unix milliseconds
+//	transaction  null
+//
+// Column values follow the kafkasink rules (see Encoder), which match
+// Debezium's string-based settings (decimal.handling.mode=string, ISO
+// timestamps) rather than its numeric defaults; unchanged TOAST columns are
+// left out instead of carrying Debezium's placeholder string.
+type DebeziumEncoder struct {
+	// Name is the logical server name written to source.name. Empty means
+	// "kafkasink".
+	Name string
+	// Now returns the time written to the top-level ts_ms. nil means
+	// time.Now; tests set a fixed clock.
+	Now func() time.Time
+}
+
+// debeziumOps maps an Op to Debezium's single-letter operation code.
+var debeziumOps = [...]string{OpInsert: "c", OpUpdate: "u", OpDelete: "d", OpTruncate: "t", OpRead: "r"}
+
+// Encode implements Encoder. It never returns a tombstone: Debezium's own
+// tombstone after a delete is a second record, which the sink does not emit.
+func (d DebeziumEncoder) Encode(dst []byte, e *Event) ([]byte, error) {
+	if !e.Op.Valid() {
+		return nil, invalidOpError(e)
+	}
+	dst = append(dst, `{"before":`...)
+	var err error
+	if dst, err = appendRow(dst, e, e.Before); err != nil {
+		return nil, err
+	}
+	dst = append(dst, `,"after":`...)
+	if dst, err = appendRow(dst, e, e.After); err != nil {
+		return nil, err
+	}
+	dst = append(dst, `,"source":{"version":"kafkasink","connector":"postgresql","name":`...)
+	if d.Name == "" {
+		dst = append(dst, `"kafkasink"`...)
+	} else {
+		dst = jsonw.AppendString(dst, d.Name)
+	}
+	dst = append(dst, `,"ts_ms":`...)
+	if e.Commit.IsZero() {
+		dst = append(dst, '0')
+	} else {
+		dst = strconv.AppendInt(dst, e.Commit.UnixMilli(), 10)
+	}
+	if e.Op == OpRead {
+		dst = append(dst, `,"snapshot":"true"`...)
+	} else {
+		dst = append(dst, `,"snapshot":"false"`...)
+	}
+	dst = append(dst, `,"db":"","schema":`...)
+	dst = jsonw.AppendString(dst, e.Schema)
+	dst = append(dst, `,"table":`...)
+	dst = jsonw.AppendString(dst, e.Table)
+	dst = append(dst, `,"txId":`...)
+	dst = strconv.AppendUint(dst, uint64(e.XID), 10)
+	dst = append(dst, `,"lsn":"`...)
+	lsn := e.LSN
+	if lsn == 0 {
+		lsn = e.Position.LSN
+	}
+	dst = strconv.AppendUint(dst, uint64(lsn), 10)
+	dst = append(dst, `","sequence":null},"op":"`...)
+	dst = append(dst, debeziumOps[e.Op]...)
+	dst = append(dst, `","ts_ms":`...)
+	now := d.Now
+	if now == nil {
+		now = time.Now
+	}
+	dst = strconv.AppendInt(dst, now().UnixMilli(), 10)
+	return append(dst, `,"transaction":null}`...), nil
+}
+
+// valueExt teaches jsonw the root package's value types, which jsonw cannot
+// import without a cycle.
+var valueExt = &jsonw.Extension{Append: appendExtValue, Types: "kafkasink.Decimal"}
+
+func appendExtValue(dst []byte, v any) ([]byte, bool, error) {
+	if d, ok := v.(Decimal); ok {
+		// A string, not a number: JSON readers parse numbers as float64
+		// and would round a numeric(38,10).
+		return jsonw.AppendString(dst, string(d)), true, nil
+	}
+	return dst, false, nil
+}
+
+// appendValue appends the JSON form of one column value.
+func appendValue(dst []byte, v any) ([]byte, error) {
+	return jsonw.AppendValueExt(dst, v, valueExt)
+}
+
+// appendRow appends row as an object of its changed columns in order, or
+// null for a nil row.
+func appendRow(dst []byte, e *Event, row Row) ([]byte, error) {
+	if row == nil {
+		return append(dst, "null"...), nil
+	}
+	dst = append(dst, '{')
+	first := true
+	for i := range row {
+		c := &row[i]
+		if c.Unchanged {
+			continue
+		}
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = jsonw.AppendString(dst, c.Name)
+		dst = append(dst, ':')
+		var err error
+		if dst, err = appendValue(dst, c.Value); err != nil {
+			return nil, &EncodeError{Schema: e.Schema, Table: e.Table, Column: c.Name, Err: err}
+		}
+	}
+	return append(dst, '}'), nil
+}
+
+// appendUnchanged appends open (such as `,"unchanged":[`), the names of the
+// unchanged TOAST columns of e.After and then those of e.Before not already
+// listed, and the closing bracket; it appends nothing when there are none.
+// A column is listed once even when both images mark it.
+func appendUnchanged(dst []byte, open string, e *Event) []byte {
+	n := 0
+	add := func(name string) {
+		if n == 0 {
+			dst = append(dst, open...)
+		} else {
+			dst = append(dst, ',')
+		}
+		n++
+		dst = jsonw.AppendString(dst, name)
+	}
+	for i := range e.After {
+		if e.After[i].Unchanged {
+			add(e.After[i].Name)
+		}
+	}
+	for i := range e.Before {
+		if c := &e.Before[i]; c.Unchanged && !unchangedIn(e.After, c.Name) {
+			add(c.Name)
+		}
+	}
+	if n > 0 {
+		dst = append(dst, ']')
+	}
+	return dst
+}
+
+func unchangedIn(row Row, name string) bool {
+	for i := range row {
+		if row[i].Unchanged && row[i].Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// appendCommitTime appends t in RFC 3339 UTC, or null for the zero time,
+// which means the source did not report one.
+func appendCommitTime(dst []byte, t time.Time) []byte {
+	if t.IsZero() {
+		return append(dst, "null"...)
+	}
+	return jsonw.AppendTime(dst, t)
+}
+
+// invalidOpError reports an event whose Op is not one of the defined
+// operations. Write refuses such events before encoding; an Encoder called
+// directly reports it the same way.
+func invalidOpError(e *Event) error {
+	return fmt.Errorf("%w: event %s of %s.%s has invalid op %s", ErrInvalidBatch, e.Position, e.Schema, e.Table, e.Op)
+}

@@ -1,0 +1,436 @@
+package kafkasink
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+// update rewrites the golden files under testdata/golden from the current
+// output: go test -run Golden -update . Review the diff before committing.
+var update = flag.Bool("update", false, "rewrite golden files in testdata/golden")
+
+// goldenNow is the fixed clock of the Debezium encoder in tests.
+var goldenNow = time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC)
+
+// goldenEvent is one named event of the fixed set the golden files cover.
+type goldenEvent struct {
+	name string
+	ev   Event
+}
+
+// goldenEvents returns the fixed events of the golden files: every
+// operation, every value type, an unchanged TOAST column, non-finite
+// floats, invalid UTF-8, nested arrays and maps, and NULLs.
+func goldenEvents() []goldenEvent {
+	commit := time.Date(2024, 5, 31, 22, 15, 30, 123456789, time.FixedZone("CEST", 2*3600))
+	allTypes := Row{
+		{Name: "id", Value: int64(9007199254740993)}, // 2^53+1: must survive as a number
+		{Name: "i", Value: int(-1)},
+		{Name: "i8", Value: int8(math.MinInt8)},
+		{Name: "i16", Value: int16(math.MaxInt16)},
+		{Name: "i32", Value: int32(math.MinInt32)},
+		{Name: "u", Value: uint(1)},
+		{Name: "u8", Value: uint8(255)},
+		{Name: "u16", Value: uint16(65535)},
+		{Name: "u32", Value: uint32(math.MaxUint32)},
+		{Name: "u64", Value: uint64(math.MaxUint64)},
+		{Name: "f32", Value: float32(0.1)},
+		{Name: "f64", Value: 1e21},
+		{Name: "small", Value: 1e-7},
+		{Name: "nan", Value: math.NaN()},
+		{Name: "inf", Value: math.Inf(1)},
+		{Name: "ninf", Value: float32(math.Inf(-1))},
+		{Name: "t", Value: true},
+		{Name: "f", Value: false},
+		{Name: "text", Value: "quote \" backslash \\ tab \t nl \n <html> & \u2028 żółw 🐢"},
+		{Name: "bad_utf8", Value: "ok\xff\xfeend\xe2\x82"},
+		{Name: "empty", Value: ""},
+		{Name: "bytes", Value: []byte{0xde, 0xad, 0xbe, 0xef}},
+		{Name: "ts", Value: commit},
+		{Name: "num", Value: Decimal("12345678901234567890.000000001")},
+		{Name: "doc", Value: json.RawMessage(`{"a": [1, 2.5, "x"], "b": null}`)},
+		{Name: "arr", Value: []any{int64(1), "two", nil, []any{true, Decimal("3.0")}, map[string]any{"z": 1, "a": "b"}}},
+		{Name: "obj", Value: map[string]any{"zeta": []any{}, "alpha": map[string]any{"n": nil, "f": 1.5}, "": "empty key"}},
+		{Name: "null", Value: nil},
+		{Name: "weird \"name\"|\\", Value: "column names are escaped too"},
+	}
+	return []goldenEvent{
+		{"insert", Event{
+			Op: OpInsert, Schema: "public", Table: "all_types",
+			Position: Position{LSN: 0x16_B374D848, Index: 0}, LSN: 0x16_B374D800, XID: 4242,
+			Commit: commit, Key: []string{"id"}, After: allTypes,
+		}},
+		{"update", Event{
+			Op: OpUpdate, Schema: "public", Table: "users",
+			Position: Position{LSN: 0x16_B374D848, Index: 1}, LSN: 0x16_B374D810, XID: 4242,
+			Commit: commit, Key: []string{"tenant", "id"},
+			Before: Row{{Name: "tenant", Value: "acme"}, {Name: "id", Value: int32(7)}, {Name: "name", Value: "Old"}, {Name: "bio", Unchanged: true}},
+			After:  Row{{Name: "tenant", Value: "acme"}, {Name: "id", Value: int32(7)}, {Name: "name", Value: "New|Name\\"}, {Name: "bio", Unchanged: true}, {Name: "avatar", Unchanged: true}},
+		}},
+		{"delete", Event{
+			Op: OpDelete, Schema: "public", Table: "users",
+			Position: Position{LSN: 0x16_B374D848, Index: 2}, LSN: 0x16_B374D820, XID: 4242,
+			Commit: commit, Key: []string{"tenant", "id"},
+			Before: Row{{Name: "tenant", Value: "acme"}, {Name: "id", Value: int32(8)}, {Name: "name", Value: nil}},
+		}},
+		{"truncate", Event{
+			Op: OpTruncate, Schema: "public", Table: "users",
+			Position: Position{LSN: 0xFFFFFFFF_FFFFFFFF, Index: 3}, XID: math.MaxUint32,
+			Commit: commit,
+		}},
+		{"read", Event{
+			Op: OpRead, Schema: "sales", Table: "orders",
+			Position: Position{LSN: 0x15_00000000, Index: 17},
+			Key:      []string{"order_id"},
+			After: Row{
+				{Name: "order_id", Value: uint64(18446744073709551615)},
+				{Name: "amount", Value: Decimal("-0.01")},
+				{Name: "note", Value: "\\N"},
+				{Name: "shipped_at", Value: nil},
+			},
+			BackfillRunID: "run-2024-06-01",
+		}},
+	}
+}
+
+// goldenEncoders are the encoders the golden files pin, by file name.
+var goldenEncoders = []struct {
+	name string
+	enc  Encoder
+}{
+	{"json", JSONEncoder{}},
+	{"upsert", UpsertEncoder{}},
+	{"debezium", DebeziumEncoder{Name: "pg-main", Now: func() time.Time { return goldenNow }}},
+}
+
+// checkGolden compares got with testdata/golden/<name>.json, or rewrites
+// the file under -update.
+func checkGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", "golden", name+".json")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -run Golden -update . to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file (run with -update and review the diff):\ngot:\n%s\nwant:\n%s", path, got, want)
+	}
+}
+
+// TestGoldenEncoders pins every built-in encoder's output over the fixed
+// events. A golden file is one JSON object mapping each event's name to
+// {"value": <the encoded value>} or {"tombstone": true}, indented for
+// review; the encoded values are embedded byte for byte (json.Indent only
+// changes whitespace between tokens).
+func TestGoldenEncoders(t *testing.T) {
+	for _, ge := range goldenEncoders {
+		t.Run(ge.name, func(t *testing.T) {
+			var doc []byte
+			doc = append(doc, '{')
+			for i, g := range goldenEvents() {
+				out, err := ge.enc.Encode(make([]byte, 0, 64), &g.ev)
+				if err != nil {
+					t.Fatalf("%s: %v", g.name, err)
+				}
+				if i > 0 {
+					doc = append(doc, ',')
+				}
+				doc = append(doc, '"')
+				doc = append(doc, g.name...)
+				doc = append(doc, `":`...)
+				if out == nil {
+					doc = append(doc, `{"tombstone":true}`...)
+					continue
+				}
+				if !json.Valid(out) || !utf8.Valid(out) {
+					t.Fatalf("%s: output is not valid JSON: %s", g.name, out)
+				}
+				doc = append(doc, `{"value":`...)
+				doc = append(doc, out...)
+				doc = append(doc, '}')
+			}
+			doc = append(doc, '}')
+			var indented bytes.Buffer
+			if err := json.Indent(&indented, doc, "", "  "); err != nil {
+				t.Fatal(err)
+			}
+			indented.WriteByte('\n')
+			checkGolden(t, ge.name, indented.Bytes())
+		})
+	}
+}
+
+// decode parses an encoder's output into generic JSON for field checks.
+func decode(t *testing.T, b []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	if err := d.Decode(&m); err != nil {
+		t.Fatalf("output %s: %v", b, err)
+	}
+	return m
+}
+
+func goldenByName(t *testing.T, name string) *Event {
+	t.Helper()
+	for _, g := range goldenEvents() {
+		if g.name == name {
+			return &g.ev
+		}
+	}
+	t.Fatalf("no golden event %q", name)
+	return nil
+}
+
+func TestJSONEncoderFields(t *testing.T) {
+	t.Parallel()
+	e := goldenByName(t, "update")
+	out, err := JSONEncoder{}.Encode([]byte{}, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The field order is part of the contract: check the raw prefix.
+	const prefix = `{"id":"16/B374D848:1","op":"update","schema":"public","table":"users","lsn":"97500059664","commit_lsn":"97500059720","index":1,"xid":4242,"commit_time":"2024-05-31T20:15:30.123456789Z","key":["tenant","id"],"before":`
+	if !strings.HasPrefix(string(out), prefix) {
+		t.Errorf("got  %s\nwant prefix %s", out, prefix)
+	}
+	m := decode(t, out)
+	if got := m["unchanged"]; !equalJSON(got, []any{"bio", "avatar"}) {
+		t.Errorf("unchanged = %v, want [bio avatar] (each once, After's first)", got)
+	}
+	after := m["after"].(map[string]any)
+	if _, ok := after["bio"]; ok {
+		t.Error("after must leave out the unchanged column bio")
+	}
+	if _, ok := m["backfill_run_id"]; ok {
+		t.Error("backfill_run_id must be omitted when empty")
+	}
+
+	r := goldenByName(t, "read")
+	r.Commit = time.Time{}
+	m = decode(t, must(JSONEncoder{}.Encode([]byte{}, r)))
+	if m["commit_time"] != nil {
+		t.Errorf("commit_time = %v, want null for a zero commit time", m["commit_time"])
+	}
+	if m["backfill_run_id"] != "run-2024-06-01" || m["op"] != "read" || m["before"] != nil {
+		t.Errorf("read event fields wrong: %v", m)
+	}
+	if _, ok := m["unchanged"]; ok {
+		t.Error("unchanged must be omitted when no column is unchanged")
+	}
+	if m["lsn"] != "0" {
+		t.Errorf("lsn = %v, want \"0\" when the source has none", m["lsn"])
+	}
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func equalJSON(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return bytes.Equal(x, y)
+}
+
+func TestUpsertEncoder(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		tombstone bool
+	}{{"insert", false}, {"update", false}, {"delete", true}, {"truncate", true}, {"read", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := goldenByName(t, tc.name)
+			out, err := UpsertEncoder{}.Encode(make([]byte, 0, 8), e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (out == nil) != tc.tombstone {
+				t.Fatalf("tombstone = %v, want %v", out == nil, tc.tombstone)
+			}
+			if tc.tombstone {
+				return
+			}
+			m := decode(t, out)
+			md := m["metadata"].(map[string]any)
+			if m["operation"] != "upsert" || m["id"] != e.ID() || md["action"] != e.Op.String() {
+				t.Errorf("wrong head fields: %s", out)
+			}
+			if md["is_backfill"] != (e.Op == OpRead) {
+				t.Errorf("is_backfill = %v for %s", md["is_backfill"], e.Op)
+			}
+		})
+	}
+}
+
+func TestDebeziumEncoder(t *testing.T) {
+	t.Parallel()
+	ops := map[string]string{"insert": "c", "update": "u", "delete": "d", "truncate": "t", "read": "r"}
+	for name, op := range ops {
+		e := goldenByName(t, name)
+		m := decode(t, must(DebeziumEncoder{}.Encode([]byte{}, e)))
+		if m["op"] != op {
+			t.Errorf("%s: op = %v, want %s", name, m["op"], op)
+		}
+		src := m["source"].(map[string]any)
+		wantSnap := "false"
+		if name == "read" {
+			wantSnap = "true"
+		}
+		if src["snapshot"] != wantSnap || src["name"] != "kafkasink" || src["connector"] != "postgresql" {
+			t.Errorf("%s: source = %v", name, src)
+		}
+		if _, isString := src["lsn"].(string); !isString {
+			t.Errorf("%s: source.lsn = %v, want a string", name, src["lsn"])
+		}
+		// A nil Now means the wall clock.
+		ts, _ := m["ts_ms"].(json.Number).Int64()
+		if d := time.Since(time.UnixMilli(ts)); d < 0 || d > time.Minute {
+			t.Errorf("%s: ts_ms = %d is not the current time", name, ts)
+		}
+	}
+	e := goldenByName(t, "truncate")
+	m := decode(t, must(DebeziumEncoder{}.Encode([]byte{}, e)))
+	if src := m["source"].(map[string]any); src["lsn"] != "18446744073709551615" {
+		t.Errorf("truncate without its own LSN: source.lsn = %v, want the commit LSN", src["lsn"])
+	}
+}
+
+func TestEncoderAppendsToDst(t *testing.T) {
+	t.Parallel()
+	e := goldenByName(t, "insert")
+	for _, ge := range goldenEncoders {
+		out, err := ge.enc.Encode([]byte("prefix"), e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.HasPrefix(out, []byte("prefix{")) {
+			t.Errorf("%s: Encode must append to dst, got %.20q", ge.name, out)
+		}
+	}
+}
+
+func TestEncodeErrors(t *testing.T) {
+	t.Parallel()
+	bad := []struct {
+		name     string
+		value    any
+		wantType string
+	}{
+		{"chan", make(chan int), "chan int"},
+		{"struct", struct{ X int }{1}, "struct { X int }"},
+		{"pointer", new(string), "*string"},
+		{"nested", []any{1, map[string]any{"k": make(chan int)}}, "chan int"},
+	}
+	for _, ge := range goldenEncoders {
+		for _, b := range bad {
+			t.Run(ge.name+"/"+b.name, func(t *testing.T) {
+				t.Parallel()
+				e := &Event{Op: OpUpdate, Schema: "s", Table: "tbl", Key: []string{"id"},
+					Before: Row{{Name: "id", Value: 1}},
+					After:  Row{{Name: "id", Value: 1}, {Name: "broken", Value: b.value}}}
+				out, err := ge.enc.Encode([]byte{}, e)
+				var ee *EncodeError
+				if !errors.As(err, &ee) {
+					t.Fatalf("error = %v (out %s), want *EncodeError", err, out)
+				}
+				if ee.Schema != "s" || ee.Table != "tbl" || ee.Column != "broken" {
+					t.Errorf("EncodeError names %s.%s column %q, want s.tbl column broken", ee.Schema, ee.Table, ee.Column)
+				}
+				msg := err.Error()
+				for _, want := range []string{"s.tbl", `"broken"`, b.wantType, "kafkasink.Decimal"} {
+					if !strings.Contains(msg, want) {
+						t.Errorf("message %q lacks %q", msg, want)
+					}
+				}
+			})
+		}
+	}
+
+	// Invalid raw JSON is refused, not passed through.
+	e := &Event{Op: OpInsert, Schema: "s", Table: "t", After: Row{{Name: "j", Value: json.RawMessage(`{"a":`)}}}
+	if _, err := (JSONEncoder{}).Encode([]byte{}, e); !errors.As(err, new(*EncodeError)) {
+		t.Errorf("invalid raw JSON: error = %v, want *EncodeError", err)
+	}
+
+	// An invalid Op is an invalid batch for every encoder.
+	for _, ge := range goldenEncoders {
+		if _, err := ge.enc.Encode([]byte{}, &Event{Op: 0, Table: "t"}); !errors.Is(err, ErrInvalidBatch) {
+			t.Errorf("%s: invalid op: error = %v, want ErrInvalidBatch", ge.name, err)
+		}
+	}
+}
+
+func TestEncodeAllocs(t *testing.T) {
+	e := benchEvent()
+	buf := make([]byte, 0, 4096)
+	for _, ge := range goldenEncoders {
+		allocs := testing.AllocsPerRun(200, func() {
+			if _, err := ge.enc.Encode(buf[:0], &e); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("%s allocates %v times per event, want 0", ge.name, allocs)
+		}
+	}
+}
+
+// FuzzJSONEncoder checks that any column names and values the fuzzer finds
+// give valid JSON that reads back to the same strings and numbers.
+func FuzzJSONEncoder(f *testing.F) {
+	f.Add("public", "t", "id", "value", int64(1), 1.5, []byte("b"), true)
+	f.Add("s\"", "t\\", "\xff", "\x00\u2028<&>", int64(math.MinInt64), math.Inf(-1), []byte(nil), false)
+	f.Add("", "", "", "\\N|", int64(0), math.NaN(), []byte{0xff}, true)
+	f.Fuzz(func(t *testing.T, schema, table, col, s string, i int64, fl float64, b []byte, flag bool) {
+		e := &Event{
+			Op: OpUpdate, Schema: schema, Table: table, Key: []string{col},
+			Position: Position{LSN: LSN(i), Index: uint64(i)}, LSN: LSN(i), XID: uint32(i),
+			Commit:        time.Unix(0, i),
+			Before:        Row{{Name: col, Value: s}},
+			After:         Row{{Name: col, Value: s}, {Name: "n", Value: i}, {Name: "f", Value: fl}, {Name: "b", Value: b}, {Name: "x", Value: flag}, {Name: "arr", Value: []any{s, map[string]any{s: fl}}}, {Name: "u", Unchanged: true}},
+			BackfillRunID: s,
+		}
+		for _, ge := range goldenEncoders {
+			out, err := ge.enc.Encode([]byte{}, e)
+			if err != nil {
+				t.Fatalf("%s: %v", ge.name, err)
+			}
+			if !json.Valid(out) || !utf8.Valid(out) {
+				t.Fatalf("%s: invalid JSON: %q", ge.name, out)
+			}
+		}
+		m := decode(t, must(JSONEncoder{}.Encode([]byte{}, e)))
+		if utf8.ValidString(s) && utf8.ValidString(col) && col != "n" && col != "f" && col != "b" && col != "x" && col != "arr" {
+			after := m["after"].(map[string]any)
+			if after[col] != s {
+				t.Fatalf("string %q came back as %q", s, after[col])
+			}
+			if after["n"].(json.Number).String() != jsonInt(i) {
+				t.Fatalf("int %d came back as %v", i, after["n"])
+			}
+		}
+	})
+}
+
+func jsonInt(i int64) string { return string(must(json.Marshal(i))) }

@@ -854,3 +854,102 @@ func TestDecodeReusesNoInput(t *testing.T) {
 		t.Fatal("event aliases the input buffer")
 	}
 }
+
+// frame joins messages for FuzzDecode: each is preceded by its length in two
+// bytes, so one fuzz input is a whole conversation with the decoder.
+func frame(msgs ...[]byte) []byte {
+	var out []byte
+	for _, m := range msgs {
+		out = binary.BigEndian.AppendUint16(out, uint16(len(m)))
+		out = append(out, m...)
+	}
+	return out
+}
+
+// fuzzR describes relation 1 with a column of every converted type, so that
+// fuzzed tuples reach the value parsers.
+var fuzzR = relation(0, 1, "s", "t", 'd',
+	relCol{true, "b", pgtype.BoolOID}, relCol{false, "i2", pgtype.Int2OID}, relCol{false, "i4", pgtype.Int4OID},
+	relCol{false, "i8", pgtype.Int8OID}, relCol{false, "o", pgtype.OIDOID}, relCol{false, "f4", pgtype.Float4OID},
+	relCol{false, "f8", pgtype.Float8OID}, relCol{false, "n", pgtype.NumericOID}, relCol{false, "t", pgtype.TextOID},
+	relCol{false, "u", pgtype.UUIDOID}, relCol{false, "j", pgtype.JSONBOID}, relCol{false, "by", pgtype.ByteaOID},
+	relCol{false, "d", pgtype.DateOID}, relCol{false, "ts", pgtype.TimestampOID}, relCol{false, "tz", pgtype.TimestamptzOID},
+	relCol{false, "ai", pgtype.Int4ArrayOID}, relCol{false, "at", pgtype.TextArrayOID}, relCol{false, "e", 50000})
+
+func FuzzDecode(f *testing.F) {
+	row := tup(txt("t"), txt("1"), txt("2"), txt("3"), txt("4"), txt("1.5"), txt("NaN"), txt("1.20"), txt("x"),
+		txt("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"), txt(`{"a":1}`), txt(`\x00`), txt("2024-01-01"),
+		txt("2024-01-01 00:00:00"), txt("2024-01-01 00:00:00+00"), txt("{{1,2},{3,NULL}}"), txt(`{"a",b}`), txt("happy"))
+	bins := tup(bin([]byte{1}), bin([]byte{0, 1}), bin([]byte{0, 0, 0, 2}), bin(make([]byte, 8)), bin([]byte{0, 0, 0, 4}),
+		bin([]byte{0x3f, 0xc0, 0, 0}), bin(make([]byte, 8)), bin([]byte{0, 1, 0, 0, 0, 0, 0, 0, 0, 1}), bin([]byte("x")),
+		bin(make([]byte, 16)), bin([]byte("\x01{}")), bin([]byte{9}), bin(make([]byte, 4)), bin(make([]byte, 8)), bin(make([]byte, 8)),
+		bin([]byte{0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 23, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 4, 0, 0, 0, 7}), null(), toast())
+	seeds := [][][]byte{
+		{begin(9, t0, 1), insert(0, 1, row...), update(0, 1, 'K', row, row), del(0, 1, 'O', row...), truncate(0, 0, 1), commit(9, 10, t0)},
+		{begin(9, t0, 1), insert(0, 1, bins...), commit(9, 10, t0)},
+		{streamStart(5, true), origin("o"), relation(5, 2, "s", "u", 'f', relCol{true, "a", pgtype.TextOID}),
+			insert(6, 2, txt("a")), logical(6, true, 3, "p", "c"), streamStop(), streamAbort(5, 6),
+			streamStart(5, false), insert(5, 2, txt("b")), streamStop(), streamCommit(5, 20, 21, t0)},
+		{streamStart(5, true), insert(5, 1, row...), streamStop(), streamAbort(5, 5)},
+		{logical(0, false, 1, "kafkasink.heartbeat", ""), typeMsg(0, 50000, "public", "mood")},
+	}
+	for _, s := range seeds {
+		f.Add(frame(s...), uint8(2))
+	}
+	f.Add(frame(begin(9, t0, 1), insert(0, 1, row...), commit(9, 10, t0)), uint8(1))
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte, version uint8) {
+		var last kafkasink.Position
+		d, err := NewDecoder(DecoderConfig{
+			ProtocolVersion: 1 + int(version%2),
+			SpoolDir:        dir,
+			KeyColumns: func(schema, table string) []string {
+				if table == "u" {
+					return []string{"a"}
+				}
+				return nil
+			},
+			OnEvent: func(ev kafkasink.Event) error {
+				if !ev.Op.Valid() {
+					t.Fatalf("event with invalid op: %+v", ev)
+				}
+				if ev.Position.LSN == last.LSN && ev.Position.Index != last.Index+1 && ev.Position.Index != 0 {
+					t.Fatalf("position %s follows %s", ev.Position, last)
+				}
+				last = ev.Position
+				return nil
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Decode(0, fuzzR); err != nil {
+			t.Fatal(err)
+		}
+		lsn := kafkasink.LSN(1)
+		for len(data) >= 2 {
+			n := min(int(binary.BigEndian.Uint16(data)), len(data)-2)
+			m := data[2 : 2+n]
+			data = data[2+n:]
+			if err := d.Decode(lsn, m); err != nil {
+				var de *DecodeError
+				if !errors.As(err, &de) && !strings.Contains(err.Error(), "spool") {
+					t.Fatalf("error neither a DecodeError nor a spool failure: %v", err)
+				}
+				if err := d.Reset(); err != nil {
+					t.Fatal(err)
+				}
+				if err := d.Decode(0, fuzzR); err != nil {
+					t.Fatal(err)
+				}
+			}
+			lsn++
+		}
+		if err := d.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if left, _ := os.ReadDir(dir); len(left) != 0 {
+			t.Fatalf("spool files left after Close: %d", len(left))
+		}
+	})
+}

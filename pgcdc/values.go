@@ -141,11 +141,7 @@ func (c *valueConverter) binary(oid uint32, src []byte) (v any, err error) {
 		return bytes.Clone(src), nil
 	}
 	if ac, ok := t.Codec.(*pgtype.ArrayCodec); ok && ac.ElementType != nil {
-		switch ac.ElementType.OID {
-		case pgtype.JSONOID, pgtype.JSONBOID:
-			// Same reason as for scalar json: keep the bytes exact.
-			return bytes.Clone(src), nil
-		}
+		return c.binaryArray(ac.ElementType.OID, src)
 	}
 	// pgx validates lengths in its binary decoders, but a panic on input
 	// it did not expect must not take the replication loop down with it.
@@ -162,12 +158,113 @@ func (c *valueConverter) binary(oid uint32, src []byte) (v any, err error) {
 	case float32, float64:
 		// pgx renders infinities as Go does ("+Inf"), not as the server.
 		return f, nil
+	case pgtype.InfinityModifier:
+		// Infinite dates and timestamps, which pgx cannot re-encode.
+		if f == pgtype.NegativeInfinity {
+			return "-infinity", nil
+		}
+		return "infinity", nil
 	}
 	txt, err := c.types.Encode(oid, pgtype.TextFormatCode, decoded, nil)
 	if err != nil {
 		return nil, err
 	}
+	if oid == pgtype.TimeOID {
+		// pgx pads the fraction to six digits; the server trims zeros.
+		txt = trimFraction(txt)
+	}
 	return c.text(oid, txt)
+}
+
+// binaryArray decodes an array in binary format: dimension count, null
+// flag, element type, then size and lower bound per dimension, then each
+// element as a length (-1 for NULL) and its bytes. Elements go through
+// binary, so arrays convert exactly as their elements do.
+func (c *valueConverter) binaryArray(elemOID uint32, src []byte) (any, error) {
+	r := wire{b: src}
+	ndim := r.u32("array dimensions")
+	r.u32("array null flag")
+	if got := r.u32("array element type"); r.err == nil && got != elemOID {
+		return nil, fmt.Errorf("array element type %d, want %d", got, elemOID)
+	}
+	if r.err == nil && ndim > maxArrayDims {
+		return nil, errors.New("array has more than 6 dimensions")
+	}
+	dims := make([]int, ndim)
+	total := 1
+	for i := range dims {
+		n := r.u32("array dimension size")
+		r.u32("array lower bound")
+		// Every element takes at least its 4-byte length, which bounds
+		// the allocation below by the input's size.
+		if r.err == nil && (n > uint32(len(src)) || total*int(n) > len(src)/4) {
+			return nil, errors.New("array dimensions exceed the data")
+		}
+		dims[i] = int(n)
+		total *= int(n)
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	if ndim == 0 {
+		return []any{}, nil
+	}
+	var build func(dim int) ([]any, error)
+	build = func(dim int) ([]any, error) {
+		out := make([]any, dims[dim])
+		for i := range out {
+			if dim+1 < len(dims) {
+				sub, err := build(dim + 1)
+				if err != nil {
+					return nil, err
+				}
+				out[i] = sub
+				continue
+			}
+			n := r.u32("array element length")
+			if r.err != nil {
+				return nil, r.err
+			}
+			if n == math.MaxUint32 {
+				continue // NULL
+			}
+			b := r.take("array element", int64(n))
+			if r.err != nil {
+				return nil, r.err
+			}
+			v, err := c.binary(elemOID, b)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = v
+		}
+		return out, nil
+	}
+	out, err := build(0)
+	if err != nil {
+		return nil, err
+	}
+	if len(r.b) != 0 {
+		return nil, errors.New("unexpected bytes after the array")
+	}
+	return out, nil
+}
+
+// trimFraction removes trailing zeros from the fraction of a time of day,
+// and the point when nothing is left of it.
+func trimFraction(s []byte) []byte {
+	dot := bytes.IndexByte(s, '.')
+	if dot < 0 {
+		return s
+	}
+	end := len(s)
+	for end > dot+1 && s[end-1] == '0' {
+		end--
+	}
+	if end == dot+1 {
+		end = dot
+	}
+	return s[:end]
 }
 
 // numErr drops the input from strconv's errors (see errSyntax).

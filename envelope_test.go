@@ -176,7 +176,7 @@ func TestGoldenEncoders(t *testing.T) {
 }
 
 // decode parses an encoder's output into generic JSON for field checks.
-func decode(t *testing.T, b []byte) map[string]any {
+func decodeObject(t *testing.T, b []byte) map[string]any {
 	t.Helper()
 	var m map[string]any
 	d := json.NewDecoder(bytes.NewReader(b))
@@ -210,8 +210,8 @@ func TestJSONEncoderFields(t *testing.T) {
 	if !strings.HasPrefix(string(out), prefix) {
 		t.Errorf("got  %s\nwant prefix %s", out, prefix)
 	}
-	m := decode(t, out)
-	if got := m["unchanged"]; !equalJSON(got, []any{"bio", "avatar"}) {
+	m := decodeObject(t, out)
+	if got := m["unchanged"]; !sameJSON(got, []any{"bio", "avatar"}) {
 		t.Errorf("unchanged = %v, want [bio avatar] (each once, After's first)", got)
 	}
 	after := m["after"].(map[string]any)
@@ -224,7 +224,7 @@ func TestJSONEncoderFields(t *testing.T) {
 
 	r := goldenByName(t, "read")
 	r.Commit = time.Time{}
-	m = decode(t, must(JSONEncoder{}.Encode([]byte{}, r)))
+	m = decodeObject(t, mustEncode(JSONEncoder{}.Encode([]byte{}, r)))
 	if m["commit_time"] != nil {
 		t.Errorf("commit_time = %v, want null for a zero commit time", m["commit_time"])
 	}
@@ -239,14 +239,14 @@ func TestJSONEncoderFields(t *testing.T) {
 	}
 }
 
-func must(b []byte, err error) []byte {
+func mustEncode(b []byte, err error) []byte {
 	if err != nil {
 		panic(err)
 	}
 	return b
 }
 
-func equalJSON(a, b any) bool {
+func sameJSON(a, b any) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	return bytes.Equal(x, y)
@@ -271,7 +271,7 @@ func TestUpsertEncoder(t *testing.T) {
 			if tc.tombstone {
 				return
 			}
-			m := decode(t, out)
+			m := decodeObject(t, out)
 			md := m["metadata"].(map[string]any)
 			if m["operation"] != "upsert" || m["id"] != e.ID() || md["action"] != e.Op.String() {
 				t.Errorf("wrong head fields: %s", out)
@@ -288,7 +288,7 @@ func TestDebeziumEncoder(t *testing.T) {
 	ops := map[string]string{"insert": "c", "update": "u", "delete": "d", "truncate": "t", "read": "r"}
 	for name, op := range ops {
 		e := goldenByName(t, name)
-		m := decode(t, must(DebeziumEncoder{}.Encode([]byte{}, e)))
+		m := decodeObject(t, mustEncode(DebeziumEncoder{}.Encode([]byte{}, e)))
 		if m["op"] != op {
 			t.Errorf("%s: op = %v, want %s", name, m["op"], op)
 		}
@@ -310,7 +310,7 @@ func TestDebeziumEncoder(t *testing.T) {
 		}
 	}
 	e := goldenByName(t, "truncate")
-	m := decode(t, must(DebeziumEncoder{}.Encode([]byte{}, e)))
+	m := decodeObject(t, mustEncode(DebeziumEncoder{}.Encode([]byte{}, e)))
 	if src := m["source"].(map[string]any); src["lsn"] != "18446744073709551615" {
 		t.Errorf("truncate without its own LSN: source.lsn = %v, want the commit LSN", src["lsn"])
 	}
@@ -420,7 +420,7 @@ func FuzzJSONEncoder(f *testing.F) {
 				t.Fatalf("%s: invalid JSON: %q", ge.name, out)
 			}
 		}
-		m := decode(t, must(JSONEncoder{}.Encode([]byte{}, e)))
+		m := decodeObject(t, mustEncode(JSONEncoder{}.Encode([]byte{}, e)))
 		if utf8.ValidString(s) && utf8.ValidString(col) && col != "n" && col != "f" && col != "b" && col != "x" && col != "arr" {
 			after := m["after"].(map[string]any)
 			if after[col] != s {
@@ -433,4 +433,4 @@ func FuzzJSONEncoder(f *testing.F) {
 	})
 }
 
-func jsonInt(i int64) string { return string(must(json.Marshal(i))) }
+func jsonInt(i int64) string { return string(mustEncode(json.Marshal(i))) }

@@ -65,7 +65,7 @@ func unescapeKeyField(raw string) (*string, error) {
 	return &v, nil
 }
 
-func strp(s string) *string { return &s }
+func keyStr(s string) *string { return &s }
 
 func TestAppendKeyText(t *testing.T) {
 	t.Parallel()
@@ -237,13 +237,13 @@ func TestAppendKeyErrors(t *testing.T) {
 func TestKeyTextRoundTrip(t *testing.T) {
 	t.Parallel()
 	values := [][]*string{
-		{strp("")},
+		{keyStr("")},
 		{nil},
-		{strp(`\N`)},
-		{strp(`\`), strp(`|`)},
-		{strp(`a\|b`), nil, strp(`\\N|`)},
-		{strp(""), strp(""), nil, strp("")},
-		{strp("|||"), strp(`\\\`), strp(`N\`)},
+		{keyStr(`\N`)},
+		{keyStr(`\`), keyStr(`|`)},
+		{keyStr(`a\|b`), nil, keyStr(`\\N|`)},
+		{keyStr(""), keyStr(""), nil, keyStr("")},
+		{keyStr("|||"), keyStr(`\\\`), keyStr(`N\`)},
 	}
 	for _, vals := range values {
 		key := textKeyOf(t, vals)

@@ -2,6 +2,7 @@ package pgcdc
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -129,6 +130,15 @@ func (c *valueConverter) binary(oid uint32, src []byte) (v any, err error) {
 		// pgx would unmarshal JSON into maps, losing key order and number
 		// precision; the binary form of json is its text.
 		return c.text(oid, src)
+	case pgtype.NumericOID:
+		// pgx goes through math/big, which takes seconds on a value with
+		// a large weight or scale; the base-10000 digits convert to text
+		// directly in linear time.
+		txt, err := numericText(src)
+		if err != nil {
+			return nil, err
+		}
+		return kafkasink.Decimal(txt), nil
 	case pgtype.JSONBOID:
 		// jsonb's binary form is a version byte (1) and the text.
 		if len(src) == 0 || src[0] != 1 {
@@ -246,6 +256,70 @@ func (c *valueConverter) binaryArray(elemOID uint32, src []byte) (any, error) {
 	}
 	if len(r.b) != 0 {
 		return nil, errors.New("unexpected bytes after the array")
+	}
+	return out, nil
+}
+
+// numericText renders numeric's binary form as the server's text output:
+// digit count, weight of the first base-10000 digit, sign, display scale,
+// then the digits.
+func numericText(src []byte) ([]byte, error) {
+	if len(src) < 8 {
+		return nil, errors.New("numeric header too short")
+	}
+	ndigits := int(binary.BigEndian.Uint16(src))
+	weight := int(int16(binary.BigEndian.Uint16(src[2:])))
+	sign := binary.BigEndian.Uint16(src[4:])
+	dscale := int(binary.BigEndian.Uint16(src[6:]))
+	if len(src) != 8+2*ndigits {
+		return nil, errors.New("numeric digit count does not match its length")
+	}
+	switch sign {
+	case 0x0000, 0x4000:
+	case 0xC000:
+		return []byte("NaN"), nil
+	case 0xD000:
+		return []byte("Infinity"), nil
+	case 0xF000:
+		return []byte("-Infinity"), nil
+	default:
+		return nil, errors.New("invalid numeric sign")
+	}
+	if dscale > 0x3FFF {
+		return nil, errors.New("numeric display scale out of range")
+	}
+	digit := func(i int) int {
+		if i < 0 || i >= ndigits {
+			return 0
+		}
+		return int(binary.BigEndian.Uint16(src[8+2*i:]))
+	}
+	for i := range ndigits {
+		if digit(i) > 9999 {
+			return nil, errors.New("numeric digit out of range")
+		}
+	}
+	out := make([]byte, 0, 4*max(weight+1, 1)+dscale+2)
+	if sign == 0x4000 {
+		out = append(out, '-')
+	}
+	if weight < 0 {
+		out = append(out, '0')
+	}
+	for i := 0; i <= weight; i++ {
+		if i == 0 {
+			out = strconv.AppendInt(out, int64(digit(0)), 10)
+		} else {
+			out = fmt.Appendf(out, "%04d", digit(i))
+		}
+	}
+	if dscale > 0 {
+		out = append(out, '.')
+		start := len(out)
+		for i := weight + 1; len(out)-start < dscale; i++ {
+			out = fmt.Appendf(out, "%04d", digit(i))
+		}
+		out = out[:start+dscale]
 	}
 	return out, nil
 }

@@ -194,10 +194,13 @@ func (c *valueConverter) binaryArray(elemOID uint32, src []byte) (any, error) {
 	r := wire{b: src}
 	ndim := r.u32("array dimensions")
 	r.u32("array null flag")
-	if got := r.u32("array element type"); r.err == nil && got != elemOID {
+	got := r.u32("array element type")
+	switch {
+	case r.err != nil:
+		return nil, r.err
+	case got != elemOID:
 		return nil, fmt.Errorf("array element type %d, want %d", got, elemOID)
-	}
-	if r.err == nil && ndim > maxArrayDims {
+	case ndim > maxArrayDims:
 		return nil, errors.New("array has more than 6 dimensions")
 	}
 	dims := make([]int, ndim)

@@ -283,6 +283,7 @@ func TestBinaryMultiDimArray(t *testing.T) {
 		append(e.b[:0:0], e.b[:8]...),         // header cut short
 		append(append([]byte{}, e.b...), 0),   // trailing byte
 		{0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 25}, // element type text, not int4
+		{0x30, 0x30, 0x30, 0x30, 0, 0},        // huge dimension count, header cut short
 		{0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 23, 0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 1}, // huge dimension
 	} {
 		if v, err := newValueConverter().binary(pgtype.Int4ArrayOID, bad); err == nil {

@@ -57,7 +57,9 @@ func (s *txnSink) commitPart(ctx context.Context, p *plan, i int) error {
 		if s.fatal != nil {
 			return s.fatal
 		}
-		if !IsRetryable(err) || attempt == maxAttempts || ctx.Err() != nil {
+		// A transaction that outlived its timeout would likely do so
+		// again: the caller decides (smaller batches, a longer timeout).
+		if !IsRetryable(err) || errors.Is(err, ErrTransactionTimeout) || attempt == maxAttempts || ctx.Err() != nil {
 			return err
 		}
 		s.log.Warn("transaction failed; retrying", "attempt", attempt, "first", pt.first.String(), "last", pt.last.String(), "error", err)
@@ -130,19 +132,21 @@ func (s *txnSink) abort(ctx context.Context, info TransactionInfo, started time.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CommitTimeout)
 	defer cancel()
 	aerr := s.cl.AbortBufferedRecords(actx)
-	if pending != nil {
-		pending.wait() // every promise has run once buffered records are aborted
-	}
 	if aerr == nil {
 		aerr = s.cl.EndTransaction(actx, kgo.TryAbort)
+	}
+	if aerr != nil {
+		// Closing the client fails whatever it still buffers, so the
+		// wait below ends even when the broker never answers.
+		s.log.Warn("aborting the transaction failed; restarting the client", "error", aerr, "cause", cause)
+		s.closeClient()
+	}
+	if pending != nil {
+		pending.wait()
 	}
 	info.Duration = time.Since(started)
 	cause = s.classify(cause, started)
 	s.hooks.onAborted(info, cause)
-	if aerr != nil {
-		s.log.Warn("aborting the transaction failed; restarting the client", "error", aerr, "cause", cause)
-		s.closeClient()
-	}
 	return cause
 }
 

@@ -3,8 +3,15 @@ package kafkasink_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
@@ -68,4 +75,379 @@ func TestExactlyOnceWritesEachEventOnce(t *testing.T) {
 	if err := s.Write(context.Background(), kafkasink.Batch{Events: a}); !errors.Is(err, kafkasink.ErrClosed) {
 		t.Fatalf("Write after Close: %v, want ErrClosed", err)
 	}
+}
+
+// ctxT returns a context bounded for one test step.
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// batchHook records what each successful Write reports.
+type batchHook struct {
+	mu    sync.Mutex
+	infos []kafkasink.BatchInfo
+}
+
+func (h *batchHook) OnBatchWritten(i kafkasink.BatchInfo) {
+	h.mu.Lock()
+	h.infos = append(h.infos, i)
+	h.mu.Unlock()
+}
+
+func (h *batchHook) last() kafkasink.BatchInfo {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.infos[len(h.infos)-1]
+}
+
+// pauseNext holds the next request of key in the fake broker until release
+// is closed, then lets the broker handle it normally. It returns a channel
+// closed when the request arrived.
+func pauseNext(c *kfake.Cluster, key int16, release <-chan struct{}) <-chan struct{} {
+	arrived := make(chan struct{})
+	var once sync.Once
+	c.ControlKey(key, func(kmsg.Request) (kmsg.Response, error, bool) {
+		first := false
+		once.Do(func() { first = true })
+		if first {
+			close(arrived)
+			c.SleepControl(func() { <-release })
+		}
+		c.DropControl()
+		return nil, nil, false
+	})
+	return arrived
+}
+
+func TestCrashBeforeCommitIsInvisibleAndRedelivered(t *testing.T) {
+	t.Parallel()
+	c, brokers := sinktest.Cluster(t)
+	const topic = "kafkasink.public.orders"
+	a := sinktest.Inserts("public", "orders", 100, 1, 5)
+	b := sinktest.Inserts("public", "orders", 200, 6, 5)
+
+	zombie := newSink(t, brokers, "crash")
+	write(t, zombie, a)
+
+	// The first sink produces b, then stalls before its commit reaches
+	// the broker: as far as anyone can tell, it crashed.
+	release := make(chan struct{})
+	arrived := pauseNext(c, kmsg.EndTxn.Int16(), release)
+	zombieErr := make(chan error, 1)
+	go func() { zombieErr <- zombie.Write(context.Background(), kafkasink.Batch{Events: b}) }()
+	select {
+	case <-arrived:
+	case err := <-zombieErr:
+		t.Fatalf("Write returned before its commit: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the commit never reached the broker")
+	}
+	// b's records are in the log, uncommitted: a read_committed reader
+	// must not see them.
+	sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic), a)
+
+	// The restarted sink fences the old one, aborting its transaction,
+	// and resumes from the checkpoint of a.
+	restarted := newSink(t, brokers, "crash")
+	if got, want := restarted.Checkpoint().Position, a[len(a)-1].Position; got != want {
+		t.Fatalf("checkpoint after the crash %s, want %s", got, want)
+	}
+	write(t, restarted, append(a[2:], b...)) // the source redelivers from before the checkpoint
+	sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic), append(a, b...))
+
+	// The old sink, waking up, learns it was fenced, and stays stopped.
+	close(release)
+	if err := <-zombieErr; !errors.Is(err, kafkasink.ErrFenced) || !kafkasink.IsFatal(err) {
+		t.Fatalf("zombie Write: %v, want ErrFenced", err)
+	}
+	if err := zombie.Write(ctxT(t), kafkasink.Batch{Events: sinktest.Inserts("public", "orders", 300, 11, 1)}); !errors.Is(err, kafkasink.ErrFenced) {
+		t.Fatalf("zombie's next Write: %v, want ErrFenced", err)
+	}
+	sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic), append(a, b...))
+}
+
+func TestCrashAfterCommitBeforeAckIsFilteredByCheckpoint(t *testing.T) {
+	t.Parallel()
+	_, brokers := sinktest.Cluster(t)
+	const topic = "kafkasink.public.orders"
+	a := sinktest.Inserts("public", "orders", 100, 1, 5)
+	b := sinktest.Inserts("public", "orders", 200, 6, 3)
+
+	first := newSink(t, brokers, "ack")
+	write(t, first, a)
+	// The process dies here: Write returned, the source never heard.
+
+	hook := new(batchHook)
+	second := newSink(t, brokers, "ack", func(c *kafkasink.Config) { c.Hooks = []kafkasink.Hook{hook} })
+	write(t, second, append(a, b...)) // the source redelivers a
+	if got := hook.last(); got.Skipped != len(a) || got.Written != len(b) {
+		t.Fatalf("BatchInfo skipped %d written %d, want %d and %d", got.Skipped, got.Written, len(a), len(b))
+	}
+	write(t, second, b) // and once more, all of it covered
+	sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic), append(a, b...))
+}
+
+func TestSecondSinkFencesFirst(t *testing.T) {
+	t.Parallel()
+	_, brokers := sinktest.Cluster(t)
+	const topic = "kafkasink.public.orders"
+	a := sinktest.Inserts("public", "orders", 100, 1, 4)
+	b := sinktest.Inserts("public", "orders", 200, 5, 4)
+
+	first := newSink(t, brokers, "twins")
+	write(t, first, a)
+	second := newSink(t, brokers, "twins")
+	for range 2 {
+		err := first.Write(ctxT(t), kafkasink.Batch{Events: b})
+		if !errors.Is(err, kafkasink.ErrFenced) || !kafkasink.IsFatal(err) || kafkasink.IsRetryable(err) {
+			t.Fatalf("fenced sink's Write: %v, want a fatal ErrFenced", err)
+		}
+	}
+	write(t, second, b)
+	sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic), append(a, b...))
+	if got := second.Checkpoint().Position; got != b[len(b)-1].Position {
+		t.Fatalf("checkpoint %s, want %s", got, b[len(b)-1].Position)
+	}
+}
+
+func TestProduceErrorOnOnePartitionAbortsWholeTransaction(t *testing.T) {
+	t.Parallel()
+	c, brokers := sinktest.Cluster(t)
+	const topic = "kafkasink.public.orders"
+	s := newSink(t, brokers, "partfail", func(c *kafkasink.Config) { c.Topics.Partitions = 4 })
+	a := sinktest.Inserts("public", "orders", 100, 1, 3)
+	write(t, s, a)
+	b := sinktest.Inserts("public", "orders", 200, 4, 40)
+
+	c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Partitions: []int32{1}, Err: kerr.InvalidRecord})
+	err := s.Write(ctxT(t), kafkasink.Batch{Events: b})
+	var we *kafkasink.WriteError
+	if !errors.As(err, &we) || we.Topic != topic || we.Partition != 1 || !errors.Is(err, kerr.InvalidRecord) {
+		t.Fatalf("Write: %v, want a *WriteError for %s[1] wrapping INVALID_RECORD", err, topic)
+	}
+	if got := s.Checkpoint().Position; got != a[len(a)-1].Position {
+		t.Fatalf("checkpoint moved to %s after a failed Write", got)
+	}
+	// The other partitions took b's records, and the abort hid them.
+	ends, lerr := kadm.NewClient(mustClient(t, brokers)).ListEndOffsets(ctxT(t), topic)
+	if lerr != nil {
+		t.Fatal(lerr)
+	}
+	var logged int64
+	ends.Each(func(o kadm.ListedOffset) { logged += o.Offset })
+	if logged <= int64(len(a))+1 {
+		t.Fatalf("only %d offsets in %s: the failed transaction wrote nothing to abort, so this test proves nothing", logged, topic)
+	}
+	sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic), a)
+
+	write(t, s, b)
+	sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic), append(a, b...))
+}
+
+func mustClient(t *testing.T, brokers []string) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+func TestCommitOutcomeUnknown(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		inject func(c *kfake.Cluster)
+	}{
+		{"response lost after commit applied", func(c *kfake.Cluster) {
+			c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.RequestTimedOut, TopLevel: true, Count: 3})
+		}},
+		{"connection dropped before commit applied", func(c *kfake.Cluster) {
+			c.ControlKey(kmsg.EndTxn.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+				return nil, errors.New("connection dropped by test"), true
+			})
+		}},
+		{"commit slower than CommitTimeout", func(c *kfake.Cluster) {
+			release := make(chan struct{})
+			pauseNext(c, kmsg.EndTxn.Int16(), release)
+			go func() { time.Sleep(3 * time.Second); close(release) }()
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, brokers := sinktest.Cluster(t)
+			const topic = "kafkasink.public.orders"
+			s := newSink(t, brokers, "ambiguous", func(c *kafkasink.Config) { c.CommitTimeout = time.Second })
+			a := sinktest.Inserts("public", "orders", 100, 1, 3)
+			b := sinktest.Inserts("public", "orders", 200, 4, 3)
+			write(t, s, a)
+			tc.inject(c)
+			if err := s.Write(ctxT(t), kafkasink.Batch{Events: b}); err != nil {
+				if !kafkasink.IsRetryable(err) {
+					t.Fatalf("Write: %v, want nil or a retryable error", err)
+				}
+				write(t, s, b) // the caller retries
+			}
+			if got := s.Checkpoint().Position; got != b[len(b)-1].Position {
+				t.Fatalf("checkpoint %s, want %s", got, b[len(b)-1].Position)
+			}
+			sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic), append(a, b...))
+		})
+	}
+}
+
+func TestCheckpointReadWaitsForOtherSinksOpenTransaction(t *testing.T) {
+	t.Parallel()
+	_, brokers := sinktest.Cluster(t)
+	a := sinktest.Inserts("public", "orders", 100, 1, 2)
+	b := sinktest.Inserts("public", "orders", 200, 3, 2)
+	s := newSink(t, brokers, "shared")
+	write(t, s, a)
+
+	// Another sink opens a transaction on the shared checkpoint
+	// partition and leaves it open: the last stable offset stops there.
+	other, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.TransactionalID("other-sink"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := other.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.ProduceSync(ctxT(t), &kgo.Record{Topic: kafkasink.DefaultCheckpointTopic, Key: []byte("other"), Value: []byte(`{}`)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	// Our newer checkpoint lands above it.
+	write(t, s, b)
+
+	type started struct {
+		s   kafkasink.Sink
+		err error
+	}
+	done := make(chan started, 1)
+	go func() {
+		s2, err := startSink(t, brokers, "shared")
+		done <- started{s2, err}
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("New returned (checkpoint %v, err %v) while the last stable offset was below our checkpoint: it must read to the high watermark", r.s.Checkpoint().Position, r.err)
+	case <-time.After(1500 * time.Millisecond):
+	}
+	if err := other.EndTransaction(ctxT(t), kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if got := r.s.Checkpoint().Position; got != b[len(b)-1].Position {
+		t.Fatalf("checkpoint %s, want %s: the read stopped early", got, b[len(b)-1].Position)
+	}
+}
+
+func TestConcurrentTransactionsAndLeaderMovesAreRetriedInsideWrite(t *testing.T) {
+	t.Parallel()
+	c, brokers := sinktest.Cluster(t, kfake.NumBrokers(3))
+	const topic = "kafkasink.public.orders"
+	s := newSink(t, brokers, "churn", func(c *kafkasink.Config) { c.Topics.Partitions = 3 })
+	var all []kafkasink.Event
+	for i := range 6 {
+		batch := sinktest.Inserts("public", "orders", kafkasink.LSN(100*(i+1)), 10*i, 10)
+		switch i {
+		case 1:
+			c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.ConcurrentTransactions, TopLevel: true, Count: 3})
+		case 2:
+			c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Err: kerr.NotLeaderForPartition, Count: 2})
+		case 3:
+			c.ShufflePartitionLeaders()
+		case 4:
+			c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.InitProducerID, kmsg.FindCoordinator}, Err: kerr.CoordinatorNotAvailable, TopLevel: true, Count: 2})
+			c.RehashCoordinators()
+		case 5:
+			c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: kafkasink.DefaultCheckpointTopic, Err: kerr.NotEnoughReplicas, Count: 2})
+		}
+		write(t, s, batch)
+		all = append(all, batch...)
+	}
+	sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic), all)
+}
+
+func TestTransactionTimeoutMidWriteRecovers(t *testing.T) {
+	t.Parallel()
+	c, brokers := sinktest.Cluster(t)
+	const topic = "kafkasink.public.orders"
+	s := newSink(t, brokers, "slow", func(c *kafkasink.Config) {
+		c.TransactionTimeout = 2 * time.Second
+		c.CommitTimeout = 500 * time.Millisecond
+	})
+	a := sinktest.Inserts("public", "orders", 100, 1, 3)
+	write(t, s, a)
+
+	// The broker sits on the next produce for longer than the
+	// transaction may live.
+	release := make(chan struct{})
+	pauseNext(c, kmsg.Produce.Int16(), release)
+	go func() { time.Sleep(4 * time.Second); close(release) }()
+	b := sinktest.Inserts("public", "orders", 200, 4, 3)
+	err := s.Write(ctxT(t), kafkasink.Batch{Events: b})
+	if !errors.Is(err, kafkasink.ErrTransactionTimeout) || !kafkasink.IsRetryable(err) {
+		t.Fatalf("Write: %v, want a retryable ErrTransactionTimeout", err)
+	}
+	<-release
+	write(t, s, b)
+	sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic), append(a, b...))
+}
+
+func TestLargeBatchSplitsIntoCheckpointedTransactions(t *testing.T) {
+	t.Parallel()
+	c, brokers := sinktest.Cluster(t)
+	const topic = "kafkasink.public.orders"
+	s := newSink(t, brokers, "split", func(c *kafkasink.Config) { c.MaxTransactionRecords = 4 })
+	batch := sinktest.Inserts("public", "orders", 100, 1, 10)
+
+	// The second transaction's commit fails for good: the first stays
+	// committed with its own checkpoint.
+	var ends int
+	var mu sync.Mutex
+	c.ControlKey(kmsg.EndTxn.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		ends++
+		if ends < 2 {
+			c.KeepControl()
+			return nil, nil, false
+		}
+		c.DropControl()
+		r := req.(*kmsg.EndTxnRequest)
+		resp := r.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = kerr.InvalidTxnState.Code
+		return resp, nil, true
+	})
+	err := s.Write(ctxT(t), kafkasink.Batch{Events: batch, Cursor: []byte(`{"chunk":1}`)})
+	if err == nil {
+		t.Fatal("Write succeeded although the second commit failed")
+	}
+	ck := s.Checkpoint()
+	if ck.Position != batch[3].Position || ck.Cursor != nil {
+		t.Fatalf("checkpoint %s cursor %s, want %s and no cursor (the batch cursor goes with its last part only)", ck.Position, ck.Cursor, batch[3].Position)
+	}
+	sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic), batch[:4])
+
+	hook := new(batchHook)
+	s2 := newSink(t, brokers, "split", func(c *kafkasink.Config) { c.MaxTransactionRecords = 4; c.Hooks = []kafkasink.Hook{hook} })
+	if err := s2.Write(ctxT(t), kafkasink.Batch{Events: batch, Cursor: []byte(`{"chunk":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := hook.last(); got.Skipped != 4 || got.Transactions != 2 {
+		t.Fatalf("BatchInfo %+v, want 4 skipped in 2 transactions", got)
+	}
+	if ck := s2.Checkpoint(); ck.Position != batch[9].Position || string(ck.Cursor) != `{"chunk":1}` {
+		t.Fatalf("checkpoint %s cursor %s", ck.Position, ck.Cursor)
+	}
+	sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic), batch)
 }

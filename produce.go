@@ -20,9 +20,12 @@ type produceResults struct {
 	err    error
 }
 
-// produce sends r, counting it in the results.
+// produce sends r, counting it in the results. A record can be produced
+// again after a failed attempt, and kgo keeps the first attempt's context in
+// r.Context unless it is replaced: set it to this attempt's.
 func (pr *produceResults) produce(ctx context.Context, cl *kgo.Client, r *kgo.Record) {
 	pr.wg.Add(1)
+	r.Context = ctx
 	cl.Produce(ctx, r, pr.promise)
 }
 

@@ -3,6 +3,7 @@ package kafkasink
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -188,7 +189,10 @@ func (s *base) encodeEvent(ctx context.Context, es *encoderState, i int, e *Even
 	es.arena, err = AppendKey(es.arena, e, s.cfg.KeyColumns[e.Schema+"."+e.Table], s.cfg.KeyFormat)
 	if err != nil {
 		es.arena = es.arena[:start]
-		return reject(topic, ReasonNoKey, err)
+		if errors.Is(err, errMissingKeyColumn) {
+			return reject(topic, ReasonNoKey, err)
+		}
+		return reject(topic, ReasonUnencodable, err)
 	}
 	key := es.take(start)
 

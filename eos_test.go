@@ -354,7 +354,16 @@ func TestConcurrentTransactionsAndLeaderMovesAreRetriedInsideWrite(t *testing.T)
 	t.Parallel()
 	c, brokers := sinktest.Cluster(t, kfake.NumBrokers(3))
 	const topic = "kafkasink.public.orders"
-	s := newSink(t, brokers, "churn", func(c *kafkasink.Config) { c.Topics.Partitions = 3 })
+	s := newSink(t, brokers, "churn", func(c *kafkasink.Config) {
+		c.Topics.Partitions = 3
+		// kgo waits MetadataMinAge (5s) before it refreshes leaders
+		// after NOT_LEADER, and backs off up to 1s between retries;
+		// fine in production, slow in a test.
+		c.ClientOptions = []kgo.Opt{
+			kgo.MetadataMinAge(50 * time.Millisecond),
+			kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
+		}
+	})
 	var all []kafkasink.Event
 	for i := range 6 {
 		batch := sinktest.Inserts("public", "orders", kafkasink.LSN(100*(i+1)), 10*i, 10)

@@ -1,0 +1,102 @@
+// Package kafkasink delivers change-data-capture events into Apache Kafka,
+// exactly once by default.
+//
+// A service builds a Sink with New and calls one method, Write, with each
+// batch of row changes it reads from its source (for PostgreSQL, the
+// pgcdc package is that source, ready-made). When Write returns nil, every
+// event of the batch is durably in Kafka and the sink's checkpoint has moved
+// with it; the service may then acknowledge its source.
+//
+//	sink, err := kafkasink.New(ctx, kafkasink.Config{
+//		Brokers: []string{"localhost:9092"},
+//		SinkID:  "orders-to-kafka",
+//	})
+//	...
+//	err = sink.Write(ctx, kafkasink.Batch{Events: events})
+//
+// # Modes
+//
+// The Mode in Config selects the guarantee:
+//
+//	mode                   producer                        in the topic                          checkpoint
+//	ExactlyOnce (default)  transactional, one id per sink  each event once, for read_committed   in the same transaction
+//	Idempotent             idempotent, acks=all            at least once; duplicates only after  after the batch is
+//	                                                        a crash, at most the events since     acknowledged
+//	                                                        the last checkpoint
+//	Plain                  no idempotence, Config.Acks     at least once with AcksAll; a retry   after the batch
+//	                                                        can reorder records
+//
+// Exactly-once is what a consumer with isolation.level=read_committed sees.
+// A read_uncommitted consumer (the Java client's default) also sees records
+// of aborted transactions.
+//
+// # Checkpointing and crash windows
+//
+// Each sink keeps its checkpoint in a compacted topic (Config.CheckpointTopic),
+// keyed by Config.SinkID: the position of the last delivered event and the
+// batch's source cursor. At start-up, New initialises the producer id, which
+// fences any older instance with the same transactional id and makes the
+// broker finish its open transaction; then it reads the checkpoint partition
+// with read_committed up to its high watermark. Checkpoint returns the result,
+// so the source knows where to resume.
+//
+// In ExactlyOnce mode each Write is one transaction (or several, for batches
+// over Config.MaxTransactionRecords or MaxTransactionBytes, each with its own
+// checkpoint): the records, then the checkpoint record, then the commit.
+//
+//   - A crash before the commit: the broker aborts the transaction when the
+//     restarted sink initialises its producer id. Nothing of it is visible;
+//     the source redelivers the batch and it is written once.
+//   - A crash after the commit, before the source was acknowledged: the
+//     source redelivers the batch; every event at or below the checkpoint is
+//     skipped, so the topic gets nothing new.
+//   - A commit whose outcome is unknown (a lost response, a timeout): the
+//     sink restarts its producer, which aborts what is still open, reads the
+//     checkpoint back, and retries only what it does not cover.
+//
+// In the other modes a crash between the records and the checkpoint
+// redelivers at most the events since the last checkpoint.
+//
+// # Records
+//
+// Topic: routed per table by Config.Topics: a function, explicit routes, a
+// template with {schema} and {table}, or a prefix ("kafkasink.<schema>.<table>"
+// by default). Topics are created on first use unless Topics.MustExist; the
+// sink never lets the broker auto-create one.
+//
+// Key: Config.KeyColumns for the table, else the event's key columns, else
+// the event id; in the text form of KeyText or as JSON (KeyJSON). Records are
+// partitioned by Kafka's murmur2 of the key, like the Java producer, so other
+// producers agree on partitions.
+//
+// Value: Config.Encoder: JSONEncoder (the change event, default),
+// UpsertEncoder (the row document, a tombstone for deletes), or
+// DebeziumEncoder (Debezium's before/after/source/op/ts_ms envelope). LSNs
+// and other integers that can exceed 2^53 are JSON strings. NaN and infinite
+// floats are the strings "NaN", "Infinity" and "-Infinity"; invalid UTF-8 in
+// a string becomes U+FFFD, as encoding/json does.
+//
+// Headers: every record carries kafkasink.id, kafkasink.op, kafkasink.table,
+// kafkasink.lsn and kafkasink.commit_lsn.
+//
+// # Errors
+//
+// Errors fall into three classes, tested with IsRetryable, IsFatal and
+// IsRejected, which see through wrapping:
+//
+//   - retryable: timeouts, lost connections, leader moves, aborted or
+//     timed-out transactions. Write the same batch again.
+//   - fatal: ErrFenced, ErrClosed, ErrTopicMissing, ErrInvalidBatch,
+//     ErrCheckpoint, ErrUnsafeCheckpointTopic, *ConfigError, authentication,
+//     authorisation and TLS failures. Stop the pipeline.
+//   - rejected: *RejectedError, events that cannot be delivered (unencodable,
+//     unroutable, no key, too large for the topic). They fail the batch, or,
+//     with Config.DeadLetterTopic, go to that topic in the same transaction
+//     with headers naming the reason. Nothing is dropped silently.
+//
+// # Concurrency
+//
+// A Sink's Write is not safe for concurrent use: a second concurrent Write
+// returns ErrConcurrentWrite. Checkpoint and Close are safe from any
+// goroutine. Encoders and hooks must be safe for concurrent use.
+package kafkasink

@@ -953,7 +953,10 @@ func (r *wire) cstring(field string) {
 }
 
 func (r *wire) tuple(field string) {
-	n := r.u16(field + " column count")
+	if r.err == nil && len(r.b) < 2 {
+		r.fail(fmt.Errorf("message too short: %s column count needs 2 bytes, %d left", field, len(r.b)))
+	}
+	n := r.u16("")
 	for i := 0; i < int(n) && r.err == nil; i++ {
 		if len(r.b) < 1 {
 			r.fail(fmt.Errorf("message too short: %s column %d has no kind byte", field, i))

@@ -953,3 +953,25 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkDecodeInsert(b *testing.B) {
+	d, err := NewDecoder(DecoderConfig{OnEvent: func(kafkasink.Event) error { return nil }, SpoolDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Decode(1, usersR); err != nil {
+		b.Fatal(err)
+	}
+	if err := d.Decode(1, begin(1<<40, t0, 1)); err != nil {
+		b.Fatal(err)
+	}
+	ins := insert(0, 16384, txt("123456"), txt("a name of some length"), txt("1234.56"))
+	b.ReportAllocs()
+	b.SetBytes(int64(len(ins)))
+	for i := 0; b.Loop(); i++ {
+		if err := d.Decode(kafkasink.LSN(i), ins); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

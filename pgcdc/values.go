@@ -126,6 +126,9 @@ func (c *valueConverter) binary(oid uint32, src []byte) (v any, err error) {
 	switch oid {
 	case pgtype.ByteaOID:
 		return bytes.Clone(src), nil
+	case pgtype.TextOID, pgtype.VarcharOID, pgtype.BPCharOID, pgtype.NameOID:
+		// Their binary form is the text itself.
+		return string(src), nil
 	case pgtype.JSONOID:
 		// pgx would unmarshal JSON into maps, losing key order and number
 		// precision; the binary form of json is its text.

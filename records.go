@@ -176,9 +176,10 @@ func (s *base) encodeEvent(ctx context.Context, es *encoderState, i int, e *Even
 	reject := func(topic string, reason Reason, err error) (*kgo.Record, *Rejection, error) {
 		return nil, &Rejection{Position: e.Position, Schema: e.Schema, Table: e.Table, Topic: topic, Reason: reason, Err: err}, nil
 	}
-	topic, err := s.cfg.Topics.route(e.Schema, e.Table)
-	if err != nil {
-		return reject("", ReasonUnroutable, err)
+	rt := s.routeOf(e)
+	topic := rt.topic
+	if rt.err != nil {
+		return reject("", ReasonUnroutable, rt.err)
 	}
 	info, err := s.topics.get(ctx, s.cl, topic)
 	if err != nil {
@@ -186,14 +187,14 @@ func (s *base) encodeEvent(ctx context.Context, es *encoderState, i int, e *Even
 	}
 
 	start := len(es.arena)
-	es.arena, err = AppendKey(es.arena, e, s.cfg.KeyColumns[e.Schema+"."+e.Table], s.cfg.KeyFormat)
+	keyOut, err := AppendKey(es.arena, e, rt.keyColumns, s.cfg.KeyFormat)
 	if err != nil {
-		es.arena = es.arena[:start]
 		if errors.Is(err, errMissingKeyColumn) {
 			return reject(topic, ReasonNoKey, err)
 		}
 		return reject(topic, ReasonUnencodable, err)
 	}
+	es.arena = keyOut
 	key := es.take(start)
 
 	start = len(es.arena)
@@ -215,6 +216,29 @@ func (s *base) encodeEvent(ctx context.Context, es *encoderState, i int, e *Even
 			recordSize(r)+recordOverhead, limit, topic, info.maxMessageBytes, s.cfg.MaxRecordBytes))
 	}
 	return r, nil, nil
+}
+
+// tableRoute is where one table's events go and how they are keyed.
+type tableRoute struct {
+	topic      string
+	err        error // the table cannot be routed
+	keyColumns []string
+}
+
+// routeOf returns the route of e's table, computed once per table unless
+// a Topics.Route function decides (it may answer differently over time).
+func (s *base) routeOf(e *Event) tableRoute {
+	k := [2]string{e.Schema, e.Table}
+	if rt, ok := s.routes[k]; ok {
+		return rt
+	}
+	var rt tableRoute
+	rt.topic, rt.err = s.cfg.Topics.route(e.Schema, e.Table)
+	rt.keyColumns = s.cfg.KeyColumns[e.Schema+"."+e.Table]
+	if s.cfg.Topics.Route == nil {
+		s.routes[k] = rt
+	}
+	return rt
 }
 
 // standardHeaders appends the headers every record carries.
@@ -289,4 +313,3 @@ func recordSize(r *kgo.Record) int {
 	}
 	return n
 }
-

@@ -63,6 +63,7 @@ func New(ctx context.Context, cfg Config) (Sink, error) {
 		hooks:  newHooks(cfg.Hooks),
 		topics: newTopicCache(&cfg.Topics),
 		sem:    make(chan struct{}, 1),
+		routes: make(map[[2]string]tableRoute),
 		store:  checkpointStore{topic: cfg.CheckpointTopic, sinkID: cfg.SinkID, mode: cfg.Mode},
 	}
 	if cfg.Mode == ExactlyOnce {
@@ -95,6 +96,8 @@ type base struct {
 	cl    *kgo.Client
 	adm   *kadm.Client
 	store checkpointStore
+	// routes caches each table's route.
+	routes map[[2]string]tableRoute
 	// fatal, once set, is returned by every later Write: fencing or an
 	// unusable checkpoint never heals by retrying.
 	fatal error

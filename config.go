@@ -165,9 +165,13 @@ type Config struct {
 	// interfaces in hooks.go.
 	Hooks []Hook
 
+	// TLS, when set, encrypts connections to the brokers; see TLS.
+	TLS *TLS
+	// SASL, when set, authenticates the sink; see SASL.
+	SASL *SASL
+
 	// ClientOptions pass through to the franz-go client for what Config
-	// does not cover: TLS (kgo.DialTLSConfig), SASL (kgo.SASL),
-	// compression, timeouts. Options the sink owns are refused, not
+	// does not cover: compression, timeouts, a custom dialer. Options the sink owns are refused, not
 	// overridden: SeedBrokers, TransactionalID, TransactionTimeout,
 	// DisableIdempotentWrite, RequiredAcks, RecordPartitioner,
 	// ProducerBatchMaxBytes, AllowAutoTopicCreation, and consumer options.
@@ -184,12 +188,20 @@ const (
 	DefaultMaxRecordBytes        = 1000012
 )
 
-// String describes the config without anything secret: ClientOptions may
-// hold passwords and certificates, so only their count is shown.
+// String describes the config without anything secret: passwords are
+// Secrets, and ClientOptions may hold credentials, so only their count is
+// shown.
 func (c Config) String() string {
-	return fmt.Sprintf("kafkasink.Config{Brokers:%v SinkID:%q Mode:%s CheckpointTopic:%q ClientOptions:%d}",
-		c.Brokers, c.SinkID, c.Mode, c.CheckpointTopic, len(c.ClientOptions))
+	sasl := "none"
+	if c.SASL != nil {
+		sasl = fmt.Sprintf("%s user %q", c.SASL.Mechanism, c.SASL.Username)
+	}
+	return fmt.Sprintf("kafkasink.Config{Brokers:%v SinkID:%q Mode:%s CheckpointTopic:%q TLS:%t SASL:%s ClientOptions:%d}",
+		c.Brokers, c.SinkID, c.Mode, c.CheckpointTopic, c.TLS != nil, sasl, len(c.ClientOptions))
 }
+
+// GoString is String, so %#v does not print secrets either.
+func (c Config) GoString() string { return c.String() }
 
 // withDefaults returns a copy of c with every zero field set to its
 // default. Maps and slices are cloned so the caller's later changes do not
@@ -310,6 +322,7 @@ func (c *Config) validate() error {
 	if c.KeyFormat > KeyJSON {
 		add("KeyFormat %d is unknown: use KeyText or KeyJSON", c.KeyFormat)
 	}
+	p = append(p, c.securityProblems()...)
 	p = append(p, unknownHooks(c.Hooks)...)
 	p = append(p, ownedOptionProblems(c.ClientOptions)...)
 	if len(p) > 0 {
@@ -335,6 +348,8 @@ var ownedOptions = []struct {
 	{kgo.RecordPartitioner, "the sink partitions with Kafka's murmur2 so other producers agree", true},
 	{kgo.ProducerBatchMaxBytes, "use Config.MaxRecordBytes", false},
 	{kgo.AllowAutoTopicCreation, "the sink creates topics itself (Config.Topics)", false},
+	{kgo.DialTLSConfig, "use Config.TLS", false},
+	{kgo.SASL, "use Config.SASL", false},
 }
 
 // ownedOptionProblems compares the passthrough options with a client built

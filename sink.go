@@ -71,7 +71,7 @@ func New(ctx context.Context, cfg Config) (Sink, error) {
 	}
 	if err := b.start(ctx); err != nil {
 		b.closeClient()
-		return nil, err
+		return nil, cfg.explainConnectErr(err)
 	}
 	if cfg.Mode == ExactlyOnce {
 		return &txnSink{base: b}, nil
@@ -106,13 +106,19 @@ type base struct {
 	ckpt Checkpoint
 }
 
-// connOptions are the options every client of the sink uses.
-func (s *base) connOptions() []kgo.Opt {
-	opts := []kgo.Opt{
+// baseOptions are the options every client of the sink starts with.
+func (s *base) baseOptions() []kgo.Opt {
+	return append([]kgo.Opt{
 		kgo.SeedBrokers(s.cfg.Brokers...),
 		kgo.WithLogger(kgoslog.Logger{L: s.log}),
 		kgo.ClientID("kafkasink-" + s.cfg.SinkID),
-	}
+	}, s.cfg.securityOptions()...)
+}
+
+// connOptions are the options of the sink's clients that do not produce:
+// the passthrough minus its producer options.
+func (s *base) connOptions() []kgo.Opt {
+	opts := s.baseOptions()
 	for _, o := range s.cfg.ClientOptions {
 		if _, producer := o.(kgo.ProducerOpt); !producer {
 			opts = append(opts, o)
@@ -125,11 +131,7 @@ func (s *base) connOptions() []kgo.Opt {
 // sink owns come after the passthrough, which validate has checked does
 // not set them.
 func (s *base) producerOptions() []kgo.Opt {
-	opts := append([]kgo.Opt{
-		kgo.SeedBrokers(s.cfg.Brokers...),
-		kgo.WithLogger(kgoslog.Logger{L: s.log}),
-		kgo.ClientID("kafkasink-" + s.cfg.SinkID),
-	}, s.cfg.ClientOptions...)
+	opts := append(s.baseOptions(), s.cfg.ClientOptions...)
 	opts = append(opts,
 		kgo.RecordPartitioner(newPartitioner()),
 		kgo.ProducerBatchMaxBytes(int32(s.cfg.MaxRecordBytes)),

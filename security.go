@@ -1,0 +1,243 @@
+package kafkasink
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/aws"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// Secret is a string that never shows itself: fmt, slog and JSON print
+// "[redacted]". Use it for passwords.
+type Secret string
+
+const redacted = "[redacted]"
+
+// String returns "[redacted]".
+func (Secret) String() string { return redacted }
+
+// GoString returns "[redacted]", for %#v.
+func (Secret) GoString() string { return redacted }
+
+// LogValue keeps the secret out of slog output.
+func (Secret) LogValue() slog.Value { return slog.StringValue(redacted) }
+
+// MarshalText keeps the secret out of encoded configs.
+func (Secret) MarshalText() ([]byte, error) { return []byte(redacted), nil }
+
+// TLS configures encryption and, with a client certificate, mutual TLS.
+// Every field is optional: the zero TLS verifies the broker against the
+// system roots.
+type TLS struct {
+	// CAFile is a PEM file of the certificate authorities to trust
+	// instead of the system roots; CAPEM is the same, in memory.
+	CAFile string
+	CAPEM  []byte
+	// CertFile and KeyFile (or CertPEM and KeyPEM) are the client's
+	// certificate and key, for brokers that require client
+	// authentication (ssl.client.auth=required). Give both or neither.
+	CertFile, KeyFile string
+	CertPEM, KeyPEM   []byte
+	// ServerName overrides the name checked in the broker's certificate;
+	// default: the host of the broker address.
+	ServerName string
+}
+
+// SASLMechanism names a SASL mechanism.
+type SASLMechanism string
+
+// The SASL mechanisms the sink supports.
+const (
+	SASLPlain       SASLMechanism = "PLAIN"
+	SASLScramSHA256 SASLMechanism = "SCRAM-SHA-256"
+	SASLScramSHA512 SASLMechanism = "SCRAM-SHA-512"
+	SASLOAuthBearer SASLMechanism = "OAUTHBEARER"
+	SASLAWSMSKIAM   SASLMechanism = "AWS_MSK_IAM"
+)
+
+// AWSCredentials are what AWS MSK IAM signs with.
+type AWSCredentials struct {
+	AccessKey    string
+	SecretKey    Secret
+	SessionToken Secret // for temporary credentials; empty otherwise
+}
+
+// SASL configures authentication.
+type SASL struct {
+	Mechanism SASLMechanism
+	// Username and Password for PLAIN and SCRAM.
+	Username string
+	Password Secret
+	// Token returns a bearer token for OAUTHBEARER; it is called for each
+	// new connection, so it may refresh.
+	Token func(context.Context) (string, error)
+	// AWS returns credentials for AWS_MSK_IAM; called for each new
+	// connection.
+	AWS func(context.Context) (AWSCredentials, error)
+	// AllowPlaintext permits PLAIN without TLS, which sends the password
+	// in clear text. Default false: refused.
+	AllowPlaintext bool
+}
+
+// securityProblems returns the configuration problems of TLS and SASL.
+func (c *Config) securityProblems() []string {
+	var p []string
+	if t := c.TLS; t != nil {
+		if t.CAFile != "" && t.CAPEM != nil {
+			p = append(p, "TLS.CAFile and TLS.CAPEM are both set: use one")
+		}
+		file := t.CertFile != "" || t.KeyFile != ""
+		mem := t.CertPEM != nil || t.KeyPEM != nil
+		switch {
+		case file && mem:
+			p = append(p, "TLS has both CertFile/KeyFile and CertPEM/KeyPEM: use one pair")
+		case file && (t.CertFile == "" || t.KeyFile == ""):
+			p = append(p, "TLS.CertFile and TLS.KeyFile must be given together")
+		case mem && (t.CertPEM == nil || t.KeyPEM == nil):
+			p = append(p, "TLS.CertPEM and TLS.KeyPEM must be given together")
+		}
+		if _, err := t.config(); err != nil {
+			p = append(p, err.Error())
+		}
+	}
+	if s := c.SASL; s != nil {
+		switch s.Mechanism {
+		case SASLPlain, SASLScramSHA256, SASLScramSHA512:
+			if s.Username == "" || s.Password == "" {
+				p = append(p, fmt.Sprintf("SASL %s needs Username and Password", s.Mechanism))
+			}
+			if s.Mechanism == SASLPlain && c.TLS == nil && !s.AllowPlaintext {
+				p = append(p, "SASL PLAIN without TLS sends the password in clear text: set Config.TLS, or SASL.AllowPlaintext if the network is trusted")
+			}
+		case SASLOAuthBearer:
+			if s.Token == nil {
+				p = append(p, "SASL OAUTHBEARER needs a Token function")
+			}
+		case SASLAWSMSKIAM:
+			if s.AWS == nil {
+				p = append(p, "SASL AWS_MSK_IAM needs an AWS credentials function")
+			}
+		default:
+			p = append(p, fmt.Sprintf("SASL.Mechanism %q is unknown: use PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM", s.Mechanism))
+		}
+	}
+	return p
+}
+
+// config builds the *tls.Config. Errors name the file or field at fault.
+func (t *TLS) config() (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
+	ca := t.CAPEM
+	if t.CAFile != "" {
+		b, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("TLS.CAFile: %v", err)
+		}
+		ca = b
+	}
+	if ca != nil {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(ca) {
+			return nil, fmt.Errorf("TLS CA (%s): no PEM certificate found", orMemory(t.CAFile))
+		}
+		cfg.RootCAs = pool
+	}
+	cert, key := t.CertPEM, t.KeyPEM
+	if t.CertFile != "" && t.KeyFile != "" {
+		var err error
+		if cert, err = os.ReadFile(t.CertFile); err != nil {
+			return nil, fmt.Errorf("TLS.CertFile: %v", err)
+		}
+		if key, err = os.ReadFile(t.KeyFile); err != nil {
+			return nil, fmt.Errorf("TLS.KeyFile: %v", err)
+		}
+	}
+	if cert != nil && key != nil {
+		pair, err := tls.X509KeyPair(cert, key)
+		if err != nil {
+			return nil, fmt.Errorf("TLS client certificate (%s): %v", orMemory(t.CertFile), err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
+}
+
+func orMemory(file string) string {
+	if file == "" {
+		return "in memory"
+	}
+	return file
+}
+
+// mechanism builds the franz-go SASL mechanism.
+func (s *SASL) mechanism() sasl.Mechanism {
+	switch s.Mechanism {
+	case SASLPlain:
+		return plain.Auth{User: s.Username, Pass: string(s.Password)}.AsMechanism()
+	case SASLScramSHA256:
+		return scram.Auth{User: s.Username, Pass: string(s.Password)}.AsSha256Mechanism()
+	case SASLScramSHA512:
+		return scram.Auth{User: s.Username, Pass: string(s.Password)}.AsSha512Mechanism()
+	case SASLOAuthBearer:
+		return oauth.Oauth(func(ctx context.Context) (oauth.Auth, error) {
+			tok, err := s.Token(ctx)
+			return oauth.Auth{Token: tok}, err
+		})
+	case SASLAWSMSKIAM:
+		return aws.ManagedStreamingIAM(func(ctx context.Context) (aws.Auth, error) {
+			c, err := s.AWS(ctx)
+			return aws.Auth{AccessKey: c.AccessKey, SecretKey: string(c.SecretKey), SessionToken: string(c.SessionToken)}, err
+		})
+	}
+	return nil
+}
+
+// securityOptions are the client options for TLS and SASL; validate has
+// checked the config, so building cannot fail here.
+func (c *Config) securityOptions() []kgo.Opt {
+	var opts []kgo.Opt
+	if c.TLS != nil {
+		tc, _ := c.TLS.config()
+		opts = append(opts, kgo.DialTLSConfig(tc))
+	}
+	if c.SASL != nil {
+		opts = append(opts, kgo.SASL(c.SASL.mechanism()))
+	}
+	return opts
+}
+
+// explainConnectErr says which part of the security set-up a connection
+// error comes from, so the message points at the setting to fix.
+func (c *Config) explainConnectErr(err error) error {
+	var (
+		unknownAuthority x509.UnknownAuthorityError
+		hostname         x509.HostnameError
+		verify           *tls.CertificateVerificationError
+		alert            tls.AlertError
+	)
+	switch {
+	case errors.Is(err, kerr.SaslAuthenticationFailed) && c.SASL != nil:
+		return fmt.Errorf("kafkasink: the broker refused SASL %s authentication of user %q: check Config.SASL's credentials: %w", c.SASL.Mechanism, c.SASL.Username, err)
+	case errors.Is(err, kerr.UnsupportedSaslMechanism) && c.SASL != nil:
+		return fmt.Errorf("kafkasink: the broker does not enable SASL %s on this listener: choose a mechanism it enables: %w", c.SASL.Mechanism, err)
+	case errors.As(err, &hostname):
+		return fmt.Errorf("kafkasink: the broker's TLS certificate does not name the host dialled: set Config.TLS.ServerName to a name it has: %w", err)
+	case errors.As(err, &unknownAuthority) || errors.As(err, &verify):
+		return fmt.Errorf("kafkasink: the broker's TLS certificate is not trusted: set Config.TLS.CAFile to the authority that signed it: %w", err)
+	case errors.As(err, &alert) && c.TLS != nil:
+		return fmt.Errorf("kafkasink: the broker ended the TLS handshake (%v), which usually means it refused the client certificate: check Config.TLS.CertFile and KeyFile against the broker's truststore: %w", alert, err)
+	}
+	return err
+}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -49,6 +50,34 @@ func Inserts(schema, table string, lsn kafkasink.LSN, from, n int) []kafkasink.E
 				{Name: "name", Value: fmt.Sprintf("row-%d", id)},
 			},
 		}
+	}
+	return out
+}
+
+// Stream returns batch b of the deterministic source: events at commit LSN
+// b*16, inserts and updates of ids cycling through keys, every seventh a
+// delete. Any run of the program produces the same stream.
+func Stream(b, events, keys int) []kafkasink.Event {
+	out := make([]kafkasink.Event, events)
+	for i := range out {
+		n := (b-1)*events + i
+		id := int64(n%keys + 1)
+		e := kafkasink.Event{
+			Op: kafkasink.OpUpdate, Schema: "public", Table: "items",
+			Position: kafkasink.Position{LSN: kafkasink.LSN(b * 16), Index: uint64(i)},
+			LSN:      kafkasink.LSN(b*16 - events + i), XID: uint32(b), Commit: time.Unix(1767225600+int64(b), 0).UTC(),
+			Key: []string{"id"},
+		}
+		row := kafkasink.Row{{Name: "id", Value: id}, {Name: "seq", Value: int64(n)}, {Name: "note", Value: "event " + strconv.Itoa(n)}}
+		switch {
+		case n < keys:
+			e.Op, e.After = kafkasink.OpInsert, row
+		case n%7 == 6:
+			e.Op, e.Before = kafkasink.OpDelete, row[:1]
+		default:
+			e.After = row
+		}
+		out[i] = e
 	}
 	return out
 }

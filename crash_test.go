@@ -1,0 +1,244 @@
+package kafkasink_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/internal/sinktest"
+)
+
+// These tests crash a real process, internal/cmd/crashsink, with SIGKILL and
+// check what a read_committed consumer sees afterwards. They run against
+// the broker in KAFKASINK_TEST_BROKERS when it is set (see
+// scripts/testenv.sh), else against an in-process fake cluster that the
+// child process reaches over loopback.
+
+var (
+	crashsinkOnce sync.Once
+	crashsinkBin  string
+	crashsinkErr  error
+)
+
+// crashsink builds the crash helper once per test binary.
+func crashsink(t *testing.T) string {
+	t.Helper()
+	crashsinkOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "crashsink")
+		if err != nil {
+			crashsinkErr = err
+			return
+		}
+		crashsinkBin = filepath.Join(dir, "crashsink")
+		out, err := exec.Command("go", "build", "-o", crashsinkBin, "./internal/cmd/crashsink").CombinedOutput()
+		if err != nil {
+			crashsinkErr = fmt.Errorf("building crashsink: %v\n%s", err, out)
+		}
+	})
+	if crashsinkErr != nil {
+		t.Fatal(crashsinkErr)
+	}
+	return crashsinkBin
+}
+
+// testBrokers returns the real broker of the test environment, or starts a
+// fake cluster.
+func testBrokers(t *testing.T) []string {
+	t.Helper()
+	if b := os.Getenv("KAFKASINK_TEST_BROKERS"); b != "" {
+		return strings.Split(b, ",")
+	}
+	_, brokers := sinktest.Cluster(t)
+	return brokers
+}
+
+// uniqueName makes topic prefixes and sink ids that do not collide between
+// tests, or between runs against one long-lived broker.
+func uniqueName(t *testing.T) string {
+	return fmt.Sprintf("t%d-%s", time.Now().UnixNano()%1e9, strings.NewReplacer("/", "-", "_", "-").Replace(strings.ToLower(t.Name())))
+}
+
+// crashRun is one run of crashsink.
+type crashRun struct {
+	out      string
+	exitCode int  // -1 when killed by a signal
+	killed   bool // by SIGKILL
+}
+
+func runCrashsink(t *testing.T, ctx context.Context, brokers []string, args ...string) crashRun {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, crashsink(t), append([]string{"-brokers", strings.Join(brokers, ",")}, args...)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	r := crashRun{out: out.String()}
+	if cmd.ProcessState == nil {
+		t.Fatalf("running crashsink: %v", err)
+	}
+	// A run killed by ctx reports ctx's error, not the exit status: read
+	// the status itself.
+	r.exitCode = cmd.ProcessState.ExitCode()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+		r.killed = true
+	}
+	return r
+}
+
+// streamEvents is the whole deterministic stream crashsink delivers.
+func streamEvents(batches, events, keys int) []kafkasink.Event {
+	var all []kafkasink.Event
+	for b := 1; b <= batches; b++ {
+		all = append(all, sinktest.Stream(b, events, keys)...)
+	}
+	return all
+}
+
+func TestSIGKILLAtEachProtocolPointExactlyOnce(t *testing.T) {
+	t.Parallel()
+	brokers := testBrokers(t)
+	name := uniqueName(t)
+	ack := filepath.Join(t.TempDir(), "ack")
+	const batches, events, keys = 12, 15, 7
+	common := []string{"-sink-id", name, "-topic-prefix", name, "-ack-file", ack,
+		"-batches", fmt.Sprint(batches), "-events", fmt.Sprint(events), "-keys", fmt.Sprint(keys)}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	for _, crash := range []string{"after-produce:3", "after-commit:5", "after-produce:6", "after-commit:6", "after-produce:11"} {
+		r := runCrashsink(t, ctx, brokers, append(common, "-crash", crash)...)
+		if !r.killed || !strings.Contains(r.out, "crashing "+strings.Replace(crash, ":", " batch=", 1)) {
+			t.Fatalf("crash %s: the process was not killed where asked (exit %d):\n%s", crash, r.exitCode, r.out)
+		}
+	}
+	if r := runCrashsink(t, ctx, brokers, common...); r.exitCode != 0 || !strings.Contains(r.out, "done ") {
+		t.Fatalf("final run: exit %d:\n%s", r.exitCode, r.out)
+	}
+	want := streamEvents(batches, events, keys)
+	sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, name+".public.items"), want)
+	checkWithExternalReaders(t, brokers, name+".public.items", want)
+}
+
+func TestSIGKILLAtRandomMomentsExactlyOnce(t *testing.T) {
+	t.Parallel()
+	brokers := testBrokers(t)
+	name := uniqueName(t)
+	ack := filepath.Join(t.TempDir(), "ack")
+	const batches, events, keys = 80, 10, 5
+	common := []string{"-sink-id", name, "-topic-prefix", name, "-ack-file", ack,
+		"-batches", fmt.Sprint(batches), "-events", fmt.Sprint(events), "-keys", fmt.Sprint(keys), "-pause", "40ms"}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	kills := 0
+	for range 6 {
+		kctx, kcancel := context.WithTimeout(ctx, time.Duration(150+rand.IntN(500))*time.Millisecond)
+		r := runCrashsink(t, kctx, brokers, common...) // CommandContext sends SIGKILL
+		kcancel()
+		if r.killed {
+			kills++
+		} else if r.exitCode != 0 {
+			t.Fatalf("run failed: exit %d:\n%s", r.exitCode, r.out)
+		}
+	}
+	if r := runCrashsink(t, ctx, brokers, common...); r.exitCode != 0 {
+		t.Fatalf("final run: exit %d:\n%s", r.exitCode, r.out)
+	}
+	t.Logf("killed %d times at random moments", kills)
+	if kills == 0 {
+		t.Fatal("no run was killed: the test proved nothing")
+	}
+	sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, name+".public.items"), streamEvents(batches, events, keys))
+}
+
+func TestSIGKILLAtLeastOnceModesLoseNothing(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"idempotent", "plain"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			brokers := testBrokers(t)
+			name := uniqueName(t)
+			ack := filepath.Join(t.TempDir(), "ack")
+			const batches, events, keys = 10, 12, 6
+			common := []string{"-mode", mode, "-sink-id", name, "-topic-prefix", name, "-ack-file", ack,
+				"-batches", fmt.Sprint(batches), "-events", fmt.Sprint(events), "-keys", fmt.Sprint(keys)}
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			crashes := []string{"after-produce:2", "after-commit:4", "after-produce:7"}
+			for _, crash := range crashes {
+				if r := runCrashsink(t, ctx, brokers, append(common, "-crash", crash)...); !r.killed {
+					t.Fatalf("crash %s: not killed (exit %d):\n%s", crash, r.exitCode, r.out)
+				}
+			}
+			if r := runCrashsink(t, ctx, brokers, common...); r.exitCode != 0 {
+				t.Fatalf("final run: exit %d:\n%s", r.exitCode, r.out)
+			}
+			records := sinktest.ReadCommitted(t, brokers, name+".public.items")
+			seen := make(map[string]int)
+			for _, r := range records {
+				seen[sinktest.Header(r, kafkasink.HeaderID)]++
+			}
+			dups := 0
+			for _, e := range streamEvents(batches, events, keys) {
+				switch n := seen[e.ID()]; {
+				case n == 0:
+					t.Errorf("event %s lost", e.ID())
+				case n > 1:
+					dups += n - 1
+				}
+			}
+			// Only a crash between a batch's records and its checkpoint
+			// duplicates, and only that batch.
+			bound := 2 * events // the two after-produce crashes
+			t.Logf("%s: %d records for %d events, %d duplicates (bound %d)", mode, len(records), batches*events, dups, bound)
+			if dups > bound {
+				t.Fatalf("%d duplicates, more than the %d events written after the last checkpoints", dups, bound)
+			}
+		})
+	}
+}
+
+func TestTwoProcessesSameSinkIDOlderIsFenced(t *testing.T) {
+	t.Parallel()
+	brokers := testBrokers(t)
+	name := uniqueName(t)
+	ack := filepath.Join(t.TempDir(), "ack")
+	const batches, events, keys = 30, 5, 4
+	common := []string{"-sink-id", name, "-topic-prefix", name, "-ack-file", ack,
+		"-batches", fmt.Sprint(batches), "-events", fmt.Sprint(events), "-keys", fmt.Sprint(keys), "-retries", "0"}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	older := make(chan crashRun, 1)
+	go func() { older <- runCrashsink(t, ctx, brokers, append(common, "-pause", "150ms")...) }()
+	// Let the older process deliver a few batches first.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if b, _ := os.ReadFile(ack); len(b) > 0 {
+			if n, err := strconv.Atoi(string(bytes.TrimSpace(b))); err == nil && n >= 3 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the older process never acknowledged a batch")
+		}
+	}
+	newer := runCrashsink(t, ctx, brokers, common...)
+	if newer.exitCode != 0 {
+		t.Fatalf("newer process: exit %d:\n%s", newer.exitCode, newer.out)
+	}
+	o := <-older
+	if o.exitCode != 3 || !strings.Contains(o.out, "fenced=true") {
+		t.Fatalf("older process: exit %d, want 3 (ErrFenced):\n%s", o.exitCode, o.out)
+	}
+	sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, name+".public.items"), streamEvents(batches, events, keys))
+}

@@ -140,6 +140,7 @@ func TestSIGKILLAtRandomMomentsExactlyOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
+	crashsink(t) // build it before the kill timers start
 	kills := 0
 	for range 6 {
 		kctx, kcancel := context.WithTimeout(ctx, time.Duration(150+rand.IntN(500))*time.Millisecond)

@@ -1,0 +1,188 @@
+package kafkasink_test
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/internal/sinktest"
+)
+
+// smallTopicEvents returns five events of public.<table>: the second
+// cannot be encoded, the fifth is too large for a topic with
+// max.message.bytes=2048; the others are ordinary.
+func smallTopicEvents(table string) []kafkasink.Event {
+	events := sinktest.Inserts("public", table, 100, 1, 5)
+	events[1] = withColumn(events[1], "blob", make(chan int))
+	events[4] = withColumn(events[4], "name", strings.Repeat("x", 5000))
+	return events
+}
+
+func TestDeadLetter(t *testing.T) {
+	t.Parallel()
+	_, brokers := sinktest.Cluster(t)
+	const (
+		id    = "dead-letter"
+		topic = "kafkasink.public.small"
+		dlq   = "kafkasink.dead-letters"
+	)
+	createTopic(t, brokers, topic, 1, map[string]string{"max.message.bytes": "2048"})
+	h := &hookLog{}
+	s := newSink(t, brokers, id, func(c *kafkasink.Config) {
+		c.DeadLetterTopic = dlq
+		c.Hooks = []kafkasink.Hook{h}
+	})
+	events := smallTopicEvents("small")
+	write(t, s, events)
+
+	ok := []kafkasink.Event{events[0], events[2], events[3]}
+	sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic), ok)
+
+	dead := sinktest.ReadCommitted(t, brokers, dlq)
+	if len(dead) != 2 {
+		t.Fatalf("%d dead-letter records, want 2", len(dead))
+	}
+	want := []struct {
+		e      kafkasink.Event
+		reason kafkasink.Reason
+		inErr  string
+	}{
+		{events[1], kafkasink.ReasonUnencodable, `"blob"`},
+		{events[4], kafkasink.ReasonTooLarge, "max.message.bytes 2048"},
+	}
+	byID := make(map[string]*kgo.Record)
+	for _, r := range dead {
+		byID[sinktest.Header(r, kafkasink.HeaderID)] = r
+	}
+	for _, w := range want {
+		r := byID[w.e.ID()]
+		if r == nil {
+			t.Errorf("no dead letter for event %s", w.e.ID())
+			continue
+		}
+		hdr := func(k string) string { return sinktest.Header(r, k) }
+		if got := hdr(kafkasink.HeaderReason); got != string(w.reason) {
+			t.Errorf("dead letter %s: reason %q, want %q", w.e.ID(), got, w.reason)
+		}
+		if got := hdr(kafkasink.HeaderError); !strings.Contains(got, w.inErr) {
+			t.Errorf("dead letter %s: error %q, want it to contain %q", w.e.ID(), got, w.inErr)
+		}
+		if got := hdr(kafkasink.HeaderTopic); got != topic {
+			t.Errorf("dead letter %s: topic header %q, want %q", w.e.ID(), got, topic)
+		}
+		if got := hdr(kafkasink.HeaderOp); got != "insert" {
+			t.Errorf("dead letter %s: op %q, want insert", w.e.ID(), got)
+		}
+		if got := hdr(kafkasink.HeaderTable); got != "public.small" {
+			t.Errorf("dead letter %s: table %q, want public.small", w.e.ID(), got)
+		}
+		if got := hdr(kafkasink.HeaderCommitLSN); got != "100" {
+			t.Errorf("dead letter %s: commit lsn %q, want 100", w.e.ID(), got)
+		}
+		if got := hdr(kafkasink.HeaderLSN); got == "" {
+			t.Errorf("dead letter %s: no %s header", w.e.ID(), kafkasink.HeaderLSN)
+		}
+	}
+	// The oversized event fits the dead-letter topic whole.
+	if r := byID[events[4].ID()]; r == nil || len(r.Value) < 5000 || !json.Valid(r.Value) || !strings.Contains(string(r.Value), strings.Repeat("x", 5000)) {
+		t.Errorf("oversized dead letter %v, want the encoded event as its value", r)
+	}
+	// The unencodable event has no value, and its id as key.
+	if r := byID[events[1].ID()]; r == nil || r.Value != nil || string(r.Key) != events[1].ID() {
+		t.Errorf("unencodable dead letter %v, want no value and key %s", r, events[1].ID())
+	}
+
+	// One transaction: five records and the checkpoint.
+	batches, committed, _, rejected := h.snapshot()
+	if len(committed) != 1 || committed[0].Records != 6 {
+		t.Errorf("committed transactions %+v, want one of 6 records", committed)
+	}
+	if len(batches) != 1 || batches[0].Written != 3 || batches[0].Rejected != 2 || batches[0].Records != 5 {
+		t.Errorf("BatchInfo %+v, want Written 3, Rejected 2, Records 5", batches)
+	}
+	if len(rejected) != 2 {
+		t.Fatalf("%d OnEventRejected calls, want 2", len(rejected))
+	}
+	for i, w := range want {
+		r := rejected[i]
+		if !r.deadLettered || r.r.Reason != w.reason || r.r.Position != w.e.Position || r.r.Topic != topic {
+			t.Errorf("OnEventRejected %d: %+v deadLettered=%v, want %s at %s for %s, dead-lettered", i, r.r, r.deadLettered, w.reason, w.e.Position, topic)
+		}
+	}
+	if got := s.Checkpoint().Position; got != events[4].Position {
+		t.Errorf("checkpoint %s, want %s (past the dead-lettered events)", got, events[4].Position)
+	}
+}
+
+// TestSmallMaxMessageBytesManyRecords writes records that each fit the topic's
+// max.message.bytes, though not all together: the broker applies the limit
+// to a whole producer batch.
+func TestSmallMaxMessageBytesManyRecords(t *testing.T) {
+	t.Parallel()
+	_, brokers := sinktest.Cluster(t)
+	const topic = "kafkasink.public.crowded"
+	createTopic(t, brokers, topic, 1, map[string]string{"max.message.bytes": "2048"})
+	s := newSink(t, brokers, "crowded")
+	events := sinktest.Inserts("public", "crowded", 100, 1, 10)
+	for i := range events {
+		// Random text, so compression cannot shrink the batch under the
+		// limit.
+		events[i] = withColumn(events[i], "name", randomText(600))
+	}
+	write(t, s, events)
+	sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic), events)
+}
+
+func TestRejectedWithoutDeadLetter(t *testing.T) {
+	t.Parallel()
+	_, brokers := sinktest.Cluster(t)
+	const (
+		id    = "no-dead-letter"
+		topic = "kafkasink.public.small_nodlq"
+	)
+	createTopic(t, brokers, topic, 1, map[string]string{"max.message.bytes": "2048"})
+	h := &hookLog{}
+	s := newSink(t, brokers, id, func(c *kafkasink.Config) { c.Hooks = []kafkasink.Hook{h} })
+	before := sinktest.Inserts("public", "small_nodlq", 50, 1, 1)
+	write(t, s, before)
+
+	events := sinktest.Inserts("public", "small_nodlq", 100, 2, 3)
+	events[2] = withColumn(events[2], "name", strings.Repeat("x", 5000))
+	err := tryWrite(t, s, kafkasink.Batch{Events: events})
+	var re *kafkasink.RejectedError
+	if !errors.As(err, &re) {
+		t.Fatalf("Write: %v, want a *RejectedError", err)
+	}
+	if len(re.Rejections) != 1 || re.Rejections[0].Reason != kafkasink.ReasonTooLarge || re.Rejections[0].Position != events[2].Position || re.Rejections[0].Topic != topic {
+		t.Errorf("rejections %+v, want one too_large of %s for %s", re.Rejections, events[2].Position, topic)
+	}
+	if !strings.Contains(err.Error(), "max.message.bytes") {
+		t.Errorf("error %q does not name max.message.bytes", err)
+	}
+	if got := s.Checkpoint().Position; got != before[0].Position {
+		t.Errorf("checkpoint %s, want unchanged %s", got, before[0].Position)
+	}
+	if n := len(sinkCheckpoints(t, brokers, id, 1)); n != 1 {
+		t.Errorf("%d checkpoint records, want 1", n)
+	}
+	sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic), before)
+	_, _, _, rejected := h.snapshot()
+	if len(rejected) != 1 || rejected[0].deadLettered || rejected[0].r.Reason != kafkasink.ReasonTooLarge {
+		t.Errorf("OnEventRejected calls %+v, want one too_large, not dead-lettered", rejected)
+	}
+}
+
+// randomText returns n bytes of random base32 text, which compression
+// cannot shrink much.
+func randomText(n int) string {
+	var b strings.Builder
+	for b.Len() < n {
+		b.WriteString(rand.Text())
+	}
+	return b.String()[:n]
+}

@@ -134,7 +134,9 @@ func (s *base) producerOptions() []kgo.Opt {
 	opts := append(s.baseOptions(), s.cfg.ClientOptions...)
 	opts = append(opts,
 		kgo.RecordPartitioner(newPartitioner()),
-		kgo.ProducerBatchMaxBytes(int32(s.cfg.MaxRecordBytes)),
+		// A record batch may not exceed its topic's max.message.bytes:
+		// limit kgo's batches per topic, from what ensureTopic read.
+		kgo.ProducerBatchMaxBytesFn(s.batchMaxBytes),
 	)
 	switch s.cfg.Mode {
 	case ExactlyOnce:
@@ -150,6 +152,16 @@ func (s *base) producerOptions() []kgo.Opt {
 		opts = append(opts, kgo.DisableIdempotentWrite(), kgo.RequiredAcks(acks))
 	}
 	return opts
+}
+
+// batchMaxBytes is the largest record batch for topic: Config.MaxRecordBytes,
+// lowered to the topic's max.message.bytes once the sink has read it.
+func (s *base) batchMaxBytes(topic string) int32 {
+	limit := s.cfg.MaxRecordBytes
+	if info, ok := s.topics.peek(topic); ok {
+		limit = min(limit, info.maxMessageBytes)
+	}
+	return int32(limit)
 }
 
 // start connects, prepares the checkpoint topic, fences predecessors and

@@ -121,10 +121,7 @@ func newTopicCache(cfg *Topics) *topicCache {
 
 // get returns the topic's info, ensuring it exists on first use.
 func (c *topicCache) get(ctx context.Context, cl *kgo.Client, topic string) (topicInfo, error) {
-	c.mu.Lock()
-	info, ok := c.topics[topic]
-	c.mu.Unlock()
-	if ok {
+	if info, ok := c.peek(topic); ok {
 		return info, nil
 	}
 	info, err := ensureTopic(ctx, cl, topic, c.cfg.MustExist, c.cfg.Partitions, c.cfg.ReplicationFactor, c.cfg.Configs)
@@ -135,6 +132,15 @@ func (c *topicCache) get(ctx context.Context, cl *kgo.Client, topic string) (top
 	c.topics[topic] = info
 	c.mu.Unlock()
 	return info, nil
+}
+
+// peek returns what is known of topic without asking the broker. Safe for
+// concurrent use: the client calls it from its own goroutines.
+func (c *topicCache) peek(topic string) (topicInfo, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	info, ok := c.topics[topic]
+	return info, ok
 }
 
 // forget drops a topic, so its next use checks the broker again: after a

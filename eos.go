@@ -106,7 +106,11 @@ func (s *txnSink) transact(ctx context.Context, pt *part, ck Checkpoint) error {
 	}
 	results.produce(tctx, s.cl, ckRec)
 	if err := s.cl.Flush(tctx); err != nil {
-		return s.abort(ctx, info, started, fmt.Errorf("kafkasink: flushing transaction %s..%s: %w", pt.first, pt.last, context.Cause(tctx)), &results)
+		cause := fmt.Errorf("kafkasink: flushing transaction %s..%s: %w", pt.first, pt.last, context.Cause(tctx))
+		if derr := s.deletedTopic(ctx, pt); derr != nil {
+			cause = derr
+		}
+		return s.abort(ctx, info, started, cause, &results)
 	}
 	if failed, perr := results.wait(); perr != nil {
 		return s.abort(ctx, info, started, s.writeError(tctx, pt, ck, failed, perr), nil)
@@ -183,7 +187,7 @@ func (s *txnSink) classify(err error, started time.Time) error {
 		errors.Is(err, kerr.InvalidProducerIDMapping)
 	timedOut := errors.Is(err, ErrTransactionTimeout) || time.Since(started) >= s.cfg.TransactionTimeout-s.cfg.TransactionTimeout/10
 	switch {
-	case timedOut && !errors.Is(err, ErrTransactionTimeout):
+	case timedOut && !errors.Is(err, ErrTransactionTimeout) && !IsFatal(err):
 		s.closeClient()
 		return fmt.Errorf("%w (after %v; lower Config.MaxTransactionRecords or raise Config.TransactionTimeout): %w", ErrTransactionTimeout, time.Since(started).Round(time.Millisecond), err)
 	case fenced && !timedOut:

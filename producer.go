@@ -31,6 +31,9 @@ func (s *producerSink) deliver(ctx context.Context, p *plan) (int, error) {
 			results.produce(ctx, s.cl, r)
 		}
 		if err := s.cl.Flush(ctx); err != nil {
+			if derr := s.deletedTopic(ctx, pt); derr != nil {
+				return i, derr
+			}
 			return i, fmt.Errorf("kafkasink: flushing events %s..%s: %w", pt.first, pt.last, err)
 		}
 		if failed, err := results.wait(); err != nil {
@@ -43,7 +46,11 @@ func (s *producerSink) deliver(ctx context.Context, p *plan) (int, error) {
 		if err := s.cl.ProduceSync(ctx, ckRec).FirstErr(); err != nil {
 			return i, s.writeError(ctx, pt, ck, ckRec, err)
 		}
-		s.store.from = ckRec.Offset
+		if s.cfg.Acks != AcksNone {
+			// With acks=0 the broker reports no offset to start
+			// the next checkpoint read from.
+			s.store.from = ckRec.Offset
+		}
 		s.setCheckpoint(ck)
 	}
 	return len(p.parts), nil

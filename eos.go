@@ -164,7 +164,10 @@ func (s *txnSink) resolveCommit(ctx context.Context, info TransactionInfo, start
 		return s.fatal
 	}
 	info.Duration = time.Since(started)
-	if err := s.restart(context.WithoutCancel(ctx)); err != nil {
+	// Resolve even when the caller's ctx is done, within a bound.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.TransactionTimeout)
+	defer cancel()
+	if err := s.restart(rctx); err != nil {
 		// The next Write restarts again and resolves it then.
 		s.closeClient()
 		return fmt.Errorf("%w; reading the checkpoint back to learn the outcome failed too: %v", commitErr, err)
@@ -174,6 +177,7 @@ func (s *txnSink) resolveCommit(ctx context.Context, info TransactionInfo, start
 		s.hooks.onCommitted(info)
 		return nil
 	}
+	commitErr = fmt.Errorf("%w: %w", ErrTransactionAborted, commitErr)
 	s.hooks.onAborted(info, commitErr)
 	return commitErr
 }

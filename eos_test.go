@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -419,28 +420,17 @@ func TestLargeBatchSplitsIntoCheckpointedTransactions(t *testing.T) {
 	s := newSink(t, brokers, "split", func(c *kafkasink.Config) { c.MaxTransactionRecords = 4 })
 	batch := sinktest.Inserts("public", "orders", 100, 1, 10)
 
-	// The second transaction's commit fails for good: the first stays
-	// committed with its own checkpoint.
-	var ends int
-	var mu sync.Mutex
-	c.ControlKey(kmsg.EndTxn.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		mu.Lock()
-		defer mu.Unlock()
-		ends++
-		if ends < 2 {
-			c.KeepControl()
-			return nil, nil, false
-		}
-		c.DropControl()
-		r := req.(*kmsg.EndTxnRequest)
-		resp := r.ResponseKind().(*kmsg.EndTxnResponse)
-		resp.ErrorCode = kerr.InvalidTxnState.Code
-		return resp, nil, true
-	})
+	// Every commit after the first fails: the first part stays committed
+	// with its own checkpoint, the second is retried inside Write until
+	// Write gives up.
+	var ends atomic.Int32
+	failing := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.InvalidTxnState, TopLevel: true, Count: -1,
+		When: func(kmsg.Request) bool { return ends.Add(1) >= 2 }})
 	err := s.Write(ctxT(t), kafkasink.Batch{Events: batch, Cursor: []byte(`{"chunk":1}`)})
-	if err == nil {
-		t.Fatal("Write succeeded although the second commit failed")
+	if !errors.Is(err, kafkasink.ErrTransactionAborted) || !errors.Is(err, kerr.InvalidTxnState) || !kafkasink.IsRetryable(err) {
+		t.Fatalf("Write: %v, want a retryable ErrTransactionAborted wrapping INVALID_TXN_STATE", err)
 	}
+	failing.Remove()
 	ck := s.Checkpoint()
 	if ck.Position != batch[3].Position || ck.Cursor != nil {
 		t.Fatalf("checkpoint %s cursor %s, want %s and no cursor (the batch cursor goes with its last part only)", ck.Position, ck.Cursor, batch[3].Position)

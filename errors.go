@@ -46,6 +46,11 @@ var (
 	// Retryable; lower Config.MaxTransactionRecords if it repeats.
 	ErrTransactionTimeout = errors.New("kafkasink: transaction ran out of its transaction timeout")
 
+	// ErrTransactionAborted is returned by Write when a commit failed or
+	// its outcome was unknown, and reading the checkpoint back showed the
+	// transaction did not commit: it is aborted and invisible. Retryable.
+	ErrTransactionAborted = errors.New("kafkasink: transaction aborted, nothing of it is visible")
+
 	// ErrCheckpoint is returned by New (and by Write when it re-reads the
 	// checkpoint) when the checkpoint topic holds a record this sink
 	// cannot trust: an unknown format version, an unparsable value, or a
@@ -170,13 +175,17 @@ func IsRetryable(err error) bool {
 	if _, ok := IsRejected(err); ok {
 		return false
 	}
+	// The sink's own verdicts come first: an aborted transaction can be
+	// written again whatever the broker's code in it says.
+	if errors.Is(err, ErrTransactionTimeout) || errors.Is(err, ErrTransactionAborted) {
+		return true
+	}
 	var ke *kerr.Error
 	if errors.As(err, &ke) {
 		return ke.Retriable || ke == kerr.TransactionAbortable || ke == kerr.UnknownServerError
 	}
 	var ne net.Error
-	return errors.Is(err, ErrTransactionTimeout) ||
-		errors.Is(err, context.DeadlineExceeded) ||
+	return errors.Is(err, context.DeadlineExceeded) ||
 		errors.Is(err, context.Canceled) ||
 		errors.Is(err, io.EOF) ||
 		errors.Is(err, io.ErrUnexpectedEOF) ||

@@ -37,6 +37,7 @@ func TestClassification(t *testing.T) {
 		{"ErrCheckpoint", kafkasink.ErrCheckpoint, false, true, false},
 		{"ErrUnsafeCheckpointTopic", kafkasink.ErrUnsafeCheckpointTopic, false, true, false},
 		{"ErrTransactionTimeout", kafkasink.ErrTransactionTimeout, true, false, false},
+		{"ErrTransactionAborted wrapping a non-retriable code", fmt.Errorf("%w: %w", kafkasink.ErrTransactionAborted, kerr.InvalidTxnState), true, false, false},
 		{"ConfigError", &kafkasink.ConfigError{Problems: []string{"SinkID is empty"}}, false, true, false},
 		{"RejectedError", rejected, false, false, true},
 		{"ProducerFenced", kerr.ProducerFenced, false, true, false},

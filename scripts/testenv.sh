@@ -1,0 +1,816 @@
+#!/usr/bin/env bash
+# testenv.sh - one-command integration test environment for kafkasink.
+#
+# Starts a REAL Apache Kafka (KRaft, no ZooKeeper) and a REAL PostgreSQL on
+# loopback, without Docker: Kafka's jars come from Maven Central (resolved once
+# into a cache outside the repo), PostgreSQL comes from Debian's postgresql-15.
+#
+# Usage:
+#   scripts/testenv.sh up [--brokers 1|3]   start (idempotent); prints env
+#   scripts/testenv.sh down                 stop everything, delete runtime dir
+#   scripts/testenv.sh env                  print export lines (eval "$(...)")
+#   scripts/testenv.sh status               what runs, pids, ports
+#   scripts/testenv.sh kill-broker N [SIG]  SIGKILL (or SIG) cluster node N
+#                                           (1..3; 0 = the single node)
+#   scripts/testenv.sh start-broker N       restart node N and wait for it
+#   scripts/testenv.sh tool MAIN [ARGS...]  run a Kafka tool main class, e.g.
+#                                           org.apache.kafka.tools.TopicCommand
+#
+# `up --brokers 3` starts the 3-node cluster IN ADDITION to the single node
+# (the single node carries the SASL_SSL and mTLS listeners most tests need).
+#
+# Knobs (environment):
+#   KAFKASINK_CACHE           jar cache            (~/.cache/kafkasink)
+#   KAFKASINK_TESTENV_DIR     runtime dir          (/tmp/kafkasink-testenv)
+#   KAFKASINK_KAFKA_VERSION   Kafka version        (4.4.0)
+#   KAFKASINK_TESTENV_TIMEOUT seconds per service  (120)
+#   KAFKASINK_PG_OS_USER      unprivileged user that owns PostgreSQL (postgres)
+#   KAFKASINK_NO_APT=1        never apt-get install missing kcat/postgresql
+set -euo pipefail
+
+SCRIPT_PATH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")"
+CACHE="${KAFKASINK_CACHE:-${HOME:-/root}/.cache/kafkasink}"
+DIR="${KAFKASINK_TESTENV_DIR:-/tmp/kafkasink-testenv}"
+KAFKA_VERSION="${KAFKASINK_KAFKA_VERSION:-4.4.0}"
+TIMEOUT="${KAFKASINK_TESTENV_TIMEOUT:-120}"
+PG_OS_USER="${KAFKASINK_PG_OS_USER:-postgres}"
+
+# Log4j version matching what Kafka 4.4 itself builds against. Kafka still
+# uses the SLF4J 1.7 API, so the binding is log4j-slf4j-impl (not slf4j2-impl).
+LOG4J_VERSION="2.25.5"
+DEP_PLUGIN="org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
+
+KAFKA_HOME="$CACHE/kafka-$KAFKA_VERSION"
+KAFKA_CP="$KAFKA_HOME/lib/*"
+
+# Fixed loopback ports; see `env` output.
+HOST=127.0.0.1
+SINGLE_PLAIN=19092
+SINGLE_SASL=19093
+SINGLE_MTLS=19094
+SINGLE_CTRL=19095
+CLUSTER_PLAIN=(29092 29093 29094)
+CLUSTER_CTRL=(29095 29096 29097)
+PG_PORT=15432
+
+SASL_USER=kafkasink
+SASL_PASSWORD=kafkasink-secret
+
+PG_BIN=/usr/lib/postgresql/15/bin
+
+# Debian 12's kcat links librdkafka 2.0.2, whose SCRAM client-final message
+# repeats the client nonce (librdkafka#4895, fixed in 2.6.1); Kafka 4.x checks
+# the nonce strictly (CVE-2024-56128) and rejects every SCRAM login from it.
+# So we run Debian's kcat binary against the librdkafka that PyPI's
+# confluent-kafka wheel bundles (self-contained, static OpenSSL), through a
+# wrapper script. PLAIN/SSL/PLAINTEXT work with either library.
+RDKAFKA_WHEEL_VERSION="2.16.1"
+RDKAFKA_HOME="$CACHE/librdkafka-wheel-$RDKAFKA_WHEEL_VERSION"
+KCAT="$CACHE/bin/kcat"
+
+# Under set -e a failing command would otherwise exit silently.
+trap 'printf "[testenv] ERROR: command failed (line %s): %s\n" "$LINENO" "$BASH_COMMAND" >&2' ERR
+
+log() { printf '[testenv] %s\n' "$*" >&2; }
+die() { printf '[testenv] ERROR: %s\n' "$*" >&2; exit 1; }
+
+now() { date +%s; }
+
+# ---------------------------------------------------------------------------
+# Prerequisites
+# ---------------------------------------------------------------------------
+
+# Installs kcat / postgresql-15 when missing: a fresh CI machine has neither
+# the server binaries nor kcat. Only as root, and only when actually needed,
+# so a warm machine never touches the network.
+ensure_packages() {
+  local want=()
+  command -v kcat >/dev/null 2>&1 || want+=(kcat)
+  [[ -x "$PG_BIN/initdb" && -x "$PG_BIN/pg_ctl" ]] || want+=(postgresql-15)
+  command -v openssl >/dev/null 2>&1 || want+=(openssl)
+  command -v java >/dev/null 2>&1 || want+=(openjdk-17-jre-headless)
+  command -v mvn >/dev/null 2>&1 || [[ -f "$KAFKA_HOME/.complete" ]] || want+=(maven)
+  ((${#want[@]} == 0)) && return 0
+  [[ "${KAFKASINK_NO_APT:-}" == 1 ]] && die "missing packages: ${want[*]} (KAFKASINK_NO_APT=1)"
+  [[ $EUID -eq 0 ]] || die "missing packages: ${want[*]}; run: sudo apt-get install -y ${want[*]}"
+  log "installing Debian packages: ${want[*]}"
+  apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${want[@]}" >&2
+}
+
+# Resolves Kafka server + tools + a log4j2 binding from Maven Central into
+# $KAFKA_HOME/lib exactly once. The `.complete` marker makes every later run
+# skip Maven entirely, i.e. no network at all on a warm cache.
+ensure_kafka_jars() {
+  if [[ -f "$KAFKA_HOME/.complete" ]]; then
+    return 0
+  fi
+  log "resolving Apache Kafka $KAFKA_VERSION from Maven Central into $KAFKA_HOME (once)"
+  local work="$KAFKA_HOME.tmp.$$"
+  rm -rf "$work"
+  mkdir -p "$work"
+  cat >"$work/pom.xml" <<EOF
+<?xml version="1.0" encoding="UTF-8"?>
+<!-- Generated by kafkasink scripts/testenv.sh: only used to fetch jars. -->
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>kafkasink.testenv</groupId>
+  <artifactId>kafka-runtime</artifactId>
+  <version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <!-- kafka.Kafka (broker/controller) and kafka.tools.StorageTool -->
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>$KAFKA_VERSION</version></dependency>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-server</artifactId><version>$KAFKA_VERSION</version></dependency>
+    <!-- ConsoleConsumer, TopicCommand, BrokerApiVersionsCommand, ... -->
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools</artifactId><version>$KAFKA_VERSION</version></dependency>
+    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-api</artifactId><version>$LOG4J_VERSION</version></dependency>
+    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-core</artifactId><version>$LOG4J_VERSION</version></dependency>
+    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId><version>$LOG4J_VERSION</version></dependency>
+  </dependencies>
+</project>
+EOF
+  # Private local repository inside the cache: self-contained, and does not
+  # depend on (or pollute) whatever ~/.m2 holds.
+  if ! mvn -B -q -f "$work/pom.xml" -Dmaven.repo.local="$CACHE/m2" \
+      "$DEP_PLUGIN:copy-dependencies" -DincludeScope=runtime \
+      -DoutputDirectory="$work/lib" >"$work/mvn.log" 2>&1; then
+    cat "$work/mvn.log" >&2
+    die "Maven could not resolve Kafka $KAFKA_VERSION (log above)"
+  fi
+  [[ -f "$work/lib/kafka_2.13-$KAFKA_VERSION.jar" ]] || die "kafka_2.13-$KAFKA_VERSION.jar missing after Maven"
+  rm -rf "$KAFKA_HOME"
+  mv "$work" "$KAFKA_HOME"
+  touch "$KAFKA_HOME/.complete"
+}
+
+# Provides $KCAT: a kcat whose librdkafka can do SCRAM against Kafka 4.x.
+ensure_kcat() {
+  [[ -x "$KCAT" && -f "$RDKAFKA_HOME/.complete" ]] && return 0
+  mkdir -p "$CACHE/bin"
+  local sys_kcat ver
+  sys_kcat="$(command -v kcat)"
+  ver="$(kcat -V 2>/dev/null | sed -n 's/.*librdkafka \([0-9][0-9.]*\).*/\1/p' | head -n 1)"
+  if [[ -n "$ver" ]] && printf '%s\n%s\n' "2.6.1" "$ver" | sort -V -C; then
+    # The system library is already new enough: plain pass-through.
+    ln -sf "$sys_kcat" "$KCAT"
+    mkdir -p "$RDKAFKA_HOME" && touch "$RDKAFKA_HOME/.complete"
+    return 0
+  fi
+  log "system kcat uses librdkafka $ver (SCRAM broken against Kafka 4.x); fetching librdkafka from PyPI confluent-kafka==$RDKAFKA_WHEEL_VERSION (once)"
+  local work="$RDKAFKA_HOME.tmp.$$" whl so
+  rm -rf "$work"
+  mkdir -p "$work/lib"
+  # Platform pinned so the result does not depend on the local Python.
+  python3 -m pip download -q --no-deps --only-binary=:all: \
+    --platform manylinux_2_28_x86_64 --python-version 3.11 --implementation cp --abi cp311 \
+    -d "$work" "confluent-kafka==$RDKAFKA_WHEEL_VERSION" >&2 ||
+    die "pip could not download confluent-kafka==$RDKAFKA_WHEEL_VERSION (needed for kcat SCRAM)"
+  whl="$(find "$work" -maxdepth 1 -name 'confluent_kafka-*.whl' | head -n 1)"
+  [[ -n "$whl" ]] || die "no confluent-kafka wheel in $work"
+  python3 -m zipfile -e "$whl" "$work/wheel"
+  so="$(find "$work/wheel/confluent_kafka.libs" -name 'librdkafka*.so*' | head -n 1)"
+  [[ -n "$so" ]] || die "no librdkafka in $whl"
+  cp "$so" "$work/lib/"
+  # The loader looks kcat's dependency up by file name, librdkafka.so.1.
+  ln -sf "$(basename "$so")" "$work/lib/librdkafka.so.1"
+  rm -rf "$work/wheel" "$whl"
+  rm -rf "$RDKAFKA_HOME"
+  mv "$work" "$RDKAFKA_HOME"
+  cat >"$KCAT" <<EOF
+#!/bin/sh
+# kcat with librdkafka from confluent-kafka $RDKAFKA_WHEEL_VERSION (generated by kafkasink scripts/testenv.sh)
+LD_LIBRARY_PATH="$RDKAFKA_HOME/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}" exec "$sys_kcat" "\$@"
+EOF
+  chmod 0755 "$KCAT"
+  "$KCAT" -V >/dev/null 2>&1 || die "kcat wrapper $KCAT does not run"
+  touch "$RDKAFKA_HOME/.complete"
+}
+
+# ---------------------------------------------------------------------------
+# Process helpers
+# ---------------------------------------------------------------------------
+
+# A pid counts as ours only if its command line mentions our runtime dir:
+# guards against a stale pid file whose number got reused by another process.
+pid_alive() {
+  local pid="$1"
+  [[ -n "$pid" && -r "/proc/$pid/cmdline" ]] || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$DIR"
+}
+
+pid_of() { if [[ -f "$1" ]]; then cat "$1"; fi; }
+
+# SIGTERM, wait up to $2 seconds, then SIGKILL.
+stop_pid() {
+  local pid="$1" grace="${2:-30}" i
+  pid_alive "$pid" || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  for ((i = 0; i < grace * 5; i++)); do
+    pid_alive "$pid" || return 0
+    sleep 0.2
+  done
+  log "pid $pid ignored SIGTERM for ${grace}s; sending SIGKILL"
+  kill -KILL "$pid" 2>/dev/null || true
+  for ((i = 0; i < 50; i++)); do
+    pid_alive "$pid" || return 0
+    sleep 0.1
+  done
+}
+
+# ---------------------------------------------------------------------------
+# TLS material (throwaway, per runtime dir)
+# ---------------------------------------------------------------------------
+
+ensure_tls() {
+  local t="$DIR/tls"
+  [[ -f "$t/.complete" ]] && return 0
+  log "creating throwaway CA, broker and client certificates in $t"
+  rm -rf "$t"
+  mkdir -p "$t"
+  (
+    cd "$t"
+    umask 077
+    openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 365 \
+      -keyout ca.key -out ca.pem -subj "/CN=kafkasink-test-ca" \
+      -addext "basicConstraints=critical,CA:TRUE" \
+      -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+    # Broker: SANs cover both ways a client may dial the loopback broker.
+    openssl req -newkey rsa:2048 -nodes -sha256 -keyout broker.key \
+      -out broker.csr -subj "/CN=localhost" 2>/dev/null
+    printf '%s\n' "subjectAltName=IP:127.0.0.1,DNS:localhost" \
+      "extendedKeyUsage=serverAuth,clientAuth" \
+      "keyUsage=critical,digitalSignature,keyEncipherment" >broker.ext
+    openssl x509 -req -in broker.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
+      -days 365 -sha256 -extfile broker.ext -out broker.pem 2>/dev/null
+    # Client certificate for the mTLS (ssl.client.auth=required) listener.
+    openssl req -newkey rsa:2048 -nodes -sha256 -keyout client.key \
+      -out client.csr -subj "/CN=kafkasink-client" 2>/dev/null
+    printf '%s\n' "extendedKeyUsage=clientAuth" \
+      "keyUsage=critical,digitalSignature,keyEncipherment" >client.ext
+    openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
+      -days 365 -sha256 -extfile client.ext -out client.pem 2>/dev/null
+    # Kafka's PEM keystore wants key (PKCS#8, `openssl req` writes that) and
+    # the certificate chain in ONE file; the truststore is the CA PEM itself.
+    cat broker.key broker.pem ca.pem >broker-keystore.pem
+    cat client.key client.pem ca.pem >client-keystore.pem
+    rm -f ./*.csr ./*.ext ca.srl
+  )
+  # Readable by the (possibly unprivileged) test runner; these are throwaway.
+  chmod 0644 "$t"/*
+  touch "$t/.complete"
+}
+
+# ---------------------------------------------------------------------------
+# Kafka
+# ---------------------------------------------------------------------------
+
+# Node names: "single" (all listeners) and "1".."3" (the cluster).
+node_dir() { if [[ "$1" == 0 || "$1" == single ]]; then echo "$DIR/kafka-single"; else echo "$DIR/kafka-$1"; fi; }
+
+write_log4j() {
+  # Broker logs go to a file (server.log) so test output stays clean and a
+  # failed start can be diagnosed from one place.
+  cat >"$DIR/log4j2-broker.properties" <<'EOF'
+status = warn
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = ${sys:kafka.logs.dir}/server.log
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = FILE
+logger.kafka-request.name = kafka.request.logger
+logger.kafka-request.level = WARN
+EOF
+  # Tools (console consumer etc.): warnings to stderr, stdout left for data.
+  cat >"$DIR/log4j2-tools.properties" <<'EOF'
+status = warn
+appender.err.type = Console
+appender.err.name = STDERR
+appender.err.target = SYSTEM_ERR
+appender.err.layout.type = PatternLayout
+appender.err.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.err.ref = STDERR
+EOF
+}
+
+common_props() {
+  # Settings shared by every node. Comments explain deviations from defaults.
+  cat <<EOF
+process.roles=broker,controller
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+# Tests assert that kafkasink never relies on auto-creation; keep it ON so
+# such a reliance would be visible (a topic appearing) instead of an error.
+auto.create.topics.enable=true
+group.initial.rebalance.delay.ms=0
+# Fewer internal partitions: the first consumer group / transaction in a
+# test creates them, and 50 partitions cost seconds on 2 cores.
+offsets.topic.num.partitions=5
+transaction.state.log.num.partitions=5
+# Let the log cleaner and retention act within a test's lifetime.
+log.initial.task.delay.ms=1000
+log.cleaner.backoff.ms=1000
+log.cleaner.threads=1
+log.cleaner.dedupe.buffer.size=33554432
+log.retention.check.interval.ms=5000
+log.segment.delete.delay.ms=1000
+num.network.threads=2
+num.io.threads=4
+num.recovery.threads.per.data.dir=1
+EOF
+}
+
+write_single_config() {
+  local d
+  d="$(node_dir single)"
+  mkdir -p "$d/data" "$d/logs"
+  local jaas_plain="org.apache.kafka.common.security.plain.PlainLoginModule required user_${SASL_USER}=\"${SASL_PASSWORD}\" user_admin=\"admin-secret\";"
+  {
+    common_props
+    cat <<EOF
+node.id=1
+controller.quorum.voters=1@$HOST:$SINGLE_CTRL
+listeners=PLAINTEXT://$HOST:$SINGLE_PLAIN,SASL_SSL://$HOST:$SINGLE_SASL,SSL://$HOST:$SINGLE_MTLS,CONTROLLER://$HOST:$SINGLE_CTRL
+advertised.listeners=PLAINTEXT://$HOST:$SINGLE_PLAIN,SASL_SSL://$HOST:$SINGLE_SASL,SSL://$HOST:$SINGLE_MTLS
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL,CONTROLLER:PLAINTEXT
+log.dirs=$d/data
+num.partitions=1
+default.replication.factor=1
+min.insync.replicas=1
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+# --- TLS (both SASL_SSL and SSL listeners) ---
+ssl.keystore.type=PEM
+ssl.keystore.location=$DIR/tls/broker-keystore.pem
+ssl.truststore.type=PEM
+ssl.truststore.location=$DIR/tls/ca.pem
+# mTLS only on the SSL listener; SASL_SSL authenticates with SASL instead.
+listener.name.ssl.ssl.client.auth=required
+# --- SASL on the SASL_SSL listener ---
+listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512,PLAIN
+# SCRAM credentials live in the metadata log (added by --add-scram at format).
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.plain.sasl.jaas.config=$jaas_plain
+EOF
+  } >"$d/server.properties"
+  echo 1g >"$d/heap"
+}
+
+write_cluster_config() {
+  local n="$1" d i voters=""
+  d="$(node_dir "$n")"
+  mkdir -p "$d/data" "$d/logs"
+  for i in 1 2 3; do
+    voters+="${voters:+,}$i@$HOST:${CLUSTER_CTRL[$((i - 1))]}"
+  done
+  {
+    common_props
+    cat <<EOF
+node.id=$n
+controller.quorum.voters=$voters
+listeners=PLAINTEXT://$HOST:${CLUSTER_PLAIN[$((n - 1))]},CONTROLLER://$HOST:${CLUSTER_CTRL[$((n - 1))]}
+advertised.listeners=PLAINTEXT://$HOST:${CLUSTER_PLAIN[$((n - 1))]}
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$d/data
+num.partitions=3
+default.replication.factor=3
+min.insync.replicas=2
+offsets.topic.replication.factor=3
+transaction.state.log.replication.factor=3
+transaction.state.log.min.isr=2
+share.coordinator.state.topic.replication.factor=3
+share.coordinator.state.topic.min.isr=2
+# Fence a SIGKILLed node in ~6s instead of 9s so failover tests stay short.
+broker.heartbeat.interval.ms=1000
+broker.session.timeout.ms=6000
+EOF
+  } >"$d/server.properties"
+  echo 512m >"$d/heap"
+}
+
+# Formats a node's log dir (KRaft). A node is formatted once per runtime dir;
+# restarts (start-broker) reuse the data.
+format_node() {
+  local n="$1" d cid="$2"
+  d="$(node_dir "$n")"
+  [[ -f "$d/data/meta.properties" ]] && return 0
+  local args=(format --ignore-formatted --cluster-id "$cid" --config "$d/server.properties")
+  if [[ "$n" == single ]]; then
+    args+=(--add-scram "SCRAM-SHA-256=[name=$SASL_USER,password=$SASL_PASSWORD]"
+      --add-scram "SCRAM-SHA-512=[name=$SASL_USER,password=$SASL_PASSWORD]"
+      --add-scram "SCRAM-SHA-256=[name=admin,password=admin-secret]"
+      --add-scram "SCRAM-SHA-512=[name=admin,password=admin-secret]")
+  fi
+  if ! java -Xmx256m -XX:TieredStopAtLevel=1 -Dlog4j2.configurationFile="$DIR/log4j2-tools.properties" \
+      -cp "$KAFKA_CP" kafka.tools.StorageTool "${args[@]}" >"$d/logs/format.log" 2>&1; then
+    cat "$d/logs/format.log" >&2
+    die "formatting Kafka node $n failed (log: $d/logs/format.log)"
+  fi
+}
+
+# Random KRaft cluster id: 16 random bytes, base64url without padding.
+new_cluster_id() {
+  head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n'
+}
+
+start_node() {
+  local n="$1" d heap
+  d="$(node_dir "$n")"
+  if pid_alive "$(pid_of "$d/pid")"; then
+    return 0
+  fi
+  heap="$(cat "$d/heap")"
+  rm -f "$d/pid"
+  # 9>&-: the daemon must not inherit the flock fd, or it would hold the lock
+  # for its whole life and block every later up/down.
+  # setsid: the broker must outlive the shell (and process group) that ran
+  # `up`. The inner shell writes its own pid and then execs java, so the pid
+  # file holds the JVM's pid (what kill-broker signals).
+  # shellcheck disable=SC2016 # $$ and $@ belong to the inner shell
+  KAFKA_NODE_DIR="$d" setsid bash -c 'echo $$ >"$KAFKA_NODE_DIR/pid"; exec "$@"' _ \
+    java "-Xms$heap" "-Xmx$heap" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+    -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \
+    "-Dkafka.logs.dir=$d/logs" "-Dlog4j2.configurationFile=$DIR/log4j2-broker.properties" \
+    -cp "$KAFKA_CP" kafka.Kafka "$d/server.properties" \
+    </dev/null >"$d/logs/stdout.log" 2>&1 9>&- &
+  local i
+  for ((i = 0; i < 50; i++)); do
+    [[ -s "$d/pid" ]] && return 0
+    sleep 0.1
+  done
+  die "Kafka node $n did not start a process (log: $d/logs/stdout.log)"
+}
+
+# kcat arguments for each listener of the single node.
+kcat_plain() { printf '%s\n' -b "$HOST:$SINGLE_PLAIN"; }
+kcat_sasl() {
+  local mech="${1:-SCRAM-SHA-256}"
+  printf '%s\n' -b "$HOST:$SINGLE_SASL" -X security.protocol=SASL_SSL \
+    -X "sasl.mechanisms=$mech" -X "sasl.username=$SASL_USER" \
+    -X "sasl.password=$SASL_PASSWORD" -X "ssl.ca.location=$DIR/tls/ca.pem"
+}
+kcat_mtls() {
+  printf '%s\n' -b "$HOST:$SINGLE_MTLS" -X security.protocol=SSL \
+    -X "ssl.ca.location=$DIR/tls/ca.pem" \
+    -X "ssl.certificate.location=$DIR/tls/client.pem" \
+    -X "ssl.key.location=$DIR/tls/client.key"
+}
+
+# Waits until `kcat -L` (ApiVersions + Metadata, a real protocol round trip)
+# succeeds with the given args and its output matches $want. Fails early if
+# the node's JVM died.
+wait_kafka() {
+  local what="$1" n="$2" pattern="$3"
+  shift 3
+  local d deadline out
+  d="$(node_dir "$n")"
+  deadline=$(($(now) + TIMEOUT))
+  while :; do
+    if out="$("$KCAT" -L -m 5 "$@" 2>&1)" && grep -qE -- "$pattern" <<<"$out"; then
+      return 0
+    fi
+    if ! pid_alive "$(pid_of "$d/pid")"; then
+      # The first ERROR usually names the cause (e.g. "Address already in use").
+      grep -hE '(ERROR|FATAL)' "$d/logs/server.log" "$d/logs/stdout.log" 2>/dev/null | head -n 5 >&2 || true
+      die "Kafka node $n exited while waiting for $what (logs: $d/logs/server.log, $d/logs/stdout.log)"
+    fi
+    if (($(now) >= deadline)); then
+      printf '%s\n' "$out" | tail -n 5 >&2
+      die "$what did not answer within ${TIMEOUT}s (log: $d/logs/server.log)"
+    fi
+    sleep 0.5
+  done
+}
+
+up_single() {
+  local d
+  d="$(node_dir single)"
+  if pid_alive "$(pid_of "$d/pid")"; then
+    log "Kafka single node already running (pid $(cat "$d/pid"))"
+  else
+    [[ -f "$d/server.properties" ]] || write_single_config
+    format_node single "$(new_cluster_id)"
+    start_node single
+    log "Kafka single node starting (pid $(cat "$d/pid")), waiting for listeners"
+  fi
+  local -a a
+  mapfile -t a < <(kcat_plain)
+  wait_kafka "PLAINTEXT listener $HOST:$SINGLE_PLAIN" single "1 brokers:" "${a[@]}"
+  mapfile -t a < <(kcat_sasl SCRAM-SHA-256)
+  wait_kafka "SASL_SSL listener $HOST:$SINGLE_SASL (SCRAM-SHA-256)" single "1 brokers:" "${a[@]}"
+  mapfile -t a < <(kcat_sasl SCRAM-SHA-512)
+  wait_kafka "SASL_SSL listener $HOST:$SINGLE_SASL (SCRAM-SHA-512)" single "1 brokers:" "${a[@]}"
+  mapfile -t a < <(kcat_sasl PLAIN)
+  wait_kafka "SASL_SSL listener $HOST:$SINGLE_SASL (PLAIN)" single "1 brokers:" "${a[@]}"
+  mapfile -t a < <(kcat_mtls)
+  wait_kafka "mTLS listener $HOST:$SINGLE_MTLS" single "1 brokers:" "${a[@]}"
+}
+
+cluster_bootstrap() {
+  local IFS=,
+  local hp=()
+  local p
+  for p in "${CLUSTER_PLAIN[@]}"; do hp+=("$HOST:$p"); done
+  echo "${hp[*]}"
+}
+
+up_cluster() {
+  local n cid="" need_format=0
+  for n in 1 2 3; do
+    [[ -f "$(node_dir "$n")/server.properties" ]] || write_cluster_config "$n"
+    [[ -f "$(node_dir "$n")/data/meta.properties" ]] || need_format=1
+  done
+  if ((need_format)); then
+    # All three nodes must share one cluster id; reuse one already on disk.
+    cid="$(cat "$DIR"/kafka-[123]/data/meta.properties 2>/dev/null | sed -n 's/^cluster.id=//p' | head -n 1 || true)"
+    [[ -n "$cid" ]] || cid="$(new_cluster_id)"
+    # Format in parallel: each is a JVM start, ~3s of CPU apiece.
+    local pids=()
+    for n in 1 2 3; do
+      format_node "$n" "$cid" &
+      pids+=($!)
+    done
+    for n in "${pids[@]}"; do wait "$n" || die "formatting the 3-node cluster failed"; done
+  fi
+  for n in 1 2 3; do start_node "$n"; done
+  log "Kafka 3-node cluster starting, waiting for all nodes"
+  for n in 1 2 3; do
+    # Each node must answer itself and see all 3 brokers registered.
+    wait_kafka "cluster node $n $HOST:${CLUSTER_PLAIN[$((n - 1))]}" "$n" "3 brokers:" \
+      -b "$HOST:${CLUSTER_PLAIN[$((n - 1))]}"
+  done
+}
+
+# ---------------------------------------------------------------------------
+# PostgreSQL
+# ---------------------------------------------------------------------------
+
+# initdb refuses to run as root, so the cluster belongs to an unprivileged
+# OS user when we are root; otherwise to whoever runs this script.
+as_pg() {
+  if [[ $EUID -eq 0 ]]; then
+    runuser -u "$PG_OS_USER" -- "$@"
+  else
+    "$@"
+  fi
+}
+
+pg_pid() { if [[ -f "$DIR/pg/data/postmaster.pid" ]]; then head -n 1 "$DIR/pg/data/postmaster.pid"; fi; }
+
+psql_admin() {
+  # Unix socket in our own dir, trust auth: the bootstrap path needs no password.
+  "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$DIR/pg" -p "$PG_PORT" -U postgres -d postgres
+}
+
+up_postgres() {
+  local pg="$DIR/pg"
+  if [[ $EUID -eq 0 ]] && ! id -u "$PG_OS_USER" >/dev/null 2>&1; then
+    log "creating OS user $PG_OS_USER for PostgreSQL"
+    useradd --system --no-create-home --shell /usr/sbin/nologin "$PG_OS_USER"
+  fi
+  if pid_alive "$(pg_pid)"; then
+    log "PostgreSQL already running (pid $(pg_pid))"
+  else
+    mkdir -p "$pg"
+    if [[ $EUID -eq 0 ]]; then chown "$PG_OS_USER" "$pg"; fi
+    if [[ ! -f "$pg/data/PG_VERSION" ]]; then
+      rm -rf "$pg/data"
+      # Local socket: trust (bootstrap). TCP: scram-sha-256, so tests really
+      # exercise password auth with the kafkasink/kafkasink role.
+      as_pg "$PG_BIN/initdb" -D "$pg/data" -U postgres -E UTF8 --locale=C \
+        --auth-local=trust --auth-host=scram-sha-256 >"$pg/initdb.log" 2>&1 ||
+        { cat "$pg/initdb.log" >&2; die "initdb failed (log: $pg/initdb.log)"; }
+      cat >>"$pg/data/postgresql.conf" <<EOF
+
+# --- kafkasink testenv ---
+listen_addresses = '$HOST'
+port = $PG_PORT
+unix_socket_directories = '$pg'
+wal_level = logical
+max_replication_slots = 20
+max_wal_senders = 20
+# Durability against OS crashes is irrelevant for a throwaway test cluster;
+# PostgreSQL crash recovery (kill -9 of postgres) still works with fsync off.
+fsync = off
+full_page_writes = off
+log_min_messages = warning
+EOF
+    fi
+    rm -f "$pg/data/postmaster.pid"
+    # setsid: same reason as for Kafka, the server must outlive this shell.
+    # 9>&-: do not leak the flock fd into the postmaster (see start_node).
+    as_pg setsid "$PG_BIN/pg_ctl" -D "$pg/data" -l "$pg/postgres.log" -w -t "$TIMEOUT" start \
+      </dev/null >"$pg/pg_ctl.log" 2>&1 9>&- ||
+      { tail -n 30 "$pg/postgres.log" >&2 || true; die "PostgreSQL did not start (log: $pg/postgres.log)"; }
+  fi
+  local deadline
+  deadline=$(($(now) + TIMEOUT))
+  until "$PG_BIN/pg_isready" -q -h "$HOST" -p "$PG_PORT"; do
+    (($(now) < deadline)) || die "PostgreSQL not ready within ${TIMEOUT}s (log: $pg/postgres.log)"
+    sleep 0.3
+  done
+  psql_admin <<'EOF'
+SELECT 'CREATE ROLE kafkasink LOGIN SUPERUSER REPLICATION PASSWORD ''kafkasink'''
+  WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'kafkasink')\gexec
+SELECT 'CREATE DATABASE kafkasink OWNER kafkasink'
+  WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = 'kafkasink')\gexec
+EOF
+  # Real query over TCP with password auth, exactly as the tests connect.
+  PGPASSWORD=kafkasink "$PG_BIN/psql" -X -q -At -h "$HOST" -p "$PG_PORT" -U kafkasink -d kafkasink \
+    -c "SHOW wal_level" | grep -qx logical || die "PostgreSQL: wal_level is not logical"
+}
+
+# ---------------------------------------------------------------------------
+# env
+# ---------------------------------------------------------------------------
+
+write_env() {
+  local f="$DIR/env.sh"
+  {
+    echo "# generated by $SCRIPT_PATH up; source it or eval \"\$($SCRIPT_PATH env)\""
+    echo "export KAFKASINK_TEST_BROKERS=$HOST:$SINGLE_PLAIN"
+    echo "export KAFKASINK_TEST_SASL_SSL_BROKERS=$HOST:$SINGLE_SASL"
+    echo "export KAFKASINK_TEST_MTLS_BROKERS=$HOST:$SINGLE_MTLS"
+    echo "export KAFKASINK_TEST_SASL_USER=$SASL_USER"
+    echo "export KAFKASINK_TEST_SASL_PASSWORD=$SASL_PASSWORD"
+    echo "export KAFKASINK_TEST_SASL_MECHANISMS=SCRAM-SHA-256,SCRAM-SHA-512,PLAIN"
+    echo "export KAFKASINK_TEST_CA=$DIR/tls/ca.pem"
+    echo "export KAFKASINK_TEST_CLIENT_CERT=$DIR/tls/client.pem"
+    echo "export KAFKASINK_TEST_CLIENT_KEY=$DIR/tls/client.key"
+    if [[ -f "$(node_dir 1)/server.properties" ]]; then
+      echo "export KAFKASINK_TEST_BROKERS3=$(cluster_bootstrap)"
+    fi
+    echo "export KAFKASINK_TEST_KAFKA_VERSION=$KAFKA_VERSION"
+    echo "export KAFKASINK_TEST_KAFKA_CLASSPATH='$KAFKA_CP'"
+    echo "export KAFKASINK_TEST_KAFKA_TOOLS_LOG4J=$DIR/log4j2-tools.properties"
+    echo "export KAFKASINK_TEST_PG='postgres://kafkasink:kafkasink@$HOST:$PG_PORT/kafkasink?sslmode=disable'"
+    echo "export KAFKASINK_TEST_TESTENV=$SCRIPT_PATH"
+    echo "export KAFKASINK_TEST_KCAT=$KCAT"
+    echo "export KAFKASINK_TEST_DIR=$DIR"
+  } >"$f.tmp"
+  mv "$f.tmp" "$f"
+}
+
+# ---------------------------------------------------------------------------
+# Commands
+# ---------------------------------------------------------------------------
+
+cmd_up() {
+  local brokers=1
+  while (($#)); do
+    case "$1" in
+      --brokers) brokers="${2:-}"; shift 2 || die "--brokers needs 1 or 3" ;;
+      --brokers=*) brokers="${1#*=}"; shift ;;
+      *) die "unknown option for up: $1" ;;
+    esac
+  done
+  [[ "$brokers" == 1 || "$brokers" == 3 ]] || die "--brokers must be 1 or 3"
+  local t0
+  t0=$(now)
+  ensure_packages
+  ensure_kafka_jars
+  ensure_kcat
+  mkdir -p "$DIR"
+  chmod 0755 "$DIR"
+  ensure_tls
+  write_log4j
+  # Postgres first: it is quick, and its start overlaps nothing heavy.
+  up_postgres
+  up_single
+  if [[ "$brokers" == 3 ]]; then
+    up_cluster
+  fi
+  write_env
+  log "up in $(($(now) - t0))s"
+  cat "$DIR/env.sh"
+}
+
+cmd_down() {
+  if [[ ! -d "$DIR" ]]; then
+    log "not up (no $DIR)"
+    return 0
+  fi
+  local n pid pids=()
+  # SIGTERM every node first so they shut down in parallel.
+  for n in 1 2 3 single; do
+    pid="$(pid_of "$(node_dir "$n")/pid")"
+    if pid_alive "$pid"; then
+      kill -TERM "$pid" 2>/dev/null || true
+      pids+=("$pid")
+    fi
+  done
+  for pid in "${pids[@]}"; do stop_pid "$pid" 30; done
+  pid="$(pg_pid)"
+  if pid_alive "$pid"; then
+    as_pg "$PG_BIN/pg_ctl" -D "$DIR/pg/data" -m fast -w -t 30 stop >/dev/null 2>&1 || true
+    stop_pid "$pid" 5
+  fi
+  rm -rf "$DIR"
+  log "down"
+}
+
+cmd_env() {
+  [[ -f "$DIR/env.sh" ]] || die "test environment is not up (run: $SCRIPT_PATH up)"
+  cat "$DIR/env.sh"
+}
+
+cmd_status() {
+  local n d pid rc=0
+  if [[ ! -d "$DIR" ]]; then
+    echo "down (no $DIR)"
+    return 3
+  fi
+  for n in single 1 2 3; do
+    d="$(node_dir "$n")"
+    [[ -f "$d/server.properties" ]] || continue
+    pid="$(pid_of "$d/pid")"
+    local ports
+    ports="$(sed -n 's/^listeners=//p' "$d/server.properties")"
+    if pid_alive "$pid"; then
+      echo "kafka node $n: running pid $pid  $ports"
+    else
+      echo "kafka node $n: STOPPED  $ports  (log: $d/logs/server.log)"
+      rc=1
+    fi
+  done
+  pid="$(pg_pid)"
+  if pid_alive "$pid"; then
+    echo "postgresql: running pid $pid  $HOST:$PG_PORT"
+  else
+    echo "postgresql: STOPPED (log: $DIR/pg/postgres.log)"
+    rc=1
+  fi
+  return "$rc"
+}
+
+check_node_arg() {
+  [[ "${1:-}" =~ ^[0-3]$ ]] || die "node must be 0 (single node) or 1..3 (cluster)"
+  [[ -f "$(node_dir "$1")/server.properties" ]] || die "node $1 is not configured (for 1..3 run: up --brokers 3)"
+}
+
+cmd_kill_broker() {
+  local n="${1:-}" sig="${2:-KILL}" pid i
+  check_node_arg "$n"
+  pid="$(pid_of "$(node_dir "$n")/pid")"
+  pid_alive "$pid" || { log "node $n is not running"; return 0; }
+  kill "-$sig" "$pid"
+  # Return only once the process is gone, so a test can rely on it.
+  for ((i = 0; i < TIMEOUT * 10; i++)); do
+    pid_alive "$pid" || { log "node $n (pid $pid) killed with SIG$sig"; return 0; }
+    sleep 0.1
+  done
+  die "node $n (pid $pid) still alive ${TIMEOUT}s after SIG$sig"
+}
+
+cmd_start_broker() {
+  local n="${1:-}"
+  check_node_arg "$n"
+  start_node "$(if [[ "$n" == 0 ]]; then echo single; else echo "$n"; fi)"
+  if [[ "$n" == 0 ]]; then
+    wait_kafka "single node" single "1 brokers:" -b "$HOST:$SINGLE_PLAIN"
+  else
+    wait_kafka "cluster node $n" "$n" "broker $n at" -b "$HOST:${CLUSTER_PLAIN[$((n - 1))]}"
+  fi
+  log "node $n up (pid $(cat "$(node_dir "$n")/pid"))"
+}
+
+cmd_tool() {
+  (($#)) || die "usage: tool MAIN_CLASS [ARGS...]"
+  [[ -f "$KAFKA_HOME/.complete" ]] || die "Kafka jars not cached yet (run: $SCRIPT_PATH up)"
+  local cfg="$DIR/log4j2-tools.properties"
+  [[ -f "$cfg" ]] || { mkdir -p "$DIR"; write_log4j; }
+  exec java -Xmx256m -XX:TieredStopAtLevel=1 "-Dlog4j2.configurationFile=$cfg" -cp "$KAFKA_CP" "$@"
+}
+
+# Serialise concurrent invocations (e.g. two test packages both calling up).
+with_lock() {
+  exec 9>"$DIR.lock"
+  flock -w "$((TIMEOUT * 3))" 9 || die "another testenv.sh holds $DIR.lock"
+}
+
+main() {
+  local cmd="${1:-}"
+  shift || true
+  case "$cmd" in
+    up) with_lock; cmd_up "$@" ;;
+    down) with_lock; cmd_down ;;
+    env) cmd_env ;;
+    status) cmd_status ;;
+    kill-broker) cmd_kill_broker "$@" ;;
+    start-broker) with_lock; cmd_start_broker "$@" ;;
+    tool) cmd_tool "$@" ;;
+    *)
+      sed -n '2,/^set -euo/p' "$SCRIPT_PATH" | sed '$d; s/^# \{0,1\}//' >&2
+      exit 2
+      ;;
+  esac
+}
+
+main "$@"

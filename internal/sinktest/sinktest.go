@@ -95,6 +95,19 @@ func ReadCommitted(t testing.TB, brokers []string, topics ...string) []*kgo.Reco
 	return recs
 }
 
+// ReadUncommitted reads every data record of the topics up to their high
+// watermarks, as a read_uncommitted consumer does: records of aborted and
+// open transactions included. Tests use it to prove a crash left records
+// behind that read_committed readers must not see.
+func ReadUncommitted(t testing.TB, brokers []string, topics ...string) []*kgo.Record {
+	t.Helper()
+	recs, err := read(context.Background(), brokers, false, topics...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
 // ReadCommittedErr is ReadCommitted returning its error.
 //
 // A partition is done when the reader passes its last stable offset. Its
@@ -102,6 +115,12 @@ func ReadCommitted(t testing.TB, brokers []string, topics ...string) []*kgo.Reco
 // lies above it; the reader then never sees that offset, so a partition
 // that yields nothing new for idle is done as well.
 func ReadCommittedErr(ctx context.Context, brokers []string, topics ...string) ([]*kgo.Record, error) {
+	return read(ctx, brokers, true, topics...)
+}
+
+// read reads topics to their last stable offsets (committed) or high
+// watermarks (uncommitted).
+func read(ctx context.Context, brokers []string, committed bool, topics ...string) ([]*kgo.Record, error) {
 	const idle = 5 * time.Second
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
@@ -110,9 +129,13 @@ func ReadCommittedErr(ctx context.Context, brokers []string, topics ...string) (
 		return nil, err
 	}
 	defer adm.Close()
-	ends, err := kadm.NewClient(adm).ListCommittedOffsets(ctx, topics...)
+	list, isolation := kadm.NewClient(adm).ListEndOffsets, kgo.ReadUncommitted()
+	if committed {
+		list, isolation = kadm.NewClient(adm).ListCommittedOffsets, kgo.ReadCommitted()
+	}
+	ends, err := list(ctx, topics...)
 	if err != nil {
-		return nil, fmt.Errorf("listing last stable offsets: %w", err)
+		return nil, fmt.Errorf("listing end offsets: %w", err)
 	}
 	want := make(map[string]map[int32]int64)
 	starts := make(map[string]map[int32]kgo.Offset)
@@ -134,7 +157,7 @@ func ReadCommittedErr(ctx context.Context, brokers []string, topics ...string) (
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...),
 		kgo.ConsumePartitions(starts),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchIsolationLevel(isolation),
 		kgo.KeepControlRecords(),
 		kgo.FetchMaxWait(100*time.Millisecond),
 	)

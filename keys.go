@@ -155,6 +155,9 @@ func missingKeyError(e *Event, name string, present bool) error {
 
 // appendKeyText appends the escaped text form of one key value.
 func appendKeyText(dst []byte, v any) ([]byte, error) {
+	if out, ok := jsonw.AppendInteger(dst, v); ok {
+		return out, nil
+	}
 	switch x := v.(type) {
 	case nil:
 		return append(dst, nullText...), nil
@@ -174,26 +177,6 @@ func appendKeyText(dst []byte, v any) ([]byte, error) {
 		return hex.AppendEncode(dst, x), nil
 	case bool:
 		return jsonw.AppendBool(dst, x), nil
-	case int:
-		return strconv.AppendInt(dst, int64(x), 10), nil
-	case int8:
-		return strconv.AppendInt(dst, int64(x), 10), nil
-	case int16:
-		return strconv.AppendInt(dst, int64(x), 10), nil
-	case int32:
-		return strconv.AppendInt(dst, int64(x), 10), nil
-	case int64:
-		return strconv.AppendInt(dst, x, 10), nil
-	case uint:
-		return strconv.AppendUint(dst, uint64(x), 10), nil
-	case uint8:
-		return strconv.AppendUint(dst, uint64(x), 10), nil
-	case uint16:
-		return strconv.AppendUint(dst, uint64(x), 10), nil
-	case uint32:
-		return strconv.AppendUint(dst, uint64(x), 10), nil
-	case uint64:
-		return strconv.AppendUint(dst, x, 10), nil
 	case float64:
 		return jsonw.AppendFloatText(dst, x, 64), nil
 	case float32:

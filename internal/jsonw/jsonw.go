@@ -104,6 +104,9 @@ func AppendValue(dst []byte, v any) ([]byte, error) {
 // (which may be nil) for types the writer does not know. On error the
 // returned slice is dst extended by a partial value and must be discarded.
 func AppendValueExt(dst []byte, v any, ext *Extension) ([]byte, error) {
+	if out, ok := AppendInteger(dst, v); ok {
+		return out, nil
+	}
 	switch x := v.(type) {
 	case nil:
 		return append(dst, "null"...), nil
@@ -111,26 +114,6 @@ func AppendValueExt(dst []byte, v any, ext *Extension) ([]byte, error) {
 		return AppendBool(dst, x), nil
 	case string:
 		return AppendString(dst, x), nil
-	case int:
-		return strconv.AppendInt(dst, int64(x), 10), nil
-	case int8:
-		return strconv.AppendInt(dst, int64(x), 10), nil
-	case int16:
-		return strconv.AppendInt(dst, int64(x), 10), nil
-	case int32:
-		return strconv.AppendInt(dst, int64(x), 10), nil
-	case int64:
-		return strconv.AppendInt(dst, x, 10), nil
-	case uint:
-		return strconv.AppendUint(dst, uint64(x), 10), nil
-	case uint8:
-		return strconv.AppendUint(dst, uint64(x), 10), nil
-	case uint16:
-		return strconv.AppendUint(dst, uint64(x), 10), nil
-	case uint32:
-		return strconv.AppendUint(dst, uint64(x), 10), nil
-	case uint64:
-		return strconv.AppendUint(dst, x, 10), nil
 	case float64:
 		return AppendFloat(dst, x, 64), nil
 	case float32:
@@ -365,4 +348,33 @@ func AppendString(dst []byte, s string) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// AppendInteger appends v in decimal when it is one of Go's integer types,
+// and reports whether it was. JSON numbers and the key text form write
+// integers alike.
+func AppendInteger(dst []byte, v any) ([]byte, bool) {
+	switch x := v.(type) {
+	case int:
+		return strconv.AppendInt(dst, int64(x), 10), true
+	case int8:
+		return strconv.AppendInt(dst, int64(x), 10), true
+	case int16:
+		return strconv.AppendInt(dst, int64(x), 10), true
+	case int32:
+		return strconv.AppendInt(dst, int64(x), 10), true
+	case int64:
+		return strconv.AppendInt(dst, x, 10), true
+	case uint:
+		return strconv.AppendUint(dst, uint64(x), 10), true
+	case uint8:
+		return strconv.AppendUint(dst, uint64(x), 10), true
+	case uint16:
+		return strconv.AppendUint(dst, uint64(x), 10), true
+	case uint32:
+		return strconv.AppendUint(dst, uint64(x), 10), true
+	case uint64:
+		return strconv.AppendUint(dst, x, 10), true
+	}
+	return dst, false
 }

@@ -1,5 +1,95 @@
 // Package pgcdc connects PostgreSQL logical replication to a kafkasink.Sink.
 //
+// # Running the pipeline
+//
+// Run is the whole pipeline: give it a Config and a sink, and it streams
+// until its context ends or a fatal error occurs.
+//
+//	err := pgcdc.Run(ctx, pgcdc.Config{
+//		ConnString:        "postgres://cdc:secret@db:5432/shop",
+//		Slot:              "kafkasink",
+//		Publication:       "kafkasink",
+//		Tables:            []string{"public.orders", "public.customers"},
+//		CreateSlot:        true,
+//		CreatePublication: true,
+//		Snapshot:          true,
+//	}, sink)
+//
+// At start Run checks that wal_level is logical, creates the publication
+// and the slot when allowed (and refuses, naming the fix, when they are
+// missing and not), takes or resumes the initial snapshot, and starts
+// replication from the later of the slot's confirmed_flush_lsn and the
+// sink's checkpoint. It uses pgoutput protocol version 2 with streamed
+// in-progress transactions and logical decoding messages on PostgreSQL 14
+// and later, version 1 before.
+//
+// # Batches and confirmation
+//
+// Events are grouped into batches of whole transactions, closed by
+// BatchMaxEvents, BatchMaxBytes or BatchMaxWait; one batch is one
+// sink.Write. A transaction larger than a batch is split across Writes: its
+// Positions are (commit LSN, index), so after a failure the server sends it
+// again and the sink skips the part its checkpoint covers.
+//
+// The flush LSN confirmed to the server, which lets it discard WAL and
+// is where the slot restarts, is only ever the end of a transaction whose
+// events, and all before it, a Write has returned nil for; never a point
+// inside a split transaction. Between transactions, when everything
+// received is written, the LSN of a keepalive or of a heartbeat is
+// confirmed too, so the slot of an idle or filtered database advances.
+// Heartbeats are logical decoding messages with the prefix
+// "kafkasink.heartbeat", written every HeartbeatInterval on an ordinary
+// connection.
+//
+// Reading the connection, deciding what to confirm, and writing run in
+// separate goroutines, so the loop answers keepalives and sends standby
+// status every StandbyInterval also while a Write is in progress, and the
+// server's wal_sender_timeout does not end the connection of a slow sink.
+// At most about two batches are in memory: while a full batch waits for
+// the writer, the loop stops reading and TCP flow control holds the server
+// back.
+//
+// # Errors and reconnects
+//
+// Lost connections, a restarted server, a terminated walsender and similar
+// errors make Run reconnect with exponential backoff (ReconnectBackoff up to
+// ReconnectMax) and start over from the slot and the checkpoint, with the
+// decoder reset; a retryable Write error makes it write the same batch
+// again. Fatal errors end Run: an invalid Config or server setup
+// (*kafkasink.ConfigError), a *DecodeError, ErrSlotLost, and Write errors
+// that kafkasink.IsRetryable rejects. When ctx ends, Run waits for the
+// Write in progress, which sees the cancelled context and commits or aborts
+// as a whole, and returns context.Cause(ctx).
+//
+// # Snapshot
+//
+// With Config.Snapshot, Run delivers every row of the published tables as
+// an OpRead event before the stream, when it creates the slot and when the
+// sink has delivered nothing yet. Tables are read in primary-key order, in
+// chunks of SnapshotChunkRows rows (keyset pagination), in one REPEATABLE
+// READ transaction. Each chunk is one Write whose Batch.Cursor records the
+// run, the consistent point, the table, the last key read and the finished
+// tables:
+//
+//	{"snapshot":"<run id>","lsn":"0/1A2B3C4","table":"public.orders","last_key":["1042"],"done_tables":["public.customers"]}
+//
+// The rows' Position is (the slot's consistent point, a counter that runs
+// across chunks and tables), below every streamed transaction, and their
+// Event.BackfillRunID is the run id.
+//
+// A fresh snapshot reads the snapshot the slot exported when it was created,
+// so rows and stream meet exactly: every change after the consistent point
+// comes from the slot, none twice. The exported snapshot does not survive
+// the connection that created the slot, so a snapshot interrupted by a
+// crash or an error resumes at the chunk after its checkpointed cursor in a
+// new REPEATABLE READ transaction, reading the database as it is then. Rows
+// changed after the consistent point may then be read in their newer state
+// and are also streamed from the slot, whose confirmed position stays at
+// the consistent point until the snapshot is complete; a consumer sees them
+// converge to the latest state. The same holds for a snapshot of an existing
+// slot for a sink that has delivered nothing. Tables need a primary key to
+// be read in chunks.
+//
 // # Decoding
 //
 // A Decoder turns pgoutput messages (protocol versions 1 and 2) into

@@ -1,0 +1,269 @@
+package pgcdc
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/kafkasink/kafkasink"
+)
+
+// Defaults of the Config fields whose zero value means "the default".
+const (
+	DefaultSnapshotChunkRows = 10000
+	DefaultBatchMaxEvents    = 10000
+	DefaultBatchMaxBytes     = 16 << 20
+	DefaultBatchMaxWait      = 100 * time.Millisecond
+	DefaultStandbyInterval   = 10 * time.Second
+	DefaultHeartbeatInterval = 30 * time.Second
+	DefaultReconnectBackoff  = 500 * time.Millisecond
+	DefaultReconnectMax      = 30 * time.Second
+)
+
+// Config configures Run. Run copies it; later changes have no effect. The
+// zero value of every field but ConnString, Slot and Publication is a
+// usable default.
+type Config struct {
+	// ConnString is how to reach the database, as a postgres:// URL or a
+	// keyword/value string, exactly as for pgx. Required. Run opens
+	// ordinary connections with it (setup, snapshot, heartbeats) and
+	// replication connections with replication=database added, so the
+	// role needs the REPLICATION attribute (or rds_replication and the
+	// like on managed services), and pg_hba.conf must admit replication
+	// connections to the database.
+	ConnString string
+
+	// Slot is the logical replication slot (plugin pgoutput). Required;
+	// lower-case letters, digits and underscores, at most 63 bytes, as
+	// PostgreSQL demands.
+	Slot string
+	// CreateSlot, when true, creates the slot if it does not exist. When
+	// false a missing slot is a fatal error. A slot is only ever created
+	// before streaming starts: a slot dropped while Run streams is a fatal
+	// error, because changes were lost with it.
+	CreateSlot bool
+
+	// Publication names the publication the slot streams. Required; at
+	// most 63 bytes.
+	Publication string
+	// CreatePublication, when true, creates the publication if it does not
+	// exist, for Tables (FOR ALL TABLES when Tables is empty, which needs a
+	// superuser). When false a missing publication is a fatal error. An
+	// existing publication is used as it is, whatever Tables says.
+	CreatePublication bool
+	// Tables are the tables of a publication Run creates, as
+	// "schema.table" ("table" alone means "public.table"). Names are
+	// taken literally: write them as they are stored, without quotes.
+	Tables []string
+
+	// Snapshot, when true, delivers every row of the published tables as
+	// an OpRead event before streaming changes: when Run creates the slot
+	// (reading the snapshot the slot exports, so the rows and the stream
+	// meet exactly), and when the sink has delivered nothing yet (its
+	// checkpoint is zero). A snapshot interrupted by a crash or an error
+	// resumes at the chunk after its checkpointed cursor; see the package
+	// documentation for what a resumed snapshot reads.
+	Snapshot bool
+	// SnapshotChunkRows is how many rows one snapshot chunk, and so one
+	// Write, reads from a table. Default DefaultSnapshotChunkRows.
+	SnapshotChunkRows int
+
+	// BatchMaxEvents closes a batch at this many events. A transaction
+	// with more events is split across Writes. Default
+	// DefaultBatchMaxEvents.
+	BatchMaxEvents int
+	// BatchMaxBytes closes a batch when its events' estimated size (column
+	// names and values, not the encoded records) reaches it. Default
+	// DefaultBatchMaxBytes.
+	BatchMaxBytes int
+	// BatchMaxWait is the longest a batch waits for more transactions
+	// before it is written. Default DefaultBatchMaxWait.
+	BatchMaxWait time.Duration
+
+	// StandbyInterval is how often the loop reports its confirmed
+	// position to the server, whether or not it was asked; it also answers
+	// every keepalive that requests a reply at once. It must stay well
+	// below the server's wal_sender_timeout (60s by default). Default
+	// DefaultStandbyInterval.
+	StandbyInterval time.Duration
+
+	// HeartbeatInterval is how often Run writes a logical decoding
+	// message (pg_logical_emit_message, prefix "kafkasink.heartbeat")
+	// on an ordinary connection, so that a database whose published
+	// tables are idle still moves WAL through the slot and the slot's
+	// confirmed position advances instead of holding WAL on disk.
+	// Default DefaultHeartbeatInterval; a negative value disables
+	// heartbeats. Heartbeats are only seen through the slot on
+	// PostgreSQL 14 and later.
+	HeartbeatInterval time.Duration
+
+	// ReconnectBackoff is the first wait before reconnecting after a
+	// retryable error (connection loss, server restart, a terminated
+	// walsender, a retryable Write error); it doubles after each failed
+	// attempt up to ReconnectMax and starts over once streaming runs
+	// again. Defaults DefaultReconnectBackoff and DefaultReconnectMax;
+	// ReconnectBackoff may not exceed ReconnectMax.
+	ReconnectBackoff time.Duration
+	ReconnectMax     time.Duration
+
+	// KeyColumns, when set, names the key columns of a table; see
+	// DecoderConfig.KeyColumns. Snapshot rows use the same answer, so
+	// snapshot and stream events of a table have the same Key.
+	KeyColumns func(schema, table string) []string
+
+	// SpoolDir holds the temporary files of streamed transactions; see
+	// DecoderConfig.SpoolDir. Default os.TempDir().
+	SpoolDir string
+
+	// Logger receives what Run does: connections, reconnects with their
+	// reason, slot and snapshot progress. Nil discards.
+	Logger *slog.Logger
+}
+
+// withDefaults returns cfg with zero values replaced by defaults.
+func (cfg Config) withDefaults() Config {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	defDur := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&cfg.SnapshotChunkRows, DefaultSnapshotChunkRows)
+	def(&cfg.BatchMaxEvents, DefaultBatchMaxEvents)
+	def(&cfg.BatchMaxBytes, DefaultBatchMaxBytes)
+	defDur(&cfg.BatchMaxWait, DefaultBatchMaxWait)
+	defDur(&cfg.StandbyInterval, DefaultStandbyInterval)
+	defDur(&cfg.HeartbeatInterval, DefaultHeartbeatInterval)
+	defDur(&cfg.ReconnectBackoff, DefaultReconnectBackoff)
+	defDur(&cfg.ReconnectMax, DefaultReconnectMax)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	cfg.Tables = append([]string(nil), cfg.Tables...)
+	return cfg
+}
+
+// validate checks cfg after withDefaults and returns every problem as one
+// *kafkasink.ConfigError.
+func (cfg *Config) validate() error {
+	var problems []string
+	add := func(format string, args ...any) {
+		problems = append(problems, "pgcdc: "+fmt.Sprintf(format, args...))
+	}
+	if cfg.ConnString == "" {
+		add("Config.ConnString is required: a postgres:// URL or keyword/value string")
+	} else if _, err := pgconn.ParseConfig(cfg.ConnString); err != nil {
+		// pgconn's parse error redacts the password.
+		add("Config.ConnString does not parse: %v", err)
+	}
+	switch {
+	case cfg.Slot == "":
+		add("Config.Slot is required")
+	case !validSlotName(cfg.Slot):
+		add("Config.Slot %q is not a valid replication slot name: use lower-case letters, digits and underscores, at most 63 bytes", cfg.Slot)
+	}
+	switch {
+	case cfg.Publication == "":
+		add("Config.Publication is required")
+	case len(cfg.Publication) > 63:
+		add("Config.Publication %q is longer than 63 bytes", cfg.Publication)
+	}
+	for _, t := range cfg.Tables {
+		if _, _, err := splitTable(t); err != nil {
+			add("Config.Tables: %v", err)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"SnapshotChunkRows", cfg.SnapshotChunkRows}, {"BatchMaxEvents", cfg.BatchMaxEvents}, {"BatchMaxBytes", cfg.BatchMaxBytes}} {
+		if f.v < 0 {
+			add("Config.%s %d is negative: use 0 for the default", f.name, f.v)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"BatchMaxWait", cfg.BatchMaxWait}, {"StandbyInterval", cfg.StandbyInterval}, {"ReconnectBackoff", cfg.ReconnectBackoff}, {"ReconnectMax", cfg.ReconnectMax}} {
+		if f.v < 0 {
+			add("Config.%s %v is negative: use 0 for the default", f.name, f.v)
+		}
+	}
+	if cfg.ReconnectBackoff > 0 && cfg.ReconnectMax > 0 && cfg.ReconnectBackoff > cfg.ReconnectMax {
+		add("Config.ReconnectBackoff %v exceeds Config.ReconnectMax %v", cfg.ReconnectBackoff, cfg.ReconnectMax)
+	}
+	if problems != nil {
+		return &kafkasink.ConfigError{Problems: problems}
+	}
+	return nil
+}
+
+// validSlotName applies PostgreSQL's rule for replication slot names, so
+// a bad name is refused before any connection and the name can go into
+// replication commands unquoted.
+func validSlotName(s string) bool {
+	if len(s) == 0 || len(s) > 63 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// splitTable splits "schema.table"; a name without a schema is in public.
+func splitTable(s string) (schema, table string, err error) {
+	schema, table, ok := strings.Cut(s, ".")
+	if !ok {
+		schema, table = "public", s
+	}
+	if schema == "" || table == "" || strings.Contains(table, ".") {
+		return "", "", fmt.Errorf("%q is not a table name: want schema.table", s)
+	}
+	return schema, table, nil
+}
+
+// qualified returns schema.table quoted for SQL.
+func qualified(schema, table string) string {
+	return pgx.Identifier{schema, table}.Sanitize()
+}
+
+// connConfig returns the configuration of an ordinary connection. A
+// replication parameter in ConnString is dropped: ordinary queries use the
+// extended protocol, which replication connections refuse.
+func (cfg *Config) connConfig() (*pgx.ConnConfig, error) {
+	c, err := pgx.ParseConfig(cfg.ConnString)
+	if err != nil {
+		return nil, err
+	}
+	delete(c.RuntimeParams, "replication")
+	if c.RuntimeParams["application_name"] == "" {
+		c.RuntimeParams["application_name"] = "kafkasink-pgcdc"
+	}
+	return c, nil
+}
+
+// replicationConfig returns the configuration of a replication connection:
+// ConnString with replication=database, which allows both replication
+// commands and simple SQL queries in the database.
+func (cfg *Config) replicationConfig() (*pgconn.Config, error) {
+	c, err := pgconn.ParseConfig(cfg.ConnString)
+	if err != nil {
+		return nil, err
+	}
+	c.RuntimeParams["replication"] = "database"
+	if c.RuntimeParams["application_name"] == "" {
+		c.RuntimeParams["application_name"] = "kafkasink-pgcdc"
+	}
+	return c, nil
+}

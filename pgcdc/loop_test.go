@@ -1,0 +1,356 @@
+package pgcdc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kafkasink/kafkasink"
+)
+
+// seqs hands out unique seq values, so every change is recognisable in
+// the topic.
+type seqs struct{ n atomic.Int64 }
+
+func (s *seqs) next() int64 { return s.n.Add(1) }
+
+func insertRows(tx pgx.Tx, t *testing.T, table string, m *model, sq *seqs, ids ...int64) {
+	t.Helper()
+	for _, id := range ids {
+		seq := sq.next()
+		if _, err := tx.Exec(context.Background(), "INSERT INTO "+table+" (id, seq, note) VALUES ($1, $2, $3)", id, seq, fmt.Sprintf("row %d", id)); err != nil {
+			t.Fatal(err)
+		}
+		m.add("insert", id, seq)
+	}
+}
+
+func updateRows(tx pgx.Tx, t *testing.T, table string, m *model, sq *seqs, ids ...int64) {
+	t.Helper()
+	for _, id := range ids {
+		seq := sq.next()
+		if _, err := tx.Exec(context.Background(), "UPDATE "+table+" SET seq = $2 WHERE id = $1", id, seq); err != nil {
+			t.Fatal(err)
+		}
+		m.add("update", id, seq)
+	}
+}
+
+func deleteRows(tx pgx.Tx, t *testing.T, table string, m *model, ids ...int64) {
+	t.Helper()
+	for _, id := range ids {
+		if _, err := tx.Exec(context.Background(), "DELETE FROM "+table+" WHERE id = $1", id); err != nil {
+			t.Fatal(err)
+		}
+		m.add("delete", id, -1)
+	}
+}
+
+func ids(from, to int64) []int64 {
+	var out []int64
+	for i := from; i <= to; i++ {
+		out = append(out, i)
+	}
+	return out
+}
+
+func TestStreamExactlyOnce(t *testing.T) {
+	t.Parallel()
+	e := newPGEnv(t)
+	table := e.createTable("")
+	tr := newTracker()
+	sink := &recSink{Sink: e.newSink(e.name), tr: tr}
+	_, done := start(t, e.config("public."+table), sink)
+	waitFor(t, 20*time.Second, "the slot", done, func() bool { return e.confirmedFlush() != 0 })
+	slotStart := e.confirmedFlush()
+	samples := e.monitorSlot(tr)
+
+	var m model
+	var sq seqs
+	e.txn(func(tx pgx.Tx) { insertRows(tx, t, table, &m, &sq, ids(1, 30)...) })
+	e.txn(func(tx pgx.Tx) { updateRows(tx, t, table, &m, &sq, 3, 4, 5, 3) })
+	for _, id := range []int64{7, 8, 9} {
+		e.txn(func(tx pgx.Tx) { updateRows(tx, t, table, &m, &sq, id) })
+	}
+	e.txn(func(tx pgx.Tx) {
+		deleteRows(tx, t, table, &m, 10, 11)
+		insertRows(tx, t, table, &m, &sq, 10)
+	})
+	// A key change is a delete of the old key and an insert of the new.
+	e.txn(func(tx pgx.Tx) {
+		seq := sq.next()
+		if _, err := tx.Exec(context.Background(), "UPDATE "+table+" SET id = 100, seq = $1 WHERE id = 12", seq); err != nil {
+			t.Fatal(err)
+		}
+		m.add("delete", 12, -1)
+		m.add("insert", 100, seq)
+	})
+	e.exec("TRUNCATE " + table)
+	m.add("truncate", -1, -1)
+	e.txn(func(tx pgx.Tx) { insertRows(tx, t, table, &m, &sq, ids(200, 210)...) })
+
+	waitFor(t, 30*time.Second, "every change delivered", done, func() bool { return tr.delivered() == m.len() })
+	recs := e.readTopic(table)
+	checkExactlyOnce(t, recs, m.all())
+	waitFor(t, 10*time.Second, "the slot to confirm the last transaction", done, func() bool {
+		return e.confirmedFlush() > tr.written().LSN
+	})
+	checkConfirmed(t, samples(), recs, slotStart)
+}
+
+func TestSplitTransaction(t *testing.T) {
+	t.Parallel()
+	e := newPGEnv(t)
+	table := e.createTable("")
+	tr := newTracker()
+	var (
+		mu      sync.Mutex
+		sizes   []int
+		retried bool
+	)
+	sink := &recSink{Sink: e.newSink(e.name), tr: tr,
+		before: func(n int, b *kafkasink.Batch) error {
+			mu.Lock()
+			sizes = append(sizes, len(b.Events))
+			mu.Unlock()
+			// Slow Writes give the monitor time to see a
+			// half-written transaction.
+			time.Sleep(30 * time.Millisecond)
+			return nil
+		},
+		after: func(n int, b *kafkasink.Batch) error {
+			if n == 4 {
+				// A Write whose success was lost: the loop writes
+				// the same batch again and the sink skips it.
+				retried = true
+				return fmt.Errorf("injected lost response: %w", kafkasink.ErrTransactionTimeout)
+			}
+			return nil
+		},
+	}
+	cfg := e.config("public." + table)
+	cfg.BatchMaxEvents = 10
+	// Heartbeats arrive while the transaction is half written; they must
+	// not let the slot confirm past it.
+	cfg.HeartbeatInterval = 20 * time.Millisecond
+	_, done := start(t, cfg, sink)
+	waitFor(t, 20*time.Second, "the slot", done, func() bool { return e.confirmedFlush() != 0 })
+	slotStart := e.confirmedFlush()
+	samples := e.monitorSlot(tr)
+
+	var m model
+	var sq seqs
+	e.txn(func(tx pgx.Tx) { insertRows(tx, t, table, &m, &sq, ids(1, 95)...) })
+	e.txn(func(tx pgx.Tx) { updateRows(tx, t, table, &m, &sq, ids(1, 5)...) })
+
+	waitFor(t, 30*time.Second, "every change delivered", done, func() bool { return tr.delivered() == m.len() })
+	recs := e.readTopic(table)
+	checkExactlyOnce(t, recs, m.all())
+	waitFor(t, 10*time.Second, "the slot to confirm the last transaction", done, func() bool {
+		return e.confirmedFlush() > tr.written().LSN
+	})
+	checkConfirmed(t, samples(), recs, slotStart)
+
+	mu.Lock()
+	defer mu.Unlock()
+	if !retried {
+		t.Fatal("the injected Write error never happened")
+	}
+	big := 0
+	for _, n := range sizes {
+		if n > cfg.BatchMaxEvents {
+			t.Errorf("a Write of %d events; BatchMaxEvents is %d", n, cfg.BatchMaxEvents)
+		}
+		if n > 0 {
+			big++
+		}
+	}
+	if big < 10 {
+		t.Errorf("%d Writes for 100 events in batches of at most 10, want at least 10 (sizes %v)", big, sizes)
+	}
+}
+
+// TestConfirmedNeverPassesWritten runs a steady stream of small
+// transactions into a slow sink, with heartbeats, and samples the slot all
+// along: its confirmed position never passes an unwritten transaction.
+func TestConfirmedNeverPassesWritten(t *testing.T) {
+	t.Parallel()
+	e := newPGEnv(t)
+	table := e.createTable("")
+	tr := newTracker()
+	sink := &recSink{Sink: e.newSink(e.name), tr: tr,
+		before: func(int, *kafkasink.Batch) error { time.Sleep(40 * time.Millisecond); return nil }}
+	cfg := e.config("public." + table)
+	cfg.HeartbeatInterval = 15 * time.Millisecond
+	cfg.BatchMaxEvents = 7
+	_, done := start(t, cfg, sink)
+	waitFor(t, 20*time.Second, "the slot", done, func() bool { return e.confirmedFlush() != 0 })
+	slotStart := e.confirmedFlush()
+	samples := e.monitorSlot(tr)
+
+	var m model
+	var sq seqs
+	for i := int64(1); i <= 60; i++ {
+		e.txn(func(tx pgx.Tx) { insertRows(tx, t, table, &m, &sq, i) })
+		if i%10 == 0 {
+			e.txn(func(tx pgx.Tx) { updateRows(tx, t, table, &m, &sq, ids(i-9, i)...) })
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	waitFor(t, 30*time.Second, "every change delivered", done, func() bool { return tr.delivered() == m.len() })
+	recs := e.readTopic(table)
+	checkExactlyOnce(t, recs, m.all())
+	checkConfirmed(t, samples(), recs, slotStart)
+}
+
+func TestReconnectAfterTerminate(t *testing.T) {
+	t.Parallel()
+	e := newPGEnv(t)
+	table := e.createTable("")
+	tr := newTracker()
+	sink := &recSink{Sink: e.newSink(e.name), tr: tr,
+		before: func(int, *kafkasink.Batch) error { time.Sleep(10 * time.Millisecond); return nil }}
+	cfg := e.config("public." + table)
+	cfg.BatchMaxEvents = 20
+	_, done := start(t, cfg, sink)
+
+	activePID := func() int32 {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		var pid *int32
+		if err := e.db.QueryRow(context.Background(), "SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1", e.name).Scan(&pid); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			t.Fatal(err)
+		}
+		if pid == nil {
+			return 0
+		}
+		return *pid
+	}
+	waitFor(t, 20*time.Second, "the walsender", done, func() bool { return activePID() != 0 })
+
+	var m model
+	var sq seqs
+	e.txn(func(tx pgx.Tx) { insertRows(tx, t, table, &m, &sq, ids(1, 50)...) })
+	waitFor(t, 20*time.Second, "the first transaction", done, func() bool { return tr.delivered() == m.len() })
+
+	for round := range 3 {
+		pid := activePID()
+		// A big transaction is in flight (split into Writes) when the
+		// walsender dies, and more commits while it is gone.
+		e.txn(func(tx pgx.Tx) { updateRows(tx, t, table, &m, &sq, ids(1, 50)...) })
+		time.Sleep(time.Duration(round*30) * time.Millisecond)
+		e.exec("SELECT pg_terminate_backend($1)", pid)
+		e.txn(func(tx pgx.Tx) { insertRows(tx, t, table, &m, &sq, ids(int64(100+10*round), int64(109+10*round))...) })
+		waitFor(t, 20*time.Second, "a new walsender", done, func() bool { p := activePID(); return p != 0 && p != pid })
+	}
+	e.txn(func(tx pgx.Tx) { deleteRows(tx, t, table, &m, ids(1, 10)...) })
+
+	waitFor(t, 30*time.Second, "every change delivered", done, func() bool { return tr.delivered() == m.len() })
+	checkExactlyOnce(t, e.readTopic(table), m.all())
+}
+
+func TestCancelAndRestart(t *testing.T) {
+	t.Parallel()
+	e := newPGEnv(t)
+	table := e.createTable("")
+	tr := newTracker()
+	cfg := e.config("public." + table)
+	cfg.BatchMaxEvents = 8
+
+	var (
+		m       model
+		sq      seqs
+		stopDML = make(chan struct{})
+		dmlDone = make(chan struct{})
+	)
+	stop1, done1 := start(t, cfg, &recSink{Sink: e.newSink(e.name), tr: tr})
+	waitFor(t, 20*time.Second, "the slot", done1, func() bool { return e.confirmedFlush() != 0 })
+	go func() {
+		defer close(dmlDone)
+		for i := int64(1); ; i++ {
+			select {
+			case <-stopDML:
+				return
+			default:
+			}
+			e.txn(func(tx pgx.Tx) {
+				insertRows(tx, t, table, &m, &sq, 2*i, 2*i+1)
+				if i > 3 {
+					updateRows(tx, t, table, &m, &sq, 2*i-4)
+				}
+			})
+			time.Sleep(3 * time.Millisecond)
+		}
+	}()
+
+	time.Sleep(400 * time.Millisecond)
+	if err := stop1(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run after cancel = %v, want context.Canceled", err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	_, done2 := start(t, cfg, &recSink{Sink: e.newSink(e.name), tr: tr})
+	time.Sleep(400 * time.Millisecond)
+	close(stopDML)
+	<-dmlDone
+
+	want := m.all()
+	waitFor(t, 30*time.Second, "every change delivered", done2, func() bool { return tr.delivered() == len(want) })
+	checkExactlyOnce(t, e.readTopic(table), want)
+}
+
+func TestHeartbeatAdvancesIdleSlot(t *testing.T) {
+	t.Parallel()
+	e := newPGEnv(t)
+	table := e.createTable("")
+	other := e.createTable("_other")
+	tr := newTracker()
+	cfg := e.config("public." + table)
+	cfg.HeartbeatInterval = 100 * time.Millisecond
+	_, done := start(t, cfg, &recSink{Sink: e.newSink(e.name), tr: tr})
+	waitFor(t, 20*time.Second, "the slot", done, func() bool { return e.confirmedFlush() != 0 })
+
+	// Changes to a table outside the publication produce WAL but no
+	// events: without heartbeats nothing would confirm past them.
+	for i := range 20 {
+		e.exec("INSERT INTO "+other+" (id, seq) VALUES ($1, $2)", i, i)
+	}
+	target := e.queryLSN("SELECT pg_current_wal_lsn()::text")
+	waitFor(t, 20*time.Second, fmt.Sprintf("confirmed_flush_lsn to pass %s", target), done, func() bool { return e.confirmedFlush() >= target })
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.writes != 0 {
+		t.Fatalf("%d Writes with events for an idle publication", tr.writes)
+	}
+}
+
+func TestMissingSlotOrPublicationRefused(t *testing.T) {
+	t.Parallel()
+	e := newPGEnv(t)
+	table := e.createTable("")
+	for _, tc := range []struct {
+		name      string
+		createPub bool
+		want      string
+	}{
+		{"publication", false, "publication"},
+		{"slot", true, "replication slot"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := e.config("public." + table)
+			cfg.CreatePublication, cfg.CreateSlot = tc.createPub, false
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			err := Run(ctx, cfg, e.newSink(e.name))
+			var ce *kafkasink.ConfigError
+			if !errors.As(err, &ce) || !kafkasink.IsFatal(err) || !containsAll(err.Error(), tc.want, "does not exist") {
+				t.Fatalf("Run = %v, want a *kafkasink.ConfigError saying the %s does not exist", err, tc.want)
+			}
+		})
+	}
+}

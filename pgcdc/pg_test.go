@@ -1,0 +1,562 @@
+package pgcdc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/internal/sinktest"
+)
+
+// The integration tests need a PostgreSQL with wal_level = logical and a
+// role that may replicate; they use the in-process fake Kafka cluster.
+
+func testConnString(t *testing.T) string {
+	t.Helper()
+	s := os.Getenv("KAFKASINK_TEST_PG")
+	if s == "" {
+		t.Skip("KAFKASINK_TEST_PG is not set: set it to a postgres:// URL of a server with wal_level=logical and a role with REPLICATION (scripts/testenv.sh up prints one)")
+	}
+	return s
+}
+
+// pgEnv is one test's database objects (slot, publication and table share
+// one unique name) and its fake Kafka cluster.
+type pgEnv struct {
+	t       *testing.T
+	conn    string
+	name    string
+	brokers []string
+
+	mu sync.Mutex // guards db
+	db *pgx.Conn
+}
+
+func newPGEnv(t *testing.T) *pgEnv {
+	t.Helper()
+	conn := testConnString(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	db, err := pgx.Connect(ctx, conn)
+	if err != nil {
+		t.Fatalf("connecting to KAFKASINK_TEST_PG: %v", err)
+	}
+	short := strings.ToLower(strings.TrimPrefix(t.Name(), "Test"))
+	short = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, short)
+	if len(short) > 30 {
+		short = short[:30]
+	}
+	e := &pgEnv{t: t, conn: conn, db: db, name: fmt.Sprintf("pgcdc_%s_%06d", short, rand.IntN(1e6))}
+	_, e.brokers = sinktest.Cluster(t)
+	t.Cleanup(e.cleanup)
+	return e
+}
+
+// cleanup drops the slot (ending a walsender still holding it), the
+// publication and the test's tables.
+func (e *pgEnv) cleanup() {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for ctx.Err() == nil {
+		_, err := e.db.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL`, e.name)
+		if err == nil {
+			_, err = e.db.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, e.name)
+		}
+		if err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	e.db.Exec(ctx, "DROP PUBLICATION IF EXISTS "+e.name)
+	rows, err := e.db.Query(ctx, `SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename LIKE $1`, e.name+"%")
+	if err == nil {
+		names, _ := pgx.CollectRows(rows, pgx.RowTo[string])
+		for _, n := range names {
+			e.db.Exec(ctx, "DROP TABLE IF EXISTS "+pgx.Identifier{n}.Sanitize())
+		}
+	}
+	e.db.Close(ctx)
+}
+
+// exec runs statements, each in its own transaction unless they are one
+// string with BEGIN/COMMIT.
+func (e *pgEnv) exec(sql string, args ...any) {
+	e.t.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := e.db.Exec(ctx, sql, args...); err != nil {
+		e.t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// txn runs fn in one transaction.
+func (e *pgEnv) txn(fn func(tx pgx.Tx)) {
+	e.t.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := pgx.BeginFunc(ctx, e.db, func(tx pgx.Tx) error { fn(tx); return nil }); err != nil {
+		e.t.Fatalf("transaction: %v", err)
+	}
+}
+
+func (e *pgEnv) queryLSN(sql string, args ...any) kafkasink.LSN {
+	e.t.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var s *string
+	if err := e.db.QueryRow(ctx, sql, args...).Scan(&s); err != nil {
+		e.t.Fatalf("%s: %v", sql, err)
+	}
+	if s == nil {
+		return 0
+	}
+	lsn, err := kafkasink.ParseLSN(*s)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return lsn
+}
+
+// confirmedFlush returns the slot's confirmed_flush_lsn, 0 when there is
+// no slot yet.
+func (e *pgEnv) confirmedFlush() kafkasink.LSN {
+	e.t.Helper()
+	return e.queryLSN(`SELECT (SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1)`, e.name)
+}
+
+// createTable creates the test table name+suffix: id int primary key, seq
+// bigint, note text.
+func (e *pgEnv) createTable(suffix string) string {
+	e.t.Helper()
+	n := e.name + suffix
+	e.exec("CREATE TABLE " + n + " (id int PRIMARY KEY, seq bigint NOT NULL, note text)")
+	return n
+}
+
+// config returns a Config for the test's slot, publication and tables,
+// with short intervals.
+func (e *pgEnv) config(tables ...string) Config {
+	return Config{
+		ConnString:        e.conn,
+		Slot:              e.name,
+		Publication:       e.name,
+		Tables:            tables,
+		CreateSlot:        true,
+		CreatePublication: true,
+		BatchMaxWait:      20 * time.Millisecond,
+		StandbyInterval:   time.Second,
+		HeartbeatInterval: -1,
+		ReconnectBackoff:  50 * time.Millisecond,
+		ReconnectMax:      time.Second,
+		Logger:            testLogger(e.t),
+	}
+}
+
+// testLogger logs to the test at debug level with -v, else at warn level.
+func testLogger(t *testing.T) *slog.Logger {
+	level := slog.LevelWarn
+	if testing.Verbose() {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: level}))
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+// newSink starts an exactly-once sink on the test's cluster.
+func (e *pgEnv) newSink(sinkID string) kafkasink.Sink {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := kafkasink.New(ctx, kafkasink.Config{
+		Brokers: e.brokers,
+		SinkID:  sinkID,
+		Topics:  kafkasink.Topics{Prefix: "t", Partitions: 3},
+	})
+	if err != nil {
+		e.t.Fatalf("kafkasink.New: %v", err)
+	}
+	e.t.Cleanup(func() { s.Close(context.Background()) })
+	return s
+}
+
+// tracker records what Writes delivered, across sinks.
+type tracker struct {
+	mu         sync.Mutex
+	ids        map[string]bool
+	maxWritten kafkasink.Position
+	writes     int // successful Writes with events
+	readWrites int // successful Writes with OpRead events
+}
+
+func newTracker() *tracker { return &tracker{ids: make(map[string]bool)} }
+
+func (tr *tracker) delivered() int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return len(tr.ids)
+}
+
+func (tr *tracker) written() kafkasink.Position {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return tr.maxWritten
+}
+
+// recSink wraps a sink: it records successful Writes in a tracker and lets
+// a test act before and after each Write.
+type recSink struct {
+	kafkasink.Sink
+	tr *tracker
+	// before, when set, runs before the n-th Write (from 1); an error is
+	// returned instead of writing.
+	before func(n int, b *kafkasink.Batch) error
+	// after, when set, runs after the n-th Write returned nil and may
+	// replace its result.
+	after func(n int, b *kafkasink.Batch) error
+	n     int
+}
+
+func (s *recSink) Write(ctx context.Context, b kafkasink.Batch) error {
+	s.n++
+	if s.before != nil {
+		if err := s.before(s.n, &b); err != nil {
+			return err
+		}
+	}
+	if err := s.Sink.Write(ctx, b); err != nil {
+		return err
+	}
+	s.tr.mu.Lock()
+	reads := false
+	for i := range b.Events {
+		s.tr.ids[b.Events[i].ID()] = true
+		if b.Events[i].Position.Compare(s.tr.maxWritten) > 0 {
+			s.tr.maxWritten = b.Events[i].Position
+		}
+		reads = reads || b.Events[i].Op == kafkasink.OpRead
+	}
+	if len(b.Events) > 0 {
+		s.tr.writes++
+	}
+	if reads {
+		s.tr.readWrites++
+	}
+	s.tr.mu.Unlock()
+	if s.after != nil {
+		return s.after(s.n, &b)
+	}
+	return nil
+}
+
+// run is Run running in the background.
+type run struct {
+	cancel context.CancelFunc
+	done   chan struct{} // closed when Run returned
+	err    error         // Run's result, once done is closed
+}
+
+// start runs Run in the background; stop cancels it and returns Run's
+// error.
+func start(t *testing.T, cfg Config, sink kafkasink.Sink) (stop func() error, r *run) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r = &run{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		r.err = Run(ctx, cfg, sink)
+	}()
+	stop = func() error {
+		cancel()
+		select {
+		case <-r.done:
+		case <-time.After(30 * time.Second):
+			t.Fatal("Run did not return within 30s of cancelling its context")
+		}
+		return r.err
+	}
+	t.Cleanup(func() { stop() })
+	return stop, r
+}
+
+// waitFor polls cond until it holds, failing after timeout, or at once
+// when r returns.
+func waitFor(t *testing.T, timeout time.Duration, what string, r *run, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		select {
+		case <-r.done:
+			t.Fatalf("Run returned while waiting for %s: %v", what, r.err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// change is one expected event, or one read from Kafka.
+type change struct {
+	op  string
+	id  int64 // -1 for a truncate
+	seq int64 // -1 when the event has no after image
+}
+
+func (c change) String() string { return fmt.Sprintf("%s(id=%d seq=%d)", c.op, c.id, c.seq) }
+
+// model records the changes a test makes, in commit order. It is safe for
+// concurrent use: Write hooks add to it while the test waits.
+type model struct {
+	mu      sync.Mutex
+	changes []change
+}
+
+func (m *model) add(op string, id, seq int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.changes = append(m.changes, change{op, id, seq})
+}
+
+func (m *model) len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.changes)
+}
+
+func (m *model) all() []change {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.changes)
+}
+
+// record is the JSONEncoder's value, the fields the tests look at.
+type record struct {
+	ID       string             `json:"id"`
+	Op       string             `json:"op"`
+	Key      []string           `json:"key"`
+	Before   map[string]any     `json:"before"`
+	After    map[string]any     `json:"after"`
+	RunID    string             `json:"backfill_run_id"`
+	Position kafkasink.Position `json:"-"`
+}
+
+// readTopic reads the test table's topic as a read_committed consumer.
+func (e *pgEnv) readTopic(table string) []record {
+	e.t.Helper()
+	recs := sinktest.ReadCommitted(e.t, e.brokers, "t.public."+table)
+	return decodeRecords(e.t, recs)
+}
+
+func decodeRecords(t *testing.T, recs []*kgo.Record) []record {
+	t.Helper()
+	out := make([]record, 0, len(recs))
+	for _, r := range recs {
+		var v record
+		if err := json.Unmarshal(r.Value, &v); err != nil {
+			t.Fatalf("record value %q: %v", r.Value, err)
+		}
+		pos, err := kafkasink.ParsePosition(v.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v.Position = pos
+		out = append(out, v)
+	}
+	return out
+}
+
+func num(m map[string]any, k string) int64 {
+	if f, ok := m[k].(float64); ok {
+		return int64(f)
+	}
+	return -1
+}
+
+func (r record) change() change {
+	switch {
+	case r.Op == "truncate":
+		return change{r.Op, -1, -1}
+	case r.After != nil:
+		return change{r.Op, num(r.After, "id"), num(r.After, "seq")}
+	default:
+		return change{r.Op, num(r.Before, "id"), -1}
+	}
+}
+
+// checkExactlyOnce checks that recs hold each change of want exactly once,
+// nothing else, with unique event ids, and that the changes of each row
+// appear in commit order.
+func checkExactlyOnce(t *testing.T, recs []record, want []change) {
+	t.Helper()
+	ids := make(map[string]int)
+	for _, r := range recs {
+		ids[r.ID]++
+		if ids[r.ID] == 2 {
+			t.Errorf("event %s (%v) delivered more than once", r.ID, r.change())
+		}
+	}
+	got := make([]change, len(recs))
+	for i, r := range recs {
+		got[i] = r.change()
+	}
+	count := func(cs []change) map[change]int {
+		m := make(map[change]int)
+		for _, c := range cs {
+			m[c]++
+		}
+		return m
+	}
+	gm, wm := count(got), count(want)
+	bad := 0
+	for c, n := range wm {
+		if gm[c] != n {
+			bad++
+			if bad <= 10 {
+				t.Errorf("%v: delivered %d times, want %d", c, gm[c], n)
+			}
+		}
+	}
+	for c, n := range gm {
+		if _, ok := wm[c]; !ok {
+			bad++
+			if bad <= 10 {
+				t.Errorf("%v: delivered %d times, never made", c, n)
+			}
+		}
+	}
+	if bad > 0 {
+		t.Fatalf("%d changes wrong among %d records, %d expected", bad, len(recs), len(want))
+	}
+	// Per row, the order of the topic (one key, one partition) is the
+	// commit order.
+	perID := func(cs []change) map[int64][]change {
+		m := make(map[int64][]change)
+		for _, c := range cs {
+			m[c.id] = append(m[c.id], c)
+		}
+		return m
+	}
+	gp, wp := perID(got), perID(want)
+	for id, w := range wp {
+		if id >= 0 && !slices.Equal(gp[id], w) {
+			t.Errorf("row %d: changes in topic order %v, commit order %v", id, gp[id], w)
+		}
+	}
+	for id := range gp {
+		var last kafkasink.Position
+		for _, r := range recs {
+			if r.change().id == id && id >= 0 {
+				if r.Position.Compare(last) <= 0 {
+					t.Errorf("row %d: position %s after %s", id, r.Position, last)
+				}
+				last = r.Position
+			}
+		}
+	}
+}
+
+// confirmSample is the slot's confirmed_flush_lsn and the highest position
+// written, read after it.
+type confirmSample struct {
+	confirmed kafkasink.LSN
+	written   kafkasink.Position
+}
+
+// monitorSlot samples the slot's confirmed position until the returned
+// function is called, which returns the samples.
+func (e *pgEnv) monitorSlot(tr *tracker) func() []confirmSample {
+	ctx, cancel := context.WithCancel(context.Background())
+	db, err := pgx.Connect(ctx, e.conn)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var samples []confirmSample
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer db.Close(context.Background())
+		for ctx.Err() == nil {
+			var s *string
+			err := db.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, e.name).Scan(&s)
+			w := tr.written()
+			if err == nil && s != nil {
+				lsn, _ := kafkasink.ParseLSN(*s)
+				samples = append(samples, confirmSample{lsn, w})
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	return func() []confirmSample {
+		cancel()
+		<-done
+		return samples
+	}
+}
+
+// checkConfirmed checks that the slot never confirmed a position beyond an
+// event not yet written: for every sample, the first event above what was
+// written has a commit LSN at or above the confirmed position.
+func checkConfirmed(t *testing.T, samples []confirmSample, recs []record, slotStart kafkasink.LSN) {
+	t.Helper()
+	pos := make([]kafkasink.Position, len(recs))
+	for i, r := range recs {
+		pos[i] = r.Position
+	}
+	slices.SortFunc(pos, kafkasink.Position.Compare)
+	advanced := 0
+	for _, s := range samples {
+		i, _ := slices.BinarySearchFunc(pos, s.written, kafkasink.Position.Compare)
+		for i < len(pos) && pos[i].Compare(s.written) <= 0 {
+			i++
+		}
+		if i < len(pos) && pos[i].LSN < s.confirmed {
+			t.Fatalf("slot confirmed %s while event %s (commit LSN below it) was not written yet (written up to %s)", s.confirmed, pos[i], s.written)
+		}
+		if s.confirmed > slotStart {
+			advanced++
+		}
+	}
+	if len(samples) == 0 || advanced == 0 {
+		t.Fatalf("the slot's confirmed position never advanced beyond %s in %d samples", slotStart, len(samples))
+	}
+}
+
+// isPgCode reports whether err is a server error with code.
+func isPgCode(err error, code string) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == code
+}

@@ -1,0 +1,469 @@
+package pgcdc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/kafkasink/kafkasink"
+)
+
+// heartbeatPrefix is the prefix of the logical decoding messages Run emits
+// as heartbeats.
+const heartbeatPrefix = "kafkasink.heartbeat"
+
+// batch is what the pump hands to the writer: events for one Write, and
+// the LSN the server may be told once they are in Kafka.
+type batch struct {
+	events []kafkasink.Event
+	bytes  int
+	// confirm is the highest LSN before which every transaction is in
+	// this batch or an earlier one: the end of the last transaction that
+	// ends in the batch, or a heartbeat's or keepalive's LSN seen between
+	// transactions. Zero when no transaction ends in the batch, as in the
+	// middle part of a split transaction.
+	confirm kafkasink.LSN
+	// due is set when the batch has waited BatchMaxWait.
+	due bool
+}
+
+func (b *batch) empty() bool { return len(b.events) == 0 && b.confirm == 0 }
+
+// session is one replication connection's stream, from START_REPLICATION
+// until an error or cancellation.
+//
+// Three goroutines share the work, so that a slow Write never silences the
+// connection and wal_sender_timeout never fires:
+//
+//   - receive only reads the connection and passes raw messages on;
+//   - the pump (the caller of run) decodes them, builds batches, hands
+//     them to the writer, and is the only one to write to the connection:
+//     it answers keepalives and sends standby status every
+//     StandbyInterval, also while it waits for the writer;
+//   - the writer calls sink.Write for one batch at a time and publishes the
+//     confirmable LSN once a Write returned nil.
+//
+// Reading stops while a full batch waits for the writer, so memory stays
+// bounded by about two batches and the server is held back by TCP flow
+// control rather than by a silent client.
+type session struct {
+	cfg  *Config
+	sink kafkasink.Sink
+	dec  *Decoder
+	conn *pgconn.PgConn
+	log  *slog.Logger
+
+	ctx     context.Context // the pump's context, for decoder callbacks
+	cur     *batch
+	timer   *time.Timer
+	armed   bool
+	standby *time.Ticker
+
+	batches chan *batch   // pump → writer, unbuffered
+	written atomic.Uint64 // highest confirmable LSN of a written batch
+	wrote   chan struct{} // writer → pump: a batch was written (capacity 1)
+	werr    chan error    // writer → pump: the writer stopped (capacity 1)
+
+	confirmed kafkasink.LSN // last flush LSN reported to the server
+	received  bool          // some message arrived: the session made progress
+}
+
+// stream runs one replication session from start and returns why it ended.
+func (r *runner) stream(ctx context.Context, slot slotState) error {
+	rc, err := r.cfg.replicationConfig()
+	if err != nil {
+		return err
+	}
+	conn, err := pgconn.ConnectConfig(ctx, rc)
+	if err != nil {
+		return fmt.Errorf("pgcdc: replication connection: %w", err)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		conn.Close(cctx)
+		cancel()
+	}()
+
+	// Start from the later of the slot's confirmed position and the sink's
+	// checkpoint: transactions committed before either are in Kafka. The
+	// checkpoint's LSN is a commit LSN, so its transaction is sent again
+	// and the sink skips what it already has.
+	start := max(slot.confirmed, r.sink.Checkpoint().Position.LSN)
+	if err := pglogrepl.StartReplication(ctx, conn, r.cfg.Slot, pglogrepl.LSN(start),
+		pglogrepl.StartReplicationOptions{Mode: pglogrepl.LogicalReplication, PluginArgs: r.pluginArgs()}); err != nil {
+		return fmt.Errorf("pgcdc: starting replication from slot %q at %s: %w", r.cfg.Slot, start, err)
+	}
+	r.log.Info("replication started", "start", start.String(), "slot_confirmed", slot.confirmed.String(), "protocol", r.protocol)
+
+	if err := r.dec.Reset(); err != nil {
+		r.log.Warn("removing spool files", "error", err)
+	}
+	s := &session{
+		cfg: r.cfg, sink: r.sink, dec: r.dec, conn: conn, log: r.log,
+		ctx:       ctx,
+		cur:       &batch{},
+		timer:     time.NewTimer(time.Hour),
+		standby:   time.NewTicker(r.cfg.StandbyInterval),
+		batches:   make(chan *batch),
+		wrote:     make(chan struct{}, 1),
+		werr:      make(chan error, 1),
+		confirmed: slot.confirmed,
+	}
+	s.timer.Stop()
+	defer s.standby.Stop()
+	r.session = s
+	defer func() {
+		r.progress = r.progress || s.received
+		r.session = nil
+	}()
+	return s.run(ctx)
+}
+
+// pluginArgs are pgoutput's options: protocol 2 with streamed in-progress
+// transactions and logical decoding messages (for heartbeats) from
+// PostgreSQL 14 on, protocol 1 before.
+func (r *runner) pluginArgs() []string {
+	pubs := "publication_names '" + strings.ReplaceAll(pgx.Identifier{r.cfg.Publication}.Sanitize(), "'", "''") + "'"
+	if r.protocol == 1 {
+		return []string{"proto_version '1'", pubs}
+	}
+	return []string{"proto_version '2'", pubs, "messages 'true'", "streaming 'on'"}
+}
+
+func (s *session) run(ctx context.Context) error {
+	sctx, cancel := context.WithCancel(ctx)
+	msgs := make(chan []byte)
+	recvErr := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() { s.receive(sctx, msgs, recvErr) })
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		s.writer(ctx, sctx)
+	}()
+	defer func() {
+		// The writer finishes the Write it is in, with ctx: cancelling
+		// ctx aborts it cleanly, and a lost replication connection
+		// does not. Then the receiver stops and the caller may close
+		// the connection.
+		cancel()
+		close(s.batches)
+		<-writerDone
+		wg.Wait()
+		s.timer.Stop()
+	}()
+
+	for {
+		in, out := msgs, chan *batch(nil)
+		switch {
+		case s.full():
+			in, out = nil, s.batches
+		case s.cur.due:
+			out = s.batches
+		}
+		var timerC <-chan time.Time
+		if s.armed {
+			timerC = s.timer.C
+		}
+		select {
+		case data := <-in:
+			if err := s.handle(data); err != nil {
+				return err
+			}
+		case out <- s.cur:
+			s.next()
+		case <-timerC:
+			s.armed = false
+			s.cur.due = true
+		case <-s.standby.C:
+			if err := s.sendStatus(false); err != nil {
+				return err
+			}
+		case <-s.wrote:
+			if err := s.sendStatus(true); err != nil {
+				return err
+			}
+		case err := <-recvErr:
+			return err
+		case err := <-s.werr:
+			return err
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// receive reads the connection until it fails or ctx ends. It copies each
+// message: the connection reuses its buffer on the next read.
+func (s *session) receive(ctx context.Context, msgs chan<- []byte, errc chan<- error) {
+	for {
+		msg, err := s.conn.ReceiveMessage(ctx)
+		if err != nil {
+			errc <- fmt.Errorf("pgcdc: receiving from replication slot %q: %w", s.cfg.Slot, err)
+			return
+		}
+		switch m := msg.(type) {
+		case *pgproto3.CopyData:
+			select {
+			case msgs <- bytes.Clone(m.Data):
+			case <-ctx.Done():
+				return
+			}
+		case *pgproto3.ErrorResponse:
+			errc <- fmt.Errorf("pgcdc: replication slot %q: %w", s.cfg.Slot, pgconn.ErrorResponseToPgError(m))
+			return
+		case *pgproto3.CopyDone:
+			errc <- fmt.Errorf("pgcdc: the server ended replication from slot %q: %w", s.cfg.Slot, errStreamEnded)
+			return
+		}
+	}
+}
+
+// errStreamEnded is the cause of a replication stream the server closed
+// without an error, as it does when shutting down; Run reconnects.
+var errStreamEnded = errors.New("replication stream ended")
+
+// handle processes one CopyData message of the replication stream.
+func (s *session) handle(data []byte) error {
+	if len(data) == 0 {
+		return nil
+	}
+	s.received = true
+	switch data[0] {
+	case pglogrepl.XLogDataByteID:
+		x, err := pglogrepl.ParseXLogData(data[1:])
+		if err != nil {
+			return &DecodeError{Err: err}
+		}
+		return s.dec.Decode(kafkasink.LSN(x.WALStart), x.WALData)
+	case pglogrepl.PrimaryKeepaliveMessageByteID:
+		k, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
+		if err != nil {
+			return &DecodeError{Err: err}
+		}
+		// The server has sent every transaction that commits before
+		// WALEnd, except one it is still streaming: between
+		// transactions, WALEnd may be confirmed once what came before
+		// it is written. This is what moves an idle slot.
+		if !s.dec.InTransaction() {
+			s.advance(kafkasink.LSN(k.ServerWALEnd))
+		}
+		if k.ReplyRequested {
+			return s.sendStatus(false)
+		}
+	}
+	return nil
+}
+
+// onEvent is the decoder's OnEvent: the event joins the current batch,
+// which is handed over first if it is full. Handing over may wait for the
+// writer; the pump keeps sending standby status meanwhile.
+func (s *session) onEvent(e kafkasink.Event) error {
+	if s.full() {
+		if err := s.handoff(); err != nil {
+			return err
+		}
+	}
+	if e.Op == kafkasink.OpTruncate {
+		// A truncate has no row, so no key values: the sink would
+		// reject it for the missing key columns. Without key columns
+		// it is keyed by its event id.
+		e.Key = nil
+	}
+	s.cur.events = append(s.cur.events, e)
+	s.cur.bytes += eventSize(&e)
+	s.arm()
+	return nil
+}
+
+// onCommit is the decoder's OnCommit: the transaction is complete, so its
+// end may be confirmed once this batch is written.
+func (s *session) onCommit(t Txn) error {
+	s.advance(t.EndLSN)
+	return nil
+}
+
+// onMessage is the decoder's OnMessage. A heartbeat between transactions
+// is a point before which everything received is in this batch or an
+// earlier one.
+func (s *session) onMessage(m Message) error {
+	if m.Prefix == heartbeatPrefix && !m.Transactional && !s.dec.InTransaction() {
+		s.advance(m.LSN)
+	}
+	return nil
+}
+
+// advance raises the current batch's confirmable LSN.
+func (s *session) advance(lsn kafkasink.LSN) {
+	if lsn > s.cur.confirm && lsn > kafkasink.LSN(s.written.Load()) {
+		s.cur.confirm = lsn
+		s.arm()
+	}
+}
+
+// arm starts the batch's wait when it gets its first content.
+func (s *session) arm() {
+	if !s.armed && !s.cur.due {
+		s.timer.Reset(s.cfg.BatchMaxWait)
+		s.armed = true
+	}
+}
+
+func (s *session) full() bool {
+	return len(s.cur.events) >= s.cfg.BatchMaxEvents || s.cur.bytes >= s.cfg.BatchMaxBytes
+}
+
+// next starts a new batch after the current one was handed over.
+func (s *session) next() {
+	s.cur = &batch{}
+	s.timer.Stop()
+	s.armed = false
+}
+
+// handoff gives the current batch to the writer, waiting for it while
+// still reporting status to the server.
+func (s *session) handoff() error {
+	for {
+		select {
+		case s.batches <- s.cur:
+			s.next()
+			return nil
+		case <-s.standby.C:
+			if err := s.sendStatus(false); err != nil {
+				return err
+			}
+		case <-s.wrote:
+			if err := s.sendStatus(true); err != nil {
+				return err
+			}
+		case err := <-s.werr:
+			return err
+		case <-s.ctx.Done():
+			return context.Cause(s.ctx)
+		}
+	}
+}
+
+// sendStatus reports the confirmed position: the highest LSN before which
+// every transaction is in Kafka. onlyNew skips the message when that has
+// not moved.
+func (s *session) sendStatus(onlyNew bool) error {
+	lsn := max(s.confirmed, kafkasink.LSN(s.written.Load()))
+	if onlyNew && lsn == s.confirmed {
+		return nil
+	}
+	// Write and apply positions are reported as the flush position:
+	// nothing is applied anywhere before Kafka has it.
+	p := pglogrepl.LSN(lsn)
+	if err := pglogrepl.SendStandbyStatusUpdate(s.ctx, s.conn, pglogrepl.StandbyStatusUpdate{
+		WALWritePosition: p, WALFlushPosition: p, WALApplyPosition: p,
+	}); err != nil {
+		return fmt.Errorf("pgcdc: sending standby status to slot %q: %w", s.cfg.Slot, err)
+	}
+	if lsn != s.confirmed {
+		s.log.Debug("confirmed flush position", "lsn", lsn.String())
+	}
+	s.confirmed = lsn
+	return nil
+}
+
+// writer writes the batches it is handed, in order. sctx ends the session:
+// the writer then stops retrying, but a Write in progress runs on with
+// ctx, so only cancelling ctx interrupts it.
+func (s *session) writer(ctx, sctx context.Context) {
+	for b := range s.batches {
+		if len(b.events) > 0 {
+			if err := writeRetrying(ctx, sctx, s.cfg, s.log, s.sink, kafkasink.Batch{Events: b.events}); err != nil {
+				s.werr <- err
+				return
+			}
+		}
+		if b.confirm > kafkasink.LSN(s.written.Load()) {
+			s.written.Store(uint64(b.confirm))
+			select {
+			case s.wrote <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// sinkError is an error of sink.Write that retrying does not cure. Run
+// returns it: the sink decided it is not retryable.
+type sinkError struct{ err error }
+
+func (e *sinkError) Error() string { return e.err.Error() }
+func (e *sinkError) Unwrap() error { return e.err }
+
+// writeRetrying writes b, retrying retryable errors with backoff until it
+// succeeds, the error is not retryable, or sctx ends. A retry sends the
+// same batch: the sink skips what its checkpoint already covers.
+func writeRetrying(ctx, sctx context.Context, cfg *Config, log *slog.Logger, sink kafkasink.Sink, b kafkasink.Batch) error {
+	wait := cfg.ReconnectBackoff
+	for {
+		err := sink.Write(ctx, b)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		if !kafkasink.IsRetryable(err) {
+			return &sinkError{err}
+		}
+		log.Warn("write failed; retrying the same batch", "error", err, "events", len(b.Events), "backoff", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-sctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(2*wait, cfg.ReconnectMax)
+	}
+}
+
+// eventSize estimates the memory an event holds, for BatchMaxBytes.
+func eventSize(e *kafkasink.Event) int {
+	n := 128 + len(e.Schema) + len(e.Table)
+	for _, r := range []kafkasink.Row{e.Before, e.After} {
+		for i := range r {
+			n += 32 + len(r[i].Name) + valueSize(r[i].Value)
+		}
+	}
+	return n
+}
+
+func valueSize(v any) int {
+	switch v := v.(type) {
+	case string:
+		return len(v)
+	case []byte:
+		return len(v)
+	case json.RawMessage:
+		return len(v)
+	case kafkasink.Decimal:
+		return len(v)
+	case []any:
+		n := 24
+		for _, x := range v {
+			n += 16 + valueSize(x)
+		}
+		return n
+	case time.Time:
+		return 24
+	}
+	return 8
+}

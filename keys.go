@@ -82,7 +82,8 @@ const nullText = `\N`
 // (so invalid UTF-8 in a string becomes U+FFFD, and two keys that differ
 // only there coincide); an event-id key is a JSON string ("16/B374D848:3").
 //
-// A key column missing from the row, or marked Unchanged (an unchanged
+// A truncate, which has no row, is always keyed by its event id. A key
+// column missing from the row, or marked Unchanged (an unchanged
 // TOAST value, whose content the source did not send), is an error: an
 // *EncodeError naming the table and the column. So is a value whose type is
 // not supported (see Column). On error the returned slice is nil.
@@ -90,7 +91,8 @@ func AppendKey(dst []byte, e *Event, columns []string, format KeyFormat) ([]byte
 	if len(columns) == 0 {
 		columns = e.Key
 	}
-	if len(columns) == 0 {
+	// A truncate has no row, so no key values: it is keyed by its id.
+	if len(columns) == 0 || e.Op == OpTruncate {
 		if format == KeyJSON {
 			dst = append(dst, '"')
 			dst = e.Position.AppendText(dst)

@@ -464,3 +464,22 @@ func TestPartitionerMatchesKgo(t *testing.T) {
 		}
 	}
 }
+
+// A truncate carries its table's key column names but no row: it is keyed
+// by its event id, not rejected for missing key values.
+func TestTruncateKeyedByEventID(t *testing.T) {
+	e := Event{Op: OpTruncate, Schema: "public", Table: "orders", Key: []string{"id"}, Position: Position{LSN: 0x10, Index: 2}}
+	for _, f := range []KeyFormat{KeyText, KeyJSON} {
+		got, err := AppendKey(nil, &e, []string{"id"}, f)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		want := "0/10:2"
+		if f == KeyJSON {
+			want = `"0/10:2"`
+		}
+		if string(got) != want {
+			t.Errorf("%s key %q, want %q", f, got, want)
+		}
+	}
+}

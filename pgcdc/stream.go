@@ -276,12 +276,6 @@ func (s *session) onEvent(e kafkasink.Event) error {
 			return err
 		}
 	}
-	if e.Op == kafkasink.OpTruncate {
-		// A truncate has no row, so no key values: the sink would
-		// reject it for the missing key columns. Without key columns
-		// it is keyed by its event id.
-		e.Key = nil
-	}
 	s.cur.events = append(s.cur.events, e)
 	s.cur.bytes += eventSize(&e)
 	s.arm()

@@ -203,6 +203,10 @@ func (c Config) String() string {
 // GoString is String, so %#v does not print secrets either.
 func (c Config) GoString() string { return c.String() }
 
+// Format prints String for every verb: a verb String does not serve, such
+// as %t, would otherwise print every field, the SASL password included.
+func (c Config) Format(f fmt.State, _ rune) { fmt.Fprint(f, c.String()) }
+
 // withDefaults returns a copy of c with every zero field set to its
 // default. Maps and slices are cloned so the caller's later changes do not
 // reach a running sink.

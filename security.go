@@ -6,8 +6,11 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"os"
+	"reflect"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -30,6 +33,11 @@ func (Secret) String() string { return redacted }
 
 // GoString returns "[redacted]", for %#v.
 func (Secret) GoString() string { return redacted }
+
+// Format prints "[redacted]" for every verb. Without it, a verb that does
+// not call String, such as %d, prints the bare value as "%!d(kafkasink.Secret=...)",
+// also when the Secret is a field of a printed struct.
+func (Secret) Format(f fmt.State, _ rune) { io.WriteString(f, redacted) }
 
 // LogValue keeps the secret out of slog output.
 func (Secret) LogValue() slog.Value { return slog.StringValue(redacted) }
@@ -225,19 +233,78 @@ func (c *Config) explainConnectErr(err error) error {
 		unknownAuthority x509.UnknownAuthorityError
 		hostname         x509.HostnameError
 		verify           *tls.CertificateVerificationError
-		alert            tls.AlertError
 	)
 	switch {
 	case errors.Is(err, kerr.SaslAuthenticationFailed) && c.SASL != nil:
-		return fmt.Errorf("kafkasink: the broker refused SASL %s authentication of user %q: check Config.SASL's credentials: %w", c.SASL.Mechanism, c.SASL.Username, err)
+		who, fix := fmt.Sprintf(" of user %q", c.SASL.Username), "Config.SASL's credentials"
+		switch c.SASL.Mechanism {
+		case SASLOAuthBearer:
+			who, fix = "", "the token Config.SASL.Token returns"
+		case SASLAWSMSKIAM:
+			who, fix = "", "the credentials Config.SASL.AWS returns"
+		}
+		return fmt.Errorf("kafkasink: the broker refused SASL %s authentication%s: check %s: %w", c.SASL.Mechanism, who, fix, err)
 	case errors.Is(err, kerr.UnsupportedSaslMechanism) && c.SASL != nil:
 		return fmt.Errorf("kafkasink: the broker does not enable SASL %s on this listener: choose a mechanism it enables: %w", c.SASL.Mechanism, err)
 	case errors.As(err, &hostname):
 		return fmt.Errorf("kafkasink: the broker's TLS certificate does not name the host dialled: set Config.TLS.ServerName to a name it has: %w", err)
 	case errors.As(err, &unknownAuthority) || errors.As(err, &verify):
 		return fmt.Errorf("kafkasink: the broker's TLS certificate is not trusted: set Config.TLS.CAFile to the authority that signed it: %w", err)
-	case errors.As(err, &alert) && c.TLS != nil:
-		return fmt.Errorf("kafkasink: the broker ended the TLS handshake (%v), which usually means it refused the client certificate: check Config.TLS.CertFile and KeyFile against the broker's truststore: %w", alert, err)
+	}
+	if alert, ok := tlsAlert(err); ok && c.TLS != nil {
+		e := &alertError{alert: alert, err: err}
+		switch {
+		case !clientCertAlerts[alert]:
+			e.msg = fmt.Sprintf("kafkasink: the broker ended the TLS handshake (%v): check Config.TLS against the listener's TLS settings", alert)
+		case c.TLS.CertFile == "" && c.TLS.CertPEM == nil:
+			e.msg = fmt.Sprintf("kafkasink: the broker refused the connection without a client certificate (%v): it requires one: set Config.TLS.CertFile and KeyFile", alert)
+		default:
+			e.msg = fmt.Sprintf("kafkasink: the broker refused the client certificate (%v): check Config.TLS.CertFile and KeyFile against the broker's truststore", alert)
+		}
+		return e
 	}
 	return err
 }
+
+// clientCertAlerts are the TLS alerts a server sends about the client's
+// certificate, or its absence.
+var clientCertAlerts = map[tls.AlertError]bool{
+	42:  true, // bad_certificate: also what Java sends for a missing certificate
+	43:  true, // unsupported_certificate
+	44:  true, // certificate_revoked
+	45:  true, // certificate_expired
+	46:  true, // certificate_unknown
+	48:  true, // unknown_ca
+	116: true, // certificate_required
+}
+
+// tlsAlert returns the TLS alert that ended a handshake. Over TCP,
+// crypto/tls reports an alert from the peer as a *net.OpError "remote
+// error" holding an unexported type, not as tls.AlertError.
+func tlsAlert(err error) (tls.AlertError, bool) {
+	var alert tls.AlertError
+	if errors.As(err, &alert) {
+		return alert, true
+	}
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "remote error" || op.Err == nil {
+		return 0, false
+	}
+	v := reflect.ValueOf(op.Err)
+	if v.Kind() != reflect.Uint8 || v.Type().PkgPath() != "crypto/tls" {
+		return 0, false
+	}
+	return tls.AlertError(v.Uint()), true
+}
+
+// alertError explains a TLS alert from the broker. It unwraps to the
+// tls.AlertError as well as to the original error, so IsFatal knows it
+// and IsRetryable does not retry it.
+type alertError struct {
+	msg   string
+	alert tls.AlertError
+	err   error
+}
+
+func (e *alertError) Error() string   { return e.msg + ": " + e.err.Error() }
+func (e *alertError) Unwrap() []error { return []error{e.alert, e.err} }

@@ -353,11 +353,18 @@ ssl.truststore.location=$DIR/tls/ca.pem
 # mTLS only on the SSL listener; SASL_SSL authenticates with SASL instead.
 listener.name.ssl.ssl.client.auth=required
 # --- SASL on the SASL_SSL listener ---
-listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512,PLAIN
+listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512,PLAIN,OAUTHBEARER
 # SCRAM credentials live in the metadata log (added by --add-scram at format).
 listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_ssl.plain.sasl.jaas.config=$jaas_plain
+# OAUTHBEARER, TEST ONLY: with no server callback handler configured Kafka
+# validates with its built-in OAuthBearerUnsecuredValidatorCallbackHandler,
+# which accepts any unsigned JWT (alg "none", empty signature) that has a
+# string "sub" (the principal) and an unexpired numeric "exp". No
+# org.apache.kafka.sasl.oauthbearer.allowed.urls is needed: it only guards
+# JWKS/token endpoint URLs, which the unsecured validator does not use.
+listener.name.sasl_ssl.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="admin";
 EOF
   } >"$d/server.properties"
   echo 1g >"$d/heap"

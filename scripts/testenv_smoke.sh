@@ -45,6 +45,13 @@ conn_args() {
         -X "sasl.mechanisms=$1" -X "sasl.username=$KAFKASINK_TEST_SASL_USER"
         -X "sasl.password=$KAFKASINK_TEST_SASL_PASSWORD" -X "ssl.ca.location=$KAFKASINK_TEST_CA")
       ;;
+    OAUTHBEARER)
+      # librdkafka builds an unsigned JWT itself; the broker's unsecured
+      # validator accepts it (test only).
+      CONN=(-b "$KAFKASINK_TEST_SASL_SSL_BROKERS" -X security.protocol=SASL_SSL
+        -X sasl.mechanisms=OAUTHBEARER -X enable.sasl.oauthbearer.unsecure.jwt=true
+        -X "sasl.oauthbearer.config=principal=$KAFKASINK_TEST_SASL_USER" -X "ssl.ca.location=$KAFKASINK_TEST_CA")
+      ;;
     mtls)
       CONN=(-b "$KAFKASINK_TEST_MTLS_BROKERS" -X security.protocol=SSL
         -X "ssl.ca.location=$KAFKASINK_TEST_CA"
@@ -86,7 +93,7 @@ create_topic() {
 }
 
 # Records the roundtrips put on $TOPIC before the transactional one.
-produced=5
+produced=6
 
 # A record produced inside a committed transaction (kcat with transactional.id)
 # must be visible to the Java console consumer in read_committed mode.
@@ -113,7 +120,7 @@ EOF
 
 check "create topic $TOPIC (PLAINTEXT, Java TopicCommand)" create_topic "$KAFKASINK_TEST_BROKERS" "$TOPIC" 1 1
 check "kcat PLAINTEXT $KAFKASINK_TEST_BROKERS" roundtrip plaintext "$TOPIC"
-for mech in SCRAM-SHA-256 SCRAM-SHA-512 PLAIN; do
+for mech in SCRAM-SHA-256 SCRAM-SHA-512 PLAIN OAUTHBEARER; do
   check "kcat SASL_SSL $mech $KAFKASINK_TEST_SASL_SSL_BROKERS" roundtrip "$mech" "$TOPIC"
 done
 check "kcat mTLS $KAFKASINK_TEST_MTLS_BROKERS" roundtrip mtls "$TOPIC"

@@ -238,9 +238,9 @@ func IsFatal(err error) bool {
 		unknownAuthority x509.UnknownAuthorityError
 		hostname         x509.HostnameError
 		certInvalid      x509.CertificateInvalidError
-		alert            tls.AlertError
 		verify           *tls.CertificateVerificationError
 	)
-	return errors.As(err, &unknownAuthority) || errors.As(err, &hostname) ||
-		errors.As(err, &certInvalid) || errors.As(err, &alert) || errors.As(err, &verify)
+	_, alert := tlsAlert(err) // the broker ended the handshake: retrying cannot help
+	return alert || errors.As(err, &unknownAuthority) || errors.As(err, &hostname) ||
+		errors.As(err, &certInvalid) || errors.As(err, &verify)
 }

@@ -63,6 +63,19 @@ type TLS struct {
 	ServerName string
 }
 
+// Format prints the TLS settings without the client's private key, for
+// every verb.
+func (t TLS) Format(f fmt.State, _ rune) {
+	key := "none"
+	if t.KeyFile != "" {
+		key = t.KeyFile
+	} else if t.KeyPEM != nil {
+		key = redacted
+	}
+	fmt.Fprintf(f, "kafkasink.TLS{CAFile:%q CAPEM:%t CertFile:%q CertPEM:%t Key:%s ServerName:%q}",
+		t.CAFile, t.CAPEM != nil, t.CertFile, t.CertPEM != nil, key, t.ServerName)
+}
+
 // SASLMechanism names a SASL mechanism.
 type SASLMechanism string
 
@@ -90,10 +103,10 @@ type SASL struct {
 	Password Secret
 	// Token returns a bearer token for OAUTHBEARER; it is called for each
 	// new connection, so it may refresh.
-	Token func(context.Context) (string, error)
+	Token func(context.Context) (string, error) `json:"-"`
 	// AWS returns credentials for AWS_MSK_IAM; called for each new
 	// connection.
-	AWS func(context.Context) (AWSCredentials, error)
+	AWS func(context.Context) (AWSCredentials, error) `json:"-"`
 	// AllowPlaintext permits PLAIN without TLS, which sends the password
 	// in clear text. Default false: refused.
 	AllowPlaintext bool

@@ -215,6 +215,10 @@ func TestSecurityRemoteTLSAlertIsFatal(t *testing.T) {
 			if a, ok := tlsAlert(raw); !ok || a != tc.alert {
 				t.Fatalf("tlsAlert(%v) = %d, %t; want %d", raw, a, ok, tc.alert)
 			}
+			// Met during a Write, unexplained, it is fatal too.
+			if wrapped := fmt.Errorf("writing: %w", raw); !IsFatal(wrapped) || IsRetryable(wrapped) {
+				t.Errorf("raw alert: IsFatal %t, IsRetryable %t; want fatal", IsFatal(wrapped), IsRetryable(wrapped))
+			}
 			c := Config{TLS: tc.tls}
 			err := c.explainConnectErr(fmt.Errorf("reading metadata: %w", raw))
 			if !strings.Contains(err.Error(), tc.want) {
@@ -232,5 +236,22 @@ func TestSecurityRemoteTLSAlertIsFatal(t *testing.T) {
 	// Errors that are not alerts are left alone.
 	if _, ok := tlsAlert(&net.OpError{Op: "read", Err: errors.New("x")}); ok {
 		t.Error("tlsAlert took a read error for an alert")
+	}
+}
+
+// TLS values never print the client's private key, and SASL encodes to
+// JSON without its functions.
+func TestTLSKeyHiddenSASLEncodable(t *testing.T) {
+	tc := TLS{CertPEM: []byte("cert"), KeyPEM: []byte("-----BEGIN PRIVATE KEY----- secret")}
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s"} {
+		for _, v := range []any{tc, &tc} {
+			if out := fmt.Sprintf(verb, v); strings.Contains(out, "secret") {
+				t.Errorf("%s of %T printed the key: %s", verb, v, out)
+			}
+		}
+	}
+	b, err := json.Marshal(SASL{Mechanism: SASLOAuthBearer, Token: func(context.Context) (string, error) { return "", nil }})
+	if err != nil || strings.Contains(string(b), "Token") {
+		t.Errorf("SASL JSON %s, %v: want it encodable without its functions", b, err)
 	}
 }

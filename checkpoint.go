@@ -135,7 +135,7 @@ func (s *checkpointStore) read(ctx context.Context, adm *kadm.Client, connOpts [
 	for next < end.Offset && bad == nil {
 		fetches := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return known, fmt.Errorf("kafkasink: reading checkpoint topic %q partition %d at offset %d of %d (another sink's open transaction may hold it; it ends within its transaction timeout): %w", s.topic, s.partition, next, end.Offset, context.Cause(ctx))
+			return known, fmt.Errorf("kafkasink: reading checkpoint topic %q partition %d at offset %d of %d: an open transaction holds the partition's last stable offset back (another sink's, which ends within its transaction timeout, or one a restarted broker has not finished yet; kafka-transactions.sh --find-hanging lists them): %w", s.topic, s.partition, next, end.Offset, context.Cause(ctx))
 		}
 		for _, fe := range fetches.Errors() {
 			if !IsRetryable(fe.Err) {

@@ -357,13 +357,9 @@ func TestConcurrentTransactionsAndLeaderMovesAreRetriedInsideWrite(t *testing.T)
 	const topic = "kafkasink.public.orders"
 	s := newSink(t, brokers, "churn", func(c *kafkasink.Config) {
 		c.Topics.Partitions = 3
-		// kgo waits MetadataMinAge (5s) before it refreshes leaders
-		// after NOT_LEADER, and backs off up to 1s between retries;
-		// fine in production, slow in a test.
-		c.ClientOptions = []kgo.Opt{
-			kgo.MetadataMinAge(50 * time.Millisecond),
-			kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
-		}
+		// kgo backs off up to 1s between retries; fine in
+		// production, slow in a test.
+		c.ClientOptions = []kgo.Opt{kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond })}
 	})
 	var all []kafkasink.Event
 	for i := range 6 {

@@ -82,9 +82,9 @@ func (s *base) deletedTopic(ctx context.Context, pt *part) error {
 		}
 		checked[r.Topic] = true
 		if md, err := topicMetadata(ctx, s.cl, r.Topic); err == nil && md == nil {
-			s.topics.forget(r.Topic)
-			return &WriteError{Topic: r.Topic, Partition: -1, Position: pt.positions[j],
-				Err: fmt.Errorf("%w: %q was deleted while the sink ran; recreate it (or route its tables elsewhere) and restart the sink", ErrTopicMissing, r.Topic)}
+			gone := fmt.Errorf("%w: %q was deleted while the sink ran; recreate it (or route its tables elsewhere) and restart the sink", ErrTopicMissing, r.Topic)
+			s.topics.markDeleted(r.Topic, gone)
+			return &WriteError{Topic: r.Topic, Partition: -1, Position: pt.positions[j], Err: gone}
 		}
 	}
 	return nil

@@ -106,12 +106,19 @@ type base struct {
 	ckpt Checkpoint
 }
 
-// baseOptions are the options every client of the sink starts with.
+// baseOptions are the options every client of the sink starts with;
+// ClientOptions come after them and may override the ones not owned.
 func (s *base) baseOptions() []kgo.Opt {
 	return append([]kgo.Opt{
 		kgo.SeedBrokers(s.cfg.Brokers...),
 		kgo.WithLogger(kgoslog.Logger{L: s.log}),
 		kgo.ClientID("kafkasink-" + s.cfg.SinkID),
+		// kgo refreshes metadata at most every MetadataMinAge (5s by
+		// default), and it waits for a refresh before retrying a
+		// produce after CONCURRENT_TRANSACTIONS or a leader move: that
+		// stalled back-to-back transactions by seconds on a real
+		// cluster (50s against 6s for 40 small batches).
+		kgo.MetadataMinAge(250 * time.Millisecond),
 	}, s.cfg.securityOptions()...)
 }
 

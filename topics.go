@@ -110,19 +110,28 @@ type topicInfo struct {
 // topicCache ensures each destination topic exists (creating it when
 // allowed) the first time it is used, and remembers its limits.
 type topicCache struct {
-	cfg    *Topics
-	mu     sync.Mutex
-	topics map[string]topicInfo
+	cfg     *Topics
+	mu      sync.Mutex
+	topics  map[string]topicInfo
+	deleted map[string]error // topics deleted under a running sink
 }
 
 func newTopicCache(cfg *Topics) *topicCache {
-	return &topicCache{cfg: cfg, topics: make(map[string]topicInfo)}
+	return &topicCache{cfg: cfg, topics: make(map[string]topicInfo), deleted: make(map[string]error)}
 }
 
-// get returns the topic's info, ensuring it exists on first use.
+// get returns the topic's info, ensuring it exists on first use. A topic
+// deleted while the sink ran stays an error until the sink is restarted:
+// recreating it quietly would hide the deletion from its consumers.
 func (c *topicCache) get(ctx context.Context, cl *kgo.Client, topic string) (topicInfo, error) {
 	if info, ok := c.peek(topic); ok {
 		return info, nil
+	}
+	c.mu.Lock()
+	gone := c.deleted[topic]
+	c.mu.Unlock()
+	if gone != nil {
+		return topicInfo{}, gone
 	}
 	info, err := ensureTopic(ctx, cl, topic, c.cfg.MustExist, c.cfg.Partitions, c.cfg.ReplicationFactor, c.cfg.Configs)
 	if err != nil {
@@ -143,11 +152,12 @@ func (c *topicCache) peek(topic string) (topicInfo, bool) {
 	return info, ok
 }
 
-// forget drops a topic, so its next use checks the broker again: after a
-// write found it missing.
-func (c *topicCache) forget(topic string) {
+// markDeleted records that topic was deleted under the running sink; err
+// is what every later use returns.
+func (c *topicCache) markDeleted(topic string, err error) {
 	c.mu.Lock()
 	delete(c.topics, topic)
+	c.deleted[topic] = err
 	c.mu.Unlock()
 }
 

@@ -27,6 +27,9 @@
 //	                                                        can reorder records
 //
 // Exactly-once is what a consumer with isolation.level=read_committed sees.
+// A transaction is durable when Write returns; the broker writes its commit
+// markers just after, so such a consumer may see it moments later, but never
+// in part.
 // A read_uncommitted consumer (the Java client's default) also sees records
 // of aborted transactions.
 //

@@ -1,0 +1,415 @@
+// Command pglogrepl streams PostgreSQL logical replication into Kafka with
+// pgcdc.Run and a kafkasink sink, exactly once by default, and logs its
+// progress: events per second, and how far behind the database it is in
+// bytes of WAL and in seconds.
+//
+//	go run ./examples/pglogrepl \
+//	    -pg 'postgres://cdc:secret@db:5432/shop' -brokers kafka:9092 \
+//	    -tables public.orders,public.customers -slot shop -publication shop
+//
+// Every flag falls back to an environment variable, named in -h
+// (KAFKASINK_PG, KAFKASINK_BROKERS, ...), so the program fits a container.
+// The SASL password is read from KAFKASINK_SASL_PASSWORD only: a flag would
+// show it in the process list.
+//
+// SIGINT and SIGTERM stop it cleanly: the Write in progress commits or
+// aborts as a whole, the sink is closed, and the exit status is 0. A run
+// killed at any moment (SIGKILL) loses and duplicates nothing for
+// read_committed consumers: the next run resumes from the slot and the
+// sink's checkpoint.
+//
+// Exit status: 0 after a signal, 1 on a runtime error, 2 on a
+// configuration error, 3 when another instance with the same sink id
+// fenced this one.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/pgcdc"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stderr))
+}
+
+// options are the program's settings after flags and environment.
+type options struct {
+	pg, brokers, tables, slot, publication, sinkID string
+	create, snapshot                               bool
+	mode, prefix, template, encoder, keyFormat     string
+	checkpointTopic, deadLetter                    string
+	partitions, replicationFactor                  int
+	tlsCA, tlsCert, tlsKey, tlsServerName          string
+	saslMechanism, saslUser                        string
+	saslPassword                                   string
+	batchEvents, batchBytes                        int
+	batchWait, txnTimeout, progress                time.Duration
+	logLevel                                       string
+}
+
+// parse reads args, with getenv supplying defaults: a flag given on the
+// command line wins over its environment variable.
+func parse(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
+	fs := flag.NewFlagSet("pglogrepl", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := &options{}
+	var envErrs []string
+	str := func(p *string, name, env, def, usage string) {
+		if v := getenv(env); v != "" {
+			def = v
+		}
+		fs.StringVar(p, name, def, usage+" ($"+env+")")
+	}
+	num := func(p *int, name, env string, def int, usage string) {
+		if v := getenv(env); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				envErrs = append(envErrs, fmt.Sprintf("$%s=%q is not an integer", env, v))
+			}
+			def = n
+		}
+		fs.IntVar(p, name, def, usage+" ($"+env+")")
+	}
+	dur := func(p *time.Duration, name, env string, def time.Duration, usage string) {
+		if v := getenv(env); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				envErrs = append(envErrs, fmt.Sprintf("$%s=%q is not a duration such as 250ms", env, v))
+			}
+			def = d
+		}
+		fs.DurationVar(p, name, def, usage+" ($"+env+")")
+	}
+	boolean := func(p *bool, name, env string, def bool, usage string) {
+		if v := getenv(env); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				envErrs = append(envErrs, fmt.Sprintf("$%s=%q is not a boolean", env, v))
+			}
+			def = b
+		}
+		fs.BoolVar(p, name, def, usage+" ($"+env+")")
+	}
+
+	str(&o.pg, "pg", "KAFKASINK_PG", "", "PostgreSQL connection string (postgres:// URL or keyword/value); the role needs REPLICATION")
+	str(&o.brokers, "brokers", "KAFKASINK_BROKERS", "", "Kafka seed brokers, comma-separated host:port")
+	str(&o.tables, "tables", "KAFKASINK_TABLES", "", "tables of the publication to create, comma-separated schema.table; empty means FOR ALL TABLES")
+	str(&o.slot, "slot", "KAFKASINK_SLOT", "kafkasink", "logical replication slot")
+	str(&o.publication, "publication", "KAFKASINK_PUBLICATION", "kafkasink", "publication")
+	boolean(&o.create, "create", "KAFKASINK_CREATE", true, "create the slot and the publication when missing")
+	boolean(&o.snapshot, "snapshot", "KAFKASINK_SNAPSHOT", false, "deliver the tables' existing rows before the changes")
+	str(&o.sinkID, "sink-id", "KAFKASINK_SINK_ID", "", "sink id: checkpoint key and base of the transactional id; default the slot name")
+	str(&o.mode, "mode", "KAFKASINK_MODE", "exactly-once", "exactly-once, idempotent or plain")
+	str(&o.prefix, "topic-prefix", "KAFKASINK_TOPIC_PREFIX", "", "topics are <prefix>.<schema>.<table> (default prefix kafkasink)")
+	str(&o.template, "topic-template", "KAFKASINK_TOPIC_TEMPLATE", "", "topic template with {schema} and {table}; conflicts with -topic-prefix")
+	num(&o.partitions, "partitions", "KAFKASINK_PARTITIONS", 0, "partitions of topics the sink creates (0: the broker's default)")
+	num(&o.replicationFactor, "replication-factor", "KAFKASINK_REPLICATION_FACTOR", 0, "replication factor of topics the sink creates (0: the broker's default)")
+	str(&o.encoder, "encoder", "KAFKASINK_ENCODER", "json", "record value: json (change event), upsert (row, tombstone on delete) or debezium")
+	str(&o.keyFormat, "key-format", "KAFKASINK_KEY_FORMAT", "text", "record key: text or json")
+	str(&o.checkpointTopic, "checkpoint-topic", "KAFKASINK_CHECKPOINT_TOPIC", "", "checkpoint topic (default "+kafkasink.DefaultCheckpointTopic+")")
+	str(&o.deadLetter, "dead-letter-topic", "KAFKASINK_DEAD_LETTER_TOPIC", "", "topic for events that cannot be encoded or routed; empty fails the batch instead")
+	str(&o.tlsCA, "tls-ca", "KAFKASINK_TLS_CA", "", "PEM file of the CAs to trust; setting any -tls-* flag enables TLS")
+	str(&o.tlsCert, "tls-cert", "KAFKASINK_TLS_CERT", "", "client certificate PEM file, for mutual TLS")
+	str(&o.tlsKey, "tls-key", "KAFKASINK_TLS_KEY", "", "client key PEM file, for mutual TLS")
+	str(&o.tlsServerName, "tls-server-name", "KAFKASINK_TLS_SERVER_NAME", "", "name to verify in the broker's certificate")
+	str(&o.saslMechanism, "sasl-mechanism", "KAFKASINK_SASL_MECHANISM", "", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; the password comes from $KAFKASINK_SASL_PASSWORD")
+	str(&o.saslUser, "sasl-user", "KAFKASINK_SASL_USER", "", "SASL user name")
+	num(&o.batchEvents, "batch-max-events", "KAFKASINK_BATCH_MAX_EVENTS", 0, "events per Write (0: pgcdc's default)")
+	num(&o.batchBytes, "batch-max-bytes", "KAFKASINK_BATCH_MAX_BYTES", 0, "estimated bytes per Write (0: pgcdc's default)")
+	dur(&o.batchWait, "batch-max-wait", "KAFKASINK_BATCH_MAX_WAIT", 0, "longest a batch waits for more transactions (0: pgcdc's default)")
+	dur(&o.txnTimeout, "transaction-timeout", "KAFKASINK_TRANSACTION_TIMEOUT", 0, "Kafka transaction timeout (0: the sink's default)")
+	dur(&o.progress, "progress", "KAFKASINK_PROGRESS", 5*time.Second, "how often to log progress; 0 disables")
+	str(&o.logLevel, "log-level", "KAFKASINK_LOG_LEVEL", "info", "debug, info, warn or error")
+	o.saslPassword = getenv("KAFKASINK_SASL_PASSWORD")
+
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		envErrs = append(envErrs, fmt.Sprintf("unexpected arguments %q: every setting is a flag", fs.Args()))
+	}
+	if envErrs != nil {
+		return nil, errors.New(strings.Join(envErrs, "; "))
+	}
+	return o, nil
+}
+
+// configs turns options into the sink's and pgcdc's Configs. Problems of
+// the values themselves are left to kafkasink.New and pgcdc.Run, which
+// report them all at once.
+func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, error) {
+	var problems []string
+	mode, err := kafkasink.ParseMode(o.mode)
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
+	var enc kafkasink.Encoder
+	switch o.encoder {
+	case "json":
+		enc = kafkasink.JSONEncoder{}
+	case "upsert":
+		enc = kafkasink.UpsertEncoder{}
+	case "debezium":
+		enc = kafkasink.DebeziumEncoder{Name: o.slot}
+	default:
+		problems = append(problems, fmt.Sprintf("-encoder %q: want json, upsert or debezium", o.encoder))
+	}
+	var kf kafkasink.KeyFormat
+	switch o.keyFormat {
+	case "text":
+		kf = kafkasink.KeyText
+	case "json":
+		kf = kafkasink.KeyJSON
+	default:
+		problems = append(problems, fmt.Sprintf("-key-format %q: want text or json", o.keyFormat))
+	}
+	if o.pg == "" {
+		problems = append(problems, "-pg (or $KAFKASINK_PG) is required: a PostgreSQL connection string")
+	}
+	if o.brokers == "" {
+		problems = append(problems, "-brokers (or $KAFKASINK_BROKERS) is required")
+	}
+	sinkID := o.sinkID
+	if sinkID == "" {
+		sinkID = o.slot
+	}
+	kcfg := kafkasink.Config{
+		Brokers:            splitList(o.brokers),
+		SinkID:             sinkID,
+		Mode:               mode,
+		TransactionTimeout: o.txnTimeout,
+		CheckpointTopic:    o.checkpointTopic,
+		Topics: kafkasink.Topics{
+			Prefix: o.prefix, Template: o.template,
+			Partitions: int32(o.partitions), ReplicationFactor: int16(o.replicationFactor),
+		},
+		KeyFormat:       kf,
+		Encoder:         enc,
+		DeadLetterTopic: o.deadLetter,
+		Logger:          logger,
+	}
+	if o.tlsCA != "" || o.tlsCert != "" || o.tlsKey != "" || o.tlsServerName != "" {
+		kcfg.TLS = &kafkasink.TLS{CAFile: o.tlsCA, CertFile: o.tlsCert, KeyFile: o.tlsKey, ServerName: o.tlsServerName}
+	}
+	if o.saslMechanism != "" {
+		kcfg.SASL = &kafkasink.SASL{
+			Mechanism: kafkasink.SASLMechanism(strings.ToUpper(o.saslMechanism)),
+			Username:  o.saslUser,
+			Password:  kafkasink.Secret(o.saslPassword),
+		}
+	}
+	pcfg := pgcdc.Config{
+		ConnString:        o.pg,
+		Slot:              o.slot,
+		Publication:       o.publication,
+		Tables:            splitList(o.tables),
+		CreateSlot:        o.create,
+		CreatePublication: o.create,
+		Snapshot:          o.snapshot,
+		BatchMaxEvents:    o.batchEvents,
+		BatchMaxBytes:     o.batchBytes,
+		BatchMaxWait:      o.batchWait,
+		Logger:            logger,
+	}
+	if problems != nil {
+		return kcfg, pcfg, &kafkasink.ConfigError{Problems: problems}
+	}
+	return kcfg, pcfg, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// run is the program; main only adds the signals and the exit.
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+	o, err := parse(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "pglogrepl:", err)
+		return 2
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		fmt.Fprintf(stderr, "pglogrepl: -log-level %q: want debug, info, warn or error\n", o.logLevel)
+		return 2
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	kcfg, pcfg, err := o.configs(logger)
+	if err != nil {
+		return fail(logger, err)
+	}
+
+	// New reads the checkpoint back; bound it so an unreachable cluster
+	// ends the program instead of hanging it, but let a signal end it
+	// sooner.
+	nctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	inner, err := kafkasink.New(nctx, kcfg)
+	cancel()
+	if err != nil {
+		return fail(logger, err)
+	}
+	sink := &countingSink{Sink: inner}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := inner.Close(cctx); err != nil {
+			logger.Warn("closing the sink", "error", err)
+		}
+	}()
+	logger.Info("sink started", "sink_id", kcfg.SinkID, "mode", kcfg.Mode.String(), "checkpoint", inner.Checkpoint().Position.String())
+
+	var wg sync.WaitGroup
+	pctx, stopProgress := context.WithCancel(ctx)
+	if o.progress > 0 {
+		wg.Go(func() { reportProgress(pctx, logger, pcfg.ConnString, pcfg.Slot, o.progress, sink) })
+	}
+	err = pgcdc.Run(ctx, pcfg, sink)
+	stopProgress()
+	wg.Wait()
+	if ctx.Err() != nil && errors.Is(err, context.Cause(ctx)) {
+		logger.Info("stopped by signal", "events", sink.events.Load(), "checkpoint", inner.Checkpoint().Position.String())
+		return 0
+	}
+	return fail(logger, err)
+}
+
+// fail logs err and returns the exit status for it.
+func fail(logger *slog.Logger, err error) int {
+	logger.Error("stopped", "error", err, "fenced", errors.Is(err, kafkasink.ErrFenced))
+	var ce *kafkasink.ConfigError
+	switch {
+	case errors.As(err, &ce):
+		return 2
+	case errors.Is(err, kafkasink.ErrFenced):
+		return 3
+	}
+	return 1
+}
+
+// countingSink counts what Writes delivered, for the progress log. Write
+// is called by one goroutine at a time (pgcdc.Run's writer); the counters
+// are read by the progress goroutine.
+type countingSink struct {
+	kafkasink.Sink
+	events     atomic.Int64
+	lastCommit atomic.Int64 // Unix nanoseconds of the newest written event's commit
+}
+
+func (s *countingSink) Write(ctx context.Context, b kafkasink.Batch) error {
+	if err := s.Sink.Write(ctx, b); err != nil {
+		return err
+	}
+	s.events.Add(int64(len(b.Events)))
+	if n := len(b.Events); n > 0 && !b.Events[n-1].Commit.IsZero() {
+		s.lastCommit.Store(b.Events[n-1].Commit.UnixNano())
+	}
+	return nil
+}
+
+// reportProgress logs every interval: events per second since the last
+// report, the lag in bytes (the server's current WAL position minus the
+// slot's confirmed_flush_lsn: WAL the slot holds back and that is not in
+// Kafka yet) and in seconds (now minus the commit time of the newest event
+// written). The seconds grow while the published tables are idle; the
+// bytes tell whether that is lag or quiet.
+func reportProgress(ctx context.Context, logger *slog.Logger, connString, slot string, every time.Duration, s *countingSink) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var db *pgx.Conn
+	defer func() {
+		if db != nil {
+			db.Close(context.Background())
+		}
+	}()
+	last, lastAt := s.events.Load(), time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		n := s.events.Load()
+		rate := float64(n-last) / now.Sub(lastAt).Seconds()
+		last, lastAt = n, now
+
+		attrs := []any{"events", n, "events_per_second", int64(rate + 0.5), "checkpoint", s.Checkpoint().Position.String()}
+		if c := s.lastCommit.Load(); c != 0 {
+			attrs = append(attrs, "lag_seconds", now.Sub(time.Unix(0, c)).Seconds())
+		}
+		lag, confirmed, err := slotLag(ctx, &db, connString, slot)
+		if err != nil {
+			// The database may be restarting; Run reconnects on its
+			// own, and so does the next report.
+			attrs = append(attrs, "lag_error", err)
+		} else {
+			attrs = append(attrs, "lag_bytes", lag, "confirmed_flush_lsn", confirmed)
+		}
+		logger.Info("progress", attrs...)
+	}
+}
+
+// slotLag returns pg_current_wal_lsn() minus the slot's
+// confirmed_flush_lsn, and the latter, on *db, connecting when needed.
+func slotLag(ctx context.Context, db **pgx.Conn, connString, slot string) (int64, string, error) {
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if *db == nil {
+		cc, err := pgx.ParseConfig(connString)
+		if err != nil {
+			return 0, "", err
+		}
+		// The connection string may ask for a replication connection;
+		// this query needs an ordinary one.
+		delete(cc.RuntimeParams, "replication")
+		cc.RuntimeParams["application_name"] = "kafkasink-pglogrepl-progress"
+		if *db, err = pgx.ConnectConfig(qctx, cc); err != nil {
+			*db = nil
+			return 0, "", err
+		}
+	}
+	var lag *int64
+	var confirmed *string
+	err := (*db).QueryRow(qctx, `SELECT (pg_current_wal_lsn() - confirmed_flush_lsn)::bigint, confirmed_flush_lsn::text
+		FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&lag, &confirmed)
+	if err != nil {
+		(*db).Close(context.Background())
+		*db = nil
+		if errors.Is(err, pgx.ErrNoRows) {
+			return 0, "", fmt.Errorf("slot %q does not exist yet", slot)
+		}
+		return 0, "", err
+	}
+	if lag == nil || confirmed == nil {
+		return 0, "", fmt.Errorf("slot %q has no confirmed position yet", slot)
+	}
+	return *lag, *confirmed, nil
+}

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/internal/sinktest"
+)
+
+// syncBuffer is the program's stderr, read by the test while it runs.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestStreamsRowsIntoKafka runs the program against the real PostgreSQL and
+// Kafka of scripts/testenv.sh: rows inserted, updated and deleted arrive in
+// the table's topic once each, progress is logged with the lag, and a
+// cancelled context (what SIGTERM does) stops it with status 0.
+func TestStreamsRowsIntoKafka(t *testing.T) {
+	pg, brokers := os.Getenv("KAFKASINK_TEST_PG"), os.Getenv("KAFKASINK_TEST_BROKERS")
+	var missing []string
+	if pg == "" {
+		missing = append(missing, "KAFKASINK_TEST_PG")
+	}
+	if brokers == "" {
+		missing = append(missing, "KAFKASINK_TEST_BROKERS")
+	}
+	if missing != nil {
+		t.Skipf("%s not set: start scripts/testenv.sh and eval \"$(scripts/testenv.sh env)\"", strings.Join(missing, " and "))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	name := fmt.Sprintf("pglogrepl_example_%06d", rand.IntN(1e6))
+	db, err := pgx.Connect(ctx, pg)
+	if err != nil {
+		t.Fatalf("connecting to KAFKASINK_TEST_PG: %v", err)
+	}
+	t.Cleanup(func() { dropAll(db, name) })
+	if _, err := db.Exec(ctx, "CREATE TABLE "+name+" (id int PRIMARY KEY, note text)"); err != nil {
+		t.Fatal(err)
+	}
+
+	var out syncBuffer
+	runCtx, stop := context.WithCancel(ctx)
+	status := make(chan int, 1)
+	args := []string{"-pg", pg, "-tables", "public." + name, "-slot", name, "-publication", name,
+		"-topic-prefix", name, "-partitions", "3", "-batch-max-wait", "20ms", "-progress", "300ms"}
+	go func() { status <- run(runCtx, args, func(k string) string { return env(k, brokers) }, &out) }()
+	defer stop()
+
+	// The slot is created by the program; changes made before it exists
+	// are not in it, so wait for it.
+	waitFor(t, 60*time.Second, "the replication slot", status, &out, func() bool {
+		var n int
+		db.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", name).Scan(&n)
+		return n == 1
+	})
+	for _, sql := range []string{
+		"INSERT INTO " + name + " SELECT g, 'row ' || g FROM generate_series(1, 20) g",
+		"UPDATE " + name + " SET note = 'changed' WHERE id <= 5",
+		"DELETE FROM " + name + " WHERE id = 20",
+	} {
+		if _, err := db.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	const want = 20 + 5 + 1
+	topic := name + ".public." + name
+	var recs int
+	waitFor(t, 60*time.Second, fmt.Sprintf("%d records in %s", want, topic), status, &out, func() bool {
+		recs = len(sinktest.ReadCommitted(t, []string{brokers}, topic))
+		return recs >= want
+	})
+	waitFor(t, 30*time.Second, "a progress line with the lag", status, &out, func() bool {
+		return strings.Contains(out.String(), "msg=progress") && strings.Contains(out.String(), "lag_bytes=")
+	})
+	stop()
+	select {
+	case code := <-status:
+		if code != 0 {
+			t.Fatalf("exit status %d after cancellation, want 0:\n%s", code, out.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("did not stop within 30s of cancellation:\n%s", out.String())
+	}
+
+	records := sinktest.ReadCommitted(t, []string{brokers}, topic)
+	ops := map[string]int{}
+	ids := map[string]bool{}
+	for _, r := range records {
+		ops[sinktest.Header(r, kafkasink.HeaderOp)]++
+		id := sinktest.Header(r, kafkasink.HeaderID)
+		if ids[id] {
+			t.Errorf("event %s delivered twice", id)
+		}
+		ids[id] = true
+	}
+	if len(records) != want || ops["insert"] != 20 || ops["update"] != 5 || ops["delete"] != 1 {
+		t.Fatalf("read %d records %v, want 20 inserts, 5 updates, 1 delete", len(records), ops)
+	}
+	var progress string
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.Contains(line, "msg=progress") {
+			progress = line
+		}
+	}
+	t.Log("last progress line: ", progress)
+}
+
+// env is the test's environment: the broker, nothing else, so settings of
+// the developer's shell do not leak into the run.
+func env(k, brokers string) string {
+	if k == "KAFKASINK_BROKERS" {
+		return brokers
+	}
+	return ""
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, status chan int, out *syncBuffer, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		select {
+		case code := <-status:
+			t.Fatalf("the program exited with status %d while waiting for %s:\n%s", code, what, out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s:\n%s", timeout, what, out.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// dropAll removes the slot (ending a walsender that still holds it), the
+// publication and the table.
+func dropAll(db *pgx.Conn, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		_, err := db.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL`, name)
+		if err == nil {
+			_, err = db.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, name)
+		}
+		if err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	db.Exec(ctx, "DROP PUBLICATION IF EXISTS "+name)
+	db.Exec(ctx, "DROP TABLE IF EXISTS "+name)
+	db.Close(ctx)
+}

@@ -502,6 +502,17 @@ func (w *ckptWatcher) synced() (kafkasink.Position, bool) {
 
 // sampler pairs the slot's confirmed_flush_lsn with the checkpoint
 // committed after it was read, until stopped.
+//
+// Which comparison is right: "checkpoint LSN >= confirmed_flush_lsn" is
+// not. The checkpoint holds a commit LSN (where the transaction's commit
+// record starts), while the slot is confirmed the end LSN of that commit
+// record, which is above it, and, between transactions, keepalive and
+// heartbeat positions further on; a correct sink confirms above its
+// checkpoint all the time. The invariant is that every transaction whose
+// commit LSN lies below the confirmed position is in Kafka: the first
+// event above the checkpoint has a commit LSN at or above the confirmed
+// position. checkConfirmed checks exactly that against the events read
+// back at the end.
 type sampler struct {
 	mu      sync.Mutex
 	samples []confirmSample

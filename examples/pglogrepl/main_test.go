@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -94,8 +95,9 @@ func TestStreamsRowsIntoKafka(t *testing.T) {
 		recs = len(sinktest.ReadCommitted(t, []string{brokers}, topic))
 		return recs >= want
 	})
-	waitFor(t, 30*time.Second, "a progress line with the lag", status, &out, func() bool {
-		return strings.Contains(out.String(), "msg=progress") && strings.Contains(out.String(), "lag_bytes=")
+	progressLine := regexp.MustCompile(fmt.Sprintf(`msg=progress events=%d .*lag_seconds=\S+ lag_bytes=\d+`, want))
+	waitFor(t, 30*time.Second, "a progress line counting every event, with the lag", status, &out, func() bool {
+		return progressLine.MatchString(out.String())
 	})
 	stop()
 	select {
@@ -173,4 +175,58 @@ func dropAll(db *pgx.Conn, name string) {
 	db.Exec(ctx, "DROP PUBLICATION IF EXISTS "+name)
 	db.Exec(ctx, "DROP TABLE IF EXISTS "+name)
 	db.Close(ctx)
+}
+
+// TestFlagsOverrideEnvironment pins the precedence: a flag on the command
+// line wins over its environment variable, which wins over the default;
+// the SASL password comes from the environment only.
+func TestFlagsOverrideEnvironment(t *testing.T) {
+	environ := map[string]string{
+		"KAFKASINK_BROKERS":          "env:9092",
+		"KAFKASINK_MODE":             "idempotent",
+		"KAFKASINK_BATCH_MAX_EVENTS": "77",
+		"KAFKASINK_SNAPSHOT":         "true",
+		"KAFKASINK_SASL_MECHANISM":   "scram-sha-512",
+		"KAFKASINK_SASL_USER":        "cdc",
+		"KAFKASINK_SASL_PASSWORD":    "hunter2",
+		"KAFKASINK_TLS_CA":           "/ca.pem",
+	}
+	var stderr bytes.Buffer
+	o, err := parse([]string{"-brokers", "flag:9092", "-pg", "postgres://h/db", "-encoder", "debezium"}, func(k string) string { return environ[k] }, &stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kcfg, pcfg, err := o.configs(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := kcfg.Brokers; len(got) != 1 || got[0] != "flag:9092" {
+		t.Errorf("Brokers %v, want the flag's [flag:9092]", got)
+	}
+	if kcfg.Mode != kafkasink.Idempotent || pcfg.BatchMaxEvents != 77 || !pcfg.Snapshot {
+		t.Errorf("environment not applied: mode %v, batch %d, snapshot %t", kcfg.Mode, pcfg.BatchMaxEvents, pcfg.Snapshot)
+	}
+	if _, ok := kcfg.Encoder.(kafkasink.DebeziumEncoder); !ok {
+		t.Errorf("Encoder %T, want DebeziumEncoder", kcfg.Encoder)
+	}
+	if kcfg.SASL == nil || kcfg.SASL.Mechanism != kafkasink.SASLScramSHA512 || kcfg.SASL.Username != "cdc" || kcfg.SASL.Password != "hunter2" {
+		t.Errorf("SASL %+v", kcfg.SASL)
+	}
+	if kcfg.TLS == nil || kcfg.TLS.CAFile != "/ca.pem" {
+		t.Errorf("TLS %+v", kcfg.TLS)
+	}
+	if kcfg.SinkID != "kafkasink" || pcfg.Slot != "kafkasink" {
+		t.Errorf("SinkID %q, Slot %q: want both the default slot name", kcfg.SinkID, pcfg.Slot)
+	}
+
+	if _, err := parse([]string{"-sasl-password", "x"}, func(string) string { return "" }, &stderr); err == nil {
+		t.Error("-sasl-password was accepted: the password must not be a flag")
+	}
+	if _, err := parse(nil, func(k string) string { return map[string]string{"KAFKASINK_BATCH_MAX_EVENTS": "many"}[k] }, &stderr); err == nil || !strings.Contains(err.Error(), "KAFKASINK_BATCH_MAX_EVENTS") {
+		t.Errorf("a bad environment value: %v, want an error naming it", err)
+	}
+	o, _ = parse([]string{"-encoder", "xml", "-key-format", "yaml"}, func(string) string { return "" }, &stderr)
+	if _, _, err := o.configs(nil); err == nil || !strings.Contains(err.Error(), "-encoder") || !strings.Contains(err.Error(), "-key-format") || !strings.Contains(err.Error(), "-pg") {
+		t.Errorf("configs: %v, want every problem at once", err)
+	}
 }

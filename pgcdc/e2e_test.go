@@ -6,12 +6,14 @@ package pgcdc
 // terminates the walsender under it, and checks that a read_committed
 // reader sees every change exactly once, in commit order per row.
 //
-// Default size (a big transaction of 50,000 rows, about a minute and a half):
+// Default size (a big transaction of 50,000 rows; about a minute on a
+// 2-core machine):
 //
 //	eval "$(scripts/testenv.sh env)"
 //	go test -count=1 -run TestEndToEndSIGKILLExactlyOnce -v ./pgcdc
 //
-// Full size, the 1,000,000-row transaction:
+// Full size, the 1,000,000-row transaction (about two and a half minutes
+// there):
 //
 //	eval "$(scripts/testenv.sh env)"
 //	KAFKASINK_E2E_BIGTXN=1000000 go test -count=1 -timeout 30m -run TestEndToEndSIGKILLExactlyOnce -v ./pgcdc
@@ -79,31 +81,15 @@ func realEnv(t testing.TB) (pg string, brokers []string) {
 	return os.Getenv("KAFKASINK_TEST_PG"), strings.Split(os.Getenv("KAFKASINK_TEST_BROKERS"), ",")
 }
 
-var (
-	programOnce sync.Once
-	programBin  string
-	programErr  error
-)
-
-// program builds examples/pglogrepl once per test binary.
+// program builds examples/pglogrepl into the test's temporary directory.
 func program(t *testing.T) string {
 	t.Helper()
-	programOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "pglogrepl")
-		if err != nil {
-			programErr = err
-			return
-		}
-		programBin = filepath.Join(dir, "pglogrepl")
-		out, err := exec.Command("go", "build", "-o", programBin, "github.com/kafkasink/kafkasink/examples/pglogrepl").CombinedOutput()
-		if err != nil {
-			programErr = fmt.Errorf("building examples/pglogrepl: %v\n%s", err, out)
-		}
-	})
-	if programErr != nil {
-		t.Fatal(programErr)
+	bin := filepath.Join(t.TempDir(), "pglogrepl")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/kafkasink/kafkasink/examples/pglogrepl").CombinedOutput()
+	if err != nil {
+		t.Fatalf("building examples/pglogrepl: %v\n%s", err, out)
 	}
-	return programBin
+	return bin
 }
 
 // lockedBuffer collects a process's output while it runs.
@@ -156,6 +142,7 @@ type e2e struct {
 	brokers []string
 	name    string // slot, publication, table, sink id and topic prefix
 	runs    int
+	bin     string    // the built program
 	db      *pgx.Conn // the test's own queries; only the test goroutine uses it
 }
 
@@ -166,7 +153,7 @@ func (e *e2e) ckptTopic() string { return e.name + ".checkpoints" }
 func (e *e2e) start() *proc {
 	e.t.Helper()
 	e.runs++
-	cmd := exec.Command(program(e.t),
+	cmd := exec.Command(e.bin,
 		"-pg", e.pg, "-brokers", strings.Join(e.brokers, ","), "-tables", "public."+e.name,
 		"-slot", e.name, "-publication", e.name, "-sink-id", e.name,
 		"-topic-prefix", e.name, "-checkpoint-topic", e.ckptTopic(), "-partitions", "3",
@@ -632,10 +619,10 @@ func TestEndToEndSIGKILLExactlyOnce(t *testing.T) {
 	}
 	big := bigTxnSize(t)
 	began := time.Now()
-	program(t) // build before any timer starts
+	bin := program(t) // built before any timer starts
 
 	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
-	e := &e2e{t: t, pg: pg, brokers: brokers, name: fmt.Sprintf("pgcdc_e2e_%06d", rnd.IntN(1e6))}
+	e := &e2e{t: t, pg: pg, brokers: brokers, bin: bin, name: fmt.Sprintf("pgcdc_e2e_%06d", rnd.IntN(1e6))}
 	ctx := context.Background()
 	db, err := pgx.Connect(ctx, pg)
 	if err != nil {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
@@ -59,7 +61,7 @@ func TestStreamsRowsIntoKafka(t *testing.T) {
 	if err != nil {
 		t.Fatalf("connecting to KAFKASINK_TEST_PG: %v", err)
 	}
-	t.Cleanup(func() { dropAll(db, name) })
+	t.Cleanup(func() { dropAll(db, name, brokers) })
 	if _, err := db.Exec(ctx, "CREATE TABLE "+name+" (id int PRIMARY KEY, note text)"); err != nil {
 		t.Fatal(err)
 	}
@@ -158,8 +160,8 @@ func waitFor(t *testing.T, timeout time.Duration, what string, status chan int, 
 }
 
 // dropAll removes the slot (ending a walsender that still holds it), the
-// publication and the table.
-func dropAll(db *pgx.Conn, name string) {
+// publication, the table and its topic.
+func dropAll(db *pgx.Conn, name, brokers string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for ctx.Err() == nil {
@@ -175,6 +177,10 @@ func dropAll(db *pgx.Conn, name string) {
 	db.Exec(ctx, "DROP PUBLICATION IF EXISTS "+name)
 	db.Exec(ctx, "DROP TABLE IF EXISTS "+name)
 	db.Close(ctx)
+	if cl, err := kgo.NewClient(kgo.SeedBrokers(brokers)); err == nil {
+		kadm.NewClient(cl).DeleteTopics(ctx, name+".public."+name)
+		cl.Close()
+	}
 }
 
 // TestFlagsOverrideEnvironment pins the precedence: a flag on the command

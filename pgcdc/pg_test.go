@@ -476,16 +476,17 @@ func checkExactlyOnce(t *testing.T, recs []record, want []change) {
 			t.Errorf("row %d: changes in topic order %v, commit order %v", id, gp[id], w)
 		}
 	}
-	for id := range gp {
-		var last kafkasink.Position
-		for _, r := range recs {
-			if r.change().id == id && id >= 0 {
-				if r.Position.Compare(last) <= 0 {
-					t.Errorf("row %d: position %s after %s", id, r.Position, last)
-				}
-				last = r.Position
-			}
+	// One pass, remembering each row's last position.
+	last := make(map[int64]kafkasink.Position)
+	for _, r := range recs {
+		id := r.change().id
+		if id < 0 {
+			continue
 		}
+		if prev, ok := last[id]; ok && r.Position.Compare(prev) <= 0 {
+			t.Errorf("row %d: position %s after %s", id, r.Position, prev)
+		}
+		last[id] = r.Position
 	}
 }
 

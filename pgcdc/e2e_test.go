@@ -218,24 +218,15 @@ func (e *e2e) stop(p *proc) int {
 
 func (e *e2e) queryLSN(sql string, args ...any) kafkasink.LSN {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var s *string
-	if err := e.db.QueryRow(ctx, sql, args...).Scan(&s); err != nil {
-		e.t.Fatalf("%s: %v", sql, err)
-	}
-	if s == nil {
-		return 0
-	}
-	lsn, err := kafkasink.ParseLSN(*s)
+	lsn, err := queryLSN(context.Background(), e.db, sql, args...)
 	if err != nil {
-		e.t.Fatal(err)
+		e.t.Fatalf("%s: %v", sql, err)
 	}
 	return lsn
 }
 
 func (e *e2e) confirmed() kafkasink.LSN {
-	return e.queryLSN(`SELECT (SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1)`, e.name)
+	return e.queryLSN(confirmedFlushSQL, e.name)
 }
 
 // reconnect replaces the test's connection after a server restart.
@@ -574,16 +565,7 @@ func (s *sampler) add(confirmed kafkasink.LSN, w *ckptWatcher, delay time.Durati
 }
 
 func slotConfirmed(ctx context.Context, db *pgx.Conn, slot string) (kafkasink.LSN, error) {
-	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	var s *string
-	if err := db.QueryRow(qctx, `SELECT (SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1)`, slot).Scan(&s); err != nil {
-		return 0, err
-	}
-	if s == nil {
-		return 0, nil
-	}
-	return kafkasink.ParseLSN(*s)
+	return queryLSN(ctx, db, confirmedFlushSQL, slot)
 }
 
 // endOffsets sums the topic's high watermarks: it stops moving when the

@@ -128,27 +128,36 @@ func (e *pgEnv) queryLSN(sql string, args ...any) kafkasink.LSN {
 	e.t.Helper()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var s *string
-	if err := e.db.QueryRow(ctx, sql, args...).Scan(&s); err != nil {
+	lsn, err := queryLSN(context.Background(), e.db, sql, args...)
+	if err != nil {
 		e.t.Fatalf("%s: %v", sql, err)
 	}
-	if s == nil {
-		return 0
-	}
-	lsn, err := kafkasink.ParseLSN(*s)
-	if err != nil {
-		e.t.Fatal(err)
-	}
 	return lsn
+}
+
+// confirmedFlushSQL reads a slot's confirmed_flush_lsn, NULL when there is
+// no such slot.
+const confirmedFlushSQL = `SELECT (SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1)`
+
+// queryLSN runs a query returning one LSN as text; NULL is 0.
+func queryLSN(ctx context.Context, db *pgx.Conn, sql string, args ...any) (kafkasink.LSN, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var s *string
+	if err := db.QueryRow(ctx, sql, args...).Scan(&s); err != nil {
+		return 0, err
+	}
+	if s == nil {
+		return 0, nil
+	}
+	return kafkasink.ParseLSN(*s)
 }
 
 // confirmedFlush returns the slot's confirmed_flush_lsn, 0 when there is
 // no slot yet.
 func (e *pgEnv) confirmedFlush() kafkasink.LSN {
 	e.t.Helper()
-	return e.queryLSN(`SELECT (SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1)`, e.name)
+	return e.queryLSN(confirmedFlushSQL, e.name)
 }
 
 // createTable creates the test table name+suffix: id int primary key, seq

@@ -25,7 +25,6 @@ package pgcdc
 // KAFKASINK_E2E_NO_PG_RESTART=1 skips that step.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -91,28 +90,10 @@ func program(t *testing.T) string {
 	return bin
 }
 
-// lockedBuffer collects a process's output while it runs.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // proc is one run of the program.
 type proc struct {
 	cmd  *exec.Cmd
-	out  *lockedBuffer
+	out  *sinktest.SyncBuffer
 	done chan struct{} // closed when it exited
 }
 
@@ -163,7 +144,7 @@ func (e *e2e) start() *proc {
 	// The test's environment must not configure the program behind its
 	// back: only what the flags say.
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TMPDIR=" + os.TempDir()}
-	out := &lockedBuffer{}
+	out := &sinktest.SyncBuffer{}
 	fmt.Fprintf(out, "--- run %d\n", e.runs)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {

@@ -8,7 +8,6 @@ import (
 	"os"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,24 +18,6 @@ import (
 	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
 )
-
-// syncBuffer is the program's stderr, read by the test while it runs.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestStreamsRowsIntoKafka runs the program against the real PostgreSQL and
 // Kafka of scripts/testenv.sh: rows inserted, updated and deleted arrive in
@@ -66,7 +47,7 @@ func TestStreamsRowsIntoKafka(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var out syncBuffer
+	var out sinktest.SyncBuffer
 	runCtx, stop := context.WithCancel(ctx)
 	status := make(chan int, 1)
 	args := []string{"-pg", pg, "-tables", "public." + name, "-slot", name, "-publication", name,
@@ -143,7 +124,7 @@ func env(k, brokers string) string {
 	return ""
 }
 
-func waitFor(t *testing.T, timeout time.Duration, what string, status chan int, out *syncBuffer, cond func() bool) {
+func waitFor(t *testing.T, timeout time.Duration, what string, status chan int, out *sinktest.SyncBuffer, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {

@@ -1,12 +1,14 @@
 package sinktest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -80,4 +82,22 @@ func sameIDs(t *testing.T, reader string, out []byte, want []string) {
 		t.Fatalf("%s: %d of %d events not seen exactly once", reader, bad, len(want))
 	}
 	t.Logf("%s saw each of %d events exactly once", reader, len(want))
+}
+
+// SyncBuffer collects a child process's output while the test reads it.
+type SyncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -118,6 +118,36 @@ func ReadCommittedErr(ctx context.Context, brokers []string, topics ...string) (
 	return read(ctx, brokers, true, topics...)
 }
 
+// readUpTo returns where to stop reading: the high watermarks, or for
+// committed reads the last stable offsets. A broker acknowledges a commit
+// before it has written the commit markers, so right after a Write the last
+// stable offset can still stop short of it: wait a moment for it to reach
+// the high watermark, then take it as it is (a test may hold a transaction
+// open on purpose).
+func readUpTo(ctx context.Context, adm *kadm.Client, committed bool, topics []string) (kadm.ListedOffsets, error) {
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		hw, err := adm.ListEndOffsets(ctx, topics...)
+		if err != nil || !committed {
+			return hw, err
+		}
+		lso, err := adm.ListCommittedOffsets(ctx, topics...)
+		if err != nil {
+			return nil, err
+		}
+		caughtUp := true
+		lso.Each(func(o kadm.ListedOffset) {
+			if h, ok := hw.Lookup(o.Topic, o.Partition); ok && h.Offset != o.Offset {
+				caughtUp = false
+			}
+		})
+		if caughtUp || time.Now().After(deadline) {
+			return lso, nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // read reads topics to their last stable offsets (committed) or high
 // watermarks (uncommitted).
 func read(ctx context.Context, brokers []string, committed bool, topics ...string) ([]*kgo.Record, error) {
@@ -129,13 +159,13 @@ func read(ctx context.Context, brokers []string, committed bool, topics ...strin
 		return nil, err
 	}
 	defer adm.Close()
-	list, isolation := kadm.NewClient(adm).ListEndOffsets, kgo.ReadUncommitted()
+	isolation := kgo.ReadUncommitted()
 	if committed {
-		list, isolation = kadm.NewClient(adm).ListCommittedOffsets, kgo.ReadCommitted()
+		isolation = kgo.ReadCommitted()
 	}
-	ends, err := list(ctx, topics...)
+	ends, err := readUpTo(ctx, kadm.NewClient(adm), committed, topics)
 	if err != nil {
-		return nil, fmt.Errorf("listing end offsets: %w", err)
+		return nil, err
 	}
 	want := make(map[string]map[int32]int64)
 	starts := make(map[string]map[int32]kgo.Offset)

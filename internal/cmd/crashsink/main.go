@@ -134,16 +134,20 @@ func parseCrash(s string) (string, int) {
 }
 
 // produceCrashHook kills the process when the broker has acknowledged a
-// produce request carrying records of the chosen batch: they are in the log,
-// their transaction is not committed.
+// record of the chosen batch: it is in the log, its transaction is not
+// committed. kgo calls OnProduceRecordUnbuffered synchronously, before the
+// record's promise, and the sink commits only after every promise has run,
+// so the kill always lands before the commit. (OnProduceBatchWritten would
+// not do: kgo calls it on a goroutine of its own, possibly after the
+// commit.)
 type produceCrashHook struct {
 	topicPrefix string
 	batch       *atomic.Int64
 	crashBatch  int
 }
 
-func (h produceCrashHook) OnProduceBatchWritten(_ kgo.BrokerMetadata, topic string, _ int32, _ kgo.ProduceBatchMetrics) {
-	if strings.HasPrefix(topic, h.topicPrefix) && h.batch.Load() == int64(h.crashBatch) {
+func (h produceCrashHook) OnProduceRecordUnbuffered(r *kgo.Record, err error) {
+	if err == nil && strings.HasPrefix(r.Topic, h.topicPrefix) && h.batch.Load() == int64(h.crashBatch) {
 		fmt.Printf("crashing after-produce batch=%d\n", h.crashBatch)
 		kill()
 	}

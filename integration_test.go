@@ -169,22 +169,6 @@ func loadEvents(b, n, keys, pad int) []kafkasink.Event {
 	return events
 }
 
-// readCommitted reads topics as a read_committed consumer until it sees at
-// least want records, for up to 15s, and returns what it saw last. A
-// commit returns once the coordinator has logged it; the markers that make
-// it visible follow, so a read right after a Write can still miss it.
-func readCommitted(t *testing.T, brokers []string, want int, topics ...string) []*kgo.Record {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		recs := sinktest.ReadCommitted(t, brokers, topics...)
-		if len(recs) >= want || time.Now().After(deadline) {
-			return recs
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // firstCommit signals the first transaction committed after arm.
 type firstCommit struct {
 	armed atomic.Bool
@@ -359,7 +343,7 @@ func TestBrokerRestartBetweenAndDuringWrites(t *testing.T) {
 	}
 
 	writeOK("batch 7", loadEvents(7, 200, keys, 100))
-	sinktest.CheckExactlyOnce(t, readCommitted(t, brokers, len(want), topic), want)
+	sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic), want)
 }
 
 func TestMustExistMissingTopicIsFatalWithAutoCreateOn(t *testing.T) {
@@ -518,9 +502,9 @@ func TestOversizedEventRejectedNeighboursDelivered(t *testing.T) {
 			c.Hooks = []kafkasink.Hook{h}
 		})
 		write(t, s, events)
-		delivered := readCommitted(t, brokers, len(neighbours), topic)
+		delivered := sinktest.ReadCommitted(t, brokers, topic)
 		sinktest.CheckExactlyOnce(t, delivered, neighbours)
-		dead := readCommitted(t, brokers, 1, dlq)
+		dead := sinktest.ReadCommitted(t, brokers, dlq)
 		if len(dead) != 1 {
 			t.Fatalf("%d dead-letter records, want 1", len(dead))
 		}
@@ -811,10 +795,10 @@ func TestCheckpointSurvivesRealLogCleaner(t *testing.T) {
 	}
 	for i := range sinks {
 		want := streamEvents(batches+more, events, keys)
-		sinktest.CheckExactlyOnce(t, readCommitted(t, brokers, len(want), ids[i]+".public.items"), want)
+		sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, ids[i]+".public.items"), want)
 	}
 	wantC := streamEvents(cBatches+3, cEvents, cKeys)
-	sinktest.CheckExactlyOnce(t, readCommitted(t, brokers, len(wantC), ids[2]+".public.items"), wantC)
+	sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, ids[2]+".public.items"), wantC)
 }
 
 // streamer writes the deterministic stream batch by batch, retrying
@@ -1030,7 +1014,7 @@ func TestThreeBrokerKillDuringStream(t *testing.T) {
 
 	n := st.finish(t)
 	want := streamEvents(n, events, keys)
-	sinktest.CheckExactlyOnce(t, readCommitted(t, brokers, len(want), topic), want)
+	sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic), want)
 	s.Close(ctx)
 	if got := newSink(t, brokers, name, config).Checkpoint().Position; got != want[len(want)-1].Position {
 		t.Fatalf("a new sink read back checkpoint %s, want %s", got, want[len(want)-1].Position)

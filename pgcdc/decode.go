@@ -130,6 +130,9 @@ type Decoder struct {
 	stream   *txnSpool // spool of the stream block in progress
 	spools   map[uint32]*txnSpool
 
+	// changes is reused by every Insert, Update and Delete message.
+	changes changeMsg
+
 	err    error
 	closed bool
 }
@@ -312,7 +315,7 @@ func (d *Decoder) decode(lsn kafkasink.LSN, data []byte) error {
 		}
 		return d.schema(lsn, msg)
 
-	case *pglogrepl.InsertMessageV2, *pglogrepl.UpdateMessageV2, *pglogrepl.DeleteMessageV2, *pglogrepl.TruncateMessageV2:
+	case *changeMsg, *pglogrepl.TruncateMessageV2:
 		if d.inStream {
 			return d.spoolMessage(lsn, data, msg)
 		}
@@ -414,12 +417,19 @@ func (d *Decoder) outsideStreams(lsn kafkasink.LSN, typ byte) error {
 	return nil
 }
 
-// parse validates data and parses it with pglogrepl.
+// parse validates data and parses it: changes with parseChange into the
+// reused d.changes, the other messages with pglogrepl.
 func (d *Decoder) parse(lsn kafkasink.LSN, data []byte, inStream bool) (msg pglogrepl.Message, err error) {
 	if len(data) == 0 {
 		return nil, &DecodeError{LSN: lsn, Err: errors.New("empty message")}
 	}
 	typ := data[0]
+	if isChange(typ) {
+		if err := parseChange(data, inStream, &d.changes); err != nil {
+			return nil, &DecodeError{LSN: lsn, Type: typeName(typ), Err: err}
+		}
+		return &d.changes, nil
+	}
 	if err := validate(data, inStream, d.cfg.ProtocolVersion); err != nil {
 		return nil, &DecodeError{LSN: lsn, Type: typeName(typ), Err: err}
 	}
@@ -513,58 +523,43 @@ func (d *Decoder) relation(lsn kafkasink.LSN, typ string, oid uint32) (*relInfo,
 // change delivers the events of one data change of transaction t.
 func (d *Decoder) change(t *txnState, lsn kafkasink.LSN, msg pglogrepl.Message) error {
 	switch m := msg.(type) {
-	case *pglogrepl.InsertMessageV2:
-		rel, err := d.relation(lsn, "Insert", m.RelationID)
+	case *changeMsg:
+		typ := m.typ.String()
+		rel, err := d.relation(lsn, typ, m.relation)
 		if err != nil {
 			return err
 		}
-		after, err := d.row(lsn, "Insert", rel, m.Tuple, nil, false)
-		if err != nil {
-			return err
-		}
-		return d.emit(t, rel, lsn, kafkasink.OpInsert, nil, after)
-
-	case *pglogrepl.UpdateMessageV2:
-		rel, err := d.relation(lsn, "Update", m.RelationID)
-		if err != nil {
-			return err
-		}
-		var old *pglogrepl.TupleData
-		if m.OldTupleType == pglogrepl.UpdateMessageTupleTypeOld {
-			old = m.OldTuple
-		}
-		after, err := d.row(lsn, "Update", rel, m.NewTuple, old, false)
-		if err != nil {
-			return err
-		}
-		var before kafkasink.Row
-		if m.OldTuple != nil {
-			keyOnly := m.OldTupleType == pglogrepl.UpdateMessageTupleTypeKey
-			if before, err = d.row(lsn, "Update", rel, m.OldTuple, nil, keyOnly); err != nil {
+		var before, after kafkasink.Row
+		if m.typ != pglogrepl.MessageTypeDelete {
+			// An unchanged TOAST column takes its value from a full old
+			// row (REPLICA IDENTITY FULL) when it has one.
+			var old tuple
+			if m.oldKind == 'O' {
+				old = m.old
+			}
+			if after, err = d.row(lsn, typ, rel, m.new, old, false); err != nil {
 				return err
 			}
-			if keyChanged(rel, m.OldTupleType, m.OldTuple, m.NewTuple) {
-				// A compacted topic keeps the last record per key: the
-				// old key needs its own delete, or it lives forever.
-				if err := d.emit(t, rel, lsn, kafkasink.OpDelete, before, nil); err != nil {
-					return err
-				}
-				return d.emit(t, rel, lsn, kafkasink.OpInsert, nil, after)
+		}
+		if m.oldKind != 0 {
+			if before, err = d.row(lsn, typ, rel, m.old, nil, m.oldKind == 'K'); err != nil {
+				return err
 			}
 		}
+		switch {
+		case m.typ == pglogrepl.MessageTypeInsert:
+			return d.emit(t, rel, lsn, kafkasink.OpInsert, nil, after)
+		case m.typ == pglogrepl.MessageTypeDelete:
+			return d.emit(t, rel, lsn, kafkasink.OpDelete, before, nil)
+		case m.oldKind != 0 && keyChanged(rel, m):
+			// A compacted topic keeps the last record per key: the old
+			// key needs its own delete, or it lives forever.
+			if err := d.emit(t, rel, lsn, kafkasink.OpDelete, before, nil); err != nil {
+				return err
+			}
+			return d.emit(t, rel, lsn, kafkasink.OpInsert, nil, after)
+		}
 		return d.emit(t, rel, lsn, kafkasink.OpUpdate, before, after)
-
-	case *pglogrepl.DeleteMessageV2:
-		rel, err := d.relation(lsn, "Delete", m.RelationID)
-		if err != nil {
-			return err
-		}
-		keyOnly := m.OldTupleType == pglogrepl.DeleteMessageTupleTypeKey
-		before, err := d.row(lsn, "Delete", rel, m.OldTuple, nil, keyOnly)
-		if err != nil {
-			return err
-		}
-		return d.emit(t, rel, lsn, kafkasink.OpDelete, before, nil)
 
 	case *pglogrepl.TruncateMessageV2:
 		// Resolve every relation first, so that a bad OID delivers none.
@@ -586,63 +581,42 @@ func (d *Decoder) change(t *txnState, lsn kafkasink.LSN, msg pglogrepl.Message) 
 	return &DecodeError{LSN: lsn, Err: fmt.Errorf("unexpected change message %T", msg)}
 }
 
-// keyChanged reports whether an update moved its row to another key. A 'K'
-// tuple holds the replica identity columns, an 'O' tuple the whole old row;
-// the server also sends 'K' when the key did not change but is stored out
-// of line, so the values are compared rather than the tuple's presence.
-func keyChanged(rel *relInfo, oldType uint8, old, new *pglogrepl.TupleData) bool {
-	idx := rel.keyIdx
-	if oldType == pglogrepl.UpdateMessageTupleTypeKey {
-		idx = rel.identIdx
-	}
-	for _, i := range idx {
-		o, n := old.Columns[i], new.Columns[i]
-		if o.DataType == pglogrepl.TupleDataTypeToast || n.DataType == pglogrepl.TupleDataTypeToast {
-			continue // unchanged by definition
-		}
-		if o.DataType != n.DataType || !bytes.Equal(o.Data, n.Data) {
-			return true
-		}
-	}
-	return false
-}
-
 // row converts a tuple into a Row. keyOnly keeps the replica identity
 // columns alone (a 'K' tuple sends the others as NULL, which they are not).
 // old, when set, is the full old row of a REPLICA IDENTITY FULL update: it
 // supplies the values of unchanged TOAST columns.
-func (d *Decoder) row(lsn kafkasink.LSN, typ string, rel *relInfo, tup, old *pglogrepl.TupleData, keyOnly bool) (kafkasink.Row, error) {
-	if len(tup.Columns) != len(rel.cols) {
-		return nil, &DecodeError{LSN: lsn, Type: typ, Err: fmt.Errorf("tuple has %d columns, relation %s has %d", len(tup.Columns), rel, len(rel.cols))}
+func (d *Decoder) row(lsn kafkasink.LSN, typ string, rel *relInfo, tup, old tuple, keyOnly bool) (kafkasink.Row, error) {
+	if len(tup) != len(rel.cols) {
+		return nil, &DecodeError{LSN: lsn, Type: typ, Err: fmt.Errorf("tuple has %d columns, relation %s has %d", len(tup), rel, len(rel.cols))}
 	}
-	if old != nil && len(old.Columns) != len(rel.cols) {
-		return nil, &DecodeError{LSN: lsn, Type: typ, Err: fmt.Errorf("old tuple has %d columns, relation %s has %d", len(old.Columns), rel, len(rel.cols))}
+	if old != nil && len(old) != len(rel.cols) {
+		return nil, &DecodeError{LSN: lsn, Type: typ, Err: fmt.Errorf("old tuple has %d columns, relation %s has %d", len(old), rel, len(rel.cols))}
 	}
 	n := len(rel.cols)
 	if keyOnly {
 		n = len(rel.identIdx)
 	}
 	out := make(kafkasink.Row, 0, n)
-	for i, c := range tup.Columns {
+	for i, c := range tup {
 		rc := rel.cols[i]
 		if keyOnly && !rc.ident {
 			continue
 		}
-		if c.DataType == pglogrepl.TupleDataTypeToast && old != nil && old.Columns[i].DataType != pglogrepl.TupleDataTypeToast {
-			c = old.Columns[i]
+		if c.kind == columnUnchanged && old != nil && old[i].kind != columnUnchanged {
+			c = old[i]
 		}
 		col := kafkasink.Column{Name: rc.name}
 		var err error
-		switch c.DataType {
-		case pglogrepl.TupleDataTypeNull:
-		case pglogrepl.TupleDataTypeToast:
+		switch c.kind {
+		case columnNull:
+		case columnUnchanged:
 			col.Unchanged = true
-		case pglogrepl.TupleDataTypeText:
-			col.Value, err = d.conv.text(rc.oid, c.Data)
-		case pglogrepl.TupleDataTypeBinary:
-			col.Value, err = d.conv.binary(rc.oid, c.Data)
+		case columnText:
+			col.Value, err = d.conv.text(rc.oid, c.data)
+		case columnBinary:
+			col.Value, err = d.conv.binary(rc.oid, c.data)
 		default:
-			err = fmt.Errorf("unknown tuple column kind %q", c.DataType)
+			err = fmt.Errorf("unknown tuple column kind %q", c.kind)
 		}
 		if err != nil {
 			return nil, &DecodeError{LSN: lsn, Type: typ, Err: fmt.Errorf("column %q of %s: value of type %s does not parse: %w",
@@ -700,12 +674,8 @@ func (d *Decoder) spoolMessage(lsn kafkasink.LSN, data []byte, msg pglogrepl.Mes
 		sub = m.Xid
 	case *pglogrepl.TypeMessageV2:
 		sub = m.Xid
-	case *pglogrepl.InsertMessageV2:
-		sub = m.Xid
-	case *pglogrepl.UpdateMessageV2:
-		sub = m.Xid
-	case *pglogrepl.DeleteMessageV2:
-		sub = m.Xid
+	case *changeMsg:
+		sub = m.xid
 	case *pglogrepl.TruncateMessageV2:
 		sub = m.Xid
 	case *pglogrepl.LogicalDecodingMessageV2:
@@ -801,32 +771,9 @@ func validate(data []byte, inStream bool, version int) error {
 		r.u32("type OID")
 		r.cstring("type namespace")
 		r.cstring("type name")
-	case pglogrepl.MessageTypeInsert:
-		xid()
-		r.u32("relation OID")
-		r.tag("new tuple marker", 'N')
-		r.tuple("new tuple")
-	case pglogrepl.MessageTypeUpdate:
-		xid()
-		r.u32("relation OID")
-		switch r.u8("tuple marker") {
-		case 'K', 'O':
-			r.tuple("old tuple")
-			r.tag("new tuple marker", 'N')
-		case 'N':
-		default:
-			r.fail(fmt.Errorf("tuple marker must be K, O or N"))
-		}
-		r.tuple("new tuple")
-	case pglogrepl.MessageTypeDelete:
-		xid()
-		r.u32("relation OID")
-		switch r.u8("old tuple marker") {
-		case 'K', 'O':
-		default:
-			r.fail(fmt.Errorf("old tuple marker must be K or O"))
-		}
-		r.tuple("old tuple")
+	case pglogrepl.MessageTypeInsert, pglogrepl.MessageTypeUpdate, pglogrepl.MessageTypeDelete:
+		var m changeMsg
+		return parseChange(data, inStream, &m)
 	case pglogrepl.MessageTypeTruncate:
 		xid()
 		n := r.u32("relation count")
@@ -870,6 +817,17 @@ func validate(data []byte, inStream bool, version int) error {
 	default:
 		return fmt.Errorf("unknown message type %q", typ)
 	}
+	return r.end()
+}
+
+// wire reads the fields of a message, remembering the first error.
+type wire struct {
+	b   []byte
+	err error
+}
+
+// end returns the first error, or an error when bytes are left over.
+func (r *wire) end() error {
 	if r.err != nil {
 		return r.err
 	}
@@ -877,12 +835,6 @@ func validate(data []byte, inStream bool, version int) error {
 		return fmt.Errorf("%d unexpected bytes after the message", len(r.b))
 	}
 	return nil
-}
-
-// wire reads the fields of a message, remembering the first error.
-type wire struct {
-	b   []byte
-	err error
 }
 
 func (r *wire) fail(err error) {
@@ -950,36 +902,4 @@ func (r *wire) cstring(field string) {
 		return
 	}
 	r.b = r.b[i+1:]
-}
-
-func (r *wire) tuple(field string) {
-	if r.err == nil && len(r.b) < 2 {
-		r.fail(fmt.Errorf("message too short: %s column count needs 2 bytes, %d left", field, len(r.b)))
-	}
-	n := r.u16("")
-	for i := 0; i < int(n) && r.err == nil; i++ {
-		if len(r.b) < 1 {
-			r.fail(fmt.Errorf("message too short: %s column %d has no kind byte", field, i))
-			return
-		}
-		kind := r.b[0]
-		r.b = r.b[1:]
-		switch kind {
-		case 'n', 'u':
-		case 't', 'b':
-			if len(r.b) < 4 {
-				r.fail(fmt.Errorf("message too short: %s column %d has no length", field, i))
-				return
-			}
-			size := binary.BigEndian.Uint32(r.b)
-			r.b = r.b[4:]
-			if uint64(size) > uint64(len(r.b)) {
-				r.fail(fmt.Errorf("message too short: %s column %d is %d bytes long, %d left", field, i, size, len(r.b)))
-				return
-			}
-			r.b = r.b[size:]
-		default:
-			r.fail(fmt.Errorf("%s column %d has unknown kind %q", field, i, kind))
-		}
-	}
 }

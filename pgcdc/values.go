@@ -349,6 +349,9 @@ func trimFraction(s []byte) []byte {
 
 // numErr drops the input from strconv's errors (see errSyntax).
 func numErr(err error) error {
+	if err == nil {
+		return nil // before errors.As, whose target escapes: this is the hot path
+	}
 	var ne *strconv.NumError
 	if errors.As(err, &ne) {
 		return ne.Err

@@ -1,7 +1,6 @@
 package pgcdc
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -47,7 +46,8 @@ func (b *batch) empty() bool { return len(b.events) == 0 && b.confirm == 0 }
 // Three goroutines share the work, so that a slow Write never silences the
 // connection and wal_sender_timeout never fires:
 //
-//   - receive only reads the connection and passes raw messages on;
+//   - receive only reads the connection and passes raw messages on,
+//     through an inbox;
 //   - the pump (the caller of run) decodes them, builds batches, hands
 //     them to the writer, and is the only one to write to the connection:
 //     it answers keepalives and sends standby status every
@@ -64,6 +64,7 @@ type session struct {
 	dec  *Decoder
 	conn *pgconn.PgConn
 	log  *slog.Logger
+	in   *inbox // receive → pump
 
 	ctx     context.Context // the pump's context, for decoder callbacks
 	cur     *batch
@@ -111,7 +112,7 @@ func (r *runner) stream(ctx context.Context, slot slotState) error {
 		r.log.Warn("removing spool files", "error", err)
 	}
 	s := &session{
-		cfg: r.cfg, sink: r.sink, dec: r.dec, conn: conn, log: r.log,
+		cfg: r.cfg, sink: r.sink, dec: r.dec, conn: conn, log: r.log, in: newInbox(),
 		ctx:       ctx,
 		cur:       &batch{},
 		timer:     time.NewTimer(time.Hour),
@@ -144,10 +145,9 @@ func (r *runner) pluginArgs() []string {
 
 func (s *session) run(ctx context.Context) error {
 	sctx, cancel := context.WithCancel(ctx)
-	msgs := make(chan []byte)
 	recvErr := make(chan error, 1)
 	var wg sync.WaitGroup
-	wg.Go(func() { s.receive(sctx, msgs, recvErr) })
+	wg.Go(func() { s.receive(sctx.Done(), recvErr) })
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
@@ -159,14 +159,18 @@ func (s *session) run(ctx context.Context) error {
 		// does not. Then the receiver stops and the caller may close
 		// the connection.
 		cancel()
+		// The receiver reads without a context (see receive): a past
+		// deadline ends its read.
+		s.conn.Conn().SetReadDeadline(time.Now())
 		close(s.batches)
 		<-writerDone
 		wg.Wait()
 		s.timer.Stop()
 	}()
 
+	var msgs [][]byte
 	for {
-		in, out := msgs, chan *batch(nil)
+		in, out := s.in.ready, chan *batch(nil)
 		switch {
 		case s.full():
 			in, out = nil, s.batches
@@ -178,9 +182,12 @@ func (s *session) run(ctx context.Context) error {
 			timerC = s.timer.C
 		}
 		select {
-		case data := <-in:
-			if err := s.handle(data); err != nil {
-				return err
+		case <-in:
+			msgs = s.in.take(msgs)
+			for _, data := range msgs {
+				if err := s.handle(data); err != nil {
+					return err
+				}
 			}
 		case out <- s.cur:
 			s.next()
@@ -205,20 +212,24 @@ func (s *session) run(ctx context.Context) error {
 	}
 }
 
-// receive reads the connection until it fails or ctx ends. It copies each
-// message: the connection reuses its buffer on the next read.
-func (s *session) receive(ctx context.Context, msgs chan<- []byte, errc chan<- error) {
+// receive reads the connection into the inbox until the read fails or done
+// closes. It reads without a context: pgconn sets up a watcher for a
+// context on every call, which cost more than the read; the session ends a
+// read with a deadline instead.
+func (s *session) receive(done <-chan struct{}, errc chan<- error) {
 	for {
-		msg, err := s.conn.ReceiveMessage(ctx)
+		msg, err := s.conn.ReceiveMessage(context.Background())
 		if err != nil {
-			errc <- fmt.Errorf("pgcdc: receiving from replication slot %q: %w", s.cfg.Slot, err)
+			select {
+			case <-done: // the session ended it
+			default:
+				errc <- fmt.Errorf("pgcdc: receiving from replication slot %q: %w", s.cfg.Slot, err)
+			}
 			return
 		}
 		switch m := msg.(type) {
 		case *pgproto3.CopyData:
-			select {
-			case msgs <- bytes.Clone(m.Data):
-			case <-ctx.Done():
+			if !s.in.put(m.Data, done) {
 				return
 			}
 		case *pgproto3.ErrorResponse:

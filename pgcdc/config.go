@@ -17,7 +17,6 @@ const (
 	DefaultSnapshotChunkRows = 10000
 	DefaultBatchMaxEvents    = 10000
 	DefaultBatchMaxBytes     = 16 << 20
-	DefaultBatchMaxWait      = 100 * time.Millisecond
 	DefaultStandbyInterval   = 10 * time.Second
 	DefaultHeartbeatInterval = 30 * time.Second
 	DefaultReconnectBackoff  = 500 * time.Millisecond
@@ -80,8 +79,12 @@ type Config struct {
 	// names and values, not the encoded records) reaches it. Default
 	// DefaultBatchMaxBytes.
 	BatchMaxBytes int
-	// BatchMaxWait is the longest a batch waits for more transactions
-	// before it is written. Default DefaultBatchMaxWait.
+	// BatchMaxWait is how long a batch waits for more transactions
+	// before it is written. Zero, the default, does not wait: a batch
+	// goes to Kafka as soon as the previous Write returned, so an idle
+	// loop writes each transaction at once, and a busy one gathers into
+	// the next batch whatever arrives during a Write. A positive value
+	// trades latency for fewer, larger Kafka transactions at low load.
 	BatchMaxWait time.Duration
 
 	// StandbyInterval is how often the loop reports its confirmed
@@ -139,7 +142,6 @@ func (cfg Config) withDefaults() Config {
 	def(&cfg.SnapshotChunkRows, DefaultSnapshotChunkRows)
 	def(&cfg.BatchMaxEvents, DefaultBatchMaxEvents)
 	def(&cfg.BatchMaxBytes, DefaultBatchMaxBytes)
-	defDur(&cfg.BatchMaxWait, DefaultBatchMaxWait)
 	defDur(&cfg.StandbyInterval, DefaultStandbyInterval)
 	defDur(&cfg.HeartbeatInterval, DefaultHeartbeatInterval)
 	defDur(&cfg.ReconnectBackoff, DefaultReconnectBackoff)

@@ -42,7 +42,7 @@ func TestConfigDefaults(t *testing.T) {
 		{"SnapshotChunkRows", cfg.SnapshotChunkRows, DefaultSnapshotChunkRows},
 		{"BatchMaxEvents", cfg.BatchMaxEvents, DefaultBatchMaxEvents},
 		{"BatchMaxBytes", cfg.BatchMaxBytes, DefaultBatchMaxBytes},
-		{"BatchMaxWait", cfg.BatchMaxWait, DefaultBatchMaxWait},
+		{"BatchMaxWait", cfg.BatchMaxWait, time.Duration(0)},
 		{"StandbyInterval", cfg.StandbyInterval, DefaultStandbyInterval},
 		{"HeartbeatInterval", cfg.HeartbeatInterval, DefaultHeartbeatInterval},
 		{"ReconnectBackoff", cfg.ReconnectBackoff, DefaultReconnectBackoff},

@@ -26,8 +26,11 @@
 // # Batches and confirmation
 //
 // Events are grouped into batches of whole transactions, closed by
-// BatchMaxEvents, BatchMaxBytes or BatchMaxWait; one batch is one
-// sink.Write. A transaction larger than a batch is split across Writes: its
+// BatchMaxEvents or BatchMaxBytes; one batch is one sink.Write. A batch is
+// written as soon as the previous Write returned (or once it has waited
+// BatchMaxWait, when that is set): an idle loop writes each transaction at
+// once, and a busy one gathers whatever arrives during a Write into the
+// next batch, so batches grow with the load. A transaction larger than a batch is split across Writes: its
 // Positions are (commit LSN, index), so after a failure the server sends it
 // again and the sink skips the part its checkpoint covers.
 //

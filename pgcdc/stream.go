@@ -34,7 +34,9 @@ type batch struct {
 	// transactions. Zero when no transaction ends in the batch, as in the
 	// middle part of a split transaction.
 	confirm kafkasink.LSN
-	// due is set when the batch has waited BatchMaxWait.
+	// due is set when the batch may be written: when it has waited
+	// BatchMaxWait, or as soon as it has content when BatchMaxWait is
+	// zero. A due batch goes to the writer the moment the writer is free.
 	due bool
 }
 
@@ -320,7 +322,11 @@ func (s *session) advance(lsn kafkasink.LSN) {
 
 // arm starts the batch's wait when it gets its first content.
 func (s *session) arm() {
-	if !s.armed && !s.cur.due {
+	switch {
+	case s.armed || s.cur.due:
+	case s.cfg.BatchMaxWait == 0:
+		s.cur.due = true
+	default:
 		s.timer.Reset(s.cfg.BatchMaxWait)
 		s.armed = true
 	}

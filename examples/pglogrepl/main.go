@@ -135,7 +135,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	str(&o.saslUser, "sasl-user", "KAFKASINK_SASL_USER", "", "SASL user name")
 	num(&o.batchEvents, "batch-max-events", "KAFKASINK_BATCH_MAX_EVENTS", 0, "events per Write (0: pgcdc's default)")
 	num(&o.batchBytes, "batch-max-bytes", "KAFKASINK_BATCH_MAX_BYTES", 0, "estimated bytes per Write (0: pgcdc's default)")
-	dur(&o.batchWait, "batch-max-wait", "KAFKASINK_BATCH_MAX_WAIT", 0, "longest a batch waits for more transactions (0: pgcdc's default)")
+	dur(&o.batchWait, "batch-max-wait", "KAFKASINK_BATCH_MAX_WAIT", 0, "how long a batch waits for more transactions (0: none, written as soon as the previous Write returns)")
 	dur(&o.txnTimeout, "transaction-timeout", "KAFKASINK_TRANSACTION_TIMEOUT", 0, "Kafka transaction timeout (0: the sink's default)")
 	dur(&o.progress, "progress", "KAFKASINK_PROGRESS", 5*time.Second, "how often to log progress; 0 disables")
 	str(&o.logLevel, "log-level", "KAFKASINK_LOG_LEVEL", "info", "debug, info, warn or error")

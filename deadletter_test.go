@@ -171,10 +171,22 @@ func TestRejectedWithoutDeadLetter(t *testing.T) {
 		t.Errorf("%d checkpoint records, want 1", n)
 	}
 	sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic), before)
-	_, _, _, rejected := h.snapshot()
+	_, _, aborted, rejected := h.snapshot()
 	if len(rejected) != 1 || rejected[0].deadLettered || rejected[0].r.Reason != kafkasink.ReasonTooLarge {
 		t.Errorf("OnEventRejected calls %+v, want one too_large, not dead-lettered", rejected)
 	}
+	// The two events before the rejected one were sent while the batch
+	// was encoded, in a transaction the rejection aborted: whether or not
+	// they left the client before the abort, no read_committed reader
+	// sees them.
+	if len(aborted) != 1 || aborted[0].info.Records != 2 || !errors.As(aborted[0].err, &re) {
+		t.Errorf("OnTransactionAborted calls %+v, want one of the 2 records sent before the rejection, for the RejectedError", aborted)
+	}
+	if all := sinktest.ReadUncommitted(t, brokers, topic); len(all) > len(before)+2 {
+		t.Errorf("read_uncommitted sees %d records, want at most the %d committed and the 2 aborted", len(all), len(before))
+	}
+	write(t, s, sinktest.Inserts("public", "small_nodlq", 100, 2, 2))
+	sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic), append(before, sinktest.Inserts("public", "small_nodlq", 100, 2, 2)...))
 }
 
 // randomText returns n bytes of random base32 text, which compression

@@ -24,11 +24,17 @@ const maxAttempts = 5
 
 // Write delivers b exactly once; see Sink.Write.
 func (s *txnSink) Write(ctx context.Context, b Batch) error {
-	return s.write(ctx, &b, s.deliver)
+	early := &earlyTxn{s: s}
+	return s.write(ctx, &b, early, func(ctx context.Context, p *plan) (int, error) {
+		// Never leave a transaction open, whatever deliver did.
+		defer early.discard(ctx, errors.New("kafkasink: the batch's first part was not delivered"))
+		return s.deliver(ctx, p, early)
+	})
 }
 
-// deliver commits the parts of p in order, each in its own transaction.
-func (s *txnSink) deliver(ctx context.Context, p *plan) (int, error) {
+// deliver commits the parts of p in order, each in its own transaction; the
+// first part's may have begun during planning.
+func (s *txnSink) deliver(ctx context.Context, p *plan, early *earlyTxn) (int, error) {
 	n := 0
 	for i := range p.parts {
 		pt := &p.parts[i]
@@ -36,7 +42,7 @@ func (s *txnSink) deliver(ctx context.Context, p *plan) (int, error) {
 			// A recovery inside this Write found the part committed.
 			continue
 		}
-		if err := s.commitPart(ctx, p, i); err != nil {
+		if err := s.commitPart(ctx, p, i, early); err != nil {
 			return n, err
 		}
 		n++
@@ -45,12 +51,13 @@ func (s *txnSink) deliver(ctx context.Context, p *plan) (int, error) {
 }
 
 // commitPart runs part i in a transaction, retrying retryable failures
-// (leader moves, coordinator churn, lost responses) a few times.
-func (s *txnSink) commitPart(ctx context.Context, p *plan, i int) error {
+// (leader moves, coordinator churn, lost responses) a few times. The first
+// attempt finishes the early transaction when there is one.
+func (s *txnSink) commitPart(ctx context.Context, p *plan, i int, early *earlyTxn) error {
 	pt := &p.parts[i]
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		err := s.transact(ctx, pt, s.nextCheckpoint(p, i))
+		err := s.transact(ctx, pt, s.nextCheckpoint(p, i), early.take())
 		if err == nil {
 			return nil
 		}
@@ -80,29 +87,97 @@ func (s *txnSink) commitPart(ctx context.Context, p *plan, i int) error {
 	}
 }
 
+// openTxn is a transaction begun and being filled.
+type openTxn struct {
+	started time.Time
+	ctx     context.Context // ends a tenth before the transaction timeout
+	cancel  context.CancelFunc
+	results produceResults
+	records int
+}
+
+// begin begins a transaction. The broker aborts a transaction older than
+// its timeout; the transaction's context ends a tenth early, so that
+// neither producing nor the commit request runs into the broker's abort.
+func (s *txnSink) begin(ctx context.Context) (*openTxn, error) {
+	if err := s.cl.BeginTransaction(); err != nil {
+		return nil, fmt.Errorf("kafkasink: beginning a transaction: %w", err)
+	}
+	t := &openTxn{started: time.Now()}
+	t.ctx, t.cancel = context.WithDeadlineCause(ctx, t.started.Add(s.cfg.TransactionTimeout-s.cfg.TransactionTimeout/10), ErrTransactionTimeout)
+	return t, nil
+}
+
+func (t *openTxn) produce(cl *kgo.Client, r *kgo.Record) {
+	t.results.produce(t.ctx, cl, r)
+	t.records++
+}
+
+// earlyTxn is the transaction of a batch's first part, begun while the
+// batch is still being planned: each of the part's records is produced as
+// soon as it is encoded, so that encoding the rest of the batch overlaps
+// with sending instead of preceding it. A plan that fails (a rejected event
+// without a dead-letter topic, a missing topic) aborts it: nothing of it
+// is ever visible.
+type earlyTxn struct {
+	s      *txnSink
+	txn    *openTxn // nil before the first record and once taken
+	failed bool     // beginning failed: transact begins the ordinary way
+}
+
+func (e *earlyTxn) send(ctx context.Context, r *kgo.Record) {
+	if e.txn == nil {
+		if e.failed {
+			return
+		}
+		t, err := e.s.begin(ctx)
+		if err != nil {
+			// transact begins again, and reports and handles the error.
+			e.failed = true
+			return
+		}
+		e.txn = t
+	}
+	e.txn.produce(e.s.cl, r)
+}
+
+// take hands the transaction, if any, to the caller; later calls return nil.
+func (e *earlyTxn) take() *openTxn {
+	t := e.txn
+	e.txn = nil
+	return t
+}
+
+// discard aborts the transaction unless it was taken.
+func (e *earlyTxn) discard(ctx context.Context, cause error) {
+	if t := e.take(); t != nil {
+		defer t.cancel()
+		e.s.abort(ctx, TransactionInfo{Records: t.records}, t.started, cause, &t.results)
+	}
+}
+
 // transact runs one transaction: produce every record, then the
 // checkpoint; check each result; commit within a deadline below the
 // transaction timeout. It never commits a transaction that lost a record.
-func (s *txnSink) transact(ctx context.Context, pt *part, ck Checkpoint) error {
-	started := time.Now()
+// t, when not nil, is the part's transaction with its records produced.
+func (s *txnSink) transact(ctx context.Context, pt *part, ck Checkpoint, t *openTxn) error {
+	if t == nil {
+		var err error
+		if t, err = s.begin(ctx); err != nil {
+			s.closeClient() // the client is in a state only a restart clears
+			return err
+		}
+		for _, r := range pt.records {
+			t.produce(s.cl, r)
+		}
+	}
+	defer t.cancel()
+	started, tctx, results := t.started, t.ctx, &t.results
 	info := TransactionInfo{First: pt.first, Last: pt.last, Records: len(pt.records) + 1, Bytes: pt.bytes}
-	// The broker aborts a transaction older than its timeout. Stop a
-	// tenth early so that neither producing nor the commit request runs
-	// into the broker's abort.
-	tctx, cancel := context.WithDeadlineCause(ctx, started.Add(s.cfg.TransactionTimeout-s.cfg.TransactionTimeout/10), ErrTransactionTimeout)
-	defer cancel()
 
 	ckRec, err := s.store.record(ck)
 	if err != nil {
-		return err
-	}
-	if err := s.cl.BeginTransaction(); err != nil {
-		s.closeClient() // the client is in a state only a restart clears
-		return fmt.Errorf("kafkasink: beginning a transaction: %w", err)
-	}
-	var results produceResults
-	for _, r := range pt.records {
-		results.produce(tctx, s.cl, r)
+		return s.abort(ctx, info, started, err, results)
 	}
 	results.produce(tctx, s.cl, ckRec)
 	if err := s.cl.Flush(tctx); err != nil {
@@ -110,7 +185,7 @@ func (s *txnSink) transact(ctx context.Context, pt *part, ck Checkpoint) error {
 		if derr := s.deletedTopic(ctx, pt); derr != nil {
 			cause = derr
 		}
-		return s.abort(ctx, info, started, cause, &results)
+		return s.abort(ctx, info, started, cause, results)
 	}
 	if failed, perr := results.wait(); perr != nil {
 		return s.abort(ctx, info, started, s.writeError(tctx, pt, ck, failed, perr), nil)

@@ -116,7 +116,10 @@ func (r *Rejection) String() string {
 
 // RejectedError is returned by Write when events of the batch cannot be
 // delivered and no dead-letter topic is configured. Nothing of the batch is
-// written and the checkpoint does not move. It is neither retryable nor fatal
+// committed and the checkpoint does not move: in ExactlyOnce mode the
+// records encoded before the rejected event may have been sent, in a
+// transaction the sink then aborted; the other modes send
+// nothing of a rejected batch. It is neither retryable nor fatal
 // in itself: the same batch fails again until the events are fixed, skipped
 // by the caller, or a dead-letter topic is configured.
 type RejectedError struct {

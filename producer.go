@@ -16,7 +16,7 @@ var _ Sink = (*producerSink)(nil)
 
 // Write delivers b at least once; see Sink.Write.
 func (s *producerSink) Write(ctx context.Context, b Batch) error {
-	return s.write(ctx, &b, s.deliver)
+	return s.write(ctx, &b, nil, s.deliver)
 }
 
 // deliver writes each part of p, then its checkpoint. A crash between the

@@ -84,7 +84,10 @@ func checkBatch(b *Batch) error {
 // encodes the rest into records. Events that cannot be delivered are
 // dead-lettered, or fail the batch with a *RejectedError listing all of
 // them.
-func (s *base) plan(ctx context.Context, b *Batch) (*plan, error) {
+//
+// send, when set, is given each record of the first part as soon as it is
+// encoded, so that a mode can send while the rest is encoded.
+func (s *base) plan(ctx context.Context, b *Batch, send func(*kgo.Record)) (*plan, error) {
 	if err := checkBatch(b); err != nil {
 		return nil, err
 	}
@@ -138,6 +141,9 @@ func (s *base) plan(ctx context.Context, b *Batch) (*plan, error) {
 			cur.first = e.Position
 		}
 		cur.records = append(cur.records, r)
+		if send != nil && len(p.parts) == 0 {
+			send(r)
+		}
 		cur.positions = append(cur.positions, e.Position)
 		cur.events++
 		cur.bytes += size

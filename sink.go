@@ -277,8 +277,17 @@ func (s *base) exit() {
 	<-s.sem
 }
 
-// write runs the steps every mode shares around deliver.
-func (s *base) write(ctx context.Context, b *Batch, deliver func(context.Context, *plan) (transactions int, err error)) error {
+// earlySender is a mode that sends the records of a batch's first part
+// while the rest of the batch is still being encoded.
+type earlySender interface {
+	send(ctx context.Context, r *kgo.Record)
+	// discard undoes what send sent, when planning the batch failed.
+	discard(ctx context.Context, cause error)
+}
+
+// write runs the steps every mode shares around deliver. early, when not
+// nil, gets the first part's records during planning.
+func (s *base) write(ctx context.Context, b *Batch, early earlySender, deliver func(context.Context, *plan) (transactions int, err error)) error {
 	if err := s.enter(); err != nil {
 		return err
 	}
@@ -293,8 +302,15 @@ func (s *base) write(ctx context.Context, b *Batch, deliver func(context.Context
 		}
 	}
 	started := time.Now()
-	p, err := s.plan(ctx, b)
+	var send func(*kgo.Record)
+	if early != nil {
+		send = func(r *kgo.Record) { early.send(ctx, r) }
+	}
+	p, err := s.plan(ctx, b, send)
 	if err != nil {
+		if early != nil {
+			early.discard(ctx, err)
+		}
 		return err
 	}
 	if len(p.parts) == 0 && (p.cursor == nil || p.skipped > 0) {

@@ -3,6 +3,8 @@ package pgcdc
 import (
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -119,7 +121,10 @@ type Config struct {
 	KeyColumns func(schema, table string) []string
 
 	// SpoolDir holds the temporary files of streamed transactions; see
-	// DecoderConfig.SpoolDir. Default os.TempDir().
+	// DecoderConfig.SpoolDir. Default os.TempDir(). Run keeps them in a
+	// directory of the slot's own in it, kafkasink-pgcdc-<slot>, and when
+	// it starts streaming removes the files an earlier process for the
+	// slot left there (killed before it could).
 	SpoolDir string
 
 	// Logger receives what Run does: connections, reconnects with their
@@ -268,4 +273,15 @@ func (cfg *Config) replicationConfig() (*pgconn.Config, error) {
 		c.RuntimeParams["application_name"] = "kafkasink-pgcdc"
 	}
 	return c, nil
+}
+
+// spoolDir is where Run's Decoder spools: a directory of the slot's own, so
+// that files left by an earlier process for the slot are told apart from
+// those of other slots sharing SpoolDir.
+func (cfg *Config) spoolDir() string {
+	base := cfg.SpoolDir
+	if base == "" {
+		base = os.TempDir()
+	}
+	return filepath.Join(base, "kafkasink-pgcdc-"+cfg.Slot)
 }

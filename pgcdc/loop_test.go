@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -352,5 +355,43 @@ func TestMissingSlotOrPublicationRefused(t *testing.T) {
 				t.Fatalf("Run = %v, want a *kafkasink.ConfigError saying the %s does not exist", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestStaleSpoolFilesRemoved plants the spool file of a streamed
+// transaction that a killed process left in the slot's spool directory:
+// Run removes it once it streams, and leaves other slots' spools and other
+// files alone.
+func TestStaleSpoolFilesRemoved(t *testing.T) {
+	t.Parallel()
+	e := newPGEnv(t)
+	table := e.createTable("")
+	cfg := e.config("public." + table)
+	cfg.SpoolDir = t.TempDir()
+	mine := filepath.Join(cfg.SpoolDir, "kafkasink-pgcdc-"+e.name)
+	other := filepath.Join(cfg.SpoolDir, "kafkasink-pgcdc-another_slot")
+	plant := func(dir, name string) string {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("left by a killed process"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	stale := plant(mine, "kafkasink-pgcdc-xid1234-567890.spool")
+	kept := []string{plant(mine, "notes.txt"), plant(other, "kafkasink-pgcdc-xid1234-567890.spool")}
+
+	_, r := start(t, cfg, e.newSink(e.name))
+	waitFor(t, 20*time.Second, "the slot", r, func() bool { return e.confirmedFlush() != 0 })
+	waitFor(t, 10*time.Second, "the stale spool file to be removed", r, func() bool {
+		_, err := os.Stat(stale)
+		return errors.Is(err, fs.ErrNotExist)
+	})
+	for _, p := range kept {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s: %v; only the slot's own spool files may be removed", p, err)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -58,6 +59,9 @@ func Run(ctx context.Context, cfg Config, sink kafkasink.Sink) error {
 		return err
 	}
 	r := &runner{cfg: &cfg, sink: sink, log: cfg.Logger.With("slot", cfg.Slot)}
+	if err := os.MkdirAll(cfg.spoolDir(), 0o700); err != nil {
+		return fmt.Errorf("pgcdc: creating the spool directory (Config.SpoolDir): %w", err)
+	}
 	defer func() {
 		if r.dec != nil {
 			r.dec.Close()
@@ -167,7 +171,7 @@ func (r *runner) attempt(ctx context.Context) error {
 		}
 		if r.dec, err = NewDecoder(DecoderConfig{
 			ProtocolVersion: r.protocol,
-			SpoolDir:        r.cfg.SpoolDir,
+			SpoolDir:        r.cfg.spoolDir(),
 			KeyColumns:      r.cfg.KeyColumns,
 			OnEvent:         func(e kafkasink.Event) error { return r.session.onEvent(e) },
 			OnCommit:        func(t Txn) error { return r.session.onCommit(t) },

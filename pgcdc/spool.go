@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/kafkasink/kafkasink"
 )
@@ -35,8 +38,12 @@ type txnSpool struct {
 	scratch [spoolHeaderLen]byte
 }
 
+// spoolPattern matches the names of spool files; newTxnSpool fills in the
+// transaction id and os.CreateTemp the star.
+const spoolPattern = "kafkasink-pgcdc-xid*-*.spool"
+
 func newTxnSpool(dir string, xid uint32) (*txnSpool, error) {
-	f, err := os.CreateTemp(dir, fmt.Sprintf("kafkasink-pgcdc-xid%d-*.spool", xid))
+	f, err := os.CreateTemp(dir, strings.Replace(spoolPattern, "*", strconv.FormatUint(uint64(xid), 10), 1))
 	if err != nil {
 		return nil, fmt.Errorf("pgcdc: creating spool file for streamed transaction %d: %w", xid, err)
 	}
@@ -175,4 +182,20 @@ func (s *txnSpool) remove() error {
 		return fmt.Errorf("pgcdc: removing spool file of streamed transaction %d: %w", s.xid, err)
 	}
 	return nil
+}
+
+// removeStaleSpools removes the spool files in dir and returns how many
+// there were. Run calls it on the slot's spool directory when a session has
+// started and the decoder was reset: the slot is then this process's alone,
+// so any spool file there is one a killed process left behind.
+func removeStaleSpools(dir string) (int, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, spoolPattern))
+	if err != nil {
+		return 0, err
+	}
+	var errs []error
+	for _, p := range paths {
+		errs = append(errs, os.Remove(p))
+	}
+	return len(paths), errors.Join(errs...)
 }

@@ -132,6 +132,8 @@ type Decoder struct {
 
 	// changes is reused by every Insert, Update and Delete message.
 	changes changeMsg
+	// columns is where newRow carves rows from.
+	columns []kafkasink.Column
 
 	err    error
 	closed bool
@@ -596,7 +598,7 @@ func (d *Decoder) row(lsn kafkasink.LSN, typ string, rel *relInfo, tup, old tupl
 	if keyOnly {
 		n = len(rel.identIdx)
 	}
-	out := make(kafkasink.Row, 0, n)
+	out := d.newRow(n)
 	for i, c := range tup {
 		rc := rel.cols[i]
 		if keyOnly && !rc.ident {
@@ -625,6 +627,19 @@ func (d *Decoder) row(lsn kafkasink.LSN, typ string, rel *relInfo, tup, old tupl
 		out = append(out, col)
 	}
 	return out, nil
+}
+
+// newRow returns an empty Row with room for n columns, carved from a shared
+// allocation: one allocation per thousands of columns instead of one per
+// row. Its capacity is exactly n, so appending to it never reaches into
+// another row.
+func (d *Decoder) newRow(n int) kafkasink.Row {
+	if cap(d.columns)-len(d.columns) < n {
+		d.columns = make([]kafkasink.Column, 0, max(4096, n))
+	}
+	start := len(d.columns)
+	d.columns = d.columns[:start+n]
+	return d.columns[start:start:start+n]
 }
 
 func (d *Decoder) emit(t *txnState, rel *relInfo, lsn kafkasink.LSN, op kafkasink.Op, before, after kafkasink.Row) error {

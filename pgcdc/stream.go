@@ -342,8 +342,12 @@ func (s *session) full() bool {
 }
 
 // next starts a new batch after the current one was handed over.
+//
+// The new batch's events start with room for as many as the last batch
+// had: under load batches are full, and growing a slice of 10000 events
+// by doubling cost the pump as much as decoding them.
 func (s *session) next() {
-	s.cur = &batch{}
+	s.cur = &batch{events: make([]kafkasink.Event, 0, max(64, len(s.cur.events)))}
 	s.timer.Stop()
 	s.armed = false
 }

@@ -639,7 +639,7 @@ func (d *Decoder) newRow(n int) kafkasink.Row {
 	}
 	start := len(d.columns)
 	d.columns = d.columns[:start+n]
-	return d.columns[start:start:start+n]
+	return d.columns[start : start : start+n]
 }
 
 func (d *Decoder) emit(t *txnState, rel *relInfo, lsn kafkasink.LSN, op kafkasink.Op, before, after kafkasink.Row) error {

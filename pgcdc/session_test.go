@@ -148,3 +148,38 @@ func TestBatchMaxBytes(t *testing.T) {
 		t.Errorf("first batch: %d events of %d bytes, want 3 events reaching 2000 bytes", len(b.events), b.bytes)
 	}
 }
+
+// TestBatchDue pins when a batch may go to the writer: with BatchMaxWait
+// zero (the default) as soon as it has content, so that the writer takes
+// it the moment it is free; with a positive BatchMaxWait only once the
+// timer fired.
+func TestBatchDue(t *testing.T) {
+	t.Parallel()
+	ev := kafkasink.Event{Op: kafkasink.OpInsert, Table: "t", After: kafkasink.Row{{Name: "v", Value: "x"}}}
+	for _, tt := range []struct {
+		wait       time.Duration
+		due, armed bool
+	}{
+		{0, true, false},
+		{time.Hour, false, true},
+	} {
+		s := newTestSession(t, 10)
+		s.cfg.BatchMaxWait = tt.wait
+		if s.cur.due || s.armed {
+			t.Fatalf("BatchMaxWait %v: an empty batch is due=%v armed=%v", tt.wait, s.cur.due, s.armed)
+		}
+		if err := s.onEvent(ev); err != nil {
+			t.Fatal(err)
+		}
+		if s.cur.due != tt.due || s.armed != tt.armed {
+			t.Errorf("BatchMaxWait %v: after one event due=%v armed=%v, want due=%v armed=%v", tt.wait, s.cur.due, s.armed, tt.due, tt.armed)
+		}
+		// A confirmable LSN alone (an idle slot's keepalive) makes a
+		// batch due the same way.
+		s.next()
+		s.advance(0x100)
+		if s.cur.due != tt.due || s.armed != tt.armed {
+			t.Errorf("BatchMaxWait %v: after a keepalive due=%v armed=%v, want due=%v armed=%v", tt.wait, s.cur.due, s.armed, tt.due, tt.armed)
+		}
+	}
+}

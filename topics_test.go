@@ -135,6 +135,21 @@ func TestTopicsMustExist(t *testing.T) {
 		t.Errorf("checkpoint %s, want %s", got, ok[1].Position)
 	}
 	sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, present), ok)
+
+	// Events for the present topic come first: exactly-once sends them
+	// while it encodes the rest, then the missing topic fails the batch
+	// and aborts that transaction. The next Write still works.
+	mixed := append(sinktest.Inserts("public", "present", 300, 3, 3), sinktest.Inserts("public", "absent", 300, 9, 1)...)
+	for i := range mixed {
+		mixed[i].Position.Index = uint64(i)
+	}
+	if err := tryWrite(t, s, kafkasink.Batch{Events: mixed}); !errors.Is(err, kafkasink.ErrTopicMissing) {
+		t.Fatalf("Write of a batch ending with a missing topic: %v, want ErrTopicMissing", err)
+	}
+	sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, present), ok)
+	more := sinktest.Inserts("public", "present", 400, 3, 2)
+	write(t, s, more)
+	sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, present), append(ok, more...))
 }
 
 func TestCreatedTopicSettings(t *testing.T) {

@@ -42,7 +42,11 @@ func (s *txnSink) deliver(ctx context.Context, p *plan, early *earlyTxn) (int, e
 			// A recovery inside this Write found the part committed.
 			continue
 		}
-		if err := s.commitPart(ctx, p, i, early); err != nil {
+		first := early
+		if i != 0 {
+			first = nil // only the first part's transaction begins early
+		}
+		if err := s.commitPart(ctx, p, i, first); err != nil {
 			return n, err
 		}
 		n++
@@ -143,6 +147,9 @@ func (e *earlyTxn) send(ctx context.Context, r *kgo.Record) {
 
 // take hands the transaction, if any, to the caller; later calls return nil.
 func (e *earlyTxn) take() *openTxn {
+	if e == nil {
+		return nil
+	}
 	t := e.txn
 	e.txn = nil
 	return t

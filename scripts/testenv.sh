@@ -422,9 +422,16 @@ format_node() {
   fi
 }
 
-# Random KRaft cluster id: 16 random bytes, base64url without padding.
+# Random KRaft cluster id: 16 random bytes, base64url without padding. Not
+# starting with "-", as Kafka's own Uuid.randomUuid ensures: kafka-storage
+# would take "--cluster-id -xyz" for a missing argument (one id in 64).
 new_cluster_id() {
-  head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n'
+  local id
+  while :; do
+    id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
+    [[ "$id" == -* ]] || break
+  done
+  printf '%s' "$id"
 }
 
 start_node() {

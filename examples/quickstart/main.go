@@ -139,7 +139,9 @@ func remove(lsn kafkasink.LSN, idx uint64, commit time.Time, table string, befor
 }
 
 // readCommitted reads the topics from the start as a consumer with
-// isolation.level=read_committed, until nothing new arrives for a second.
+// isolation.level=read_committed, until nothing new arrives for a second
+// after the first records (the first may take longer: the consumer finds
+// the partitions and their offsets first).
 func readCommitted(ctx context.Context, brokers []string, topics ...string) ([]*kgo.Record, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...),
 		kgo.ConsumeTopics(topics...),
@@ -152,7 +154,11 @@ func readCommitted(ctx context.Context, brokers []string, topics ...string) ([]*
 	defer cl.Close()
 	var out []*kgo.Record
 	for {
-		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		idle := time.Second
+		if len(out) == 0 {
+			idle = 10 * time.Second
+		}
+		pctx, cancel := context.WithTimeout(ctx, idle)
 		fetches := cl.PollFetches(pctx)
 		cancel()
 		if fetches.NumRecords() == 0 && pctx.Err() != nil {

@@ -17,7 +17,7 @@ import (
 // Defaults of the Config fields whose zero value means "the default".
 const (
 	DefaultSnapshotChunkRows = 10000
-	DefaultBatchMaxEvents    = 10000
+	DefaultBatchMaxEvents    = 40000 // the sink's DefaultMaxTransactionRecords: a full batch is one transaction
 	DefaultBatchMaxBytes     = 16 << 20
 	DefaultStandbyInterval   = 10 * time.Second
 	DefaultHeartbeatInterval = 30 * time.Second

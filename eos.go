@@ -27,7 +27,7 @@ func (s *txnSink) Write(ctx context.Context, b Batch) error {
 	early := &earlyTxn{s: s}
 	return s.write(ctx, &b, early, func(ctx context.Context, p *plan) (int, error) {
 		// Never leave a transaction open, whatever deliver did.
-		defer early.discard(ctx, errors.New("kafkasink: the batch's first part was not delivered"))
+		defer early.discard(ctx, errFirstPartUndelivered)
 		return s.deliver(ctx, p, early)
 	})
 }
@@ -116,6 +116,10 @@ func (t *openTxn) produce(cl *kgo.Client, r *kgo.Record) {
 	t.results.produce(t.ctx, cl, r)
 	t.records++
 }
+
+// errFirstPartUndelivered aborts an early transaction that deliver did not
+// take, which it always does; it exists so that none is ever left open.
+var errFirstPartUndelivered = errors.New("kafkasink: the batch's first part was not delivered")
 
 // earlyTxn is the transaction of a batch's first part, begun while the
 // batch is still being planned: each of the part's records is produced as

@@ -113,10 +113,11 @@ func (r *runner) stream(ctx context.Context, slot slotState) error {
 	if err := r.dec.Reset(); err != nil {
 		r.log.Warn("removing spool files", "error", err)
 	}
-	if n, err := removeStaleSpools(r.cfg.spoolDir()); err != nil {
-		r.log.Warn("removing spool files an earlier process left", "dir", r.cfg.spoolDir(), "error", err)
+	spoolDir := r.cfg.spoolDir()
+	if n, err := removeStaleSpools(spoolDir); err != nil {
+		r.log.Warn("removing spool files an earlier process left", "dir", spoolDir, "error", err)
 	} else if n > 0 {
-		r.log.Info("removed spool files an earlier process left", "dir", r.cfg.spoolDir(), "files", n)
+		r.log.Info("removed spool files an earlier process left", "dir", spoolDir, "files", n)
 	}
 	s := &session{
 		cfg: r.cfg, sink: r.sink, dec: r.dec, conn: conn, log: r.log, in: newInbox(),

@@ -578,20 +578,31 @@ func cutClock(s []byte) (clock, []byte, []byte, bool) {
 	return c, s[:i], s[i:], true
 }
 
+func isInfinity(src []byte) bool {
+	return string(src) == "infinity" || string(src) == "-infinity"
+}
+
+// cutTimestamp cuts the "date time" that both timestamp types print, with
+// an era after the date when there is one, and returns the rest (the
+// offset of a timestamptz). clk is the clock's text.
+func cutTimestamp(src []byte) (d dateParts, c clock, clk, rest []byte, ok bool) {
+	d, rest, ok = cutDate(src)
+	if !ok || len(rest) == 0 || rest[0] != ' ' {
+		return d, c, nil, nil, false
+	}
+	rest = cutEra(rest[1:], &d)
+	c, clk, rest, ok = cutClock(rest)
+	return d, c, clk, rest, ok
+}
+
 // parseTimestamp returns a timestamp without time zone as ISO text,
 // "2006-01-02T15:04:05.999999": it names a wall-clock reading in no
 // particular zone, so turning it into an instant would invent a zone.
 func parseTimestamp(src []byte) (any, error) {
-	switch string(src) {
-	case "infinity", "-infinity":
+	if isInfinity(src) {
 		return string(src), nil
 	}
-	d, rest, ok := cutDate(src)
-	if !ok || len(rest) == 0 || rest[0] != ' ' {
-		return nil, errSyntax
-	}
-	rest = cutEra(rest[1:], &d)
-	_, clk, rest, ok := cutClock(rest)
+	d, _, clk, rest, ok := cutTimestamp(src)
 	if !ok || len(rest) != 0 {
 		return nil, errSyntax
 	}
@@ -605,16 +616,10 @@ func parseTimestamp(src []byte) (any, error) {
 // minutes and seconds when not zero ("+05:30", "-00:01:15" for local mean
 // time); pgx's re-rendered binary values end in "Z".
 func parseTimestamptz(src []byte) (any, error) {
-	switch string(src) {
-	case "infinity", "-infinity":
+	if isInfinity(src) {
 		return string(src), nil
 	}
-	d, rest, ok := cutDate(src)
-	if !ok || len(rest) == 0 || rest[0] != ' ' {
-		return nil, errSyntax
-	}
-	rest = cutEra(rest[1:], &d)
-	c, _, rest, ok := cutClock(rest)
+	d, c, _, rest, ok := cutTimestamp(src)
 	if !ok {
 		return nil, errSyntax
 	}

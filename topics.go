@@ -249,18 +249,32 @@ func waitForLeaders(ctx context.Context, cl *kgo.Client, topic string) (int, err
 	}
 }
 
-// topicConfigs reads a topic's effective configuration.
+// topicConfigs reads a topic's effective configuration. The topic exists
+// (its callers have seen its leaders), but the broker answering may not
+// know it yet: right after a create on a cluster, each broker learns of
+// the topic on its own, and until then says UNKNOWN_TOPIC_OR_PARTITION.
+// That answer is retried for a few seconds.
 func topicConfigs(ctx context.Context, adm *kadm.Client, topic string) (map[string]string, error) {
-	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
-	if err != nil {
-		return nil, fmt.Errorf("kafkasink: describing configs of topic %q: %w", topic, err)
-	}
-	rc, err := rcs.On(topic, nil)
-	if err == nil {
-		err = rc.Err
-	}
-	if err != nil {
-		return nil, fmt.Errorf("kafkasink: describing configs of topic %q: %w", topic, err)
+	var rc kadm.ResourceConfig
+	for delay, deadline := 20*time.Millisecond, time.Now().Add(5*time.Second); ; delay = min(2*delay, 500*time.Millisecond) {
+		rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+		if err == nil {
+			rc, err = rcs.On(topic, nil)
+			if err == nil {
+				err = rc.Err
+			}
+		}
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, kerr.UnknownTopicOrPartition) || time.Now().After(deadline) {
+			return nil, fmt.Errorf("kafkasink: describing configs of topic %q: %w", topic, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("kafkasink: describing configs of topic %q: %w (%w)", topic, err, context.Cause(ctx))
+		case <-time.After(delay):
+		}
 	}
 	out := make(map[string]string, len(rc.Configs))
 	for _, c := range rc.Configs {

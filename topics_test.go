@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
@@ -297,4 +300,36 @@ func TestCheckpointTopicSafety(t *testing.T) {
 			t.Errorf("created checkpoint topic has %d partitions, want 1", n)
 		}
 	})
+}
+
+// TestTopicConfigsWaitForBrokerToKnowTopic answers the first describe of
+// the checkpoint topic's configuration as a broker does that has not yet
+// learnt of a just-created topic (seen on the 3-broker cluster): New waits
+// and succeeds instead of failing.
+func TestTopicConfigsWaitForBrokerToKnowTopic(t *testing.T) {
+	t.Parallel()
+	c, brokers := sinktest.Cluster(t)
+	var unknown atomic.Int32
+	c.ControlKey(kmsg.DescribeConfigs.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if unknown.Load() == 2 {
+			return nil, nil, false
+		}
+		unknown.Add(1)
+		dreq := req.(*kmsg.DescribeConfigsRequest)
+		resp := dreq.ResponseKind().(*kmsg.DescribeConfigsResponse)
+		for _, r := range dreq.Resources {
+			rr := kmsg.NewDescribeConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
+			rr.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			resp.Resources = append(resp.Resources, rr)
+		}
+		return resp, nil, true
+	})
+	if _, err := startSink(t, brokers, "configs-lag"); err != nil {
+		t.Fatalf("New while the broker did not know the checkpoint topic yet: %v", err)
+	}
+	if n := unknown.Load(); n != 2 {
+		t.Fatalf("%d UNKNOWN_TOPIC_OR_PARTITION answers given, want 2", n)
+	}
 }

@@ -27,6 +27,26 @@ type Checkpoint struct {
 // IsZero reports whether nothing has been delivered yet.
 func (c Checkpoint) IsZero() bool { return c.Position.IsZero() && c.Cursor == nil }
 
+// same reports whether c and o are the same checkpoint record: position,
+// cursor (as stored, compacted), mode and time of writing. The time makes
+// two cursor-only checkpoints at one position tell apart.
+func (c Checkpoint) same(o Checkpoint) bool {
+	return c.Position == o.Position && c.Mode == o.Mode && c.Time.Equal(o.Time) &&
+		bytes.Equal(compactJSON(c.Cursor), compactJSON(o.Cursor))
+}
+
+// compactJSON is raw as json.Marshal stores it in a checkpoint value.
+func compactJSON(raw json.RawMessage) []byte {
+	if raw == nil {
+		return nil
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return raw
+	}
+	return b.Bytes()
+}
+
 // checkpointVersion is the format version written in every checkpoint
 // value. A reader refuses versions it does not know rather than guess.
 const checkpointVersion = 1
@@ -112,7 +132,10 @@ func (s *checkpointStore) read(ctx context.Context, adm *kadm.Client, connOpts [
 	}
 	end, ok := ends.Lookup(s.topic, s.partition)
 	if !ok || end.Err != nil {
-		return known, fmt.Errorf("kafkasink: reading the end of checkpoint topic %q partition %d: %v", s.topic, s.partition, end.Err)
+		if end.Err == nil {
+			end.Err = kerr.UnknownTopicOrPartition
+		}
+		return known, fmt.Errorf("kafkasink: reading the end of checkpoint topic %q partition %d: %w", s.topic, s.partition, end.Err)
 	}
 	if s.from >= end.Offset {
 		return known, nil

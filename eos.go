@@ -80,8 +80,8 @@ func (s *txnSink) commitPart(ctx context.Context, p *plan, i int, early *earlyTx
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 2*time.Second)
-		if s.cl == nil {
-			if rerr := s.restart(ctx); rerr != nil {
+		if s.state == ckptUnverified {
+			if rerr := s.recover(ctx); rerr != nil {
 				return fmt.Errorf("%w (recovering after: %v)", rerr, err)
 			}
 		}
@@ -175,7 +175,7 @@ func (s *txnSink) transact(ctx context.Context, pt *part, ck Checkpoint, t *open
 	if t == nil {
 		var err error
 		if t, err = s.begin(ctx); err != nil {
-			s.closeClient() // the client is in a state only a restart clears
+			s.state = ckptUnverified // recover settles the client's state
 			return err
 		}
 		for _, r := range pt.records {
@@ -190,6 +190,7 @@ func (s *txnSink) transact(ctx context.Context, pt *part, ck Checkpoint, t *open
 	if err != nil {
 		return s.abort(ctx, info, started, err, results)
 	}
+	s.inflight = ck
 	results.produce(tctx, s.cl, ckRec)
 	if err := s.cl.Flush(tctx); err != nil {
 		cause := fmt.Errorf("kafkasink: flushing transaction %s..%s: %w", pt.first, pt.last, context.Cause(tctx))
@@ -202,36 +203,38 @@ func (s *txnSink) transact(ctx context.Context, pt *part, ck Checkpoint, t *open
 		return s.abort(ctx, info, started, s.writeError(tctx, pt, ck, failed, perr), nil)
 	}
 
-	cctx, ccancel := context.WithTimeoutCause(tctx, s.cfg.CommitTimeout, errors.New("kafkasink: commit timed out (Config.CommitTimeout)"))
+	cctx, ccancel := context.WithTimeoutCause(tctx, s.cfg.CommitTimeout, errCommitTimeout)
 	defer ccancel()
 	if err := s.cl.EndTransaction(cctx, kgo.TryCommit); err != nil {
-		return s.resolveCommit(ctx, info, started, ck, err)
+		return s.resolveCommit(ctx, info, started, ck, withCause(cctx, err))
 	}
 	info.Duration = time.Since(started)
 	s.store.from = ckRec.Offset
 	s.setCheckpoint(ck)
+	s.inflight = Checkpoint{}
 	s.hooks.onCommitted(info)
 	return nil
 }
 
 // abort ends a transaction that must not commit. It runs even when ctx is
 // cancelled: a Write is committed or aborted, never left half done. When
-// the abort itself fails, the client is dropped; the next attempt starts a
-// new one, whose producer id fences and aborts what this one left open.
+// the abort itself fails, the checkpoint becomes unverified: recover ends
+// the transaction before anything else is planned, and no new transaction
+// begins until it has (records still buffered must never join one).
 func (s *txnSink) abort(ctx context.Context, info TransactionInfo, started time.Time, cause error, pending *produceResults) error {
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CommitTimeout)
+	actx, cancel := context.WithTimeoutCause(context.WithoutCancel(ctx), s.cfg.CommitTimeout, errAbortTimeout)
 	defer cancel()
 	aerr := s.cl.AbortBufferedRecords(actx)
 	if aerr == nil {
 		aerr = s.cl.EndTransaction(actx, kgo.TryAbort)
 	}
 	if aerr != nil {
-		// Closing the client fails whatever it still buffers, so the
-		// wait below ends even when the broker never answers.
-		s.log.Warn("aborting the transaction failed; restarting the client", "error", aerr, "cause", cause)
-		s.closeClient()
-	}
-	if pending != nil {
+		s.log.Warn("aborting the transaction failed; the next attempt recovers first", "error", withCause(actx, aerr), "cause", cause)
+		s.state = ckptUnverified
+	} else if pending != nil {
+		// Every record has its outcome once the abort succeeded;
+		// after a failed one, records may stay buffered until
+		// recover aborts them, so nothing waits for them here.
 		pending.wait()
 	}
 	info.Duration = time.Since(started)
@@ -241,24 +244,25 @@ func (s *txnSink) abort(ctx context.Context, info TransactionInfo, started time.
 }
 
 // resolveCommit settles a commit that returned an error: its outcome is
-// unknown (a lost response, a timeout) or it failed. Restarting fences
-// whatever is still open and reads the checkpoint back: if the checkpoint
-// holds this transaction's, the commit happened.
+// unknown (a lost response, a timeout) or it failed. recover ends whatever
+// is still open without giving up the producer identity and reads the
+// checkpoint back: if it holds this transaction's checkpoint, the commit
+// happened.
 func (s *txnSink) resolveCommit(ctx context.Context, info TransactionInfo, started time.Time, ck Checkpoint, commitErr error) error {
 	commitErr = s.classify(fmt.Errorf("kafkasink: committing transaction %s..%s: %w", info.First, info.Last, commitErr), started)
+	s.state = ckptUnverified
 	if s.fatal != nil {
 		return s.fatal
 	}
 	info.Duration = time.Since(started)
 	// Resolve even when the caller's ctx is done, within a bound.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.TransactionTimeout)
+	rctx, cancel := context.WithTimeoutCause(context.WithoutCancel(ctx), s.cfg.TransactionTimeout, errRecoveryTimeout)
 	defer cancel()
-	if err := s.restart(rctx); err != nil {
-		// The next Write restarts again and resolves it then.
-		s.closeClient()
-		return fmt.Errorf("%w; reading the checkpoint back to learn the outcome failed too: %v", commitErr, err)
+	if err := s.recover(rctx); err != nil {
+		// The next Write recovers again and learns the outcome then.
+		return fmt.Errorf("%w; reading the checkpoint back to learn the outcome failed too: %w", commitErr, withCause(rctx, err))
 	}
-	if s.Checkpoint().Position.Compare(ck.Position) >= 0 {
+	if s.Checkpoint().same(ck) {
 		s.log.Info("commit outcome was unknown; the checkpoint read back shows it committed", "checkpoint", ck.Position.String())
 		s.hooks.onCommitted(info)
 		return nil
@@ -268,22 +272,65 @@ func (s *txnSink) resolveCommit(ctx context.Context, info TransactionInfo, start
 	return commitErr
 }
 
+// settleTransaction ends whatever transaction the client may still have
+// open, keeping the producer identity: records still buffered are failed,
+// an open transaction is aborted, and a producer id kgo flagged after an
+// unclear outcome is re-initialised at its CURRENT id and epoch (KIP-360).
+// That re-initialisation aborts anything of ours still open at the broker,
+// and the broker answers it PRODUCER_FENCED when a newer instance has
+// claimed the transactional id since: then this instance is the zombie,
+// and stops.
+func (s *base) settleTransaction(ctx context.Context) error {
+	if err := s.cl.AbortBufferedRecords(ctx); err != nil {
+		return fmt.Errorf("kafkasink: recovering: failing the records still buffered: %w", withCause(ctx, err))
+	}
+	if err := s.cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		return s.fencedOr(fmt.Errorf("kafkasink: recovering: aborting the open transaction: %w", withCause(ctx, err)))
+	}
+	if _, _, err := s.cl.ProducerID(ctx); err != nil {
+		return s.fencedOr(fmt.Errorf("kafkasink: recovering: re-initialising the producer id of transactional id %q at its current epoch: %w", s.cfg.TransactionalID, withCause(ctx, err)))
+	}
+	return nil
+}
+
 // classify turns the errors that mean this instance was fenced into
 // ErrFenced, which is terminal, and an error after the transaction outlived
-// its timeout into ErrTransactionTimeout: the broker's own timeout abort
-// bumps the epoch too, and that must not be taken for a zombie.
+// its timeout into ErrTransactionTimeout. The broker's own timeout abort
+// bumps the producer epoch too, so a fencing answer then says nothing about
+// a newer instance: recover asks the broker by re-initialising the producer
+// id at its current epoch, which the broker allows after its own abort
+// (KIP-588) and answers PRODUCER_FENCED when a newer instance exists.
 func (s *txnSink) classify(err error, started time.Time) error {
-	fenced := errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
-		errors.Is(err, kerr.InvalidProducerIDMapping)
-	timedOut := errors.Is(err, ErrTransactionTimeout) || time.Since(started) >= s.cfg.TransactionTimeout-s.cfg.TransactionTimeout/10
+	timedOut := time.Since(started) >= s.cfg.TransactionTimeout-s.cfg.TransactionTimeout/10
+	const fix = "lower Config.MaxTransactionRecords or raise Config.TransactionTimeout"
 	switch {
-	case timedOut && !errors.Is(err, ErrTransactionTimeout) && !IsFatal(err):
-		s.closeClient()
-		return fmt.Errorf("%w (after %v; lower Config.MaxTransactionRecords or raise Config.TransactionTimeout): %w", ErrTransactionTimeout, time.Since(started).Round(time.Millisecond), err)
-	case fenced && !timedOut:
-		s.fatal = fmt.Errorf("%w (transactional id %q): %w", ErrFenced, s.cfg.TransactionalID, err)
-		s.log.Error("fenced by a newer instance; this sink stops", "transactional_id", s.cfg.TransactionalID)
-		return s.fatal
+	case errors.Is(err, ErrTransactionTimeout):
+		s.state = ckptUnverified
+		return err
+	case timedOut && isFencing(err):
+		s.state = ckptUnverified
+		return fmt.Errorf("%w (after %v; %s): the broker aborted it: %v", ErrTransactionTimeout, time.Since(started).Round(time.Millisecond), fix, err)
+	case timedOut && !IsFatal(err):
+		s.state = ckptUnverified
+		return fmt.Errorf("%w (after %v; %s): %w", ErrTransactionTimeout, time.Since(started).Round(time.Millisecond), fix, err)
 	}
-	return err
+	return s.fencedOr(err)
+}
+
+// isFencing reports whether err is the broker's answer to a producer
+// whose epoch a newer one replaced.
+func isFencing(err error) bool {
+	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
+		errors.Is(err, kerr.InvalidProducerIDMapping)
+}
+
+// fencedOr returns the terminal ErrFenced when err says a newer instance
+// claimed the transactional id, and err otherwise.
+func (s *base) fencedOr(err error) error {
+	if !isFencing(err) {
+		return err
+	}
+	s.fatal = fmt.Errorf("%w (transactional id %q): %w", ErrFenced, s.cfg.TransactionalID, err)
+	s.log.Error("fenced by a newer instance; this sink stops", "transactional_id", s.cfg.TransactionalID)
+	return s.fatal
 }

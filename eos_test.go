@@ -420,11 +420,11 @@ func TestLargeBatchSplitsIntoCheckpointedTransactions(t *testing.T) {
 	// with its own checkpoint, the second is retried inside Write until
 	// Write gives up.
 	var ends atomic.Int32
-	failing := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.InvalidTxnState, TopLevel: true, Count: -1,
+	failing := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.UnknownServerError, TopLevel: true, Count: -1,
 		When: func(kmsg.Request) bool { return ends.Add(1) >= 2 }})
 	err := s.Write(ctxT(t), kafkasink.Batch{Events: batch, Cursor: []byte(`{"chunk":1}`)})
-	if !errors.Is(err, kafkasink.ErrTransactionAborted) || !errors.Is(err, kerr.InvalidTxnState) || !kafkasink.IsRetryable(err) {
-		t.Fatalf("Write: %v, want a retryable ErrTransactionAborted wrapping INVALID_TXN_STATE", err)
+	if !errors.Is(err, kafkasink.ErrTransactionAborted) || !errors.Is(err, kerr.UnknownServerError) || !kafkasink.IsRetryable(err) {
+		t.Fatalf("Write: %v, want a retryable ErrTransactionAborted wrapping UNKNOWN_SERVER_ERROR", err)
 	}
 	failing.Remove()
 	ck := s.Checkpoint()

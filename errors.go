@@ -61,7 +61,58 @@ var (
 	// when the checkpoint topic's settings could delete the latest
 	// checkpoint. Fatal.
 	ErrUnsafeCheckpointTopic = errors.New("kafkasink: unsafe checkpoint topic")
+
+	// ErrUnexpected wraps an error New or Write met that is in no class
+	// the sink knows, such as a broker answer Kafka does not mark
+	// retriable (INVALID_RECORD, POLICY_VIOLATION). Fatal: stopping is
+	// safe, retrying blindly might not be; the wrapped error says what
+	// happened.
+	ErrUnexpected = errors.New("kafkasink: unexpected error, stopping")
 )
+
+// timeoutError is the cause of a deadline the sink sets itself. Unlike the
+// caller's own context ending, it is retryable.
+type timeoutError struct{ what string }
+
+func (e *timeoutError) Error() string { return "kafkasink: " + e.what + " timed out" }
+
+var (
+	errCommitTimeout   = &timeoutError{"commit (Config.CommitTimeout)"}
+	errAbortTimeout    = &timeoutError{"abort (Config.CommitTimeout)"}
+	errRecoveryTimeout = &timeoutError{"reading the checkpoint back after an unclear outcome (Config.TransactionTimeout)"}
+)
+
+// withCause adds the cause of ctx to err when ctx ending caused err, so
+// that a deadline the sink set itself is told from the caller's.
+func withCause(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil || context.Cause(ctx) == ctx.Err() {
+		return err
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %w", context.Cause(ctx), err)
+	}
+	return err
+}
+
+// classified gives an error leaving New or Write exactly one class:
+// rejected, fatal or retryable, except when the caller's own ctx ended,
+// which is in none (the caller chose to stop): it wraps context.Cause(ctx).
+// An error of no known class is fatal (ErrUnexpected).
+func classified(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := IsRejected(err); ok || IsFatal(err) {
+		return err
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("kafkasink: stopped because the caller's context ended: %w (last error: %v)", context.Cause(ctx), err)
+	}
+	if IsRetryable(err) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrUnexpected, err)
+}
 
 // ConfigError lists every problem New found in a Config. Fatal.
 type ConfigError struct {
@@ -168,9 +219,13 @@ func IsRejected(err error) ([]Rejection, bool) {
 }
 
 // IsRetryable reports whether the same batch may be written again after err:
-// timeouts, lost connections, leader moves, aborted or timed-out
-// transactions, and broker errors Kafka marks retriable. A retry never
-// duplicates what a read_committed consumer sees in exactly-once mode.
+// timeouts of the sink's own deadlines, lost connections, leader moves,
+// aborted or timed-out transactions, and broker errors Kafka marks
+// retriable. A retry never duplicates what a read_committed consumer sees
+// in exactly-once mode.
+//
+// An error caused by the caller's own context ending (context.Canceled,
+// context.DeadlineExceeded) is not retryable: the caller chose to stop.
 func IsRetryable(err error) bool {
 	if err == nil || IsFatal(err) {
 		return false
@@ -180,17 +235,19 @@ func IsRetryable(err error) bool {
 	}
 	// The sink's own verdicts come first: an aborted transaction can be
 	// written again whatever the broker's code in it says.
-	if errors.Is(err, ErrTransactionTimeout) || errors.Is(err, ErrTransactionAborted) {
+	var te *timeoutError
+	if errors.Is(err, ErrTransactionTimeout) || errors.Is(err, ErrTransactionAborted) || errors.As(err, &te) {
 		return true
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
 	}
 	var ke *kerr.Error
 	if errors.As(err, &ke) {
 		return ke.Retriable || ke == kerr.TransactionAbortable || ke == kerr.UnknownServerError
 	}
 	var ne net.Error
-	return errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, context.Canceled) ||
-		errors.Is(err, io.EOF) ||
+	return errors.Is(err, io.EOF) ||
 		errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNREFUSED) ||
 		errors.Is(err, syscall.ECONNRESET) ||
@@ -223,7 +280,7 @@ func IsFatal(err error) bool {
 	if err == nil {
 		return false
 	}
-	for _, sentinel := range []error{ErrClosed, ErrFenced, ErrInvalidBatch, ErrTopicMissing, ErrCheckpoint, ErrUnsafeCheckpointTopic} {
+	for _, sentinel := range []error{ErrClosed, ErrFenced, ErrInvalidBatch, ErrTopicMissing, ErrCheckpoint, ErrUnsafeCheckpointTopic, ErrUnexpected} {
 		if errors.Is(err, sentinel) {
 			return true
 		}

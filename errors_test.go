@@ -45,7 +45,11 @@ func TestClassification(t *testing.T) {
 		{"RequestTimedOut", kerr.RequestTimedOut, true, false, false},
 		{"TopicAuthorizationFailed", kerr.TopicAuthorizationFailed, false, true, false},
 		{"SaslAuthenticationFailed", kerr.SaslAuthenticationFailed, false, true, false},
-		{"context.DeadlineExceeded", context.DeadlineExceeded, true, false, false},
+		// The caller's own context ending is in no class: the caller
+		// chose to stop, and a retry loop must not spin at shutdown.
+		{"context.DeadlineExceeded", context.DeadlineExceeded, false, false, false},
+		{"context.Canceled", context.Canceled, false, false, false},
+		{"ErrUnexpected wrapping INVALID_RECORD", fmt.Errorf("%w: %w", kafkasink.ErrUnexpected, kerr.InvalidRecord), false, true, false},
 		{"io.EOF", io.EOF, true, false, false},
 		{"net.OpError", opErr, true, false, false},
 		{"x509.UnknownAuthorityError", unknownCA, false, true, false},

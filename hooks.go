@@ -33,6 +33,20 @@ type TransactionInfo struct {
 	Duration    time.Duration // from begin to commit or abort
 }
 
+// SkipInfo describes events of a Write skipped because the checkpoint
+// already covers them: a source redelivering after a restart.
+type SkipInfo struct {
+	First, Last Position // positions of the first and last skipped event
+	Events      int      // how many were skipped
+	Checkpoint  Position // the checkpoint that covers them
+}
+
+// HookEventsSkipped is called when a Write skips events the checkpoint
+// covers (they were delivered before), before it writes the rest.
+type HookEventsSkipped interface {
+	OnEventsSkipped(SkipInfo)
+}
+
 // HookBatchWritten is called after each successful Write that wrote
 // anything.
 type HookBatchWritten interface {
@@ -63,6 +77,7 @@ type hooks struct {
 	committed []HookTransactionCommitted
 	aborted   []HookTransactionAborted
 	rejected  []HookEventRejected
+	skipped   []HookEventsSkipped
 }
 
 func newHooks(hs []Hook) hooks {
@@ -80,6 +95,9 @@ func newHooks(hs []Hook) hooks {
 		if v, ok := x.(HookEventRejected); ok {
 			h.rejected = append(h.rejected, v)
 		}
+		if v, ok := x.(HookEventsSkipped); ok {
+			h.skipped = append(h.skipped, v)
+		}
 	}
 	return h
 }
@@ -90,9 +108,9 @@ func unknownHooks(hs []Hook) []string {
 	var p []string
 	for i, x := range hs {
 		switch x.(type) {
-		case HookBatchWritten, HookTransactionCommitted, HookTransactionAborted, HookEventRejected:
+		case HookBatchWritten, HookTransactionCommitted, HookTransactionAborted, HookEventRejected, HookEventsSkipped:
 		default:
-			p = append(p, fmt.Sprintf("Hooks[%d] (%T) implements no Hook interface (HookBatchWritten, HookTransactionCommitted, HookTransactionAborted, HookEventRejected)", i, x))
+			p = append(p, fmt.Sprintf("Hooks[%d] (%T) implements no Hook interface (HookBatchWritten, HookTransactionCommitted, HookTransactionAborted, HookEventRejected, HookEventsSkipped)", i, x))
 		}
 	}
 	return p
@@ -119,5 +137,11 @@ func (h *hooks) onAborted(i TransactionInfo, err error) {
 func (h *hooks) onRejected(r Rejection, deadLettered bool) {
 	for _, x := range h.rejected {
 		x.OnEventRejected(r, deadLettered)
+	}
+}
+
+func (h *hooks) onSkipped(i SkipInfo) {
+	for _, x := range h.skipped {
+		x.OnEventsSkipped(i)
 	}
 }

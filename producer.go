@@ -43,6 +43,7 @@ func (s *producerSink) deliver(ctx context.Context, p *plan) (int, error) {
 		if err != nil {
 			return i, err
 		}
+		s.inflight = ck
 		if err := s.cl.ProduceSync(ctx, ckRec).FirstErr(); err != nil {
 			return i, s.writeError(ctx, pt, ck, ckRec, err)
 		}
@@ -52,6 +53,7 @@ func (s *producerSink) deliver(ctx context.Context, p *plan) (int, error) {
 			s.store.from = ckRec.Offset
 		}
 		s.setCheckpoint(ck)
+		s.inflight = Checkpoint{}
 	}
 	return len(p.parts), nil
 }

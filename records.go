@@ -66,8 +66,12 @@ func checkBatch(b *Batch) error {
 	for i := range b.Events {
 		e := &b.Events[i]
 		switch {
+		case e.Position.IsZero():
+			return fmt.Errorf("%w: event %d (table %s.%s) has the zero Position, which sorts at or below every checkpoint and would be skipped as delivered; set Event.Position (the commit LSN and the index within the transaction)", ErrInvalidBatch, i, e.Schema, e.Table)
 		case e.Table == "":
 			return fmt.Errorf("%w: event %d (position %s) has no table; set Event.Table", ErrInvalidBatch, i, e.Position)
+		case e.Schema == "":
+			return fmt.Errorf("%w: event %d (position %s, table %q) has no schema; set Event.Schema (PostgreSQL's default is \"public\")", ErrInvalidBatch, i, e.Position, e.Table)
 		case !e.Op.Valid():
 			return fmt.Errorf("%w: event %d (position %s, table %s.%s) has invalid Op %d", ErrInvalidBatch, i, e.Position, e.Schema, e.Table, e.Op)
 		case i > 0 && e.Position.Compare(b.Events[i-1].Position) <= 0:
@@ -87,10 +91,8 @@ func checkBatch(b *Batch) error {
 //
 // send, when set, is given each record of the first part as soon as it is
 // encoded, so that a mode can send while the rest is encoded.
+// b must have passed checkBatch.
 func (s *base) plan(ctx context.Context, b *Batch, send func(*kgo.Record)) (*plan, error) {
-	if err := checkBatch(b); err != nil {
-		return nil, err
-	}
 	ck := s.Checkpoint()
 	events := b.Events
 	for len(events) > 0 && events[0].Position.Compare(ck.Position) <= 0 {
@@ -100,6 +102,7 @@ func (s *base) plan(ctx context.Context, b *Batch, send func(*kgo.Record)) (*pla
 	if p.skipped > 0 {
 		s.log.Info("skipping events the checkpoint covers (redelivery after a restart)",
 			"skipped", p.skipped, "checkpoint", ck.Position.String())
+		s.hooks.onSkipped(SkipInfo{First: b.Events[0].Position, Last: b.Events[p.skipped-1].Position, Events: p.skipped, Checkpoint: ck.Position})
 	}
 
 	enc := encoderState{

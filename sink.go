@@ -69,9 +69,14 @@ func New(ctx context.Context, cfg Config) (Sink, error) {
 	if cfg.Mode == ExactlyOnce {
 		b.store.txnID = cfg.TransactionalID
 	}
+	cl, err := kgo.NewClient(b.producerOptions()...)
+	if err != nil {
+		return nil, &ConfigError{Problems: []string{"Kafka client: " + err.Error()}}
+	}
+	b.cl, b.adm = cl, kadm.NewClient(cl)
 	if err := b.start(ctx); err != nil {
-		b.closeClient()
-		return nil, cfg.explainConnectErr(err)
+		cl.Close()
+		return nil, cfg.explainConnectErr(classified(ctx, err))
 	}
 	if cfg.Mode == ExactlyOnce {
 		return &txnSink{base: b}, nil
@@ -92,10 +97,21 @@ type base struct {
 	sem    chan struct{}
 	closed atomic.Bool
 
-	// Touched only while holding sem (or during New).
+	// Touched only while holding sem (or during New). The client is
+	// made by New and closed by Close, never replaced: only New claims
+	// the transactional id afresh (see recover).
 	cl    *kgo.Client
 	adm   *kadm.Client
 	store checkpointStore
+	// state says whether ckpt may be planned against.
+	state ckptState
+	// inflight is the checkpoint last sent whose outcome is not
+	// confirmed yet; zero when none is.
+	inflight Checkpoint
+	// undelivered is the first position of the last Write that failed
+	// retryably; until a Write delivers it, a batch that skips past it
+	// is refused (see checkRedelivery). Zero when nothing is owed.
+	undelivered Position
 	// routes caches each table's route.
 	routes map[[2]string]tableRoute
 	// fatal, once set, is returned by every later Write: fencing or an
@@ -171,33 +187,81 @@ func (s *base) batchMaxBytes(topic string) int32 {
 	return int32(limit)
 }
 
-// start connects, prepares the checkpoint topic, fences predecessors and
-// reads the checkpoint: the protocol's start-up, also used to recover.
-func (s *base) start(ctx context.Context) error {
-	cl, err := kgo.NewClient(s.producerOptions()...)
-	if err != nil {
-		return &ConfigError{Problems: []string{"Kafka client: " + err.Error()}}
-	}
-	s.cl, s.adm = cl, kadm.NewClient(cl)
+// ckptState says whether the in-memory checkpoint is what the broker has.
+// It is explicit, never inferred from other facts (such as whether a
+// client exists): planning, skipping and committing against a checkpoint
+// that may be stale is how a recovered sink writes a part twice.
+type ckptState uint8
 
+const (
+	// ckptUnverified: an outcome is unclear (a commit or abort that
+	// failed or timed out, records sent without a confirmed
+	// checkpoint), so the broker may hold a newer checkpoint than the
+	// one in memory. recover must run before anything is planned.
+	ckptUnverified ckptState = iota
+	// ckptVerified: read back by a complete start-up or recovery, or
+	// moved by a commit the broker confirmed.
+	ckptVerified
+)
+
+// start prepares the checkpoint topic, claims the transactional id
+// (ExactlyOnce), which fences every predecessor, and reads the
+// checkpoint: the protocol's start-up, run once, by New.
+func (s *base) start(ctx context.Context) error {
+	var err error
 	if s.store.partition, err = setupCheckpointTopic(ctx, s.cl, s.cfg.CheckpointTopic, s.cfg.SinkID, s.cfg.Mode, s.logInfo); err != nil {
 		return err
 	}
 	if s.cfg.Mode == ExactlyOnce {
-		// Initialising the producer id fences every predecessor with
-		// the same transactional id and makes the broker finish its
-		// open transaction, so the read below sees its outcome.
-		if _, _, err := cl.ProducerID(ctx); err != nil {
+		// Initialising the producer id of a new client claims the
+		// transactional id: it fences every predecessor and makes
+		// the broker finish its open transaction, so the read below
+		// sees its outcome.
+		if _, _, err := s.cl.ProducerID(ctx); err != nil {
 			return s.classifyInitErr(err)
 		}
 	}
-	ck, err := s.store.read(ctx, s.adm, s.connOptions(), s.Checkpoint())
+	ck, err := s.store.read(ctx, s.adm, s.connOptions(), Checkpoint{})
 	if err != nil {
 		return err
 	}
 	s.setCheckpoint(ck)
+	s.state = ckptVerified
 	s.log.Info("sink started", "mode", s.cfg.Mode.String(), "checkpoint", ck.Position.String(),
 		"checkpoint_topic", s.cfg.CheckpointTopic, "checkpoint_partition", s.store.partition)
+	return nil
+}
+
+// recover makes an unverified checkpoint verified again. In ExactlyOnce
+// mode it first ends whatever transaction the client may have open while
+// KEEPING the producer identity (see settleTransaction): a running sink
+// never claims its transactional id afresh, so that an older instance can
+// never fence a newer one. Then it reads the checkpoint back.
+//
+// What the read may show is known: the checkpoint in memory, or the one in
+// flight. Anything else was written by another instance with the same sink
+// id (or is an operator's reset), which makes this one a zombie: ErrFenced.
+func (s *base) recover(ctx context.Context) error {
+	if s.cfg.Mode == ExactlyOnce {
+		if err := s.settleTransaction(ctx); err != nil {
+			return err
+		}
+	}
+	known := s.Checkpoint()
+	ck, err := s.store.read(ctx, s.adm, s.connOptions(), known)
+	if err != nil {
+		return err
+	}
+	if !ck.same(known) && !ck.same(s.inflight) {
+		s.fatal = fmt.Errorf("%w: checkpoint topic %q holds checkpoint %s of sink id %q, which this instance did not write (it last wrote %s): another instance with the same sink id is writing, or an operator reset the checkpoint; restart the sink (New) to resume from what is there",
+			ErrFenced, s.cfg.CheckpointTopic, ck.Position, s.cfg.SinkID, known.Position)
+		s.log.Error("another instance writes this sink's checkpoint; this sink stops", "checkpoint", ck.Position.String())
+		return s.fatal
+	}
+	s.setCheckpoint(ck)
+	s.inflight = Checkpoint{}
+	s.state = ckptVerified
+	s.log.Info("checkpoint read back", "checkpoint", ck.Position.String())
 	return nil
 }
 
@@ -210,19 +274,6 @@ func (s *base) classifyInitErr(err error) error {
 		return fmt.Errorf("kafkasink: not authorised to use transactional id %q: grant WRITE and DESCRIBE on TransactionalId %q to the sink's principal: %w", s.cfg.TransactionalID, s.cfg.TransactionalID, err)
 	}
 	return fmt.Errorf("kafkasink: initialising producer id for transactional id %q: %w", s.cfg.TransactionalID, err)
-}
-
-// restart drops the client and runs start-up again: a fresh producer id
-// that fences whatever the old client left open, and a checkpoint read
-// that says what the broker really has. Every unclear failure ends here,
-// so recovery is the same, well-trodden path as a process restart.
-func (s *base) restart(ctx context.Context) error {
-	s.closeClient()
-	err := s.start(ctx)
-	if err != nil && IsFatal(err) {
-		s.fatal = err
-	}
-	return err
 }
 
 func (s *base) logInfo(msg string, args ...any) { s.log.Info(msg, args...) }
@@ -287,7 +338,7 @@ type earlySender interface {
 
 // write runs the steps every mode shares around deliver. early, when not
 // nil, gets the first part's records during planning.
-func (s *base) write(ctx context.Context, b *Batch, early earlySender, deliver func(context.Context, *plan) (transactions int, err error)) error {
+func (s *base) write(ctx context.Context, b *Batch, early earlySender, deliver func(context.Context, *plan) (transactions int, err error)) (err error) {
 	if err := s.enter(); err != nil {
 		return err
 	}
@@ -295,11 +346,17 @@ func (s *base) write(ctx context.Context, b *Batch, early earlySender, deliver f
 	if len(b.Events) == 0 && b.Cursor == nil {
 		return nil
 	}
-	if s.cl == nil {
-		// An earlier recovery failed half way; finish it first.
-		if err := s.restart(ctx); err != nil {
+	defer func() { err = s.settle(ctx, b, err) }()
+	if err := checkBatch(b); err != nil {
+		return err
+	}
+	if s.state == ckptUnverified {
+		if err := s.recover(ctx); err != nil {
 			return err
 		}
+	}
+	if err := s.checkRedelivery(b); err != nil {
+		return err
 	}
 	started := time.Now()
 	var send func(*kgo.Record)
@@ -340,6 +397,64 @@ func (s *base) write(ctx context.Context, b *Batch, early earlySender, deliver f
 	return nil
 }
 
+// settle ends a Write: it gives err exactly one class (see classified),
+// marks the checkpoint unverified after anything that may have reached
+// the broker, and remembers the first event a retryable failure left
+// undelivered, so that checkRedelivery can hold the caller to writing it
+// again.
+func (s *base) settle(ctx context.Context, b *Batch, err error) error {
+	err = classified(ctx, err)
+	ck := s.Checkpoint().Position
+	if !s.undelivered.IsZero() && s.undelivered.Compare(ck) <= 0 {
+		s.undelivered = Position{}
+	}
+	if err == nil || IsFatal(err) {
+		return err
+	}
+	if _, rejected := IsRejected(err); rejected {
+		// Nothing was sent but, in ExactlyOnce mode, an early
+		// transaction that was aborted; the caller may fix or drop
+		// the rejected events, so nothing is owed.
+		return err
+	}
+	s.state = ckptUnverified
+	if s.undelivered.IsZero() {
+		for i := range b.Events {
+			if b.Events[i].Position.Compare(ck) > 0 {
+				s.undelivered = b.Events[i].Position
+				break
+			}
+		}
+	}
+	return err
+}
+
+// checkRedelivery refuses a batch that would move past the events of a
+// Write that failed retryably without writing them first. A caller that
+// moved on to its next batch would otherwise lose the failed one for good:
+// when its source redelivers it later, it sits below the checkpoint and is
+// skipped as already delivered.
+func (s *base) checkRedelivery(b *Batch) error {
+	if s.undelivered.IsZero() {
+		return nil
+	}
+	ck := s.Checkpoint().Position
+	for i := range b.Events {
+		if p := b.Events[i].Position; p.Compare(ck) > 0 {
+			if p.Compare(s.undelivered) <= 0 {
+				return nil // it writes the failed events again
+			}
+			return fmt.Errorf("%w: a Write failed before delivering position %s, and this batch starts at %s, past it: write the failed batch again until it succeeds (retry while IsRetryable), or restart the sink and resume from Checkpoint() %s",
+				ErrInvalidBatch, s.undelivered, p, ck)
+		}
+	}
+	if len(b.Events) == 0 {
+		return fmt.Errorf("%w: a Write failed before delivering position %s, and this batch would move only the cursor past it: write the failed batch again until it succeeds (retry while IsRetryable), or restart the sink and resume from Checkpoint() %s",
+			ErrInvalidBatch, s.undelivered, ck)
+	}
+	return nil // every event is delivered already: nothing moves
+}
+
 // nextCheckpoint is the checkpoint written with part i of p: the part's
 // last position, and the batch cursor only with the last part, because
 // until then the source must still resume from the previous cursor.
@@ -354,18 +469,24 @@ func (s *base) nextCheckpoint(p *plan, i int) Checkpoint {
 
 // Close releases the client; see Sink.Close.
 func (s *base) Close(ctx context.Context) error {
-	if s.closed.Swap(true) {
-		return nil
-	}
+	first := !s.closed.Swap(true)
 	select {
 	case s.sem <- struct{}{}:
-		s.closeClient()
-		<-s.sem
-		s.log.Info("sink closed")
-		return nil
-	case <-ctx.Done():
-		// The running Write closes the client when it returns (see
-		// exit); it commits or aborts its transaction first.
-		return fmt.Errorf("kafkasink: Close: a Write is still running and will release the client when it returns: %w", context.Cause(ctx))
+		// Free: taken before looking at ctx, so a done ctx does not
+		// leave an idle sink's client open.
+	default:
+		select {
+		case s.sem <- struct{}{}:
+		case <-ctx.Done():
+			// The running Write closes the client when it returns
+			// (see exit); it commits or aborts its transaction first.
+			return fmt.Errorf("kafkasink: Close: a Write is still running and will release the client when it returns: %w", context.Cause(ctx))
+		}
 	}
+	s.closeClient()
+	<-s.sem
+	if first {
+		s.log.Info("sink closed")
+	}
+	return nil
 }

@@ -173,7 +173,7 @@ func topicMetadata(ctx context.Context, cl *kgo.Client, topic string) (*kmsg.Met
 	req.AllowAutoTopicCreation = false
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
-		return nil, fmt.Errorf("kafkasink: reading metadata of topic %q: %w", topic, err)
+		return nil, fmt.Errorf("kafkasink: reading metadata of topic %q: %w", topic, withCause(ctx, err))
 	}
 	for i := range resp.Topics {
 		t := &resp.Topics[i]
@@ -229,7 +229,17 @@ func ensureTopic(ctx context.Context, cl *kgo.Client, topic string, mustExist bo
 
 // waitForLeaders polls metadata until every partition of topic has a
 // leader, so the first produce does not race the topic's propagation.
+// leaderWait bounds waitForLeaders.
+const leaderWait = 15 * time.Second
+
+var errLeaderTimeout = &timeoutError{"waiting for the topic's partition leaders"}
+
 func waitForLeaders(ctx context.Context, cl *kgo.Client, topic string) (int, error) {
+	// A topic that exists gets its leaders within seconds; one that
+	// stays without them (not created after all, a cluster that lost
+	// its brokers) is a retryable failure, not a hang.
+	ctx, cancel := context.WithTimeoutCause(ctx, leaderWait, errLeaderTimeout)
+	defer cancel()
 	for delay := 20 * time.Millisecond; ; delay = min(2*delay, time.Second) {
 		md, err := topicMetadata(ctx, cl, topic)
 		if err == nil && md != nil && len(md.Partitions) > 0 {
@@ -243,7 +253,7 @@ func waitForLeaders(ctx context.Context, cl *kgo.Client, topic string) (int, err
 		}
 		select {
 		case <-ctx.Done():
-			return 0, fmt.Errorf("kafkasink: waiting for leaders of topic %q: %w", topic, context.Cause(ctx))
+			return 0, fmt.Errorf("kafkasink: waiting for leaders of topic %q: %w", topic, withCause(ctx, ctx.Err()))
 		case <-time.After(delay):
 		}
 	}

@@ -52,6 +52,14 @@ type DecoderConfig struct {
 	// OnMessage, when set, receives logical decoding messages
 	// (pg_logical_emit_message). Nil ignores them.
 	OnMessage func(Message) error
+
+	// OnRelation, when set, is called for every Relation message as it
+	// takes effect, with the relation's schema, name and column names
+	// in the order the server sends them: the columns the publication
+	// publishes. The server describes a relation again after the table
+	// or the publication changed, and after reconnecting. The slice
+	// belongs to the callee.
+	OnRelation func(schema, table string, columns []string)
 }
 
 // Txn describes a committed transaction. It is passed to
@@ -460,6 +468,13 @@ func (d *Decoder) schema(lsn kafkasink.LSN, msg pglogrepl.Message) error {
 			return &DecodeError{LSN: lsn, Type: "Relation", Err: err}
 		}
 		d.relations[m.RelationID] = rel
+		if d.cfg.OnRelation != nil {
+			names := make([]string, len(rel.cols))
+			for i, c := range rel.cols {
+				names[i] = c.name
+			}
+			d.cfg.OnRelation(rel.schema, rel.table, names)
+		}
 	}
 	return nil
 }

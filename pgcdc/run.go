@@ -120,6 +120,9 @@ type runner struct {
 	// progress is set when an attempt received something from the
 	// server, so the backoff starts over.
 	progress bool
+	// columns are the columns each table ("schema.table") is streamed
+	// with, as far as this Run knows; see noteColumns.
+	columns map[string][]string
 }
 
 // attempt connects, prepares, snapshots if needed, and streams until an
@@ -153,6 +156,11 @@ func (r *runner) attempt(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		// A table the snapshot cannot read is refused before the slot
+		// exists: a slot left behind would hold WAL.
+		if err := r.checkSnapshot(ctx, db, !st.exists); err != nil {
+			return err
+		}
 		if !st.exists {
 			if !r.cfg.CreateSlot {
 				return &kafkasink.ConfigError{Problems: []string{fmt.Sprintf(
@@ -176,6 +184,9 @@ func (r *runner) attempt(ctx context.Context) error {
 			OnEvent:         func(e kafkasink.Event) error { return r.session.onEvent(e) },
 			OnCommit:        func(t Txn) error { return r.session.onCommit(t) },
 			OnMessage:       func(m Message) error { return r.session.onMessage(m) },
+			OnRelation: func(schema, table string, columns []string) {
+				r.noteColumns(schema, table, columns, "Relation message")
+			},
 		}); err != nil {
 			return err
 		}

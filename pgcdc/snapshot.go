@@ -21,10 +21,14 @@ type snapshotCursor struct {
 	// LSN is the slot's consistent point: the Position.LSN of the rows.
 	LSN string `json:"lsn"`
 	// Table is the table being read ("schema.table"), LastKey the text
-	// form of the primary key of the last row delivered from it; both
-	// are empty between tables.
+	// form of the key (KeyColumns) of the last row delivered from it;
+	// both are empty between tables.
 	Table   string   `json:"table,omitempty"`
 	LastKey []string `json:"last_key,omitempty"`
+	// KeyColumns names the columns of LastKey: the primary key, or the
+	// replica identity index of a table without one. Empty in cursors
+	// written before it existed, which hold a primary key.
+	KeyColumns []string `json:"key_columns,omitempty"`
 	// DoneTables are the tables read completely.
 	DoneTables []string `json:"done_tables"`
 	// Done is set on the cursor of the run's last chunk.
@@ -41,35 +45,74 @@ func parseCursor(raw json.RawMessage) (snapshotCursor, bool) {
 	return c, true
 }
 
-// snapshot takes the initial snapshot when one is due: a new run when the
-// slot was just created (from the snapshot it exported) or when the sink
-// has delivered nothing yet, else the rest of a run the checkpoint shows
-// unfinished.
-func (r *runner) snapshot(ctx context.Context, db *pgx.Conn, slot slotState, created *createdSlot) error {
-	ck := r.sink.Checkpoint()
+// snapshotPlan is what a Run does about the initial snapshot.
+type snapshotPlan int
+
+const (
+	snapshotNone     snapshotPlan = iota // stream only
+	snapshotExported                     // a new run, from the snapshot the slot exports as it is created
+	snapshotResumed                      // the rest of the run the checkpoint shows unfinished
+	snapshotCurrent                      // a new run of the database's current state
+)
+
+// planSnapshot decides what to do about the initial snapshot: a new run
+// when the slot is being created (from the snapshot it exports) or when
+// the sink has delivered nothing yet, else the rest of a run the checkpoint
+// shows unfinished, else nothing.
+func planSnapshot(on bool, ck kafkasink.Checkpoint, slotCreated bool) snapshotPlan {
 	cur, ok := parseCursor(ck.Cursor)
-	if !r.cfg.Snapshot {
-		if ok && !cur.Done {
-			r.log.Warn("the checkpoint holds an unfinished snapshot, but Config.Snapshot is off: streaming without it", "snapshot", cur.Snapshot)
-		}
-		return nil
-	}
-	var exported string
 	switch {
-	case created != nil:
-		cur = snapshotCursor{Snapshot: rand.Text(), LSN: created.consistent.String(), DoneTables: []string{}}
-		exported = created.snapshot
+	case !on:
+		return snapshotNone
+	case slotCreated:
+		return snapshotExported
 	case ok && !cur.Done:
-		r.log.Info("resuming snapshot", "snapshot", cur.Snapshot, "table", cur.Table, "done_tables", len(cur.DoneTables))
+		return snapshotResumed
 	case ck.IsZero():
 		// The slot exists but nothing was delivered: a crash between
 		// creating the slot and the first Write, or a new sink on an
-		// old slot. The exported snapshot is gone, so read the current
-		// state; the stream from the slot's confirmed position
-		// follows, and the topic converges as for a resumed snapshot.
-		cur = snapshotCursor{Snapshot: rand.Text(), LSN: slot.confirmed.String(), DoneTables: []string{}}
+		// old slot. The exported snapshot is gone, so the run reads
+		// the current state; the stream from the slot's confirmed
+		// position follows, and the topic converges as for a resumed
+		// snapshot.
+		return snapshotCurrent
 	default:
+		return snapshotNone
+	}
+}
+
+// checkSnapshot refuses, before the slot is created and before any row is
+// written, a publication whose tables the planned snapshot cannot read.
+func (r *runner) checkSnapshot(ctx context.Context, db *pgx.Conn, slotCreated bool) error {
+	if planSnapshot(r.cfg.Snapshot, r.sink.Checkpoint(), slotCreated) == snapshotNone {
 		return nil
+	}
+	tables, err := publishedTables(ctx, db, r.cfg.Publication)
+	if err != nil {
+		return err
+	}
+	_, err = r.describeAll(ctx, db, tables)
+	return err
+}
+
+// snapshot takes the initial snapshot as planSnapshot decides.
+func (r *runner) snapshot(ctx context.Context, db *pgx.Conn, slot slotState, created *createdSlot) error {
+	ck := r.sink.Checkpoint()
+	cur, ok := parseCursor(ck.Cursor)
+	var exported string
+	switch planSnapshot(r.cfg.Snapshot, ck, created != nil) {
+	case snapshotNone:
+		if !r.cfg.Snapshot && ok && !cur.Done {
+			r.log.Warn("the checkpoint holds an unfinished snapshot, but Config.Snapshot is off: streaming without it", "snapshot", cur.Snapshot)
+		}
+		return nil
+	case snapshotExported:
+		cur = snapshotCursor{Snapshot: rand.Text(), LSN: created.consistent.String(), DoneTables: []string{}}
+		exported = created.snapshot
+	case snapshotResumed:
+		r.log.Info("resuming snapshot", "snapshot", cur.Snapshot, "table", cur.Table, "done_tables", len(cur.DoneTables))
+	case snapshotCurrent:
+		cur = snapshotCursor{Snapshot: rand.Text(), LSN: slot.confirmed.String(), DoneTables: []string{}}
 	}
 	lsn, err := kafkasink.ParseLSN(cur.LSN)
 	if err != nil {
@@ -119,7 +162,13 @@ func (s *snapshotRun) run(ctx context.Context, exported string) error {
 			return fmt.Errorf("pgcdc: snapshot: importing the slot's snapshot %q: %w", exported, err)
 		}
 	}
-	tables, err := s.tables(ctx, tx)
+	// The publication as of the snapshot is the publication pgoutput
+	// applies to the changes right after it.
+	published, err := publishedTables(ctx, tx, s.r.cfg.Publication)
+	if err != nil {
+		return err
+	}
+	tables, err := s.r.describeAll(ctx, tx, s.pending(published))
 	if err != nil {
 		return err
 	}
@@ -138,139 +187,207 @@ func (s *snapshotRun) run(ctx context.Context, exported string) error {
 	return nil
 }
 
-// tables returns the published tables still to read, the one in progress
+// pending returns the published tables still to read, the one in progress
 // first.
-func (s *snapshotRun) tables(ctx context.Context, tx pgx.Tx) ([]string, error) {
-	rows, err := tx.Query(ctx, "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = $1 ORDER BY 1, 2", s.r.cfg.Publication)
-	if err != nil {
-		return nil, fmt.Errorf("pgcdc: snapshot: listing the tables of publication %q: %w", s.r.cfg.Publication, err)
-	}
-	var out []string
-	for rows.Next() {
-		var schema, table string
-		if err := rows.Scan(&schema, &table); err != nil {
-			return nil, err
-		}
-		name := schema + "." + table
-		switch {
+func (s *snapshotRun) pending(published []publishedTable) []publishedTable {
+	var out []publishedTable
+	for _, p := range published {
+		switch name := p.name(); {
 		case slices.Contains(s.cur.DoneTables, name):
 		case name == s.cur.Table:
-			out = slices.Insert(out, 0, name)
+			out = slices.Insert(out, 0, p)
 		default:
-			out = append(out, name)
+			out = append(out, p)
 		}
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("pgcdc: snapshot: listing the tables of publication %q: %w", s.r.cfg.Publication, err)
-	}
-	if s.cur.Table != "" && (len(out) == 0 || out[0] != s.cur.Table) {
+	if s.cur.Table != "" && (len(out) == 0 || out[0].name() != s.cur.Table) {
 		s.r.log.Warn("snapshot: the table in progress left the publication; skipping it", "table", s.cur.Table)
-		s.cur.Table, s.cur.LastKey = "", nil
+		s.cur.Table, s.cur.LastKey, s.cur.KeyColumns = "", nil, nil
 	}
-	return out, nil
+	return out
 }
 
 // column is a column as the snapshot reads it.
 type column struct {
-	name    string
-	oid     uint32
-	typ     string // format_type, for casting key parameters
-	primary int    // position in the primary key, from 1; 0 when not in it
+	name string
+	oid  uint32
+	typ  string // format_type, for casting key parameters
 }
 
-// tableInfo describes a table for reading it in primary-key order.
+// tableInfo is how the snapshot reads one published table: the published
+// columns of the published rows, in chunks ordered by a unique key.
 type tableInfo struct {
-	schema, table string
-	cols          []column
-	pk            []int // indexes into cols, in primary key order
-	key           []string
+	publishedTable
+	cols []column // the published columns, in table order: an event's row
+	// chunkKey orders the rows and resumes after the last one read: the
+	// primary key, else the replica identity index. It need not be
+	// published: it is read after cols and not delivered.
+	chunkKey []column
+	key      []string // Event.Key, as the decoder derives it from the Relation message
 }
 
-func (s *snapshotRun) describe(ctx context.Context, tx pgx.Tx, name string) (*tableInfo, error) {
-	schema, table, _ := strings.Cut(name, ".")
-	ti := &tableInfo{schema: schema, table: table}
-	reg := qualified(schema, table)
-	// Generated columns are left out, as pgoutput leaves them out, so that
-	// snapshot rows and streamed rows have the same columns. The type OID
-	// is pg_attribute's, as in pgoutput's Relation message (a result's
-	// row description would name a domain's base type instead).
-	rows, err := tx.Query(ctx, `SELECT a.attname, a.atttypid, format_type(a.atttypid, a.atttypmod),
-			coalesce((SELECT k.ord FROM unnest(i.indkey::int2[]) WITH ORDINALITY k(attnum, ord) WHERE k.attnum = a.attnum), 0)::int,
-			(c.relreplident = 'd' AND a.attnum = ANY (i.indkey::int2[])) OR (c.relreplident = 'i' AND a.attnum = ANY (ri.indkey::int2[]))
+// describeAll describes every table before any is read, so that a table
+// the snapshot cannot read is refused before another table's rows are
+// written. It returns one *kafkasink.ConfigError naming every such table.
+func (r *runner) describeAll(ctx context.Context, q querier, tables []publishedTable) ([]*tableInfo, error) {
+	var (
+		out      []*tableInfo
+		problems []string
+	)
+	for _, p := range tables {
+		ti, problem, err := r.describe(ctx, q, p)
+		if err != nil {
+			return nil, err
+		}
+		if problem != "" {
+			problems = append(problems, problem)
+			continue
+		}
+		out = append(out, ti)
+	}
+	if problems != nil {
+		return nil, &kafkasink.ConfigError{Problems: problems}
+	}
+	return out, nil
+}
+
+// describe returns how to read table p, or the problem that keeps the
+// snapshot from reading it.
+func (r *runner) describe(ctx context.Context, q querier, p publishedTable) (*tableInfo, string, error) {
+	ti := &tableInfo{publishedTable: p}
+	name := qualified(p.schema, p.table)
+	// The type OID is pg_attribute's, as in pgoutput's Relation message
+	// (a result's row description would name a domain's base type
+	// instead). The replica identity columns are those pgoutput flags:
+	// the primary key's with REPLICA IDENTITY DEFAULT, the index's with
+	// USING INDEX; with FULL it flags every column and the decoder takes
+	// none, with NOTHING there are none.
+	rows, err := q.Query(ctx, `SELECT a.attname, a.atttypid, format_type(a.atttypid, a.atttypmod),
+			coalesce((SELECT k.ord FROM unnest(pk.indkey::int2[]) WITH ORDINALITY k(attnum, ord) WHERE k.attnum = a.attnum), 0)::int,
+			coalesce((SELECT k.ord FROM unnest(ri.indkey::int2[]) WITH ORDINALITY k(attnum, ord) WHERE k.attnum = a.attnum), 0)::int,
+			c.relreplident::text
 		FROM pg_attribute a
 		JOIN pg_class c ON c.oid = a.attrelid
-		LEFT JOIN pg_index i ON i.indrelid = a.attrelid AND i.indisprimary
-		LEFT JOIN pg_index ri ON ri.indrelid = a.attrelid AND ri.indisreplident
-		WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
-		ORDER BY a.attnum`, reg)
+		LEFT JOIN pg_index pk ON pk.indrelid = c.oid AND pk.indisprimary
+		LEFT JOIN pg_index ri ON ri.indrelid = c.oid AND ri.indisreplident
+		WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped
+		ORDER BY a.attnum`, name)
 	if err != nil {
-		return nil, fmt.Errorf("pgcdc: snapshot: describing %s: %w", name, err)
+		return nil, "", fmt.Errorf("pgcdc: snapshot: describing %s: %w", name, err)
 	}
+	var pk, ri []column
+	var pkOrd, riOrd []int
 	for rows.Next() {
 		var (
-			c     column
-			ident *bool
+			c            column
+			inPK, inRI   int
+			replIdentity string
 		)
-		if err := rows.Scan(&c.name, &c.oid, &c.typ, &c.primary, &ident); err != nil {
-			return nil, fmt.Errorf("pgcdc: snapshot: describing %s: %w", name, err)
+		if err := rows.Scan(&c.name, &c.oid, &c.typ, &inPK, &inRI, &replIdentity); err != nil {
+			rows.Close()
+			return nil, "", fmt.Errorf("pgcdc: snapshot: describing %s: %w", name, err)
 		}
-		if ident != nil && *ident {
+		published := slices.Contains(p.columns, c.name)
+		if published {
+			ti.cols = append(ti.cols, c)
+		}
+		if inPK > 0 {
+			pk, pkOrd = append(pk, c), append(pkOrd, inPK)
+		}
+		if inRI > 0 {
+			ri, riOrd = append(ri, c), append(riOrd, inRI)
+		}
+		// pgoutput flags only the identity columns it sends.
+		if published && (replIdentity == "d" && inPK > 0 || replIdentity == "i" && inRI > 0) {
 			ti.key = append(ti.key, c.name)
 		}
-		ti.cols = append(ti.cols, c)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("pgcdc: snapshot: describing %s: %w", name, err)
+		return nil, "", fmt.Errorf("pgcdc: snapshot: describing %s: %w", name, err)
 	}
-	for i, c := range ti.cols {
-		if c.primary > 0 {
-			ti.pk = append(ti.pk, i)
-		}
+	switch {
+	case pk != nil:
+		ti.chunkKey = inIndexOrder(pk, pkOrd)
+	case ri != nil:
+		ti.chunkKey = inIndexOrder(ri, riOrd)
+	default:
+		return nil, fmt.Sprintf("pgcdc: snapshot: table %s has no primary key and no replica identity index, so the snapshot cannot read it in resumable chunks: "+
+			"add a primary key, or make a unique index over NOT NULL columns its replica identity (ALTER TABLE %s REPLICA IDENTITY USING INDEX ...), "+
+			"or leave the table out of publication %q, or turn the snapshot off (Config.Snapshot, flag -snapshot)", p.name(), name, r.cfg.Publication), nil
 	}
-	slices.SortFunc(ti.pk, func(a, b int) int { return ti.cols[a].primary - ti.cols[b].primary })
-	if len(ti.pk) == 0 {
-		return nil, &kafkasink.ConfigError{Problems: []string{fmt.Sprintf(
-			"pgcdc: snapshot: table %s has no primary key, and the snapshot reads tables in primary-key order: add a primary key or leave the table out of publication %q",
-			name, s.r.cfg.Publication)}}
-	}
-	if s.r.cfg.KeyColumns != nil {
-		if k := s.r.cfg.KeyColumns(schema, table); k != nil {
+	if r.cfg.KeyColumns != nil {
+		if k := r.cfg.KeyColumns(p.schema, p.table); k != nil {
+			for _, col := range k {
+				if !slices.Contains(p.columns, col) {
+					return nil, fmt.Sprintf("pgcdc: Config.KeyColumns names column %q of table %s, which publication %q does not publish: add it to the publication's column list or name another key column",
+						col, p.name(), r.cfg.Publication), nil
+				}
+			}
 			ti.key = k
 		}
 	}
-	return ti, nil
+	return ti, "", nil
+}
+
+// inIndexOrder returns cols sorted by their positions in an index.
+func inIndexOrder(cols []column, ord []int) []column {
+	out := make([]column, len(cols))
+	for i, c := range cols {
+		out[ord[i]-1] = c
+	}
+	return out
 }
 
 // table reads one table in chunks, each one Write with its cursor.
-func (s *snapshotRun) table(ctx context.Context, tx pgx.Tx, name string, last bool) error {
-	ti, err := s.describe(ctx, tx, name)
-	if err != nil {
-		return err
+func (s *snapshotRun) table(ctx context.Context, tx pgx.Tx, ti *tableInfo, last bool) error {
+	name := ti.name()
+	keyNames := make([]string, len(ti.chunkKey))
+	for i, c := range ti.chunkKey {
+		keyNames[i] = c.name
 	}
 	var lastKey []string
 	if s.cur.Table == name {
 		lastKey = s.cur.LastKey
+		// A cursor written before KeyColumns existed holds a primary
+		// key.
+		if s.cur.KeyColumns != nil && !slices.Equal(s.cur.KeyColumns, keyNames) {
+			return fmt.Errorf("%w: the snapshot cursor of %s resumes after a key of columns %v, but the table is now read by %v: "+
+				"restore the table's key, or take a new snapshot into a new sink (a new sink id)", kafkasink.ErrCheckpoint, name, s.cur.KeyColumns, keyNames)
+		}
 	}
-	if lastKey != nil && len(lastKey) != len(ti.pk) {
-		return fmt.Errorf("%w: snapshot cursor of %s has a key of %d columns, the primary key has %d", kafkasink.ErrCheckpoint, name, len(lastKey), len(ti.pk))
+	if lastKey != nil && len(lastKey) != len(ti.chunkKey) {
+		return fmt.Errorf("%w: snapshot cursor of %s has a key of %d columns, the table's key has %d", kafkasink.ErrCheckpoint, name, len(lastKey), len(ti.chunkKey))
 	}
-	cols := make([]string, len(ti.cols))
-	for i, c := range ti.cols {
-		cols[i] = pgx.Identifier{c.name}.Sanitize()
+	sel := make([]string, 0, len(ti.cols)+len(ti.chunkKey))
+	for _, c := range ti.cols {
+		sel = append(sel, pgx.Identifier{c.name}.Sanitize())
 	}
-	pk := make([]string, len(ti.pk))
-	params := make([]string, len(ti.pk))
-	for i, ci := range ti.pk {
-		pk[i] = cols[ci]
-		params[i] = fmt.Sprintf("$%d::%s", i+1, ti.cols[ci].typ)
+	key := make([]string, len(ti.chunkKey))
+	params := make([]string, len(ti.chunkKey))
+	for i, c := range ti.chunkKey {
+		key[i] = pgx.Identifier{c.name}.Sanitize()
+		params[i] = fmt.Sprintf("$%d::%s", i+1, c.typ)
 	}
-	from := "SELECT " + strings.Join(cols, ", ") + " FROM " + qualified(ti.schema, ti.table)
-	order := " ORDER BY " + strings.Join(pk, ", ") + fmt.Sprintf(" LIMIT %d", s.r.cfg.SnapshotChunkRows)
-	first := from + order
+	sel = append(sel, key...)
+	from := " FROM ONLY "
+	if ti.partitioned {
+		// Its rows are in its partitions.
+		from = " FROM "
+	}
+	from = "SELECT " + strings.Join(sel, ", ") + from + qualified(ti.schema, ti.table)
+	// The publication's row filter is applied where pgoutput applies it
+	// to the stream, so the snapshot holds the rows the stream would
+	// have delivered.
+	var where []string
+	if ti.rowFilter != "" {
+		where = append(where, "("+ti.rowFilter+")")
+	}
+	order := " ORDER BY " + strings.Join(key, ", ") + fmt.Sprintf(" LIMIT %d", s.r.cfg.SnapshotChunkRows)
+	first := from + whereClause(where) + order
 	// Keyset pagination: each chunk starts after the last key, so a chunk
 	// costs the same wherever it is in the table, and a resumed run needs
 	// only the last key.
-	after := from + " WHERE (" + strings.Join(pk, ", ") + ") > (" + strings.Join(params, ", ") + ")" + order
+	after := from + whereClause(append(where, "("+strings.Join(key, ", ")+") > ("+strings.Join(params, ", ")+")")) + order
 
 	for {
 		sql, args := first, [][]byte(nil)
@@ -285,26 +402,43 @@ func (s *snapshotRun) table(ctx context.Context, tx pgx.Tx, name string, last bo
 			return err
 		}
 		if len(events) < s.r.cfg.SnapshotChunkRows {
-			s.cur.Table, s.cur.LastKey = "", nil
+			s.cur.Table, s.cur.LastKey, s.cur.KeyColumns = "", nil, nil
 			s.cur.DoneTables = append(s.cur.DoneTables, name)
 			s.cur.Done = last
 		} else {
-			s.cur.Table, s.cur.LastKey = name, key
+			s.cur.Table, s.cur.LastKey, s.cur.KeyColumns = name, key, keyNames
 		}
 		if err := s.r.writeChunk(ctx, events, s.cur); err != nil {
 			return err
 		}
 		s.r.log.Debug("snapshot chunk written", "table", name, "rows", len(events), "last_key", len(key) > 0)
 		if s.cur.Table == "" {
-			return nil
+			break
 		}
 		lastKey = key
 	}
+	s.r.noteColumns(ti.schema, ti.table, columnNames(ti.cols), "snapshot")
+	return nil
+}
+
+func whereClause(conds []string) string {
+	if len(conds) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(conds, " AND ")
+}
+
+func columnNames(cols []column) []string {
+	out := make([]string, len(cols))
+	for i, c := range cols {
+		out[i] = c.name
+	}
+	return out
 }
 
 // chunk reads one chunk in text format, converting values by type OID as
 // the decoder converts text-format replication values, and returns its
-// events and the text form of its last primary key.
+// events and the text form of its last chunk key.
 func (s *snapshotRun) chunk(ctx context.Context, tx pgx.Tx, ti *tableInfo, sql string, args [][]byte) ([]kafkasink.Event, []string, error) {
 	rr := tx.Conn().PgConn().ExecParams(ctx, sql, args, nil, nil, nil)
 	var (
@@ -313,12 +447,12 @@ func (s *snapshotRun) chunk(ctx context.Context, tx pgx.Tx, ti *tableInfo, sql s
 	)
 	for rr.NextRow() {
 		vals := rr.Values()
-		if len(vals) != len(ti.cols) {
+		if len(vals) != len(ti.cols)+len(ti.chunkKey) {
 			rr.Close()
-			return nil, nil, fmt.Errorf("pgcdc: snapshot: %s.%s returned %d columns, want %d", ti.schema, ti.table, len(vals), len(ti.cols))
+			return nil, nil, fmt.Errorf("pgcdc: snapshot: %s returned %d columns, want %d", ti.name(), len(vals), len(ti.cols)+len(ti.chunkKey))
 		}
-		row := make(kafkasink.Row, len(vals))
-		for i, v := range vals {
+		row := make(kafkasink.Row, len(ti.cols))
+		for i, v := range vals[:len(ti.cols)] {
 			row[i].Name = ti.cols[i].name
 			if v == nil {
 				continue
@@ -326,14 +460,14 @@ func (s *snapshotRun) chunk(ctx context.Context, tx pgx.Tx, ti *tableInfo, sql s
 			val, err := s.conv.text(ti.cols[i].oid, v)
 			if err != nil {
 				rr.Close()
-				return nil, nil, fmt.Errorf("pgcdc: snapshot: column %q of %s.%s: value of type %s does not parse: %w",
-					ti.cols[i].name, ti.schema, ti.table, ti.cols[i].typ, err)
+				return nil, nil, fmt.Errorf("pgcdc: snapshot: column %q of %s: value of type %s does not parse: %w",
+					ti.cols[i].name, ti.name(), ti.cols[i].typ, err)
 			}
 			row[i].Value = val
 		}
 		key = key[:0]
-		for _, ci := range ti.pk {
-			key = append(key, string(vals[ci]))
+		for _, v := range vals[len(ti.cols):] {
+			key = append(key, string(v))
 		}
 		events = append(events, kafkasink.Event{
 			Op:            kafkasink.OpRead,
@@ -347,7 +481,7 @@ func (s *snapshotRun) chunk(ctx context.Context, tx pgx.Tx, ti *tableInfo, sql s
 		s.next++
 	}
 	if _, err := rr.Close(); err != nil {
-		return nil, nil, fmt.Errorf("pgcdc: snapshot: reading %s.%s: %w", ti.schema, ti.table, err)
+		return nil, nil, fmt.Errorf("pgcdc: snapshot: reading %s: %w", ti.name(), err)
 	}
 	return events, key, nil
 }

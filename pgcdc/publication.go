@@ -1,0 +1,107 @@
+package pgcdc
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// querier is what reading the catalog needs: a connection or a
+// transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// publishedTable is one table as the publication streams it: which of its
+// columns and which of its rows. The snapshot reads exactly this, so that
+// snapshot rows and streamed changes agree.
+type publishedTable struct {
+	schema, table string
+	// columns are the published columns in table order, as pgoutput's
+	// Relation message lists them: the publication's column list, or
+	// every column; never a generated column, which pgoutput never sends.
+	columns []string
+	// rowFilter is the publication's WHERE clause for the table as
+	// PostgreSQL prints it (pg_get_expr), "" when every row is published.
+	rowFilter string
+	// partitioned is set for a partitioned table, published in place of
+	// its partitions (publish_via_partition_root): its rows are those of
+	// its partitions.
+	partitioned bool
+}
+
+// name is the table as the snapshot cursor names it, "schema.table".
+func (p publishedTable) name() string { return p.schema + "." + p.table }
+
+// publishedTables lists the tables of publication pub, ordered by schema and
+// table, as pgoutput streams them to a slot given that one publication.
+//
+// pg_publication_tables already applies PostgreSQL's own rules, the same
+// pgoutput applies: a partition appears on its own unless the publication
+// publishes via the partition root, and then only the root appears, with
+// the root's column list and row filter; a table the publication reaches
+// through FOR ALL TABLES or FOR TABLES IN SCHEMA has no row filter, even
+// when the publication also names it with one. Its attnames lists
+// generated columns when there is no column list (PostgreSQL 15), and
+// pgoutput does not send them, so they are left out here. Column lists and
+// row filters came with PostgreSQL 15; before it every non-generated column
+// and every row is published.
+func publishedTables(ctx context.Context, q querier, pub string) ([]publishedTable, error) {
+	var version int
+	if err := q.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version); err != nil {
+		return nil, fmt.Errorf("pgcdc: reading server_version_num: %w", err)
+	}
+	listed, filter := "true", "NULL::text"
+	if version >= 150000 {
+		listed, filter = "a.attname = ANY (pt.attnames)", "pt.rowfilter"
+	}
+	rows, err := q.Query(ctx, `SELECT pt.schemaname, pt.tablename,
+			ARRAY(SELECT a.attname::text FROM pg_attribute a
+				WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '' AND `+listed+`
+				ORDER BY a.attnum),
+			coalesce(`+filter+`, ''), c.relkind = 'p'
+		FROM pg_publication_tables pt
+		JOIN pg_namespace n ON n.nspname = pt.schemaname
+		JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = pt.tablename
+		WHERE pt.pubname = $1
+		ORDER BY 1, 2`, pub)
+	if err != nil {
+		return nil, fmt.Errorf("pgcdc: listing the tables of publication %q: %w", pub, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (publishedTable, error) {
+		var p publishedTable
+		err := row.Scan(&p.schema, &p.table, &p.columns, &p.rowFilter, &p.partitioned)
+		return p, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgcdc: listing the tables of publication %q: %w", pub, err)
+	}
+	return out, nil
+}
+
+// noteColumns remembers the columns a table is streamed with, from the
+// snapshot or from a Relation message, and warns when they differ from
+// what was known: the publication's column list changed (ALTER
+// PUBLICATION ... SET TABLE), or the table did (ALTER TABLE). Records
+// already in Kafka keep their columns; only a new snapshot rewrites every
+// row in the new shape. A changed row filter is not visible here: the
+// Relation message does not carry it.
+//
+// It runs on the goroutine that runs the snapshot and the decoder, never
+// concurrently.
+func (r *runner) noteColumns(schema, table string, columns []string, from string) {
+	name := schema + "." + table
+	if r.columns == nil {
+		r.columns = make(map[string][]string)
+	}
+	old, known := r.columns[name]
+	if known && !slices.Equal(old, columns) {
+		r.log.Warn("the columns streamed for a table changed: the publication's column list or the table's definition changed; "+
+			"records already in Kafka keep the old columns, rows not changed since keep them too; take a new snapshot (a new Config.Slot and sink id) to rewrite every row",
+			"table", name, "old_columns", old, "new_columns", columns, "seen_in", from)
+	}
+	r.columns[name] = slices.Clone(columns)
+}

@@ -68,17 +68,43 @@
 //
 // With Config.Snapshot, Run delivers every row of the published tables as
 // an OpRead event before the stream, when it creates the slot and when the
-// sink has delivered nothing yet. Tables are read in primary-key order, in
-// chunks of SnapshotChunkRows rows (keyset pagination), in one REPEATABLE
-// READ transaction. Each chunk is one Write whose Batch.Cursor records the
-// run, the consistent point, the table, the last key read and the finished
-// tables:
+// sink has delivered nothing yet. Tables are read in key order, in chunks
+// of SnapshotChunkRows rows (keyset pagination), in one REPEATABLE READ
+// transaction. Each chunk is one Write whose Batch.Cursor records the run,
+// the consistent point, the table, the last key read (and its columns) and
+// the finished tables:
 //
-//	{"snapshot":"<run id>","lsn":"0/1A2B3C4","table":"public.orders","last_key":["1042"],"done_tables":["public.customers"]}
+//	{"snapshot":"<run id>","lsn":"0/1A2B3C4","table":"public.orders","last_key":["1042"],"key_columns":["id"],"done_tables":["public.customers"]}
 //
 // The rows' Position is (the slot's consistent point, a counter that runs
 // across chunks and tables), below every streamed transaction, and their
 // Event.BackfillRunID is the run id.
+//
+// The snapshot reads exactly what the publication streams. Per table it
+// reads the columns pgoutput sends (the publication's column list on
+// PostgreSQL 15 and later, else every column; never a generated column)
+// and only the rows the publication's row filter admits: the filter is
+// applied in the snapshot's SELECT, inside each chunk. The tables are
+// those pg_publication_tables lists, with PostgreSQL's own rules:
+// partitions are read as themselves, with their own column list and row
+// filter, unless the publication sets publish_via_partition_root, and then
+// the root is read, with the root's; a table the publication reaches
+// through FOR ALL TABLES or FOR TABLES IN SCHEMA has no row filter, even
+// when the publication also names it with one. Only Config.Publication
+// counts, the one publication the slot streams: another publication
+// holding the same table changes nothing. Snapshot rows and streamed
+// changes of a table carry the same Event.Key: the replica identity
+// columns the publication publishes (as the Relation message flags them),
+// or what Config.KeyColumns names, which must be published columns.
+//
+// Chunks follow the primary key, or, for a table without one, its replica
+// identity index (REPLICA IDENTITY USING INDEX); the key columns need not
+// be published. Before the slot is created, and before any row is
+// written, Run checks every published table and refuses, with a
+// *kafkasink.ConfigError naming each table and the fixes, a table with
+// neither: its rows could not be resumed after a crash without being lost
+// or repeated. Give it a primary key or a replica identity index, leave it
+// out of the publication, or turn the snapshot off.
 //
 // A fresh snapshot reads the snapshot the slot exported when it was created,
 // so rows and stream meet exactly: every change after the consistent point
@@ -90,8 +116,20 @@
 // and are also streamed from the slot, whose confirmed position stays at
 // the consistent point until the snapshot is complete; a consumer sees them
 // converge to the latest state. The same holds for a snapshot of an existing
-// slot for a sink that has delivered nothing. Tables need a primary key to
-// be read in chunks.
+// slot for a sink that has delivered nothing.
+//
+// A publication changed while Run runs (ALTER PUBLICATION ... SET TABLE
+// with another column list or row filter) applies to the changes committed
+// after it; what is already in Kafka stays as it is. With a new column
+// list, records written before keep the old columns, and so does a row's
+// latest record until the row changes again; Run logs a warning naming the
+// table and the old and new columns when the server describes the table
+// with other columns (it says the same after ALTER TABLE). A new row filter
+// is not announced by the server: rows it newly admits appear only when
+// they next change, and rows it now excludes stay in the topic as they
+// were, their later changes and deletes no longer streamed. The next
+// snapshot follows the new definition: to bring the topic in line, take a
+// new snapshot into a new sink (a new slot and sink id).
 //
 // # Decoding
 //

@@ -337,12 +337,26 @@ func (e *pgEnv) runPublicationCase(c publicationCase) {
 	}
 }
 
-// TestSnapshotResumesFilteredSnapshotAfterCrash crashes a snapshot of a
+// TestSnapshotResumesFilteredSnapshotAfterCrash stops a snapshot of a
 // publication with a column list and a row filter in the middle of the
-// table, changes rows, and resumes it: chunks hold SnapshotChunkRows
-// published rows each, and the resumed run starts after the last key.
+// table, by cancelling Run or by a Write that fails for good, changes rows,
+// and resumes it: chunks hold SnapshotChunkRows published rows each, and
+// the resumed run starts after the last key.
 func TestSnapshotResumesFilteredSnapshotAfterCrash(t *testing.T) {
 	t.Parallel()
+	for _, failingSink := range []bool{false, true} {
+		name := "cancelled Run"
+		if failingSink {
+			name = "failing sink"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testFilteredSnapshotCrash(t, failingSink)
+		})
+	}
+}
+
+func testFilteredSnapshotCrash(t *testing.T, failingSink bool) {
 	e := newPGEnv(t)
 	e.sqlf(secretTable,
 		"INSERT INTO %[1]s SELECT i, 's' || i, 'p' || i FROM generate_series(1, 60) i",
@@ -356,17 +370,28 @@ func TestSnapshotResumesFilteredSnapshotAfterCrash(t *testing.T) {
 	defer cancel()
 	tr := newTracker()
 	var sizes []int
+	errBroken := fmt.Errorf("test: the sink broke: %w", kafkasink.ErrFenced)
+	wantErr := context.Canceled
 	sink1 := &recSink{Sink: e.newSink(e.name), tr: tr,
+		before: func(n int, b *kafkasink.Batch) error {
+			if failingSink && len(b.Events) > 0 && len(sizes) == crashAfter {
+				return errBroken
+			}
+			return nil
+		},
 		after: func(n int, b *kafkasink.Batch) error {
 			if len(b.Events) > 0 {
-				if sizes = append(sizes, len(b.Events)); len(sizes) == crashAfter {
+				if sizes = append(sizes, len(b.Events)); len(sizes) == crashAfter && !failingSink {
 					cancel()
 				}
 			}
 			return nil
 		}}
-	if err := Run(ctx, cfg, sink1); !errors.Is(err, context.Canceled) {
-		t.Fatalf("first Run = %v, want context.Canceled", err)
+	if failingSink {
+		wantErr = errBroken
+	}
+	if err := Run(ctx, cfg, sink1); !errors.Is(err, wantErr) {
+		t.Fatalf("first Run = %v, want %v", err, wantErr)
 	}
 	sink1.Close(context.Background())
 	// Rows 1 2 4 5 7 | 8 10 11 13 14 | 16 17 19 20 22 pass the filter.
@@ -395,7 +420,6 @@ func TestSnapshotResumesFilteredSnapshotAfterCrash(t *testing.T) {
 			}
 			return nil
 		}}
-	cfg.Logger = testLogger(t)
 	_, r := start(t, cfg, sink2)
 	e.syncStream(r, tr, "INSERT INTO %[1]s VALUES (100, 's', 'p')")
 	e.checkTopicIsTable("t.public."+e.name, "SELECT id, pub FROM %[1]s WHERE id %% 3 <> 0", []string{"id"})

@@ -100,7 +100,7 @@ func (r *runner) noteColumns(schema, table string, columns []string, from string
 	old, known := r.columns[name]
 	if known && !slices.Equal(old, columns) {
 		r.log.Warn("the columns streamed for a table changed: the publication's column list or the table's definition changed; "+
-			"records already in Kafka keep the old columns, rows not changed since keep them too; take a new snapshot (a new Config.Slot and sink id) to rewrite every row",
+			"records already in Kafka keep the old columns, rows not changed since keep them too; take a new snapshot into a new sink (Config.Slot and the sink id; flags -slot and -sink-id) to rewrite every row",
 			"table", name, "old_columns", old, "new_columns", columns, "seen_in", from)
 	}
 	r.columns[name] = slices.Clone(columns)

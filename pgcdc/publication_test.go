@@ -315,6 +315,8 @@ func (e *pgEnv) runPublicationCase(c publicationCase) {
 	cfg := e.config()
 	cfg.Snapshot = true
 	cfg.SnapshotChunkRows = 3
+	logger, warns := newWarnings(t)
+	cfg.Logger = logger
 	if c.keys != nil {
 		cfg.KeyColumns = func(schema, table string) []string {
 			for name, k := range c.keys {
@@ -335,7 +337,17 @@ func (e *pgEnv) runPublicationCase(c publicationCase) {
 	for topic, w := range c.topics {
 		e.checkTopicIsTable("t."+fmt.Sprintf(topic, e.name), w.query, w.key)
 	}
+	// The snapshot and the stream agree on the columns: no false alarm.
+	for _, w := range warns() {
+		if strings.Contains(w.Message, columnsChangedMsg) {
+			t.Errorf("warning %q, but no column list or table changed", w.Message)
+		}
+	}
 }
+
+// columnsChangedMsg is part of the warning Run logs when a table's
+// streamed columns change.
+const columnsChangedMsg = "the columns streamed for a table changed"
 
 // TestSnapshotResumesFilteredSnapshotAfterCrash stops a snapshot of a
 // publication with a column list and a row filter in the middle of the
@@ -526,7 +538,7 @@ func TestPublicationColumnListChangeIsLogged(t *testing.T) {
 	for _, w := range warns() {
 		attrs := map[string]string{}
 		w.Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value.String(); return true })
-		if strings.Contains(w.Message, "columns streamed for a table changed") && attrs["table"] == "public."+e.name &&
+		if strings.Contains(w.Message, columnsChangedMsg) && attrs["table"] == "public."+e.name &&
 			attrs["old_columns"] == "[id pub]" && attrs["new_columns"] == "[id secret pub]" {
 			found = true
 		}
@@ -543,5 +555,39 @@ func TestPublicationColumnListChangeIsLogged(t *testing.T) {
 	}
 	if after[12]["secret"] != "s12" {
 		t.Errorf("row 12, inserted after the change, is %v, want secret s12", after[12])
+	}
+}
+
+func TestPlanSnapshot(t *testing.T) {
+	t.Parallel()
+	cursor := func(c snapshotCursor) json.RawMessage {
+		b, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	unfinished := kafkasink.Checkpoint{Cursor: cursor(snapshotCursor{Snapshot: "run", LSN: "0/1", Table: "public.t", LastKey: []string{"1"}})}
+	finished := kafkasink.Checkpoint{Cursor: cursor(snapshotCursor{Snapshot: "run", LSN: "0/1", Done: true}), Position: kafkasink.Position{LSN: 1}}
+	streamed := kafkasink.Checkpoint{Position: kafkasink.Position{LSN: 5, Index: 2}}
+	for _, c := range []struct {
+		name    string
+		on      bool
+		ck      kafkasink.Checkpoint
+		created bool
+		want    snapshotPlan
+	}{
+		{"off", false, kafkasink.Checkpoint{}, true, snapshotNone},
+		{"off, unfinished", false, unfinished, false, snapshotNone},
+		{"slot created", true, kafkasink.Checkpoint{}, true, snapshotExported},
+		{"slot created over an old checkpoint", true, streamed, true, snapshotExported},
+		{"unfinished", true, unfinished, false, snapshotResumed},
+		{"nothing delivered", true, kafkasink.Checkpoint{}, false, snapshotCurrent},
+		{"finished", true, finished, false, snapshotNone},
+		{"streaming", true, streamed, false, snapshotNone},
+	} {
+		if got := planSnapshot(c.on, c.ck, c.created); got != c.want {
+			t.Errorf("%s: planSnapshot = %d, want %d", c.name, got, c.want)
+		}
 	}
 }

@@ -100,7 +100,8 @@ func (r *runner) snapshot(ctx context.Context, db *pgx.Conn, slot slotState, cre
 	ck := r.sink.Checkpoint()
 	cur, ok := parseCursor(ck.Cursor)
 	var exported string
-	switch planSnapshot(r.cfg.Snapshot, ck, created != nil) {
+	plan := planSnapshot(r.cfg.Snapshot, ck, created != nil)
+	switch plan {
 	case snapshotNone:
 		if !r.cfg.Snapshot && ok && !cur.Done {
 			r.log.Warn("the checkpoint holds an unfinished snapshot, but Config.Snapshot is off: streaming without it", "snapshot", cur.Snapshot)
@@ -119,7 +120,7 @@ func (r *runner) snapshot(ctx context.Context, db *pgx.Conn, slot slotState, cre
 		return fmt.Errorf("%w: snapshot cursor: %v", kafkasink.ErrCheckpoint, err)
 	}
 	s := &snapshotRun{r: r, db: db, cur: cur, lsn: lsn, conv: newValueConverter()}
-	if resuming := created == nil && ok && !cur.Done; resuming {
+	if plan == snapshotResumed {
 		// Row indexes run on across chunks and tables; before the
 		// first chunk, the checkpoint is still below the run's LSN.
 		if ck.Position.LSN == lsn {

@@ -62,10 +62,13 @@ type Config struct {
 	Tables []string
 
 	// Snapshot, when true, delivers every row of the published tables as
-	// an OpRead event before streaming changes: when Run creates the slot
-	// (reading the snapshot the slot exports, so the rows and the stream
-	// meet exactly), and when the sink has delivered nothing yet (its
-	// checkpoint is zero). A snapshot interrupted by a crash or an error
+	// an OpRead event before streaming changes, exactly as the publication
+	// streams it (its column list and row filter applied): when Run
+	// creates the slot (reading the snapshot the slot exports, so the
+	// rows and the stream meet exactly), and when the sink has delivered
+	// nothing yet (its checkpoint is zero). Every table needs a primary
+	// key or a replica identity index; one without is refused before the
+	// slot is created. A snapshot interrupted by a crash or an error
 	// resumes at the chunk after its checkpointed cursor; see the package
 	// documentation for what a resumed snapshot reads.
 	Snapshot bool

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
@@ -589,5 +590,35 @@ func TestPlanSnapshot(t *testing.T) {
 		if got := planSnapshot(c.on, c.ck, c.created); got != c.want {
 			t.Errorf("%s: planSnapshot = %d, want %d", c.name, got, c.want)
 		}
+	}
+}
+
+// TestDecoderReportsRelations checks that OnRelation sees every Relation
+// message as it takes effect: at once in an ordinary transaction, at the
+// commit of a streamed one.
+func TestDecoderReportsRelations(t *testing.T) {
+	t.Parallel()
+	var got []string
+	d, _ := newTestDecoder(t, DecoderConfig{OnRelation: func(schema, table string, columns []string) {
+		got = append(got, schema+"."+table+":"+strings.Join(columns, ","))
+	}})
+	const top = 800
+	narrow := relation(top, 16384, "public", "users", 'd', relCol{true, "id", pgtype.Int4OID})
+	feed(t, d,
+		wal{0x100, begin(0x110, t0, 700)},
+		wal{0x100, usersR},
+		wal{0x110, commit(0x110, 0x118, t0)},
+		wal{0x200, streamStart(top, true)},
+		wal{0x200, narrow},
+		wal{0x210, insert(top, 16384, txt("1"))},
+		wal{0x220, streamStop()},
+	)
+	want := []string{"public.users:id,name,balance"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("before the streamed commit OnRelation saw %q, want %q", got, want)
+	}
+	feed(t, d, wal{0x300, streamCommit(top, 0x300, 0x340, t0)})
+	if want = append(want, "public.users:id"); !slices.Equal(got, want) {
+		t.Fatalf("OnRelation saw %q, want %q", got, want)
 	}
 }

@@ -443,7 +443,8 @@ func testFilteredSnapshotCrash(t *testing.T, failingSink bool) {
 
 // TestSnapshotRefusesTableWithoutKeyBeforeSlot checks that a table the
 // snapshot cannot read in chunks is refused before the slot exists and
-// before another table's rows are written.
+// before another table's rows are written, in one error with every other
+// problem.
 func TestSnapshotRefusesTableWithoutKeyBeforeSlot(t *testing.T) {
 	t.Parallel()
 	e := newPGEnv(t)
@@ -452,9 +453,17 @@ func TestSnapshotRefusesTableWithoutKeyBeforeSlot(t *testing.T) {
 	e.sqlf("CREATE TABLE %[1]s_nokey (id int, note text)",
 		"CREATE UNIQUE INDEX ON %[1]s_nokey (id)", // a unique index, not the replica identity
 		"INSERT INTO %[1]s_nokey VALUES (1, 'a')",
-		"CREATE PUBLICATION %[1]s FOR TABLE %[1]s, %[1]s_nokey")
+		"CREATE PUBLICATION %[1]s FOR TABLE %[1]s (id, seq), %[1]s_nokey")
 	cfg := e.config()
 	cfg.Snapshot = true
+	// A key column the publication leaves out is refused too, in the
+	// same error.
+	cfg.KeyColumns = func(schema, table string) []string {
+		if table == good {
+			return []string{"note"}
+		}
+		return nil
+	}
 	tr := newTracker()
 	sink := &recSink{Sink: e.newSink(e.name), tr: tr}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -464,6 +473,9 @@ func TestSnapshotRefusesTableWithoutKeyBeforeSlot(t *testing.T) {
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "public."+e.name+"_nokey") ||
 		!strings.Contains(err.Error(), "REPLICA IDENTITY USING INDEX") || !strings.Contains(err.Error(), "-snapshot") {
 		t.Fatalf("Run = %v, want a *kafkasink.ConfigError naming public.%s_nokey and the fixes", err, e.name)
+	}
+	if len(ce.Problems) != 2 || !strings.Contains(ce.Problems[0], `Config.KeyColumns names column "note" of table public.`+good) {
+		t.Errorf("problems %q, want the unpublished key column of public.%s, then the table without a key", ce.Problems, good)
 	}
 	if sink.n != 0 {
 		t.Errorf("%d Writes before the refusal, want none", sink.n)

@@ -233,6 +233,27 @@ func TestSnapshotReadsWhatThePublicationStreams(t *testing.T) {
 		marker: "INSERT INTO %[1]s VALUES (100, 9, 'm')",
 		topics: map[string]topicWant{"public.%[1]s": {"SELECT id, k FROM %[1]s WHERE id > 2", []string{"id", "k"}}},
 	}, {
+		// A table with inheritance children is read without them:
+		// the publication lists each child, and pgoutput streams a
+		// child's changes as the child's.
+		name: "inheritance children",
+		setup: []string{
+			"CREATE TABLE %[1]s (id int PRIMARY KEY, pub text)",
+			"CREATE TABLE %[1]s_c (extra text) INHERITS (%[1]s)",
+			"ALTER TABLE %[1]s_c ADD PRIMARY KEY (id)",
+			"INSERT INTO %[1]s SELECT i, 'p' || i FROM generate_series(1, 5) i",
+			"INSERT INTO %[1]s_c SELECT i, 'c' || i, 'x' FROM generate_series(6, 10) i",
+		},
+		cleanup: []string{"DROP TABLE IF EXISTS %[1]s_c"},
+		pub:     "FOR TABLE %[1]s",
+		during:  []string{"UPDATE %[1]s SET pub = 'u' WHERE id IN (1, 6)"},
+		after:   []string{"DELETE FROM %[1]s WHERE id IN (2, 7)", "INSERT INTO %[1]s_c VALUES (11, 'c', 'y')"},
+		marker:  "INSERT INTO %[1]s VALUES (100, 'm')",
+		topics: map[string]topicWant{
+			"public.%[1]s":   {"SELECT * FROM ONLY %[1]s", []string{"id"}},
+			"public.%[1]s_c": {"SELECT * FROM %[1]s_c", []string{"id"}},
+		},
+	}, {
 		name: "generated columns",
 		setup: []string{
 			"CREATE TABLE %[1]s (id int PRIMARY KEY, v int, g int GENERATED ALWAYS AS (v * 2) STORED)",

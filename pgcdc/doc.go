@@ -88,9 +88,11 @@
 // those pg_publication_tables lists, with PostgreSQL's own rules:
 // partitions are read as themselves, with their own column list and row
 // filter, unless the publication sets publish_via_partition_root, and then
-// the root is read, with the root's; a table the publication reaches
-// through FOR ALL TABLES or FOR TABLES IN SCHEMA has no row filter, even
-// when the publication also names it with one. Only Config.Publication
+// the root is read, with the root's; a table with inheritance children is
+// read without them (each child is listed, and streamed, as itself); a
+// table the publication reaches through FOR ALL TABLES or FOR TABLES IN
+// SCHEMA has no row filter, even when the publication also names it with
+// one. Only Config.Publication
 // counts, the one publication the slot streams: another publication
 // holding the same table changes nothing. Snapshot rows and streamed
 // changes of a table carry the same Event.Key: the replica identity

@@ -233,6 +233,15 @@ func TestSnapshotReadsWhatThePublicationStreams(t *testing.T) {
 		marker: "INSERT INTO %[1]s VALUES (100, 9, 'm')",
 		topics: map[string]topicWant{"public.%[1]s": {"SELECT id, k FROM %[1]s WHERE id > 2", []string{"id", "k"}}},
 	}, {
+		// Via the root, the root's column list and row filter apply,
+		// not those the publication gives a partition.
+		name:   "partition and root in the publication, via the root",
+		setup:  partitioned,
+		pub:    "FOR TABLE %[1]s (id, k) WHERE (id > 2), %[1]s_a (id, k, pub) WHERE (id > 10) WITH (publish_via_partition_root = true)",
+		during: partitionChanges[:2], after: partitionChanges[2:],
+		marker: "INSERT INTO %[1]s VALUES (100, 9, 'm')",
+		topics: map[string]topicWant{"public.%[1]s": {"SELECT id, k FROM %[1]s WHERE id > 2", []string{"id", "k"}}},
+	}, {
 		// A table with inheritance children is read without them:
 		// the publication lists each child, and pgoutput streams a
 		// child's changes as the child's.

@@ -411,3 +411,10 @@ func optName(fn any) string {
 	name := runtime.FuncForPC(reflect.ValueOf(fn).Pointer()).Name()
 	return name[strings.LastIndexByte(name, '.')+1:]
 }
+
+// ownTxnDeadline is how long the sink lets one of its transactions run: a
+// tenth below TransactionTimeout, so that neither producing nor the commit
+// request runs into the broker's own abort.
+func (c *Config) ownTxnDeadline() time.Duration {
+	return c.TransactionTimeout - c.TransactionTimeout/10
+}

@@ -108,7 +108,8 @@ func (s *txnSink) begin(ctx context.Context) (*openTxn, error) {
 		return nil, fmt.Errorf("kafkasink: beginning a transaction: %w", err)
 	}
 	t := &openTxn{started: time.Now()}
-	t.ctx, t.cancel = context.WithDeadlineCause(ctx, t.started.Add(s.cfg.TransactionTimeout-s.cfg.TransactionTimeout/10), ErrTransactionTimeout)
+	s.txnSince = t.started
+	t.ctx, t.cancel = context.WithDeadlineCause(ctx, t.started.Add(s.cfg.ownTxnDeadline()), ErrTransactionTimeout)
 	return t, nil
 }
 
@@ -211,7 +212,7 @@ func (s *txnSink) transact(ctx context.Context, pt *part, ck Checkpoint, t *open
 	info.Duration = time.Since(started)
 	s.store.from = ckRec.Offset
 	s.setCheckpoint(ck)
-	s.inflight = Checkpoint{}
+	s.inflight, s.txnSince = Checkpoint{}, time.Time{}
 	s.hooks.onCommitted(info)
 	return nil
 }
@@ -231,11 +232,15 @@ func (s *txnSink) abort(ctx context.Context, info TransactionInfo, started time.
 	if aerr != nil {
 		s.log.Warn("aborting the transaction failed; the next attempt recovers first", "error", withCause(actx, aerr), "cause", cause)
 		s.state = ckptUnverified
-	} else if pending != nil {
-		// Every record has its outcome once the abort succeeded;
-		// after a failed one, records may stay buffered until
-		// recover aborts them, so nothing waits for them here.
-		pending.wait()
+	} else {
+		s.txnSince = time.Time{}
+		if pending != nil {
+			// Every record has its outcome once the abort
+			// succeeded; after a failed one, records may stay
+			// buffered until recover aborts them, so nothing
+			// waits for them here.
+			pending.wait()
+		}
 	}
 	info.Duration = time.Since(started)
 	cause = s.classify(cause, started)
@@ -255,12 +260,10 @@ func (s *txnSink) resolveCommit(ctx context.Context, info TransactionInfo, start
 		return s.fatal
 	}
 	info.Duration = time.Since(started)
-	// Resolve even when the caller's ctx is done, within a bound.
-	rctx, cancel := context.WithTimeoutCause(context.WithoutCancel(ctx), s.cfg.TransactionTimeout, errRecoveryTimeout)
-	defer cancel()
-	if err := s.recover(rctx); err != nil {
+	// Resolve even when the caller's ctx is done; recover is bounded.
+	if err := s.recover(context.WithoutCancel(ctx)); err != nil {
 		// The next Write recovers again and learns the outcome then.
-		return fmt.Errorf("%w; reading the checkpoint back to learn the outcome failed too: %w", commitErr, withCause(rctx, err))
+		return fmt.Errorf("%w; reading the checkpoint back to learn the outcome failed too: %w", commitErr, err)
 	}
 	if s.Checkpoint().same(ck) {
 		s.log.Info("commit outcome was unknown; the checkpoint read back shows it committed", "checkpoint", ck.Position.String())
@@ -290,6 +293,7 @@ func (s *base) settleTransaction(ctx context.Context) error {
 	if _, _, err := s.cl.ProducerID(ctx); err != nil {
 		return s.fencedOr(fmt.Errorf("kafkasink: recovering: re-initialising the producer id of transactional id %q at its current epoch: %w", s.cfg.TransactionalID, withCause(ctx, err)))
 	}
+	s.txnSince = time.Time{}
 	return nil
 }
 
@@ -301,7 +305,7 @@ func (s *base) settleTransaction(ctx context.Context) error {
 // id at its current epoch, which the broker allows after its own abort
 // (KIP-588) and answers PRODUCER_FENCED when a newer instance exists.
 func (s *txnSink) classify(err error, started time.Time) error {
-	timedOut := time.Since(started) >= s.cfg.TransactionTimeout-s.cfg.TransactionTimeout/10
+	timedOut := time.Since(started) >= s.cfg.ownTxnDeadline()
 	const fix = "lower Config.MaxTransactionRecords or raise Config.TransactionTimeout"
 	switch {
 	case errors.Is(err, ErrTransactionTimeout):
@@ -326,11 +330,22 @@ func isFencing(err error) bool {
 
 // fencedOr returns the terminal ErrFenced when err says a newer instance
 // claimed the transactional id, and err otherwise.
+//
+// When a transaction of this instance may have outlived its timeout, the
+// broker's own timeout abort gives the same answer, and then the client
+// (with transaction version 2, where kgo cannot recover the producer id
+// from it) cannot go on either: only claiming the transactional id afresh
+// would, which only New may do. The error says both.
 func (s *base) fencedOr(err error) error {
 	if !isFencing(err) {
 		return err
 	}
-	s.fatal = fmt.Errorf("%w (transactional id %q): %w", ErrFenced, s.cfg.TransactionalID, err)
-	s.log.Error("fenced by a newer instance; this sink stops", "transactional_id", s.cfg.TransactionalID)
+	if since := s.txnSince; !since.IsZero() && time.Since(since) >= s.cfg.ownTxnDeadline() {
+		s.fatal = fmt.Errorf("%w (transactional id %q), or the broker aborted this instance's transaction, open for %v, at its timeout (%w): either way it cannot go on without claiming the transactional id afresh, which only New does: close this sink and start a new one: %w",
+			ErrFenced, s.cfg.TransactionalID, time.Since(since).Round(time.Millisecond), ErrTransactionTimeout, err)
+	} else {
+		s.fatal = fmt.Errorf("%w (transactional id %q): %w", ErrFenced, s.cfg.TransactionalID, err)
+	}
+	s.log.Error("fenced; this sink stops", "transactional_id", s.cfg.TransactionalID, "error", s.fatal)
 	return s.fatal
 }

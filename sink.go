@@ -108,6 +108,9 @@ type base struct {
 	// inflight is the checkpoint last sent whose outcome is not
 	// confirmed yet; zero when none is.
 	inflight Checkpoint
+	// txnSince is when the transaction that may still be open began;
+	// zero when none may be (ExactlyOnce).
+	txnSince time.Time
 	// undelivered is the first position of the last Write that failed
 	// retryably; until a Write delivers it, a batch that skips past it
 	// is refused (see checkRedelivery). Zero when nothing is owed.
@@ -242,6 +245,10 @@ func (s *base) start(ctx context.Context) error {
 // flight. Anything else was written by another instance with the same sink
 // id (or is an operator's reset), which makes this one a zombie: ErrFenced.
 func (s *base) recover(ctx context.Context) error {
+	// Bounded, so that a broker that does not answer makes Write
+	// return a retryable error rather than hang to the caller's end.
+	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.TransactionTimeout, errRecoveryTimeout)
+	defer cancel()
 	if s.cfg.Mode == ExactlyOnce {
 		if err := s.settleTransaction(ctx); err != nil {
 			return err
@@ -250,7 +257,7 @@ func (s *base) recover(ctx context.Context) error {
 	known := s.Checkpoint()
 	ck, err := s.store.read(ctx, s.adm, s.connOptions(), known)
 	if err != nil {
-		return err
+		return withCause(ctx, err)
 	}
 	if !ck.same(known) && !ck.same(s.inflight) {
 		s.fatal = fmt.Errorf("%w: checkpoint topic %q holds checkpoint %s of sink id %q, which this instance did not write (it last wrote %s): another instance with the same sink id is writing, or an operator reset the checkpoint; restart the sink (New) to resume from what is there",

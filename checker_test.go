@@ -1,0 +1,456 @@
+package kafkasink_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/internal/sinktest"
+)
+
+// The randomized fault checker (issue 8): seeded schedules of broker
+// faults on every request the sink sends, combined with restarts,
+// abandoned instances that try to write again, cancelled Writes, and a
+// source that redelivers from its last acknowledged position. Invariants:
+// a read_committed reader sees every event exactly once, in order per key;
+// the final checkpoint is the last position; every error is in exactly one
+// class (or is the caller's own cancellation); nothing an older instance
+// writes after a newer one started is visible, and the newest instance is
+// never fenced.
+//
+//	KAFKASINK_CHECKER_SEED     first seed (default: from the clock, logged)
+//	KAFKASINK_CHECKER_SEEDS    seeds to run (default 20)
+//	KAFKASINK_CHECKER_BATCHES  acknowledged batches per seed (default 200)
+//	KAFKASINK_CHECKER_LOG      set: the sinks log at debug level to stderr
+//
+// A failure prints the seed and the schedule that reproduces it.
+func TestRandomFaultsExactlyOnce(t *testing.T) {
+	t.Parallel()
+	first := uint64(time.Now().UnixNano() % 1e9)
+	if s := os.Getenv("KAFKASINK_CHECKER_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("KAFKASINK_CHECKER_SEED: %v", err)
+		}
+		first = v
+	}
+	seeds, batches := envInt(t, "KAFKASINK_CHECKER_SEEDS", 20), envInt(t, "KAFKASINK_CHECKER_BATCHES", 200)
+	t.Logf("seeds %d..%d, %d batches each (replay one with KAFKASINK_CHECKER_SEED=<seed> KAFKASINK_CHECKER_SEEDS=1)", first, first+uint64(seeds)-1, batches)
+	var total checkerStats
+	var mu sync.Mutex
+	for i := range uint64(seeds) {
+		seed := first + i
+		t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) {
+			t.Parallel()
+			st := runChecker(t, seed, batches)
+			mu.Lock()
+			total.add(st)
+			mu.Unlock()
+		})
+	}
+	t.Cleanup(func() { t.Logf("all seeds: %s", total) })
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a positive number", name, s)
+	}
+	return n
+}
+
+// checkerStats counts what one or more seeds did.
+type checkerStats struct {
+	events, writes, failedWrites, faults, holds, cuts, moves, restarts, abandoned, zombieWrites, cancels int
+	classes                                                                                             map[string]int
+}
+
+func (s *checkerStats) add(o checkerStats) {
+	s.events += o.events
+	s.writes += o.writes
+	s.failedWrites += o.failedWrites
+	s.faults += o.faults
+	s.holds += o.holds
+	s.cuts += o.cuts
+	s.moves += o.moves
+	s.restarts += o.restarts
+	s.abandoned += o.abandoned
+	s.zombieWrites += o.zombieWrites
+	s.cancels += o.cancels
+	if s.classes == nil {
+		s.classes = map[string]int{}
+	}
+	for k, v := range o.classes {
+		s.classes[k] += v
+	}
+}
+
+func (s checkerStats) String() string {
+	return fmt.Sprintf("%d events, %d Writes (%d failed: %v), %d error faults, %d held requests, %d cut connections, %d leader/coordinator moves, %d restarts (%d abandoned without Close), %d zombie Writes, %d cancelled Writes",
+		s.events, s.writes, s.failedWrites, s.classes, s.faults, s.holds, s.cuts, s.moves, s.restarts, s.abandoned, s.zombieWrites, s.cancels)
+}
+
+// The fault codes the checker draws from, by what a sink should make of
+// them.
+var (
+	checkerRetryable = []*kerr.Error{
+		kerr.NotLeaderForPartition, kerr.LeaderNotAvailable, kerr.NotCoordinator, kerr.CoordinatorNotAvailable,
+		kerr.CoordinatorLoadInProgress, kerr.RequestTimedOut, kerr.UnknownServerError, kerr.NotEnoughReplicas,
+		kerr.NotEnoughReplicasAfterAppend, kerr.ConcurrentTransactions, kerr.OffsetNotAvailable, kerr.UnknownTopicOrPartition,
+		kerr.NetworkException, kerr.KafkaStorageError,
+	}
+	checkerAbortable = []*kerr.Error{kerr.TransactionAbortable, kerr.InvalidRecord, kerr.CorruptMessage}
+	checkerFatal     = []*kerr.Error{kerr.TopicAuthorizationFailed, kerr.ClusterAuthorizationFailed, kerr.InvalidTxnState, kerr.PolicyViolation}
+	checkerKeys      = []kmsg.Key{kmsg.Produce, kmsg.EndTxn, kmsg.InitProducerID, kmsg.FindCoordinator, kmsg.Metadata,
+		kmsg.ListOffsets, kmsg.Fetch, kmsg.AddPartitionsToTxn, kmsg.DescribeConfigs, kmsg.CreateTopics}
+)
+
+// checker is the state of one seed's run.
+type checker struct {
+	t       *testing.T
+	rng     *rand.Rand
+	c       *kfake.Cluster
+	brokers []string
+	cfg     kafkasink.Config
+	events  []kafkasink.Event
+	topics  []string
+
+	sink    kafkasink.Sink
+	zombies []kafkasink.Sink
+	faults  []*kfake.FaultHandle
+	zombieN int
+
+	// calm, once set, makes the held-request and cut-connection
+	// controls still waiting for their request let it through.
+	calm atomic.Bool
+
+	st       checkerStats
+	started  time.Time
+	schedule []string
+}
+
+func (k *checker) logf(format string, args ...any) {
+	k.schedule = append(k.schedule, fmt.Sprintf("%6dms ", time.Since(k.started).Milliseconds())+fmt.Sprintf(format, args...))
+}
+
+func runChecker(t *testing.T, seed uint64, batches int) checkerStats {
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	nodes := 1 + rng.IntN(3)
+	c, brokers := sinktest.Cluster(t, kfake.NumBrokers(nodes))
+	sinktest.FenceLikeKafka(c)
+	k := &checker{t: t, rng: rng, c: c, brokers: brokers, st: checkerStats{classes: map[string]int{}}, started: time.Now()}
+	k.cfg = kafkasink.Config{Brokers: brokers, SinkID: "checker", TransactionTimeout: 3 * time.Second}
+	if os.Getenv("KAFKASINK_CHECKER_LOG") != "" {
+		k.cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	k.cfg.Topics.Partitions = int32(1 + rng.IntN(4))
+	if rng.IntN(3) == 0 {
+		k.cfg.MaxTransactionRecords = 20 + rng.IntN(200) // several transactions per Write
+	}
+	k.logf("seed %d: %d broker(s), %d partitions per topic, MaxTransactionRecords %d", seed, nodes, k.cfg.Topics.Partitions, k.cfg.MaxTransactionRecords)
+	t.Cleanup(func() {
+		if t.Failed() {
+			from := max(0, len(k.schedule)-300)
+			t.Logf("seed %d failed; replay with KAFKASINK_CHECKER_SEED=%d KAFKASINK_CHECKER_SEEDS=1 KAFKASINK_CHECKER_BATCHES=%d; schedule (last %d of %d steps):\n%s",
+				seed, seed, batches, len(k.schedule)-from, len(k.schedule), strings.Join(k.schedule[from:], "\n"))
+		}
+		for _, z := range k.zombies {
+			z.Close(context.Background())
+		}
+		if k.sink != nil {
+			k.sink.Close(context.Background())
+		}
+	})
+	k.makeEvents(batches)
+	k.restart("start")
+
+	acked := 0 // the source's acknowledged prefix of k.events
+	for done := 0; done < batches && acked < len(k.events); {
+		k.maybeDisturb()
+		from := acked
+		if k.rng.IntN(10) == 0 {
+			from = max(0, acked-k.rng.IntN(300)) // re-send acknowledged events
+		}
+		end := min(len(k.events), acked+k.batchSize())
+		ok := k.write(k.events[from:end])
+		if ok {
+			acked = max(acked, end)
+			done++
+		}
+	}
+	// Calm: no more faults; deliver the rest.
+	k.calm.Store(true)
+	k.clearFaults()
+	for acked < len(k.events) {
+		end := min(len(k.events), acked+k.batchSize())
+		if k.write(k.events[acked:end]) {
+			acked = end
+		}
+		if k.t.Failed() {
+			return k.st
+		}
+	}
+	k.st.events = len(k.events)
+
+	records := sinktest.ReadCommitted(t, brokers, append(k.topics, "kafkasink.public.zombie")...)
+	sinktest.CheckExactlyOnce(t, records, k.events)
+	if got, want := k.sink.Checkpoint().Position, k.events[len(k.events)-1].Position; got != want {
+		t.Errorf("final checkpoint %s, want the last position %s", got, want)
+	}
+	return k.st
+}
+
+// makeEvents builds the source: transactions of 1-20 changes to 50 keys
+// of three tables, enough for the batches asked for.
+func (k *checker) makeEvents(batches int) {
+	for i := range 3 {
+		k.topics = append(k.topics, "kafkasink.public.t"+strconv.Itoa(i))
+	}
+	for txn := 1; len(k.events) < batches*60; txn++ {
+		n := 1 + k.rng.IntN(20)
+		for i := range n {
+			id := int64(1 + k.rng.IntN(50))
+			e := kafkasink.Event{
+				Op: kafkasink.OpUpdate, Schema: "public", Table: "t" + strconv.Itoa(k.rng.IntN(3)),
+				Position: kafkasink.Position{LSN: kafkasink.LSN(1000 + 64*txn), Index: uint64(i)},
+				LSN:      kafkasink.LSN(1000 + 64*txn - n + i), XID: uint32(txn), Commit: time.Unix(1767225600+int64(txn), 0).UTC(),
+				Key:   []string{"id"},
+				After: kafkasink.Row{{Name: "id", Value: id}, {Name: "seq", Value: int64(len(k.events))}},
+			}
+			if k.rng.IntN(7) == 0 {
+				e.Op, e.Before, e.After = kafkasink.OpDelete, kafkasink.Row{{Name: "id", Value: id}}, nil
+			}
+			k.events = append(k.events, e)
+		}
+	}
+}
+
+// batchSize draws a batch size of 1-500 events, mostly small.
+func (k *checker) batchSize() int {
+	switch r := k.rng.IntN(100); {
+	case r < 70:
+		return 1 + k.rng.IntN(50)
+	case r < 95:
+		return 50 + k.rng.IntN(250)
+	default:
+		return 300 + k.rng.IntN(201)
+	}
+}
+
+// maybeDisturb draws what happens before the next Write: faults, held
+// requests, cut connections, leader moves, restarts, a zombie's Write.
+func (k *checker) maybeDisturb() {
+	r := k.rng.IntN(100)
+	switch {
+	case r < 25:
+		k.addFault()
+	case r < 31:
+		key := checkerKeys[k.rng.IntN(len(checkerKeys))]
+		d := time.Duration(200+k.rng.IntN(1800)) * time.Millisecond
+		k.logf("hold the next %s for %v", key.Name(), d)
+		k.st.holds++
+		holdNext(k.c, key, d, &k.calm)
+	case r < 35:
+		key := checkerKeys[k.rng.IntN(len(checkerKeys))]
+		k.logf("cut the connection of the next %s", key.Name())
+		k.st.cuts++
+		k.c.ControlKey(key.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+			if k.calm.Load() {
+				k.c.DropControl()
+				return nil, nil, false
+			}
+			return nil, errors.New("checker: connection cut"), true
+		})
+	case r < 38:
+		k.logf("move partition leaders and coordinators")
+		k.st.moves++
+		k.c.ShufflePartitionLeaders()
+		k.c.RehashCoordinators()
+	case r < 41:
+		k.restart("restart after Close")
+	case r < 43:
+		k.logf("abandon the instance without Close")
+		k.st.abandoned++
+		k.zombies = append(k.zombies, k.sink)
+		k.sink = nil
+		k.restart("restart after a crash")
+	case r < 45 && len(k.zombies) > 0:
+		k.zombieWrite()
+	}
+}
+
+func (k *checker) addFault() {
+	var f kfake.Fault
+	f.Keys = []kmsg.Key{checkerKeys[k.rng.IntN(len(checkerKeys))]}
+	switch r := k.rng.IntN(100); {
+	case r < 80:
+		f.Err = checkerRetryable[k.rng.IntN(len(checkerRetryable))]
+	case r < 95:
+		f.Err = checkerAbortable[k.rng.IntN(len(checkerAbortable))]
+	default:
+		f.Err = checkerFatal[k.rng.IntN(len(checkerFatal))]
+	}
+	switch f.Keys[0] {
+	case kmsg.EndTxn, kmsg.InitProducerID:
+		f.TopLevel = true
+	case kmsg.Produce:
+		if k.rng.IntN(2) == 0 {
+			f.Partitions = []int32{int32(k.rng.IntN(int(k.cfg.Topics.Partitions)))}
+		}
+	}
+	f.Count = 1 + k.rng.IntN(3)
+	if k.rng.IntN(8) == 0 {
+		f.Count = -1 // until the checker clears faults
+	}
+	k.logf("fault %s answers %s (partitions %v) %d time(s)", f.Keys[0].Name(), f.Err.Message, f.Partitions, f.Count)
+	k.st.faults++
+	k.faults = append(k.faults, k.c.Fault(f))
+}
+
+func (k *checker) clearFaults() {
+	for _, h := range k.faults {
+		h.Remove()
+	}
+	k.faults = nil
+}
+
+// holdNext holds the next request of key at the broker for d, then lets
+// it through: a commit held past the commit timeout is applied after the
+// client gave up on it. Once calm is set it holds nothing.
+func holdNext(c *kfake.Cluster, key kmsg.Key, d time.Duration, calm *atomic.Bool) {
+	var once sync.Once
+	c.ControlKey(key.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		first := false
+		once.Do(func() { first = true })
+		if first && !calm.Load() {
+			c.SleepControl(func() { time.Sleep(d) })
+		}
+		c.DropControl()
+		return nil, nil, false
+	})
+}
+
+// restart starts a new instance with the sink id, as a restarted process
+// does: New is retried while faults make it fail, and faults are cleared
+// after a few failures.
+func (k *checker) restart(why string) {
+	if k.sink != nil {
+		k.sink.Close(context.Background())
+	}
+	k.logf("%s: New", why)
+	k.st.restarts++
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		s, err := kafkasink.New(ctx, k.cfg)
+		cancel()
+		if err == nil {
+			k.sink = s
+			k.logf("  New: checkpoint %s", s.Checkpoint().Position)
+			return
+		}
+		k.classify("New", err, false)
+		k.logf("  New failed: %v", err)
+		if attempt == 2 {
+			k.clearFaults()
+		}
+		if attempt == 6 {
+			k.t.Fatalf("New keeps failing without faults: %v", err)
+		}
+	}
+}
+
+// classify checks that err is in exactly one class, or in none when the
+// caller cancelled; it returns the class.
+func (k *checker) classify(what string, err error, cancelled bool) string {
+	class := errorClass(err)
+	k.st.classes[class]++
+	switch {
+	case class == "none" && !cancelled:
+		k.t.Errorf("%s: %v: in no class, and the caller did not cancel", what, err)
+	case class == "none" && !errors.Is(err, context.Canceled):
+		k.t.Errorf("%s: %v: in no class but not the caller's cancellation", what, err)
+	case class != "none" && class != "retryable" && class != "fatal" && class != "rejected":
+		k.t.Errorf("%s: %v: in several classes %s", what, err, class)
+	}
+	return class
+}
+
+// write writes events as one batch through the current instance and
+// reports whether it succeeded. After a fatal error it restarts.
+func (k *checker) write(events []kafkasink.Event) bool {
+	// Far above what a Write takes on its own (its attempts and
+	// recoveries are bounded by the transaction timeout): a Write that
+	// runs into this deadline is reported.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cancelled := false
+	if k.rng.IntN(25) == 0 {
+		d := time.Duration(k.rng.IntN(40)) * time.Millisecond
+		k.logf("cancel the next Write after %v", d)
+		k.st.cancels++
+		cctx, ccancel := context.WithCancel(ctx)
+		defer ccancel()
+		time.AfterFunc(d, ccancel)
+		ctx, cancelled = cctx, true
+	}
+	k.st.writes++
+	err := k.sink.Write(ctx, kafkasink.Batch{Events: events})
+	if err == nil {
+		if got, last := k.sink.Checkpoint().Position, events[len(events)-1].Position; got.Compare(last) < 0 {
+			k.t.Fatalf("Write of %s..%s returned nil but the checkpoint is %s", events[0].Position, last, got)
+		}
+		k.logf("Write %s..%s (%d events): ok", events[0].Position, events[len(events)-1].Position, len(events))
+		return true
+	}
+	k.st.failedWrites++
+	class := k.classify("Write", err, cancelled)
+	k.logf("Write %s..%s (%d events): %s: %v", events[0].Position, events[len(events)-1].Position, len(events), class, err)
+	if errors.Is(err, kafkasink.ErrFenced) && !errors.Is(err, kafkasink.ErrTransactionTimeout) {
+		// Fenced alongside a transaction that outlived its timeout
+		// may be the broker's own timeout abort; fenced otherwise,
+		// the newest instance never is.
+		k.t.Fatalf("the newest instance was fenced: %v", err)
+	}
+	if class == "fatal" {
+		k.clearFaults()
+		k.restart("restart after a fatal error")
+	} else if k.rng.IntN(3) == 0 {
+		k.clearFaults() // faults of Count -1 must end some time
+	}
+	return false
+}
+
+// zombieWrite has an abandoned instance write new events: it must fail,
+// and the events must never be visible.
+func (k *checker) zombieWrite() {
+	z := k.zombies[k.rng.IntN(len(k.zombies))]
+	k.zombieN++
+	e := sinktest.Inserts("public", "zombie", kafkasink.LSN(1<<40+k.zombieN), k.zombieN, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	k.st.zombieWrites++
+	err := z.Write(ctx, kafkasink.Batch{Events: e})
+	k.logf("zombie Write %s: %v", e[0].Position, err)
+	if err == nil {
+		k.t.Fatalf("an abandoned instance's Write succeeded after a newer instance started")
+	}
+	k.classify("zombie Write", err, false)
+}

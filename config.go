@@ -67,12 +67,33 @@ const (
 // Topics says where events go and whether the sink creates the topics.
 //
 // Routing tries, in order: Route, Routes, Template, Prefix. The first that
-// names a topic for the event's table wins.
+// names a topic for the event's table wins. Schema and table names are put
+// into Template and Prefix verbatim, in the case PostgreSQL stores them:
+// nothing is escaped, lowered or replaced. A topic name must be 1 to 249
+// bytes of [a-zA-Z0-9._-] and not "." or ".."; a table whose name makes
+// any other topic name (a space, a quote, a slash, non-ASCII letters, a
+// very long name) is rejected with ReasonUnroutable, every one of its
+// events, until it has a Routes entry (or Route answers for it).
+//
+// Two tables never share a topic by accident: "a.b".c and a."b.c" both
+// make <Prefix>.a.b.c, and a Template such as "{schema}_{table}" makes
+// a_b_c of both a_b.c and a.b_c. The first table to reach a topic claims
+// it; another table reaching it fails Write with a fatal *ConfigError
+// naming both tables, unless the topic is in Shared or both tables reach
+// it through Routes entries. So do topics whose names differ only in '.'
+// and '_' (Kafka refuses to create both), and a table routed to the
+// checkpoint or dead-letter topic. The sink compares the tables it has
+// seen since New: two tables whose events first arrive in different runs
+// of the sink are not compared.
 type Topics struct {
 	// Route, when set, names the topic of every event. An error rejects
-	// the event (ReasonUnroutable).
+	// the event (ReasonUnroutable). Tables it routes to one topic must
+	// list that topic in Shared.
 	Route func(schema, table string) (string, error)
-	// Routes maps "schema.table" to a topic.
+	// Routes maps a table, "schema.table", to a topic. A schema or table
+	// name with a dot or a double quote in it is written in double
+	// quotes, as in SQL: public."a.b" (see ParseTableName). Tables whose
+	// entries name the same topic share it on purpose.
 	Routes map[string]string
 	// Template names the topic with {schema} and {table} placeholders,
 	// such as "cdc.{schema}.{table}". Conflicts with Prefix.
@@ -80,6 +101,10 @@ type Topics struct {
 	// Prefix routes to "<Prefix>.<schema>.<table>". Default "kafkasink"
 	// when Template is empty.
 	Prefix string
+	// Shared lists the topics that several tables may route to on
+	// purpose, by any of the above (such as the shards of one table
+	// routed together by Route).
+	Shared []string
 
 	// MustExist, when true, makes a missing topic a fatal error
 	// (ErrTopicMissing) instead of creating it. The sink never lets the
@@ -216,6 +241,7 @@ func (c Config) Format(f fmt.State, _ rune) { fmt.Fprint(f, c.String()) }
 func (c Config) withDefaults() Config {
 	c.Brokers = slices.Clone(c.Brokers)
 	c.Topics.Routes = maps.Clone(c.Topics.Routes)
+	c.Topics.Shared = slices.Clone(c.Topics.Shared)
 	c.Topics.Configs = maps.Clone(c.Topics.Configs)
 	c.KeyColumns = maps.Clone(c.KeyColumns)
 	c.Hooks = slices.Clone(c.Hooks)

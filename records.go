@@ -22,6 +22,7 @@ const (
 	HeaderReason = "kafkasink.reason" // a Reason
 	HeaderError  = "kafkasink.error"  // the error text
 	HeaderTopic  = "kafkasink.topic"  // the topic the event was meant for; empty when unroutable
+	HeaderValue  = "kafkasink.value"  // what the value is: ValueEncoded, ValueEvent or ValueOmitted
 )
 
 // recordOverhead bounds what Kafka adds around one record's key, value and
@@ -122,16 +123,17 @@ func (s *base) plan(ctx context.Context, b *Batch, send func(*kgo.Record)) (*pla
 	}
 	for i := range events {
 		e := &events[i]
-		r, rej, err := s.encodeEvent(ctx, &enc, i, e)
+		d, rej, err := s.encodeEvent(ctx, &enc, i, e)
 		if err != nil {
 			return nil, err
 		}
+		r := d.record
 		if rej != nil {
 			rejections = append(rejections, *rej)
 			if s.cfg.DeadLetterTopic == "" {
 				continue
 			}
-			if r, err = s.deadLetter(ctx, &enc, i, e, rej); err != nil {
+			if r, err = s.deadLetter(ctx, &enc, e, d, rej); err != nil {
 				return nil, err
 			}
 			p.rejected++
@@ -180,57 +182,107 @@ func (es *encoderState) take(start int) []byte {
 	return es.arena[start:len(es.arena):len(es.arena)]
 }
 
-// encodeEvent builds the record of e, or says why e is rejected.
-func (s *base) encodeEvent(ctx context.Context, es *encoderState, i int, e *Event) (*kgo.Record, *Rejection, error) {
-	reject := func(topic string, reason Reason, err error) (*kgo.Record, *Rejection, error) {
-		return nil, &Rejection{Position: e.Position, Schema: e.Schema, Table: e.Table, Topic: topic, Reason: reason, Err: err}, nil
-	}
+// draft is what encoding made of one event: its record, or, for a
+// rejected event, as much of the record as could be made, which the
+// dead-letter record reuses.
+type draft struct {
+	record    *kgo.Record // Topic, Headers, and Key and Value when made
+	keyMade   bool
+	valueMade bool  // Value is the Encoder's (nil: a tombstone)
+	valueErr  error // the Encoder's error; nil when it was not called
+}
+
+// encodeEvent builds the record of e, or says why e is rejected. The
+// first reason found is the rejection's: unroutable, then no_key or
+// unencodable (key, then value), then too_large. A record that cannot fit
+// its topic by the lengths of its values alone is rejected before the
+// value is encoded (see minValueSize). Two tables routed to one topic are
+// a fatal error, not a rejection: dead-lettering one of them would change
+// sides with every restart, as whichever table comes first claims the
+// topic.
+func (s *base) encodeEvent(ctx context.Context, es *encoderState, i int, e *Event) (draft, *Rejection, error) {
 	rt := s.routeOf(e)
-	topic := rt.topic
-	if rt.err != nil {
-		return reject("", ReasonUnroutable, rt.err)
+	if rt.collision != nil {
+		return draft{}, nil, rt.collision
 	}
-	info, err := s.topics.get(ctx, s.cl, topic)
-	if err != nil {
-		return nil, nil, err
+	d := draft{record: &es.records[i]}
+	*d.record = kgo.Record{Topic: rt.topic, Headers: s.standardHeaders(es, e)}
+	var rej *Rejection
+	reject := func(reason Reason, err error) {
+		if rej == nil {
+			rej = &Rejection{Position: e.Position, Schema: e.Schema, Table: e.Table, Topic: rt.topic, Reason: reason, Err: err}
+		}
+	}
+	var info topicInfo
+	if rt.err != nil {
+		reject(ReasonUnroutable, rt.err)
+	} else {
+		var err error
+		if info, err = s.topics.get(ctx, s.cl, rt.topic); err != nil {
+			return draft{}, nil, err
+		}
 	}
 
 	start := len(es.arena)
 	keyOut, err := AppendKey(es.arena, e, rt.keyColumns, s.cfg.KeyFormat)
-	if err != nil {
-		if errors.Is(err, errMissingKeyColumn) {
-			return reject(topic, ReasonNoKey, err)
-		}
-		return reject(topic, ReasonUnencodable, err)
+	switch {
+	case errors.Is(err, errMissingKeyColumn):
+		reject(ReasonNoKey, err)
+	case err != nil:
+		reject(ReasonUnencodable, err)
+	default:
+		es.arena = keyOut
+		d.record.Key = es.take(start)
+		d.keyMade = true
 	}
-	es.arena = keyOut
-	key := es.take(start)
 
-	start = len(es.arena)
-	out, err := s.cfg.Encoder.Encode(es.arena, e)
+	limit := min(info.maxMessageBytes, s.cfg.MaxRecordBytes)
+	if rej == nil {
+		if least := recordSize(d.record) + minValueSize(s.cfg.Encoder, e) + recordOverhead; least > limit {
+			reject(ReasonTooLarge, tooLargeError(least, "at least ", limit, rt.topic, info.maxMessageBytes, s.cfg.MaxRecordBytes))
+			return d, rej, nil
+		}
+	}
+	if rej != nil && s.cfg.DeadLetterTopic == "" {
+		return d, rej, nil // the batch fails; nothing needs the value
+	}
+	if d.valueErr = s.encodeValue(es, d.record, s.cfg.Encoder, e); d.valueErr != nil {
+		reject(ReasonUnencodable, d.valueErr)
+	} else {
+		d.valueMade = true
+	}
+	if size := recordSize(d.record) + recordOverhead; rej == nil && size > limit {
+		reject(ReasonTooLarge, tooLargeError(size, "", limit, rt.topic, info.maxMessageBytes, s.cfg.MaxRecordBytes))
+	}
+	return d, rej, nil
+}
+
+// encodeValue sets r.Value to enc's value of e.
+func (s *base) encodeValue(es *encoderState, r *kgo.Record, enc Encoder, e *Event) error {
+	start := len(es.arena)
+	out, err := enc.Encode(es.arena, e)
 	if err != nil {
 		es.arena = es.arena[:start]
-		return reject(topic, ReasonUnencodable, err)
+		return err
 	}
-	var value []byte // nil: a tombstone
+	r.Value = nil // a tombstone
 	if out != nil {
 		es.arena = out
-		value = es.take(start)
+		r.Value = es.take(start)
 	}
+	return nil
+}
 
-	r := &es.records[i]
-	*r = kgo.Record{Topic: topic, Key: key, Value: value, Headers: s.standardHeaders(es, e)}
-	if limit := min(info.maxMessageBytes, s.cfg.MaxRecordBytes); recordSize(r)+recordOverhead > limit {
-		return reject(topic, ReasonTooLarge, fmt.Errorf("record of %d bytes exceeds the limit of %d (the smaller of topic %s's max.message.bytes %d and Config.MaxRecordBytes %d)",
-			recordSize(r)+recordOverhead, limit, topic, info.maxMessageBytes, s.cfg.MaxRecordBytes))
-	}
-	return r, nil, nil
+func tooLargeError(size int, atLeast string, limit int, topic string, topicMax, configMax int) error {
+	return fmt.Errorf("record of %s%d bytes exceeds the limit of %d (the smaller of topic %s's max.message.bytes %d and Config.MaxRecordBytes %d)",
+		atLeast, size, limit, topic, topicMax, configMax)
 }
 
 // tableRoute is where one table's events go and how they are keyed.
 type tableRoute struct {
 	topic      string
-	err        error // the table cannot be routed
+	err        error // the table cannot be routed: its events are rejected
+	collision  error // the topic is another table's or the sink's: fatal
 	keyColumns []string
 }
 
@@ -241,8 +293,14 @@ func (s *base) routeOf(e *Event) tableRoute {
 	if rt, ok := s.routes[k]; ok {
 		return rt
 	}
-	var rt tableRoute
-	rt.topic, rt.err = s.cfg.Topics.route(e.Schema, e.Table)
+	var (
+		rt   tableRoute
+		kind routeKind
+	)
+	rt.topic, kind, rt.err = s.router.route(e.Schema, e.Table)
+	if rt.err == nil {
+		rt.collision = s.router.claim(rt.topic, e.Schema, e.Table, kind)
+	}
 	rt.keyColumns = s.cfg.KeyColumns[e.Schema+"."+e.Table]
 	if s.cfg.Topics.Route == nil {
 		s.routes[k] = rt
@@ -276,35 +334,6 @@ func (s *base) standardHeaders(es *encoderState, e *Event) []kgo.RecordHeader {
 	es.arena = strconv.AppendUint(es.arena, uint64(e.Position.LSN), 10)
 	add(HeaderCommitLSN, start)
 	return es.headers[h0:len(es.headers):len(es.headers)]
-}
-
-// deadLetter builds the dead-letter record of a rejected event: its key and
-// value when they were made and fit, and headers naming the reason.
-func (s *base) deadLetter(ctx context.Context, es *encoderState, i int, e *Event, rej *Rejection) (*kgo.Record, error) {
-	info, err := s.topics.get(ctx, s.cl, s.cfg.DeadLetterTopic)
-	if err != nil {
-		return nil, err
-	}
-	r := &es.records[i] // filled in only when the record was too large
-	r.Topic = s.cfg.DeadLetterTopic
-	if r.Key == nil {
-		r.Key = e.Position.AppendText(nil)
-	}
-	if r.Headers == nil {
-		r.Headers = s.standardHeaders(es, e)
-	}
-	r.Headers = append(r.Headers,
-		kgo.RecordHeader{Key: HeaderReason, Value: []byte(rej.Reason)},
-		kgo.RecordHeader{Key: HeaderError, Value: []byte(truncate(rej.Err.Error(), 4096))},
-		kgo.RecordHeader{Key: HeaderTopic, Value: []byte(rej.Topic)},
-	)
-	if recordSize(r)+recordOverhead > min(info.maxMessageBytes, s.cfg.MaxRecordBytes) {
-		// The value does not fit the dead-letter topic either; the
-		// headers still identify the event, so it is not lost from
-		// view, and the source still has it.
-		r.Value = nil
-	}
-	return r, nil
 }
 
 func truncate(s string, n int) string {

@@ -66,6 +66,7 @@ func New(ctx context.Context, cfg Config) (Sink, error) {
 		routes: make(map[[2]string]tableRoute),
 		store:  checkpointStore{topic: cfg.CheckpointTopic, sinkID: cfg.SinkID, mode: cfg.Mode},
 	}
+	b.router = newRouter(&b.cfg)
 	if cfg.Mode == ExactlyOnce {
 		b.store.txnID = cfg.TransactionalID
 	}
@@ -117,6 +118,8 @@ type base struct {
 	undelivered Position
 	// routes caches each table's route.
 	routes map[[2]string]tableRoute
+	// router names each table's topic.
+	router *router
 	// fatal, once set, is returned by every later Write: fencing or an
 	// unusable checkpoint never heals by retrying.
 	fatal error

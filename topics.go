@@ -67,6 +67,13 @@ func (t *Topics) problems() []string {
 			p = append(p, fmt.Sprintf("Topics.Routes[%q]: %v", table, err))
 		}
 	}
+	_, routeProblems := parseRoutes(t.Routes)
+	p = append(p, routeProblems...)
+	for _, topic := range t.Shared {
+		if err := validateTopicName(topic); err != nil {
+			p = append(p, fmt.Sprintf("Topics.Shared: %v", err))
+		}
+	}
 	if t.Partitions == 0 || t.Partitions < -1 {
 		p = append(p, fmt.Sprintf("Topics.Partitions %d: want a positive count or -1 for the broker's default", t.Partitions))
 	}
@@ -76,29 +83,135 @@ func (t *Topics) problems() []string {
 	return p
 }
 
+// routeKind says which setting of Topics named a table's topic.
+type routeKind string
+
+const (
+	byRoute    routeKind = "Topics.Route"
+	byRoutes   routeKind = "Topics.Routes"
+	byTemplate routeKind = "Topics.Template"
+	byPrefix   routeKind = "Topics.Prefix"
+)
+
 // route names the topic of an event's table and checks the name.
-func (t *Topics) route(schema, table string) (string, error) {
+func (r *router) route(schema, table string) (string, routeKind, error) {
+	t := r.topics
 	var (
 		topic string
-		err   error
+		kind  routeKind
 	)
 	switch {
 	case t.Route != nil:
-		topic, err = t.Route(schema, table)
-		if err != nil {
-			return "", fmt.Errorf("Topics.Route for %s.%s: %w", schema, table, err)
+		kind = byRoute
+		var err error
+		if topic, err = t.Route(schema, table); err != nil {
+			return "", kind, fmt.Errorf("Topics.Route for %s: %w", TableName(schema, table), err)
 		}
-	case t.Routes[schema+"."+table] != "":
-		topic = t.Routes[schema+"."+table]
+	case r.routes[[2]string{schema, table}] != "":
+		topic, kind = r.routes[[2]string{schema, table}], byRoutes
 	case t.Template != "":
-		topic = strings.NewReplacer("{schema}", schema, "{table}", table).Replace(t.Template)
+		topic, kind = strings.NewReplacer("{schema}", schema, "{table}", table).Replace(t.Template), byTemplate
 	default:
-		topic = t.Prefix + "." + schema + "." + table
+		topic, kind = t.Prefix+"."+schema+"."+table, byPrefix
 	}
 	if err := validateTopicName(topic); err != nil {
-		return "", fmt.Errorf("topic for %s.%s: %w; route the table explicitly with Topics.Routes", schema, table, err)
+		return "", kind, fmt.Errorf("topic for %s by %s: %w; route the table explicitly with a Topics.Routes entry", TableName(schema, table), kind, err)
 	}
-	return topic, nil
+	return topic, kind, nil
+}
+
+// parseRoutes returns Topics.Routes keyed by table, and the keys that are
+// not table names (see ParseTableName: a schema is required).
+func parseRoutes(routes map[string]string) (map[[2]string]string, []string) {
+	out := make(map[[2]string]string, len(routes))
+	var problems []string
+	for name, topic := range routes {
+		schema, table, err := ParseTableName(name)
+		if err == nil && schema == "" {
+			err = fmt.Errorf("table name %q has no schema: want schema.table", name)
+		}
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("Topics.Routes key: %v", err))
+			continue
+		}
+		k := [2]string{schema, table}
+		if prev, dup := out[k]; dup && prev != topic {
+			problems = append(problems, fmt.Sprintf("Topics.Routes has two keys for table %s, with topics %q and %q", TableName(schema, table), prev, topic))
+		}
+		out[k] = topic
+	}
+	return out, problems
+}
+
+// router names the topic of each table, and remembers which table each
+// topic carries, so that two tables reach one topic only on purpose: with the same keys, compaction
+// and upsert consumers would merge their rows. Derived names collide
+// easily ("a.b".c and a."b.c" are both <prefix>.a.b.c; a template
+// "{schema}_{table}" makes a_b_c of a_b.c and a.b_c). Tables may share a
+// topic when each has a Topics.Routes entry naming it, or when the topic
+// is in Topics.Shared. The checkpoint and dead-letter topics belong to
+// the sink and no table may route to them.
+//
+// A claim lasts for the sink's life; tables first seen by different runs
+// of the sink cannot be compared (see Topics).
+//
+// Not safe for concurrent use: the sink uses it under its write guard.
+type router struct {
+	topics *Topics
+	routes map[[2]string]string  // Topics.Routes by table
+	shared map[string]bool       // Topics.Shared
+	claims map[string]topicClaim // by collisionName
+}
+
+// topicClaim is the first user of a topic.
+type topicClaim struct {
+	topic string
+	owner string    // the table (TableName), or the Config field of a sink's topic
+	kind  routeKind // how the table was routed; "" for a sink's topic
+}
+
+// newRouter returns the router of a validated cfg.
+func newRouter(cfg *Config) *router {
+	routes, _ := parseRoutes(cfg.Topics.Routes) // validate refused any problem
+	r := &router{topics: &cfg.Topics, routes: routes, shared: make(map[string]bool), claims: make(map[string]topicClaim)}
+	for _, t := range cfg.Topics.Shared {
+		r.shared[t] = true
+	}
+	r.claims[collisionName(cfg.CheckpointTopic)] = topicClaim{topic: cfg.CheckpointTopic, owner: "Config.CheckpointTopic"}
+	if cfg.DeadLetterTopic != "" {
+		r.claims[collisionName(cfg.DeadLetterTopic)] = topicClaim{topic: cfg.DeadLetterTopic, owner: "Config.DeadLetterTopic"}
+	}
+	return r
+}
+
+// collisionName is the name under which Kafka tells topics apart in its
+// metrics, where '.' and '_' are the same character: a broker refuses to
+// create a topic whose collision name an existing topic has.
+func collisionName(topic string) string {
+	return strings.ReplaceAll(topic, ".", "_")
+}
+
+// claim records that table (routed by kind) writes to topic, or returns a
+// *ConfigError, fatal, when the topic belongs to another table or to the
+// sink.
+func (r *router) claim(topic, schema, table string, kind routeKind) error {
+	me := TableName(schema, table)
+	prev, ok := r.claims[collisionName(topic)]
+	switch {
+	case !ok:
+		r.claims[collisionName(topic)] = topicClaim{topic: topic, owner: me, kind: kind}
+		return nil
+	case prev.kind == "":
+		return &ConfigError{Problems: []string{fmt.Sprintf("table %s routes to topic %q (by %s), which is the sink's %s: route the table elsewhere with a Topics.Routes entry",
+			me, topic, kind, prev.owner)}}
+	case prev.topic != topic:
+		return &ConfigError{Problems: []string{fmt.Sprintf("table %s routes to topic %q (by %s) and table %s to %q (by %s): Kafka does not tell '.' and '_' apart in topic names' metrics and refuses to create both; route one of them elsewhere with a Topics.Routes entry",
+			me, topic, kind, prev.owner, prev.topic, prev.kind)}}
+	case prev.owner == me, r.shared[topic], prev.kind == byRoutes && kind == byRoutes:
+		return nil
+	}
+	return &ConfigError{Problems: []string{fmt.Sprintf("tables %s (by %s) and %s (by %s) both route to topic %q, where their records would mix under the same keys: route one of them elsewhere with a Topics.Routes entry, or, if they are to share the topic, list it in Topics.Shared or give both tables a Topics.Routes entry naming it",
+		prev.owner, prev.kind, me, kind, topic)}}
 }
 
 // topicInfo is what the sink needs to know of a destination topic.

@@ -1,0 +1,138 @@
+package kafkasink
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// The values of the kafkasink.value header of a dead-lettered record.
+const (
+	// ValueEncoded: the value is the Config.Encoder's, as it would have
+	// gone to the event's topic.
+	ValueEncoded = "encoded"
+	// ValueEvent: the Encoder failed, or made a tombstone, which carries
+	// nothing: the value is the event as JSONEncoder writes it, with any
+	// column value JSON cannot represent written as a string of its Go
+	// text form (fmt's %v; the kafkasink.error header names the column).
+	ValueEvent = "event"
+	// ValueOmitted: the value does not fit the dead-letter topic itself
+	// (its max.message.bytes or Config.MaxRecordBytes); the record has the
+	// key (the event id when the key itself is too large) and the headers
+	// only, and the sink logs an Error: the row's values are in no Kafka
+	// record. Truncating the value instead would pass a part of a row for
+	// the row.
+	ValueOmitted = "omitted"
+)
+
+// deadLetter turns the draft of a rejected event into its dead-letter
+// record. The record always carries the event: its key, or the event id
+// when the key could not be made; its value as the Encoder wrote it, or
+// the event as JSONEncoder writes it when the Encoder failed or made a
+// tombstone (see eventJSON); and headers naming the reason. Only a value
+// too large for the dead-letter topic itself is left out, which the
+// kafkasink.value header says and an Error log reports.
+func (s *base) deadLetter(ctx context.Context, es *encoderState, e *Event, d draft, rej *Rejection) (*kgo.Record, error) {
+	info, err := s.topics.get(ctx, s.cl, s.cfg.DeadLetterTopic)
+	if err != nil {
+		return nil, err
+	}
+	limit := min(info.maxMessageBytes, s.cfg.MaxRecordBytes)
+	r := d.record
+	r.Topic = s.cfg.DeadLetterTopic
+	if !d.keyMade {
+		r.Key = eventIDKey(es, e)
+	}
+	r.Headers = append(r.Headers,
+		kgo.RecordHeader{Key: HeaderReason, Value: []byte(rej.Reason)},
+		kgo.RecordHeader{Key: HeaderError, Value: []byte(truncate(rej.Err.Error(), 4096))},
+		kgo.RecordHeader{Key: HeaderTopic, Value: []byte(rej.Topic)},
+	)
+	fixed := recordSize(r) - len(r.Value) + len(HeaderValue) + len(ValueOmitted) + 2 + recordOverhead
+	kind := ValueEncoded
+	switch {
+	case d.valueMade && r.Value != nil:
+	case d.valueErr == nil && !d.valueMade && fixed+minValueSize(s.cfg.Encoder, e) <= limit:
+		// Not encoded yet, as too large for its own topic; it may fit this one.
+		if d.valueErr = s.encodeValue(es, r, s.cfg.Encoder, e); d.valueErr == nil && r.Value != nil {
+			break
+		}
+		fallthrough
+	default:
+		kind, r.Value = ValueEvent, nil
+		if fixed+minValueSize(JSONEncoder{}, e) <= limit {
+			start := len(es.arena)
+			if out, err := eventJSON(es.arena, e); err == nil {
+				es.arena = out
+				r.Value = es.take(start)
+			}
+		}
+	}
+	if r.Value == nil || fixed+len(r.Value) > limit {
+		kind, r.Value = ValueOmitted, nil
+		if fixed > limit {
+			r.Key = eventIDKey(es, e) // the key is what is too large
+		}
+		s.log.Error("dead-lettered event is too large even for the dead-letter topic: its record carries only the key and headers, and the row's values are in no Kafka record; raise the dead-letter topic's max.message.bytes and Config.MaxRecordBytes, or recover the row from the database",
+			"position", e.Position.String(), "table", TableName(e.Schema, e.Table), "reason", string(rej.Reason),
+			"dead_letter_topic", s.cfg.DeadLetterTopic, "limit", limit)
+	}
+	r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderValue, Value: []byte(kind)})
+	return r, nil
+}
+
+// eventIDKey returns the event id as a record key.
+func eventIDKey(es *encoderState, e *Event) []byte {
+	start := len(es.arena)
+	es.arena = e.Position.AppendText(es.arena)
+	return es.take(start)
+}
+
+// eventJSON appends e as JSONEncoder writes it. A column value JSON cannot
+// represent (an unsupported Go type, invalid raw JSON) is written as a
+// string of its Go text form instead, so that one bad value never loses
+// the event. It fails only for an event Write refuses before encoding (an
+// invalid Op).
+func eventJSON(dst []byte, e *Event) ([]byte, error) {
+	c := *e
+	for {
+		out, err := (JSONEncoder{}).Encode(dst, &c)
+		var ee *EncodeError
+		if err == nil || !errors.As(err, &ee) {
+			return out, err
+		}
+		before, okBefore := withText(c.Before, ee.Column)
+		after, okAfter := withText(c.After, ee.Column)
+		if !okBefore && !okAfter {
+			return nil, err
+		}
+		c.Before, c.After = before, after
+	}
+}
+
+// withText returns a copy of row with column's value replaced by its Go
+// text form, and whether row has the column with a value that is not
+// text already.
+func withText(row Row, column string) (Row, bool) {
+	for i := range row {
+		if row[i].Name != column {
+			continue
+		}
+		var text string
+		switch v := row[i].Value.(type) {
+		case string:
+			return row, false
+		case json.RawMessage:
+			text = string(v)
+		default:
+			text = fmt.Sprintf("%v", v)
+		}
+		out := append(Row(nil), row...)
+		out[i].Value = text
+		return out, true
+	}
+	return row, false
+}

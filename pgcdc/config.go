@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -58,7 +57,12 @@ type Config struct {
 	CreatePublication bool
 	// Tables are the tables of a publication Run creates, as
 	// "schema.table" ("table" alone means "public.table"). Names are
-	// taken literally: write them as they are stored, without quotes.
+	// taken literally, as they are stored (Orders is not orders). A part
+	// that contains a dot or a double quote, or starts or ends with a
+	// space, is written in double quotes, with a double quote inside
+	// doubled, as in SQL: public."a.b" or "a.b".c (see
+	// kafkasink.ParseTableName); any part may be quoted. An unquoted name
+	// with two dots, such as a.b.c, is refused as ambiguous.
 	Tables []string
 
 	// Snapshot, when true, delivers every row of the published tables as
@@ -231,14 +235,15 @@ func validSlotName(s string) bool {
 	return true
 }
 
-// splitTable splits "schema.table"; a name without a schema is in public.
+// splitTable splits a name of Config.Tables into schema and table, as
+// kafkasink.ParseTableName reads it; a name without a schema is in public.
 func splitTable(s string) (schema, table string, err error) {
-	schema, table, ok := strings.Cut(s, ".")
-	if !ok {
-		schema, table = "public", s
+	schema, table, err = kafkasink.ParseTableName(s)
+	if err != nil {
+		return "", "", err
 	}
-	if schema == "" || table == "" || strings.Contains(table, ".") {
-		return "", "", fmt.Errorf("%q is not a table name: want schema.table", s)
+	if schema == "" {
+		schema = "public"
 	}
 	return schema, table, nil
 }

@@ -200,7 +200,12 @@ func TestRetryable(t *testing.T) {
 
 func TestSplitTable(t *testing.T) {
 	t.Parallel()
-	for in, want := range map[string]string{"a": "public|a", "s.a": "s|a", "": "", "s.": "", "a.b.c": ""} {
+	for in, want := range map[string]string{
+		"a": "public|a", "s.a": "s|a", "": "", "s.": "", ".a": "", "a.b.c": "",
+		`public."a.b"`: "public|a.b", `"a.b".c`: "a.b|c", `a."b.c"`: "a|b.c", `"a.b"`: "public|a.b",
+		`"Say ""hi"""."x y"`: `Say "hi"|x y`, `"s".t`: "s|t", `Mixed.Case`: "Mixed|Case",
+		`"a`: "", `a"b.c`: "", `"a"b.c`: "", `""."t"`: "", ` s.t`: "",
+	} {
 		s, tb, err := splitTable(in)
 		got := s + "|" + tb
 		if err != nil {

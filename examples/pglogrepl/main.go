@@ -56,6 +56,7 @@ type options struct {
 	pg, brokers, tables, slot, publication, sinkID string
 	create, snapshot                               bool
 	mode, prefix, template, encoder, keyFormat     string
+	topicRoutes                                    string
 	checkpointTopic, deadLetter                    string
 	partitions, replicationFactor                  int
 	tlsCA, tlsCert, tlsKey, tlsServerName          string
@@ -112,7 +113,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 
 	str(&o.pg, "pg", "KAFKASINK_PG", "", "PostgreSQL connection string (postgres:// URL or keyword/value); the role needs REPLICATION")
 	str(&o.brokers, "brokers", "KAFKASINK_BROKERS", "", "Kafka seed brokers, comma-separated host:port")
-	str(&o.tables, "tables", "KAFKASINK_TABLES", "", "tables of the publication to create, comma-separated schema.table; empty means FOR ALL TABLES")
+	str(&o.tables, "tables", "KAFKASINK_TABLES", "", `tables of the publication to create, comma-separated schema.table, names as stored; quote a name with a dot, comma or double quote as in SQL: public."a.b"; empty means FOR ALL TABLES`)
 	str(&o.slot, "slot", "KAFKASINK_SLOT", "kafkasink", "logical replication slot")
 	str(&o.publication, "publication", "KAFKASINK_PUBLICATION", "kafkasink", "publication")
 	boolean(&o.create, "create", "KAFKASINK_CREATE", true, "create the slot and the publication when missing")
@@ -120,13 +121,14 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	str(&o.sinkID, "sink-id", "KAFKASINK_SINK_ID", "", "sink id: checkpoint key and base of the transactional id; default the slot name")
 	str(&o.mode, "mode", "KAFKASINK_MODE", "exactly-once", "exactly-once, idempotent or plain")
 	str(&o.prefix, "topic-prefix", "KAFKASINK_TOPIC_PREFIX", "", "topics are <prefix>.<schema>.<table> (default prefix kafkasink)")
+	str(&o.topicRoutes, "topic-routes", "KAFKASINK_TOPIC_ROUTES", "", `explicit topics, comma-separated schema.table=topic (names quoted as in -tables); they win over -topic-prefix and -topic-template, and tables listed with the same topic share it`)
 	str(&o.template, "topic-template", "KAFKASINK_TOPIC_TEMPLATE", "", "topic template with {schema} and {table}; conflicts with -topic-prefix")
 	num(&o.partitions, "partitions", "KAFKASINK_PARTITIONS", 0, "partitions of topics the sink creates (0: the broker's default)")
 	num(&o.replicationFactor, "replication-factor", "KAFKASINK_REPLICATION_FACTOR", 0, "replication factor of topics the sink creates (0: the broker's default)")
 	str(&o.encoder, "encoder", "KAFKASINK_ENCODER", "json", "record value: json (change event), upsert (row, tombstone on delete) or debezium")
 	str(&o.keyFormat, "key-format", "KAFKASINK_KEY_FORMAT", "text", "record key: text or json")
 	str(&o.checkpointTopic, "checkpoint-topic", "KAFKASINK_CHECKPOINT_TOPIC", "", "checkpoint topic (default "+kafkasink.DefaultCheckpointTopic+")")
-	str(&o.deadLetter, "dead-letter-topic", "KAFKASINK_DEAD_LETTER_TOPIC", "", "topic for events that cannot be encoded or routed; empty fails the batch instead")
+	str(&o.deadLetter, "dead-letter-topic", "KAFKASINK_DEAD_LETTER_TOPIC", "", "topic for events that cannot be delivered (unroutable, unencodable, no key, too large), with headers naming the reason; empty stops the program on such an event instead")
 	str(&o.tlsCA, "tls-ca", "KAFKASINK_TLS_CA", "", "PEM file of the CAs to trust; setting any -tls-* flag enables TLS")
 	str(&o.tlsCert, "tls-cert", "KAFKASINK_TLS_CERT", "", "client certificate PEM file, for mutual TLS")
 	str(&o.tlsKey, "tls-key", "KAFKASINK_TLS_KEY", "", "client key PEM file, for mutual TLS")
@@ -182,6 +184,15 @@ func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, 
 	default:
 		problems = append(problems, fmt.Sprintf("-key-format %q: want text or json", o.keyFormat))
 	}
+	routes := make(map[string]string)
+	for _, r := range splitNames(o.topicRoutes) {
+		i := strings.LastIndexByte(r, '=')
+		if i < 0 {
+			problems = append(problems, fmt.Sprintf("-topic-routes entry %q: want schema.table=topic", r))
+			continue
+		}
+		routes[strings.TrimSpace(r[:i])] = strings.TrimSpace(r[i+1:])
+	}
 	if o.pg == "" {
 		problems = append(problems, "-pg (or $KAFKASINK_PG) is required: a PostgreSQL connection string")
 	}
@@ -199,7 +210,7 @@ func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, 
 		TransactionTimeout: o.txnTimeout,
 		CheckpointTopic:    o.checkpointTopic,
 		Topics: kafkasink.Topics{
-			Prefix: o.prefix, Template: o.template,
+			Prefix: o.prefix, Template: o.template, Routes: routes,
 			Partitions: int32(o.partitions), ReplicationFactor: int16(o.replicationFactor),
 		},
 		KeyFormat:       kf,
@@ -221,7 +232,7 @@ func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, 
 		ConnString:        o.pg,
 		Slot:              o.slot,
 		Publication:       o.publication,
-		Tables:            splitList(o.tables),
+		Tables:            splitNames(o.tables),
 		CreateSlot:        o.create,
 		CreatePublication: o.create,
 		Snapshot:          o.snapshot,
@@ -244,6 +255,62 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// splitNames splits a comma-separated list of table names, or of
+// table=topic pairs, at the commas outside double quotes.
+func splitNames(s string) []string {
+	var (
+		out    []string
+		quoted bool
+		start  int
+	)
+	add := func(p string) {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '"':
+			quoted = !quoted // a doubled quote toggles twice
+		case ',':
+			if !quoted {
+				add(s[start:i])
+				start = i + 1
+			}
+		}
+	}
+	add(s[start:])
+	return out
+}
+
+// fieldFlags names the program's flag for each Config field that the
+// library's errors name.
+var fieldFlags = []struct{ field, flag string }{
+	{"DeadLetterTopic", "-dead-letter-topic"},
+	{"Topics.Routes", "-topic-routes"},
+	{"Topics.Prefix", "-topic-prefix"},
+	{"Topics.Template", "-topic-template"},
+	{"Config.Tables", "-tables"},
+}
+
+// withFlagNames adds to err the program's flags for the Config fields it
+// names, so that the advice in the library's errors can be followed here.
+func withFlagNames(err error) error {
+	if err == nil {
+		return nil
+	}
+	var hints []string
+	for _, f := range fieldFlags {
+		if strings.Contains(err.Error(), f.field) {
+			hints = append(hints, f.field+" is "+f.flag)
+		}
+	}
+	if hints == nil {
+		return err
+	}
+	return fmt.Errorf("%w [in this program: %s]", err, strings.Join(hints, "; "))
 }
 
 // run is the program; main only adds the signals and the exit.
@@ -303,7 +370,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 
 // fail logs err and returns the exit status for it.
 func fail(logger *slog.Logger, err error) int {
-	logger.Error("stopped", "error", err, "fenced", errors.Is(err, kafkasink.ErrFenced))
+	logger.Error("stopped", "error", withFlagNames(err), "fenced", errors.Is(err, kafkasink.ErrFenced))
 	var ce *kafkasink.ConfigError
 	switch {
 	case errors.As(err, &ce):

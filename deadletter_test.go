@@ -4,6 +4,8 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -92,9 +94,9 @@ func TestDeadLetter(t *testing.T) {
 	if r := byID[events[4].ID()]; r == nil || len(r.Value) < 5000 || !json.Valid(r.Value) || !strings.Contains(string(r.Value), strings.Repeat("x", 5000)) {
 		t.Errorf("oversized dead letter %v, want the encoded event as its value", r)
 	}
-	// The unencodable event has no value, and its id as key.
-	if r := byID[events[1].ID()]; r == nil || r.Value != nil || string(r.Key) != events[1].ID() {
-		t.Errorf("unencodable dead letter %v, want no value and key %s", r, events[1].ID())
+	// The unencodable event is carried as the event JSON under its key.
+	if r := byID[events[1].ID()]; r == nil || !json.Valid(r.Value) || string(r.Key) != "2" || sinktest.Header(r, kafkasink.HeaderValue) != kafkasink.ValueEvent {
+		t.Errorf("unencodable dead letter %v, want the event JSON as value and key 2", r)
 	}
 
 	// One transaction: five records and the checkpoint.
@@ -197,4 +199,182 @@ func randomText(n int) string {
 		b.WriteString(rand.Text())
 	}
 	return b.String()[:n]
+}
+
+// TestDeadLetterCarriesEvent dead-letters an event for every reason and
+// checks that its record carries the event: its key, or the event id when
+// there is none; the Encoder's value, or the event JSON when the Encoder
+// failed or made a tombstone; only a value too large for the dead-letter
+// topic itself is left out, marked and logged.
+func TestDeadLetterCarriesEvent(t *testing.T) {
+	t.Parallel()
+	_, brokers := sinktest.Cluster(t)
+	insert := func(table string, edit func(*kafkasink.Event)) kafkasink.Event {
+		e := sinktest.Inserts("public", table, 100, 1, 1)[0]
+		if edit != nil {
+			edit(&e)
+		}
+		return e
+	}
+	eventJSON := func(e kafkasink.Event) string {
+		v, err := kafkasink.JSONEncoder{}.Encode(nil, &e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(v)
+	}
+	tests := []struct {
+		name      string
+		table     string // its topic gets max.message.bytes 2048
+		event     kafkasink.Event
+		edit      func(*kafkasink.Config)
+		smallDLQ  bool // the dead-letter topic gets max.message.bytes 2048 too
+		reason    kafkasink.Reason
+		inErr     string
+		topic     bool   // the kafkasink.topic header names the table's topic
+		key       string // "" means the event id
+		kind      string
+		value     string   // exact value, when set
+		inValue   []string // substrings of the value
+		errorLogs bool
+	}{
+		{
+			name: "unroutable", table: "has space",
+			reason: kafkasink.ReasonUnroutable, inErr: "outside [a-zA-Z0-9._-]",
+			key: "1", kind: kafkasink.ValueEncoded,
+		},
+		{
+			name: "no key", table: "nokey", topic: true,
+			edit:   func(c *kafkasink.Config) { c.KeyColumns = map[string][]string{"public.nokey": {"missing"}} },
+			reason: kafkasink.ReasonNoKey, inErr: `"missing"`,
+			kind: kafkasink.ValueEncoded,
+		},
+		{
+			name: "unencodable value", table: "badvalue", topic: true,
+			event:  withColumn(insert("badvalue", nil), "blob", make(chan int)),
+			reason: kafkasink.ReasonUnencodable, inErr: `"blob"`,
+			key: "1", kind: kafkasink.ValueEvent, inValue: []string{`"blob":"0x`, `"name":"row-1"`},
+		},
+		{
+			name: "unencodable key", table: "badkey", topic: true,
+			event:  withColumn(insert("badkey", nil), "blob", func() {}),
+			edit:   func(c *kafkasink.Config) { c.KeyColumns = map[string][]string{"public.badkey": {"blob"}} },
+			reason: kafkasink.ReasonUnencodable, inErr: `"blob"`,
+			kind: kafkasink.ValueEvent, inValue: []string{`"blob":"0x`, `"name":"row-1"`},
+		},
+		{
+			name: "no key, upsert tombstone", table: "tombstone", topic: true,
+			event: insert("tombstone", func(e *kafkasink.Event) {
+				e.Op, e.Before, e.After = kafkasink.OpDelete, e.After, nil
+			}),
+			edit: func(c *kafkasink.Config) {
+				c.Encoder = kafkasink.UpsertEncoder{}
+				c.KeyColumns = map[string][]string{"public.tombstone": {"missing"}}
+			},
+			reason: kafkasink.ReasonNoKey, inErr: `"missing"`,
+			kind: kafkasink.ValueEvent, inValue: []string{`"op":"delete"`, `"before":{"id":1,"name":"row-1"}`},
+		},
+		{
+			name: "too large, checked before encoding", table: "large", topic: true,
+			event:  withColumn(insert("large", nil), "name", strings.Repeat("x", 5000)),
+			reason: kafkasink.ReasonTooLarge, inErr: "at least",
+			key: "1", kind: kafkasink.ValueEncoded,
+		},
+		{
+			name: "too large once encoded", table: "escaped", topic: true,
+			event:  withColumn(insert("escaped", nil), "name", strings.Repeat(`"`, 1500)),
+			reason: kafkasink.ReasonTooLarge, inErr: "max.message.bytes 2048",
+			key: "1", kind: kafkasink.ValueEncoded,
+		},
+		{
+			name: "too large for the dead-letter topic too", table: "huge", topic: true, smallDLQ: true,
+			event:  withColumn(insert("huge", nil), "name", strings.Repeat("x", 5000)),
+			reason: kafkasink.ReasonTooLarge, inErr: "at least",
+			key: "1", kind: kafkasink.ValueOmitted, errorLogs: true,
+		},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			id := fmt.Sprintf("dlq-carries-%d", i)
+			topic, dlq := id+".public."+tt.table, id+".dead"
+			e := tt.event
+			if e.Table == "" {
+				e = insert(tt.table, nil)
+			}
+			if tt.topic {
+				createTopic(t, brokers, topic, 1, map[string]string{"max.message.bytes": "2048"})
+			}
+			if tt.smallDLQ {
+				createTopic(t, brokers, dlq, 1, map[string]string{"max.message.bytes": "2048"})
+			}
+			var logs sinktest.SyncBuffer
+			s := newSink(t, brokers, id, func(c *kafkasink.Config) {
+				c.Topics.Prefix = id
+				c.DeadLetterTopic = dlq
+				c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+				if tt.edit != nil {
+					tt.edit(c)
+				}
+			})
+			write(t, s, []kafkasink.Event{e})
+			dead := sinktest.ReadCommitted(t, brokers, dlq)
+			if len(dead) != 1 {
+				t.Fatalf("%d dead-letter records, want 1", len(dead))
+			}
+			r := dead[0]
+			hdr := func(k string) string { return sinktest.Header(r, k) }
+			wantTopic := ""
+			if tt.topic {
+				wantTopic = topic
+			}
+			for k, want := range map[string]string{
+				kafkasink.HeaderID: e.ID(), kafkasink.HeaderOp: e.Op.String(), kafkasink.HeaderTable: "public." + tt.table,
+				kafkasink.HeaderCommitLSN: "100", kafkasink.HeaderLSN: "99",
+				kafkasink.HeaderReason: string(tt.reason), kafkasink.HeaderTopic: wantTopic, kafkasink.HeaderValue: tt.kind,
+			} {
+				if got := hdr(k); got != want {
+					t.Errorf("header %s %q, want %q", k, got, want)
+				}
+			}
+			if got := hdr(kafkasink.HeaderError); !strings.Contains(got, tt.inErr) {
+				t.Errorf("error header %q does not contain %q", got, tt.inErr)
+			}
+			wantKey := tt.key
+			if wantKey == "" {
+				wantKey = e.ID()
+			}
+			if string(r.Key) != wantKey {
+				t.Errorf("key %q, want %q", r.Key, wantKey)
+			}
+			switch tt.kind {
+			case kafkasink.ValueEncoded:
+				if string(r.Value) != eventJSON(e) {
+					t.Errorf("value %.200s, want the encoded event %.200s", r.Value, eventJSON(e))
+				}
+			case kafkasink.ValueEvent:
+				var decoded map[string]any
+				if err := json.Unmarshal(r.Value, &decoded); err != nil || decoded["id"] != e.ID() {
+					t.Errorf("value %s: %v, want the event JSON of %s", r.Value, err, e.ID())
+				}
+				for _, w := range tt.inValue {
+					if !strings.Contains(string(r.Value), w) {
+						t.Errorf("value %s does not contain %s", r.Value, w)
+					}
+				}
+			case kafkasink.ValueOmitted:
+				if r.Value != nil {
+					t.Errorf("value of %d bytes, want none", len(r.Value))
+				}
+			}
+			if logged := strings.Contains(logs.String(), "level=ERROR"); logged != tt.errorLogs {
+				t.Errorf("error logged: %v, want %v; log:\n%s", logged, tt.errorLogs, logs.String())
+			}
+			if tt.topic {
+				if recs := sinktest.ReadCommitted(t, brokers, topic); len(recs) != 0 {
+					t.Errorf("%d records in %s, want none", len(recs), topic)
+				}
+			}
+		})
+	}
 }

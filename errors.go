@@ -162,7 +162,7 @@ type Rejection struct {
 }
 
 func (r *Rejection) String() string {
-	return fmt.Sprintf("event %s of %s.%s (%s): %v", r.Position, r.Schema, r.Table, r.Reason, r.Err)
+	return fmt.Sprintf("event %s of %s (%s): %v", r.Position, TableName(r.Schema, r.Table), r.Reason, r.Err)
 }
 
 // RejectedError is returned by Write when events of the batch cannot be

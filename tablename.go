@@ -10,7 +10,8 @@ import (
 // schema is "".
 //
 // A part is taken literally, without case folding: Orders is the table
-// PostgreSQL stores as Orders (which SQL would have to quote). A part that
+// PostgreSQL stores as Orders (which SQL would have to quote, and
+// TableName does). A part that
 // contains a dot or a double quote, or starts or ends with a space, must be
 // written in double quotes, with a double quote inside doubled, as in SQL:
 // public."a.b", "a.b".c, "say ""hi""".t. Any part may be quoted. So
@@ -84,10 +85,11 @@ func parseIdentifier(s string) (string, int, error) {
 	return "", 0, fmt.Errorf("unterminated double quote")
 }
 
-// TableName returns schema.table in the form ParseTableName reads, quoting
-// a part only when it must be (see ParseTableName); an empty schema is
-// left out. Error messages name tables this way, so that "a.b".c and
-// a."b.c" stay distinct.
+// TableName returns schema.table in the form ParseTableName reads; an
+// empty schema is left out. A part is quoted unless it is a plain SQL
+// identifier (lower-case letters, digits and underscores, not starting
+// with a digit), as PostgreSQL's quote_ident does, so the name reads the
+// same in SQL, and "a.b".c and a."b.c" stay distinct in error messages.
 func TableName(schema, table string) string {
 	if schema == "" {
 		return quotePart(table)
@@ -96,7 +98,12 @@ func TableName(schema, table string) string {
 }
 
 func quotePart(s string) string {
-	if s != "" && !strings.ContainsAny(s, `."`) && strings.TrimSpace(s) == s {
+	plain := s != "" && !(s[0] >= '0' && s[0] <= '9')
+	for i := 0; i < len(s) && plain; i++ {
+		c := s[i]
+		plain = c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_'
+	}
+	if plain {
 		return s
 	}
 	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`

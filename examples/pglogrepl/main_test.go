@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -215,5 +218,108 @@ func TestFlagsOverrideEnvironment(t *testing.T) {
 	o, _ = parse([]string{"-encoder", "xml", "-key-format", "yaml"}, func(string) string { return "" }, &stderr)
 	if _, _, err := o.configs(nil); err == nil || !strings.Contains(err.Error(), "-encoder") || !strings.Contains(err.Error(), "-key-format") || !strings.Contains(err.Error(), "-pg") {
 		t.Errorf("configs: %v, want every problem at once", err)
+	}
+}
+
+// TestQuotedTablesAndRejections runs the program on two tables whose names
+// need quotes in -tables: one with a dot and a comma, routed by
+// -topic-routes, and one with a space, whose derived topic name is
+// invalid. The first table's rows arrive in their topic; the second's
+// first row stops the program with status 1 and an error that names the
+// -dead-letter-topic flag.
+func TestQuotedTablesAndRejections(t *testing.T) {
+	pg, brokers := os.Getenv("KAFKASINK_TEST_PG"), os.Getenv("KAFKASINK_TEST_BROKERS")
+	if pg == "" || brokers == "" {
+		t.Skip("KAFKASINK_TEST_PG or KAFKASINK_TEST_BROKERS not set: start scripts/testenv.sh and eval \"$(scripts/testenv.sh env)\"")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	name := fmt.Sprintf("pglogrepl_quoted_%06d", rand.IntN(1e6))
+	routedTable, badTable := name+".a,b", name+" bad"
+	routedTopic := name + ".routed"
+	db, err := pgx.Connect(ctx, pg)
+	if err != nil {
+		t.Fatalf("connecting to KAFKASINK_TEST_PG: %v", err)
+	}
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		for _, tb := range []string{routedTable, badTable} {
+			db.Exec(cctx, "DROP TABLE IF EXISTS "+pgx.Identifier{tb}.Sanitize())
+		}
+		if cl, err := kgo.NewClient(kgo.SeedBrokers(brokers)); err == nil {
+			kadm.NewClient(cl).DeleteTopics(cctx, routedTopic, name+".checkpoints")
+			cl.Close()
+		}
+		dropAll(db, name, brokers)
+	})
+	for _, tb := range []string{routedTable, badTable} {
+		if _, err := db.Exec(ctx, "CREATE TABLE "+pgx.Identifier{tb}.Sanitize()+" (id int PRIMARY KEY, note text)"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var out sinktest.SyncBuffer
+	status := make(chan int, 1)
+	args := []string{"-pg", pg, "-slot", name, "-publication", name, "-topic-prefix", name,
+		"-checkpoint-topic", name + ".checkpoints", "-batch-max-wait", "20ms", "-progress", "0",
+		"-tables", fmt.Sprintf(`public."%s", public."%s"`, routedTable, badTable),
+		"-topic-routes", fmt.Sprintf(`public."%s"=%s`, routedTable, routedTopic)}
+	go func() { status <- run(ctx, args, func(k string) string { return env(k, brokers) }, &out) }()
+	waitFor(t, 60*time.Second, "the replication slot", status, &out, func() bool {
+		var n int
+		db.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", name).Scan(&n)
+		return n == 1
+	})
+	if _, err := db.Exec(ctx, "INSERT INTO "+pgx.Identifier{routedTable}.Sanitize()+" SELECT g, 'row ' || g FROM generate_series(1, 3) g"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "3 records in "+routedTopic, status, &out, func() bool {
+		return len(sinktest.ReadCommitted(t, []string{brokers}, routedTopic)) >= 3
+	})
+	if _, err := db.Exec(ctx, "INSERT INTO "+pgx.Identifier{badTable}.Sanitize()+" VALUES (1, 'x')"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-status:
+		if code != 1 {
+			t.Fatalf("exit status %d, want 1:\n%s", code, out.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("still running 60s after an unroutable row:\n%s", out.String())
+	}
+	// slog's text handler escapes the quotes of the table's name.
+	for _, w := range []string{"unroutable", "-dead-letter-topic", `of public.\"` + badTable + `\" (unroutable)`} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("output does not contain %s:\n%s", w, out.String())
+		}
+	}
+
+	rows := map[string]bool{}
+	for _, r := range sinktest.ReadCommitted(t, []string{brokers}, routedTopic) {
+		var v struct {
+			Table string `json:"table"`
+			After struct {
+				ID   int    `json:"id"`
+				Note string `json:"note"`
+			} `json:"after"`
+		}
+		if err := json.Unmarshal(r.Value, &v); err != nil || v.Table != routedTable {
+			t.Fatalf("record %s of table %q (%v), want one of %q", r.Value, v.Table, err, routedTable)
+		}
+		rows[fmt.Sprintf("%d %s", v.After.ID, v.After.Note)] = true
+	}
+	want := map[string]bool{"1 row 1": true, "2 row 2": true, "3 row 3": true}
+	if !maps.Equal(rows, want) {
+		t.Errorf("rows in %s: %v, want %v", routedTopic, rows, want)
+	}
+}
+
+func TestSplitNames(t *testing.T) {
+	t.Parallel()
+	in := ` a.b , public."x,y", "s"".q"."t,u"=topic.one,,c `
+	want := []string{"a.b", `public."x,y"`, `"s"".q"."t,u"=topic.one`, "c"}
+	if got := splitNames(in); !slices.Equal(got, want) {
+		t.Errorf("splitNames(%q) = %q, want %q", in, got, want)
 	}
 }

@@ -52,6 +52,38 @@
 // the writer, the loop stops reading and TCP flow control holds the server
 // back.
 //
+// # Tables and topics
+//
+// Config.Tables, and the keys of the sink's Topics.Routes, name tables as
+// "schema.table", taken literally (Orders is not orders). A part that holds
+// a dot or a double quote, or starts or ends with a space, is written in
+// double quotes as in SQL, a quote inside doubled: public."a.b" and
+// "a.b".c are two tables, and an unquoted a.b.c is refused as ambiguous
+// (see kafkasink.ParseTableName).
+//
+// The sink names each table's topic (kafkasink.Topics): by default
+// "<prefix>.<schema>.<table>", with the schema and table names put in
+// verbatim, in the case PostgreSQL stores them. Nothing is escaped,
+// lowered or replaced. A name that makes an invalid Kafka topic name (a
+// character outside [a-zA-Z0-9._-], such as a space, a quote or a non-ASCII
+// letter, or more than 249 bytes) is unroutable: each of the table's events
+// is rejected (kafkasink.ReasonUnroutable) until a Topics.Routes entry names
+// its topic, such as {`public."Order Items"`: "shop.order_items"}. Two
+// tables that reach the same topic ("a.b".c and a."b.c" both make
+// <prefix>.a.b.c) stop Run with a fatal *kafkasink.ConfigError naming
+// both, unless both reach it through Topics.Routes entries or the topic is
+// in Topics.Shared.
+//
+// A rejected event (unroutable, unencodable, no key, too large) goes to the
+// sink's dead-letter topic when it has one, with its key and value (or the
+// event as JSON when the encoder failed) and headers naming the reason, and
+// the slot moves past it. Without one, Run stops with the
+// *kafkasink.RejectedError and confirms nothing past the event: the same
+// event stops the next Run until the cause is fixed. A row too large for
+// its topic by the lengths of its values alone is rejected before it is
+// encoded. The row itself is still decoded in full: a 100 MB value takes a
+// few times its size in memory while it passes through.
+//
 // # Errors and reconnects
 //
 // Lost connections, a restarted server, a terminated walsender and similar
@@ -59,8 +91,9 @@
 // ReconnectMax) and start over from the slot and the checkpoint, with the
 // decoder reset; a retryable Write error makes it write the same batch
 // again. Fatal errors end Run: an invalid Config or server setup
-// (*kafkasink.ConfigError), a *DecodeError, ErrSlotLost, and Write errors
-// that kafkasink.IsRetryable rejects. When ctx ends, Run waits for the
+// (*kafkasink.ConfigError, also from a Write whose tables collide on a
+// topic), a *DecodeError, ErrSlotLost, and Write errors that
+// kafkasink.IsRetryable rejects, such as a *kafkasink.RejectedError. When ctx ends, Run waits for the
 // Write in progress, which sees the cancelled context and commits or aborts
 // as a whole, and returns context.Cause(ctx).
 //

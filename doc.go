@@ -64,8 +64,13 @@
 //
 // Topic: routed per table by Config.Topics: a function, explicit routes, a
 // template with {schema} and {table}, or a prefix ("kafkasink.<schema>.<table>"
-// by default). Topics are created on first use unless Topics.MustExist; the
-// sink never lets the broker auto-create one.
+// by default). Schema and table names go into templates and prefixes
+// verbatim; a table whose name makes an invalid topic name is rejected
+// (unroutable) until it is routed explicitly. Two tables never share a
+// topic by accident: one reaching another's topic is a fatal *ConfigError
+// naming both, unless Topics says the topic is shared (see Topics). Topics
+// are created on first use unless Topics.MustExist; the sink never lets
+// the broker auto-create one.
 //
 // Key: Config.KeyColumns for the table, else the event's key columns, else
 // the event id; in the text form of KeyText or as JSON (KeyJSON). Records are
@@ -81,6 +86,20 @@
 //
 // Headers: every record carries kafkasink.id, kafkasink.op, kafkasink.table,
 // kafkasink.lsn and kafkasink.commit_lsn.
+//
+// Dead letters: with Config.DeadLetterTopic, a rejected event's record goes
+// there instead, and always carries the event: its key (the event id when
+// no key could be made), the Encoder's value (the event as JSONEncoder
+// writes it when the Encoder failed or made a tombstone), and the headers
+// kafkasink.reason, kafkasink.error, kafkasink.topic and kafkasink.value
+// (ValueEncoded, ValueEvent or ValueOmitted). Only a value too large for
+// the dead-letter topic itself is left out, never cut short: the record
+// keeps its key and headers, kafkasink.value says "omitted", and the sink
+// logs an Error.
+//
+// Large values: a record that cannot fit its topic by the lengths of its
+// column values alone is rejected before it is encoded, so a huge value
+// is not copied into JSON only to be refused.
 //
 // # Errors
 //

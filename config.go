@@ -174,8 +174,10 @@ type Config struct {
 
 	// DeadLetterTopic, when set, receives rejected events (with headers
 	// naming the reason) in the same transaction as their batch, instead
-	// of failing the batch. It is created with Topics' creation settings
-	// unless Topics.MustExist.
+	// of failing the batch. Each record carries the event: see HeaderValue
+	// and the package documentation's Dead letters. It is created with
+	// Topics' creation settings unless Topics.MustExist; no table may
+	// route to it.
 	DeadLetterTopic string
 
 	// MaxRecordBytes caps one record (key, value and headers), and is the

@@ -144,8 +144,8 @@ func parseRoutes(routes map[string]string) (map[[2]string]string, []string) {
 }
 
 // router names the topic of each table, and remembers which table each
-// topic carries, so that two tables reach one topic only on purpose: with the same keys, compaction
-// and upsert consumers would merge their rows. Derived names collide
+// topic carries, so that two tables reach one topic only on purpose: with
+// the same keys, compaction and upsert consumers would merge their rows. Derived names collide
 // easily ("a.b".c and a."b.c" are both <prefix>.a.b.c; a template
 // "{schema}_{table}" makes a_b_c of a_b.c and a.b_c). Tables may share a
 // topic when each has a Topics.Routes entry naming it, or when the topic
@@ -161,6 +161,9 @@ type router struct {
 	routes map[[2]string]string  // Topics.Routes by table
 	shared map[string]bool       // Topics.Shared
 	claims map[string]topicClaim // by collisionName
+	// granted holds the (topic, schema, table) claims that succeeded, so
+	// that a Topics.Route answer seen before costs one lookup.
+	granted map[[3]string]bool
 }
 
 // topicClaim is the first user of a topic.
@@ -173,7 +176,8 @@ type topicClaim struct {
 // newRouter returns the router of a validated cfg.
 func newRouter(cfg *Config) *router {
 	routes, _ := parseRoutes(cfg.Topics.Routes) // validate refused any problem
-	r := &router{topics: &cfg.Topics, routes: routes, shared: make(map[string]bool), claims: make(map[string]topicClaim)}
+	r := &router{topics: &cfg.Topics, routes: routes, shared: make(map[string]bool),
+		claims: make(map[string]topicClaim), granted: make(map[[3]string]bool)}
 	for _, t := range cfg.Topics.Shared {
 		r.shared[t] = true
 	}
@@ -195,6 +199,18 @@ func collisionName(topic string) string {
 // *ConfigError, fatal, when the topic belongs to another table or to the
 // sink.
 func (r *router) claim(topic, schema, table string, kind routeKind) error {
+	if r.granted[[3]string{topic, schema, table}] {
+		return nil
+	}
+	err := r.check(topic, schema, table, kind)
+	if err == nil {
+		r.granted[[3]string{topic, schema, table}] = true
+	}
+	return err
+}
+
+// check is claim without the memory of granted claims.
+func (r *router) check(topic, schema, table string, kind routeKind) error {
 	me := TableName(schema, table)
 	prev, ok := r.claims[collisionName(topic)]
 	switch {

@@ -56,7 +56,8 @@ func (s *base) deadLetter(ctx context.Context, es *encoderState, e *Event, d dra
 	switch {
 	case d.valueMade && r.Value != nil:
 	case d.valueErr == nil && !d.valueMade && fixed+minValueSize(s.cfg.Encoder, e) <= limit:
-		// Not encoded yet, as too large for its own topic; it may fit this one.
+		// Not encoded yet (rejected first, or too large for its own
+		// topic); it may fit this one.
 		if d.valueErr = s.encodeValue(es, r, s.cfg.Encoder, e); d.valueErr == nil && r.Value != nil {
 			break
 		}

@@ -196,7 +196,8 @@ type draft struct {
 // first reason found is the rejection's: unroutable, then no_key or
 // unencodable (key, then value), then too_large. A record that cannot fit
 // its topic by the lengths of its values alone is rejected before the
-// value is encoded (see minValueSize). Two tables routed to one topic are
+// value is encoded (see minValueSize); so is a rejected one, whose value
+// only the dead-letter topic may need. Two tables routed to one topic are
 // a fatal error, not a rejection: dead-lettering one of them would change
 // sides with every restart, as whichever table comes first claims the
 // topic.
@@ -209,7 +210,7 @@ func (s *base) encodeEvent(ctx context.Context, es *encoderState, i int, e *Even
 	*d.record = kgo.Record{Topic: rt.topic, Headers: s.standardHeaders(es, e)}
 	var rej *Rejection
 	reject := func(reason Reason, err error) {
-		if rej == nil {
+		if rej == nil { // the first reason is the rejection's
 			rej = &Rejection{Position: e.Position, Schema: e.Schema, Table: e.Table, Topic: rt.topic, Reason: reason, Err: err}
 		}
 	}
@@ -236,22 +237,20 @@ func (s *base) encodeEvent(ctx context.Context, es *encoderState, i int, e *Even
 		d.keyMade = true
 	}
 
-	limit := min(info.maxMessageBytes, s.cfg.MaxRecordBytes)
-	if rej == nil {
-		if least := recordSize(d.record) + minValueSize(s.cfg.Encoder, e) + recordOverhead; least > limit {
-			reject(ReasonTooLarge, tooLargeError(least, "at least ", limit, rt.topic, info.maxMessageBytes, s.cfg.MaxRecordBytes))
-			return d, rej, nil
-		}
+	if rej != nil {
+		return d, rej, nil // deadLetter makes the value, if it can fit
 	}
-	if rej != nil && s.cfg.DeadLetterTopic == "" {
-		return d, rej, nil // the batch fails; nothing needs the value
+	limit := min(info.maxMessageBytes, s.cfg.MaxRecordBytes)
+	if least := recordSize(d.record) + minValueSize(s.cfg.Encoder, e) + recordOverhead; least > limit {
+		reject(ReasonTooLarge, tooLargeError(least, "at least ", limit, rt.topic, info.maxMessageBytes, s.cfg.MaxRecordBytes))
+		return d, rej, nil
 	}
 	if d.valueErr = s.encodeValue(es, d.record, s.cfg.Encoder, e); d.valueErr != nil {
 		reject(ReasonUnencodable, d.valueErr)
-	} else {
-		d.valueMade = true
+		return d, rej, nil
 	}
-	if size := recordSize(d.record) + recordOverhead; rej == nil && size > limit {
+	d.valueMade = true
+	if size := recordSize(d.record) + recordOverhead; size > limit {
 		reject(ReasonTooLarge, tooLargeError(size, "", limit, rt.topic, info.maxMessageBytes, s.cfg.MaxRecordBytes))
 	}
 	return d, rej, nil

@@ -163,9 +163,10 @@ type Config struct {
 
 	// Topics routes events to topics.
 	Topics Topics
-	// KeyColumns maps "schema.table" to the columns that form the record
-	// key. Tables not listed use the event's key columns, else the event
-	// id.
+	// KeyColumns maps a table, "schema.table", to the columns that form
+	// the record key; a name with a dot or a double quote is quoted as in
+	// Topics.Routes (see ParseTableName). Tables not listed use the
+	// event's key columns, else the event id.
 	KeyColumns map[string][]string
 	// KeyFormat is the key's encoding. Default KeyText.
 	KeyFormat KeyFormat
@@ -346,10 +347,9 @@ func (c *Config) validate() error {
 		}
 	}
 	p = append(p, c.Topics.problems()...)
+	_, keyProblems := parseTableKeys("KeyColumns", c.KeyColumns)
+	p = append(p, keyProblems...)
 	for table, cols := range c.KeyColumns {
-		if !strings.Contains(table, ".") {
-			add("KeyColumns key %q: want schema.table", table)
-		}
 		if len(cols) == 0 || slices.Contains(cols, "") {
 			add("KeyColumns[%q] needs at least one non-empty column name", table)
 		}

@@ -300,7 +300,7 @@ func (s *base) routeOf(e *Event) tableRoute {
 	if rt.err == nil {
 		rt.collision = s.router.claim(rt.topic, e.Schema, e.Table, kind)
 	}
-	rt.keyColumns = s.cfg.KeyColumns[e.Schema+"."+e.Table]
+	rt.keyColumns = s.router.keyColumns[k]
 	if s.cfg.Topics.Route == nil {
 		s.routes[k] = rt
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
 )
@@ -172,4 +174,36 @@ func TestTableNameRoundTrip(t *testing.T) {
 			t.Errorf("ParseTableName(TableName(%q, %q) = %q) = %q, %q, %v", tc[0], tc[1], name, s, tb, err)
 		}
 	}
+}
+
+// TestKeyColumnsQuotedTableNames keys one of two tables whose names
+// differ only in where the dot is, naming it quoted in Config.KeyColumns;
+// an unquoted a.b.c is refused as ambiguous.
+func TestKeyColumnsQuotedTableNames(t *testing.T) {
+	t.Parallel()
+	cfg := validConfig()
+	cfg.KeyColumns = map[string][]string{"a.b.c": {"name"}}
+	checkProblems(t, configError(t, cfg).Problems, [][]string{{"KeyColumns key", "a.b.c", `quote the part that contains a dot`}})
+
+	_, brokers := sinktest.Cluster(t)
+	s := newSink(t, brokers, "quoted-keys", func(c *kafkasink.Config) {
+		c.Topics.Routes = map[string]string{`"a.b".c`: "quoted-keys.one", `a."b.c"`: "quoted-keys.two"}
+		c.KeyColumns = map[string][]string{`"a.b".c`: {"name"}}
+	})
+	one := sinktest.Inserts("a.b", "c", 100, 1, 1)
+	two := sinktest.Inserts("a", "b.c", 200, 1, 1)
+	write(t, s, append(one, two...))
+	for topic, want := range map[string]string{"quoted-keys.one": "row-1", "quoted-keys.two": "1"} {
+		recs := sinktest.ReadCommitted(t, brokers, topic)
+		if len(recs) != 1 || string(recs[0].Key) != want {
+			t.Errorf("%s: %d records, first key %q, want one keyed %q", topic, len(recs), firstKey(recs), want)
+		}
+	}
+}
+
+func firstKey(recs []*kgo.Record) string {
+	if len(recs) == 0 {
+		return ""
+	}
+	return string(recs[0].Key)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,7 +69,7 @@ func (t *Topics) problems() []string {
 			p = append(p, fmt.Sprintf("Topics.Routes[%q]: %v", table, err))
 		}
 	}
-	_, routeProblems := parseRoutes(t.Routes)
+	_, routeProblems := parseTableKeys("Topics.Routes", t.Routes)
 	p = append(p, routeProblems...)
 	for _, topic := range t.Shared {
 		if err := validateTopicName(topic); err != nil {
@@ -120,25 +122,26 @@ func (r *router) route(schema, table string) (string, routeKind, error) {
 	return topic, kind, nil
 }
 
-// parseRoutes returns Topics.Routes keyed by table, and the keys that are
-// not table names (see ParseTableName: a schema is required).
-func parseRoutes(routes map[string]string) (map[[2]string]string, []string) {
-	out := make(map[[2]string]string, len(routes))
+// parseTableKeys returns m keyed by table, and the problems of its keys:
+// names ParseTableName refuses or that have no schema, and two keys naming
+// one table (such as public.a and public."a"). field names m in problems.
+func parseTableKeys[V any](field string, m map[string]V) (map[[2]string]V, []string) {
+	out := make(map[[2]string]V, len(m))
 	var problems []string
-	for name, topic := range routes {
+	for _, name := range slices.Sorted(maps.Keys(m)) {
 		schema, table, err := ParseTableName(name)
 		if err == nil && schema == "" {
 			err = fmt.Errorf("table name %q has no schema: want schema.table", name)
 		}
 		if err != nil {
-			problems = append(problems, fmt.Sprintf("Topics.Routes key: %v", err))
+			problems = append(problems, fmt.Sprintf("%s key: %v", field, err))
 			continue
 		}
 		k := [2]string{schema, table}
-		if prev, dup := out[k]; dup && prev != topic {
-			problems = append(problems, fmt.Sprintf("Topics.Routes has two keys for table %s, with topics %q and %q", TableName(schema, table), prev, topic))
+		if _, dup := out[k]; dup {
+			problems = append(problems, fmt.Sprintf("%s has two keys for table %s", field, TableName(schema, table)))
 		}
-		out[k] = topic
+		out[k] = m[name]
 	}
 	return out, problems
 }
@@ -157,10 +160,11 @@ func parseRoutes(routes map[string]string) (map[[2]string]string, []string) {
 //
 // Not safe for concurrent use: the sink uses it under its write guard.
 type router struct {
-	topics *Topics
-	routes map[[2]string]string  // Topics.Routes by table
-	shared map[string]bool       // Topics.Shared
-	claims map[string]topicClaim // by collisionName
+	topics     *Topics
+	routes     map[[2]string]string   // Topics.Routes by table
+	keyColumns map[[2]string][]string // Config.KeyColumns by table
+	shared     map[string]bool        // Topics.Shared
+	claims     map[string]topicClaim  // by collisionName
 	// granted holds the (topic, schema, table) claims that succeeded, so
 	// that a Topics.Route answer seen before costs one lookup.
 	granted map[[3]string]bool
@@ -175,8 +179,10 @@ type topicClaim struct {
 
 // newRouter returns the router of a validated cfg.
 func newRouter(cfg *Config) *router {
-	routes, _ := parseRoutes(cfg.Topics.Routes) // validate refused any problem
-	r := &router{topics: &cfg.Topics, routes: routes, shared: make(map[string]bool),
+	// validate refused any problem of the keys.
+	routes, _ := parseTableKeys("Topics.Routes", cfg.Topics.Routes)
+	keyColumns, _ := parseTableKeys("KeyColumns", cfg.KeyColumns)
+	r := &router{topics: &cfg.Topics, routes: routes, keyColumns: keyColumns, shared: make(map[string]bool),
 		claims: make(map[string]topicClaim), granted: make(map[[3]string]bool)}
 	for _, t := range cfg.Topics.Shared {
 		r.shared[t] = true

@@ -46,9 +46,12 @@ func (s *base) deadLetter(ctx context.Context, es *encoderState, e *Event, d dra
 	if !d.keyMade {
 		r.Key = eventIDKey(es, e)
 	}
+	// The error text is cut short, to leave room for the event on a
+	// topic with a small max.message.bytes.
+	errText := truncate(rej.Err.Error(), min(4096, limit/4))
 	r.Headers = append(r.Headers,
 		kgo.RecordHeader{Key: HeaderReason, Value: []byte(rej.Reason)},
-		kgo.RecordHeader{Key: HeaderError, Value: []byte(truncate(rej.Err.Error(), 4096))},
+		kgo.RecordHeader{Key: HeaderError, Value: []byte(errText)},
 		kgo.RecordHeader{Key: HeaderTopic, Value: []byte(rej.Topic)},
 	)
 	fixed := recordSize(r) - len(r.Value) + len(HeaderValue) + len(ValueOmitted) + 2 + recordOverhead

@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkasink/kafkasink"
@@ -130,4 +133,115 @@ func checkTableRows(t *testing.T, recs []*kgo.Record, schema, table string, ids 
 	if !slices.Equal(got, ids) {
 		t.Fatalf("ids %v in the topic, want %v", got, ids)
 	}
+}
+
+// TestDeadLetteredRowsCarryTheRow streams, with a dead-letter topic, rows
+// the sink rejects: rows of a table whose name makes no valid topic name,
+// and a row too large for its table's topic. Each dead-letter record
+// carries the row as the database holds it, and the slot moves on: a row
+// inserted afterwards arrives in its topic.
+func TestDeadLetteredRowsCarryTheRow(t *testing.T) {
+	e := newPGEnv(t)
+	bad := e.name + " Bad"
+	badSQL := pgx.Identifier{bad}.Sanitize()
+	t.Cleanup(func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.db.Exec(context.Background(), "DROP TABLE IF EXISTS "+badSQL)
+	})
+	e.exec("CREATE TABLE " + badSQL + " (id int PRIMARY KEY, seq bigint NOT NULL, note text)")
+	good := e.createTable("")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dlq, goodTopic := e.name+".dead", "t.public."+good
+	adm := kadm.NewClient(mustClient(t, e.brokers))
+	for topic, max := range map[string]string{dlq: "4194304", goodTopic: "1048576"} {
+		if _, err := adm.CreateTopic(ctx, 1, -1, map[string]*string{"max.message.bytes": &max}, topic); err != nil {
+			t.Fatalf("creating %s: %v", topic, err)
+		}
+	}
+	sink, err := kafkasink.New(ctx, kafkasink.Config{
+		Brokers:         e.brokers,
+		SinkID:          e.name,
+		Topics:          kafkasink.Topics{Prefix: "t"},
+		DeadLetterTopic: dlq,
+		MaxRecordBytes:  4 << 20,
+	})
+	if err != nil {
+		t.Fatalf("kafkasink.New: %v", err)
+	}
+	t.Cleanup(func() { sink.Close(context.Background()) })
+	tr := newTracker()
+	_, r := start(t, e.config(`public."`+bad+`"`, good), &recSink{Sink: sink, tr: tr})
+	waitFor(t, 30*time.Second, "the slot", r, func() bool { return e.confirmedFlush() != 0 })
+
+	big := strings.Repeat("0123456789", 150_000) // 1.5 MB: over the table topic's 1 MiB
+	e.exec("INSERT INTO " + badSQL + " VALUES (1, 10, 'first'), (2, 20, NULL)")
+	e.exec("INSERT INTO "+good+" VALUES (1, 1, $1)", big)
+	e.exec("INSERT INTO " + good + " VALUES (2, 2, 'small')")
+	waitFor(t, 30*time.Second, "four rows written", r, func() bool { return tr.delivered() == 4 })
+
+	type row struct {
+		ID   int64   `json:"id"`
+		Seq  int64   `json:"seq"`
+		Note *string `json:"note"`
+	}
+	dbRows := func(table string) map[int64]row {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		rows, err := e.db.Query(ctx, "SELECT id, seq, note FROM "+table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[int64]row{}
+		for rows.Next() {
+			var x row
+			if err := rows.Scan(&x.ID, &x.Seq, &x.Note); err != nil {
+				t.Fatal(err)
+			}
+			out[x.ID] = x
+		}
+		return out
+	}
+	wantDead := map[string]row{}
+	for id, x := range dbRows(badSQL) {
+		wantDead[fmt.Sprintf("%s/%d", bad, id)] = x
+	}
+	wantDead[fmt.Sprintf("%s/1", good)] = dbRows(good)[1]
+
+	gotDead := map[string]row{}
+	for _, rec := range sinktest.ReadCommitted(t, e.brokers, dlq) {
+		var v struct {
+			Table string `json:"table"`
+			After row    `json:"after"`
+		}
+		if err := json.Unmarshal(rec.Value, &v); err != nil {
+			t.Fatalf("dead letter %.100q: %v", rec.Value, err)
+		}
+		reason := sinktest.Header(rec, kafkasink.HeaderReason)
+		if want := map[bool]string{true: "unroutable", false: "too_large"}[v.Table == bad]; reason != want {
+			t.Errorf("dead letter of %s: reason %q, want %q", v.Table, reason, want)
+		}
+		if got := sinktest.Header(rec, kafkasink.HeaderValue); got != kafkasink.ValueEncoded {
+			t.Errorf("dead letter of %s: value %q, want %q", v.Table, got, kafkasink.ValueEncoded)
+		}
+		gotDead[fmt.Sprintf("%s/%d", v.Table, v.After.ID)] = v.After
+	}
+	if !maps.EqualFunc(gotDead, wantDead, func(a, b row) bool {
+		return a.ID == b.ID && a.Seq == b.Seq && (a.Note == nil) == (b.Note == nil) && (a.Note == nil || *a.Note == *b.Note)
+	}) {
+		t.Errorf("dead-lettered rows %d, want the %d the database holds (keys %v, want %v)", len(gotDead), len(wantDead), slices.Sorted(maps.Keys(gotDead)), slices.Sorted(maps.Keys(wantDead)))
+	}
+	checkTableRows(t, sinktest.ReadCommitted(t, e.brokers, goodTopic), "public", good, 2)
+}
+
+func mustClient(t *testing.T, brokers []string) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
 }

@@ -114,7 +114,9 @@ func classified(ctx context.Context, err error) error {
 	return fmt.Errorf("%w: %w", ErrUnexpected, err)
 }
 
-// ConfigError lists every problem New found in a Config. Fatal.
+// ConfigError lists every problem New found in a Config. Fatal. Write
+// returns one too when the configuration routes two tables to one topic by
+// accident (see Topics), which only the events show.
 type ConfigError struct {
 	Problems []string
 }

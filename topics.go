@@ -148,9 +148,10 @@ func parseTableKeys[V any](field string, m map[string]V) (map[[2]string]V, []str
 
 // router names the topic of each table, and remembers which table each
 // topic carries, so that two tables reach one topic only on purpose: with
-// the same keys, compaction and upsert consumers would merge their rows. Derived names collide
-// easily ("a.b".c and a."b.c" are both <prefix>.a.b.c; a template
-// "{schema}_{table}" makes a_b_c of a_b.c and a.b_c). Tables may share a
+// the same keys, compaction and upsert consumers would merge their rows.
+// Derived names collide easily ("a.b".c and a."b.c" are both
+// <prefix>.a.b.c; a template "{schema}_{table}" makes a_b_c of a_b.c and
+// a.b_c). Tables may share a
 // topic when each has a Topics.Routes entry naming it, or when the topic
 // is in Topics.Shared. The checkpoint and dead-letter topics belong to
 // the sink and no table may route to them.

@@ -58,7 +58,7 @@ func parseIdentifier(s string) (string, int, error) {
 		part := s[:n]
 		switch {
 		case part == "":
-			return "", 0, fmt.Errorf("empty part")
+			return "", 0, fmt.Errorf("a part is empty (a dot at an end, or two in a row)")
 		case strings.Contains(part, `"`):
 			return "", 0, fmt.Errorf("part %q has a double quote: quote the whole part, doubling the quote inside", part)
 		case strings.TrimSpace(part) != part:

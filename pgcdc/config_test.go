@@ -76,7 +76,7 @@ func TestConfigValidate(t *testing.T) {
 		{"long slot", func(c *Config) { c.Slot = strings.Repeat("s", 64) }, []string{"not a valid replication slot name"}},
 		{"no publication", func(c *Config) { c.Publication = "" }, []string{"Config.Publication is required"}},
 		{"long publication", func(c *Config) { c.Publication = strings.Repeat("p", 64) }, []string{"longer than 63 bytes"}},
-		{"bad table", func(c *Config) { c.Tables = []string{"a.b.c", ".x"} }, []string{`"a.b.c" is not a table name`, `".x" is not a table name`}},
+		{"bad table", func(c *Config) { c.Tables = []string{"a.b.c", ".x"} }, []string{`table name "a.b.c" has 3 dot-separated parts`, `table name ".x": a part is empty`}},
 		{"negative sizes", func(c *Config) { c.BatchMaxEvents, c.BatchMaxBytes, c.SnapshotChunkRows = -1, -2, -3 },
 			[]string{"BatchMaxEvents -1 is negative", "BatchMaxBytes -2 is negative", "SnapshotChunkRows -3 is negative"}},
 		{"negative durations", func(c *Config) { c.BatchMaxWait, c.StandbyInterval = -time.Second, -time.Second },

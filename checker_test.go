@@ -80,7 +80,7 @@ func envInt(t *testing.T, name string, def int) int {
 // checkerStats counts what one or more seeds did.
 type checkerStats struct {
 	events, writes, failedWrites, faults, holds, cuts, moves, restarts, abandoned, zombieWrites, cancels int
-	classes                                                                                             map[string]int
+	classes                                                                                              map[string]int
 }
 
 func (s *checkerStats) add(o checkerStats) {

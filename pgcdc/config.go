@@ -253,6 +253,46 @@ func qualified(schema, table string) string {
 	return pgx.Identifier{schema, table}.Sanitize()
 }
 
+// outputSettings are the session settings under which the server prints
+// values the way the conversions in values.go parse them. Each one, left
+// to a role's or a database's taste, changes what reaches Kafka:
+// extra_float_digits below 1 rounds floats (0.30000000000000004 becomes
+// 0.3); a DateStyle other than ISO prints dates the parsers refuse; an
+// IntervalStyle other than postgres, or an lc_monetary other than C,
+// changes the text of intervals and money; a client_encoding other than
+// UTF8 turns text into invalid UTF-8; TimeZone and bytea_output only change
+// the form of values the parsers read either way, and are pinned so that
+// every connection prints alike.
+var outputSettings = [...]struct{ name, value string }{
+	{"client_encoding", "UTF8"},
+	{"DateStyle", "ISO, MDY"},
+	{"IntervalStyle", "postgres"},
+	{"TimeZone", "UTC"},
+	{"extra_float_digits", "3"},
+	{"bytea_output", "hex"},
+	{"lc_monetary", "C"},
+}
+
+// pinOutputSettings puts outputSettings into a connection's startup
+// parameters. A setting sent at start-up takes precedence over ALTER ROLE
+// and ALTER DATABASE settings and over -c options in the connection
+// string, so no configuration can change what reaches Kafka. Setting
+// names are case-insensitive to the server, so any spelling of them in the
+// connection string is dropped first: two spellings would both be sent,
+// in map order, and either could win.
+func pinOutputSettings(params map[string]string) {
+	for k := range params {
+		for _, s := range outputSettings {
+			if strings.EqualFold(k, s.name) {
+				delete(params, k)
+			}
+		}
+	}
+	for _, s := range outputSettings {
+		params[s.name] = s.value
+	}
+}
+
 // connConfig returns the configuration of an ordinary connection. A
 // replication parameter in ConnString is dropped: ordinary queries use the
 // extended protocol, which replication connections refuse.
@@ -265,6 +305,7 @@ func (cfg *Config) connConfig() (*pgx.ConnConfig, error) {
 	if c.RuntimeParams["application_name"] == "" {
 		c.RuntimeParams["application_name"] = "kafkasink-pgcdc"
 	}
+	pinOutputSettings(c.RuntimeParams)
 	return c, nil
 }
 
@@ -280,6 +321,7 @@ func (cfg *Config) replicationConfig() (*pgconn.Config, error) {
 	if c.RuntimeParams["application_name"] == "" {
 		c.RuntimeParams["application_name"] = "kafkasink-pgcdc"
 	}
+	pinOutputSettings(c.RuntimeParams)
 	return c, nil
 }
 

@@ -216,3 +216,34 @@ func TestSplitTable(t *testing.T) {
 		}
 	}
 }
+
+// TestOutputSettingsReplaceEverySpelling checks that a setting the
+// connection string gives in another spelling is replaced, not sent
+// alongside pgcdc's: the server would take whichever came last.
+func TestOutputSettingsReplaceEverySpelling(t *testing.T) {
+	t.Parallel()
+	cfg := Config{ConnString: "postgres://u:p@localhost:5432/db?datestyle=SQL&TIMEZONE=Asia/Tokyo&search_path=app"}
+	cc, err := cfg.connConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := cfg.replicationConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, params := range map[string]map[string]string{"ordinary": cc.RuntimeParams, "replication": rc.RuntimeParams} {
+		for _, s := range outputSettings {
+			if params[s.name] != s.value {
+				t.Errorf("%s connection: %s = %q, want %q", name, s.name, params[s.name], s.value)
+			}
+		}
+		for _, k := range []string{"datestyle", "TIMEZONE"} {
+			if _, ok := params[k]; ok {
+				t.Errorf("%s connection: the connection string's %s is still sent", name, k)
+			}
+		}
+		if params["search_path"] != "app" {
+			t.Errorf("%s connection: search_path = %q, want the connection string's app", name, params["search_path"])
+		}
+	}
+}

@@ -228,9 +228,12 @@
 // dropped. Binary values of types pgx knows are re-rendered as text and
 // converted as above, so text and binary replication yield the same values.
 //
-// The conversions assume the server's default output settings, which a
-// replication connection should keep: DateStyle ISO, IntervalStyle postgres,
-// and the session time zone is irrelevant because timestamptz values carry
-// their offset. A value that does not parse for its type is an error; the
-// message never quotes the value, because row data may be confidential.
+// The conversions assume fixed output settings, so every connection Run
+// opens (replication, snapshot, heartbeat) sends them at start-up, where
+// they override ALTER ROLE and ALTER DATABASE settings and anything the
+// connection string says: client_encoding UTF8, DateStyle "ISO, MDY",
+// IntervalStyle postgres, TimeZone UTC, extra_float_digits 3 (floats
+// round-trip), bytea_output hex and lc_monetary C (money's text). A value
+// that does not parse for its type is an error; the message never quotes
+// the value, because row data may be confidential.
 package pgcdc

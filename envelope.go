@@ -30,9 +30,11 @@ import (
 // escaped as encoding/json does without HTML escaping, every byte of
 // invalid UTF-8 replaced by U+FFFD; []byte as standard base64; time.Time as
 // an RFC 3339 string with nanoseconds in UTC; Decimal as a JSON string so no
-// digit is lost; json.RawMessage verbatim (it must be valid JSON in UTF-8);
-// []any as arrays and map[string]any as objects with sorted keys; nil as
-// null. Unchanged TOAST columns are left out of row objects, because their
+// digit is lost; json.RawMessage (a json or jsonb value) as a JSON string
+// holding the document's text, which must be valid JSON in UTF-8 (so a
+// jsonb 'null' is the string "null" and SQL NULL is null, in columns and
+// in array elements alike, as in Debezium's JSON); []any as arrays and
+// map[string]any as objects with sorted keys; nil as null. Unchanged TOAST columns are left out of row objects, because their
 // value is unknown, and listed by name where the envelope has a place for
 // them. LSNs are written as decimal strings: they are 64-bit and exceed
 // 2^53, beyond which JavaScript and many JSON libraries silently round.
@@ -223,8 +225,10 @@ func (UpsertEncoder) Encode(dst []byte, e *Event) ([]byte, error) {
 //
 // Column values follow the kafkasink rules (see Encoder), which match
 // Debezium's string-based settings (decimal.handling.mode=string, ISO
-// timestamps) rather than its numeric defaults; unchanged TOAST columns are
-// left out instead of carrying Debezium's placeholder string.
+// timestamps) rather than its numeric defaults; json and jsonb values are
+// strings holding the document, as Debezium's io.debezium.data.Json; unchanged
+// TOAST columns are left out instead of carrying Debezium's placeholder
+// string.
 type DebeziumEncoder struct {
 	// Name is the logical server name written to source.name. Empty means
 	// "kafkasink".

@@ -58,6 +58,10 @@ func goldenEvents() []goldenEvent {
 		{Name: "ts", Value: commit},
 		{Name: "num", Value: Decimal("12345678901234567890.000000001")},
 		{Name: "doc", Value: json.RawMessage(`{"a": [1, 2.5, "x"], "b": null}`)},
+		// A jsonb 'null', SQL NULL and a jsonb '"null"' must stay three
+		// different things, in a column and in an array.
+		{Name: "doc_null", Value: json.RawMessage(`null`)},
+		{Name: "docs", Value: []any{json.RawMessage(`null`), nil, json.RawMessage(`"null"`)}},
 		{Name: "arr", Value: []any{int64(1), "two", nil, []any{true, Decimal("3.0")}, map[string]any{"z": 1, "a": "b"}}},
 		{Name: "obj", Value: map[string]any{"zeta": []any{}, "alpha": map[string]any{"n": nil, "f": 1.5}, "": "empty key"}},
 		{Name: "null", Value: nil},

@@ -211,7 +211,7 @@
 //	boolean                             bool
 //	text, varchar, char(n), name, "char" string
 //	uuid                                string, canonical lower-case form
-//	json, jsonb                         json.RawMessage (a copy)
+//	json, jsonb                         json.RawMessage (a copy); 'null' is json.RawMessage("null")
 //	bytea                               []byte (hex and escape output formats)
 //	date                                string "2006-01-02", or "infinity"/"-infinity"
 //	timestamp                           string "2006-01-02T15:04:05.999999", or "infinity"/"-infinity"
@@ -220,6 +220,10 @@
 //	arrays of any type                  []any, nested per dimension, NULL elements nil
 //	enums, domains, other types         string, the server's text
 //	binary values pgx cannot decode     []byte, the raw binary form
+//
+// The built-in encoders write a json.RawMessage as a JSON string holding
+// the document's text, so a jsonb 'null' ("null") and an SQL NULL (null)
+// stay apart, as columns and as array elements.
 //
 // A date or a timestamp without time zone names a calendar day or a
 // wall-clock reading, not an instant, so it stays text rather than becoming

@@ -29,9 +29,12 @@
 //     and with trailing zero digits of the fraction dropped
 //     (time.RFC3339Nano). Years outside 0000–9999 have no RFC 3339 form and
 //     are written as Go's time package formats them.
-//   - json.RawMessage is written verbatim after checking that it is valid
-//     JSON in valid UTF-8; anything else is an error. A nil RawMessage is
-//     null.
+//   - json.RawMessage is a JSON document held as a value (a json or jsonb
+//     column): it is written as a string holding its text, after checking
+//     that the text is valid JSON in valid UTF-8 (anything else is an
+//     error). Embedding it would make the document null and SQL NULL
+//     the same null; as a string, the document null is "null" and a nil
+//     RawMessage (SQL NULL) is null. Debezium writes json columns so too.
 //   - []any is an array and map[string]any an object whose keys are sorted
 //     (byte-wise), so equal values always encode to equal bytes. nil slices
 //     and maps are null.
@@ -48,6 +51,7 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // SupportedTypes names the types AppendValue accepts, for error messages.
@@ -128,7 +132,7 @@ func AppendValueExt(dst []byte, v any, ext *Extension) ([]byte, error) {
 	case time.Time:
 		return AppendTime(dst, x), nil
 	case json.RawMessage:
-		return AppendRaw(dst, x)
+		return AppendRawString(dst, x)
 	case []any:
 		if x == nil {
 			return append(dst, "null"...), nil
@@ -205,21 +209,24 @@ func AppendBool(dst []byte, b bool) []byte {
 	return append(dst, "false"...)
 }
 
-// AppendRaw appends raw verbatim after checking that it is valid JSON in
-// valid UTF-8. A nil raw is written as null, as encoding/json does.
-func AppendRaw(dst []byte, raw json.RawMessage) ([]byte, error) {
+// AppendRawString appends raw as a JSON string holding its text, after
+// checking that the text is valid JSON in valid UTF-8. A nil raw is
+// written as null.
+func AppendRawString(dst []byte, raw json.RawMessage) ([]byte, error) {
 	if raw == nil {
 		return append(dst, "null"...), nil
 	}
 	if !json.Valid(raw) {
 		return dst, &InvalidRawError{Len: len(raw)}
 	}
-	// json.Valid lets any byte through inside strings; invalid UTF-8 would
-	// make the surrounding document invalid for strict parsers.
+	// json.Valid lets any byte through inside strings; invalid UTF-8
+	// would not survive as the string's content.
 	if !utf8.Valid(raw) {
 		return dst, &InvalidRawError{Len: len(raw), BadUTF8: true}
 	}
-	return append(dst, raw...), nil
+	// AppendString only reads the string, so viewing raw's bytes as one
+	// spares a copy of what may be a large document.
+	return AppendString(dst, unsafe.String(unsafe.SliceData(raw), len(raw))), nil
 }
 
 // AppendTime appends t as a JSON string in RFC 3339 with nanoseconds, in

@@ -1,0 +1,174 @@
+package pgcdc
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/internal/sinktest"
+)
+
+// encoderSinks is one sink per built-in encoder on the test's cluster,
+// each with its own topic prefix, fed by one Run: Write writes the batch
+// to each in turn, so every encoder sees the same events.
+type encoderSinks struct {
+	sinks []kafkasink.Sink
+}
+
+// encoderPrefixes are the topic prefixes of newEncoderSinks' sinks.
+var encoderPrefixes = []string{"json", "upsert", "debezium"}
+
+func (e *pgEnv) newEncoderSinks() *encoderSinks {
+	e.t.Helper()
+	encoders := []kafkasink.Encoder{kafkasink.JSONEncoder{}, kafkasink.UpsertEncoder{}, kafkasink.DebeziumEncoder{}}
+	fan := &encoderSinks{}
+	for i, enc := range encoders {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		s, err := kafkasink.New(ctx, kafkasink.Config{
+			Brokers: e.brokers,
+			SinkID:  e.name + "_" + encoderPrefixes[i],
+			Topics:  kafkasink.Topics{Prefix: encoderPrefixes[i], Partitions: 1},
+			Encoder: enc,
+		})
+		cancel()
+		if err != nil {
+			e.t.Fatalf("kafkasink.New: %v", err)
+		}
+		e.t.Cleanup(func() { s.Close(context.Background()) })
+		fan.sinks = append(fan.sinks, s)
+	}
+	return fan
+}
+
+func (f *encoderSinks) Write(ctx context.Context, b kafkasink.Batch) error {
+	for _, s := range f.sinks {
+		if err := s.Write(ctx, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *encoderSinks) Checkpoint() kafkasink.Checkpoint { return f.sinks[len(f.sinks)-1].Checkpoint() }
+
+func (f *encoderSinks) Close(ctx context.Context) error { return nil }
+
+// rowsByEncoder reads the table's topic of every encoder and returns, per
+// encoder prefix, the row objects of the records in topic order: "after"
+// for the event JSON and Debezium, "document" for upsert. It waits until
+// each topic holds n records.
+func (e *pgEnv) rowsByEncoder(table string, n int, r *run) map[string][]map[string]any {
+	e.t.Helper()
+	out := make(map[string][]map[string]any)
+	for _, prefix := range encoderPrefixes {
+		var recs []map[string]json.RawMessage
+		waitFor(e.t, 30*time.Second, prefix+" records", r, func() bool {
+			recs = recs[:0]
+			for _, rec := range sinktest.ReadCommitted(e.t, e.brokers, prefix+".public."+table) {
+				var v map[string]json.RawMessage
+				if rec.Value != nil {
+					if err := json.Unmarshal(rec.Value, &v); err != nil {
+						e.t.Fatalf("%s record %s: %v", prefix, rec.Value, err)
+					}
+				}
+				recs = append(recs, v)
+			}
+			return len(recs) >= n
+		})
+		for _, v := range recs {
+			field := "after"
+			if prefix == "upsert" {
+				field = "document"
+			}
+			var row map[string]any
+			if v != nil {
+				if err := json.Unmarshal(v[field], &row); err != nil {
+					e.t.Fatalf("%s record's %s: %v", prefix, field, err)
+				}
+			}
+			out[prefix] = append(out[prefix], row)
+		}
+	}
+	return out
+}
+
+// TestJSONNullIsNotSQLNull checks that a jsonb 'null' and an SQL NULL,
+// as a column and as array elements, arrive distinct in every encoder,
+// from the snapshot and from the stream.
+func TestJSONNullIsNotSQLNull(t *testing.T) {
+	t.Parallel()
+	e := newPGEnv(t)
+	table := e.name + "_jnull"
+	e.exec("CREATE TABLE " + table + " (id int PRIMARY KEY, jb jsonb, j json, arr jsonb[])")
+	e.exec("CREATE PUBLICATION " + e.name + " FOR TABLE " + table)
+	insert := func(id int) {
+		e.exec("INSERT INTO "+table+` VALUES ($1, 'null', NULL, ARRAY['null'::jsonb, NULL, '"null"', '{"a": null}']),`+
+			` ($1 + 1, NULL, 'null', ARRAY[NULL, 'null'::jsonb])`, id)
+	}
+	insert(1) // snapshot
+	cfg := e.config()
+	cfg.CreatePublication = false
+	cfg.Snapshot = true
+	_, done := start(t, cfg, e.newEncoderSinks())
+	waitFor(t, 20*time.Second, "the slot", done, func() bool { return e.confirmedFlush() != 0 })
+	insert(3) // stream
+
+	// What the database holds: a json value's text, or nil for NULL.
+	type dbRow struct {
+		jb, j *string
+		arr   []*string
+	}
+	want := make(map[int32]dbRow)
+	e.mu.Lock()
+	rows, err := e.db.Query(context.Background(), "SELECT id, jb::text, j::text, arr::text[] FROM "+table)
+	if err == nil {
+		for rows.Next() {
+			var id int32
+			var r dbRow
+			if err = rows.Scan(&id, &r.jb, &r.j, &r.arr); err != nil {
+				break
+			}
+			want[id] = r
+		}
+		rows.Close()
+		err = rows.Err()
+	}
+	e.mu.Unlock()
+	if err != nil || len(want) != 4 {
+		t.Fatalf("reading the table: %d rows, %v", len(want), err)
+	}
+	// A json value arrives as a string holding its text; NULL as null.
+	asKafka := func(s *string) any {
+		if s == nil {
+			return nil
+		}
+		return *s
+	}
+	for prefix, got := range e.rowsByEncoder(table, 4, done) {
+		for _, row := range got {
+			id := int32(row["id"].(float64))
+			w := want[id]
+			arr := make([]any, len(w.arr))
+			for i, s := range w.arr {
+				arr[i] = asKafka(s)
+			}
+			for col, wv := range map[string]any{"jb": asKafka(w.jb), "j": asKafka(w.j), "arr": arr} {
+				if gv, ok := row[col]; !ok || !reflect.DeepEqual(gv, wv) {
+					t.Errorf("%s: row %d: %s is %#v in Kafka (present %t), want %#v", prefix, id, col, gv, ok, wv)
+				}
+			}
+		}
+		ids := make([]int, 0, len(got))
+		for _, row := range got {
+			ids = append(ids, int(row["id"].(float64)))
+		}
+		slices.Sort(ids)
+		if !slices.Equal(ids, []int{1, 2, 3, 4}) {
+			t.Errorf("%s: rows %v, want 1 to 4", prefix, ids)
+		}
+	}
+}

@@ -72,6 +72,9 @@ var (
 //	after            the new row image as an object, or null
 //	unchanged        the names of unchanged TOAST columns, which before and
 //	                 after leave out; omitted when there are none
+//	truncate         the options of a truncate, an object
+//	                 {"cascade":bool,"restart_identity":bool}
+//	                 (e.Truncate); omitted for every other op
 //	backfill_run_id  the snapshot run of an OpRead row; omitted when empty
 //
 // A row object maps column names to values in column order.
@@ -117,6 +120,13 @@ func (JSONEncoder) Encode(dst []byte, e *Event) ([]byte, error) {
 		return nil, err
 	}
 	dst = appendUnchanged(dst, `,"unchanged":[`, e)
+	if e.Op == OpTruncate {
+		dst = append(dst, `,"truncate":{"cascade":`...)
+		dst = jsonw.AppendBool(dst, e.Truncate.Cascade)
+		dst = append(dst, `,"restart_identity":`...)
+		dst = jsonw.AppendBool(dst, e.Truncate.RestartIdentity)
+		dst = append(dst, '}')
+	}
 	if e.BackfillRunID != "" {
 		dst = append(dst, `,"backfill_run_id":`...)
 		dst = jsonw.AppendString(dst, e.BackfillRunID)
@@ -130,7 +140,8 @@ func (JSONEncoder) Encode(dst []byte, e *Event) ([]byte, error) {
 // key as the message key, compaction then removes the row. A truncate has
 // no key of its own, so its tombstone carries the event id key and only
 // tells consumers that a truncate happened; they must clear the table
-// themselves if they care. Its zero value is ready to use and it is safe for
+// themselves if they care. A tombstone has no room for the truncate's
+// options (e.Truncate): consumers that need them use JSONEncoder. Its zero value is ready to use and it is safe for
 // concurrent use.
 //
 // The fields of a value, always in this order:
@@ -222,6 +233,11 @@ func (UpsertEncoder) Encode(dst []byte, e *Event) ([]byte, error) {
 //	             "t" truncate
 //	ts_ms        the time the event was encoded (Now) in Unix milliseconds
 //	transaction  null
+//
+// A truncate is op "t" with null before and after, as Debezium writes it;
+// its options (e.Truncate: CASCADE, RESTART IDENTITY) are not in the
+// envelope, which Debezium defines without them and which strict readers
+// bind to fixed fields. JSONEncoder carries them.
 //
 // Column values follow the kafkasink rules (see Encoder), which match
 // Debezium's string-based settings (decimal.handling.mode=string, ISO

@@ -89,7 +89,7 @@ func goldenEvents() []goldenEvent {
 		{"truncate", Event{
 			Op: OpTruncate, Schema: "public", Table: "users",
 			Position: Position{LSN: 0xFFFFFFFF_FFFFFFFF, Index: 3}, XID: math.MaxUint32,
-			Commit: commit,
+			Commit: commit, Truncate: TruncateOptions{RestartIdentity: true},
 		}},
 		{"read", Event{
 			Op: OpRead, Schema: "sales", Table: "orders",

@@ -192,6 +192,19 @@ type Event struct {
 	// BackfillRunID is set on snapshot rows (OpRead): the same for every row
 	// of one snapshot run and new for every run.
 	BackfillRunID string
+	// Truncate holds the options of an OpTruncate; it is the zero value
+	// for every other Op.
+	Truncate TruncateOptions
+}
+
+// TruncateOptions are the options a TRUNCATE statement named. They tell a
+// consumer more than the one table the event names was emptied: with
+// Cascade, tables referencing it were truncated too (each has its own
+// event when the source publishes it); with RestartIdentity, the table's
+// sequences started over, so new rows may reuse key values seen before.
+type TruncateOptions struct {
+	Cascade         bool // TRUNCATE ... CASCADE
+	RestartIdentity bool // TRUNCATE ... RESTART IDENTITY
 }
 
 // ID returns the event id: the text form of its Position.

@@ -588,8 +588,14 @@ func (d *Decoder) change(t *txnState, lsn kafkasink.LSN, msg pglogrepl.Message) 
 			}
 			rels[i] = rel
 		}
+		opts := kafkasink.TruncateOptions{
+			Cascade:         m.Option&pglogrepl.TruncateOptionCascade != 0,
+			RestartIdentity: m.Option&pglogrepl.TruncateOptionRestartIdentity != 0,
+		}
 		for _, rel := range rels {
-			if err := d.emit(t, rel, lsn, kafkasink.OpTruncate, nil, nil); err != nil {
+			ev := d.event(t, rel, lsn, kafkasink.OpTruncate, nil, nil)
+			ev.Truncate = opts
+			if err := d.deliver(t, ev); err != nil {
 				return err
 			}
 		}
@@ -658,7 +664,12 @@ func (d *Decoder) newRow(n int) kafkasink.Row {
 }
 
 func (d *Decoder) emit(t *txnState, rel *relInfo, lsn kafkasink.LSN, op kafkasink.Op, before, after kafkasink.Row) error {
-	ev := kafkasink.Event{
+	return d.deliver(t, d.event(t, rel, lsn, op, before, after))
+}
+
+// event builds the event of one change of transaction t at the next index.
+func (d *Decoder) event(t *txnState, rel *relInfo, lsn kafkasink.LSN, op kafkasink.Op, before, after kafkasink.Row) kafkasink.Event {
+	return kafkasink.Event{
 		Op:       op,
 		Schema:   rel.schema,
 		Table:    rel.table,
@@ -670,6 +681,10 @@ func (d *Decoder) emit(t *txnState, rel *relInfo, lsn kafkasink.LSN, op kafkasin
 		Before:   before,
 		After:    after,
 	}
+}
+
+// deliver hands ev to OnEvent and moves t to the next index.
+func (d *Decoder) deliver(t *txnState, ev kafkasink.Event) error {
 	t.next++
 	return d.cfg.OnEvent(ev)
 }

@@ -237,7 +237,7 @@ func TestDecodeTransaction(t *testing.T) {
 				wal{0x120, update(0, 16384, 0, nil, tup(txt("1"), txt("anne"), null()))},
 				wal{0x130, del(0, 16384, 'K', txt("1"), null(), null())},
 				wal{0x140, ordersR},
-				wal{0x140, truncate(0, 1, 16384, 16390)},
+				wal{0x140, truncate(0, 3, 16384, 16390)}, // CASCADE and RESTART IDENTITY
 				wal{0x500, commit(0x500, 0x530, t0)},
 			)
 			want := []kafkasink.Event{
@@ -248,6 +248,9 @@ func TestDecodeTransaction(t *testing.T) {
 				ev(kafkasink.OpDelete, "public", "users", 0x500, 2, 0x130, 700, userKey, row("id", int32(1)), nil),
 				ev(kafkasink.OpTruncate, "public", "users", 0x500, 3, 0x140, 700, userKey, nil, nil),
 				ev(kafkasink.OpTruncate, "shop", "orders", 0x500, 4, 0x140, 700, userKey, nil, nil),
+			}
+			for i := 3; i < 5; i++ {
+				want[i].Truncate = kafkasink.TruncateOptions{Cascade: true, RestartIdentity: true}
 			}
 			checkEvents(t, rec.events, want)
 			wantTxn := []Txn{{XID: 700, CommitLSN: 0x500, EndLSN: 0x530, Commit: t0, Events: 5}}

@@ -177,7 +177,9 @@
 // streamed transactions and rolled-back subtransactions are never delivered.
 //
 // Inserts become OpInsert events, updates OpUpdate, deletes OpDelete, and a
-// TRUNCATE one OpTruncate event per table. An update that changes the key
+// TRUNCATE one OpTruncate event per published table it emptied (tables
+// reached through CASCADE included), each with the statement's CASCADE and
+// RESTART IDENTITY options in Event.Truncate. An update that changes the key
 // (its old key or old row differs from the new row in the key columns)
 // becomes an OpDelete of the old row and an OpInsert of the new one, with
 // consecutive indexes: a compacted topic would otherwise keep the old key

@@ -122,9 +122,14 @@ type Config struct {
 	ReconnectBackoff time.Duration
 	ReconnectMax     time.Duration
 
-	// KeyColumns, when set, names the key columns of a table; see
-	// DecoderConfig.KeyColumns. Snapshot rows use the same answer, so
-	// snapshot and stream events of a table have the same Key.
+	// KeyColumns, when set, names the key columns of a table (nil: no
+	// answer); see DecoderConfig.KeyColumns. Without an answer a table is
+	// keyed by its replica identity columns (DEFAULT: the primary key;
+	// USING INDEX: the index's columns), and a table whose identity names
+	// no row (FULL, NOTHING) by its primary key from the catalog. A table
+	// with neither is keyed by event id, which is logged once per table.
+	// Snapshot rows use the same rules, so snapshot and stream events of a
+	// table have the same Key. The program's flag is -key-columns.
 	KeyColumns func(schema, table string) []string
 
 	// SpoolDir holds the temporary files of streamed transactions; see

@@ -33,10 +33,11 @@ type DecoderConfig struct {
 
 	// KeyColumns, when set, is asked for the key columns of every relation
 	// the server describes; a non-nil answer replaces the replica identity
-	// columns the Relation message flags. It exists for tables with
-	// REPLICA IDENTITY FULL, which flag every column: without an answer
-	// their events have no Key and their key changes cannot be detected.
-	// Every name it returns must be a column of the relation.
+	// columns the Relation message flags. Tables with REPLICA IDENTITY
+	// FULL flag every column, which names no row: without an answer, a
+	// Decoder used alone gives their events no Key (and cannot detect
+	// their key changes), while Run looks up their primary key. Every
+	// name it returns must be a column of the relation.
 	KeyColumns func(schema, table string) []string
 
 	// OnEvent receives every row change, in order. Required. The Event
@@ -137,6 +138,14 @@ type Decoder struct {
 	inStream bool
 	stream   *txnSpool // spool of the stream block in progress
 	spools   map[uint32]*txnSpool
+
+	// fallbackKey, when set, is asked for the key of a relation whose
+	// replica identity does not name its rows (FULL, NOTHING, or DEFAULT
+	// without a primary key) and for which KeyColumns has no answer; Run
+	// sets it to look up the table's primary key. It gets the relation's
+	// OID and column names and returns key columns among them, or nil
+	// for none. Its error is returned unchanged.
+	fallbackKey func(relation uint32, schema, table string, columns []string) ([]string, error)
 
 	// changes is reused by every Insert, Update and Delete message.
 	changes changeMsg
@@ -463,9 +472,22 @@ func (d *Decoder) schema(lsn kafkasink.LSN, msg pglogrepl.Message) error {
 	case *pglogrepl.TypeMessageV2:
 		d.types[m.DataType] = typeInfo{namespace: m.Namespace, name: m.Name}
 	case *pglogrepl.RelationMessageV2:
-		rel, err := d.newRelInfo(m)
+		rel, configured, err := d.newRelInfo(m)
 		if err != nil {
 			return &DecodeError{LSN: lsn, Type: "Relation", Err: err}
+		}
+		if !configured && len(rel.keyIdx) == 0 && d.fallbackKey != nil {
+			names := make([]string, len(rel.cols))
+			for i, c := range rel.cols {
+				names[i] = c.name
+			}
+			key, err := d.fallbackKey(rel.oid, rel.schema, rel.table, names)
+			if err != nil {
+				return err
+			}
+			if err := rel.setKey(key, "the fallback key"); err != nil {
+				return &DecodeError{LSN: lsn, Type: "Relation", Err: err}
+			}
 		}
 		d.relations[m.RelationID] = rel
 		if d.cfg.OnRelation != nil {
@@ -479,12 +501,15 @@ func (d *Decoder) schema(lsn kafkasink.LSN, msg pglogrepl.Message) error {
 	return nil
 }
 
-func (d *Decoder) newRelInfo(m *pglogrepl.RelationMessageV2) (*relInfo, error) {
-	rel := &relInfo{oid: m.RelationID, schema: m.Namespace, table: m.RelationName}
+// newRelInfo describes the relation of m, with the key DecoderConfig.KeyColumns
+// names (configured is then true) or else its replica identity columns,
+// unless the identity is FULL.
+func (d *Decoder) newRelInfo(m *pglogrepl.RelationMessageV2) (rel *relInfo, configured bool, err error) {
+	rel = &relInfo{oid: m.RelationID, schema: m.Namespace, table: m.RelationName}
 	switch m.ReplicaIdentity {
 	case 'd', 'n', 'f', 'i':
 	default:
-		return nil, fmt.Errorf("relation %s.%s: unknown replica identity %q", m.Namespace, m.RelationName, m.ReplicaIdentity)
+		return nil, false, fmt.Errorf("relation %s.%s: unknown replica identity %q", m.Namespace, m.RelationName, m.ReplicaIdentity)
 	}
 	full := m.ReplicaIdentity == 'f'
 	for i, c := range m.Columns {
@@ -502,21 +527,32 @@ func (d *Decoder) newRelInfo(m *pglogrepl.RelationMessageV2) (*relInfo, error) {
 	}
 	if d.cfg.KeyColumns != nil {
 		if names := d.cfg.KeyColumns(m.Namespace, m.RelationName); names != nil {
-			rel.keyIdx = rel.keyIdx[:0:0]
-			for _, name := range names {
-				i := rel.column(name)
-				if i < 0 {
-					return nil, fmt.Errorf("relation %s.%s: key column %q from DecoderConfig.KeyColumns is not a column of the relation", m.Namespace, m.RelationName, name)
-				}
-				rel.keyIdx = append(rel.keyIdx, i)
-			}
+			return rel, true, rel.setKey(names, "DecoderConfig.KeyColumns")
 		}
 	}
-	for _, i := range rel.keyIdx {
-		rel.key = append(rel.key, rel.cols[i].name)
+	return rel, false, rel.setKey(nil, "")
+}
+
+// setKey makes names, columns of the relation, its key; nil keeps the
+// key columns found so far. source names where the names come from, for
+// the error when one is not a column.
+func (r *relInfo) setKey(names []string, source string) error {
+	if names != nil {
+		r.keyIdx = r.keyIdx[:0:0]
+		for _, name := range names {
+			i := r.column(name)
+			if i < 0 {
+				return fmt.Errorf("relation %s.%s: key column %q from %s is not a column of the relation", r.schema, r.table, name, source)
+			}
+			r.keyIdx = append(r.keyIdx, i)
+		}
 	}
-	rel.key = rel.key[:len(rel.key):len(rel.key)]
-	return rel, nil
+	r.key = nil
+	for _, i := range r.keyIdx {
+		r.key = append(r.key, r.cols[i].name)
+	}
+	r.key = r.key[:len(r.key):len(r.key)]
+	return nil
 }
 
 func (r *relInfo) column(name string) int {

@@ -183,9 +183,13 @@
 // (its old key or old row differs from the new row in the key columns)
 // becomes an OpDelete of the old row and an OpInsert of the new one, with
 // consecutive indexes: a compacted topic would otherwise keep the old key
-// forever. Event.Key names the replica identity columns the server flags,
-// or, for REPLICA IDENTITY FULL tables (which flag every column), the
-// columns DecoderConfig.KeyColumns names.
+// forever. Event.Key names the columns Config.KeyColumns gives for the
+// table, else the replica identity columns the server flags (DEFAULT: the
+// primary key; USING INDEX: the index's columns), else, for REPLICA
+// IDENTITY FULL or NOTHING (FULL flags every column, which names no row),
+// the primary key, which Run looks up in the catalog for the snapshot and
+// the stream alike. A table with none of these has an empty Key, so its
+// records are keyed by event id; Run logs that once per table.
 //
 // An update's Before is set when the server sends the old row (REPLICA
 // IDENTITY FULL: every column) or the old key (the key columns only, sent

@@ -59,6 +59,8 @@ func Run(ctx context.Context, cfg Config, sink kafkasink.Sink) error {
 		return err
 	}
 	r := &runner{cfg: &cfg, sink: sink, log: cfg.Logger.With("slot", cfg.Slot)}
+	r.keys = &keyLookup{cfg: r.cfg, log: r.log}
+	defer r.keys.close()
 	if err := os.MkdirAll(cfg.spoolDir(), 0o700); err != nil {
 		return fmt.Errorf("pgcdc: creating the spool directory (Config.SpoolDir): %w", err)
 	}
@@ -117,6 +119,7 @@ type runner struct {
 	protocol int
 	dec      *Decoder
 	session  *session
+	keys     *keyLookup
 	// progress is set when an attempt received something from the
 	// server, so the backoff starts over.
 	progress bool
@@ -189,6 +192,9 @@ func (r *runner) attempt(ctx context.Context) error {
 			},
 		}); err != nil {
 			return err
+		}
+		r.dec.fallbackKey = func(oid uint32, schema, table string, columns []string) ([]string, error) {
+			return r.keys.streamKey(r.session.ctx, oid, schema, table, columns)
 		}
 		r.ready = true
 		r.log.Info("server ready", "server_version_num", version, "publication", r.cfg.Publication)

@@ -327,6 +327,17 @@ func (r *runner) describe(ctx context.Context, q querier, p publishedTable) (*ta
 			ti.key = k
 		}
 	}
+	if ti.key == nil {
+		// The replica identity does not name the rows (FULL, NOTHING):
+		// key them as the stream does.
+		var oid uint32
+		if err := q.QueryRow(ctx, "SELECT $1::regclass::oid", name).Scan(&oid); err != nil {
+			return nil, "", fmt.Errorf("pgcdc: snapshot: describing %s: %w", name, err)
+		}
+		if ti.key, err = r.keys.key(ctx, q, oid, p.schema, p.table, p.columns); err != nil {
+			return nil, "", err
+		}
+	}
 	return ti, "", nil
 }
 

@@ -54,6 +54,7 @@ func main() {
 // options are the program's settings after flags and environment.
 type options struct {
 	pg, brokers, tables, slot, publication, sinkID string
+	keyColumns                                     string
 	create, snapshot                               bool
 	mode, prefix, template, encoder, keyFormat     string
 	topicRoutes                                    string
@@ -116,6 +117,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	str(&o.tables, "tables", "KAFKASINK_TABLES", "", `tables of the publication to create, comma-separated schema.table, names as stored; quote a name with a dot, comma or double quote as in SQL: public."a.b"; empty means FOR ALL TABLES`)
 	str(&o.slot, "slot", "KAFKASINK_SLOT", "kafkasink", "logical replication slot")
 	str(&o.publication, "publication", "KAFKASINK_PUBLICATION", "kafkasink", "publication")
+	str(&o.keyColumns, "key-columns", "KAFKASINK_KEY_COLUMNS", "", "key columns of tables, as schema.table=col1,col2 separated by ';' (default: the replica identity, else the primary key)")
 	boolean(&o.create, "create", "KAFKASINK_CREATE", true, "create the slot and the publication when missing")
 	boolean(&o.snapshot, "snapshot", "KAFKASINK_SNAPSHOT", false, "deliver the tables' existing rows before the changes")
 	str(&o.sinkID, "sink-id", "KAFKASINK_SINK_ID", "", "sink id: checkpoint key and base of the transactional id; default the slot name")
@@ -199,6 +201,10 @@ func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, 
 	if o.brokers == "" {
 		problems = append(problems, "-brokers (or $KAFKASINK_BROKERS) is required")
 	}
+	keyColumns, err := parseKeyColumns(o.keyColumns)
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
 	sinkID := o.sinkID
 	if sinkID == "" {
 		sinkID = o.slot
@@ -241,10 +247,42 @@ func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, 
 		BatchMaxWait:      o.batchWait,
 		Logger:            logger,
 	}
+	if keyColumns != nil {
+		pcfg.KeyColumns = func(schema, table string) []string { return keyColumns[schema+"."+table] }
+	}
 	if problems != nil {
 		return kcfg, pcfg, &kafkasink.ConfigError{Problems: problems}
 	}
 	return kcfg, pcfg, nil
+}
+
+// parseKeyColumns parses -key-columns: "schema.table=col1,col2" per table,
+// tables separated by ';'; a table without a schema is in public. Names
+// are taken literally, as Config.Tables takes them.
+func parseKeyColumns(s string) (map[string][]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	out := make(map[string][]string)
+	for _, part := range strings.Split(s, ";") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
+		}
+		table, cols, ok := strings.Cut(part, "=")
+		table = strings.TrimSpace(table)
+		if !strings.Contains(table, ".") {
+			table = "public." + table
+		}
+		names := splitList(cols)
+		if !ok || table == "public." || len(names) == 0 {
+			return nil, fmt.Errorf("-key-columns %q: want schema.table=col1,col2 for each table, separated by ';'", part)
+		}
+		if _, dup := out[table]; dup {
+			return nil, fmt.Errorf("-key-columns names %s twice", table)
+		}
+		out[table] = names
+	}
+	return out, nil
 }
 
 func splitList(s string) []string {

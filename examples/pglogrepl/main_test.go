@@ -215,8 +215,9 @@ func TestFlagsOverrideEnvironment(t *testing.T) {
 	if _, err := parse(nil, func(k string) string { return map[string]string{"KAFKASINK_BATCH_MAX_EVENTS": "many"}[k] }, &stderr); err == nil || !strings.Contains(err.Error(), "KAFKASINK_BATCH_MAX_EVENTS") {
 		t.Errorf("a bad environment value: %v, want an error naming it", err)
 	}
-	o, _ = parse([]string{"-encoder", "xml", "-key-format", "yaml"}, func(string) string { return "" }, &stderr)
-	if _, _, err := o.configs(nil); err == nil || !strings.Contains(err.Error(), "-encoder") || !strings.Contains(err.Error(), "-key-format") || !strings.Contains(err.Error(), "-pg") {
+	o, _ = parse([]string{"-encoder", "xml", "-key-format", "yaml", "-key-columns", "public.t"}, func(string) string { return "" }, &stderr)
+	if _, _, err := o.configs(nil); err == nil || !strings.Contains(err.Error(), "-encoder") || !strings.Contains(err.Error(), "-key-format") ||
+		!strings.Contains(err.Error(), "-pg") || !strings.Contains(err.Error(), "-key-columns") {
 		t.Errorf("configs: %v, want every problem at once", err)
 	}
 }
@@ -321,5 +322,33 @@ func TestSplitNames(t *testing.T) {
 	want := []string{"a.b", `public."x,y"`, `"s"".q"."t,u"=topic.one`, "c"}
 	if got := splitNames(in); !slices.Equal(got, want) {
 		t.Errorf("splitNames(%q) = %q, want %q", in, got, want)
+	}
+}
+
+func TestKeyColumnsFlag(t *testing.T) {
+	var stderr bytes.Buffer
+	o, err := parse([]string{"-pg", "postgres://h/db", "-brokers", "b:9092", "-key-columns", "shop.orders=tenant, id; items=sku"}, func(string) string { return "" }, &stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, pcfg, err := o.configs(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pcfg.KeyColumns == nil {
+		t.Fatal("-key-columns did not set pgcdc.Config.KeyColumns")
+	}
+	for _, tc := range []struct {
+		schema, table string
+		want          []string
+	}{{"shop", "orders", []string{"tenant", "id"}}, {"public", "items", []string{"sku"}}, {"public", "other", nil}} {
+		if got := pcfg.KeyColumns(tc.schema, tc.table); !slices.Equal(got, tc.want) {
+			t.Errorf("KeyColumns(%s, %s) = %q, want %q", tc.schema, tc.table, got, tc.want)
+		}
+	}
+	for _, bad := range []string{"orders", "orders=", "=id", "a.b=x;a.b=y"} {
+		if _, err := parseKeyColumns(bad); err == nil || !strings.Contains(err.Error(), "-key-columns") {
+			t.Errorf("parseKeyColumns(%q) = %v, want an error naming -key-columns", bad, err)
+		}
 	}
 }

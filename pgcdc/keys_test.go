@@ -1,0 +1,189 @@
+package pgcdc
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kafkasink/kafkasink/internal/sinktest"
+)
+
+// logCounter is a slog.Handler that counts records by message and
+// attribute "table", and passes them on.
+type logCounter struct {
+	slog.Handler
+	mu    *sync.Mutex
+	count map[string]int // "message|table" → records
+}
+
+func newLogCounter(next slog.Handler) *logCounter {
+	return &logCounter{Handler: next, mu: new(sync.Mutex), count: make(map[string]int)}
+}
+
+func (h *logCounter) Handle(ctx context.Context, r slog.Record) error {
+	table := ""
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "table" {
+			table = a.Value.String()
+		}
+		return true
+	})
+	h.mu.Lock()
+	h.count[r.Message+"|"+table]++
+	h.mu.Unlock()
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h *logCounter) WithAttrs(as []slog.Attr) slog.Handler {
+	return &logCounter{Handler: h.Handler.WithAttrs(as), mu: h.mu, count: h.count}
+}
+
+func (h *logCounter) WithGroup(name string) slog.Handler {
+	return &logCounter{Handler: h.Handler.WithGroup(name), mu: h.mu, count: h.count}
+}
+
+// matching returns how many records had a message starting with prefix
+// and the given table.
+func (h *logCounter) matching(prefix, table string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for k, c := range h.count {
+		msg, tb, _ := strings.Cut(k, "|")
+		if strings.HasPrefix(msg, prefix) && tb == table {
+			n += c
+		}
+	}
+	return n
+}
+
+// TestFullIdentityKeyedByPrimaryKey switches a table with a primary key to
+// REPLICA IDENTITY FULL and checks that its snapshot rows, updates,
+// deletes and key changes are keyed by the primary key, so one row keeps
+// one key (and one partition) and a delete removes it from a compacted
+// topic; and that a FULL table without a primary key falls back to event
+// ids, logged once.
+func TestFullIdentityKeyedByPrimaryKey(t *testing.T) {
+	t.Parallel()
+	e := newPGEnv(t)
+	keyed, keyless := e.name+"_full", e.name+"_nopk"
+	e.exec("CREATE TABLE " + keyed + " (tenant text, id int, note text, PRIMARY KEY (tenant, id))")
+	e.exec("CREATE TABLE " + keyless + " (id int, note text)")
+	e.exec("ALTER TABLE " + keyed + " REPLICA IDENTITY FULL")
+	e.exec("ALTER TABLE " + keyless + " REPLICA IDENTITY FULL")
+	e.exec("INSERT INTO " + keyed + " VALUES ('a', 1, 'snap'), ('a', 2, 'snap'), ('b', 1, 'snap')")
+
+	logs := newLogCounter(testLogger(t).Handler())
+	cfg := e.config("public." + keyed)
+	cfg.Snapshot = true
+	cfg.Logger = slog.New(logs)
+	sink := e.newSink(e.name)
+	_, done := start(t, cfg, sink)
+	waitFor(t, 20*time.Second, "the slot", done, func() bool { return e.confirmedFlush() != 0 })
+	e.exec("UPDATE " + keyed + " SET note = 'upd' WHERE tenant = 'a' AND id = 1")
+	e.exec("DELETE FROM " + keyed + " WHERE tenant = 'a' AND id = 2")
+	e.exec("UPDATE " + keyed + " SET id = 3 WHERE tenant = 'b' AND id = 1") // a key change
+	// The snapshot needs a primary key; the stream does not.
+	e.exec("ALTER PUBLICATION " + e.name + " ADD TABLE " + keyless)
+	e.exec("INSERT INTO " + keyless + " VALUES (1, 'new')")
+	e.exec("UPDATE " + keyless + " SET note = 'upd'")
+	e.exec("UPDATE " + keyless + " SET note = 'again'")
+
+	type rec struct {
+		key, op   string
+		partition int32
+		event     record
+	}
+	read := func(table string, n int) []rec {
+		var out []rec
+		waitFor(t, 30*time.Second, fmt.Sprintf("%d records of %s", n, table), done, func() bool {
+			out = out[:0]
+			for _, r := range sinktest.ReadCommitted(t, e.brokers, "t.public."+table) {
+				var v record
+				if err := json.Unmarshal(r.Value, &v); err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, rec{string(r.Key), v.Op, r.Partition, v})
+			}
+			return len(out) >= n
+		})
+		return out
+	}
+
+	// The keyless table's changes come last: once they are in Kafka, so
+	// is everything before them.
+	keylessRecs := read(keyless, 3)
+	recs := read(keyed, 1)
+	byKey := make(map[string][]string)
+	partition := make(map[string]int32)
+	for _, r := range recs {
+		if !slices.Equal(r.event.Key, []string{"tenant", "id"}) {
+			t.Errorf("%s record %s: key columns %v, want the primary key [tenant id]", r.op, r.key, r.event.Key)
+		}
+		if p, ok := partition[r.key]; ok && p != r.partition {
+			t.Errorf("key %s in partitions %d and %d", r.key, p, r.partition)
+		}
+		partition[r.key] = r.partition
+		byKey[r.key] = append(byKey[r.key], r.op)
+	}
+	want := map[string][]string{
+		"a|1": {"read", "update"},
+		"a|2": {"read", "delete"},
+		"b|1": {"read", "delete"},
+		"b|3": {"insert"},
+	}
+	for k, ops := range want {
+		if !slices.Equal(byKey[k], ops) {
+			t.Errorf("key %s: %v in Kafka, want %v", k, byKey[k], ops)
+		}
+	}
+	if len(byKey) != len(want) {
+		t.Errorf("keys in Kafka %v, want %v", byKey, want)
+	}
+	// The keys that are not deleted are the rows the table holds.
+	var live []string
+	e.mu.Lock()
+	rows, err := e.db.Query(context.Background(), "SELECT tenant || '|' || id FROM "+keyed+" ORDER BY 1")
+	if err == nil {
+		for rows.Next() {
+			var k string
+			rows.Scan(&k)
+			live = append(live, k)
+		}
+		rows.Close()
+		err = rows.Err()
+	}
+	e.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var liveInKafka []string
+	for k, ops := range byKey {
+		if ops[len(ops)-1] != "delete" {
+			liveInKafka = append(liveInKafka, k)
+		}
+	}
+	slices.Sort(liveInKafka)
+	if !slices.Equal(liveInKafka, live) {
+		t.Errorf("rows alive in Kafka %v, in the table %v", liveInKafka, live)
+	}
+
+	// Without a primary key: event-id keys, and one warning for the table.
+	for _, r := range keylessRecs {
+		if r.key != r.event.ID || len(r.event.Key) != 0 {
+			t.Errorf("keyless table: %s record keyed %q with key columns %v, want its event id %s", r.op, r.key, r.event.Key, r.event.ID)
+		}
+	}
+	if n := logs.matching("table has no key", "public."+keyless); n != 1 {
+		t.Errorf("the keyless table's fallback to event ids was logged %d times, want once", n)
+	}
+	if n := logs.matching("table has no key", "public."+keyed); n != 0 {
+		t.Errorf("the keyed table was logged as keyless %d times", n)
+	}
+}

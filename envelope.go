@@ -146,7 +146,12 @@ func (JSONEncoder) Encode(dst []byte, e *Event) ([]byte, error) {
 //
 // The fields of a value, always in this order:
 //
-//	operation   always "upsert"
+//	operation   "upsert" when the document is the whole row: replace the
+//	            stored document with it; "partial" when unchanged TOAST
+//	            columns are left out of it (metadata.unchanged names
+//	            them): merge it into the stored document, keeping the
+//	            stored values of those columns. A partial document never
+//	            claims to be the whole row.
 //	id          the event id (e.Position's text form)
 //	document    the row object of e.After (column names to values, in
 //	            column order, unchanged TOAST columns left out), or null
@@ -163,6 +168,14 @@ func (JSONEncoder) Encode(dst []byte, e *Event) ([]byte, error) {
 //	                   leaves out; omitted when there are none. A consumer
 //	                   that replaces whole documents must keep the old
 //	                   values of these columns (a partial update).
+//
+// A partial document with action "insert" is the new row of an update
+// that changed the row's key (see pgcdc): the key it is stored under is
+// new, so no earlier record under it holds the missing values; the last
+// document of the old key, which the tombstone just before it removed,
+// did. Sources avoid this by sending the whole old row: in PostgreSQL,
+// REPLICA IDENTITY FULL, with which pgcdc fills unchanged columns from the
+// old row so documents are whole.
 type UpsertEncoder struct{}
 
 // Encode implements Encoder.
@@ -174,7 +187,11 @@ func (UpsertEncoder) Encode(dst []byte, e *Event) ([]byte, error) {
 	default:
 		return nil, invalidOpError(e)
 	}
-	dst = append(dst, `{"operation":"upsert","id":"`...)
+	if partialRow(e.After) {
+		dst = append(dst, `{"operation":"partial","id":"`...)
+	} else {
+		dst = append(dst, `{"operation":"upsert","id":"`...)
+	}
 	dst = e.Position.AppendText(dst)
 	dst = append(dst, `","document":`...)
 	var err error
@@ -386,6 +403,16 @@ func appendUnchanged(dst []byte, open string, e *Event) []byte {
 		dst = append(dst, ']')
 	}
 	return dst
+}
+
+// partialRow reports whether row leaves out an unchanged TOAST column.
+func partialRow(row Row) bool {
+	for i := range row {
+		if row[i].Unchanged {
+			return true
+		}
+	}
+	return false
 }
 
 func unchangedIn(row Row, name string) bool {

@@ -108,3 +108,45 @@ func (k *keyLookup) close() {
 		k.conn = nil
 	}
 }
+
+// warnPartialRows logs, once per Run, the published tables whose updates
+// can leave column values out of Kafka: those with a TOASTable column
+// (any type that can be stored out of line: text, bytea, jsonb, arrays...)
+// and a replica identity other than FULL. An update that does not touch
+// such a column sends it as "unchanged", without its value. Under the
+// same key a consumer still has the value from an earlier record, unless
+// compaction removed that record; under a new key (an update of the key)
+// no record ever had it. REPLICA IDENTITY FULL sends the whole old row,
+// from which the decoder fills the value in.
+func warnPartialRows(ctx context.Context, q querier, publication string, log *slog.Logger) error {
+	rows, err := q.Query(ctx, `SELECT format('%I.%I', n.nspname, c.relname)
+		FROM pg_publication_tables pt
+		JOIN pg_namespace n ON n.nspname = pt.schemaname
+		JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = pt.tablename
+		WHERE pt.pubname = $1 AND c.relreplident <> 'f' AND EXISTS (
+			SELECT FROM pg_attribute a
+			WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '' AND a.attstorage <> 'p')
+		ORDER BY 1`, publication)
+	if err != nil {
+		return fmt.Errorf("pgcdc: listing the tables of publication %q with TOASTable columns: %w", publication, err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("pgcdc: listing the tables of publication %q with TOASTable columns: %w", publication, err)
+	}
+	if len(tables) == 0 {
+		return nil
+	}
+	const shown = 20
+	more := 0
+	if len(tables) > shown {
+		more = len(tables) - shown
+		tables = tables[:shown]
+	}
+	log.Warn("published tables without REPLICA IDENTITY FULL have TOASTable columns: an update that does not change such a column "+
+		"leaves its value out of the event (listed as unchanged; the upsert encoder marks the document partial), and after a key change "+
+		"no record under the new key holds it; for consumers that keep the latest row per key (upsert encoder, compacted topics), "+
+		"set ALTER TABLE ... REPLICA IDENTITY FULL on these tables",
+		"tables", tables, "more_tables", more)
+	return nil
+}

@@ -196,7 +196,14 @@
 // when the key changed or is stored out of line). A delete's Before is the
 // old key or, with FULL, the old row. Unchanged TOAST values (large values an
 // update did not touch) arrive without data: their Column has Unchanged set
-// and a nil Value, unless the full old row supplies the value.
+// and a nil Value, unless the full old row (REPLICA IDENTITY FULL)
+// supplies the value. After a key change no earlier record under the new
+// key holds such a value, and compaction can remove the one under the same
+// key that did; so at start-up Run logs a warning naming the published
+// tables that have TOASTable columns and a replica identity other than
+// FULL, and recommends FULL for consumers that keep the latest row per
+// key. The upsert encoder marks documents that leave columns out as
+// "partial".
 //
 // Logical decoding messages (pg_logical_emit_message) are not row events; they
 // go to DecoderConfig.OnMessage.

@@ -14,50 +14,64 @@ import (
 	"github.com/kafkasink/kafkasink/internal/sinktest"
 )
 
-// logCounter is a slog.Handler that counts records by message and
-// attribute "table", and passes them on.
+// logCounter is a slog.Handler that keeps the message and attributes of
+// every record it passes on.
 type logCounter struct {
 	slog.Handler
-	mu    *sync.Mutex
-	count map[string]int // "message|table" → records
+	mu      *sync.Mutex
+	records *[]loggedRecord
+}
+
+type loggedRecord struct {
+	msg   string
+	attrs map[string]string
 }
 
 func newLogCounter(next slog.Handler) *logCounter {
-	return &logCounter{Handler: next, mu: new(sync.Mutex), count: make(map[string]int)}
+	return &logCounter{Handler: next, mu: new(sync.Mutex), records: new([]loggedRecord)}
 }
 
 func (h *logCounter) Handle(ctx context.Context, r slog.Record) error {
-	table := ""
+	lr := loggedRecord{msg: r.Message, attrs: make(map[string]string)}
 	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "table" {
-			table = a.Value.String()
-		}
+		lr.attrs[a.Key] = a.Value.String()
 		return true
 	})
 	h.mu.Lock()
-	h.count[r.Message+"|"+table]++
+	*h.records = append(*h.records, lr)
 	h.mu.Unlock()
 	return h.Handler.Handle(ctx, r)
 }
 
 func (h *logCounter) WithAttrs(as []slog.Attr) slog.Handler {
-	return &logCounter{Handler: h.Handler.WithAttrs(as), mu: h.mu, count: h.count}
+	return &logCounter{Handler: h.Handler.WithAttrs(as), mu: h.mu, records: h.records}
 }
 
 func (h *logCounter) WithGroup(name string) slog.Handler {
-	return &logCounter{Handler: h.Handler.WithGroup(name), mu: h.mu, count: h.count}
+	return &logCounter{Handler: h.Handler.WithGroup(name), mu: h.mu, records: h.records}
+}
+
+// find returns the attributes of the records whose message starts with
+// prefix.
+func (h *logCounter) find(prefix string) []map[string]string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []map[string]string
+	for _, r := range *h.records {
+		if strings.HasPrefix(r.msg, prefix) {
+			out = append(out, r.attrs)
+		}
+	}
+	return out
 }
 
 // matching returns how many records had a message starting with prefix
 // and the given table.
 func (h *logCounter) matching(prefix, table string) int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	n := 0
-	for k, c := range h.count {
-		msg, tb, _ := strings.Cut(k, "|")
-		if strings.HasPrefix(msg, prefix) && tb == table {
-			n += c
+	for _, attrs := range h.find(prefix) {
+		if attrs["table"] == table {
+			n++
 		}
 	}
 	return n
@@ -86,6 +100,9 @@ func TestFullIdentityKeyedByPrimaryKey(t *testing.T) {
 	sink := e.newSink(e.name)
 	_, done := start(t, cfg, sink)
 	waitFor(t, 20*time.Second, "the slot", done, func() bool { return e.confirmedFlush() != 0 })
+	waitFor(t, 20*time.Second, "the snapshot", done, func() bool {
+		return len(sinktest.ReadCommitted(t, e.brokers, "t.public."+keyed)) == 3
+	})
 	e.exec("UPDATE " + keyed + " SET note = 'upd' WHERE tenant = 'a' AND id = 1")
 	e.exec("DELETE FROM " + keyed + " WHERE tenant = 'a' AND id = 2")
 	e.exec("UPDATE " + keyed + " SET id = 3 WHERE tenant = 'b' AND id = 1") // a key change

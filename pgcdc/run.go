@@ -155,6 +155,9 @@ func (r *runner) attempt(ctx context.Context) error {
 		if err := ensurePublication(ctx, db, r.cfg); err != nil {
 			return err
 		}
+		if err := warnPartialRows(ctx, db, r.cfg.Publication, r.log); err != nil {
+			return err
+		}
 		st, err := readSlot(ctx, db, r.cfg.Slot)
 		if err != nil {
 			return err

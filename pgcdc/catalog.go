@@ -29,17 +29,22 @@ func primaryKey(ctx context.Context, q querier, rel uint32) ([]string, error) {
 	return names, nil
 }
 
-// keyLookup finds the key of tables whose replica identity does not name
-// their rows (FULL, NOTHING, DEFAULT without a primary key) and that
-// Config.KeyColumns leaves alone, for the snapshot and the stream alike,
-// so that both give a row the same Kafka key.
-type keyLookup struct {
+// catalog answers what pgoutput does not say, for the snapshot and the
+// stream alike so that both convert and key a row the same way: the key of
+// tables whose replica identity does not name their rows (FULL, NOTHING,
+// DEFAULT without a primary key) and that Config.KeyColumns leaves alone,
+// and what domains, arrays and composites are made of. The snapshot asks
+// on its own transaction; the stream on a connection of the catalog's own,
+// since the replication connection is busy streaming. That connection is
+// opened when first needed and stays open for the next question; an error
+// closes it. Only the stream's goroutine uses it.
+type catalog struct {
 	cfg *Config
 	log *slog.Logger
 
 	mu     sync.Mutex
 	warned map[string]bool // tables whose fallback to event ids was logged
-	conn   *pgx.Conn       // for the stream's lookups, opened when first needed
+	conn   *pgx.Conn
 }
 
 // key returns the primary key of the table with OID rel and the given columns (those
@@ -48,7 +53,7 @@ type keyLookup struct {
 // table's events are then keyed by their event id, which keeps no order
 // per row and which compaction never removes, and that is logged once per
 // table.
-func (k *keyLookup) key(ctx context.Context, q querier, rel uint32, schema, name string, columns []string) ([]string, error) {
+func (k *catalog) key(ctx context.Context, q querier, rel uint32, schema, name string, columns []string) ([]string, error) {
 	pk, err := primaryKey(ctx, q, rel)
 	if err != nil {
 		return nil, fmt.Errorf("pgcdc: looking up the primary key of %s.%s: %w", schema, name, err)
@@ -79,11 +84,8 @@ func (k *keyLookup) key(ctx context.Context, q querier, rel uint32, schema, name
 	return nil, nil
 }
 
-// streamKey is key for a Relation message: the table by its OID, looked up
-// on a connection of the lookup's own, since the replication connection is
-// busy streaming. The connection stays open for the next lookup; an error
-// closes it.
-func (k *keyLookup) streamKey(ctx context.Context, oid uint32, schema, name string, columns []string) ([]string, error) {
+// connection returns the stream's connection, connecting when needed.
+func (k *catalog) connection(ctx context.Context) (*pgx.Conn, error) {
 	if k.conn == nil {
 		cc, err := k.cfg.connConfig()
 		if err != nil {
@@ -91,18 +93,78 @@ func (k *keyLookup) streamKey(ctx context.Context, oid uint32, schema, name stri
 		}
 		if k.conn, err = pgx.ConnectConfig(ctx, cc); err != nil {
 			k.conn = nil
-			return nil, fmt.Errorf("pgcdc: connecting to look up the primary key of %s.%s: %w", schema, name, err)
+			return nil, fmt.Errorf("pgcdc: connecting to read the catalog: %w", err)
 		}
 	}
-	key, err := k.key(ctx, k.conn, oid, schema, name, columns)
+	return k.conn, nil
+}
+
+// streamKey is key for a Relation message, which names the table by OID.
+func (k *catalog) streamKey(ctx context.Context, oid uint32, schema, name string, columns []string) ([]string, error) {
+	conn, err := k.connection(ctx)
+	if err != nil {
+		return nil, err
+	}
+	key, err := k.key(ctx, conn, oid, schema, name, columns)
 	if err != nil {
 		k.close()
 	}
 	return key, err
 }
 
+// streamType is describeType for the types of a Relation message.
+func (k *catalog) streamType(ctx context.Context, oid uint32) (customType, bool, error) {
+	conn, err := k.connection(ctx)
+	if err != nil {
+		return customType{}, false, err
+	}
+	t, found, err := describeType(ctx, conn, oid)
+	if err != nil {
+		k.close()
+	}
+	return t, found, err
+}
+
+// describeType reads what the type with OID oid is made of; found is
+// false when there is no such type (dropped since the change was made).
+func describeType(ctx context.Context, q querier, oid uint32) (t customType, found bool, err error) {
+	rows, err := q.Query(ctx, `SELECT t.typtype::text, t.typbasetype, t.typelem <> 0 AND t.typlen = -1, t.typelem, coalesce(e.typdelim, ',')::text,
+			(SELECT array_agg(a.attname::text ORDER BY a.attnum) FROM pg_attribute a WHERE t.typtype = 'c' AND a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped),
+			(SELECT array_agg(a.atttypid ORDER BY a.attnum) FROM pg_attribute a WHERE t.typtype = 'c' AND a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped)
+		FROM pg_type t LEFT JOIN pg_type e ON e.oid = t.typelem
+		WHERE t.oid = $1::oid`, oid)
+	if err != nil {
+		return t, false, fmt.Errorf("pgcdc: looking up type %d in pg_type: %w", oid, err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return t, false, rows.Err()
+	}
+	var (
+		kind, delim string
+		names       []string
+		types       []uint32
+	)
+	if err := rows.Scan(&kind, &t.base, &t.array, &t.elem, &delim, &names, &types); err != nil {
+		return t, false, fmt.Errorf("pgcdc: looking up type %d in pg_type: %w", oid, err)
+	}
+	if len(delim) == 1 {
+		t.delim = delim[0]
+	} else {
+		t.array = false // a delimiter pgcdc cannot split on: keep the text
+	}
+	t.composite = kind == "c"
+	if kind != "d" {
+		t.base = 0
+	}
+	for i := range names {
+		t.attrs = append(t.attrs, typeAttr{name: names[i], oid: types[i]})
+	}
+	return t, true, rows.Err()
+}
+
 // close closes the stream's lookup connection, if open.
-func (k *keyLookup) close() {
+func (k *catalog) close() {
 	if k.conn != nil {
 		closeConn(k.conn)
 		k.conn = nil

@@ -476,6 +476,12 @@ func (d *Decoder) schema(lsn kafkasink.LSN, msg pglogrepl.Message) error {
 		if err != nil {
 			return &DecodeError{LSN: lsn, Type: "Relation", Err: err}
 		}
+		seen := make(map[uint32]bool)
+		for _, c := range rel.cols {
+			if err := d.conv.resolve(c.oid, seen); err != nil {
+				return err
+			}
+		}
 		if !configured && len(rel.keyIdx) == 0 && d.fallbackKey != nil {
 			names := make([]string, len(rel.cols))
 			for i, c := range rel.cols {

@@ -231,12 +231,24 @@
 //	timestamptz                         time.Time in UTC, or string "infinity"/"-infinity"
 //	time, timetz, interval              string, the server's text
 //	arrays of any type                  []any, nested per dimension, NULL elements nil
-//	enums, domains, other types         string, the server's text
+//	domains                             as their base type (a domain over int[] is []any)
+//	composite types                     map[string]any by attribute name, NULL attributes nil
+//	enums, ranges, other types          string, the server's text
 //	binary values pgx cannot decode     []byte, the raw binary form
 //
 // The built-in encoders write a json.RawMessage as a JSON string holding
 // the document's text, so a jsonb 'null' ("null") and an SQL NULL (null)
 // stay apart, as columns and as array elements.
+//
+// Run learns what a type that is not built in is made of from the catalog
+// (pg_type: typbasetype, typelem, typdelim; pg_attribute for composites)
+// when a Relation message or the snapshot first uses it, and again at
+// every later Relation message, so arrays of enums and composites, domains
+// and composites convert as the table shows. The catalog is read at that
+// moment, not at the change's: a composite value whose attribute count no
+// longer matches its type (an ALTER TYPE since the change) keeps its text,
+// and a type dropped since keeps its text. A Decoder used without Run has
+// no catalog: such values keep their text.
 //
 // A date or a timestamp without time zone names a calendar day or a
 // wall-clock reading, not an instant, so it stays text rather than becoming

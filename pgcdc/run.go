@@ -59,8 +59,8 @@ func Run(ctx context.Context, cfg Config, sink kafkasink.Sink) error {
 		return err
 	}
 	r := &runner{cfg: &cfg, sink: sink, log: cfg.Logger.With("slot", cfg.Slot)}
-	r.keys = &keyLookup{cfg: r.cfg, log: r.log}
-	defer r.keys.close()
+	r.catalog = &catalog{cfg: r.cfg, log: r.log}
+	defer r.catalog.close()
 	if err := os.MkdirAll(cfg.spoolDir(), 0o700); err != nil {
 		return fmt.Errorf("pgcdc: creating the spool directory (Config.SpoolDir): %w", err)
 	}
@@ -119,7 +119,7 @@ type runner struct {
 	protocol int
 	dec      *Decoder
 	session  *session
-	keys     *keyLookup
+	catalog  *catalog
 	// progress is set when an attempt received something from the
 	// server, so the backoff starts over.
 	progress bool
@@ -197,7 +197,10 @@ func (r *runner) attempt(ctx context.Context) error {
 			return err
 		}
 		r.dec.fallbackKey = func(oid uint32, schema, table string, columns []string) ([]string, error) {
-			return r.keys.streamKey(r.session.ctx, oid, schema, table, columns)
+			return r.catalog.streamKey(r.session.ctx, oid, schema, table, columns)
+		}
+		r.dec.conv.describe = func(oid uint32) (customType, bool, error) {
+			return r.catalog.streamType(r.session.ctx, oid)
 		}
 		r.ready = true
 		r.log.Info("server ready", "server_version_num", version, "publication", r.cfg.Publication)

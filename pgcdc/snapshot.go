@@ -163,6 +163,7 @@ func (s *snapshotRun) run(ctx context.Context, exported string) error {
 			return fmt.Errorf("pgcdc: snapshot: importing the slot's snapshot %q: %w", exported, err)
 		}
 	}
+	s.conv.describe = func(oid uint32) (customType, bool, error) { return describeType(ctx, tx, oid) }
 	// The publication as of the snapshot is the publication pgoutput
 	// applies to the changes right after it.
 	published, err := publishedTables(ctx, tx, s.r.cfg.Publication)
@@ -334,7 +335,7 @@ func (r *runner) describe(ctx context.Context, q querier, p publishedTable) (*ta
 		if err := q.QueryRow(ctx, "SELECT $1::regclass::oid", name).Scan(&oid); err != nil {
 			return nil, "", fmt.Errorf("pgcdc: snapshot: describing %s: %w", name, err)
 		}
-		if ti.key, err = r.keys.key(ctx, q, oid, p.schema, p.table, p.columns); err != nil {
+		if ti.key, err = r.catalog.key(ctx, q, oid, p.schema, p.table, p.columns); err != nil {
 			return nil, "", err
 		}
 	}
@@ -356,6 +357,12 @@ func (s *snapshotRun) table(ctx context.Context, tx pgx.Tx, ti *tableInfo, last 
 	keyNames := make([]string, len(ti.chunkKey))
 	for i, c := range ti.chunkKey {
 		keyNames[i] = c.name
+	}
+	seen := make(map[uint32]bool)
+	for _, c := range ti.cols {
+		if err := s.conv.resolve(c.oid, seen); err != nil {
+			return err
+		}
 	}
 	var lastKey []string
 	if s.cur.Table == name {

@@ -30,10 +30,81 @@ var errSyntax = errors.New("invalid syntax")
 // pgtype.Map is not.
 type valueConverter struct {
 	types *pgtype.Map
+
+	// describe, when set, looks up a type pgx does not know in the
+	// catalog; found is false when the catalog has no such type. resolve
+	// uses it, and text converts the types it found as custom says.
+	describe func(oid uint32) (t customType, found bool, err error)
+	custom   map[uint32]customType
+}
+
+// customType is what text needs to know of a type that is not built in,
+// from pg_type: domains convert as their base type, arrays element by
+// element, composites attribute by attribute. Other types (enums, ranges,
+// extension types) keep their text.
+type customType struct {
+	base      uint32 // a domain's base type; 0 for other types
+	array     bool   // a true array type (typelem set, variable length)
+	elem      uint32 // an array's element type
+	delim     byte   // an array's element delimiter, its element type's typdelim
+	composite bool
+	attrs     []typeAttr // a composite's attributes, in order
+}
+
+// typeAttr is an attribute of a composite type.
+type typeAttr struct {
+	name string
+	oid  uint32
+}
+
+// refs returns the types t is made of.
+func (t customType) refs() []uint32 {
+	switch {
+	case t.base != 0:
+		return []uint32{t.base}
+	case t.array:
+		return []uint32{t.elem}
+	}
+	refs := make([]uint32, len(t.attrs))
+	for i, a := range t.attrs {
+		refs[i] = a.oid
+	}
+	return refs
 }
 
 func newValueConverter() *valueConverter {
-	return &valueConverter{types: pgtype.NewMap()}
+	return &valueConverter{types: pgtype.NewMap(), custom: make(map[uint32]customType)}
+}
+
+// resolve looks up oid, when pgx does not know it, and the types it is
+// made of, and keeps what it finds for text. It looks again on every
+// call, so a type changed since (an attribute added to a composite) is
+// seen at the next Relation message or snapshot of a table using it; seen
+// holds the types looked up in this round. Without describe it does
+// nothing: such types keep their text.
+func (c *valueConverter) resolve(oid uint32, seen map[uint32]bool) error {
+	if c.describe == nil || seen[oid] {
+		return nil
+	}
+	seen[oid] = true
+	if _, ok := c.types.TypeForOID(oid); ok {
+		return nil
+	}
+	t, found, err := c.describe(oid)
+	if err != nil {
+		return err
+	}
+	if !found {
+		delete(c.custom, oid)
+		return nil
+	}
+	c.custom[oid] = t
+	for _, ref := range t.refs() {
+		if err := c.resolve(ref, seen); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // typeName names a type in error messages.
@@ -48,9 +119,10 @@ func (c *valueConverter) typeName(oid uint32, custom map[uint32]typeInfo) string
 }
 
 // text converts a value in PostgreSQL's text output format. Types without
-// a listed conversion (enums, domains, extension types, geometric types and
-// the like) keep their text: it is exact, and a consumer that knows the type
-// can parse it.
+// a listed conversion (enums, extension types, geometric types, ranges and
+// the like) keep their text: it is exact, and a consumer that knows the
+// type can parse it. Domains, arrays and composites that resolve found in
+// the catalog convert through their base, element and attribute types.
 func (c *valueConverter) text(oid uint32, src []byte) (any, error) {
 	switch oid {
 	case pgtype.BoolOID:
@@ -115,7 +187,99 @@ func (c *valueConverter) text(oid uint32, src []byte) (any, error) {
 			return parseArray(src, delim, func(b []byte) (any, error) { return c.text(elem, b) })
 		}
 	}
+	if t, ok := c.custom[oid]; ok {
+		switch {
+		case t.base != 0:
+			return c.text(t.base, src)
+		case t.array:
+			return parseArray(src, t.delim, func(b []byte) (any, error) { return c.text(t.elem, b) })
+		case t.composite:
+			return c.composite(t.attrs, src)
+		}
+	}
 	return string(src), nil
+}
+
+// composite converts a composite value's text, "(f1,f2,...)", into an
+// object by attribute name. A field is empty for NULL; otherwise it is
+// the attribute's text, in double quotes when it is empty or holds a
+// special character, with '"' and '\' doubled or escaped by a backslash
+// inside them. A value whose field count differs from the attributes the
+// catalog lists now is from before the type changed (pgoutput may stream
+// changes made before an ALTER TYPE): it keeps its text.
+func (c *valueConverter) composite(attrs []typeAttr, src []byte) (any, error) {
+	if len(src) < 2 || src[0] != '(' || src[len(src)-1] != ')' {
+		return nil, errSyntax
+	}
+	body := src[1 : len(src)-1]
+	var fields [][]byte // nil for NULL
+	for i := 0; ; {
+		var field []byte
+		for i < len(body) && body[i] != ',' {
+			switch b := body[i]; b {
+			case '"':
+				i++
+				for {
+					if i >= len(body) {
+						return nil, errSyntax
+					}
+					if body[i] == '"' {
+						if i+1 < len(body) && body[i+1] == '"' {
+							field = append(field, '"')
+							i += 2
+							continue
+						}
+						i++
+						break
+					}
+					if body[i] == '\\' {
+						i++
+						if i >= len(body) {
+							return nil, errSyntax
+						}
+					}
+					field = append(field, body[i])
+					i++
+				}
+				if field == nil {
+					field = []byte{} // "" is the empty string, not NULL
+				}
+			case '\\':
+				if i+1 >= len(body) {
+					return nil, errSyntax
+				}
+				field = append(field, body[i+1])
+				i += 2
+			default:
+				field = append(field, b)
+				i++
+			}
+		}
+		fields = append(fields, field)
+		if i == len(body) {
+			break
+		}
+		i++ // the comma
+	}
+	if len(attrs) == 0 && len(body) == 0 {
+		return map[string]any{}, nil
+	}
+	if len(fields) != len(attrs) {
+		return string(src), nil
+	}
+	out := make(map[string]any, len(attrs))
+	for i, a := range attrs {
+		if fields[i] == nil {
+			out[a.name] = nil
+			continue
+		}
+		v, err := c.text(a.oid, fields[i])
+		if err != nil {
+			return nil, fmt.Errorf("attribute %q: %w", a.name, err)
+		}
+		out[a.name] = v
+	}
+	return out, nil
 }
 
 // binary converts a value in binary format. Types pgx can decode are decoded

@@ -172,3 +172,88 @@ func TestJSONNullIsNotSQLNull(t *testing.T) {
 		}
 	}
 }
+
+// TestCustomTypesAsJSON streams arrays of enums, composites (alone and in
+// arrays, nested), domains over scalars and over arrays, from the snapshot
+// and from the stream, and compares each column in Kafka with the
+// database's own JSON of it (to_jsonb), which renders arrays as arrays,
+// composites as objects and domains as their base type.
+func TestCustomTypesAsJSON(t *testing.T) {
+	t.Parallel()
+	e := newPGEnv(t)
+	table := e.name + "_custom"
+	mood, pair, pos, list := e.name+"_mood", e.name+"_pair", e.name+"_pos", e.name+"_list"
+	dropTypes := func() {
+		e.exec("DROP TABLE IF EXISTS " + table)
+		e.exec("DROP TYPE IF EXISTS " + pair + "; DROP DOMAIN IF EXISTS " + pos + "; DROP DOMAIN IF EXISTS " + list + "; DROP TYPE IF EXISTS " + mood)
+	}
+	dropTypes()
+	t.Cleanup(dropTypes)
+	e.exec("CREATE TYPE " + mood + " AS ENUM ('sad', 'happy', 'o k', 'NULL', 'a\"b')")
+	e.exec("CREATE DOMAIN " + pos + " AS integer CHECK (VALUE > 0)")
+	e.exec("CREATE DOMAIN " + list + " AS integer[]")
+	e.exec("CREATE TYPE " + pair + " AS (n int, label text, moods " + mood + "[], p " + pos + ")")
+	e.exec("CREATE TABLE " + table + " (id int PRIMARY KEY, moods " + mood + "[], grid " + mood + "[][], pr " + pair + ", prs " + pair + "[], " +
+		"ps " + pos + ", pss " + pos + "[], l " + list + ")")
+	e.exec("CREATE PUBLICATION " + e.name + " FOR TABLE " + table)
+	insert := func(id int) {
+		e.exec(`INSERT INTO `+table+` VALUES ($1,
+			'{happy,"o k",NULL,"NULL","a\"b"}', '{{sad,happy},{NULL,"o k"}}',
+			ROW(1, 'a "q" \ b, (x)', '{happy,"o k"}', 5),
+			ARRAY[ROW(2, '', NULL, NULL)::`+pair+`, NULL, ROW(NULL, 'z', '{}', 1)::`+pair+`],
+			7, '{1,NULL,3}', '{4,5}'),
+			($1 + 1, '{}', NULL, ROW(NULL, NULL, NULL, NULL), '{}', NULL, NULL, '{}')`, id)
+	}
+	insert(1) // snapshot
+	cfg := e.config()
+	cfg.CreatePublication = false
+	cfg.Snapshot = true
+	sink := e.newSink(e.name)
+	_, done := start(t, cfg, sink)
+	waitFor(t, 20*time.Second, "the slot", done, func() bool { return e.confirmedFlush() != 0 })
+	insert(3) // stream
+
+	want := make(map[int]map[string]any)
+	e.mu.Lock()
+	rows, err := e.db.Query(context.Background(), "SELECT id, to_jsonb(t)::text FROM "+table+" t")
+	if err == nil {
+		for rows.Next() {
+			var id int
+			var doc string
+			if err = rows.Scan(&id, &doc); err != nil {
+				break
+			}
+			var m map[string]any
+			if err = json.Unmarshal([]byte(doc), &m); err != nil {
+				break
+			}
+			want[id] = m
+		}
+		rows.Close()
+		if err == nil {
+			err = rows.Err()
+		}
+	}
+	e.mu.Unlock()
+	if err != nil || len(want) != 4 {
+		t.Fatalf("reading the table: %d rows, %v", len(want), err)
+	}
+	var recs []record
+	waitFor(t, 30*time.Second, "4 records", done, func() bool {
+		recs = e.readTopic(table)
+		return len(recs) >= 4
+	})
+	for _, r := range recs {
+		id := int(num(r.After, "id"))
+		w, ok := want[id]
+		if !ok {
+			t.Errorf("%s record of row %d, which the table does not hold", r.Op, id)
+			continue
+		}
+		for col, wv := range w {
+			if gv := r.After[col]; !reflect.DeepEqual(gv, wv) {
+				t.Errorf("%s of row %d: %s is %#v in Kafka, %#v in the database", r.Op, id, col, gv, wv)
+			}
+		}
+	}
+}

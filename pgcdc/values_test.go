@@ -291,3 +291,78 @@ func TestBinaryMultiDimArray(t *testing.T) {
 		}
 	}
 }
+
+// TestCustomTypeValues converts domains, arrays of custom types and
+// composites the way resolve describes them, without a database.
+func TestCustomTypeValues(t *testing.T) {
+	t.Parallel()
+	const (
+		moodOID, moodArrayOID  = 90001, 90002
+		pairOID, pairArrayOID  = 90003, 90004
+		posOID, intListOID     = 90005, 90006
+		emptyOID, changedOID   = 90007, 90008
+		unknownOID, moodDomOID = 90009, 90010
+	)
+	catalog := map[uint32]customType{
+		moodOID:      {}, // an enum: text
+		moodArrayOID: {array: true, elem: moodOID, delim: ','},
+		pairOID:      {composite: true, attrs: []typeAttr{{"a", pgtype.Int4OID}, {"b", pgtype.TextOID}, {"m", moodArrayOID}}},
+		pairArrayOID: {array: true, elem: pairOID, delim: ','},
+		posOID:       {base: pgtype.Int4OID},
+		intListOID:   {base: pgtype.Int4ArrayOID, array: true, elem: pgtype.Int4OID, delim: ','},
+		emptyOID:     {composite: true},
+		changedOID:   {composite: true, attrs: []typeAttr{{"a", pgtype.Int4OID}}},
+		moodDomOID:   {base: moodArrayOID},
+	}
+	c := newValueConverter()
+	var looked []uint32
+	c.describe = func(oid uint32) (customType, bool, error) {
+		looked = append(looked, oid)
+		ct, ok := catalog[oid]
+		return ct, ok, nil
+	}
+	seen := make(map[uint32]bool)
+	for _, oid := range []uint32{pairArrayOID, posOID, intListOID, emptyOID, changedOID, unknownOID, moodDomOID, pgtype.Int4OID} {
+		if err := c.resolve(oid, seen); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, oid := range looked {
+		if oid == pgtype.Int4OID || oid == pgtype.TextOID {
+			t.Errorf("resolve looked up built-in type %d", oid)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		oid  uint32
+		in   string
+		want any
+	}{
+		{"enum array", moodArrayOID, `{happy,"o k",NULL,"NULL"}`, []any{"happy", "o k", nil, "NULL"}},
+		{"domain over int", posOID, "7", int32(7)},
+		{"domain over int[]", intListOID, "{1,NULL,3}", []any{int32(1), nil, int32(3)}},
+		{"domain over enum[]", moodDomOID, "{{sad},{happy}}", []any{[]any{"sad"}, []any{"happy"}}},
+		{"composite", pairOID, `(1,"a ""q"" \\ b","{happy,""o k""}")`,
+			map[string]any{"a": int32(1), "b": `a "q" \ b`, "m": []any{"happy", "o k"}}},
+		{"composite NULL and empty", pairOID, `(,"",)`, map[string]any{"a": nil, "b": "", "m": nil}},
+		{"composite array", pairArrayOID, `{"(1,x,)",NULL,"(2,\"y z\",{sad})"}`,
+			[]any{map[string]any{"a": int32(1), "b": "x", "m": nil}, nil, map[string]any{"a": int32(2), "b": "y z", "m": []any{"sad"}}}},
+		{"composite without attributes", emptyOID, "()", map[string]any{}},
+		{"composite changed since", changedOID, "(1,2)", "(1,2)"},
+		{"type the catalog no longer has", unknownOID, "{x}", "{x}"},
+	} {
+		got, err := c.text(tc.oid, []byte(tc.in))
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: %#v, want %#v", tc.name, got, tc.want)
+		}
+	}
+	for _, bad := range []string{"(1", `("a`, `(1,x\`, "1,2"} {
+		if _, err := c.text(pairOID, []byte(bad)); err == nil {
+			t.Errorf("composite %q parsed", bad)
+		}
+	}
+}

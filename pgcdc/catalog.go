@@ -47,9 +47,10 @@ type catalog struct {
 	conn   *pgx.Conn
 }
 
-// key returns the primary key of the table with OID rel and the given columns (those
-// the snapshot reads or pgoutput sends), looked up on q. Without a primary
-// key, or with a primary key column among neither, it returns nil: the
+// key returns the primary key of the table with OID rel, looked up on q.
+// columns are the table's columns the snapshot reads or pgoutput sends.
+// Without a primary key, or when a primary key column is not among
+// columns (a publication's column list left it out), it returns nil: the
 // table's events are then keyed by their event id, which keeps no order
 // per row and which compaction never removes, and that is logged once per
 // table.
@@ -85,7 +86,13 @@ func (k *catalog) key(ctx context.Context, q querier, rel uint32, schema, name s
 }
 
 // connection returns the stream's connection, connecting when needed.
+// Questions are rare (at Relation messages), and the connection may have
+// idled out or outlived a server restart since the last one, so it is
+// pinged first and replaced when dead, rather than failing the stream.
 func (k *catalog) connection(ctx context.Context) (*pgx.Conn, error) {
+	if k.conn != nil && k.conn.Ping(ctx) != nil {
+		k.close()
+	}
 	if k.conn == nil {
 		cc, err := k.cfg.connConfig()
 		if err != nil {

@@ -262,7 +262,10 @@
 // they override ALTER ROLE and ALTER DATABASE settings and anything the
 // connection string says: client_encoding UTF8, DateStyle "ISO, MDY",
 // IntervalStyle postgres, TimeZone UTC, extra_float_digits 3 (floats
-// round-trip), bytea_output hex and lc_monetary C (money's text). A value
-// that does not parse for its type is an error; the message never quotes
-// the value, because row data may be confidential.
+// round-trip), bytea_output hex and lc_monetary C (money's text).
+// search_path is left as configured: it only changes the text of reg*
+// columns (regclass and the like, names qualified when not on the path),
+// which stay text. A value that does not parse for its type is an error;
+// the message never quotes the value, because row data may be
+// confidential.
 package pgcdc

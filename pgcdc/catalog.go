@@ -78,9 +78,10 @@ func (k *catalog) key(ctx context.Context, q querier, rel uint32, schema, name s
 			k.warned = make(map[string]bool)
 		}
 		k.warned[qualified] = true
-		k.log.Warn("table has no key: its records are keyed by event id, so they keep no per-row order and compaction never removes them; "+
-			"give it a primary key, REPLICA IDENTITY USING INDEX, or key columns (Config.KeyColumns, program flag -key-columns)",
-			"table", qualified, "reason", reason)
+		k.log.Warn("table has no key: its records are keyed by event id",
+			"table", qualified, "reason", reason,
+			"effect", "a row's changes go to different partitions, unordered, and compaction never removes a deleted row",
+			"fix", "give it a primary key, REPLICA IDENTITY USING INDEX, or key columns (Config.KeyColumns, program flag -key-columns)")
 	}
 	return nil, nil
 }
@@ -212,10 +213,11 @@ func warnPartialRows(ctx context.Context, q querier, publication string, log *sl
 		more = len(tables) - shown
 		tables = tables[:shown]
 	}
-	log.Warn("published tables without REPLICA IDENTITY FULL have TOASTable columns: an update that does not change such a column "+
-		"leaves its value out of the event (listed as unchanged; the upsert encoder marks the document partial), and after a key change "+
-		"no record under the new key holds it; for consumers that keep the latest row per key (upsert encoder, compacted topics), "+
-		"set ALTER TABLE ... REPLICA IDENTITY FULL on these tables",
-		"tables", tables, "more_tables", more)
+	log.Warn("published tables without REPLICA IDENTITY FULL have TOASTable columns, whose values updates that do not change them leave out",
+		"tables", tables, "more_tables", more,
+		"effect", "events list such columns as unchanged and the upsert encoder marks the document partial; after a key change no record "+
+			"under the new key holds the values, and compaction can remove the records under the old key that did",
+		"fix", "for consumers that keep the latest row per key (upsert encoder, compacted topics): ALTER TABLE ... REPLICA IDENTITY FULL, "+
+			"so the whole old row supplies the values")
 	return nil
 }

@@ -182,10 +182,10 @@ func TestCustomTypesAsJSON(t *testing.T) {
 	t.Parallel()
 	e := newPGEnv(t)
 	table := e.name + "_custom"
-	mood, pair, pos, list := e.name+"_mood", e.name+"_pair", e.name+"_pos", e.name+"_list"
+	mood, pair, pos, list, nest := e.name+"_mood", e.name+"_pair", e.name+"_pos", e.name+"_list", e.name+"_nest"
 	dropTypes := func() {
 		e.exec("DROP TABLE IF EXISTS " + table)
-		e.exec("DROP TYPE IF EXISTS " + pair + "; DROP DOMAIN IF EXISTS " + pos + "; DROP DOMAIN IF EXISTS " + list + "; DROP TYPE IF EXISTS " + mood)
+		e.exec("DROP TYPE IF EXISTS " + nest + "; DROP TYPE IF EXISTS " + pair + "; DROP DOMAIN IF EXISTS " + pos + "; DROP DOMAIN IF EXISTS " + list + "; DROP TYPE IF EXISTS " + mood)
 	}
 	dropTypes()
 	t.Cleanup(dropTypes)
@@ -193,16 +193,18 @@ func TestCustomTypesAsJSON(t *testing.T) {
 	e.exec("CREATE DOMAIN " + pos + " AS integer CHECK (VALUE > 0)")
 	e.exec("CREATE DOMAIN " + list + " AS integer[]")
 	e.exec("CREATE TYPE " + pair + " AS (n int, label text, moods " + mood + "[], p " + pos + ")")
+	e.exec("CREATE TYPE " + nest + " AS (inner_pair " + pair + ", tags text[])")
 	e.exec("CREATE TABLE " + table + " (id int PRIMARY KEY, moods " + mood + "[], grid " + mood + "[][], pr " + pair + ", prs " + pair + "[], " +
-		"ps " + pos + ", pss " + pos + "[], l " + list + ")")
+		"ps " + pos + ", pss " + pos + "[], l " + list + ", nt " + nest + ")")
 	e.exec("CREATE PUBLICATION " + e.name + " FOR TABLE " + table)
 	insert := func(id int) {
 		e.exec(`INSERT INTO `+table+` VALUES ($1,
 			'{happy,"o k",NULL,"NULL","a\"b"}', '{{sad,happy},{NULL,"o k"}}',
 			ROW(1, 'a "q" \ b, (x)', '{happy,"o k"}', 5),
 			ARRAY[ROW(2, '', NULL, NULL)::`+pair+`, NULL, ROW(NULL, 'z', '{}', 1)::`+pair+`],
-			7, '{1,NULL,3}', '{4,5}'),
-			($1 + 1, '{}', NULL, ROW(NULL, NULL, NULL, NULL), '{}', NULL, NULL, '{}')`, id)
+			7, '{1,NULL,3}', '{4,5}',
+			ROW(ROW(3, '"(,)" \', '{sad}', 2)::`+pair+`, '{"a b",NULL,"\""}')),
+			($1 + 1, '{}', NULL, ROW(NULL, NULL, NULL, NULL), '{}', NULL, NULL, '{}', NULL)`, id)
 	}
 	insert(1) // snapshot
 	cfg := e.config()

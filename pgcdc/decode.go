@@ -483,11 +483,7 @@ func (d *Decoder) schema(lsn kafkasink.LSN, msg pglogrepl.Message) error {
 			}
 		}
 		if !configured && len(rel.keyIdx) == 0 && d.fallbackKey != nil {
-			names := make([]string, len(rel.cols))
-			for i, c := range rel.cols {
-				names[i] = c.name
-			}
-			key, err := d.fallbackKey(rel.oid, rel.schema, rel.table, names)
+			key, err := d.fallbackKey(rel.oid, rel.schema, rel.table, rel.columnNames())
 			if err != nil {
 				return err
 			}
@@ -497,11 +493,7 @@ func (d *Decoder) schema(lsn kafkasink.LSN, msg pglogrepl.Message) error {
 		}
 		d.relations[m.RelationID] = rel
 		if d.cfg.OnRelation != nil {
-			names := make([]string, len(rel.cols))
-			for i, c := range rel.cols {
-				names[i] = c.name
-			}
-			d.cfg.OnRelation(rel.schema, rel.table, names)
+			d.cfg.OnRelation(rel.schema, rel.table, rel.columnNames())
 		}
 	}
 	return nil
@@ -559,6 +551,15 @@ func (r *relInfo) setKey(names []string, source string) error {
 	}
 	r.key = r.key[:len(r.key):len(r.key)]
 	return nil
+}
+
+// columnNames returns the names of the relation's columns, in order.
+func (r *relInfo) columnNames() []string {
+	names := make([]string, len(r.cols))
+	for i, c := range r.cols {
+		names[i] = c.name
+	}
+	return names
 }
 
 func (r *relInfo) column(name string) int {

@@ -130,7 +130,9 @@
 // holding the same table changes nothing. Snapshot rows and streamed
 // changes of a table carry the same Event.Key: the replica identity
 // columns the publication publishes (as the Relation message flags them),
-// or what Config.KeyColumns names, which must be published columns.
+// or what Config.KeyColumns names, which must be published columns, or,
+// for REPLICA IDENTITY FULL and NOTHING, the primary key when it is
+// published (see Decoding).
 //
 // Chunks follow the primary key, or, for a table without one, its replica
 // identity index (REPLICA IDENTITY USING INDEX); the key columns need not

@@ -34,7 +34,13 @@ type Config struct {
 	// replication connections with replication=database added, so the
 	// role needs the REPLICATION attribute (or rds_replication and the
 	// like on managed services), and pg_hba.conf must admit replication
-	// connections to the database.
+	// connections to the database. Every connection sends the output
+	// settings the value conversions assume (DateStyle, IntervalStyle,
+	// TimeZone, extra_float_digits, bytea_output, lc_monetary,
+	// client_encoding; see the package documentation) as startup
+	// parameters, replacing any the string gives; a connection pooler in
+	// between must accept them (PgBouncer refuses unknown startup
+	// parameters unless ignore_startup_parameters lists them).
 	ConnString string
 
 	// Slot is the logical replication slot (plugin pgoutput). Required;

@@ -38,9 +38,11 @@ type Config struct {
 	// settings the value conversions assume (DateStyle, IntervalStyle,
 	// TimeZone, extra_float_digits, bytea_output, lc_monetary,
 	// client_encoding; see the package documentation) as startup
-	// parameters, replacing any the string gives; a connection pooler in
-	// between must accept them (PgBouncer refuses unknown startup
-	// parameters unless ignore_startup_parameters lists them).
+	// parameters, replacing any the string gives. A connection pooler in
+	// between must pass them to the server: PgBouncer refuses the ones it
+	// does not track (see its track_extra_parameters), and
+	// ignore_startup_parameters would drop them, so connect directly or
+	// have it track them all.
 	ConnString string
 
 	// Slot is the logical replication slot (plugin pgoutput). Required;

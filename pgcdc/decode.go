@@ -685,6 +685,10 @@ func (d *Decoder) row(lsn kafkasink.LSN, typ string, rel *relInfo, tup, old tupl
 			err = fmt.Errorf("unknown tuple column kind %q", c.kind)
 		}
 		if err != nil {
+			var ce *catalogError
+			if errors.As(err, &ce) {
+				return nil, ce.err
+			}
 			return nil, &DecodeError{LSN: lsn, Type: typ, Err: fmt.Errorf("column %q of %s: value of type %s does not parse: %w",
 				rc.name, rel, d.conv.typeName(rc.oid, d.types), err)}
 		}

@@ -247,10 +247,14 @@
 // when a Relation message or the snapshot first uses it, and again at
 // every later Relation message, so arrays of enums and composites, domains
 // and composites convert as the table shows. The catalog is read at that
-// moment, not at the change's: a composite value whose attribute count no
-// longer matches its type (an ALTER TYPE since the change) keeps its text,
-// and a type dropped since keeps its text. A Decoder used without Run has
-// no catalog: such values keep their text.
+// moment, not at the change's. pgoutput announces no ALTER TYPE, so a
+// streamed composite value that does not fit its type as described (an
+// attribute added or dropped since) makes Run describe the type again; a
+// value from before such a change (decoding behind the catalog) keeps its
+// text, as do values of a type dropped since. Attribute names are those
+// of the last description (a RENAME ATTRIBUTE shows at the next Relation
+// message). A Decoder used without Run has no catalog: such values keep
+// their text.
 //
 // A date or a timestamp without time zone names a calendar day or a
 // wall-clock reading, not an instant, so it stays text rather than becoming

@@ -202,6 +202,7 @@ func (r *runner) attempt(ctx context.Context) error {
 		r.dec.conv.describe = func(oid uint32) (customType, bool, error) {
 			return r.catalog.streamType(r.session.ctx, oid)
 		}
+		r.dec.conv.liveCatalog = true
 		r.ready = true
 		r.log.Info("server ready", "server_version_num", version, "publication", r.cfg.Publication)
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -36,6 +37,11 @@ type valueConverter struct {
 	// uses it, and text converts the types it found as custom says.
 	describe func(oid uint32) (t customType, found bool, err error)
 	custom   map[uint32]customType
+	// liveCatalog allows describe while values are converted, to catch
+	// up with a type changed since it was described. The stream sets
+	// it; the snapshot does not, as its connection is busy reading rows
+	// then, and its values and catalog come from one snapshot anyway.
+	liveCatalog bool
 }
 
 // customType is what text needs to know of a type that is not built in,
@@ -49,6 +55,9 @@ type customType struct {
 	delim     byte   // an array's element delimiter, its element type's typdelim
 	composite bool
 	attrs     []typeAttr // a composite's attributes, in order
+	// olderLayouts are attribute counts of values from before a change
+	// of the composite, which keep their text.
+	olderLayouts []int
 }
 
 // typeAttr is an attribute of a composite type.
@@ -194,25 +203,85 @@ func (c *valueConverter) text(oid uint32, src []byte) (any, error) {
 		case t.array:
 			return parseArray(src, t.delim, func(b []byte) (any, error) { return c.text(t.elem, b) })
 		case t.composite:
-			return c.composite(t.attrs, src)
+			return c.composite(oid, src)
 		}
 	}
 	return string(src), nil
 }
 
-// composite converts a composite value's text, "(f1,f2,...)", into an
-// object by attribute name. A field is empty for NULL; otherwise it is
-// the attribute's text, in double quotes when it is empty or holds a
-// special character, with '"' and '\' doubled or escaped by a backslash
-// inside them. A value whose field count differs from the attributes the
-// catalog lists now is from before the type changed (pgoutput may stream
-// changes made before an ALTER TYPE): it keeps its text.
-func (c *valueConverter) composite(attrs []typeAttr, src []byte) (any, error) {
+// composite converts a composite value's text into an object by
+// attribute name. The text is the type's as of the change: pgoutput prints
+// it with the catalog of that moment, and sends no new Relation message
+// after an ALTER TYPE. So when the value does not fit the type as last
+// described (another attribute count, or an attribute that does not parse
+// for its type), the type is described again, when liveCatalog allows,
+// and the value converted with that. A value that still has another
+// attribute count is from before a change of the type (decoding lags
+// behind the catalog): it keeps its text, and values with that count do
+// not ask the catalog again.
+func (c *valueConverter) composite(oid uint32, src []byte) (any, error) {
+	fields, err := compositeFields(src)
+	if err != nil {
+		return nil, err
+	}
+	t := c.custom[oid]
+	v, fits, err := c.compositeObject(t.attrs, fields)
+	if fits && err == nil {
+		return v, nil
+	}
+	if !c.liveCatalog || !fits && slices.Contains(t.olderLayouts, len(fields)) {
+		if !fits {
+			return string(src), nil
+		}
+		return nil, err
+	}
+	if err := c.resolve(oid, make(map[uint32]bool)); err != nil {
+		return nil, &catalogError{err}
+	}
+	t = c.custom[oid]
+	if v, fits, err = c.compositeObject(t.attrs, fields); !fits {
+		t.olderLayouts = append(t.olderLayouts, len(fields))
+		c.custom[oid] = t
+		return string(src), nil
+	}
+	return v, err
+}
+
+// compositeObject converts the fields of a composite value by attrs; fits
+// is false when their counts differ.
+func (c *valueConverter) compositeObject(attrs []typeAttr, fields [][]byte) (v any, fits bool, err error) {
+	if len(attrs) == 0 && len(fields) == 1 && fields[0] == nil {
+		return map[string]any{}, true, nil // "()", a type without attributes
+	}
+	if len(fields) != len(attrs) {
+		return nil, false, nil
+	}
+	out := make(map[string]any, len(attrs))
+	for i, a := range attrs {
+		if fields[i] == nil {
+			out[a.name] = nil
+			continue
+		}
+		v, err := c.text(a.oid, fields[i])
+		if err != nil {
+			return nil, true, fmt.Errorf("attribute %q: %w", a.name, err)
+		}
+		out[a.name] = v
+	}
+	return out, true, nil
+}
+
+// compositeFields splits a composite value's text, "(f1,f2,...)", into
+// its fields, nil for NULL. A field is empty for NULL; otherwise it is the
+// attribute's text, in double quotes when it is empty or holds a special
+// character, with '"' and '\\' doubled or escaped by a backslash inside
+// them.
+func compositeFields(src []byte) ([][]byte, error) {
 	if len(src) < 2 || src[0] != '(' || src[len(src)-1] != ')' {
 		return nil, errSyntax
 	}
 	body := src[1 : len(src)-1]
-	var fields [][]byte // nil for NULL
+	var fields [][]byte
 	for i := 0; ; {
 		var field []byte
 		for i < len(body) && body[i] != ',' {
@@ -257,30 +326,19 @@ func (c *valueConverter) composite(attrs []typeAttr, src []byte) (any, error) {
 		}
 		fields = append(fields, field)
 		if i == len(body) {
-			break
+			return fields, nil
 		}
 		i++ // the comma
 	}
-	if len(attrs) == 0 && len(body) == 0 {
-		return map[string]any{}, nil
-	}
-	if len(fields) != len(attrs) {
-		return string(src), nil
-	}
-	out := make(map[string]any, len(attrs))
-	for i, a := range attrs {
-		if fields[i] == nil {
-			out[a.name] = nil
-			continue
-		}
-		v, err := c.text(a.oid, fields[i])
-		if err != nil {
-			return nil, fmt.Errorf("attribute %q: %w", a.name, err)
-		}
-		out[a.name] = v
-	}
-	return out, nil
 }
+
+// catalogError is a failure to read the catalog while converting a value.
+// It is the catalog's failure, not the value's: the Decoder returns it
+// unchanged (a lost connection is retryable) rather than as a DecodeError.
+type catalogError struct{ err error }
+
+func (e *catalogError) Error() string { return e.err.Error() }
+func (e *catalogError) Unwrap() error { return e.err }
 
 // binary converts a value in binary format. Types pgx can decode are decoded
 // and re-rendered in text format, so that binary and text replication yield

@@ -259,3 +259,57 @@ func TestCustomTypesAsJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestCompositeChangedWhileStreaming adds an attribute to a composite type
+// while its table streams. pgoutput describes the table again only when
+// the table changes, not the type, so the decoder must notice that a value
+// no longer fits the type it described and read the catalog again.
+func TestCompositeChangedWhileStreaming(t *testing.T) {
+	t.Parallel()
+	e := newPGEnv(t)
+	table, pair := e.name+"_comp", e.name+"_cpair"
+	drop := func() {
+		e.exec("DROP TABLE IF EXISTS " + table)
+		e.exec("DROP TYPE IF EXISTS " + pair)
+	}
+	drop()
+	t.Cleanup(drop)
+	e.exec("CREATE TYPE " + pair + " AS (a int, b text)")
+	e.exec("CREATE TABLE " + table + " (id int PRIMARY KEY, p " + pair + ")")
+	sink := e.newSink(e.name)
+	_, done := start(t, e.config("public."+table), sink)
+	waitFor(t, 20*time.Second, "the slot", done, func() bool { return e.confirmedFlush() != 0 })
+	e.exec("INSERT INTO " + table + " VALUES (1, ROW(1, 'x'))")
+	waitFor(t, 30*time.Second, "the first row", done, func() bool { return len(e.readTopic(table)) == 1 })
+	e.exec("ALTER TYPE " + pair + " ADD ATTRIBUTE c int")
+	e.exec("INSERT INTO " + table + " VALUES (2, ROW(2, 'y', 3))")
+
+	var recs []record
+	waitFor(t, 30*time.Second, "the second row", done, func() bool {
+		recs = e.readTopic(table)
+		return len(recs) == 2
+	})
+	var doc string
+	e.mu.Lock()
+	err := e.db.QueryRow(context.Background(), "SELECT to_jsonb(p)::text FROM "+table+" WHERE id = 2").Scan(&doc)
+	e.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want map[string]any
+	if err := json.Unmarshal([]byte(doc), &want); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		switch id := num(r.After, "id"); id {
+		case 1:
+			if got := r.After["p"]; !reflect.DeepEqual(got, map[string]any{"a": 1.0, "b": "x"}) {
+				t.Errorf("row 1, before ALTER TYPE: p is %#v in Kafka, want {a:1 b:x}", got)
+			}
+		case 2:
+			if got := r.After["p"]; !reflect.DeepEqual(got, want) {
+				t.Errorf("row 2, after ALTER TYPE: p is %#v in Kafka, %#v in the database", got, want)
+			}
+		}
+	}
+}

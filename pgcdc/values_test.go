@@ -2,8 +2,10 @@ package pgcdc
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -364,5 +366,51 @@ func TestCustomTypeValues(t *testing.T) {
 		if _, err := c.text(pairOID, []byte(bad)); err == nil {
 			t.Errorf("composite %q parsed", bad)
 		}
+	}
+}
+
+// TestCompositeCatchesUpWithTheCatalog checks the stream's converter: a
+// value that does not fit the composite as described makes it describe the
+// type again once; a value from before the change keeps its text without
+// asking again; a failing lookup is a catalogError, not a syntax error.
+func TestCompositeCatchesUpWithTheCatalog(t *testing.T) {
+	t.Parallel()
+	const pairOID = 90001
+	two := customType{composite: true, attrs: []typeAttr{{"a", pgtype.Int4OID}, {"b", pgtype.TextOID}}}
+	three := customType{composite: true, attrs: append(slices.Clone(two.attrs), typeAttr{"c", pgtype.Int4OID})}
+	current := two
+	var lookups int
+	var lookupErr error
+	c := newValueConverter()
+	c.liveCatalog = true
+	c.describe = func(uint32) (customType, bool, error) {
+		lookups++
+		return current, true, lookupErr
+	}
+	if err := c.resolve(pairOID, map[uint32]bool{}); err != nil {
+		t.Fatal(err)
+	}
+	current = three // ALTER TYPE ... ADD ATTRIBUTE c int
+	for _, step := range []struct {
+		in      string
+		want    any
+		lookups int
+	}{
+		{"(1,x)", map[string]any{"a": int32(1), "b": "x"}, 1},                  // described before the change: fits
+		{"(2,y,3)", map[string]any{"a": int32(2), "b": "y", "c": int32(3)}, 2}, // does not fit: described again
+		{"(3,z)", "(3,z)", 3}, // from before the change: text
+		{"(4,w)", "(4,w)", 3}, // the same layout again: no lookup
+		{"(5,v,6)", map[string]any{"a": int32(5), "b": "v", "c": int32(6)}, 3},
+	} {
+		got, err := c.text(pairOID, []byte(step.in))
+		if err != nil || !reflect.DeepEqual(got, step.want) || lookups != step.lookups {
+			t.Errorf("%s: %#v, %v after %d lookups; want %#v after %d", step.in, got, err, lookups, step.want, step.lookups)
+		}
+	}
+	lookupErr = errors.New("connection lost")
+	_, err := c.text(pairOID, []byte("(1,2,3,4)"))
+	var ce *catalogError
+	if !errors.As(err, &ce) || !errors.Is(err, lookupErr) {
+		t.Errorf("a failed lookup: %v, want a catalogError wrapping it", err)
 	}
 }

@@ -525,7 +525,7 @@ func (d *Decoder) newRelInfo(m *pglogrepl.RelationMessageV2) (rel *relInfo, conf
 	}
 	if d.cfg.KeyColumns != nil {
 		if names := d.cfg.KeyColumns(m.Namespace, m.RelationName); names != nil {
-			return rel, true, rel.setKey(names, "DecoderConfig.KeyColumns")
+			return rel, true, rel.setKey(names, "DecoderConfig.KeyColumns (Config.KeyColumns, flag -key-columns of examples/pglogrepl)")
 		}
 	}
 	return rel, false, rel.setKey(nil, "")

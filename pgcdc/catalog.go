@@ -180,7 +180,8 @@ func (k *catalog) close() {
 }
 
 // warnPartialRows logs, once per Run, the published tables whose updates
-// can leave column values out of Kafka: those with a TOASTable column
+// can leave column values out of Kafka (when the publication publishes
+// updates): those with a TOASTable column
 // (any type that can be stored out of line: text, bytea, jsonb, arrays...)
 // and a replica identity other than FULL. An update that does not touch
 // such a column sends it as "unchanged", without its value. Under the
@@ -191,9 +192,10 @@ func (k *catalog) close() {
 func warnPartialRows(ctx context.Context, q querier, publication string, log *slog.Logger) error {
 	rows, err := q.Query(ctx, `SELECT format('%I.%I', n.nspname, c.relname)
 		FROM pg_publication_tables pt
+		JOIN pg_publication p ON p.pubname = pt.pubname
 		JOIN pg_namespace n ON n.nspname = pt.schemaname
 		JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = pt.tablename
-		WHERE pt.pubname = $1 AND c.relreplident <> 'f' AND EXISTS (
+		WHERE pt.pubname = $1 AND p.pubupdate AND c.relreplident <> 'f' AND EXISTS (
 			SELECT FROM pg_attribute a
 			WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '' AND a.attstorage <> 'p')
 		ORDER BY 1`, publication)

@@ -34,10 +34,11 @@ import (
 // holding the document's text, which must be valid JSON in UTF-8 (so a
 // jsonb 'null' is the string "null" and SQL NULL is null, in columns and
 // in array elements alike, as in Debezium's JSON); []any as arrays and
-// map[string]any as objects with sorted keys; nil as null. Unchanged TOAST columns are left out of row objects, because their
-// value is unknown, and listed by name where the envelope has a place for
-// them. LSNs are written as decimal strings: they are 64-bit and exceed
-// 2^53, beyond which JavaScript and many JSON libraries silently round.
+// map[string]any as objects with sorted keys; nil as null. Unchanged TOAST
+// columns are left out of row objects, because their value is unknown, and
+// listed by name where the envelope has a place for them. LSNs are written
+// as decimal strings: they are 64-bit and exceed 2^53, beyond which
+// JavaScript and many JSON libraries silently round.
 type Encoder interface {
 	Encode(dst []byte, e *Event) ([]byte, error)
 }

@@ -54,8 +54,15 @@
 //     source redelivers the batch; every event at or below the checkpoint is
 //     skipped, so the topic gets nothing new.
 //   - A commit whose outcome is unknown (a lost response, a timeout): the
-//     sink restarts its producer, which aborts what is still open, reads the
-//     checkpoint back, and retries only what it does not cover.
+//     checkpoint in memory becomes unverified. The sink aborts whatever of
+//     its own may still be open while keeping its producer identity (kgo
+//     re-initialises the producer id at its current epoch, KIP-360), reads
+//     the checkpoint back, and retries only what it does not cover. Nothing
+//     is planned, skipped or committed against an unverified checkpoint.
+//   - An older instance never fences a newer one: only New claims the
+//     transactional id afresh. The broker answers an older instance's
+//     re-initialisation PRODUCER_FENCED, and a checkpoint read back that
+//     the instance did not write means another one is writing: ErrFenced.
 //
 // In the other modes a crash between the records and the checkpoint
 // redelivers at most the events since the last checkpoint.

@@ -53,18 +53,24 @@ func ExampleSink_Write() {
 		Key:      []string{"id"},
 		After:    kafkasink.Row{{Name: "id", Value: int64(1)}, {Name: "total", Value: kafkasink.Decimal("19.95")}},
 	}}}
-	for {
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
 		err := sink.Write(ctx, batch)
 		switch {
 		case err == nil:
 			fmt.Println("delivered; acknowledge the source up to", sink.Checkpoint().Position)
 			return
 		case kafkasink.IsRetryable(err):
-			time.Sleep(time.Second) // the same batch again: nothing is duplicated
+			// The same batch again, never the next one: nothing is
+			// duplicated, and skipping it would lose it.
+			select {
+			case <-ctx.Done():
+				log.Fatal(context.Cause(ctx))
+			case <-time.After(backoff):
+			}
 		case errors.Is(err, kafkasink.ErrFenced):
 			log.Fatal("another instance took over: ", err)
 		default:
-			log.Fatal(err) // fatal, or events rejected (kafkasink.IsRejected)
+			log.Fatal(err) // fatal, events rejected (kafkasink.IsRejected), or ctx ended
 		}
 	}
 	// Output:

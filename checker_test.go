@@ -358,7 +358,9 @@ func (k *checker) restart(why string) {
 	k.logf("%s: New", why)
 	k.st.restarts++
 	for attempt := 1; ; attempt++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		// A persistent fault can hold New until its deadline; the
+		// checker clears faults after the second failure.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		s, err := kafkasink.New(ctx, k.cfg)
 		cancel()
 		if err == nil {
@@ -366,7 +368,7 @@ func (k *checker) restart(why string) {
 			k.logf("  New: checkpoint %s", s.Checkpoint().Position)
 			return
 		}
-		k.classify("New", err, false)
+		k.classify("New", err, errors.Is(err, context.DeadlineExceeded))
 		k.logf("  New failed: %v", err)
 		if attempt == 2 {
 			k.clearFaults()
@@ -378,15 +380,18 @@ func (k *checker) restart(why string) {
 }
 
 // classify checks that err is in exactly one class, or in none when the
-// caller cancelled; it returns the class.
-func (k *checker) classify(what string, err error, cancelled bool) string {
+// caller's context ended (callerEnded: it cancelled a Write, or New ran
+// into its deadline, which a persistent fault can cause); it returns the
+// class. A Write never runs into its own deadline: its attempts and
+// recoveries are bounded.
+func (k *checker) classify(what string, err error, callerEnded bool) string {
 	class := errorClass(err)
 	k.st.classes[class]++
 	switch {
-	case class == "none" && !cancelled:
+	case class == "none" && !callerEnded:
 		k.t.Errorf("%s: %v: in no class, and the caller did not cancel", what, err)
-	case class == "none" && !errors.Is(err, context.Canceled):
-		k.t.Errorf("%s: %v: in no class but not the caller's cancellation", what, err)
+	case class == "none" && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
+		k.t.Errorf("%s: %v: in no class but not the caller's context ending", what, err)
 	case class != "none" && class != "retryable" && class != "fatal" && class != "rejected":
 		k.t.Errorf("%s: %v: in several classes %s", what, err, class)
 	}

@@ -154,16 +154,20 @@ func (s *checkpointStore) read(ctx context.Context, adm *kadm.Client, connOpts [
 	defer cl.Close()
 
 	cur, next := known, s.from
-	var bad error
+	var bad, lastFetchErr error
 	for next < end.Offset && bad == nil {
 		fetches := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
+			if lastFetchErr != nil {
+				return known, fmt.Errorf("kafkasink: reading checkpoint topic %q partition %d at offset %d of %d: fetching kept failing (last: %v): %w", s.topic, s.partition, next, end.Offset, lastFetchErr, context.Cause(ctx))
+			}
 			return known, fmt.Errorf("kafkasink: reading checkpoint topic %q partition %d at offset %d of %d: an open transaction holds the partition's last stable offset back (another sink's, which ends within its transaction timeout, or one a restarted broker has not finished yet; kafka-transactions.sh --find-hanging lists them): %w", s.topic, s.partition, next, end.Offset, context.Cause(ctx))
 		}
 		for _, fe := range fetches.Errors() {
 			if !IsRetryable(fe.Err) {
 				return known, fmt.Errorf("kafkasink: reading checkpoint topic %q partition %d: %w", s.topic, s.partition, fe.Err)
 			}
+			lastFetchErr = fe.Err
 		}
 		fetches.EachRecord(func(r *kgo.Record) {
 			next = r.Offset + 1

@@ -112,10 +112,11 @@ type base struct {
 	// txnSince is when the transaction that may still be open began;
 	// zero when none may be (ExactlyOnce).
 	txnSince time.Time
-	// undelivered is the first position of the last Write that failed
-	// retryably; until a Write delivers it, a batch that skips past it
-	// is refused (see checkRedelivery). Zero when nothing is owed.
-	undelivered Position
+	// owed is what the last Write that failed retryably left
+	// undelivered, as far as the checkpoint then knew; zero when nothing
+	// is owed. Until a Write delivers it, a batch that skips past it is
+	// refused (see checkRedelivery).
+	owed owedEvents
 	// routes caches each table's route.
 	routes map[[2]string]tableRoute
 	// router names each table's topic.
@@ -409,15 +410,10 @@ func (s *base) write(ctx context.Context, b *Batch, early earlySender, deliver f
 
 // settle ends a Write: it gives err exactly one class (see classified),
 // marks the checkpoint unverified after anything that may have reached
-// the broker, and remembers the first event a retryable failure left
-// undelivered, so that checkRedelivery can hold the caller to writing it
-// again.
+// the broker, and remembers what a retryable failure left undelivered, so
+// that checkRedelivery can hold the caller to writing it again.
 func (s *base) settle(ctx context.Context, b *Batch, err error) error {
 	err = classified(ctx, err)
-	ck := s.Checkpoint().Position
-	if !s.undelivered.IsZero() && s.undelivered.Compare(ck) <= 0 {
-		s.undelivered = Position{}
-	}
 	if err == nil || IsFatal(err) {
 		return err
 	}
@@ -428,10 +424,11 @@ func (s *base) settle(ctx context.Context, b *Batch, err error) error {
 		return err
 	}
 	s.state = ckptUnverified
-	if s.undelivered.IsZero() {
+	if s.owed.first.IsZero() {
+		ck := s.Checkpoint().Position
 		for i := range b.Events {
-			if b.Events[i].Position.Compare(ck) > 0 {
-				s.undelivered = b.Events[i].Position
+			if p := b.Events[i].Position; p.Compare(ck) > 0 {
+				s.owed = owedEvents{first: p, last: b.Events[len(b.Events)-1].Position}
 				break
 			}
 		}
@@ -439,28 +436,41 @@ func (s *base) settle(ctx context.Context, b *Batch, err error) error {
 	return err
 }
 
+// owedEvents are the positions of a failed Write's events above the
+// checkpoint as it stood when the Write failed.
+type owedEvents struct {
+	first, last Position
+}
+
 // checkRedelivery refuses a batch that would move past the events of a
 // Write that failed retryably without writing them first. A caller that
 // moved on to its next batch would otherwise lose the failed one for good:
 // when its source redelivers it later, it sits below the checkpoint and is
-// skipped as already delivered.
+// skipped as already delivered. It runs on a verified checkpoint, which
+// may show that part of the failed Write was committed after all: then
+// the batch may start anywhere up to the failed Write's last event.
 func (s *base) checkRedelivery(b *Batch) error {
-	if s.undelivered.IsZero() {
+	ck := s.Checkpoint().Position
+	if s.owed.first.IsZero() || s.owed.last.Compare(ck) <= 0 {
+		s.owed = owedEvents{}
 		return nil
 	}
-	ck := s.Checkpoint().Position
+	limit := s.owed.first
+	if limit.Compare(ck) <= 0 {
+		limit = s.owed.last
+	}
 	for i := range b.Events {
 		if p := b.Events[i].Position; p.Compare(ck) > 0 {
-			if p.Compare(s.undelivered) <= 0 {
+			if p.Compare(limit) <= 0 {
 				return nil // it writes the failed events again
 			}
 			return fmt.Errorf("%w: a Write failed before delivering position %s, and this batch starts at %s, past it: write the failed batch again until it succeeds (retry while IsRetryable), or restart the sink and resume from Checkpoint() %s",
-				ErrInvalidBatch, s.undelivered, p, ck)
+				ErrInvalidBatch, limit, p, ck)
 		}
 	}
 	if len(b.Events) == 0 {
 		return fmt.Errorf("%w: a Write failed before delivering position %s, and this batch would move only the cursor past it: write the failed batch again until it succeeds (retry while IsRetryable), or restart the sink and resume from Checkpoint() %s",
-			ErrInvalidBatch, s.undelivered, ck)
+			ErrInvalidBatch, limit, ck)
 	}
 	return nil // every event is delivered already: nothing moves
 }

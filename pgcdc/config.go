@@ -3,8 +3,6 @@ package pgcdc
 import (
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -23,6 +21,7 @@ const (
 	DefaultHeartbeatInterval = 30 * time.Second
 	DefaultReconnectBackoff  = 500 * time.Millisecond
 	DefaultReconnectMax      = 30 * time.Second
+	DefaultRetainedWALWarn   = 1 << 30
 )
 
 // Config configures Run. Run copies it; later changes have no effect. The
@@ -120,7 +119,40 @@ type Config struct {
 	// Default DefaultHeartbeatInterval; a negative value disables
 	// heartbeats. Heartbeats are only seen through the slot on
 	// PostgreSQL 14 and later.
+	//
+	// It is also the pace of two other things: the slot's position is
+	// confirmed without a change to deliver (heartbeats, keepalives,
+	// changes of unpublished tables) at most once per interval, each
+	// time after a Write of the cursor alone that records it (see
+	// SlotGap); and the WAL the slot retains is measured (see
+	// RetainedWALWarn). With heartbeats disabled both use
+	// DefaultHeartbeatInterval.
 	HeartbeatInterval time.Duration
+
+	// SlotGap says what Run does at start-up when the slot cannot
+	// continue where the sink's checkpoint left off: the slot is
+	// missing, invalidated, or was moved beyond what Run confirmed. The
+	// default, SlotGapRefuse, returns a *SourceError before anything is
+	// written; see SlotGap for the ways out. A gap that opens while Run
+	// streams always stops it (ErrSlotLost or a *SourceError); started
+	// again, Run applies SlotGap.
+	SlotGap SlotGap
+
+	// OnSourceEvent, when set, is called for every SourceEvent: a gap
+	// refused or gone across, a slot lost, a checkpoint of another
+	// source, a timeline change, WAL retained above RetainedWALWarn.
+	// Each is also logged. It is called on Run's goroutines, one at a
+	// time per Run; it must be fast and must not call Run.
+	OnSourceEvent func(SourceEvent)
+
+	// RetainedWALWarn is the WAL the slot may hold back (the server's
+	// current WAL position minus the slot's restart_lsn) before Run
+	// logs a warning and reports SourceWALRetained. Run measures it every
+	// HeartbeatInterval and logs it once a minute. Default
+	// DefaultRetainedWALWarn (1 GiB); a negative value disables the
+	// warning, not the measurement. The server's max_slot_wal_keep_size
+	// is what bounds it: past that the slot is invalidated.
+	RetainedWALWarn int64
 
 	// ReconnectBackoff is the first wait before reconnecting after a
 	// retryable error (connection loss, server restart, a terminated
@@ -142,10 +174,13 @@ type Config struct {
 	KeyColumns func(schema, table string) []string
 
 	// SpoolDir holds the temporary files of streamed transactions; see
-	// DecoderConfig.SpoolDir. Default os.TempDir(). Run keeps them in a
-	// directory of the slot's own in it, kafkasink-pgcdc-<slot>, and when
-	// it starts streaming removes the files an earlier process for the
-	// slot left there (killed before it could).
+	// DecoderConfig.SpoolDir. Default os.TempDir(). Each Run keeps them
+	// in a directory of its own in it, named after the source and locked
+	// while Run lives (kafkasink-pgcdc-<slot>-<system id>-<database
+	// oid>.<random>), and removes it when it returns. At start it removes
+	// the directories of the same source whose owner is gone (killed
+	// before it could), never those of a live process; on systems
+	// without flock it leaves them alone.
 	SpoolDir string
 
 	// Logger receives what Run does: connections, reconnects with their
@@ -164,6 +199,9 @@ func (cfg Config) withDefaults() Config {
 		if *v == 0 {
 			*v = d
 		}
+	}
+	if cfg.RetainedWALWarn == 0 {
+		cfg.RetainedWALWarn = DefaultRetainedWALWarn
 	}
 	def(&cfg.SnapshotChunkRows, DefaultSnapshotChunkRows)
 	def(&cfg.BatchMaxEvents, DefaultBatchMaxEvents)
@@ -224,6 +262,9 @@ func (cfg *Config) validate() error {
 		if f.v < 0 {
 			add("Config.%s %v is negative: use 0 for the default", f.name, f.v)
 		}
+	}
+	if cfg.SlotGap < SlotGapRefuse || cfg.SlotGap > SlotGapAccept {
+		add("Config.SlotGap %d is not a SlotGap: use SlotGapRefuse, SlotGapResnapshot or SlotGapAccept", int(cfg.SlotGap))
 	}
 	if cfg.ReconnectBackoff > 0 && cfg.ReconnectMax > 0 && cfg.ReconnectBackoff > cfg.ReconnectMax {
 		add("Config.ReconnectBackoff %v exceeds Config.ReconnectMax %v", cfg.ReconnectBackoff, cfg.ReconnectMax)
@@ -339,13 +380,11 @@ func (cfg *Config) replicationConfig() (*pgconn.Config, error) {
 	return c, nil
 }
 
-// spoolDir is where Run's Decoder spools: a directory of the slot's own, so
-// that files left by an earlier process for the slot are told apart from
-// those of other slots sharing SpoolDir.
-func (cfg *Config) spoolDir() string {
-	base := cfg.SpoolDir
-	if base == "" {
-		base = os.TempDir()
+// tick is the interval of what Run does at the heartbeat's pace:
+// HeartbeatInterval, or its default when heartbeats are disabled.
+func (cfg *Config) tick() time.Duration {
+	if cfg.HeartbeatInterval > 0 {
+		return cfg.HeartbeatInterval
 	}
-	return filepath.Join(base, "kafkasink-pgcdc-"+cfg.Slot)
+	return DefaultHeartbeatInterval
 }

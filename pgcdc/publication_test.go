@@ -618,18 +618,24 @@ func TestPlanSnapshot(t *testing.T) {
 		on      bool
 		ck      kafkasink.Checkpoint
 		created bool
+		gap     gapSnapshot
 		want    snapshotPlan
 	}{
-		{"off", false, kafkasink.Checkpoint{}, true, snapshotNone},
-		{"off, unfinished", false, unfinished, false, snapshotNone},
-		{"slot created", true, kafkasink.Checkpoint{}, true, snapshotExported},
-		{"slot created over an old checkpoint", true, streamed, true, snapshotExported},
-		{"unfinished", true, unfinished, false, snapshotResumed},
-		{"nothing delivered", true, kafkasink.Checkpoint{}, false, snapshotCurrent},
-		{"finished", true, finished, false, snapshotNone},
-		{"streaming", true, streamed, false, snapshotNone},
+		{"off", false, kafkasink.Checkpoint{}, true, gapSnapshotNone, snapshotNone},
+		{"off, unfinished", false, unfinished, false, gapSnapshotNone, snapshotNone},
+		{"slot created", true, kafkasink.Checkpoint{}, true, gapSnapshotNone, snapshotExported},
+		{"slot created over an old checkpoint", true, streamed, true, gapSnapshotNone, snapshotExported},
+		{"unfinished", true, unfinished, false, gapSnapshotNone, snapshotResumed},
+		{"nothing delivered", true, kafkasink.Checkpoint{}, false, gapSnapshotNone, snapshotCurrent},
+		{"only confirmed positions recorded", true, kafkasink.Checkpoint{Cursor: json.RawMessage(`{"cursor_version":1,"confirmed_lsn":"0/5"}`)}, false, gapSnapshotNone, snapshotCurrent},
+		{"finished", true, finished, false, gapSnapshotNone, snapshotNone},
+		{"streaming", true, streamed, false, gapSnapshotNone, snapshotNone},
+		{"off, gap, slot created", false, streamed, true, gapSnapshotFresh, snapshotExported},
+		{"off, gap, slot kept", false, streamed, false, gapSnapshotFresh, snapshotCurrent},
+		{"on, gap, over an unfinished run", true, unfinished, false, gapSnapshotFresh, snapshotCurrent},
+		{"off, gap's run unfinished", false, unfinished, false, gapSnapshotResume, snapshotResumed},
 	} {
-		if got := planSnapshot(c.on, c.ck, c.created); got != c.want {
+		if got := planSnapshot(c.on, c.ck, c.created, c.gap); got != c.want {
 			t.Errorf("%s: planSnapshot = %d, want %d", c.name, got, c.want)
 		}
 	}

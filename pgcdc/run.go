@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -61,24 +60,24 @@ func Run(ctx context.Context, cfg Config, sink kafkasink.Sink) error {
 	r := &runner{cfg: &cfg, sink: sink, log: cfg.Logger.With("slot", cfg.Slot)}
 	r.catalog = &catalog{cfg: r.cfg, log: r.log}
 	defer r.catalog.close()
-	if err := os.MkdirAll(cfg.spoolDir(), 0o700); err != nil {
-		return fmt.Errorf("pgcdc: creating the spool directory (Config.SpoolDir): %w", err)
-	}
 	defer func() {
 		if r.dec != nil {
 			r.dec.Close()
 		}
+		if r.spool != nil {
+			if err := r.spool.close(); err != nil {
+				r.log.Warn("removing the spool directory", "dir", r.spool.path, "error", err)
+			}
+		}
 	}()
 
-	if cfg.HeartbeatInterval > 0 {
-		hctx, stop := context.WithCancel(ctx)
-		var wg sync.WaitGroup
-		wg.Go(func() { r.heartbeats(hctx) })
-		defer func() {
-			stop()
-			wg.Wait()
-		}()
-	}
+	mctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { r.monitor(mctx) })
+	defer func() {
+		stop()
+		wg.Wait()
+	}()
 
 	wait := cfg.ReconnectBackoff
 	for {
@@ -116,10 +115,16 @@ type runner struct {
 	// ready is set once the server was checked and the publication and
 	// slot exist; from then on a missing slot is ErrSlotLost.
 	ready    bool
+	version  int // server_version_num
 	protocol int
 	dec      *Decoder
+	spool    *spoolDir
 	session  *session
 	catalog  *catalog
+	// cursor is the cursor of the sink's checkpoint as Run keeps it: read
+	// at start-up, then changed by Run alone and written with every Write.
+	// The snapshot and, while streaming, the session's writer own it.
+	cursor cursor
 	// progress is set when an attempt received something from the
 	// server, so the backoff starts over.
 	progress bool
@@ -148,8 +153,7 @@ func (r *runner) attempt(ctx context.Context) error {
 		}
 	}()
 	if !r.ready {
-		version, err := checkServer(ctx, db)
-		if err != nil {
+		if r.version, err = checkServer(ctx, db); err != nil {
 			return err
 		}
 		if err := ensurePublication(ctx, db, r.cfg); err != nil {
@@ -158,42 +162,15 @@ func (r *runner) attempt(ctx context.Context) error {
 		if err := warnPartialRows(ctx, db, r.cfg.Publication, r.log); err != nil {
 			return err
 		}
-		st, err := readSlot(ctx, db, r.cfg.Slot)
-		if err != nil {
+		if r.cursor, err = parseRunCursor(r.sink.Checkpoint().Cursor); err != nil {
 			return err
 		}
-		// A table the snapshot cannot read is refused before the slot
-		// exists: a slot left behind would hold WAL.
-		if err := r.checkSnapshot(ctx, db, !st.exists); err != nil {
-			return err
-		}
-		if !st.exists {
-			if !r.cfg.CreateSlot {
-				return &kafkasink.ConfigError{Problems: []string{fmt.Sprintf(
-					"pgcdc: replication slot %q does not exist: create it (SELECT pg_create_logical_replication_slot('%s', 'pgoutput')) or set Config.CreateSlot",
-					r.cfg.Slot, r.cfg.Slot)}}
-			}
-			if created, err = createSlot(ctx, r.cfg, r.cfg.Snapshot); err != nil {
-				return err
-			}
-		}
-		r.protocol = 2
-		if version < 140000 {
-			// Streaming of in-progress transactions and logical
-			// decoding messages came with PostgreSQL 14.
-			r.protocol = 1
-		}
-		if r.dec, err = NewDecoder(DecoderConfig{
-			ProtocolVersion: r.protocol,
-			SpoolDir:        r.cfg.spoolDir(),
-			KeyColumns:      r.cfg.KeyColumns,
-			OnEvent:         func(e kafkasink.Event) error { return r.session.onEvent(e) },
-			OnCommit:        func(t Txn) error { return r.session.onCommit(t) },
-			OnMessage:       func(m Message) error { return r.session.onMessage(m) },
-			OnRelation: func(schema, table string, columns []string) {
-				r.noteColumns(schema, table, columns, "Relation message")
-			},
-		}); err != nil {
+	}
+	if created, err = r.prepareSource(ctx, db); err != nil {
+		return err
+	}
+	if !r.ready {
+		if err := r.prepareDecoder(); err != nil {
 			return err
 		}
 		r.dec.fallbackKey = func(oid uint32, schema, table string, columns []string) ([]string, error) {
@@ -204,15 +181,15 @@ func (r *runner) attempt(ctx context.Context) error {
 		}
 		r.dec.conv.liveCatalog = true
 		r.ready = true
-		r.log.Info("server ready", "server_version_num", version, "publication", r.cfg.Publication)
+		r.log.Info("server ready", "server_version_num", r.version, "publication", r.cfg.Publication)
 	}
 
-	slot, err := readSlot(ctx, db, r.cfg.Slot)
+	slot, err := readSlot(ctx, db, r.cfg.Slot, r.version)
 	if err != nil {
 		return err
 	}
 	if !slot.exists {
-		return fmt.Errorf("%w: slot %q no longer exists; changes since the last confirmed position are gone: take a new snapshot into a new sink, or accept the gap by letting Run create the slot again with a new Run", ErrSlotLost, r.cfg.Slot)
+		return fmt.Errorf("pgcdc: replication slot %q vanished right after it was checked; trying again", r.cfg.Slot)
 	}
 	if err := r.snapshot(ctx, db, slot, created); err != nil {
 		return err
@@ -227,6 +204,149 @@ func (r *runner) attempt(ctx context.Context) error {
 	return r.stream(ctx, slot)
 }
 
+// prepareSource checks that the slot continues the sink's checkpoint, from
+// the same source, and handles a gap as Config.SlotGap says: it drops an
+// invalidated slot, creates a missing one, and records the gap and the
+// source's identity in r.cursor. It returns the slot it created, if any.
+//
+// Every check comes before anything is written, and a refused gap
+// creates no slot: the error names the current WAL position, where a new
+// slot would begin at the earliest. Only a slot Run created and then
+// finds unusable (it begins at or before the checkpoint) is dropped again.
+func (r *runner) prepareSource(ctx context.Context, db *pgx.Conn) (*createdSlot, error) {
+	id, err := identify(ctx, r.cfg, db)
+	if err != nil {
+		return nil, err
+	}
+	slot, err := readSlot(ctx, db, r.cfg.Slot, r.version)
+	if err != nil {
+		return nil, err
+	}
+	f := sourceFacts{cfg: r.cfg, streamed: r.ready, ck: r.sink.Checkpoint(), cur: r.cursor, id: id, slot: slot}
+	p := planSource(f)
+	if p.timeline {
+		r.report(SourceEvent{Kind: SourceTimelineChanged, Slot: r.cfg.Slot, Detail: fmt.Sprintf(
+			"the checkpoint was written on timeline %d, the server is on timeline %d: a standby was promoted or a backup restored",
+			r.cursor.Source.Timeline, id.Timeline)})
+	}
+	if p.refuse != nil {
+		var se *SourceError
+		switch {
+		case p.gap != nil:
+			r.report(*p.gap)
+		case errors.As(p.refuse, &se):
+			r.report(SourceEvent{Kind: se.Kind, Slot: se.Slot, From: se.From, To: se.To, Bytes: se.Bytes, Err: p.refuse})
+		}
+		return nil, p.refuse
+	}
+	if !r.ready {
+		// A table the snapshot cannot read is refused before the slot
+		// exists: a slot left behind would hold WAL.
+		gap := r.cursor.gapSnapshot()
+		if p.gap != nil && p.gap.Action == SlotGapResnapshot {
+			gap = gapSnapshotFresh
+		}
+		if err := r.checkSnapshot(ctx, db, p.create, gap); err != nil {
+			return nil, err
+		}
+	}
+	if p.adopt {
+		r.log.Info("the checkpoint has no source identity (an earlier version wrote it): recording this source's from now on", "source", id.String())
+	}
+	var created *createdSlot
+	if p.drop {
+		if err := dropReplicationSlot(ctx, db, r.cfg.Slot); err != nil {
+			return nil, err
+		}
+		r.log.Warn("dropped the invalidated replication slot, to create it again", "slot", r.cfg.Slot)
+	}
+	if p.create {
+		resnapshot := p.gap != nil && p.gap.Action == SlotGapResnapshot
+		if created, err = createSlot(ctx, r.cfg, r.cfg.Snapshot || resnapshot); err != nil {
+			return nil, err
+		}
+		if created == nil {
+			// Someone else created it meanwhile: the next attempt
+			// checks it as any existing slot.
+			return nil, fmt.Errorf("pgcdc: replication slot %q was created by someone else meanwhile; checking it again", r.cfg.Slot)
+		}
+		if p.gap != nil {
+			if err := checkCreated(f, created.consistent); err != nil {
+				closePgConn(created.conn)
+				if derr := dropReplicationSlot(ctx, db, r.cfg.Slot); derr != nil {
+					err = fmt.Errorf("%w (and dropping the slot again failed: %v)", err, derr)
+				}
+				r.report(SourceEvent{Kind: SourceSlotMissing, Slot: r.cfg.Slot, From: f.ck.Position.LSN, To: created.consistent, Err: err})
+				return nil, err
+			}
+			p.gap.To = created.consistent
+			p.gap.Bytes = max(int64(created.consistent)-int64(p.gap.From), 0)
+		}
+	}
+
+	r.cursor.Source = &id
+	switch {
+	case created != nil:
+		r.cursor.Confirmed = lsnText(created.consistent)
+	default:
+		r.cursor.Confirmed = max(r.cursor.Confirmed, lsnText(slot.confirmed))
+	}
+	if p.gap == nil {
+		return created, nil
+	}
+	r.cursor.addGap(gapRecord{Cause: p.gap.Kind.String(), Action: p.gap.Action.String(),
+		From: lsnText(p.gap.From), To: lsnText(p.gap.To), Bytes: p.gap.Bytes, At: time.Now().UTC()})
+	r.report(*p.gap)
+	if p.gap.Action == SlotGapAccept {
+		// Record the gap before anything after it is written; a
+		// re-snapshot records it with its first Write.
+		if err := r.writeCursor(ctx, nil); err != nil {
+			return created, err
+		}
+	}
+	return created, nil
+}
+
+// prepareDecoder creates the spool directory and the decoder, once the
+// source is known.
+func (r *runner) prepareDecoder() error {
+	spool, removed, err := openSpoolDir(r.cfg.SpoolDir, *r.cursor.Source)
+	if removed > 0 {
+		r.log.Info("removed spool directories of processes that are gone", "dir", r.cfg.SpoolDir, "removed", removed)
+	}
+	if err != nil {
+		return err
+	}
+	r.spool = spool
+	r.protocol = 2
+	if r.version < 140000 {
+		// Streaming of in-progress transactions and logical decoding
+		// messages came with PostgreSQL 14.
+		r.protocol = 1
+	}
+	r.dec, err = NewDecoder(DecoderConfig{
+		ProtocolVersion: r.protocol,
+		SpoolDir:        spool.path,
+		KeyColumns:      r.cfg.KeyColumns,
+		OnEvent:         func(e kafkasink.Event) error { return r.session.onEvent(e) },
+		OnCommit:        func(t Txn) error { return r.session.onCommit(t) },
+		OnMessage:       func(m Message) error { return r.session.onMessage(m) },
+		OnRelation: func(schema, table string, columns []string) {
+			r.noteColumns(schema, table, columns, "Relation message")
+		},
+	})
+	return err
+}
+
+// writeCursor writes events with r.cursor, retrying retryable errors.
+func (r *runner) writeCursor(ctx context.Context, events []kafkasink.Event) error {
+	raw, err := r.cursor.marshal()
+	if err != nil {
+		return err
+	}
+	return writeRetrying(ctx, ctx, r.cfg, r.log, r.sink, kafkasink.Batch{Events: events, Cursor: raw})
+}
+
 // retryable reports whether Run should reconnect after err rather than
 // return it.
 func retryable(err error) bool {
@@ -235,7 +355,8 @@ func retryable(err error) bool {
 	}
 	var de *DecodeError
 	var se *sinkError
-	if errors.As(err, &de) || errors.As(err, &se) || errors.Is(err, ErrSlotLost) || kafkasink.IsFatal(err) {
+	var src *SourceError
+	if errors.As(err, &de) || errors.As(err, &se) || errors.As(err, &src) || errors.Is(err, ErrSlotLost) || kafkasink.IsFatal(err) {
 		return false
 	}
 	if _, ok := kafkasink.IsRejected(err); ok {
@@ -261,13 +382,24 @@ func retryable(err error) bool {
 	return true
 }
 
-// heartbeats emits a logical decoding message every HeartbeatInterval on
-// its own connection until ctx ends. Failures are logged and retried at the
-// next tick: a heartbeat is an optimisation, never a reason to stop.
-func (r *runner) heartbeats(ctx context.Context) {
-	t := time.NewTicker(r.cfg.HeartbeatInterval)
+// retainedLogInterval is how often the monitor logs the WAL the slot
+// retains.
+const retainedLogInterval = time.Minute
+
+// monitor does, on its own connection until ctx ends, what Run does at
+// the heartbeat's pace (Config.tick): it emits a heartbeat, a logical
+// decoding message, when heartbeats are enabled, and measures the WAL the
+// slot retains, logging it once per retainedLogInterval and reporting
+// SourceWALRetained above Config.RetainedWALWarn. Failures are logged and
+// retried at the next tick: neither is a reason to stop.
+func (r *runner) monitor(ctx context.Context) {
+	t := time.NewTicker(r.cfg.tick())
 	defer t.Stop()
-	var conn *pgx.Conn
+	var (
+		conn    *pgx.Conn
+		logged  time.Time
+		lastErr string
+	)
 	defer func() {
 		if conn != nil {
 			closeConn(conn)
@@ -285,19 +417,56 @@ func (r *runner) heartbeats(ctx context.Context) {
 				return
 			}
 			if conn, err = pgx.ConnectConfig(ctx, cc); err != nil {
-				r.log.Debug("heartbeat connection failed", "error", err)
+				r.log.Debug("monitor connection failed", "error", err)
 				conn = nil
 				continue
 			}
 		}
-		if _, err := conn.Exec(ctx, "SELECT pg_logical_emit_message(false, '"+heartbeatPrefix+"', '')"); err != nil {
-			if ctx.Err() == nil {
-				r.log.Warn("heartbeat failed", "error", err)
+		err := r.measureRetained(ctx, conn, &logged)
+		if err == nil && r.cfg.HeartbeatInterval > 0 {
+			if _, err = conn.Exec(ctx, "SELECT pg_logical_emit_message(false, '"+heartbeatPrefix+"', '')"); err != nil {
+				err = fmt.Errorf("heartbeat: %w", err)
 			}
+		}
+		if err != nil {
+			if ctx.Err() == nil && err.Error() != lastErr {
+				r.log.Warn("heartbeat or slot measurement failed; trying again at the next tick", "error", err)
+			}
+			lastErr = err.Error()
 			closeConn(conn)
 			conn = nil
+			continue
 		}
+		lastErr = ""
 	}
+}
+
+// measureRetained reads the WAL the slot retains, logs it when
+// retainedLogInterval has passed since *logged, and reports it above
+// Config.RetainedWALWarn.
+func (r *runner) measureRetained(ctx context.Context, conn *pgx.Conn, logged *time.Time) error {
+	st, err := readSlot(ctx, conn, r.cfg.Slot, 0)
+	if err != nil || !st.exists {
+		return err
+	}
+	bytes := st.retained()
+	over := r.cfg.RetainedWALWarn > 0 && bytes > r.cfg.RetainedWALWarn
+	if over {
+		// Logged below, at most once per retainedLogInterval.
+		r.notify(SourceEvent{Kind: SourceWALRetained, Slot: r.cfg.Slot, From: st.restart, To: st.current, Bytes: bytes})
+	}
+	if time.Since(*logged) < retainedLogInterval {
+		return nil
+	}
+	*logged = time.Now()
+	attrs := []any{"retained_bytes", bytes, "restart_lsn", st.restart.String(), "current_lsn", st.current.String(), "wal_status", st.walStatus}
+	if over {
+		r.log.Warn("the slot retains more WAL than Config.RetainedWALWarn: is the sink keeping up? Past the server's max_slot_wal_keep_size the slot is invalidated",
+			append(attrs, "warn_bytes", r.cfg.RetainedWALWarn)...)
+	} else {
+		r.log.Info("WAL retained by the slot", attrs...)
+	}
+	return nil
 }
 
 func closeConn(c *pgx.Conn) {

@@ -82,21 +82,57 @@ func ensurePublication(ctx context.Context, db *pgx.Conn, cfg *Config) error {
 type slotState struct {
 	exists    bool
 	confirmed kafkasink.LSN // confirmed_flush_lsn
+	restart   kafkasink.LSN // restart_lsn: the oldest WAL the slot holds; 0 once invalidated
+	// walStatus is pg_replication_slots.wal_status: reserved, extended,
+	// unreserved or lost.
+	walStatus string
+	// conflicting is set on PostgreSQL 16 and later when the slot was
+	// invalidated by a recovery conflict on a standby.
+	conflicting bool
+	// current is the server's current WAL position (on a standby, the
+	// last replayed one), read with the slot.
+	current kafkasink.LSN
+}
+
+// invalidated reports whether the slot can no longer stream.
+func (s slotState) invalidated() bool { return s.walStatus == "lost" || s.conflicting }
+
+// invalidation names the reason of invalidated.
+func (s slotState) invalidation() string {
+	if s.conflicting {
+		return "conflicting = true: a recovery conflict on the standby removed rows the slot needed"
+	}
+	return "wal_status = 'lost'"
+}
+
+// retained is the WAL the slot holds back, in bytes.
+func (s slotState) retained() int64 {
+	if s.restart == 0 || s.current < s.restart {
+		return 0
+	}
+	return int64(s.current - s.restart)
 }
 
 // readSlot looks the slot up and checks it is usable: logical, pgoutput,
-// in the connection's database.
-func readSlot(ctx context.Context, db *pgx.Conn, slot string) (slotState, error) {
+// in the connection's database. version is server_version_num: the
+// conflicting column came with PostgreSQL 16.
+func readSlot(ctx context.Context, db *pgx.Conn, slot string, version int) (slotState, error) {
 	var (
 		plugin, typ, database *string
-		confirmed             *string
-		current               string
+		confirmed, restart    *string
+		walStatus             *string
+		conflicting           *bool
+		current, currentLSN   string
 	)
-	err := db.QueryRow(ctx, `SELECT s.plugin, s.slot_type, s.database, s.confirmed_flush_lsn::text, current_database()
-		FROM pg_replication_slots s WHERE s.slot_name = $1`, slot).Scan(&plugin, &typ, &database, &confirmed, &current)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return slotState{}, nil
+	conflictingCol := "NULL::bool"
+	if version >= 160000 {
+		conflictingCol = "s.conflicting"
 	}
+	const currentSQL = "(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END)::text"
+	err := db.QueryRow(ctx, `SELECT s.plugin, s.slot_type, s.database, s.confirmed_flush_lsn::text, s.restart_lsn::text, s.wal_status, `+conflictingCol+`,
+			current_database(), `+currentSQL+`
+		FROM (SELECT 1) one LEFT JOIN pg_replication_slots s ON s.slot_name = $1`, slot).Scan(
+		&plugin, &typ, &database, &confirmed, &restart, &walStatus, &conflicting, &current, &currentLSN)
 	if err != nil {
 		return slotState{}, fmt.Errorf("pgcdc: looking up replication slot %q: %w", slot, err)
 	}
@@ -106,6 +142,23 @@ func readSlot(ctx context.Context, db *pgx.Conn, slot string) (slotState, error)
 		}
 		return *p
 	}
+	lsn := func(field string, p *string) (kafkasink.LSN, error) {
+		if p == nil {
+			return 0, nil
+		}
+		v, err := kafkasink.ParseLSN(*p)
+		if err != nil {
+			return 0, fmt.Errorf("pgcdc: replication slot %q: %s: %w", slot, field, err)
+		}
+		return v, nil
+	}
+	st := slotState{walStatus: str(walStatus), conflicting: conflicting != nil && *conflicting}
+	if st.current, err = lsn("current WAL position", &currentLSN); err != nil {
+		return slotState{}, err
+	}
+	if typ == nil {
+		return st, nil // no such slot
+	}
 	switch {
 	case str(typ) != "logical" || str(plugin) != "pgoutput":
 		return slotState{}, &kafkasink.ConfigError{Problems: []string{fmt.Sprintf(
@@ -114,15 +167,45 @@ func readSlot(ctx context.Context, db *pgx.Conn, slot string) (slotState, error)
 		return slotState{}, &kafkasink.ConfigError{Problems: []string{fmt.Sprintf(
 			"pgcdc: replication slot %q belongs to database %q, not %q: connect to that database or choose another Config.Slot", slot, str(database), current)}}
 	}
-	st := slotState{exists: true}
-	if confirmed != nil {
-		lsn, err := kafkasink.ParseLSN(*confirmed)
-		if err != nil {
-			return slotState{}, fmt.Errorf("pgcdc: replication slot %q: confirmed_flush_lsn: %w", slot, err)
-		}
-		st.confirmed = lsn
+	st.exists = true
+	if st.confirmed, err = lsn("confirmed_flush_lsn", confirmed); err != nil {
+		return slotState{}, err
+	}
+	if st.restart, err = lsn("restart_lsn", restart); err != nil {
+		return slotState{}, err
 	}
 	return st, nil
+}
+
+// identify returns the identity of the source: IDENTIFY_SYSTEM on a
+// replication connection, the database's oid, and the slot's name.
+func identify(ctx context.Context, cfg *Config, db *pgx.Conn) (sourceIdentity, error) {
+	rc, err := cfg.replicationConfig()
+	if err != nil {
+		return sourceIdentity{}, err
+	}
+	conn, err := pgconn.ConnectConfig(ctx, rc)
+	if err != nil {
+		return sourceIdentity{}, fmt.Errorf("pgcdc: replication connection: %w", err)
+	}
+	defer closePgConn(conn)
+	sys, err := pglogrepl.IdentifySystem(ctx, conn)
+	if err != nil {
+		return sourceIdentity{}, fmt.Errorf("pgcdc: IDENTIFY_SYSTEM: %w", err)
+	}
+	id := sourceIdentity{SystemID: sys.SystemID, Timeline: sys.Timeline, Database: sys.DBName, Slot: cfg.Slot}
+	if err := db.QueryRow(ctx, "SELECT oid FROM pg_database WHERE datname = current_database()").Scan(&id.DatabaseOID); err != nil {
+		return sourceIdentity{}, fmt.Errorf("pgcdc: reading the database's oid: %w", err)
+	}
+	return id, nil
+}
+
+// dropReplicationSlot drops the slot, which must not be active.
+func dropReplicationSlot(ctx context.Context, db *pgx.Conn, slot string) error {
+	if _, err := db.Exec(ctx, "SELECT pg_drop_replication_slot($1)", slot); err != nil {
+		return fmt.Errorf("pgcdc: dropping replication slot %q: %w", slot, err)
+	}
+	return nil
 }
 
 // createdSlot is a slot created by this Run. While conn stays open and

@@ -58,23 +58,29 @@ const (
 // planSnapshot decides what to do about the initial snapshot: a new run
 // when the slot is being created (from the snapshot it exports) or when
 // the sink has delivered nothing yet, else the rest of a run the checkpoint
-// shows unfinished, else nothing.
-func planSnapshot(on bool, ck kafkasink.Checkpoint, slotCreated bool) snapshotPlan {
+// shows unfinished, else nothing. A re-snapshot a gap asked for (gap, see
+// Config.SlotGap) is taken whatever on says.
+func planSnapshot(on bool, ck kafkasink.Checkpoint, slotCreated bool, gap gapSnapshot) snapshotPlan {
 	cur, ok := parseCursor(ck.Cursor)
 	switch {
-	case !on:
+	case !on && gap == gapSnapshotNone:
 		return snapshotNone
 	case slotCreated:
 		return snapshotExported
+	case gap == gapSnapshotFresh:
+		// A gap re-snapshotted on an existing slot: its exported
+		// snapshot is long gone.
+		return snapshotCurrent
 	case ok && !cur.Done:
 		return snapshotResumed
-	case ck.IsZero():
+	case ck.Position.IsZero() && !ok:
 		// The slot exists but nothing was delivered: a crash between
 		// creating the slot and the first Write, or a new sink on an
 		// old slot. The exported snapshot is gone, so the run reads
 		// the current state; the stream from the slot's confirmed
 		// position follows, and the topic converges as for a resumed
-		// snapshot.
+		// snapshot. (A checkpoint with a cursor but no position
+		// records only confirmed positions, no row.)
 		return snapshotCurrent
 	default:
 		return snapshotNone
@@ -83,8 +89,8 @@ func planSnapshot(on bool, ck kafkasink.Checkpoint, slotCreated bool) snapshotPl
 
 // checkSnapshot refuses, before the slot is created and before any row is
 // written, a publication whose tables the planned snapshot cannot read.
-func (r *runner) checkSnapshot(ctx context.Context, db *pgx.Conn, slotCreated bool) error {
-	if planSnapshot(r.cfg.Snapshot, r.sink.Checkpoint(), slotCreated) == snapshotNone {
+func (r *runner) checkSnapshot(ctx context.Context, db *pgx.Conn, slotCreated bool, gap gapSnapshot) error {
+	if planSnapshot(r.cfg.Snapshot, r.sink.Checkpoint(), slotCreated, gap) == snapshotNone {
 		return nil
 	}
 	tables, err := publishedTables(ctx, db, r.cfg.Publication)
@@ -100,7 +106,7 @@ func (r *runner) snapshot(ctx context.Context, db *pgx.Conn, slot slotState, cre
 	ck := r.sink.Checkpoint()
 	cur, ok := parseCursor(ck.Cursor)
 	var exported string
-	plan := planSnapshot(r.cfg.Snapshot, ck, created != nil)
+	plan := planSnapshot(r.cfg.Snapshot, ck, created != nil, r.cursor.gapSnapshot())
 	switch plan {
 	case snapshotNone:
 		if !r.cfg.Snapshot && ok && !cur.Done {
@@ -508,9 +514,6 @@ func (s *snapshotRun) chunk(ctx context.Context, tx pgx.Tx, ti *tableInfo, sql s
 // writeChunk writes one snapshot chunk with its cursor, retrying retryable
 // errors.
 func (r *runner) writeChunk(ctx context.Context, events []kafkasink.Event, cur snapshotCursor) error {
-	raw, err := json.Marshal(cur)
-	if err != nil {
-		return err
-	}
-	return writeRetrying(ctx, ctx, r.cfg, r.log, r.sink, kafkasink.Batch{Events: events, Cursor: raw})
+	r.cursor.snapshot = &cur
+	return r.writeCursor(ctx, events)
 }

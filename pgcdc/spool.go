@@ -7,8 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"strconv"
+		"strconv"
 	"strings"
 
 	"github.com/kafkasink/kafkasink"
@@ -182,20 +181,4 @@ func (s *txnSpool) remove() error {
 		return fmt.Errorf("pgcdc: removing spool file of streamed transaction %d: %w", s.xid, err)
 	}
 	return nil
-}
-
-// removeStaleSpools removes the spool files in dir and returns how many
-// there were. Run calls it on the slot's spool directory when a session has
-// started and the decoder was reset: the slot is then this process's alone,
-// so any spool file there is one a killed process left behind.
-func removeStaleSpools(dir string) (int, error) {
-	paths, err := filepath.Glob(filepath.Join(dir, spoolPattern))
-	if err != nil {
-		return 0, err
-	}
-	var errs []error
-	for _, p := range paths {
-		errs = append(errs, os.Remove(p))
-	}
-	return len(paths), errors.Join(errs...)
 }

@@ -81,6 +81,14 @@ type session struct {
 
 	confirmed kafkasink.LSN // last flush LSN reported to the server
 	received  bool          // some message arrived: the session made progress
+
+	// cursor is the runner's, owned by the writer during the session: each
+	// Write records in it the LSN the batch lets the loop confirm, before
+	// the loop confirms it.
+	cursor *cursor
+	// checkpointed is when the writer last wrote a checkpoint; a
+	// cursor-only Write waits Config.tick after it.
+	checkpointed time.Time
 }
 
 // stream runs one replication session from start and returns why it ended.
@@ -113,12 +121,6 @@ func (r *runner) stream(ctx context.Context, slot slotState) error {
 	if err := r.dec.Reset(); err != nil {
 		r.log.Warn("removing spool files", "error", err)
 	}
-	spoolDir := r.cfg.spoolDir()
-	if n, err := removeStaleSpools(spoolDir); err != nil {
-		r.log.Warn("removing spool files an earlier process left", "dir", spoolDir, "error", err)
-	} else if n > 0 {
-		r.log.Info("removed spool files an earlier process left", "dir", spoolDir, "files", n)
-	}
 	s := &session{
 		cfg: r.cfg, sink: r.sink, dec: r.dec, conn: conn, log: r.log, in: newInbox(),
 		ctx:       ctx,
@@ -129,6 +131,7 @@ func (r *runner) stream(ctx context.Context, slot slotState) error {
 		wrote:     make(chan struct{}, 1),
 		werr:      make(chan error, 1),
 		confirmed: slot.confirmed,
+		cursor:    &r.cursor,
 	}
 	s.timer.Stop()
 	defer s.standby.Stop()
@@ -403,20 +406,53 @@ func (s *session) sendStatus(onlyNew bool) error {
 // writer writes the batches it is handed, in order. sctx ends the session:
 // the writer then stops retrying, but a Write in progress runs on with
 // ctx, so only cancelling ctx interrupts it.
+//
+// Every Write carries the cursor with the highest LSN the loop may then
+// confirm, so the checkpoint always covers what the slot was told: a slot
+// found beyond it at start-up was moved by someone else. A batch with no
+// events to deliver (a keepalive's or heartbeat's position, or events the
+// checkpoint already covers) is written as a cursor-only checkpoint at
+// most once per Config.tick; meanwhile its position is not confirmed.
 func (s *session) writer(ctx, sctx context.Context) {
 	for b := range s.batches {
-		if len(b.events) > 0 {
-			if err := writeRetrying(ctx, sctx, s.cfg, s.log, s.sink, kafkasink.Batch{Events: b.events}); err != nil {
-				s.werr <- err
-				return
-			}
+		recorded := kafkasink.LSN(s.cursor.Confirmed)
+		events := b.events
+		if n := len(events); n > 0 && events[n-1].Position.Compare(s.sink.Checkpoint().Position) <= 0 {
+			// Redelivered after a restart: the sink would skip them,
+			// and its checkpoint would not take the cursor.
+			events = nil
 		}
-		if b.confirm > kafkasink.LSN(s.written.Load()) {
-			s.written.Store(uint64(b.confirm))
-			select {
-			case s.wrote <- struct{}{}:
-			default:
-			}
+		switch {
+		case len(events) > 0:
+		case b.confirm <= recorded:
+			s.publish(b.confirm)
+			continue
+		case time.Since(s.checkpointed) < s.cfg.tick():
+			continue
+		}
+		next := *s.cursor
+		next.Confirmed = lsnText(max(recorded, b.confirm))
+		raw, err := next.marshal()
+		if err == nil {
+			err = writeRetrying(ctx, sctx, s.cfg, s.log, s.sink, kafkasink.Batch{Events: events, Cursor: raw})
+		}
+		if err != nil {
+			s.werr <- err
+			return
+		}
+		*s.cursor = next
+		s.checkpointed = time.Now()
+		s.publish(b.confirm)
+	}
+}
+
+// publish makes lsn confirmable, when it is beyond what already is.
+func (s *session) publish(lsn kafkasink.LSN) {
+	if lsn > kafkasink.LSN(s.written.Load()) {
+		s.written.Store(uint64(lsn))
+		select {
+		case s.wrote <- struct{}{}:
+		default:
 		}
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-		"strconv"
+	"strconv"
 	"strings"
 
 	"github.com/kafkasink/kafkasink"

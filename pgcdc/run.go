@@ -258,7 +258,7 @@ func (r *runner) prepareSource(ctx context.Context, db *pgx.Conn) (*createdSlot,
 		if err := dropReplicationSlot(ctx, db, r.cfg.Slot); err != nil {
 			return nil, err
 		}
-		r.log.Warn("dropped the invalidated replication slot, to create it again", "slot", r.cfg.Slot)
+		r.log.Warn("dropped the invalidated replication slot, to create it again")
 	}
 	if p.create {
 		resnapshot := p.gap != nil && p.gap.Action == SlotGapResnapshot

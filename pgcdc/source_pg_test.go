@@ -94,13 +94,13 @@ func (sc *scenario) sink() *recSink {
 }
 
 // stream runs Run with cfg until everything the model holds is delivered,
-// running during (after the slot exists) before it waits, then stops it
+// running during (once Run streams from the slot) before it waits, then stops it
 // and returns its sink.
 func (sc *scenario) stream(cfg Config, during func(r *run)) *recSink {
 	sc.t.Helper()
 	sink := sc.sink()
 	stop, r := start(sc.t, cfg, sink)
-	waitFor(sc.t, 20*time.Second, "the slot", r, func() bool { return sc.e.confirmedFlush() != 0 })
+	waitFor(sc.t, 20*time.Second, "Run streaming from the slot", r, func() bool { return sc.slotActive() })
 	if during != nil {
 		during(r)
 	}
@@ -153,6 +153,18 @@ func (sc *scenario) dropSlot() {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// slotActive reports whether a walsender streams from the slot.
+func (sc *scenario) slotActive() bool {
+	sc.t.Helper()
+	sc.e.mu.Lock()
+	defer sc.e.mu.Unlock()
+	var n int
+	if err := sc.e.db.QueryRow(context.Background(), "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND active", sc.e.name).Scan(&n); err != nil {
+		sc.t.Fatal(err)
+	}
+	return n > 0
 }
 
 func (sc *scenario) slotExists(name string) bool {
@@ -334,7 +346,9 @@ func TestSlotNameChangedRefused(t *testing.T) {
 	sc.stream(cfg, func(*run) { sc.insert(true, 1, 2, 3) })
 	renamed := cfg
 	renamed.Slot = sc.e.name + "_b"
-	t.Cleanup(func() { sc.e.exec("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", renamed.Slot) })
+	t.Cleanup(func() {
+		sc.e.exec("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", renamed.Slot)
+	})
 	err := sc.refused(renamed, SourceIdentityMismatch)
 	if !containsAll(err.Error(), fmt.Sprintf("slot %q, now %q", cfg.Slot, renamed.Slot), "-sink-id", "tombstone") {
 		t.Errorf("refusal %q does not say what differs and how to proceed", err)
@@ -416,7 +430,9 @@ func TestCheckpointOfAnotherSourceRefused(t *testing.T) {
 		// refused by name before the identity is compared.
 		cfg2 := cfg
 		cfg2.ConnString, cfg2.Slot = u.String(), db2
-		t.Cleanup(func() { sc.e.exec("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", db2) })
+		t.Cleanup(func() {
+			sc.e.exec("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", db2)
+		})
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
 		var se *SourceError
@@ -448,4 +464,105 @@ func TestOldCheckpointAdopted(t *testing.T) {
 	if err != nil || c.Source == nil || c.Source.Slot != sc.e.name || c.Confirmed == 0 || c.snapshot == nil || c.snapshot.Snapshot != "r" {
 		t.Fatalf("cursor after adoption %s (%v): want the source, the confirmed position and the old snapshot run", sink.Checkpoint().Cursor, err)
 	}
+}
+
+// invalidateSlot makes the server invalidate the test's slot, and only
+// it, on a server other tests share. The slot must be stopped. It moves
+// WAL on (a row, pg_switch_wal and a checkpoint, after which active slots
+// move on; one segment a round, ten rounds at most) until our slot
+// retains two segments more than any other, sets max_slot_wal_keep_size
+// between the two, and checkpoints until ours is lost. When another slot
+// stays as old as ours (a stopped one), the test is skipped: it would be
+// invalidated too. The setting is reset at once, and again
+// in cleanup.
+func (sc *scenario) invalidateSlot(scratch string) {
+	t := sc.t
+	reset := func() { sc.e.exec("ALTER SYSTEM RESET max_slot_wal_keep_size"); sc.e.exec("SELECT pg_reload_conf()") }
+	t.Cleanup(reset)
+	const segment = 16 << 20
+	// retained returns what our slot retains, and the most any other
+	// slot retains (an inactive one among them: oldest).
+	retained := func() (mine, others int64, oldest string) {
+		sc.e.mu.Lock()
+		defer sc.e.mu.Unlock()
+		rows, err := sc.e.db.Query(context.Background(), `SELECT slot_name, (pg_current_wal_lsn() - restart_lsn)::bigint
+			FROM pg_replication_slots WHERE restart_lsn IS NOT NULL ORDER BY 2`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var name string
+			var n int64
+			if err := rows.Scan(&name, &n); err != nil {
+				t.Fatal(err)
+			}
+			if name == sc.e.name {
+				mine = n
+			} else {
+				others, oldest = n, name
+			}
+		}
+		return mine, others, oldest
+	}
+	moveWAL := func() {
+		sc.e.exec("INSERT INTO " + scratch + " (id, seq) VALUES ((SELECT coalesce(max(id), 0) + 1 FROM " + scratch + "), 0)")
+		sc.e.exec("SELECT pg_switch_wal()")
+	}
+	for round := 0; ; round++ {
+		mine, others, oldest := retained()
+		limit := (others+segment-1)/segment*16 + 16 // MB: a segment above every other slot
+		if mine>>20 > limit+2*16 {
+			sc.e.exec(fmt.Sprintf("ALTER SYSTEM SET max_slot_wal_keep_size = '%dMB'", limit))
+			sc.e.exec("SELECT pg_reload_conf()")
+			break
+		}
+		if round == 10 {
+			t.Skipf("slot %q of the shared server retains %d MB, too close to this test's slot (%d MB) after %d segments of WAL: invalidating ours would invalidate it too", oldest, others>>20, mine>>20, round)
+		}
+		moveWAL()
+		sc.e.exec("CHECKPOINT") // logs running transactions: active slots move on
+	}
+	defer reset()
+	for range 50 {
+		sc.e.exec("CHECKPOINT")
+		var status *string
+		sc.e.mu.Lock()
+		err := sc.e.db.QueryRow(context.Background(), "SELECT wal_status FROM pg_replication_slots WHERE slot_name = $1", sc.e.name).Scan(&status)
+		sc.e.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if status != nil && *status == "lost" {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("the slot's wal_status never became lost")
+}
+
+// TestSlotInvalidatedWhileStopped has the server invalidate the slot
+// (max_slot_wal_keep_size) while Run is stopped: Run refuses, naming the
+// cause, before anything is written; with SlotGapAccept it drops the
+// invalidated slot, creates it again and streams on across the recorded
+// gap.
+func TestSlotInvalidatedWhileStopped(t *testing.T) {
+	t.Parallel()
+	sc := newScenario(t)
+	scratch := sc.e.createTable("_scratch")
+	cfg := sc.config()
+	sc.stream(cfg, func(*run) { sc.insert(true, 1, 2, 3) })
+	sc.insert(false, 4)
+	sc.invalidateSlot(scratch)
+
+	err := sc.refused(cfg, SourceSlotInvalidated)
+	if !containsAll(err.Error(), sc.e.name, "wal_status = 'lost'", "max_slot_wal_keep_size", "-slot-gap=accept") {
+		t.Errorf("refusal %q does not name the slot, the cause and the ways out", err)
+	}
+	sc.checkTopic()
+
+	cfg.SlotGap = SlotGapAccept
+	sink := sc.stream(cfg, func(*run) { sc.insert(true, 5) })
+	sc.checkTopic()
+	sc.checkGap(sink, SourceSlotInvalidated, SlotGapAccept)
 }

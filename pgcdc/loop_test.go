@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -358,40 +359,81 @@ func TestMissingSlotOrPublicationRefused(t *testing.T) {
 	}
 }
 
-// TestStaleSpoolFilesRemoved plants the spool file of a streamed
-// transaction that a killed process left in the slot's spool directory:
-// Run removes it once it streams, and leaves other slots' spools and other
-// files alone.
-func TestStaleSpoolFilesRemoved(t *testing.T) {
+// TestSpoolDirPerInstance plants the spool directories of the same
+// source left by a killed process (lock file unlocked) and held by a live
+// one (locked), and others': Run removes only the killed process's, spools
+// in a locked directory of its own, and removes that when it returns.
+func TestSpoolDirPerInstance(t *testing.T) {
 	t.Parallel()
 	e := newPGEnv(t)
 	table := e.createTable("")
 	cfg := e.config("public." + table)
 	cfg.SpoolDir = t.TempDir()
-	mine := filepath.Join(cfg.SpoolDir, "kafkasink-pgcdc-"+e.name)
-	other := filepath.Join(cfg.SpoolDir, "kafkasink-pgcdc-another_slot")
-	plant := func(dir, name string) string {
+	var id sourceIdentity
+	e.mu.Lock()
+	err := e.db.QueryRow(context.Background(), `SELECT system_identifier::text, (SELECT oid FROM pg_database WHERE datname = current_database())
+		FROM pg_control_system()`).Scan(&id.SystemID, &id.DatabaseOID)
+	e.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id.Slot = e.name
+	prefix := filepath.Join(cfg.SpoolDir, spoolDirPrefix(id))
+	// plant makes a spool directory with a lock file and a spool file,
+	// locked by the test when live.
+	plant := func(dir string, live bool) string {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte("left by a killed process"), 0o600); err != nil {
+		f, err := os.Create(filepath.Join(dir, spoolLockName))
+		if err != nil {
 			t.Fatal(err)
 		}
-		return p
-	}
-	stale := plant(mine, "kafkasink-pgcdc-xid1234-567890.spool")
-	kept := []string{plant(mine, "notes.txt"), plant(other, "kafkasink-pgcdc-xid1234-567890.spool")}
-
-	_, r := start(t, cfg, e.newSink(e.name))
-	waitFor(t, 20*time.Second, "the slot", r, func() bool { return e.confirmedFlush() != 0 })
-	waitFor(t, 10*time.Second, "the stale spool file to be removed", r, func() bool {
-		_, err := os.Stat(stale)
-		return errors.Is(err, fs.ErrNotExist)
-	})
-	for _, p := range kept {
-		if _, err := os.Stat(p); err != nil {
-			t.Errorf("%s: %v; only the slot's own spool files may be removed", p, err)
+		if live {
+			if err := tryLock(f); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { f.Close() })
+		} else {
+			f.Close()
 		}
+		if err := os.WriteFile(filepath.Join(dir, "kafkasink-pgcdc-xid1234-567890.spool"), []byte("spooled"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	abandoned := plant(prefix+".killed", false)
+	kept := []string{
+		plant(prefix+".live", true),
+		plant(filepath.Join(cfg.SpoolDir, spoolDirPrefix(sourceIdentity{SystemID: id.SystemID, DatabaseOID: id.DatabaseOID + 1, Slot: id.Slot})+".killed"), false),
+		plant(filepath.Join(cfg.SpoolDir, "kafkasink-pgcdc-"+e.name), false), // an earlier version's
+	}
+
+	stop, r := start(t, cfg, e.newSink(e.name))
+	waitFor(t, 20*time.Second, "the slot", r, func() bool { return e.confirmedFlush() != 0 })
+	if _, err := os.Stat(abandoned); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the spool directory of a killed process is still there: %v", err)
+	}
+	for _, p := range kept {
+		if _, err := os.Stat(filepath.Join(p, "kafkasink-pgcdc-xid1234-567890.spool")); err != nil {
+			t.Errorf("%s: %v; only directories of the same source whose owner is gone may be removed", p, err)
+		}
+	}
+	own, _ := filepath.Glob(prefix + ".*")
+	own = slices.DeleteFunc(own, func(p string) bool { return p == kept[0] })
+	if len(own) != 1 {
+		t.Fatalf("spool directories of the source besides the live one: %v, want Run's own", own)
+	}
+	if f, err := os.OpenFile(filepath.Join(own[0], spoolLockName), os.O_RDWR, 0); err != nil {
+		t.Errorf("Run's spool directory has no lock file: %v", err)
+	} else {
+		if tryLock(f) == nil {
+			t.Errorf("Run's spool directory %s is not locked", own[0])
+		}
+		f.Close()
+	}
+	stop()
+	if _, err := os.Stat(own[0]); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Run left its spool directory %s behind: %v", own[0], err)
 	}
 }

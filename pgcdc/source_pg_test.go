@@ -566,3 +566,26 @@ func TestSlotInvalidatedWhileStopped(t *testing.T) {
 	sc.checkTopic()
 	sc.checkGap(sink, SourceSlotInvalidated, SlotGapAccept)
 }
+
+// TestRetainedWALReported has Run measure the WAL its slot retains and
+// report it above Config.RetainedWALWarn.
+func TestRetainedWALReported(t *testing.T) {
+	t.Parallel()
+	sc := newScenario(t)
+	cfg := sc.config()
+	cfg.HeartbeatInterval = 50 * time.Millisecond
+	cfg.RetainedWALWarn = 1
+	_, r := start(t, cfg, sc.sink())
+	waitFor(t, 20*time.Second, "Run streaming from the slot", r, sc.slotActive)
+	sc.insert(true, 1)
+	waitFor(t, 20*time.Second, "a wal_retained event", r, func() bool {
+		sc.mu.Lock()
+		defer sc.mu.Unlock()
+		for _, ev := range sc.events {
+			if ev.Kind == SourceWALRetained && ev.Bytes > 0 && ev.From != 0 && ev.To >= ev.From && ev.Bytes == int64(ev.To-ev.From) {
+				return true
+			}
+		}
+		return false
+	})
+}

@@ -140,16 +140,23 @@ func (sc *scenario) checkTopic() {
 // dropSlot drops the slot once the walsender of a stopped Run let it go.
 func (sc *scenario) dropSlot() {
 	sc.t.Helper()
+	sc.onInactiveSlot("SELECT pg_drop_replication_slot($1)")
+}
+
+// onInactiveSlot runs sql with the slot's name as $1, again while the
+// slot is still active for the walsender of a stopped Run.
+func (sc *scenario) onInactiveSlot(sql string) {
+	sc.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		sc.e.mu.Lock()
-		_, err := sc.e.db.Exec(context.Background(), "SELECT pg_drop_replication_slot($1)", sc.e.name)
+		_, err := sc.e.db.Exec(context.Background(), sql, sc.e.name)
 		sc.e.mu.Unlock()
 		if err == nil {
 			return
 		}
-		if time.Now().After(deadline) {
-			sc.t.Fatalf("dropping slot %s: %v", sc.e.name, err)
+		if !isPgCode(err, "55006") || time.Now().After(deadline) {
+			sc.t.Fatalf("%s: %v", sql, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -320,7 +327,7 @@ func TestSlotAdvancedWhileStopped(t *testing.T) {
 	sc.stream(cfg, func(*run) { sc.insert(true, 3) })
 
 	sc.insert(false, 4)
-	sc.e.exec("SELECT pg_replication_slot_advance($1, pg_current_wal_lsn())", sc.e.name)
+	sc.onInactiveSlot("SELECT pg_replication_slot_advance($1, pg_current_wal_lsn())")
 	sc.insert(true, 5) // after the advance: still in the slot
 	err := sc.refused(cfg, SourceSlotAdvanced)
 	if !containsAll(err.Error(), sc.e.name, "pg_replication_slot_advance", "bytes of WAL", "-slot-gap=accept") || err.Bytes <= 0 || err.To != sc.e.confirmedFlush() {

@@ -56,6 +56,8 @@ type options struct {
 	pg, brokers, tables, slot, publication, sinkID string
 	keyColumns                                     string
 	create, snapshot                               bool
+	slotGap                                        pgcdc.SlotGap
+	retainedWALWarn                                int64
 	mode, prefix, template, encoder, keyFormat     string
 	topicRoutes                                    string
 	checkpointTopic, deadLetter                    string
@@ -120,6 +122,11 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	str(&o.keyColumns, "key-columns", "KAFKASINK_KEY_COLUMNS", "", "key columns of tables, as schema.table=col1,col2 separated by ';' (default: the replica identity, else the primary key)")
 	boolean(&o.create, "create", "KAFKASINK_CREATE", true, "create the slot and the publication when missing")
 	boolean(&o.snapshot, "snapshot", "KAFKASINK_SNAPSHOT", false, "deliver the tables' existing rows before the changes")
+	var slotGap string
+	str(&slotGap, "slot-gap", "KAFKASINK_SLOT_GAP", "refuse", "when the slot cannot continue from the checkpoint (dropped, invalidated, moved by someone else): "+
+		"refuse, resnapshot (read the tables again from the new slot) or accept (stream on, the gap recorded in the checkpoint)")
+	var retainedWarn int
+	num(&retainedWarn, "retained-wal-warn", "KAFKASINK_RETAINED_WAL_WARN", 0, "warn when the slot retains more WAL than this many bytes (0: 1 GiB; negative: never)")
 	str(&o.sinkID, "sink-id", "KAFKASINK_SINK_ID", "", "sink id: checkpoint key and base of the transactional id; default the slot name")
 	str(&o.mode, "mode", "KAFKASINK_MODE", "exactly-once", "exactly-once, idempotent or plain")
 	str(&o.prefix, "topic-prefix", "KAFKASINK_TOPIC_PREFIX", "", "topics are <prefix>.<schema>.<table> (default prefix kafkasink)")
@@ -148,6 +155,10 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	if err := o.slotGap.UnmarshalText([]byte(slotGap)); err != nil {
+		envErrs = append(envErrs, "-slot-gap: "+err.Error())
+	}
+	o.retainedWALWarn = int64(retainedWarn)
 	if fs.NArg() > 0 {
 		envErrs = append(envErrs, fmt.Sprintf("unexpected arguments %q: every setting is a flag", fs.Args()))
 	}
@@ -242,6 +253,8 @@ func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, 
 		CreateSlot:        o.create,
 		CreatePublication: o.create,
 		Snapshot:          o.snapshot,
+		SlotGap:           o.slotGap,
+		RetainedWALWarn:   o.retainedWALWarn,
 		BatchMaxEvents:    o.batchEvents,
 		BatchMaxBytes:     o.batchBytes,
 		BatchMaxWait:      o.batchWait,

@@ -20,6 +20,7 @@ import (
 
 	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
+	"github.com/kafkasink/kafkasink/pgcdc"
 )
 
 // TestStreamsRowsIntoKafka runs the program against the real PostgreSQL and
@@ -207,6 +208,22 @@ func TestFlagsOverrideEnvironment(t *testing.T) {
 	}
 	if kcfg.SinkID != "kafkasink" || pcfg.Slot != "kafkasink" {
 		t.Errorf("SinkID %q, Slot %q: want both the default slot name", kcfg.SinkID, pcfg.Slot)
+	}
+
+	if o.slotGap != pgcdc.SlotGapRefuse || pcfg.SlotGap != pgcdc.SlotGapRefuse {
+		t.Errorf("default slot gap policy %v, want refuse", pcfg.SlotGap)
+	}
+	for arg, want := range map[string]pgcdc.SlotGap{"resnapshot": pgcdc.SlotGapResnapshot, "accept": pgcdc.SlotGapAccept} {
+		o, err := parse([]string{"-slot-gap", arg, "-retained-wal-warn", "4096"}, func(string) string { return "" }, &stderr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, pcfg, _ := o.configs(nil); pcfg.SlotGap != want || pcfg.RetainedWALWarn != 4096 {
+			t.Errorf("-slot-gap %s -retained-wal-warn 4096: SlotGap %v, RetainedWALWarn %d", arg, pcfg.SlotGap, pcfg.RetainedWALWarn)
+		}
+	}
+	if _, err := parse([]string{"-slot-gap", "ignore"}, func(string) string { return "" }, &stderr); err == nil || !strings.Contains(err.Error(), "-slot-gap") {
+		t.Errorf("-slot-gap ignore: %v, want an error naming the flag", err)
 	}
 
 	if _, err := parse([]string{"-sasl-password", "x"}, func(string) string { return "" }, &stderr); err == nil {

@@ -52,7 +52,8 @@ type Config struct {
 	// CreateSlot, when true, creates the slot if it does not exist. When
 	// false a missing slot is a fatal error. A slot is only ever created
 	// before streaming starts: a slot dropped while Run streams is a fatal
-	// error, because changes were lost with it.
+	// error, because changes were lost with it. When the sink's checkpoint
+	// is not zero, a missing slot is a gap, handled as SlotGap says.
 	CreateSlot bool
 
 	// Publication names the publication the slot streams. Required; at
@@ -78,7 +79,8 @@ type Config struct {
 	// streams it (its column list and row filter applied): when Run
 	// creates the slot (reading the snapshot the slot exports, so the
 	// rows and the stream meet exactly), and when the sink has delivered
-	// nothing yet (its checkpoint is zero). Every table needs a primary
+	// nothing yet (its checkpoint has no position and records no snapshot
+	// run). Every table needs a primary
 	// key or a replica identity index; one without is refused before the
 	// slot is created. A snapshot interrupted by a crash or an error
 	// resumes at the chunk after its checkpointed cursor; see the package
@@ -141,8 +143,8 @@ type Config struct {
 	// OnSourceEvent, when set, is called for every SourceEvent: a gap
 	// refused or gone across, a slot lost, a checkpoint of another
 	// source, a timeline change, WAL retained above RetainedWALWarn.
-	// Each is also logged. It is called on Run's goroutines, one at a
-	// time per Run; it must be fast and must not call Run.
+	// Each is also logged. It is called on Run's goroutines, which may
+	// overlap: it must be fast and safe for concurrent use.
 	OnSourceEvent func(SourceEvent)
 
 	// RetainedWALWarn is the WAL the slot may hold back (the server's

@@ -16,10 +16,12 @@
 //	}, sink)
 //
 // At start Run checks that wal_level is logical, creates the publication
-// and the slot when allowed (and refuses, naming the fix, when they are
-// missing and not), takes or resumes the initial snapshot, and starts
-// replication from the later of the slot's confirmed_flush_lsn and the
-// sink's checkpoint. It uses pgoutput protocol version 2 with streamed
+// when allowed, checks that the slot continues the sink's checkpoint from
+// the same source (see "Gaps at the source"), creates the slot when
+// allowed (and refuses, naming the fix, when it is missing and not),
+// takes or resumes the initial snapshot, and starts replication from the
+// later of the slot's confirmed_flush_lsn and the sink's checkpoint. It
+// uses pgoutput protocol version 2 with streamed
 // in-progress transactions and logical decoding messages on PostgreSQL 14
 // and later, version 1 before.
 //
@@ -84,6 +86,86 @@
 // encoded. The row itself is still decoded in full: a 100 MB value takes a
 // few times its size in memory while it passes through.
 //
+// # Gaps at the source
+//
+// Exactly once into Kafka means nothing if changes never leave PostgreSQL.
+// Every Write carries, in its Batch.Cursor, what Run knows about the
+// source, so the checkpoint records it:
+//
+//	{"cursor_version":1,
+//	 "source":{"system_id":"7301...","timeline":1,"database":"shop","database_oid":16384,"slot":"kafkasink"},
+//	 "confirmed_lsn":"0/1A2B3C4",
+//	 "gaps":[{"cause":"slot_missing","action":"accept","from":"0/1528000","to":"0/1529A10","wal_bytes":6672,"at":"..."}],
+//	 ...the snapshot's fields, when there was a snapshot run}
+//
+// The source is the system identifier (IDENTIFY_SYSTEM), the timeline,
+// the database's name and oid, and the slot's name. confirmed_lsn is the
+// highest position Run confirmed to the slot, recorded before it is
+// confirmed: positions without an event to deliver (keepalives,
+// heartbeats, changes of unpublished tables) are confirmed at most once
+// per HeartbeatInterval, each time after a Write of the cursor alone. On a
+// busy database the cursor rides on the Writes of events and costs no
+// extra Write. gaps is the audit list of the gaps gone across, the newest
+// 32 kept.
+//
+// At start-up, before anything is created or written, Run refuses to go
+// on, with a *SourceError that names what differs or what would be
+// skipped, the positions and the WAL bytes in between, and the ways out:
+//
+//   - a checkpoint of another source: another system identifier (another
+//     server, a rebuilt cluster), another database (or the same name with
+//     another oid), another slot name. The timeline alone may change (a
+//     promoted standby): that is reported, not refused. The ways out are a
+//     sink id of its own for this source, or deleting the sink's checkpoint
+//     with a tombstone in the checkpoint topic.
+//   - a slot missing while the checkpoint is not zero: it was dropped, or
+//     Slot or ConnString name a new slot or database. No slot is created:
+//     the error names the current WAL position, where a new slot would
+//     begin at the earliest.
+//   - a slot invalidated: wal_status = 'lost' (the server removed WAL it
+//     needed, past max_slot_wal_keep_size), or conflicting on a standby
+//     (PostgreSQL 16 and later).
+//   - a slot whose confirmed_flush_lsn is beyond confirmed_lsn: someone ran
+//     pg_replication_slot_advance, or another program consumed the slot.
+//
+// For the last three Config.SlotGap chooses the way out: SlotGapRefuse
+// (the default), SlotGapResnapshot (every published table is read again,
+// from the snapshot the new slot exports, or from the current state when
+// the slot exists, then the stream goes on; the run is finished whatever
+// Snapshot says), or SlotGapAccept (the stream goes on). Either is logged,
+// reported to Config.OnSourceEvent, and recorded in the cursor's gaps
+// before anything after the gap is written. An invalidated slot is dropped
+// and created again, which needs CreateSlot. A new slot that begins at or
+// before the checkpoint (a restored backup) is dropped again and refused
+// whatever SlotGap says. A gap that opens while Run streams (the slot
+// dropped or invalidated under it) stops Run with ErrSlotLost or a
+// *SourceError; started again, Run applies SlotGap.
+//
+// A checkpoint of an earlier version, without a source, is adopted: the
+// source and the slot's confirmed position are recorded from then on. For
+// it, a missing or invalidated slot is still refused; a slot moved beyond
+// the checkpoint before the upgrade is not detected.
+//
+// Not detected: changes lost inside PostgreSQL (a restored backup whose
+// slot survived with its history, a standby promoted before it received
+// what the slot had sent), a slot moved by someone else to a position no
+// further than Run had confirmed, and changes to tables outside the
+// publication or published with a row filter or column list that drops
+// them.
+//
+// # WAL retained by the slot
+//
+// A slot holds back WAL from its restart_lsn on until Run confirms. Run
+// measures it (the current WAL position minus restart_lsn) every
+// HeartbeatInterval, logs it once a minute, and above
+// Config.RetainedWALWarn (1 GiB by default) logs a warning and reports a
+// SourceWALRetained event. The server's max_slot_wal_keep_size bounds it:
+// past that, at a checkpoint, the server invalidates the slot
+// (wal_status becomes 'lost') and the changes it held are gone, which Run
+// reports as above. The default, -1, keeps WAL without limit, until the
+// disk is full; set it to what the disk can hold and what a sink outage
+// may last, and keep RetainedWALWarn well below it.
+//
 // # Errors and reconnects
 //
 // Lost connections, a restarted server, a terminated walsender and similar
@@ -92,10 +174,11 @@
 // decoder reset; a retryable Write error makes it write the same batch
 // again. Fatal errors end Run: an invalid Config or server setup
 // (*kafkasink.ConfigError, also from a Write whose tables collide on a
-// topic), a *DecodeError, ErrSlotLost, and Write errors that
-// kafkasink.IsRetryable rejects, such as a *kafkasink.RejectedError. When ctx ends, Run waits for the
-// Write in progress, which sees the cancelled context and commits or aborts
-// as a whole, and returns context.Cause(ctx).
+// topic), a *DecodeError, ErrSlotLost, a *SourceError, and Write errors
+// that kafkasink.IsRetryable rejects, such as a *kafkasink.RejectedError.
+// When ctx ends, Run waits for the Write in progress, which sees the
+// cancelled context and commits or aborts as a whole, and returns
+// context.Cause(ctx).
 //
 // # Snapshot
 //
@@ -105,9 +188,9 @@
 // of SnapshotChunkRows rows (keyset pagination), in one REPEATABLE READ
 // transaction. Each chunk is one Write whose Batch.Cursor records the run,
 // the consistent point, the table, the last key read (and its columns) and
-// the finished tables:
+// the finished tables, beside the fields of "Gaps at the source":
 //
-//	{"snapshot":"<run id>","lsn":"0/1A2B3C4","table":"public.orders","last_key":["1042"],"key_columns":["id"],"done_tables":["public.customers"]}
+//	{...,"snapshot":"<run id>","lsn":"0/1A2B3C4","table":"public.orders","last_key":["1042"],"key_columns":["id"],"done_tables":["public.customers"]}
 //
 // The rows' Position is (the slot's consistent point, a counter that runs
 // across chunks and tables), below every streamed transaction, and their

@@ -32,7 +32,9 @@ var ErrSlotLost = errors.New("pgcdc: replication slot lost")
 // with exponential backoff and resume from the checkpoint; a retryable
 // Write error makes it write the same batch again. Run returns the first
 // fatal error: a *kafkasink.ConfigError (invalid cfg, wal_level, missing
-// slot or publication), a *DecodeError, ErrSlotLost, an error of sink.Write
+// slot or publication), a *DecodeError, ErrSlotLost, a *SourceError (a
+// checkpoint of another source, or a gap Config.SlotGap refuses: see the
+// package documentation), an error of sink.Write
 // that kafkasink.IsRetryable rejects (such as ErrFenced or a
 // *kafkasink.RejectedError), or an error of the server that no retry can
 // cure (such as missing privileges).

@@ -596,3 +596,43 @@ func TestRetainedWALReported(t *testing.T) {
 		return false
 	})
 }
+
+// TestGapResnapshotResumes interrupts the re-snapshot of a gap and starts
+// Run again with the default SlotGap and Snapshot off: the recorded run is
+// finished all the same, from the chunk after its cursor.
+func TestGapResnapshotResumes(t *testing.T) {
+	t.Parallel()
+	sc := newScenario(t)
+	cfg := sc.config()
+	sc.stream(cfg, func(*run) { sc.insert(true, 1, 2, 3) })
+	sc.insert(false, ids(4, 60)...)
+	sc.dropSlot()
+
+	gapCfg := cfg
+	gapCfg.SlotGap = SlotGapResnapshot
+	gapCfg.SnapshotChunkRows = 10
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	chunks := 0
+	sink := &recSink{Sink: sc.e.newSink(sc.e.name), tr: sc.tr, after: func(_ int, b *kafkasink.Batch) error {
+		if len(b.Events) > 0 {
+			if chunks++; chunks == 2 {
+				cancel()
+			}
+		}
+		return nil
+	}}
+	if err := Run(ctx, gapCfg, sink); !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted re-snapshot: Run = %v, want context.Canceled", err)
+	}
+	cur, ok := parseCursor(sink.Checkpoint().Cursor)
+	if !ok || cur.Done || len(cur.LastKey) != 1 || cur.LastKey[0] != "20" {
+		t.Fatalf("checkpoint cursor after the interruption %s, want the re-snapshot at key 20", sink.Checkpoint().Cursor)
+	}
+	sc.checkGap(sink, SourceSlotMissing, SlotGapResnapshot)
+
+	sc.expectReads()
+	cfg.SnapshotChunkRows = 10
+	sc.stream(cfg, func(*run) { sc.insert(true, 100) })
+	sc.checkTopic()
+}

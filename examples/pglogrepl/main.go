@@ -18,6 +18,13 @@
 // read_committed consumers: the next run resumes from the slot and the
 // sink's checkpoint.
 //
+// It fails closed at the source: a checkpoint written for another server,
+// database or slot stops it, and so does a slot that cannot continue from
+// the checkpoint (dropped, invalidated by max_slot_wal_keep_size, or moved
+// by someone else), unless -slot-gap says to read the tables again
+// (resnapshot) or to go on across the gap (accept); either is logged and
+// recorded in the checkpoint.
+//
 // Exit status: 0 after a signal, 1 on a runtime error, 2 on a
 // configuration error, 3 when another instance with the same sink id
 // fenced this one.

@@ -302,7 +302,7 @@ func (r *runner) prepareSource(ctx context.Context, db *pgx.Conn) (*createdSlot,
 	if p.gap.Action == SlotGapAccept {
 		// Record the gap before anything after it is written; a
 		// re-snapshot records it with its first Write.
-		if err := r.writeCursor(ctx, nil); err != nil {
+		if err := r.writeCursor(ctx, r.cursor, nil); err != nil {
 			return created, err
 		}
 	}
@@ -340,13 +340,19 @@ func (r *runner) prepareDecoder() error {
 	return err
 }
 
-// writeCursor writes events with r.cursor, retrying retryable errors.
-func (r *runner) writeCursor(ctx context.Context, events []kafkasink.Event) error {
-	raw, err := r.cursor.marshal()
+// writeCursor writes events with the cursor next, retrying retryable
+// errors, and makes next Run's cursor once it is written: a cursor that
+// did not reach the checkpoint must not steer the next attempt.
+func (r *runner) writeCursor(ctx context.Context, next cursor, events []kafkasink.Event) error {
+	raw, err := next.marshal()
 	if err != nil {
 		return err
 	}
-	return writeRetrying(ctx, ctx, r.cfg, r.log, r.sink, kafkasink.Batch{Events: events, Cursor: raw})
+	if err := writeRetrying(ctx, ctx, r.cfg, r.log, r.sink, kafkasink.Batch{Events: events, Cursor: raw}); err != nil {
+		return err
+	}
+	r.cursor = next
+	return nil
 }
 
 // retryable reports whether Run should reconnect after err rather than

@@ -514,6 +514,7 @@ func (s *snapshotRun) chunk(ctx context.Context, tx pgx.Tx, ti *tableInfo, sql s
 // writeChunk writes one snapshot chunk with its cursor, retrying retryable
 // errors.
 func (r *runner) writeChunk(ctx context.Context, events []kafkasink.Event, cur snapshotCursor) error {
-	r.cursor.snapshot = &cur
-	return r.writeCursor(ctx, events)
+	next := r.cursor
+	next.snapshot = &cur
+	return r.writeCursor(ctx, next, events)
 }

@@ -410,7 +410,13 @@ func TestSpoolDirPerInstance(t *testing.T) {
 	}
 
 	stop, r := start(t, cfg, e.newSink(e.name))
-	waitFor(t, 20*time.Second, "the slot", r, func() bool { return e.confirmedFlush() != 0 })
+	waitFor(t, 20*time.Second, "Run streaming", r, func() bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		var active bool
+		err := e.db.QueryRow(context.Background(), "SELECT count(*) > 0 FROM pg_replication_slots WHERE slot_name = $1 AND active", e.name).Scan(&active)
+		return err == nil && active
+	})
 	if _, err := os.Stat(abandoned); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the spool directory of a killed process is still there: %v", err)
 	}

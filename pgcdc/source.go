@@ -301,7 +301,7 @@ func (r *runner) report(ev SourceEvent) {
 		msg += ": going on across the gap as Config.SlotGap says: " + ev.Action.String()
 	}
 	attrs := []any{"kind", ev.Kind.String()}
-	if ev.Detail != "" {
+	if ev.Detail != "" && ev.Err == nil { // an error says it all
 		attrs = append(attrs, "detail", ev.Detail)
 	}
 	if ev.From != 0 || ev.To != 0 {

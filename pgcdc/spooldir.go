@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/kafkasink/kafkasink"
 )
 
 // spoolDir is the directory of one Run's spool files: its own, named
@@ -38,7 +40,7 @@ func openSpoolDir(base string, id sourceIdentity) (*spoolDir, int, error) {
 	}
 	prefix := spoolDirPrefix(id)
 	if err := os.MkdirAll(base, 0o700); err != nil {
-		return nil, 0, fmt.Errorf("pgcdc: creating the spool directory (Config.SpoolDir): %w", err)
+		return nil, 0, spoolDirError(err)
 	}
 	removed, err := removeAbandonedSpoolDirs(base, prefix)
 	if err != nil {
@@ -46,7 +48,7 @@ func openSpoolDir(base string, id sourceIdentity) (*spoolDir, int, error) {
 	}
 	path, err := os.MkdirTemp(base, prefix+".")
 	if err != nil {
-		return nil, removed, fmt.Errorf("pgcdc: creating the spool directory (Config.SpoolDir): %w", err)
+		return nil, removed, spoolDirError(err)
 	}
 	d := &spoolDir{path: path}
 	tmp := filepath.Join(path, spoolLockName+".new")
@@ -65,6 +67,13 @@ func openSpoolDir(base string, id sourceIdentity) (*spoolDir, int, error) {
 	}
 	d.lock = f
 	return d, removed, nil
+}
+
+// spoolDirError says that the spool directory cannot be made: fatal, as
+// the fix is Config.SpoolDir or the permissions of the directory.
+func spoolDirError(err error) error {
+	return &kafkasink.ConfigError{Problems: []string{fmt.Sprintf(
+		"pgcdc: creating the spool directory in Config.SpoolDir (default os.TempDir()): %v: choose a writable directory", err)}}
 }
 
 // removeAbandonedSpoolDirs removes the directories base/prefix.* whose

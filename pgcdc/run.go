@@ -405,6 +405,7 @@ func (r *runner) monitor(ctx context.Context) {
 	defer t.Stop()
 	var (
 		conn    *pgx.Conn
+		version int // the server's, read on connecting
 		logged  time.Time
 		lastErr string
 	)
@@ -424,13 +425,19 @@ func (r *runner) monitor(ctx context.Context) {
 			if err != nil {
 				return
 			}
-			if conn, err = pgx.ConnectConfig(ctx, cc); err != nil {
+			if conn, err = pgx.ConnectConfig(ctx, cc); err == nil {
+				err = conn.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version)
+			}
+			if err != nil {
 				r.log.Debug("monitor connection failed", "error", err)
+				if conn != nil {
+					closeConn(conn)
+				}
 				conn = nil
 				continue
 			}
 		}
-		err := r.measureRetained(ctx, conn, &logged)
+		err := r.measureRetained(ctx, conn, version, &logged)
 		if err == nil && r.cfg.HeartbeatInterval > 0 {
 			if _, err = conn.Exec(ctx, "SELECT pg_logical_emit_message(false, '"+heartbeatPrefix+"', '')"); err != nil {
 				err = fmt.Errorf("heartbeat: %w", err)
@@ -452,8 +459,8 @@ func (r *runner) monitor(ctx context.Context) {
 // measureRetained reads the WAL the slot retains, logs it when
 // retainedLogInterval has passed since *logged, and reports it above
 // Config.RetainedWALWarn.
-func (r *runner) measureRetained(ctx context.Context, conn *pgx.Conn, logged *time.Time) error {
-	st, err := readSlot(ctx, conn, r.cfg.Slot, 0)
+func (r *runner) measureRetained(ctx context.Context, conn *pgx.Conn, version int, logged *time.Time) error {
+	st, err := readSlot(ctx, conn, r.cfg.Slot, version)
 	if err != nil || !st.exists {
 		return err
 	}

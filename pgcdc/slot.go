@@ -115,7 +115,7 @@ func (s slotState) retained() int64 {
 
 // readSlot looks the slot up and checks it is usable: logical, pgoutput,
 // in the connection's database. version is server_version_num: the
-// conflicting column came with PostgreSQL 16.
+// wal_status column came with PostgreSQL 13, conflicting with 16.
 func readSlot(ctx context.Context, db *pgx.Conn, slot string, version int) (slotState, error) {
 	var (
 		plugin, typ, database *string
@@ -124,12 +124,15 @@ func readSlot(ctx context.Context, db *pgx.Conn, slot string, version int) (slot
 		conflicting           *bool
 		current, currentLSN   string
 	)
-	conflictingCol := "NULL::bool"
+	walStatusCol, conflictingCol := "NULL::text", "NULL::bool"
+	if version >= 130000 {
+		walStatusCol = "s.wal_status"
+	}
 	if version >= 160000 {
 		conflictingCol = "s.conflicting"
 	}
 	const currentSQL = "(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END)::text"
-	err := db.QueryRow(ctx, `SELECT s.plugin, s.slot_type, s.database, s.confirmed_flush_lsn::text, s.restart_lsn::text, s.wal_status, `+conflictingCol+`,
+	err := db.QueryRow(ctx, `SELECT s.plugin, s.slot_type, s.database, s.confirmed_flush_lsn::text, s.restart_lsn::text, `+walStatusCol+`, `+conflictingCol+`,
 			current_database(), `+currentSQL+`
 		FROM (SELECT 1) one LEFT JOIN pg_replication_slots s ON s.slot_name = $1`, slot).Scan(
 		&plugin, &typ, &database, &confirmed, &restart, &walStatus, &conflicting, &current, &currentLSN)

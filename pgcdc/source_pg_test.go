@@ -656,3 +656,23 @@ func TestGapResnapshotResumes(t *testing.T) {
 	sc.stream(cfg, func(*run) { sc.insert(true, 100) })
 	sc.checkTopic()
 }
+
+// TestSlotAdvancedResnapshot goes across a slot moved out of band with
+// SlotGapResnapshot: the slot exists, so the tables are read as they are
+// now, then the stream goes on from the slot.
+func TestSlotAdvancedResnapshot(t *testing.T) {
+	t.Parallel()
+	sc := newScenario(t)
+	cfg := sc.config()
+	sc.stream(cfg, func(*run) { sc.insert(true, 1, 2, 3) })
+	sc.insert(false, 4)
+	sc.onInactiveSlot("SELECT pg_replication_slot_advance($1, pg_current_wal_lsn())")
+	cfg.SlotGap = SlotGapResnapshot
+	sc.expectReads()
+	sink := sc.stream(cfg, func(*run) { sc.insert(true, 5) })
+	sc.checkTopic()
+	sc.checkGap(sink, SourceSlotAdvanced, SlotGapResnapshot)
+	if cur, ok := parseCursor(sink.Checkpoint().Cursor); !ok || !cur.Done {
+		t.Errorf("checkpoint cursor %s, want a finished snapshot run", sink.Checkpoint().Cursor)
+	}
+}

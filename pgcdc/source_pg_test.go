@@ -631,7 +631,7 @@ func TestGapResnapshotResumes(t *testing.T) {
 	gapCfg := cfg
 	gapCfg.SlotGap = SlotGapResnapshot
 	gapCfg.SnapshotChunkRows = 10
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	chunks := 0
 	sink := &recSink{Sink: sc.e.newSink(sc.e.name), tr: sc.tr, after: func(_ int, b *kafkasink.Batch) error {

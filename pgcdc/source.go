@@ -219,7 +219,6 @@ func planSource(f sourceFacts) sourcePlan {
 		p.create = true
 	case !f.slot.exists:
 		p.gap = gap(SourceSlotMissing, f.slot.current)
-		p.gap.Bytes = max(p.gap.Bytes, 0)
 		p.refuse = p.refuseGap(fmt.Sprintf(
 			"replication slot %q does not exist, but the sink's checkpoint is at %s (highest position confirmed to the slot: %s): "+
 				"the slot was dropped, or Config.Slot (-slot) or Config.ConnString (-pg) name a new slot or database. "+

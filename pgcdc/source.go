@@ -36,6 +36,7 @@ const (
 
 var slotGapNames = [...]string{"refuse", "resnapshot", "accept"}
 
+// String returns "refuse", "resnapshot" or "accept".
 func (g SlotGap) String() string {
 	if g < 0 || int(g) >= len(slotGapNames) {
 		return fmt.Sprintf("SlotGap(%d)", int(g))
@@ -61,33 +62,35 @@ func (g *SlotGap) UnmarshalText(b []byte) error {
 type SourceEventKind int
 
 const (
-	// SourceSlotMissing: the slot does not exist at start-up although
+	// SourceSlotMissing means the slot does not exist at start-up although
 	// the sink's checkpoint is not zero.
 	SourceSlotMissing SourceEventKind = iota + 1
-	// SourceSlotInvalidated: the slot's wal_status is "lost" (the server
+	// SourceSlotInvalidated means the slot's wal_status is "lost" (the server
 	// removed WAL it needed, after max_slot_wal_keep_size), or on a
 	// standby it conflicts with recovery (PostgreSQL 16 and later).
 	SourceSlotInvalidated
-	// SourceSlotAdvanced: the slot's confirmed_flush_lsn is beyond the
+	// SourceSlotAdvanced means the slot's confirmed_flush_lsn is beyond the
 	// highest position Run confirmed (pg_replication_slot_advance, or
 	// another program consumed the slot).
 	SourceSlotAdvanced
-	// SourceSlotLost: the slot disappeared while Run was using it.
+	// SourceSlotLost means the slot disappeared while Run was using it.
 	SourceSlotLost
-	// SourceIdentityMismatch: the checkpoint was written for another
+	// SourceIdentityMismatch means the checkpoint was written for another
 	// system, database or slot.
 	SourceIdentityMismatch
-	// SourceTimelineChanged: the server's timeline differs from the
+	// SourceTimelineChanged means the server's timeline differs from the
 	// checkpoint's (a standby was promoted, or a backup restored).
 	// Reported, not refused.
 	SourceTimelineChanged
-	// SourceWALRetained: the slot holds back more WAL than
+	// SourceWALRetained means the slot holds back more WAL than
 	// Config.RetainedWALWarn.
 	SourceWALRetained
 )
 
 var sourceEventNames = [...]string{"", "slot_missing", "slot_invalidated", "slot_advanced", "slot_lost", "identity_mismatch", "timeline_changed", "wal_retained"}
 
+// String returns the kind's name in snake case, as the gap records of the
+// cursor and the log lines write it: "slot_missing", "wal_retained".
 func (k SourceEventKind) String() string {
 	if k <= 0 || int(k) >= len(sourceEventNames) {
 		return fmt.Sprintf("SourceEventKind(%d)", int(k))
@@ -95,7 +98,8 @@ func (k SourceEventKind) String() string {
 	return sourceEventNames[k]
 }
 
-// SourceEvent is what Config.OnSourceEvent receives.
+// SourceEvent is what Config.OnSourceEvent receives: one event Run found
+// at the source. It is a value; Run does not touch it after the call.
 type SourceEvent struct {
 	Kind SourceEventKind
 	Slot string
@@ -130,6 +134,7 @@ type SourceError struct {
 	Detail string
 }
 
+// Error returns the Detail, prefixed with the package.
 func (e *SourceError) Error() string { return "pgcdc: " + e.Detail }
 
 // waysOut is the advice of every gap refusal.

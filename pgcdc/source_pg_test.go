@@ -162,13 +162,16 @@ func (sc *scenario) onInactiveSlot(sql string) {
 	}
 }
 
-// slotActive reports whether a walsender streams from the slot.
+// slotActive reports whether a walsender streams from the slot: it is
+// active, past its consistent point (a slot being created is active too,
+// with no confirmed position yet), and not lost.
 func (sc *scenario) slotActive() bool {
 	sc.t.Helper()
 	sc.e.mu.Lock()
 	defer sc.e.mu.Unlock()
 	var n int
-	if err := sc.e.db.QueryRow(context.Background(), "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND active", sc.e.name).Scan(&n); err != nil {
+	if err := sc.e.db.QueryRow(context.Background(), `SELECT count(*) FROM pg_replication_slots
+		WHERE slot_name = $1 AND active AND confirmed_flush_lsn IS NOT NULL AND wal_status <> 'lost'`, sc.e.name).Scan(&n); err != nil {
 		sc.t.Fatal(err)
 	}
 	return n > 0

@@ -485,8 +485,10 @@ func (s *snapshotRun) chunk(ctx context.Context, tx pgx.Tx, ti *tableInfo, sql s
 			val, err := s.conv.text(ti.cols[i].oid, v)
 			if err != nil {
 				rr.Close()
-				return nil, nil, fmt.Errorf("pgcdc: snapshot: column %q of %s: value of type %s does not parse: %w",
-					ti.cols[i].name, ti.name(), ti.cols[i].typ, err)
+				// The same row would fail again: a DecodeError
+				// stops Run instead of retrying for ever.
+				return nil, nil, &DecodeError{LSN: s.lsn, Type: "snapshot row", Err: fmt.Errorf("column %q of %s: value of type %s does not parse: %w",
+					ti.cols[i].name, ti.name(), ti.cols[i].typ, err)}
 			}
 			row[i].Value = val
 		}

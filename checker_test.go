@@ -265,7 +265,7 @@ func (k *checker) maybeDisturb() {
 	case r < 31:
 		key := checkerKeys[k.rng.IntN(len(checkerKeys))]
 		d := time.Duration(200+k.rng.IntN(1800)) * time.Millisecond
-		k.logf("hold the next %s for %v", key.Name(), d)
+		k.logf("stall the broker on the next %s for %v", key.Name(), d)
 		k.st.holds++
 		holdNext(k.c, key, d, &k.calm)
 	case r < 35:
@@ -332,18 +332,18 @@ func (k *checker) clearFaults() {
 	k.faults = nil
 }
 
-// holdNext holds the next request of key at the broker for d, then lets
-// it through: a commit held past the commit timeout is applied after the
-// client gave up on it. Once calm is set it holds nothing.
+// holdNext stalls the broker on the next request of key for d, then
+// lets the request through, as a broker paused by a long GC or a stalled
+// disk does: a commit held past the commit timeout is applied after the
+// client gave up on it. Once calm is set it holds nothing. (kfake's
+// SleepControl, which holds one request alone, races inside kfake when
+// several sleep at once.)
 func holdNext(c *kfake.Cluster, key kmsg.Key, d time.Duration, calm *atomic.Bool) {
-	var once sync.Once
 	c.ControlKey(key.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
-		first := false
-		once.Do(func() { first = true })
-		if first && !calm.Load() {
-			c.SleepControl(func() { time.Sleep(d) })
-		}
 		c.DropControl()
+		if !calm.Load() {
+			time.Sleep(d)
+		}
 		return nil, nil, false
 	})
 }

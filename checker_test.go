@@ -135,8 +135,10 @@ type checker struct {
 
 	sink    kafkasink.Sink
 	zombies []kafkasink.Sink
-	faults  []*kfake.FaultHandle
-	zombieN int
+	// wroteSinceNew is set once the newest instance's Write succeeded.
+	wroteSinceNew bool
+	faults        []*kfake.FaultHandle
+	zombieN       int
 
 	// calm, once set, makes the held-request and cut-connection
 	// controls still waiting for their request let it through.
@@ -292,7 +294,9 @@ func (k *checker) maybeDisturb() {
 		k.zombies = append(k.zombies, k.sink)
 		k.sink = nil
 		k.restart("restart after a crash")
-	case r < 45 && len(k.zombies) > 0:
+	case r < 45 && len(k.zombies) > 0 && k.wroteSinceNew:
+		// After the newest instance wrote: FenceLikeKafka knows its
+		// epoch then, and refuses the old one's produce as Kafka does.
 		k.zombieWrite()
 	}
 }
@@ -364,7 +368,7 @@ func (k *checker) restart(why string) {
 		s, err := kafkasink.New(ctx, k.cfg)
 		cancel()
 		if err == nil {
-			k.sink = s
+			k.sink, k.wroteSinceNew = s, false
 			k.logf("  New: checkpoint %s", s.Checkpoint().Position)
 			return
 		}
@@ -423,6 +427,7 @@ func (k *checker) write(events []kafkasink.Event) bool {
 			k.t.Fatalf("Write of %s..%s returned nil but the checkpoint is %s", events[0].Position, last, got)
 		}
 		k.logf("Write %s..%s (%d events): ok", events[0].Position, events[len(events)-1].Position, len(events))
+		k.wroteSinceNew = true
 		return true
 	}
 	k.st.failedWrites++

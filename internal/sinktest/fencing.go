@@ -17,13 +17,21 @@ import (
 // there, and only there, an old instance's recovery would fence the newer
 // one.
 //
+// It also refuses, as a real broker does, a transactional produce whose
+// epoch is below the first one used since the latest claim: kfake adds the
+// partition to the current producer's transaction before it checks the
+// epoch, so an old instance's refused produce would leave the newer
+// instance a transaction nobody ends, which kfake's timeout then aborts
+// by bumping the newer instance's epoch.
+//
 // It tracks epochs from the requests that carry them: Produce (in the
 // record batch header), EndTxn and InitProducerID.
 func FenceLikeKafka(c *kfake.Cluster) {
-	f := &fencer{claims: make(map[string]int), firstSeen: make(map[string]map[int16]int)}
+	f := &fencer{claims: make(map[string]int), firstSeen: make(map[string]map[int16]int), firstSinceClaim: make(map[string]int16)}
 	c.Fault(
 		kfake.Fault{Count: -1, When: f.observe},
 		kfake.Fault{Keys: []kmsg.Key{kmsg.InitProducerID}, TopLevel: true, Err: kerr.ProducerFenced, Count: -1, When: f.stale},
+		kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.InvalidProducerEpoch, Count: -1, When: f.staleProduce},
 	)
 }
 
@@ -34,6 +42,9 @@ type fencer struct {
 	// firstSeen is, per transactional id and epoch, the claim count
 	// when a request first carried that epoch.
 	firstSeen map[string]map[int16]int
+	// firstSinceClaim is, per transactional id, the first epoch a
+	// request carried after the latest claim: the newest instance's.
+	firstSinceClaim map[string]int16
 }
 
 // observe records fresh claims and the epochs requests carry; it never
@@ -45,6 +56,7 @@ func (f *fencer) observe(req kmsg.Request) bool {
 	case *kmsg.InitProducerIDRequest:
 		if r.TransactionalID != nil && r.ProducerID < 0 {
 			f.claims[*r.TransactionalID]++
+			delete(f.firstSinceClaim, *r.TransactionalID)
 		}
 	case *kmsg.EndTxnRequest:
 		f.see(r.TransactionalID, r.ProducerEpoch)
@@ -52,16 +64,8 @@ func (f *fencer) observe(req kmsg.Request) bool {
 		if r.TransactionID == nil {
 			return false
 		}
-		for _, t := range r.Topics {
-			for _, p := range t.Partitions {
-				// A record batch header holds the producer
-				// epoch at byte 51 (after base offset, length,
-				// leader epoch, magic, crc, attributes, last
-				// offset delta, two timestamps, producer id).
-				if len(p.Records) >= 53 {
-					f.see(*r.TransactionID, int16(binary.BigEndian.Uint16(p.Records[51:53])))
-				}
-			}
+		for _, epoch := range batchEpochs(r) {
+			f.see(*r.TransactionID, epoch)
 		}
 	}
 	return false
@@ -76,6 +80,46 @@ func (f *fencer) see(txnID string, epoch int16) {
 	if _, ok := m[epoch]; !ok {
 		m[epoch] = f.claims[txnID]
 	}
+	if _, ok := f.firstSinceClaim[txnID]; !ok && f.claims[txnID] > 0 {
+		f.firstSinceClaim[txnID] = epoch
+	}
+}
+
+// batchEpochs returns the producer epoch of each record batch of r. A
+// record batch header holds it at byte 51 (after base offset, length,
+// leader epoch, magic, crc, attributes, last offset delta, two timestamps
+// and the producer id).
+func batchEpochs(r *kmsg.ProduceRequest) []int16 {
+	var out []int16
+	for _, t := range r.Topics {
+		for _, p := range t.Partitions {
+			if len(p.Records) >= 53 {
+				out = append(out, int16(binary.BigEndian.Uint16(p.Records[51:53])))
+			}
+		}
+	}
+	return out
+}
+
+// staleProduce reports whether a transactional produce carries an epoch
+// below the newest instance's.
+func (f *fencer) staleProduce(req kmsg.Request) bool {
+	r := req.(*kmsg.ProduceRequest)
+	if r.TransactionID == nil {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	newest, ok := f.firstSinceClaim[*r.TransactionID]
+	if !ok {
+		return false
+	}
+	for _, epoch := range batchEpochs(r) {
+		if epoch < newest {
+			return true
+		}
+	}
+	return false
 }
 
 // stale reports whether a re-initialisation carries an epoch that was in

@@ -1,0 +1,764 @@
+package kafkasink_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/internal/faultproxy"
+	"github.com/kafkasink/kafkasink/internal/sinktest"
+)
+
+// TestRealBrokerFaultsExactlyOnce is the randomized fault checker of issue 8
+// against the real 3-node cluster: an exactly-once sink writes a
+// deterministic stream through fault-injecting proxies (one per broker),
+// under a seeded schedule of faults on every request type it sends,
+// SIGSTOP/SIGCONT of a broker, and now and then SIGKILL and restart of one.
+// Between faults the sink is restarted the way a process is (Close, or
+// abandoned with its network cut, between or in the middle of a Write), and
+// the source redelivers from its last acknowledged batch, retrying a batch
+// on retryable errors as a correct caller does. At the end a read_committed
+// reader must see every event exactly once, in order per key, and a new
+// sink must read back the last batch's position.
+//
+// Knobs: KAFKASINK_REALFAULTS_SEED replays a seed (logged at the start);
+// KAFKASINK_REALFAULTS_FAULTS is how many faults to apply (default 40),
+// KAFKASINK_REALFAULTS_BUDGET the time after which no new fault is started
+// (default 70s), KAFKASINK_REALFAULTS_KILLS the most broker SIGKILLs
+// (default 1). A soak: FAULTS=250 BUDGET=15m KILLS=6, with -timeout 30m.
+//
+// Only cluster nodes 1..3 are ever signalled, never node 0 (the single
+// node others use); every node stopped or killed is resumed or restarted
+// in t.Cleanup, whatever happened.
+func TestRealBrokerFaultsExactlyOnce(t *testing.T) {
+	// Not parallel: it stops cluster nodes; see integration_test.go.
+	brokers := integrationBrokers(t, "KAFKASINK_TEST_BROKERS3", "up --brokers 3")
+	nodes := testenvNodes(t, "up --brokers 3")
+	knobs := loadRealFaultKnobs(t)
+	t.Logf("seed %d (replay: KAFKASINK_REALFAULTS_SEED=%d), %d faults within %v, at most %d broker kills",
+		knobs.seed, knobs.seed, knobs.faults, knobs.budget, knobs.kills)
+	r := newRealFaultRun(t, brokers, nodes, knobs)
+	r.run()
+	r.check()
+}
+
+// realFaultKnobs are the test's environment knobs.
+type realFaultKnobs struct {
+	seed   uint64
+	faults int
+	budget time.Duration
+	kills  int
+}
+
+// loadRealFaultKnobs reads the knobs from the environment.
+func loadRealFaultKnobs(t *testing.T) realFaultKnobs {
+	k := realFaultKnobs{seed: uint64(time.Now().UnixNano()), faults: 40, budget: 70 * time.Second, kills: 1}
+	var errs []error
+	if v := os.Getenv("KAFKASINK_REALFAULTS_SEED"); v != "" {
+		s, err := strconv.ParseUint(v, 10, 64)
+		errs = append(errs, err)
+		k.seed = s
+	}
+	if v := os.Getenv("KAFKASINK_REALFAULTS_FAULTS"); v != "" {
+		n, err := strconv.Atoi(v)
+		errs = append(errs, err)
+		k.faults = n
+	}
+	if v := os.Getenv("KAFKASINK_REALFAULTS_BUDGET"); v != "" {
+		d, err := time.ParseDuration(v)
+		errs = append(errs, err)
+		k.budget = d
+	}
+	if v := os.Getenv("KAFKASINK_REALFAULTS_KILLS"); v != "" {
+		n, err := strconv.Atoi(v)
+		errs = append(errs, err)
+		k.kills = n
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("KAFKASINK_REALFAULTS_*: %v", err)
+	}
+	return k
+}
+
+// realFaultAPIs are the requests the sink sends that faults target.
+// Start-up requests are armed right before a restart, so that one comes.
+var realFaultAPIs = []struct {
+	key     kmsg.Key
+	startup bool // sent mostly while New runs
+	maxSkip int  // the fault hits one of the first maxSkip+1 such requests
+}{
+	{kmsg.Produce, false, 4},
+	{kmsg.AddPartitionsToTxn, false, 1},
+	{kmsg.EndTxn, false, 2},
+	{kmsg.Metadata, false, 2},
+	{kmsg.InitProducerID, true, 0},
+	{kmsg.FindCoordinator, true, 0},
+	{kmsg.ListOffsets, true, 0},
+	{kmsg.Fetch, true, 1},
+}
+
+// faultSchedule arms one proxy fault at a time: it hits the skip+1-th
+// request of its api after arming, on any proxy, then disarms itself.
+type faultSchedule struct {
+	mu    sync.Mutex
+	seen  map[string]int // every request, by api
+	key   kmsg.Key
+	skip  int
+	fault faultproxy.Fault
+	armed bool
+	fired bool
+}
+
+func (s *faultSchedule) decide(r faultproxy.Request) faultproxy.Fault {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seen[r.API()]++
+	if !s.armed || r.Key != s.key.Int16() {
+		return faultproxy.Fault{}
+	}
+	if s.skip > 0 {
+		s.skip--
+		return faultproxy.Fault{}
+	}
+	s.armed, s.fired = false, true
+	return s.fault
+}
+
+func (s *faultSchedule) arm(key kmsg.Key, skip int, f faultproxy.Fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.key, s.skip, s.fault, s.armed, s.fired = key, skip, f, true, false
+}
+
+// disarm ends the armed fault and says whether it hit a request.
+func (s *faultSchedule) disarm() (fired bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.armed = false
+	return s.fired
+}
+
+// requests returns how many requests of each api the sink sent.
+func (s *faultSchedule) requests() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.seen)
+}
+
+// brokerPauser stops and resumes cluster nodes with SIGSTOP/SIGCONT.
+// testenv.sh's kill-broker waits for the process to exit, which a stopped
+// one never does, so the pid comes from the node's pid file, checked as
+// testenv.sh checks it.
+type brokerPauser struct {
+	t      *testing.T
+	dir    string
+	mu     sync.Mutex
+	paused map[int]int // node -> pid
+}
+
+func newBrokerPauser(t *testing.T) *brokerPauser {
+	dir := os.Getenv("KAFKASINK_TEST_DIR")
+	if dir == "" {
+		t.Skip("KAFKASINK_TEST_DIR is not set: SIGSTOP of a cluster node needs its pid file; eval \"$(scripts/testenv.sh env)\"")
+	}
+	p := &brokerPauser{t: t, dir: dir, paused: make(map[int]int)}
+	t.Cleanup(func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for node, pid := range p.paused {
+			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+				t.Errorf("resuming node %d (pid %d) at the end of the test: %v", node, pid, err)
+			}
+		}
+	})
+	return p
+}
+
+func (p *brokerPauser) pid(node int) (int, error) {
+	if node < 1 || node > 3 {
+		return 0, fmt.Errorf("node %d is not a cluster node (1..3): the single node is never touched", node)
+	}
+	b, err := os.ReadFile(filepath.Join(p.dir, "kafka-"+strconv.Itoa(node), "pid"))
+	if err != nil {
+		return 0, err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, fmt.Errorf("pid file of node %d: %w", node, err)
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || !strings.Contains(string(cmdline), p.dir) {
+		return 0, fmt.Errorf("pid %d of node %d is not a broker of %s (%v)", pid, node, p.dir, err)
+	}
+	return pid, nil
+}
+
+// pause stops node for d. A detached shell resumes it after d as well, so
+// even a test binary killed by its timeout leaves no broker stopped.
+func (p *brokerPauser) pause(node int, d time.Duration) {
+	p.t.Helper()
+	pid, err := p.pid(node)
+	if err != nil {
+		p.t.Fatalf("pausing node %d: %v", node, err)
+	}
+	watchdog := exec.Command("sh", "-c", fmt.Sprintf("sleep %.3f; kill -CONT %d", (d+time.Second).Seconds(), pid))
+	watchdog.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := watchdog.Start(); err != nil {
+		p.t.Fatalf("starting the SIGCONT watchdog of node %d: %v", node, err)
+	}
+	go watchdog.Wait()
+	p.mu.Lock()
+	p.paused[node] = pid
+	p.mu.Unlock()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		p.t.Fatalf("SIGSTOP node %d (pid %d): %v", node, pid, err)
+	}
+	time.Sleep(d)
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		p.t.Fatalf("SIGCONT node %d (pid %d): %v", node, pid, err)
+	}
+	p.mu.Lock()
+	delete(p.paused, node)
+	p.mu.Unlock()
+}
+
+// sinkInstance is one "process" of the sink: the sink and the proxies that
+// are its network. Retiring it without Close cuts that network for good,
+// as a process's death does.
+type sinkInstance struct {
+	n       int
+	s       kafkasink.Sink
+	proxies *faultproxy.Proxies
+}
+
+// restart styles: how an instance ends before the next one starts.
+const (
+	restartClose        = "close"
+	restartAbandon      = "abandon between writes"
+	restartAbandonWrite = "abandon mid-write"
+)
+
+// realFaultRun is the state of one run of the checker.
+type realFaultRun struct {
+	t        *testing.T
+	knobs    realFaultKnobs
+	rng      *rand.Rand
+	brokers  []string // direct, for the test's own clients
+	upstream map[int32]string
+	nodes    *brokerNodes
+	pauser   *brokerPauser
+	adm      *kadm.Client
+	sched    *faultSchedule
+	name     string
+	config   func(*kafkasink.Config)
+	topic    string
+	ckTopic  string
+	start    time.Time
+
+	// The source: batch b is sinktest.Stream(b, sizes[b], keys).
+	sizes      map[int]int
+	acked      int // last batch whose Write returned nil
+	maxStarted int // last batch any Write was given
+
+	cur       *sinkInstance
+	instances int
+	retired   []*sinkInstance
+
+	signalled  int                  // broker signals sent
+	proxyLog   []faultproxy.Applied // of retired instances
+	proxyCount map[faultproxy.Count]int
+	signals    map[string]int
+	unfired    map[string]int
+	restarts   map[string]int
+	errClasses map[string]int
+	violations []string
+	log        []string
+}
+
+const realFaultKeys = 13
+
+func newRealFaultRun(t *testing.T, brokers []string, nodes *brokerNodes, knobs realFaultKnobs) *realFaultRun {
+	name := uniqueName(t)
+	deleteTopicsAtEnd(t, brokers, name)
+	r := &realFaultRun{
+		t: t, knobs: knobs, rng: rand.New(rand.NewPCG(knobs.seed, knobs.seed^0x9e3779b97f4a7c15)),
+		brokers: brokers, nodes: nodes, pauser: newBrokerPauser(t), adm: admin(t, brokers),
+		sched: &faultSchedule{seen: make(map[string]int)}, name: name,
+		topic: name + ".public.items", ckTopic: name + ".checkpoints",
+		sizes: make(map[int]int), proxyCount: make(map[faultproxy.Count]int), signals: make(map[string]int),
+		unfired: make(map[string]int), restarts: make(map[string]int), errClasses: make(map[string]int),
+	}
+	r.config = func(c *kafkasink.Config) {
+		c.CheckpointTopic = r.ckTopic
+		c.TransactionTimeout = 10 * time.Second
+		c.MaxTransactionRecords = 100
+		c.Topics = kafkasink.Topics{Prefix: name, Partitions: 3, ReplicationFactor: 3, Configs: map[string]string{"min.insync.replicas": "2"}}
+	}
+	meta, err := r.adm.BrokerMetadata(ctxT(t))
+	if err != nil {
+		t.Fatalf("broker metadata: %v", err)
+	}
+	r.upstream = make(map[int32]string)
+	for _, b := range meta.Brokers {
+		r.upstream[b.NodeID] = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+	}
+	if len(r.upstream) != 3 {
+		t.Fatalf("the cluster has brokers %v, want nodes 1..3: is the 3-node cluster fully up?", meta.Brokers)
+	}
+	t.Cleanup(func() {
+		for _, in := range r.retired {
+			r.closeQuietly(in)
+		}
+		if r.cur != nil {
+			r.closeQuietly(r.cur)
+		}
+		if t.Failed() || testing.Verbose() {
+			t.Logf("seed %d (replay: KAFKASINK_REALFAULTS_SEED=%d), failed=%t; the run:", knobs.seed, knobs.seed, t.Failed())
+			for _, l := range r.log {
+				t.Log(l)
+			}
+		}
+	})
+	return r
+}
+
+func (r *realFaultRun) logf(format string, args ...any) {
+	r.log = append(r.log, fmt.Sprintf("%7.3fs ", time.Since(r.start).Seconds())+fmt.Sprintf(format, args...))
+}
+
+func (r *realFaultRun) violation(format string, args ...any) {
+	v := fmt.Sprintf(format, args...)
+	r.violations = append(r.violations, v)
+	r.logf("VIOLATION: %s", v)
+	r.t.Error(v)
+}
+
+// batch returns batch b of the source, the same every time it is asked.
+func (r *realFaultRun) batch(b int) kafkasink.Batch {
+	size, ok := r.sizes[b]
+	if !ok {
+		size = 1 + r.rng.IntN(300)
+		r.sizes[b] = size
+	}
+	return kafkasink.Batch{Events: sinktest.Stream(b, size, realFaultKeys), Cursor: json.RawMessage(`{"batch":` + strconv.Itoa(b) + `}`)}
+}
+
+func (r *realFaultRun) lastPosition(b int) kafkasink.Position {
+	if b == 0 {
+		return kafkasink.Position{}
+	}
+	e := r.batch(b).Events
+	return e[len(e)-1].Position
+}
+
+// startInstance starts the next sink "process" behind new proxies,
+// retrying New as a supervisor would, and checks the checkpoint it read
+// back against what the source knows.
+func (r *realFaultRun) startInstance(ctx context.Context) {
+	r.instances++
+	upstreams := make([]string, 0, 3)
+	for _, addr := range r.upstream {
+		upstreams = append(upstreams, addr)
+	}
+	slices.Sort(upstreams)
+	proxies, err := faultproxy.Start(upstreams, r.sched.decide)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	in := &sinkInstance{n: r.instances, proxies: proxies}
+	started := time.Now()
+	backoff := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		cfg := kafkasink.Config{Brokers: proxies.Addrs(), SinkID: r.name}
+		r.config(&cfg)
+		nctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		s, err := kafkasink.New(nctx, cfg)
+		cancel()
+		if err == nil {
+			in.s = s
+			break
+		}
+		class := r.classify("New", err, nctx.Err() != nil && errors.Is(err, nctx.Err()))
+		r.logf("instance %d: New attempt %d: %s: %v", in.n, attempt, class, err)
+		if ctx.Err() != nil || time.Since(started) > 2*time.Minute {
+			r.t.Fatalf("instance %d: New still failing after %d attempts (%v): %v", in.n, attempt, time.Since(started).Round(time.Millisecond), err)
+		}
+		time.Sleep(backoff)
+		backoff = min(2*backoff, 2*time.Second)
+	}
+	r.cur = in
+	ck := in.s.Checkpoint()
+	r.logf("instance %d started in %v: checkpoint %s cursor %s (source acked batch %d, ends at %s; started up to batch %d, ends at %s)",
+		in.n, time.Since(started).Round(time.Millisecond), ck.Position, ck.Cursor, r.acked, r.lastPosition(r.acked), r.maxStarted, r.lastPosition(r.maxStarted))
+	if ck.Position.Compare(r.lastPosition(r.acked)) < 0 {
+		r.violation("instance %d read back checkpoint %s, below acknowledged batch %d's last event %s: acknowledged data is not covered",
+			in.n, ck.Position, r.acked, r.lastPosition(r.acked))
+	}
+	if ck.Position.Compare(r.lastPosition(r.maxStarted)) > 0 {
+		r.violation("instance %d read back checkpoint %s, beyond anything written (batch %d ends at %s)",
+			in.n, ck.Position, r.maxStarted, r.lastPosition(r.maxStarted))
+	}
+}
+
+// retire ends the current instance in the given style. Abandoning cuts
+// its network first: from then on it reaches no broker, as a dead
+// process does not.
+func (r *realFaultRun) retire(style string) {
+	in := r.cur
+	r.cur = nil
+	r.restarts[style]++
+	if style == restartClose {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		err := in.s.Close(ctx)
+		cancel()
+		r.logf("instance %d closed: %v", in.n, err)
+	} else {
+		r.logf("instance %d abandoned (%s): network cut", in.n, style)
+	}
+	in.proxies.Close()
+	r.collect(in)
+	r.retired = append(r.retired, in)
+}
+
+// collect adds an instance's proxy faults to the run's.
+func (r *realFaultRun) collect(in *sinkInstance) {
+	for _, a := range in.proxies.Applied() {
+		r.proxyLog = append(r.proxyLog, a)
+		r.proxyCount[faultproxy.Count{API: a.Request.API(), Kind: a.Fault.Kind}]++
+	}
+	if err := in.proxies.Err(); err != nil {
+		r.violation("instance %d: the proxies themselves failed (a test defect): %v", in.n, err)
+	}
+}
+
+// closeQuietly releases an instance at the end of the test.
+func (r *realFaultRun) closeQuietly(in *sinkInstance) {
+	in.proxies.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	in.s.Close(ctx)
+}
+
+// classify counts an error by class, and reports one in no class, or in
+// more than one, unless the caller's own context ended it.
+func (r *realFaultRun) classify(call string, err error, ownContext bool) string {
+	retryable, fatal := kafkasink.IsRetryable(err), kafkasink.IsFatal(err)
+	_, rejected := kafkasink.IsRejected(err)
+	var classes []string
+	for _, c := range []struct {
+		name string
+		is   bool
+	}{{"retryable", retryable}, {"fatal", fatal}, {"rejected", rejected}} {
+		if c.is {
+			classes = append(classes, c.name)
+		}
+	}
+	class := strings.Join(classes, "+")
+	switch {
+	case len(classes) == 0 && ownContext:
+		class = "caller's context"
+	case len(classes) != 1:
+		if class == "" {
+			class = "no class"
+		}
+		r.violation("%s returned an error in %s: %v", call, class, err)
+	case fatal || rejected:
+		r.violation("%s returned a %s error under transient faults: %v", call, class, err)
+	}
+	r.errClasses[call+" "+class]++
+	return class
+}
+
+// stepWrites is what the writer goroutine of a step reports.
+type stepWrites struct {
+	log        []string
+	errs       []writeErr
+	violations []string
+	acked      int
+	abandoned  bool
+}
+
+// writeErr is one failed Write, and whether the caller's own deadline
+// ended it.
+type writeErr struct {
+	err        error
+	ownContext bool
+}
+
+func (w *stepWrites) logf(format string, args ...any) {
+	w.log = append(w.log, fmt.Sprintf(format, args...))
+}
+
+func (w *stepWrites) violation(format string, args ...any) {
+	v := fmt.Sprintf(format, args...)
+	w.violations = append(w.violations, v)
+	w.log = append(w.log, "VIOLATION: "+v)
+}
+
+// deliver writes batch b until a Write returns nil, retrying the same
+// batch with backoff, as a correct caller does. It returns early, false,
+// when ctx ends (the instance was abandoned mid-write).
+func deliver(ctx context.Context, in *sinkInstance, b int, batch kafkasink.Batch, w *stepWrites) bool {
+	last := batch.Events[len(batch.Events)-1].Position
+	backoff := 100 * time.Millisecond
+	started := time.Now()
+	for attempt := 1; ; attempt++ {
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := in.s.Write(wctx, batch)
+		cancel()
+		if ctx.Err() != nil {
+			w.logf("instance %d batch %d attempt %d: abandoned mid-write: %v", in.n, b, attempt, err)
+			return false
+		}
+		if err == nil {
+			if got := in.s.Checkpoint().Position; got != last {
+				w.violation("instance %d batch %d: Write returned nil with the checkpoint at %s, not at the batch's last event %s", in.n, b, got, last)
+			}
+			if attempt > 1 {
+				w.logf("instance %d batch %d (%d events) delivered on attempt %d after %v", in.n, b, len(batch.Events), attempt, time.Since(started).Round(time.Millisecond))
+			}
+			return true
+		}
+		w.errs = append(w.errs, writeErr{err: err, ownContext: wctx.Err() != nil && errors.Is(err, wctx.Err())})
+		w.logf("instance %d batch %d attempt %d: %v", in.n, b, attempt, err)
+		if time.Since(started) > 2*time.Minute {
+			w.violation("instance %d batch %d still failing after %d attempts in %v", in.n, b, attempt, time.Since(started).Round(time.Millisecond))
+			return false
+		}
+		time.Sleep(backoff)
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// writeBatches delivers batches from..to on the current instance in a
+// goroutine, so the test goroutine can signal brokers meanwhile.
+func (r *realFaultRun) writeBatches(ctx context.Context, from, to int) <-chan *stepWrites {
+	in := r.cur
+	batches := make([]kafkasink.Batch, 0, to-from+1)
+	for b := from; b <= to; b++ {
+		batches = append(batches, r.batch(b))
+	}
+	r.maxStarted = max(r.maxStarted, to)
+	done := make(chan *stepWrites, 1)
+	go func() {
+		w := &stepWrites{acked: from - 1}
+		for i, batch := range batches {
+			if !deliver(ctx, in, from+i, batch, w) {
+				w.abandoned = ctx.Err() != nil
+				break
+			}
+			w.acked = from + i
+		}
+		done <- w
+	}()
+	return done
+}
+
+// absorb takes a step's writes into the run: its log, its errors
+// classified, its violations.
+func (r *realFaultRun) absorb(w *stepWrites) {
+	for _, l := range w.log {
+		r.logf("%s", l)
+	}
+	for _, e := range w.errs {
+		r.classify("Write", e.err, e.ownContext)
+	}
+	for _, v := range w.violations {
+		r.violations = append(r.violations, v)
+		r.t.Error(v)
+	}
+	r.acked = max(r.acked, w.acked)
+}
+
+// applied counts the faults applied so far: the signals sent, and the
+// proxy faults that took effect (a response to drop that never came, as
+// its connection died first, is not one).
+func (r *realFaultRun) applied() int {
+	n := r.signalled + len(r.proxyLog)
+	if r.cur != nil {
+		n += len(r.cur.proxies.Applied())
+	}
+	return n
+}
+
+// pickVictim chooses a cluster node to signal: the sink's transaction
+// coordinator, the checkpoint partition's leader, or any node.
+func (r *realFaultRun) pickVictim() (int, string) {
+	switch r.rng.IntN(3) {
+	case 0:
+		txnID := "kafkasink-" + r.name
+		if c, ok := r.adm.FindTxnCoordinators(ctxT(r.t), txnID)[txnID]; ok && c.Err == nil {
+			return int(c.NodeID), "transaction coordinator"
+		}
+	case 1:
+		if md, err := r.adm.Metadata(ctxT(r.t), r.ckTopic); err == nil {
+			if p, ok := md.Topics[r.ckTopic].Partitions[0]; ok && p.Leader > 0 {
+				return int(p.Leader), "checkpoint leader"
+			}
+		}
+	}
+	return 1 + r.rng.IntN(3), "any node"
+}
+
+func (r *realFaultRun) run() {
+	t := r.t
+	r.start = time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), r.knobs.budget+5*time.Minute)
+	defer cancel()
+	r.startInstance(ctx)
+	kills := 0
+	for step := 1; r.applied() < r.knobs.faults && time.Since(r.start) < r.knobs.budget; step++ {
+		// What ends the current instance before this step, if anything.
+		restart := ""
+		switch p := r.rng.Float64(); {
+		case p < 0.2:
+			restart = restartClose
+		case p < 0.4:
+			restart = restartAbandon
+		}
+
+		// The fault of this step.
+		var signal func()
+		what, armedAPI := "", ""
+		switch p := r.rng.Float64(); {
+		case p < 0.06 && kills < r.knobs.kills && time.Since(r.start) < r.knobs.budget-20*time.Second:
+			node, role := r.pickVictim()
+			kills++
+			what = fmt.Sprintf("SIGKILL node %d (%s)", node, role)
+			downFor := time.Duration(500+r.rng.IntN(3000)) * time.Millisecond
+			signal = func() {
+				r.nodes.kill(node)
+				time.Sleep(downFor)
+				r.nodes.start(node)
+				waitFullISR(t, mustClient(t, r.brokers), 90*time.Second, r.topic, r.ckTopic, "__transaction_state")
+			}
+			r.signals["SIGKILL+restart"]++
+		case p < 0.22:
+			node, role := r.pickVictim()
+			d := time.Duration(300+r.rng.IntN(2700)) * time.Millisecond
+			what = fmt.Sprintf("SIGSTOP node %d (%s) for %v", node, role, d)
+			signal = func() { r.pauser.pause(node, d) }
+			r.signals["SIGSTOP/SIGCONT"]++
+		default:
+			api := realFaultAPIs[r.rng.IntN(len(realFaultAPIs))]
+			f := faultproxy.Fault{Kind: faultproxy.Kinds[r.rng.IntN(len(faultproxy.Kinds))]}
+			if f.Kind == faultproxy.DelayRequest || f.Kind == faultproxy.DelayResponse {
+				f.Delay = time.Duration(50+r.rng.IntN(1500)) * time.Millisecond
+				if r.rng.IntN(6) == 0 { // past the commit timeout (a third of 10s)
+					f.Delay = time.Duration(3500+r.rng.IntN(3000)) * time.Millisecond
+				}
+			}
+			skip := r.rng.IntN(api.maxSkip + 1)
+			if api.startup && restart == "" {
+				restart = restartClose
+			}
+			what = fmt.Sprintf("proxy: %s on %s request %d after arming", f, api.key.Name(), skip+1)
+			armedAPI = api.key.Name()
+			r.sched.arm(api.key, skip, f)
+		}
+		if restart == "" && r.rng.IntN(8) == 0 {
+			restart = restartAbandonWrite // chosen here, done during the writes
+		}
+		if restart == restartClose || restart == restartAbandon {
+			r.retire(restart)
+			r.startInstance(ctx)
+		}
+
+		// The source redelivers from its last acknowledged batch, and
+		// now and then from the one before (acknowledged batches sent
+		// again).
+		from := r.acked + 1
+		if r.acked > 0 && r.rng.IntN(7) == 0 {
+			from = r.acked
+		}
+		to := max(from, r.maxStarted) + r.rng.IntN(3)
+		r.logf("step %d: %s; restart %q; batches %d..%d", step, what, restart, from, to)
+		wctx, wcancel := context.WithCancel(ctx)
+		done := r.writeBatches(wctx, from, to)
+		if signal != nil {
+			time.Sleep(time.Duration(r.rng.IntN(300)) * time.Millisecond)
+			signal()
+			r.signalled++
+		}
+		if restart == restartAbandonWrite {
+			time.Sleep(time.Duration(r.rng.IntN(400)) * time.Millisecond)
+			r.cur.proxies.Close() // the network dies first, then the process
+			wcancel()
+		}
+		w := <-done
+		wcancel()
+		r.absorb(w)
+		if signal == nil {
+			if !r.sched.disarm() {
+				r.unfired[armedAPI]++
+				r.logf("step %d: the armed fault hit no request", step)
+			}
+		}
+		if restart == restartAbandonWrite {
+			r.retire(restartAbandonWrite)
+			r.startInstance(ctx)
+		} else if !w.abandoned && w.acked < to {
+			r.t.Fatalf("step %d: batch %d could not be delivered; see the run log", step, w.acked+1)
+		}
+	}
+	r.sched.disarm()
+	r.logf("faults done after %v: %d applied", time.Since(r.start).Round(time.Millisecond), r.applied())
+
+	// Drain: everything any Write was given is delivered, then one more
+	// batch, with no faults.
+	r.retire(restartClose)
+	r.startInstance(ctx)
+	final := r.maxStarted + 1
+	r.absorb(<-r.writeBatches(ctx, r.acked+1, final))
+	if r.acked != final {
+		t.Fatalf("the drain without faults delivered up to batch %d of %d", r.acked, final)
+	}
+	r.retire(restartClose)
+}
+
+func (r *realFaultRun) check() {
+	t := r.t
+	var want []kafkasink.Event
+	for b := 1; b <= r.acked; b++ {
+		want = append(want, r.batch(b).Events...)
+	}
+	s := newSink(t, r.brokers, r.name, r.config)
+	if got := s.Checkpoint(); got.Position != r.lastPosition(r.acked) || string(got.Cursor) != `{"batch":`+strconv.Itoa(r.acked)+`}` {
+		r.violation("a new sink read back checkpoint %s cursor %s, want %s cursor {\"batch\":%d}", got.Position, got.Cursor, r.lastPosition(r.acked), r.acked)
+	}
+	records := sinktest.ReadCommitted(t, r.brokers, r.topic)
+
+	counts := make([]string, 0, len(r.proxyCount))
+	for c, n := range r.proxyCount {
+		counts = append(counts, fmt.Sprintf("%s %s: %d", c.API, c.Kind, n))
+	}
+	slices.Sort(counts)
+	t.Logf("seed %d: %d faults applied in %v: %d proxy faults, signals %v; %d batches, %d events, %d records read back; %d sink instances, restarts %v",
+		r.knobs.seed, r.applied(), time.Since(r.start).Round(time.Millisecond), len(r.proxyLog), r.signals, r.acked, len(want), len(records), r.instances, r.restarts)
+	t.Logf("proxy faults by type: %s", strings.Join(counts, "; "))
+	t.Logf("armed faults that hit no request, by api: %v", r.unfired)
+	t.Logf("requests the sink sent through the proxies, by api: %v", r.sched.requests())
+	t.Logf("errors by call and class: %v", r.errClasses)
+	sinktest.CheckExactlyOnce(t, records, want)
+	if len(r.violations) > 0 {
+		t.Errorf("%d invariant violations (seed %d)", len(r.violations), r.knobs.seed)
+	}
+}

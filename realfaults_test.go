@@ -40,7 +40,7 @@ import (
 // sink must read back the last batch's position.
 //
 // Knobs: KAFKASINK_REALFAULTS_SEED replays a seed (logged at the start);
-// KAFKASINK_REALFAULTS_FAULTS is how many faults to apply (default 40),
+// KAFKASINK_REALFAULTS_FAULTS is how many faults to apply (default 60),
 // KAFKASINK_REALFAULTS_BUDGET the time after which no new fault is started
 // (default 70s), KAFKASINK_REALFAULTS_KILLS the most broker SIGKILLs
 // (default 1). A soak: FAULTS=250 BUDGET=15m KILLS=6, with -timeout 30m.
@@ -70,7 +70,7 @@ type realFaultKnobs struct {
 
 // loadRealFaultKnobs reads the knobs from the environment.
 func loadRealFaultKnobs(t *testing.T) realFaultKnobs {
-	k := realFaultKnobs{seed: uint64(time.Now().UnixNano()), faults: 40, budget: 70 * time.Second, kills: 1}
+	k := realFaultKnobs{seed: uint64(time.Now().UnixNano()), faults: 60, budget: 70 * time.Second, kills: 1}
 	var errs []error
 	if v := os.Getenv("KAFKASINK_REALFAULTS_SEED"); v != "" {
 		s, err := strconv.ParseUint(v, 10, 64)
@@ -100,13 +100,16 @@ func loadRealFaultKnobs(t *testing.T) realFaultKnobs {
 
 // realFaultAPIs are the requests the sink sends that faults target.
 // Start-up requests are armed right before a restart, so that one comes.
+// AddPartitionsToTxn is not among them: against Kafka 4.x the client uses
+// transaction version 2 (EndTxn v5), where a Produce adds its partition to
+// the transaction itself (KIP-890), and the sink sends none; the run's
+// request counts show it.
 var realFaultAPIs = []struct {
 	key     kmsg.Key
 	startup bool // sent mostly while New runs
 	maxSkip int  // the fault hits one of the first maxSkip+1 such requests
 }{
 	{kmsg.Produce, false, 4},
-	{kmsg.AddPartitionsToTxn, false, 1},
 	{kmsg.EndTxn, false, 2},
 	{kmsg.Metadata, false, 2},
 	{kmsg.InitProducerID, true, 0},
@@ -115,16 +118,21 @@ var realFaultAPIs = []struct {
 	{kmsg.Fetch, true, 1},
 }
 
-// faultSchedule arms one proxy fault at a time: it hits the skip+1-th
-// request of its api after arming, on any proxy, then disarms itself.
+// faultSchedule arms one proxy fault at a time: after skipping skip
+// requests of its api, on any proxy, it hits the next burst ones (the
+// client's own retries of a request included), or with an outage every one
+// until the outage ends, then disarms itself.
 type faultSchedule struct {
-	mu    sync.Mutex
-	seen  map[string]int // every request, by api
-	key   kmsg.Key
-	skip  int
-	fault faultproxy.Fault
-	armed bool
-	fired bool
+	mu     sync.Mutex
+	seen   map[string]int // every request, by api
+	key    kmsg.Key
+	skip   int
+	burst  int
+	outage time.Duration // from the first hit; 0 for none
+	until  time.Time
+	fault  faultproxy.Fault
+	armed  bool
+	fired  bool
 }
 
 func (s *faultSchedule) decide(r faultproxy.Request) faultproxy.Fault {
@@ -138,14 +146,27 @@ func (s *faultSchedule) decide(r faultproxy.Request) faultproxy.Fault {
 		s.skip--
 		return faultproxy.Fault{}
 	}
-	s.armed, s.fired = false, true
+	if s.outage > 0 {
+		if !s.fired {
+			s.until = time.Now().Add(s.outage)
+		} else if time.Now().After(s.until) {
+			s.armed = false
+			return faultproxy.Fault{}
+		}
+	} else {
+		s.burst--
+		s.armed = s.burst > 0
+	}
+	s.fired = true
 	return s.fault
 }
 
-func (s *faultSchedule) arm(key kmsg.Key, skip int, f faultproxy.Fault) {
+// arm arms f for burst requests after skip, or for every one during outage
+// when outage is not 0.
+func (s *faultSchedule) arm(key kmsg.Key, skip, burst int, outage time.Duration, f faultproxy.Fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.key, s.skip, s.fault, s.armed, s.fired = key, skip, f, true, false
+	s.key, s.skip, s.burst, s.outage, s.fault, s.armed, s.fired = key, skip, burst, outage, f, true, false
 }
 
 // disarm ends the armed fault and says whether it hit a request.
@@ -667,12 +688,25 @@ func (r *realFaultRun) run() {
 				}
 			}
 			skip := r.rng.IntN(api.maxSkip + 1)
+			// Mostly one request; often the client's retries too, and
+			// sometimes every request for seconds (longer than the
+			// commit timeout), so that the failure reaches the sink.
+			burst, outage := 1, time.Duration(0)
+			switch p := r.rng.Float64(); {
+			case p < 0.25:
+				burst = 2 + r.rng.IntN(3)
+			case p < 0.5 && f.Delay == 0:
+				outage = time.Duration(1000+r.rng.IntN(5000)) * time.Millisecond
+			}
 			if api.startup && restart == "" {
 				restart = restartClose
 			}
-			what = fmt.Sprintf("proxy: %s on %s request %d after arming", f, api.key.Name(), skip+1)
+			what = fmt.Sprintf("proxy: %s on %s requests %d..%d after arming", f, api.key.Name(), skip+1, skip+burst)
+			if outage > 0 {
+				what = fmt.Sprintf("proxy: %s on every %s request for %v from request %d after arming", f, api.key.Name(), outage, skip+1)
+			}
 			armedAPI = api.key.Name()
-			r.sched.arm(api.key, skip, f)
+			r.sched.arm(api.key, skip, burst, outage, f)
 		}
 		if restart == "" && r.rng.IntN(8) == 0 {
 			restart = restartAbandonWrite // chosen here, done during the writes

@@ -131,7 +131,7 @@ func parseRequest(frame []byte) (requestHeader, error) {
 	if d.err != nil {
 		return h, fmt.Errorf("request header: %w", d.err)
 	}
-	if h.Key == 0 { // Produce with acks=0 gets no response
+	if kmsg.Key(h.Key) == kmsg.Produce { // with acks=0 it gets no response
 		req := kmsg.NewPtrProduceRequest()
 		req.SetVersion(h.Version)
 		if req.IsFlexible() {

@@ -31,7 +31,7 @@ func TestParseRequestEveryProduceVersion(t *testing.T) {
 			if err != nil {
 				t.Fatalf("produce v%d acks %d: %v", v, acks, err)
 			}
-			if h.Key != 0 || h.Version != v || h.CorrelationID != 77 || h.ClientID != "client-x" {
+			if h.Key != kmsg.Produce.Int16() || h.Version != v || h.CorrelationID != 77 || h.ClientID != "client-x" {
 				t.Errorf("produce v%d: header %+v", v, h.Request)
 			}
 			if want := acks != 0; h.expectsResponse != want {
@@ -42,7 +42,7 @@ func TestParseRequestEveryProduceVersion(t *testing.T) {
 	end := kmsg.NewPtrEndTxnRequest()
 	end.SetVersion(end.MaxVersion())
 	h, err := parseRequest(requestFrame(end, -5, ""))
-	if err != nil || h.Key != 26 || h.CorrelationID != -5 || !h.expectsResponse || h.API() != "EndTxn" {
+	if err != nil || h.Key != kmsg.EndTxn.Int16() || h.CorrelationID != -5 || !h.expectsResponse || h.API() != "EndTxn" {
 		t.Errorf("EndTxn: %+v, %v", h, err)
 	}
 	if _, err := parseRequest([]byte{0, 26, 0}); err == nil {
@@ -184,7 +184,7 @@ func TestRewriteEveryVersion(t *testing.T) {
 	}
 	unknown := kmsg.NewPtrMetadataResponse()
 	unknown.Brokers = []kmsg.MetadataResponseBroker{{NodeID: 9, Host: "10.9.9.9", Port: 9092}}
-	if _, err := m.rewrite(3, 0, unknown.AppendTo([]byte{0, 0, 0, 1})); err == nil {
+	if _, err := m.rewrite(kmsg.Metadata.Int16(), 0, unknown.AppendTo([]byte{0, 0, 0, 1})); err == nil {
 		t.Error("a broker without a proxy was let through")
 	}
 }

@@ -195,7 +195,7 @@ func TestDroppedEndTxnResponseIsCommitted(t *testing.T) {
 	t.Parallel()
 	eachCluster(t, func(t *testing.T, c cluster) {
 		p := startProxies(t, c, func(r faultproxy.Request) faultproxy.Fault {
-			if r.Key == 26 { // EndTxn
+			if r.Key == kmsg.EndTxn.Int16() {
 				return faultproxy.Fault{Kind: faultproxy.DropResponse}
 			}
 			return faultproxy.Fault{}
@@ -244,7 +244,7 @@ func TestCutBeforeIsNotAppliedDropResponseIs(t *testing.T) {
 		}{{faultproxy.CutBefore, false}, {faultproxy.DropResponse, true}} {
 			t.Run(tc.kind.String(), func(t *testing.T) {
 				p := startProxies(t, c, func(r faultproxy.Request) faultproxy.Fault {
-					if r.Key == 19 { // CreateTopics
+					if r.Key == kmsg.CreateTopics.Int16() {
 						return faultproxy.Fault{Kind: tc.kind}
 					}
 					return faultproxy.Fault{}
@@ -296,7 +296,7 @@ func TestDelays(t *testing.T) {
 		p := startProxies(t, c, func(r faultproxy.Request) faultproxy.Fault {
 			mu.Lock()
 			defer mu.Unlock()
-			if r.Key != 32 { // DescribeConfigs
+			if r.Key != kmsg.DescribeConfigs.Int16() {
 				return faultproxy.Fault{}
 			}
 			f := next

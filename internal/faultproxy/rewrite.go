@@ -49,12 +49,12 @@ func (m addressMap) swap(host *string, port *int32) error {
 
 // rewritesAddresses reports whether responses of key name brokers.
 func rewritesAddresses(key int16) bool {
-	switch key {
-	case 0, // Produce: KIP-951 leader hints, v10+
-		1,  // Fetch: KIP-951 leader hints, v16+
-		3,  // Metadata
-		10, // FindCoordinator
-		60: // DescribeCluster
+	switch kmsg.Key(key) {
+	case kmsg.Produce, // KIP-951 leader hints, v10+
+		kmsg.Fetch, // KIP-951 leader hints, v16+
+		kmsg.Metadata,
+		kmsg.FindCoordinator,
+		kmsg.DescribeCluster:
 		return true
 	}
 	return false

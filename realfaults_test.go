@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"net"
@@ -118,63 +119,102 @@ var realFaultAPIs = []struct {
 	{kmsg.Fetch, true, 1},
 }
 
-// faultSchedule arms one proxy fault at a time: after skipping skip
-// requests of its api, on any proxy, it hits the next burst ones (the
+// armedFault is a proxy fault waiting for its requests: after skipping
+// skip requests of its api, on any proxy, it hits the next burst ones (the
 // client's own retries of a request included), or with an outage every one
-// until the outage ends, then disarms itself.
-type faultSchedule struct {
-	mu     sync.Mutex
-	seen   map[string]int // every request, by api
+// until the outage ends. With after set it waits until that fault hit.
+type armedFault struct {
 	key    kmsg.Key
 	skip   int
 	burst  int
 	outage time.Duration // from the first hit; 0 for none
-	until  time.Time
 	fault  faultproxy.Fault
-	armed  bool
-	fired  bool
+	after  *armedFault
+
+	what  string // as armed
+	until time.Time
+	fired bool
+	done  bool
+}
+
+func (a *armedFault) String() string { return a.what }
+
+func (a *armedFault) describe() string {
+	what := fmt.Sprintf("%s on %s requests %d..%d", a.fault, a.key.Name(), a.skip+1, a.skip+a.burst)
+	if a.outage > 0 {
+		what = fmt.Sprintf("%s on every %s request for %v from request %d", a.fault, a.key.Name(), a.outage, a.skip+1)
+	}
+	if a.after != nil {
+		what += " once the fault before hit"
+	}
+	return what
+}
+
+// hit says whether the fault applies to the next request of its api.
+func (a *armedFault) hit(now time.Time) bool {
+	if a.skip > 0 {
+		a.skip--
+		return false
+	}
+	if a.outage > 0 {
+		if !a.fired {
+			a.until = now.Add(a.outage)
+		} else if now.After(a.until) {
+			a.done = true
+			return false
+		}
+	} else {
+		a.burst--
+		a.done = a.burst == 0
+	}
+	a.fired = true
+	return true
+}
+
+// faultSchedule is the proxies' Decide: it applies the armed faults, and
+// counts every request the sink sends.
+type faultSchedule struct {
+	mu    sync.Mutex
+	seen  map[string]int // every request, by api
+	armed []*armedFault
 }
 
 func (s *faultSchedule) decide(r faultproxy.Request) faultproxy.Fault {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.seen[r.API()]++
-	if !s.armed || r.Key != s.key.Int16() {
-		return faultproxy.Fault{}
-	}
-	if s.skip > 0 {
-		s.skip--
-		return faultproxy.Fault{}
-	}
-	if s.outage > 0 {
-		if !s.fired {
-			s.until = time.Now().Add(s.outage)
-		} else if time.Now().After(s.until) {
-			s.armed = false
-			return faultproxy.Fault{}
+	now := time.Now()
+	for _, a := range s.armed {
+		if a.done || r.Key != a.key.Int16() || (a.after != nil && !a.after.fired) {
+			continue
 		}
-	} else {
-		s.burst--
-		s.armed = s.burst > 0
+		if a.hit(now) {
+			return a.fault
+		}
 	}
-	s.fired = true
-	return s.fault
+	return faultproxy.Fault{}
 }
 
-// arm arms f for burst requests after skip, or for every one during outage
-// when outage is not 0.
-func (s *faultSchedule) arm(key kmsg.Key, skip, burst int, outage time.Duration, f faultproxy.Fault) {
+func (s *faultSchedule) arm(faults ...*armedFault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.key, s.skip, s.burst, s.outage, s.fault, s.armed, s.fired = key, skip, burst, outage, f, true, false
+	for _, a := range faults {
+		a.what = a.describe()
+	}
+	s.armed = faults
 }
 
-// disarm ends the armed fault and says whether it hit a request.
-func (s *faultSchedule) disarm() (fired bool) {
+// disarm ends the armed faults and returns those that hit no request.
+func (s *faultSchedule) disarm() (unfired []*armedFault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.armed = false
-	return s.fired
+	for _, a := range s.armed {
+		if !a.fired {
+			unfired = append(unfired, a)
+		}
+	}
+	s.armed = nil
+	return unfired
 }
 
 // requests returns how many requests of each api the sink sent.
@@ -311,7 +351,10 @@ type realFaultRun struct {
 	restarts   map[string]int
 	errClasses map[string]int
 	violations []string
-	log        []string
+
+	logMu   sync.Mutex // the sinks log from their own goroutines
+	log     []string
+	sinkLog map[string]int // the sinks' log messages, by level and text
 }
 
 const realFaultKeys = 13
@@ -326,6 +369,7 @@ func newRealFaultRun(t *testing.T, brokers []string, nodes *brokerNodes, knobs r
 		topic: name + ".public.items", ckTopic: name + ".checkpoints",
 		sizes: make(map[int]int), proxyCount: make(map[faultproxy.Count]int), signals: make(map[string]int),
 		unfired: make(map[string]int), restarts: make(map[string]int), errClasses: make(map[string]int),
+		sinkLog: make(map[string]int),
 	}
 	r.config = func(c *kafkasink.Config) {
 		c.CheckpointTopic = r.ckTopic
@@ -353,17 +397,51 @@ func newRealFaultRun(t *testing.T, brokers []string, nodes *brokerNodes, knobs r
 		}
 		if t.Failed() || testing.Verbose() {
 			t.Logf("seed %d (replay: KAFKASINK_REALFAULTS_SEED=%d), failed=%t; the run:", knobs.seed, knobs.seed, t.Failed())
+			r.logMu.Lock()
 			for _, l := range r.log {
 				t.Log(l)
 			}
+			r.logMu.Unlock()
 		}
 	})
 	return r
 }
 
 func (r *realFaultRun) logf(format string, args ...any) {
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
 	r.log = append(r.log, fmt.Sprintf("%7.3fs ", time.Since(r.start).Seconds())+fmt.Sprintf(format, args...))
 }
+
+// sinkLogTap is the Logger of each sink instance: its records go into the
+// run's log and tally, so a run shows which recovery paths the sink took
+// (the sink logs at Info and above only its own decisions; the Kafka
+// client's info lines arrive at Debug, its warnings at Warn).
+type sinkLogTap struct {
+	run      *realFaultRun
+	instance int
+}
+
+func (h *sinkLogTap) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+
+func (h *sinkLogTap) Handle(_ context.Context, rec slog.Record) error {
+	var attrs strings.Builder
+	rec.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&attrs, " %s=%v", a.Key, a.Value)
+		return true
+	})
+	h.run.logf("instance %d log: %s %s%s", h.instance, rec.Level, rec.Message, attrs.String())
+	h.run.logMu.Lock()
+	h.run.sinkLog[rec.Level.String()+" "+rec.Message]++
+	h.run.logMu.Unlock()
+	return nil
+}
+
+// WithAttrs drops the attributes: the only one is the sink id, the same
+// for every instance.
+func (h *sinkLogTap) WithAttrs([]slog.Attr) slog.Handler { return h }
+
+func (h *sinkLogTap) WithGroup(string) slog.Handler { return h }
 
 func (r *realFaultRun) violation(format string, args ...any) {
 	v := fmt.Sprintf(format, args...)
@@ -408,7 +486,7 @@ func (r *realFaultRun) startInstance(ctx context.Context) {
 	started := time.Now()
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		cfg := kafkasink.Config{Brokers: proxies.Addrs(), SinkID: r.name}
+		cfg := kafkasink.Config{Brokers: proxies.Addrs(), SinkID: r.name, Logger: slog.New(&sinkLogTap{run: r, instance: in.n})}
 		r.config(&cfg)
 		nctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		s, err := kafkasink.New(nctx, cfg)
@@ -658,7 +736,8 @@ func (r *realFaultRun) run() {
 
 		// The fault of this step.
 		var signal func()
-		what, armedAPI := "", ""
+		var armed []*armedFault
+		what := ""
 		switch p := r.rng.Float64(); {
 		case p < 0.06 && kills < r.knobs.kills && time.Since(r.start) < r.knobs.budget-20*time.Second:
 			node, role := r.pickVictim()
@@ -678,35 +757,52 @@ func (r *realFaultRun) run() {
 			what = fmt.Sprintf("SIGSTOP node %d (%s) for %v", node, role, d)
 			signal = func() { r.pauser.pause(node, d) }
 			r.signals["SIGSTOP/SIGCONT"]++
+		case p < 0.34:
+			// A commit or produce the broker applied but whose answer
+			// is lost, then an outage of a start-up request, so that
+			// the sink's recovery (which reads the checkpoint back)
+			// fails, perhaps more than once, before it succeeds.
+			// A burst: the client retries a lost answer itself.
+			first := &armedFault{key: kmsg.EndTxn, skip: r.rng.IntN(3), burst: 2 + r.rng.IntN(3), fault: faultproxy.Fault{Kind: faultproxy.DropResponse}}
+			if r.rng.IntN(3) == 0 {
+				first.key, first.skip = kmsg.Produce, r.rng.IntN(5)
+			}
+			startup := []kmsg.Key{kmsg.InitProducerID, kmsg.FindCoordinator, kmsg.Metadata, kmsg.ListOffsets, kmsg.Fetch}
+			kind := []faultproxy.Kind{faultproxy.CutBefore, faultproxy.DropResponse}[r.rng.IntN(2)]
+			then := &armedFault{key: startup[r.rng.IntN(len(startup))], outage: time.Duration(1000+r.rng.IntN(5000)) * time.Millisecond,
+				fault: faultproxy.Fault{Kind: kind}, after: first}
+			armed = []*armedFault{first, then}
 		default:
 			api := realFaultAPIs[r.rng.IntN(len(realFaultAPIs))]
-			f := faultproxy.Fault{Kind: faultproxy.Kinds[r.rng.IntN(len(faultproxy.Kinds))]}
-			if f.Kind == faultproxy.DelayRequest || f.Kind == faultproxy.DelayResponse {
-				f.Delay = time.Duration(50+r.rng.IntN(1500)) * time.Millisecond
+			a := &armedFault{key: api.key, skip: r.rng.IntN(api.maxSkip + 1), burst: 1,
+				fault: faultproxy.Fault{Kind: faultproxy.Kinds[r.rng.IntN(len(faultproxy.Kinds))]}}
+			if a.fault.Kind == faultproxy.DelayRequest || a.fault.Kind == faultproxy.DelayResponse {
+				a.fault.Delay = time.Duration(50+r.rng.IntN(1500)) * time.Millisecond
 				if r.rng.IntN(6) == 0 { // past the commit timeout (a third of 10s)
-					f.Delay = time.Duration(3500+r.rng.IntN(3000)) * time.Millisecond
+					a.fault.Delay = time.Duration(3500+r.rng.IntN(3000)) * time.Millisecond
 				}
 			}
-			skip := r.rng.IntN(api.maxSkip + 1)
 			// Mostly one request; often the client's retries too, and
 			// sometimes every request for seconds (longer than the
 			// commit timeout), so that the failure reaches the sink.
-			burst, outage := 1, time.Duration(0)
 			switch p := r.rng.Float64(); {
 			case p < 0.25:
-				burst = 2 + r.rng.IntN(3)
-			case p < 0.5 && f.Delay == 0:
-				outage = time.Duration(1000+r.rng.IntN(5000)) * time.Millisecond
+				a.burst = 2 + r.rng.IntN(3)
+			case p < 0.5 && a.fault.Delay == 0:
+				a.outage = time.Duration(1000+r.rng.IntN(5000)) * time.Millisecond
 			}
 			if api.startup && restart == "" {
 				restart = restartClose
 			}
-			what = fmt.Sprintf("proxy: %s on %s requests %d..%d after arming", f, api.key.Name(), skip+1, skip+burst)
-			if outage > 0 {
-				what = fmt.Sprintf("proxy: %s on every %s request for %v from request %d after arming", f, api.key.Name(), outage, skip+1)
+			armed = []*armedFault{a}
+		}
+		if armed != nil {
+			r.sched.arm(armed...)
+			var parts []string
+			for _, a := range armed {
+				parts = append(parts, a.String())
 			}
-			armedAPI = api.key.Name()
-			r.sched.arm(api.key, skip, burst, outage, f)
+			what = "proxy: " + strings.Join(parts, ", then ")
 		}
 		if restart == "" && r.rng.IntN(8) == 0 {
 			restart = restartAbandonWrite // chosen here, done during the writes
@@ -740,11 +836,9 @@ func (r *realFaultRun) run() {
 		w := <-done
 		wcancel()
 		r.absorb(w)
-		if signal == nil {
-			if !r.sched.disarm() {
-				r.unfired[armedAPI]++
-				r.logf("step %d: the armed fault hit no request", step)
-			}
+		for _, a := range r.sched.disarm() {
+			r.unfired[a.key.Name()]++
+			r.logf("step %d: %s hit no request", step, a)
 		}
 		if restart == restartAbandonWrite {
 			r.retire(restartAbandonWrite)
@@ -791,6 +885,7 @@ func (r *realFaultRun) check() {
 	t.Logf("armed faults that hit no request, by api: %v", r.unfired)
 	t.Logf("requests the sink sent through the proxies, by api: %v", r.sched.requests())
 	t.Logf("errors by call and class: %v", r.errClasses)
+	t.Logf("the sinks' log messages: %v", r.sinkLog)
 	sinktest.CheckExactlyOnce(t, records, want)
 	if len(r.violations) > 0 {
 		t.Errorf("%d invariant violations (seed %d)", len(r.violations), r.knobs.seed)

@@ -41,7 +41,7 @@ import (
 // sink must read back the last batch's position.
 //
 // Knobs: KAFKASINK_REALFAULTS_SEED replays a seed (logged at the start);
-// KAFKASINK_REALFAULTS_FAULTS is how many faults to apply (default 60),
+// KAFKASINK_REALFAULTS_FAULTS is how many faults to apply (default 100),
 // KAFKASINK_REALFAULTS_BUDGET the time after which no new fault is started
 // (default 70s), KAFKASINK_REALFAULTS_KILLS the most broker SIGKILLs
 // (default 1). A soak: FAULTS=250 BUDGET=15m KILLS=6, with -timeout 30m.
@@ -71,7 +71,7 @@ type realFaultKnobs struct {
 
 // loadRealFaultKnobs reads the knobs from the environment.
 func loadRealFaultKnobs(t *testing.T) realFaultKnobs {
-	k := realFaultKnobs{seed: uint64(time.Now().UnixNano()), faults: 60, budget: 70 * time.Second, kills: 1}
+	k := realFaultKnobs{seed: uint64(time.Now().UnixNano()), faults: 100, budget: 70 * time.Second, kills: 1}
 	var errs []error
 	if v := os.Getenv("KAFKASINK_REALFAULTS_SEED"); v != "" {
 		s, err := strconv.ParseUint(v, 10, 64)

@@ -443,6 +443,7 @@ func (h *sinkLogTap) WithAttrs([]slog.Attr) slog.Handler { return h }
 
 func (h *sinkLogTap) WithGroup(string) slog.Handler { return h }
 
+// violation reports a broken invariant; test goroutine only.
 func (r *realFaultRun) violation(format string, args ...any) {
 	v := fmt.Sprintf(format, args...)
 	r.violations = append(r.violations, v)
@@ -586,9 +587,10 @@ func (r *realFaultRun) classify(call string, err error, ownContext bool) string 
 	return class
 }
 
-// stepWrites is what the writer goroutine of a step reports.
+// stepWrites is what the writer goroutine of a step reports; it logs
+// into the run's log as it goes.
 type stepWrites struct {
-	log        []string
+	logf       func(format string, args ...any)
 	errs       []writeErr
 	violations []string
 	acked      int
@@ -602,14 +604,10 @@ type writeErr struct {
 	ownContext bool
 }
 
-func (w *stepWrites) logf(format string, args ...any) {
-	w.log = append(w.log, fmt.Sprintf(format, args...))
-}
-
 func (w *stepWrites) violation(format string, args ...any) {
 	v := fmt.Sprintf(format, args...)
 	w.violations = append(w.violations, v)
-	w.log = append(w.log, "VIOLATION: "+v)
+	w.logf("VIOLATION: %s", v)
 }
 
 // deliver writes batch b until a Write returns nil, retrying the same
@@ -658,7 +656,7 @@ func (r *realFaultRun) writeBatches(ctx context.Context, from, to int) <-chan *s
 	r.maxStarted = max(r.maxStarted, to)
 	done := make(chan *stepWrites, 1)
 	go func() {
-		w := &stepWrites{acked: from - 1}
+		w := &stepWrites{logf: r.logf, acked: from - 1}
 		for i, batch := range batches {
 			if !deliver(ctx, in, from+i, batch, w) {
 				w.abandoned = ctx.Err() != nil
@@ -671,12 +669,9 @@ func (r *realFaultRun) writeBatches(ctx context.Context, from, to int) <-chan *s
 	return done
 }
 
-// absorb takes a step's writes into the run: its log, its errors
-// classified, its violations.
+// absorb takes a step's writes into the run: its errors classified, its
+// violations.
 func (r *realFaultRun) absorb(w *stepWrites) {
-	for _, l := range w.log {
-		r.logf("%s", l)
-	}
 	for _, e := range w.errs {
 		r.classify("Write", e.err, e.ownContext)
 	}

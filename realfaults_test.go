@@ -557,31 +557,17 @@ func (r *realFaultRun) closeQuietly(in *sinkInstance) {
 	in.s.Close(ctx)
 }
 
-// classify counts an error by class, and reports one in no class, or in
-// more than one, unless the caller's own context ended it.
+// classify counts an error by class (errorClass), and reports one that is
+// not retryable: under transient faults nothing else is right, except an
+// error caused by the caller's own context ending, which is in no class.
 func (r *realFaultRun) classify(call string, err error, ownContext bool) string {
-	retryable, fatal := kafkasink.IsRetryable(err), kafkasink.IsFatal(err)
-	_, rejected := kafkasink.IsRejected(err)
-	var classes []string
-	for _, c := range []struct {
-		name string
-		is   bool
-	}{{"retryable", retryable}, {"fatal", fatal}, {"rejected", rejected}} {
-		if c.is {
-			classes = append(classes, c.name)
-		}
-	}
-	class := strings.Join(classes, "+")
+	class := errorClass(err)
 	switch {
-	case len(classes) == 0 && ownContext:
+	case class == "retryable":
+	case class == "none" && ownContext:
 		class = "caller's context"
-	case len(classes) != 1:
-		if class == "" {
-			class = "no class"
-		}
-		r.violation("%s returned an error in %s: %v", call, class, err)
-	case fatal || rejected:
-		r.violation("%s returned a %s error under transient faults: %v", call, class, err)
+	default:
+		r.violation("%s returned an error in class %s under transient faults: %v", call, class, err)
 	}
 	r.errClasses[call+" "+class]++
 	return class

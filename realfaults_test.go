@@ -319,20 +319,20 @@ const (
 
 // realFaultRun is the state of one run of the checker.
 type realFaultRun struct {
-	t        *testing.T
-	knobs    realFaultKnobs
-	rng      *rand.Rand
-	brokers  []string // direct, for the test's own clients
-	upstream map[int32]string
-	nodes    *brokerNodes
-	pauser   *brokerPauser
-	adm      *kadm.Client
-	sched    *faultSchedule
-	name     string
-	config   func(*kafkasink.Config)
-	topic    string
-	ckTopic  string
-	start    time.Time
+	t         *testing.T
+	knobs     realFaultKnobs
+	rng       *rand.Rand
+	brokers   []string // direct, for the test's own clients
+	upstreams []string // the brokers as they advertise themselves
+	nodes     *brokerNodes
+	pauser    *brokerPauser
+	adm       *kadm.Client
+	sched     *faultSchedule
+	name      string
+	config    func(*kafkasink.Config)
+	topic     string
+	ckTopic   string
+	start     time.Time
 
 	// The source: batch b is sinktest.Stream(b, sizes[b], keys).
 	sizes      map[int]int
@@ -341,12 +341,11 @@ type realFaultRun struct {
 
 	cur       *sinkInstance
 	instances int
-	retired   []*sinkInstance
+	closing   sync.WaitGroup // closing abandoned instances
 
-	signalled  int                  // broker signals sent
 	proxyLog   []faultproxy.Applied // of retired instances
 	proxyCount map[faultproxy.Count]int
-	signals    map[string]int
+	signals    map[string]int // broker signals sent, by kind
 	unfired    map[string]int
 	restarts   map[string]int
 	errClasses map[string]int
@@ -381,17 +380,14 @@ func newRealFaultRun(t *testing.T, brokers []string, nodes *brokerNodes, knobs r
 	if err != nil {
 		t.Fatalf("broker metadata: %v", err)
 	}
-	r.upstream = make(map[int32]string)
 	for _, b := range meta.Brokers {
-		r.upstream[b.NodeID] = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+		r.upstreams = append(r.upstreams, net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))))
 	}
-	if len(r.upstream) != 3 {
+	if len(r.upstreams) != 3 {
 		t.Fatalf("the cluster has brokers %v, want nodes 1..3: is the 3-node cluster fully up?", meta.Brokers)
 	}
 	t.Cleanup(func() {
-		for _, in := range r.retired {
-			r.closeQuietly(in)
-		}
+		r.closing.Wait()
 		if r.cur != nil {
 			r.closeQuietly(r.cur)
 		}
@@ -474,12 +470,7 @@ func (r *realFaultRun) lastPosition(b int) kafkasink.Position {
 // back against what the source knows.
 func (r *realFaultRun) startInstance(ctx context.Context) {
 	r.instances++
-	upstreams := make([]string, 0, 3)
-	for _, addr := range r.upstream {
-		upstreams = append(upstreams, addr)
-	}
-	slices.Sort(upstreams)
-	proxies, err := faultproxy.Start(upstreams, r.sched.decide)
+	proxies, err := faultproxy.Start(r.upstreams, r.sched.decide)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -519,8 +510,9 @@ func (r *realFaultRun) startInstance(ctx context.Context) {
 }
 
 // retire ends the current instance in the given style. Abandoning cuts
-// its network first: from then on it reaches no broker, as a dead
-// process does not.
+// its network: from then on it reaches no broker, as a dead process does
+// not; it is then closed in the background, as a dead process's sockets
+// and goroutines are gone too.
 func (r *realFaultRun) retire(style string) {
 	in := r.cur
 	r.cur = nil
@@ -535,7 +527,9 @@ func (r *realFaultRun) retire(style string) {
 	}
 	in.proxies.Close()
 	r.collect(in)
-	r.retired = append(r.retired, in)
+	if style != restartClose {
+		r.closing.Go(func() { r.closeQuietly(in) })
+	}
 }
 
 // collect adds an instance's proxy faults to the run's.
@@ -549,7 +543,7 @@ func (r *realFaultRun) collect(in *sinkInstance) {
 	}
 }
 
-// closeQuietly releases an instance at the end of the test.
+// closeQuietly releases an instance whose network is cut.
 func (r *realFaultRun) closeQuietly(in *sinkInstance) {
 	in.proxies.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -672,7 +666,10 @@ func (r *realFaultRun) absorb(w *stepWrites) {
 // proxy faults that took effect (a response to drop that never came, as
 // its connection died first, is not one).
 func (r *realFaultRun) applied() int {
-	n := r.signalled + len(r.proxyLog)
+	n := len(r.proxyLog)
+	for _, k := range r.signals {
+		n += k
+	}
 	if r.cur != nil {
 		n += len(r.cur.proxies.Applied())
 	}
@@ -717,6 +714,7 @@ func (r *realFaultRun) run() {
 
 		// The fault of this step.
 		var signal func()
+		var signalKind string
 		var armed []*armedFault
 		what := ""
 		switch p := r.rng.Float64(); {
@@ -731,13 +729,13 @@ func (r *realFaultRun) run() {
 				r.nodes.start(node)
 				waitFullISR(t, mustClient(t, r.brokers), 90*time.Second, r.topic, r.ckTopic, "__transaction_state")
 			}
-			r.signals["SIGKILL+restart"]++
+			signalKind = "SIGKILL+restart"
 		case p < 0.22:
 			node, role := r.pickVictim()
 			d := time.Duration(300+r.rng.IntN(2700)) * time.Millisecond
 			what = fmt.Sprintf("SIGSTOP node %d (%s) for %v", node, role, d)
 			signal = func() { r.pauser.pause(node, d) }
-			r.signals["SIGSTOP/SIGCONT"]++
+			signalKind = "SIGSTOP/SIGCONT"
 		case p < 0.34:
 			// A commit or produce the broker applied but whose answer
 			// is lost, then an outage of a start-up request, so that
@@ -807,7 +805,7 @@ func (r *realFaultRun) run() {
 		if signal != nil {
 			time.Sleep(time.Duration(r.rng.IntN(300)) * time.Millisecond)
 			signal()
-			r.signalled++
+			r.signals[signalKind]++
 		}
 		if restart == restartAbandonWrite {
 			time.Sleep(time.Duration(r.rng.IntN(400)) * time.Millisecond)

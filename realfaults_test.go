@@ -36,15 +36,21 @@ import (
 // Between faults the sink is restarted the way a process is (Close, or
 // abandoned with its network cut, between or in the middle of a Write), and
 // the source redelivers from its last acknowledged batch, retrying a batch
-// on retryable errors as a correct caller does. At the end a read_committed
-// reader must see every event exactly once, in order per key, and a new
-// sink must read back the last batch's position.
+// on retryable errors as a correct caller does. Every error New and Write
+// return must be retryable (these faults are all transient), or caused by
+// the caller's own deadline; any other is a violation, and the loop retries
+// it anyway so that the run still checks the data. Each new instance must
+// read back a checkpoint at or past the last acknowledged batch. At the end
+// a read_committed reader must see every event exactly once, in order per
+// key, and a new sink must read back the last batch's position and cursor.
 //
-// Knobs: KAFKASINK_REALFAULTS_SEED replays a seed (logged at the start);
-// KAFKASINK_REALFAULTS_FAULTS is how many faults to apply (default 100),
-// KAFKASINK_REALFAULTS_BUDGET the time after which no new fault is started
-// (default 70s), KAFKASINK_REALFAULTS_KILLS the most broker SIGKILLs
-// (default 1). A soak: FAULTS=250 BUDGET=15m KILLS=6, with -timeout 30m.
+// Knobs: KAFKASINK_REALFAULTS_SEED replays a seed (logged at the start;
+// timing still varies, so a replay repeats the schedule, not every
+// interleaving); KAFKASINK_REALFAULTS_FAULTS is how many faults to apply
+// (default 100), KAFKASINK_REALFAULTS_BUDGET the time after which no new
+// fault is started (default 70s), KAFKASINK_REALFAULTS_KILLS the most
+// broker SIGKILLs (default 1). A soak: FAULTS=300 BUDGET=10m KILLS=4, with
+// -timeout 25m.
 //
 // Only cluster nodes 1..3 are ever signalled, never node 0 (the single
 // node others use); every node stopped or killed is resumed or restarted

@@ -733,17 +733,19 @@ func (r *realFaultRun) waitFenced(node int) {
 }
 
 // pickVictim chooses a cluster node to signal: the sink's transaction
-// coordinator, the checkpoint partition's leader, or any node.
+// coordinator, the checkpoint partition's leader, or any node; always one
+// of the cluster's nodes 1..3, never the single node 0 others use.
 func (r *realFaultRun) pickVictim() (int, string) {
+	isClusterNode := func(id int32) bool { return id >= 1 && id <= 3 }
 	switch r.rng.IntN(3) {
 	case 0:
 		txnID := "kafkasink-" + r.name
-		if c, ok := r.adm.FindTxnCoordinators(ctxT(r.t), txnID)[txnID]; ok && c.Err == nil {
+		if c, ok := r.adm.FindTxnCoordinators(ctxT(r.t), txnID)[txnID]; ok && c.Err == nil && isClusterNode(c.NodeID) {
 			return int(c.NodeID), "transaction coordinator"
 		}
 	case 1:
 		if md, err := r.adm.Metadata(ctxT(r.t), r.ckTopic); err == nil {
-			if p, ok := md.Topics[r.ckTopic].Partitions[0]; ok && p.Leader > 0 {
+			if p, ok := md.Topics[r.ckTopic].Partitions[0]; ok && isClusterNode(p.Leader) {
 				return int(p.Leader), "checkpoint leader"
 			}
 		}

@@ -122,6 +122,24 @@ func pauseNext(c *kfake.Cluster, key int16, release <-chan struct{}) <-chan stru
 	return arrived
 }
 
+// writeHeldAtCommit writes events in the background with the next EndTxn
+// held at the broker until release is closed, and returns once the commit
+// reached the broker; the Write's result arrives on the channel.
+func writeHeldAtCommit(t *testing.T, c *kfake.Cluster, s kafkasink.Sink, events []kafkasink.Event, release <-chan struct{}) <-chan error {
+	t.Helper()
+	arrived := pauseNext(c, kmsg.EndTxn.Int16(), release)
+	errc := make(chan error, 1)
+	go func() { errc <- s.Write(context.Background(), kafkasink.Batch{Events: events}) }()
+	select {
+	case <-arrived:
+	case err := <-errc:
+		t.Fatalf("Write returned before its commit: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the commit never reached the broker")
+	}
+	return errc
+}
+
 func TestCrashBeforeCommitIsInvisibleAndRedelivered(t *testing.T) {
 	t.Parallel()
 	c, brokers := sinktest.Cluster(t)
@@ -135,16 +153,7 @@ func TestCrashBeforeCommitIsInvisibleAndRedelivered(t *testing.T) {
 	// The first sink produces b, then stalls before its commit reaches
 	// the broker: as far as anyone can tell, it crashed.
 	release := make(chan struct{})
-	arrived := pauseNext(c, kmsg.EndTxn.Int16(), release)
-	zombieErr := make(chan error, 1)
-	go func() { zombieErr <- zombie.Write(context.Background(), kafkasink.Batch{Events: b}) }()
-	select {
-	case <-arrived:
-	case err := <-zombieErr:
-		t.Fatalf("Write returned before its commit: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the commit never reached the broker")
-	}
+	zombieErr := writeHeldAtCommit(t, c, zombie, b, release)
 	// b's records are in the log, uncommitted: a read_committed reader
 	// must not see them.
 	sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic), a)

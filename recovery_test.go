@@ -39,15 +39,8 @@ func TestFailedRecoveryDoesNotCommitTwice(t *testing.T) {
 	// The commit reaches the broker but is held there past the commit
 	// timeout: the client gives up on it, then the broker applies it.
 	release := make(chan struct{})
-	arrived := pauseNext(c, kmsg.EndTxn.Int16(), release)
 	b := sinktest.Inserts("public", "orders", 200, 6, 40)
-	errc := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		errc <- s.Write(ctx, kafkasink.Batch{Events: b})
-	}()
-	<-arrived
+	errc := writeHeldAtCommit(t, c, s, b, release)
 	time.Sleep(1500 * time.Millisecond)
 	close(release)
 	if err := <-errc; err == nil || !kafkasink.IsRetryable(err) {
@@ -87,16 +80,7 @@ func TestZombieRecoveryNeverFencesNewerInstance(t *testing.T) {
 	// The old instance's commit hangs at the broker past its commit
 	// timeout, so its outcome is unclear to it.
 	release := make(chan struct{})
-	arrived := pauseNext(c, kmsg.EndTxn.Int16(), release)
-	oldErr := make(chan error, 1)
-	go func() { oldErr <- old.Write(context.Background(), kafkasink.Batch{Events: zb}) }()
-	select {
-	case <-arrived:
-	case err := <-oldErr:
-		t.Fatalf("Write returned before its commit: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the commit never reached the broker")
-	}
+	oldErr := writeHeldAtCommit(t, c, old, zb, release)
 	time.Sleep(1500 * time.Millisecond) // past the old instance's commit timeout
 
 	// Meanwhile a newer instance takes over, and writes.

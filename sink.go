@@ -460,19 +460,26 @@ func (s *base) checkRedelivery(b *Batch) error {
 		limit = s.owed.last
 	}
 	for i := range b.Events {
-		if p := b.Events[i].Position; p.Compare(ck) > 0 {
-			if p.Compare(limit) <= 0 {
-				return nil // it writes the failed events again
-			}
-			return fmt.Errorf("%w: a Write failed before delivering position %s, and this batch starts at %s, past it: write the failed batch again until it succeeds (retry while IsRetryable), or restart the sink and resume from Checkpoint() %s",
-				ErrInvalidBatch, limit, p, ck)
+		p := b.Events[i].Position
+		switch {
+		case p.Compare(ck) <= 0:
+			continue // delivered before
+		case p.Compare(limit) <= 0:
+			return nil // it writes the failed events again
 		}
+		return skipsOwed(limit, "starts at "+p.String(), ck)
 	}
 	if len(b.Events) == 0 {
-		return fmt.Errorf("%w: a Write failed before delivering position %s, and this batch would move only the cursor past it: write the failed batch again until it succeeds (retry while IsRetryable), or restart the sink and resume from Checkpoint() %s",
-			ErrInvalidBatch, limit, ck)
+		return skipsOwed(limit, "moves only the cursor", ck)
 	}
 	return nil // every event is delivered already: nothing moves
+}
+
+// skipsOwed is checkRedelivery's refusal of a batch that, as what says,
+// goes past the owed position.
+func skipsOwed(owed Position, what string, ck Position) error {
+	return fmt.Errorf("%w: a Write failed before delivering position %s, and this batch %s, past it: write the failed batch again until it succeeds (retry while IsRetryable), or restart the sink and resume from Checkpoint() %s",
+		ErrInvalidBatch, owed, what, ck)
 }
 
 // nextCheckpoint is the checkpoint written with part i of p: the part's

@@ -363,13 +363,13 @@ func ensureTopic(ctx context.Context, cl *kgo.Client, topic string, mustExist bo
 	return topicInfo{partitions: n, maxMessageBytes: maxBytes}, nil
 }
 
-// waitForLeaders polls metadata until every partition of topic has a
-// leader, so the first produce does not race the topic's propagation.
 // leaderWait bounds waitForLeaders.
 const leaderWait = 15 * time.Second
 
 var errLeaderTimeout = &timeoutError{"waiting for the topic's partition leaders"}
 
+// waitForLeaders polls metadata until every partition of topic has a
+// leader, so the first produce does not race the topic's propagation.
 func waitForLeaders(ctx context.Context, cl *kgo.Client, topic string) (int, error) {
 	// A topic that exists gets its leaders within seconds; one that
 	// stays without them (not created after all, a cluster that lost

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# debezium-capture.sh - regenerate the Debezium golden files in testdata/debezium.
+#
+# Runs the real Debezium PostgreSQL connector (internal/debeziumref, an
+# Embedded Engine built with Maven) against the test PostgreSQL on the
+# workload in testdata/debezium, once per configuration and per
+# schemas.enable setting, and writes what a Kafka Connect worker with
+# JsonConverter would have written to Kafka:
+#
+#   testdata/debezium/<config>-schemas-<true|false>.jsonl
+#
+# Each run: recreate schema dbzconf (workload.sql), create a publication
+# and let Debezium create a slot, both named uniquely for the run; start
+# Debezium (initial snapshot); once the snapshot is complete and streaming
+# is connected, apply workload-changes.sql; stop at the end-marker record
+# once no record came for a while; drop the slot and the publication, also
+# when the run fails.
+#
+# Usage:
+#   scripts/debezium-capture.sh [CONFIG...]    configs: defaults decimal-string isostring
+#                                              (default: all of them)
+# Environment:
+#   KAFKASINK_TEST_PG   the PostgreSQL URL (default: from scripts/testenv.sh env)
+#   DEBEZIUM_SCHEMAS    which schemas.enable settings to run (default: "true false")
+#
+# Needs java 17+, mvn, psql. Maven caches the artifacts in ~/.m2.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+HARNESS="$ROOT/internal/debeziumref"
+DATA="$ROOT/testdata/debezium"
+CONFIGS=("$@")
+[[ ${#CONFIGS[@]} -gt 0 ]] || CONFIGS=(defaults decimal-string isostring)
+read -r -a SCHEMAS <<<"${DEBEZIUM_SCHEMAS:-true false}"
+
+if [[ -z "${KAFKASINK_TEST_PG:-}" ]]; then
+  eval "$("$ROOT/scripts/testenv.sh" env)"
+fi
+PG="$KAFKASINK_TEST_PG"
+# postgres://user:password@host:port/dbname?params
+if [[ ! "$PG" =~ ^postgres(ql)?://([^:@/]+):([^@/]*)@([^:/]+):([0-9]+)/([^?]+) ]]; then
+  echo "debezium-capture: cannot parse KAFKASINK_TEST_PG (want postgres://user:password@host:port/db)" >&2
+  exit 2
+fi
+PG_USER="${BASH_REMATCH[2]}" PG_PASSWORD="${BASH_REMATCH[3]}" PG_HOST="${BASH_REMATCH[4]}"
+PG_PORT="${BASH_REMATCH[5]}" PG_DB="${BASH_REMATCH[6]}"
+
+# Session time zone of psql and of the JVM: UTC, so nothing depends on the
+# machine's zone.
+export PGTZ=UTC PGOPTIONS="-c client_min_messages=warning"
+psql_() { psql "$PG" -X -q -v ON_ERROR_STOP=1 "$@"; }
+
+echo "debezium-capture: building the harness" >&2
+(cd "$HARNESS" && mvn -B -q compile dependency:build-classpath -Dmdep.outputFile=target/classpath.txt)
+CP="$HARNESS/target/classes:$(cat "$HARNESS/target/classpath.txt")"
+
+WORK="$(mktemp -d)"
+SLOT="" PUB=""
+cleanup() {
+  # Only the slot and publication this run created. The slot is dropped by
+  # Debezium on a clean stop (slot.drop.on.stop); after a crash it may
+  # still be active for a moment until the server notices the dead walsender.
+  if [[ -n "$SLOT" ]]; then
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+      if psql_ -tAc "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
+                     WHERE slot_name = '$SLOT' AND NOT active" >/dev/null 2>&1 &&
+         [[ -z "$(psql_ -tAc "SELECT 1 FROM pg_replication_slots WHERE slot_name = '$SLOT'")" ]]; then
+        break
+      fi
+      sleep 1
+    done
+  fi
+  [[ -z "$PUB" ]] || psql_ -c "DROP PUBLICATION IF EXISTS $PUB" || true
+  SLOT="" PUB=""
+}
+trap 'cleanup; rm -rf "$WORK"' EXIT
+
+for config in "${CONFIGS[@]}"; do
+  props="$DATA/configs/$config.properties"
+  [[ -f "$props" ]] || { echo "debezium-capture: no configuration $props" >&2; exit 2; }
+  for schemas in "${SCHEMAS[@]}"; do
+    out="$DATA/$config-schemas-$schemas.jsonl"
+    name="dbzref_${config//-/_}_${schemas}_$$"
+    SLOT="$name" PUB="$name"
+    echo "debezium-capture: $config schemas.enable=$schemas -> ${out#"$ROOT"/}" >&2
+    psql_ -f "$DATA/workload.sql"
+    psql_ -c "CREATE PUBLICATION $PUB FOR TABLES IN SCHEMA dbzconf"
+    run="$WORK/$name.properties"
+    {
+      cat <<EOF
+name=dbzref
+connector.class=io.debezium.connector.postgresql.PostgresConnector
+offset.storage=org.apache.kafka.connect.storage.MemoryOffsetBackingStore
+offset.flush.interval.ms=60000
+database.hostname=$PG_HOST
+database.port=$PG_PORT
+database.user=$PG_USER
+database.password=$PG_PASSWORD
+database.dbname=$PG_DB
+topic.prefix=dbz
+plugin.name=pgoutput
+slot.name=$SLOT
+slot.drop.on.stop=true
+publication.name=$PUB
+publication.autocreate.mode=disabled
+schema.include.list=dbzconf
+snapshot.mode=initial
+harness.output=$WORK/$name.jsonl
+harness.schemas.enable=$schemas
+harness.stop.topic=dbz.dbzconf.zz_end
+harness.after.snapshot.command=PGTZ=UTC psql '$PG' -X -q -v ON_ERROR_STOP=1 -f '$DATA/workload-changes.sql'
+harness.idle.ms=3000
+harness.timeout.s=300
+EOF
+      cat "$props"
+    } >"$run"
+    start=$(date +%s.%N)
+    if ! java -Duser.timezone=UTC -Dorg.slf4j.simpleLogger.defaultLogLevel=info \
+        -cp "$CP" io.kafkasink.debeziumref.Capture "$run" >"$WORK/$name.log" 2>&1; then
+      tail -n 60 "$WORK/$name.log" >&2
+      echo "debezium-capture: $config schemas.enable=$schemas FAILED; full log above (last 60 lines)" >&2
+      exit 1
+    fi
+    end=$(date +%s.%N)
+    grep '^harness:' "$WORK/$name.log" >&2 || true
+    cleanup
+    mv "$WORK/$name.jsonl" "$out"
+    awk -v n="$(wc -l <"$out")" -v s="$start" -v e="$end" \
+      'BEGIN { printf "debezium-capture: %d records in %.1f s\n", n, e - s }' >&2
+  done
+done
+psql_ -c "DROP SCHEMA IF EXISTS dbzconf CASCADE"

@@ -1,0 +1,47 @@
+-- Debezium conformance workload, part 2: the changes applied after the
+-- initial snapshot of workload.sql is complete. See README.md.
+\set ON_ERROR_STOP on
+
+-- Streamed inserts of every value set (ids 11..14), one transaction.
+CALL dbzconf.insert_types(10);
+
+-- Updates of ordinary rows and one to all-NULL values.
+UPDATE dbzconf.types SET c_text = 'updated', c_int4 = 7 WHERE id = 11;
+UPDATE dbzconf.types SET (c_num, c_jsonb, c_int_arr) = (NULL, NULL, NULL) WHERE id = 12;
+
+-- An update that leaves the TOASTed column unchanged, then one that
+-- changes it, then a delete.
+UPDATE dbzconf.toasty SET n = 2 WHERE id = 1;
+UPDATE dbzconf.toasty SET big = 'small now', n = 3 WHERE id = 1;
+DELETE FROM dbzconf.toasty WHERE id = 1;
+
+-- REPLICA IDENTITY DEFAULT: an update, a primary-key change, deletes, in
+-- one transaction.
+BEGIN;
+UPDATE dbzconf.ident_default SET name = 'uno' WHERE id = 1;
+UPDATE dbzconf.ident_default SET id = 10 WHERE id = 2;
+DELETE FROM dbzconf.ident_default WHERE id = 3;
+COMMIT;
+DELETE FROM dbzconf.ident_default WHERE id = 1;
+
+-- REPLICA IDENTITY FULL: an update leaving the TOASTed column unchanged, a
+-- primary-key change, a delete.
+UPDATE dbzconf.ident_full SET name = 'full one' WHERE id = 1;
+UPDATE dbzconf.ident_full SET id = 20 WHERE id = 2;
+DELETE FROM dbzconf.ident_full WHERE id = 3;
+
+-- No primary key.
+INSERT INTO dbzconf.no_pk VALUES (3, 'z');
+UPDATE dbzconf.no_pk SET b = 'xx' WHERE a = 1;
+DELETE FROM dbzconf.no_pk WHERE a = 2;
+
+-- Two-column key: an update and a key change.
+UPDATE dbzconf.multi_pk SET v = 'v2' WHERE a = 'k' AND b = 1;
+UPDATE dbzconf.multi_pk SET b = 2 WHERE a = 'k' AND b = 1;
+
+-- TRUNCATE, then a row in the emptied table.
+TRUNCATE dbzconf.truncated;
+INSERT INTO dbzconf.truncated VALUES (3, 'c');
+
+-- The end marker: the capture stops at this record.
+INSERT INTO dbzconf.zz_end VALUES (1);

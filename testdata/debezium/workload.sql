@@ -1,0 +1,157 @@
+-- Debezium conformance workload, part 1: the schema and the rows present
+-- before the initial snapshot. Everything lives in schema dbzconf, dropped
+-- and recreated here, so a run is repeatable. Part 2, applied once the
+-- snapshot is complete, is workload-changes.sql. See README.md.
+\set ON_ERROR_STOP on
+DROP SCHEMA IF EXISTS dbzconf CASCADE;
+CREATE SCHEMA dbzconf;
+
+CREATE TYPE dbzconf.mood AS ENUM ('sad', 'ok', 'happy');
+CREATE DOMAIN dbzconf.posint AS integer CHECK (VALUE > 0);
+
+-- Every type pgcdc converts, one column each (pgcdc/values.go), plus the
+-- types it keeps as text that a Debezium consumer sees differently.
+CREATE TABLE dbzconf.types (
+    id           integer PRIMARY KEY,
+    c_int2       smallint,
+    c_int4       integer,
+    c_int8       bigint,
+    c_oid        oid,
+    c_num_typmod numeric(12,3),
+    c_num        numeric,
+    c_num40      numeric(40,5),
+    c_money      money,
+    c_float4     real,
+    c_float8     double precision,
+    c_text       text,
+    c_varchar    varchar(20),
+    c_char       char(5),
+    c_bytea      bytea,
+    c_bool       boolean,
+    c_date       date,
+    c_time       time,
+    c_time3      time(3),
+    c_timetz     timetz,
+    c_ts         timestamp,
+    c_ts3        timestamp(3),
+    c_tstz       timestamptz,
+    c_interval   interval,
+    c_uuid       uuid,
+    c_json       json,
+    c_jsonb      jsonb,
+    c_inet       inet,
+    c_cidr       cidr,
+    c_macaddr    macaddr,
+    c_bit1       bit(1),
+    c_bit8       bit(8),
+    c_varbit     varbit,
+    c_point      point,
+    c_enum       dbzconf.mood,
+    c_domain     dbzconf.posint,
+    c_int_arr    integer[],
+    c_text_arr   text[],
+    c_int_arr2d  integer[][]
+);
+
+-- insert_types inserts the four value sets used before the snapshot (ids
+-- base+1 .. base+4) and again as streamed inserts (workload-changes.sql):
+-- ordinary values, edge values, pre-epoch values, and all NULL.
+CREATE PROCEDURE dbzconf.insert_types(base integer) LANGUAGE sql AS $$
+INSERT INTO dbzconf.types VALUES
+ (base + 1, 32767, 2147483647, 9223372036854775807, 4000000000,
+  12345.678, 3.14159, 12345678901234567890123456789012345.12345, 1234.56,
+  1.5, -2.25e-300,
+  'héllo wörld ✓ 𝄞 日本語', 'abc', 'ab', '\x00ff10', true,
+  '2024-02-29', '13:45:59.123456', '13:45:59.123', '13:45:59.5+05:30',
+  '2024-02-29 13:45:59.123456', '2024-02-29 13:45:59.123', '2024-02-29 13:45:59.123456+01',
+  '1 year 2 mons 3 days 04:05:06.789', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11',
+  '{"a": [1, 2.5, "x"], "b": null}', '{"b": 1, "a": "é"}',
+  '192.168.1.5/24', '10.0.0.0/8', '08:00:2b:01:02:03',
+  B'1', B'10101010', B'101', '(1.5,-2.25)', 'happy', 42,
+  '{1,2,NULL,4}', '{"a b","c,d",NULL,"é"}', '{{1,2},{3,4}}'),
+ (base + 2, -32768, -2147483648, -9223372036854775808, 0,
+  'NaN', 'Infinity', -0.00001, -92233720368547758.08,
+  'NaN', 'Infinity', '', '', ' ', '\x', false,
+  'infinity', '24:00:00', '00:00:00', '23:59:59.999999-08',
+  '-infinity', 'infinity', 'infinity',
+  '-1 days -00:00:01', '00000000-0000-0000-0000-000000000000',
+  'null', 'null', '::1', '2001:db8::/32', 'ff:ff:ff:ff:ff:ff',
+  B'0', B'00000000', B'', '(0,0)', 'sad', 1,
+  '{}', '{}', '{}'),
+ (base + 3, 0, 0, 0, 1,
+  0, -1234567890123456789012345678901234567890.0123456789, 0, 0,
+  '-Infinity', 'NaN', 'quote " backslash \ newline
+tab	end', 'x', 'abcde', '\xdeadbeef', true,
+  '1969-12-31', '00:00:00.000001', '23:59:59.999', '00:00:00+00',
+  '1900-01-01 00:00:00.000001', '1969-12-31 23:59:59.999', '1900-01-01 00:00:00+00',
+  '-178000000 years', 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A12',
+  '[]', '{"nested": {"deep": [true, false, null]}}', '10.1.2.3', '10.1.2.0/24', '00:00:00:00:00:00',
+  B'1', B'11111111', B'1111111111111111111', '(-1e+300,3.5)', 'ok', 2147483647,
+  '{NULL}', '{""}', '{{NULL,2},{3,NULL}}'),
+ (base + 4, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+  NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+  NULL, NULL, NULL, NULL, NULL, NULL, NULL)
+$$;
+CALL dbzconf.insert_types(0);
+
+-- A TOASTed column left unchanged by an update (REPLICA IDENTITY DEFAULT).
+-- 150 md5 digests: 4.8 kB of hex digits, which pglz cannot shrink below
+-- the 2 kB TOAST threshold, so the value is stored out of line (checked
+-- with pg_column_size and the unchanged-TOAST marker in the capture).
+CREATE TABLE dbzconf.toasty (
+    id   integer PRIMARY KEY,
+    big  text,
+    n    integer
+);
+INSERT INTO dbzconf.toasty
+SELECT 1, string_agg(md5(i::text), ''), 1 FROM generate_series(1, 150) i;
+
+-- REPLICA IDENTITY DEFAULT: update, primary-key change, delete.
+CREATE TABLE dbzconf.ident_default (
+    id    integer PRIMARY KEY,
+    name  text,
+    n     integer
+);
+INSERT INTO dbzconf.ident_default VALUES (1, 'one', 10), (2, 'two', 20), (3, 'three', 30);
+
+-- REPLICA IDENTITY FULL with a primary key and a TOASTed column.
+CREATE TABLE dbzconf.ident_full (
+    id    integer PRIMARY KEY,
+    name  text,
+    big   text
+);
+ALTER TABLE dbzconf.ident_full REPLICA IDENTITY FULL;
+INSERT INTO dbzconf.ident_full
+SELECT i, 'full ' || i, (SELECT string_agg(md5((i * 10000 + j)::text), '') FROM generate_series(1, 150) j)
+FROM generate_series(1, 3) i;
+
+-- No primary key at all (REPLICA IDENTITY FULL so updates and deletes
+-- replicate).
+CREATE TABLE dbzconf.no_pk (
+    a  integer,
+    b  text
+);
+ALTER TABLE dbzconf.no_pk REPLICA IDENTITY FULL;
+INSERT INTO dbzconf.no_pk VALUES (1, 'x'), (2, 'y');
+
+-- A two-column primary key, declared in the other order than the columns.
+CREATE TABLE dbzconf.multi_pk (
+    a  text,
+    b  integer,
+    v  text,
+    PRIMARY KEY (b, a)
+);
+INSERT INTO dbzconf.multi_pk VALUES ('k', 1, 'v1');
+
+-- Truncated after the snapshot.
+CREATE TABLE dbzconf.truncated (
+    id  integer PRIMARY KEY,
+    v   text
+);
+INSERT INTO dbzconf.truncated VALUES (1, 'a'), (2, 'b');
+
+-- The capture ends at the first record of this table: the last statement
+-- of workload-changes.sql inserts its only row.
+CREATE TABLE dbzconf.zz_end (
+    id  integer PRIMARY KEY
+);

@@ -362,18 +362,8 @@ func debeziumDeviations(want, ours []dbzRecord) []string {
 		return m
 	}
 	w, o := byTopic(want), byTopic(ours)
-	var topics []string
-	for topic := range w {
-		topics = append(topics, topic)
-	}
-	for topic := range o {
-		if _, ok := w[topic]; !ok {
-			topics = append(topics, topic)
-		}
-	}
-	sort.Strings(topics)
 	var out []string
-	for _, topic := range topics {
+	for _, topic := range sortedKeys(w, o) {
 		out = append(out, topicDeviations(topic, w[topic], o[topic])...)
 	}
 	return out
@@ -578,17 +568,7 @@ func diffJSON(path string, want, ours any, add func(string, any, any)) {
 			add(path, w, ours)
 			return
 		}
-		keys := make([]string, 0, len(w)+len(o))
-		for k := range w {
-			keys = append(keys, k)
-		}
-		for k := range o {
-			if _, ok := w[k]; !ok {
-				keys = append(keys, k)
-			}
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for _, k := range sortedKeys(w, o) {
 			wv, wok := w[k]
 			ov, ook := o[k]
 			switch {
@@ -618,6 +598,21 @@ func diffJSON(path string, want, ours any, add func(string, any, any)) {
 			add(path, want, ours)
 		}
 	}
+}
+
+// sortedKeys returns the keys of a and b, each once, sorted.
+func sortedKeys[V any](a, b map[string]V) []string {
+	keys := make([]string, 0, len(a)+len(b))
+	for k := range a {
+		keys = append(keys, k)
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // sameNumber reports whether two JSON numbers are the same value, however

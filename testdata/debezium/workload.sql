@@ -8,6 +8,7 @@ CREATE SCHEMA dbzconf;
 
 CREATE TYPE dbzconf.mood AS ENUM ('sad', 'ok', 'happy');
 CREATE DOMAIN dbzconf.posint AS integer CHECK (VALUE > 0);
+CREATE TYPE dbzconf.pair AS (a integer, b text);
 
 -- Every type pgcdc converts, one column each (pgcdc/values.go), plus the
 -- types it keeps as text that a Debezium consumer sees differently.
@@ -50,12 +51,18 @@ CREATE TABLE dbzconf.types (
     c_domain     dbzconf.posint,
     c_int_arr    integer[],
     c_text_arr   text[],
-    c_int_arr2d  integer[][]
+    c_int_arr2d  integer[][],
+    c_name       name,
+    c_qchar      "char",
+    c_num_arr    numeric[],
+    c_date_arr   date[],
+    c_pair       dbzconf.pair
 );
 
--- insert_types inserts the four value sets used before the snapshot (ids
--- base+1 .. base+4) and again as streamed inserts (workload-changes.sql):
--- ordinary values, edge values, pre-epoch values, and all NULL.
+-- insert_types inserts the five value sets used before the snapshot (ids
+-- base+1 .. base+5) and again as streamed inserts (workload-changes.sql):
+-- ordinary values, edge values, pre-epoch values, all NULL, and more edge
+-- values (BC dates, -infinity, control characters, a 3-D array).
 CREATE PROCEDURE dbzconf.insert_types(base integer) LANGUAGE sql AS $$
 INSERT INTO dbzconf.types VALUES
  (base + 1, 32767, 2147483647, 9223372036854775807, 4000000000,
@@ -68,7 +75,8 @@ INSERT INTO dbzconf.types VALUES
   '{"a": [1, 2.5, "x"], "b": null}', '{"b": 1, "a": "é"}',
   '192.168.1.5/24', '10.0.0.0/8', '08:00:2b:01:02:03',
   B'1', B'10101010', B'101', '(1.5,-2.25)', 'happy', 42,
-  '{1,2,NULL,4}', '{"a b","c,d",NULL,"é"}', '{{1,2},{3,4}}'),
+  '{1,2,NULL,4}', '{"a b","c,d",NULL,"é"}', '{{1,2},{3,4}}',
+  'a_name', 'x', '{1.5,NULL,-2}', '{2024-02-29,NULL}', '(1,one)'),
  (base + 2, -32768, -2147483648, -9223372036854775808, 0,
   'NaN', 'Infinity', -0.00001, -92233720368547758.08,
   'NaN', 'Infinity', '', '', ' ', '\x', false,
@@ -77,7 +85,8 @@ INSERT INTO dbzconf.types VALUES
   '-1 days -00:00:01', '00000000-0000-0000-0000-000000000000',
   'null', 'null', '::1', '2001:db8::/32', 'ff:ff:ff:ff:ff:ff',
   B'0', B'00000000', B'', '(0,0)', 'sad', 1,
-  '{}', '{}', '{}'),
+  '{}', '{}', '{}',
+  '', ' ', '{NaN}', '{infinity}', '(,)'),
  (base + 3, 0, 0, 0, 1,
   0, -1234567890123456789012345678901234567890.0123456789, 0, 0,
   '-Infinity', 'NaN', 'quote " backslash \ newline
@@ -87,10 +96,18 @@ tab	end', 'x', 'abcde', '\xdeadbeef', true,
   '-178000000 years', 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A12',
   '[]', '{"nested": {"deep": [true, false, null]}}', '10.1.2.3', '10.1.2.0/24', '00:00:00:00:00:00',
   B'1', B'11111111', B'1111111111111111111', '(-1e+300,3.5)', 'ok', 2147483647,
-  '{NULL}', '{""}', '{{NULL,2},{3,NULL}}'),
+  '{NULL}', '{""}', '{{NULL,2},{3,NULL}}',
+  'name with spaces', 'z', '{}', '{}', '(-1,"quote""d")'),
  (base + 4, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
   NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-  NULL, NULL, NULL, NULL, NULL, NULL, NULL)
+  NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+  NULL, NULL, NULL, NULL, NULL);
+INSERT INTO dbzconf.types (id, c_num, c_float8, c_money, c_text, c_date, c_time, c_timetz, c_ts, c_tstz,
+  c_interval, c_json, c_jsonb, c_text_arr, c_int_arr2d)
+VALUES (base + 5, '-Infinity', '-Infinity', 92233720368547758.07, E'ctl \x01 emoji 😀',
+  '0044-03-15 BC', '23:59:59.999999', '12:00:00+14', '0044-03-15 12:00:00 BC', '-infinity',
+  '1 mon', '"\u00e9 \u0001"', '{"ctl": "\u0001\u001f", "emoji": "😀"}',
+  '{"a\"b","c\\d"}', '{{{1,2}},{{3,4}}}')
 $$;
 CALL dbzconf.insert_types(0);
 

@@ -14,7 +14,9 @@
 # Debezium (initial snapshot); once the snapshot is complete and streaming
 # is connected, apply workload-changes.sql; stop at the end-marker record
 # once no record came for a while; drop the slot and the publication, also
-# when the run fails.
+# when the run fails. At exit, whatever happened, schema dbzconf is dropped.
+# The schema name is fixed: do not run two captures against one server at
+# once.
 #
 # Usage:
 #   scripts/debezium-capture.sh [CONFIG...]    configs: defaults decimal-string isostring
@@ -73,7 +75,7 @@ cleanup() {
   [[ -z "$PUB" ]] || psql_ -c "DROP PUBLICATION IF EXISTS $PUB" || true
   SLOT="" PUB=""
 }
-trap 'cleanup; rm -rf "$WORK"' EXIT
+trap 'cleanup; psql_ -c "DROP SCHEMA IF EXISTS dbzconf CASCADE" || true; rm -rf "$WORK"' EXIT
 
 for config in "${CONFIGS[@]}"; do
   props="$DATA/configs/$config.properties"
@@ -118,7 +120,7 @@ EOF
     if ! java -Duser.timezone=UTC -Dorg.slf4j.simpleLogger.defaultLogLevel=info \
         -cp "$CP" io.kafkasink.debeziumref.Capture "$run" >"$WORK/$name.log" 2>&1; then
       tail -n 60 "$WORK/$name.log" >&2
-      echo "debezium-capture: $config schemas.enable=$schemas FAILED; full log above (last 60 lines)" >&2
+      echo "debezium-capture: $config schemas.enable=$schemas FAILED (the last 60 lines of its log above)" >&2
       exit 1
     fi
     end=$(date +%s.%N)
@@ -129,4 +131,3 @@ EOF
       'BEGIN { printf "debezium-capture: %d records in %.1f s\n", n, e - s }' >&2
   done
 done
-psql_ -c "DROP SCHEMA IF EXISTS dbzconf CASCADE"

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/internal/backoff"
 )
 
 // Defaults of the Config fields whose zero value means "the default".
@@ -389,4 +390,10 @@ func (cfg *Config) tick() time.Duration {
 		return cfg.HeartbeatInterval
 	}
 	return DefaultHeartbeatInterval
+}
+
+// backoff is the wait between attempts of Run's reconnect loop and of a
+// retried Write: ReconnectBackoff, doubling up to ReconnectMax.
+func (cfg *Config) backoff() *backoff.Backoff {
+	return backoff.New(cfg.ReconnectBackoff, cfg.ReconnectMax)
 }

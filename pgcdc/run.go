@@ -81,7 +81,7 @@ func Run(ctx context.Context, cfg Config, sink kafkasink.Sink) error {
 		wg.Wait()
 	}()
 
-	wait := cfg.ReconnectBackoff
+	wait := cfg.backoff()
 	for {
 		r.progress = false
 		err := r.attempt(ctx)
@@ -94,17 +94,12 @@ func Run(ctx context.Context, cfg Config, sink kafkasink.Sink) error {
 			return err
 		}
 		if r.progress {
-			wait = cfg.ReconnectBackoff
+			wait.Reset()
 		}
-		r.log.Warn("replication interrupted; reconnecting", "error", err, "backoff", wait)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		r.log.Warn("replication interrupted; reconnecting", "error", err, "backoff", wait.Delay())
+		if !wait.Wait(ctx) {
 			return context.Cause(ctx)
-		case <-t.C:
 		}
-		wait = min(2*wait, cfg.ReconnectMax)
 	}
 }
 

@@ -468,7 +468,7 @@ func (e *sinkError) Unwrap() error { return e.err }
 // succeeds, the error is not retryable, or sctx ends. A retry sends the
 // same batch: the sink skips what its checkpoint already covers.
 func writeRetrying(ctx, sctx context.Context, cfg *Config, log *slog.Logger, sink kafkasink.Sink, b kafkasink.Batch) error {
-	wait := cfg.ReconnectBackoff
+	wait := cfg.backoff()
 	for {
 		err := sink.Write(ctx, b)
 		if err == nil {
@@ -480,15 +480,10 @@ func writeRetrying(ctx, sctx context.Context, cfg *Config, log *slog.Logger, sin
 		if !kafkasink.IsRetryable(err) {
 			return &sinkError{err}
 		}
-		log.Warn("write failed; retrying the same batch", "error", err, "events", len(b.Events), "backoff", wait)
-		t := time.NewTimer(wait)
-		select {
-		case <-sctx.Done():
-			t.Stop()
+		log.Warn("write failed; retrying the same batch", "error", err, "events", len(b.Events), "backoff", wait.Delay())
+		if !wait.Wait(sctx) {
 			return err
-		case <-t.C:
 		}
-		wait = min(2*wait, cfg.ReconnectMax)
 	}
 }
 

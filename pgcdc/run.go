@@ -146,7 +146,7 @@ func (r *runner) attempt(ctx context.Context) error {
 	var created *createdSlot
 	defer func() {
 		if created != nil {
-			closePgConn(created.conn)
+			closeConn(created.conn)
 		}
 	}()
 	if !r.ready {
@@ -193,7 +193,7 @@ func (r *runner) attempt(ctx context.Context) error {
 	}
 	if created != nil {
 		// The exported snapshot is no longer needed.
-		closePgConn(created.conn)
+		closeConn(created.conn)
 		created = nil
 	}
 	// The ordinary connection is not needed while streaming.
@@ -269,7 +269,7 @@ func (r *runner) prepareSource(ctx context.Context, db *pgx.Conn) (*createdSlot,
 		}
 		if p.gap != nil {
 			if err := checkCreated(f, created.consistent); err != nil {
-				closePgConn(created.conn)
+				closeConn(created.conn)
 				if derr := dropReplicationSlot(ctx, db, r.cfg.Slot); derr != nil {
 					err = fmt.Errorf("%w (and dropping the slot again failed: %v)", err, derr)
 				}
@@ -479,14 +479,15 @@ func (r *runner) measureRetained(ctx context.Context, conn *pgx.Conn, version in
 	return nil
 }
 
-func closeConn(c *pgx.Conn) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c.Close(ctx)
-}
+// closeTimeout bounds how long closing a connection may take: Close says
+// goodbye to the server, which a dead network would make wait for ever.
+const closeTimeout = 5 * time.Second
 
-func closePgConn(c *pgconn.PgConn) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+// closeConn closes a connection (a *pgx.Conn or a *pgconn.PgConn) within
+// closeTimeout. The error is dropped: the connection is gone either way,
+// and the server ends the session when the socket closes.
+func closeConn(c interface{ Close(context.Context) error }) {
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
 	c.Close(ctx)
 }

@@ -191,7 +191,7 @@ func identify(ctx context.Context, cfg *Config, db *pgx.Conn) (sourceIdentity, e
 	if err != nil {
 		return sourceIdentity{}, fmt.Errorf("pgcdc: replication connection: %w", err)
 	}
-	defer closePgConn(conn)
+	defer closeConn(conn)
 	sys, err := pglogrepl.IdentifySystem(ctx, conn)
 	if err != nil {
 		return sourceIdentity{}, fmt.Errorf("pgcdc: IDENTIFY_SYSTEM: %w", err)
@@ -240,7 +240,7 @@ func createSlot(ctx context.Context, cfg *Config, export bool) (*createdSlot, er
 	res, err := pglogrepl.CreateReplicationSlot(ctx, conn, cfg.Slot, "pgoutput",
 		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: action})
 	if err != nil {
-		conn.Close(context.Background())
+		closeConn(conn)
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "42710" {
 			return nil, nil
@@ -249,7 +249,7 @@ func createSlot(ctx context.Context, cfg *Config, export bool) (*createdSlot, er
 	}
 	lsn, err := kafkasink.ParseLSN(res.ConsistentPoint)
 	if err != nil {
-		conn.Close(context.Background())
+		closeConn(conn)
 		return nil, fmt.Errorf("pgcdc: creating replication slot %q: consistent point: %w", cfg.Slot, err)
 	}
 	cfg.Logger.Info("created replication slot", "slot", cfg.Slot, "consistent_point", lsn.String(), "snapshot", res.SnapshotName)

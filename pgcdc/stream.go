@@ -101,11 +101,7 @@ func (r *runner) stream(ctx context.Context, slot slotState) error {
 	if err != nil {
 		return fmt.Errorf("pgcdc: replication connection: %w", err)
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		conn.Close(cctx)
-		cancel()
-	}()
+	defer closeConn(conn)
 
 	// Start from the later of the slot's confirmed position and the sink's
 	// checkpoint: transactions committed before either are in Kafka. The

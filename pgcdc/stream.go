@@ -68,7 +68,8 @@ type session struct {
 	log  *slog.Logger
 	in   *inbox // receive → pump
 
-	ctx     context.Context // the pump's context, for decoder callbacks
+	ctx     context.Context // the pump's context: the session ends with it
+	msgs    [][]byte        // the messages last taken from the inbox, reused
 	cur     *batch
 	timer   *time.Timer
 	armed   bool
@@ -136,7 +137,7 @@ func (r *runner) stream(ctx context.Context, slot slotState) error {
 		r.progress = r.progress || s.received
 		r.session = nil
 	}()
-	return s.run(ctx)
+	return s.run()
 }
 
 // pluginArgs are pgoutput's options: protocol 2 with streamed in-progress
@@ -150,7 +151,10 @@ func (r *runner) pluginArgs() []string {
 	return []string{"proto_version '2'", pubs, "messages 'true'", "streaming 'on'"}
 }
 
-func (s *session) run(ctx context.Context) error {
+// run is the pump: it starts the receiver and the writer, then decodes,
+// batches and reports status until the session ends.
+func (s *session) run() error {
+	ctx := s.ctx
 	sctx, cancel := context.WithCancel(ctx)
 	recvErr := make(chan error, 1)
 	var wg sync.WaitGroup
@@ -175,7 +179,6 @@ func (s *session) run(ctx context.Context) error {
 		s.timer.Stop()
 	}()
 
-	var msgs [][]byte
 	for {
 		in, out := s.in.ready, chan *batch(nil)
 		switch {
@@ -188,35 +191,47 @@ func (s *session) run(ctx context.Context) error {
 		if s.armed {
 			timerC = s.timer.C
 		}
-		select {
-		case <-in:
-			msgs = s.in.take(msgs)
-			for _, data := range msgs {
-				if err := s.handle(data); err != nil {
-					return err
-				}
-			}
-		case out <- s.cur:
-			s.next()
-		case <-timerC:
-			s.armed = false
-			s.cur.due = true
-		case <-s.standby.C:
-			if err := s.sendStatus(false); err != nil {
-				return err
-			}
-		case <-s.wrote:
-			if err := s.sendStatus(true); err != nil {
-				return err
-			}
-		case err := <-recvErr:
+		if _, err := s.wait(in, out, timerC, recvErr); err != nil {
 			return err
-		case err := <-s.werr:
-			return err
-		case <-ctx.Done():
-			return context.Cause(ctx)
 		}
 	}
+}
+
+// wait waits for the first thing the pump must act on and acts on it:
+// messages in the inbox (in), the writer taking the current batch (out),
+// the batch's wait ending (timerC), the receiver failing (recvErr), and,
+// whatever else the pump waits for, the standby interval, a written batch
+// to confirm, the writer failing and the end of the session's context. A
+// nil channel is not waited for: handoff, which runs inside the handling
+// of a message, waits for the writer alone besides what every wait
+// answers. handed reports that the writer took the current batch.
+func (s *session) wait(in <-chan struct{}, out chan<- *batch, timerC <-chan time.Time, recvErr <-chan error) (handed bool, err error) {
+	select {
+	case <-in:
+		s.msgs = s.in.take(s.msgs)
+		for _, data := range s.msgs {
+			if err := s.handle(data); err != nil {
+				return false, err
+			}
+		}
+	case out <- s.cur:
+		s.next()
+		return true, nil
+	case <-timerC:
+		s.armed = false
+		s.cur.due = true
+	case <-s.standby.C:
+		return false, s.sendStatus(false)
+	case <-s.wrote:
+		return false, s.sendStatus(true)
+	case err := <-recvErr:
+		return false, err
+	case err := <-s.werr:
+		return false, err
+	case <-s.ctx.Done():
+		return false, context.Cause(s.ctx)
+	}
+	return false, nil
 }
 
 // receive reads the connection into the inbox until the read fails or done
@@ -356,22 +371,8 @@ func (s *session) next() {
 // still reporting status to the server.
 func (s *session) handoff() error {
 	for {
-		select {
-		case s.batches <- s.cur:
-			s.next()
-			return nil
-		case <-s.standby.C:
-			if err := s.sendStatus(false); err != nil {
-				return err
-			}
-		case <-s.wrote:
-			if err := s.sendStatus(true); err != nil {
-				return err
-			}
-		case err := <-s.werr:
+		if handed, err := s.wait(nil, s.batches, nil, nil); handed || err != nil {
 			return err
-		case <-s.ctx.Done():
-			return context.Cause(s.ctx)
 		}
 	}
 }

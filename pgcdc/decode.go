@@ -134,10 +134,8 @@ type Decoder struct {
 	relations map[uint32]*relInfo
 	types     map[uint32]typeInfo
 
-	txn      *txnState // open ordinary transaction; nil between transactions
-	inStream bool
-	stream   *txnSpool // spool of the stream block in progress
-	spools   map[uint32]*txnSpool
+	state  protocolState
+	spools map[uint32]*txnSpool // streamed transactions not yet committed or aborted, by XID
 
 	// fallbackKey, when set, is asked for the key of a relation whose
 	// replica identity does not name its rows (FULL, NOTHING, or DEFAULT
@@ -156,6 +154,38 @@ type Decoder struct {
 	closed bool
 }
 
+// phase is where the Decoder stands in pgoutput's message order.
+type phase uint8
+
+const (
+	// phaseIdle is between transactions, including between the stream
+	// blocks of a streamed transaction.
+	phaseIdle phase = iota
+	// phaseTxn is between the Begin and the Commit of an ordinary
+	// transaction.
+	phaseTxn
+	// phaseStream is between a Stream Start and its Stream Stop.
+	phaseStream
+)
+
+// protocolState is the Decoder's phase with what that phase holds: txn in
+// phaseTxn, stream in phaseStream, nil otherwise. Only begin, startStream
+// and toIdle change it.
+type protocolState struct {
+	phase  phase
+	txn    *txnState // the open ordinary transaction
+	stream *txnSpool // the spool of the stream block in progress
+}
+
+// begin opens ordinary transaction t.
+func (d *Decoder) begin(t *txnState) { d.state = protocolState{phase: phaseTxn, txn: t} }
+
+// startStream opens a stream block that spools into s.
+func (d *Decoder) startStream(s *txnSpool) { d.state = protocolState{phase: phaseStream, stream: s} }
+
+// toIdle ends the transaction or stream block in progress.
+func (d *Decoder) toIdle() { d.state = protocolState{} }
+
 // txnState is a transaction whose events are being delivered.
 type txnState struct {
 	xid       uint32
@@ -163,6 +193,15 @@ type txnState struct {
 	commit    time.Time
 	origin    string
 	next      uint64 // index of the next event
+}
+
+// committed is the Txn that OnCommit receives for t, whose commit record
+// ends at end.
+func (t *txnState) committed(end kafkasink.LSN, streamed bool) Txn {
+	return Txn{
+		XID: t.xid, CommitLSN: t.commitLSN, EndLSN: end,
+		Commit: t.commit, Origin: t.origin, Events: int(t.next), Streamed: streamed,
+	}
 }
 
 // relInfo is a relation as the last Relation message described it.
@@ -210,9 +249,7 @@ func NewDecoder(cfg DecoderConfig) (*Decoder, error) {
 func (d *Decoder) resetState() {
 	d.relations = make(map[uint32]*relInfo)
 	d.types = make(map[uint32]typeInfo)
-	d.txn = nil
-	d.inStream = false
-	d.stream = nil
+	d.toIdle()
 	d.spools = make(map[uint32]*txnSpool)
 	d.err = nil
 }
@@ -220,7 +257,7 @@ func (d *Decoder) resetState() {
 // InTransaction reports whether a transaction has begun and not yet
 // committed. Streamed transactions between their stream blocks do not count:
 // the server resends them in full after a reconnect.
-func (d *Decoder) InTransaction() bool { return d.txn != nil || d.inStream }
+func (d *Decoder) InTransaction() bool { return d.state.phase != phaseIdle }
 
 // Reset forgets all protocol state (relations, types, the open transaction,
 // streamed transactions and their spool files) and clears a previous error,
@@ -247,8 +284,9 @@ func (d *Decoder) removeSpools() error {
 		errs = append(errs, s.remove())
 		delete(d.spools, xid)
 	}
-	d.stream = nil
-	d.inStream = false
+	if d.state.phase == phaseStream {
+		d.toIdle()
+	}
 	return errors.Join(errs...)
 }
 
@@ -283,83 +321,80 @@ func typeName(typ byte) string {
 }
 
 func (d *Decoder) decode(lsn kafkasink.LSN, data []byte) error {
-	msg, err := d.parse(lsn, data, d.inStream)
+	msg, err := d.parse(lsn, data, d.state.phase == phaseStream)
 	if err != nil {
 		return err
 	}
 	typ := data[0]
 	switch m := msg.(type) {
 	case *pglogrepl.BeginMessage:
-		if d.inStream {
-			return malformed(lsn, typ, "transaction %d begins inside the stream of transaction %d", m.Xid, d.stream.xid)
+		if d.state.phase == phaseStream {
+			return malformed(lsn, typ, "transaction %d begins inside the stream of transaction %d", m.Xid, d.state.stream.xid)
 		}
-		if d.txn != nil {
-			return malformed(lsn, typ, "transaction %d begins while transaction %d is open", m.Xid, d.txn.xid)
+		if d.state.phase == phaseTxn {
+			return malformed(lsn, typ, "transaction %d begins while transaction %d is open", m.Xid, d.state.txn.xid)
 		}
-		d.txn = &txnState{xid: m.Xid, commitLSN: kafkasink.LSN(m.FinalLSN), commit: m.CommitTime.UTC()}
+		d.begin(&txnState{xid: m.Xid, commitLSN: kafkasink.LSN(m.FinalLSN), commit: m.CommitTime.UTC()})
 		return nil
 
 	case *pglogrepl.CommitMessage:
-		if d.inStream {
-			return malformed(lsn, typ, "commit inside the stream of transaction %d", d.stream.xid)
+		if d.state.phase == phaseStream {
+			return malformed(lsn, typ, "commit inside the stream of transaction %d", d.state.stream.xid)
 		}
-		if d.txn == nil {
+		if d.state.phase != phaseTxn {
 			return malformed(lsn, typ, "commit without begin")
 		}
-		if kafkasink.LSN(m.CommitLSN) != d.txn.commitLSN {
+		if kafkasink.LSN(m.CommitLSN) != d.state.txn.commitLSN {
 			return malformed(lsn, typ, "commit LSN %s differs from the final LSN %s announced by Begin of transaction %d",
-				kafkasink.LSN(m.CommitLSN), d.txn.commitLSN, d.txn.xid)
+				kafkasink.LSN(m.CommitLSN), d.state.txn.commitLSN, d.state.txn.xid)
 		}
-		t := d.txn
-		d.txn = nil
-		return d.commit(Txn{
-			XID: t.xid, CommitLSN: t.commitLSN, EndLSN: kafkasink.LSN(m.TransactionEndLSN),
-			Commit: t.commit, Origin: t.origin, Events: int(t.next),
-		})
+		t := d.state.txn
+		d.toIdle()
+		return d.commit(t.committed(kafkasink.LSN(m.TransactionEndLSN), false))
 
 	case *pglogrepl.OriginMessage:
 		switch {
-		case d.inStream:
-			d.stream.origin = m.Name
-		case d.txn != nil:
-			d.txn.origin = m.Name
+		case d.state.phase == phaseStream:
+			d.state.stream.origin = m.Name
+		case d.state.phase == phaseTxn:
+			d.state.txn.origin = m.Name
 		default:
 			return malformed(lsn, typ, "origin outside a transaction")
 		}
 		return nil
 
 	case *pglogrepl.RelationMessageV2, *pglogrepl.TypeMessageV2:
-		if d.inStream {
+		if d.state.phase == phaseStream {
 			return d.spoolMessage(lsn, data, msg)
 		}
 		return d.schema(lsn, msg)
 
 	case *changeMsg, *pglogrepl.TruncateMessageV2:
-		if d.inStream {
+		if d.state.phase == phaseStream {
 			return d.spoolMessage(lsn, data, msg)
 		}
-		if d.txn == nil {
+		if d.state.phase != phaseTxn {
 			return malformed(lsn, typ, "change outside a transaction")
 		}
-		return d.change(d.txn, lsn, msg)
+		return d.change(d.state.txn, lsn, msg)
 
 	case *pglogrepl.LogicalDecodingMessageV2:
 		switch {
-		case m.Transactional && d.inStream:
+		case m.Transactional && d.state.phase == phaseStream:
 			return d.spoolMessage(lsn, data, msg)
-		case m.Transactional && d.txn == nil:
+		case m.Transactional && d.state.phase != phaseTxn:
 			return malformed(lsn, typ, "transactional message outside a transaction")
 		case m.Transactional:
-			return d.message(m, d.txn.xid)
+			return d.message(m, d.state.txn.xid)
 		}
 		return d.message(m, 0)
 
 	case *pglogrepl.StreamStartMessageV2:
-		if d.inStream {
-			return malformed(lsn, typ, "stream of transaction %d starts inside the stream of transaction %d", m.Xid, d.stream.xid)
+		if d.state.phase == phaseStream {
+			return malformed(lsn, typ, "stream of transaction %d starts inside the stream of transaction %d", m.Xid, d.state.stream.xid)
 		}
-		if d.txn != nil {
-			return malformed(lsn, typ, "stream of transaction %d starts while transaction %d is open", m.Xid, d.txn.xid)
+		if d.state.phase == phaseTxn {
+			return malformed(lsn, typ, "stream of transaction %d starts while transaction %d is open", m.Xid, d.state.txn.xid)
 		}
 		s := d.spools[m.Xid]
 		switch {
@@ -384,15 +419,15 @@ func (d *Decoder) decode(lsn kafkasink.LSN, data []byte) error {
 		if err := s.open(); err != nil {
 			return err
 		}
-		d.stream, d.inStream = s, true
+		d.startStream(s)
 		return nil
 
 	case *pglogrepl.StreamStopMessageV2:
-		if !d.inStream {
+		if d.state.phase != phaseStream {
 			return malformed(lsn, typ, "stream stop outside a stream")
 		}
-		s := d.stream
-		d.stream, d.inStream = nil, false
+		s := d.state.stream
+		d.toIdle()
 		return s.pause()
 
 	case *pglogrepl.StreamCommitMessageV2:
@@ -427,11 +462,11 @@ func (d *Decoder) decode(lsn kafkasink.LSN, data []byte) error {
 }
 
 func (d *Decoder) outsideStreams(lsn kafkasink.LSN, typ byte) error {
-	if d.inStream {
-		return malformed(lsn, typ, "inside the stream of transaction %d", d.stream.xid)
+	if d.state.phase == phaseStream {
+		return malformed(lsn, typ, "inside the stream of transaction %d", d.state.stream.xid)
 	}
-	if d.txn != nil {
-		return malformed(lsn, typ, "inside transaction %d", d.txn.xid)
+	if d.state.phase == phaseTxn {
+		return malformed(lsn, typ, "inside transaction %d", d.state.txn.xid)
 	}
 	return nil
 }
@@ -773,7 +808,7 @@ func (d *Decoder) spoolMessage(lsn kafkasink.LSN, data []byte, msg pglogrepl.Mes
 	case *pglogrepl.LogicalDecodingMessageV2:
 		sub = m.Xid
 	}
-	return d.stream.append(sub, lsn, data)
+	return d.state.stream.append(sub, lsn, data)
 }
 
 // replay delivers a committed streamed transaction from its spool. Relation
@@ -813,10 +848,7 @@ func (d *Decoder) replay(s *txnSpool, c *pglogrepl.StreamCommitMessageV2) (err e
 	if err != nil {
 		return err
 	}
-	return d.commit(Txn{
-		XID: t.xid, CommitLSN: t.commitLSN, EndLSN: kafkasink.LSN(c.TransactionEndLSN),
-		Commit: t.commit, Origin: t.origin, Events: int(t.next), Streamed: true,
-	})
+	return d.commit(t.committed(kafkasink.LSN(c.TransactionEndLSN), true))
 }
 
 // validate checks the layout of a pgoutput message, so that malformed input

@@ -2,7 +2,6 @@ package pgcdc
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -471,36 +470,6 @@ func (d *Decoder) outsideStreams(lsn kafkasink.LSN, typ byte) error {
 	return nil
 }
 
-// parse validates data and parses it: changes with parseChange into the
-// reused d.changes, the other messages with pglogrepl.
-func (d *Decoder) parse(lsn kafkasink.LSN, data []byte, inStream bool) (msg pglogrepl.Message, err error) {
-	if len(data) == 0 {
-		return nil, &DecodeError{LSN: lsn, Err: errors.New("empty message")}
-	}
-	typ := data[0]
-	if isChange(typ) {
-		if err := parseChange(data, inStream, &d.changes); err != nil {
-			return nil, &DecodeError{LSN: lsn, Type: typeName(typ), Err: err}
-		}
-		return &d.changes, nil
-	}
-	if err := validate(data, inStream, d.cfg.ProtocolVersion); err != nil {
-		return nil, &DecodeError{LSN: lsn, Type: typeName(typ), Err: err}
-	}
-	// validate checks every length pglogrepl relies on; the recover is
-	// only a backstop against parser panics validate does not foresee.
-	defer func() {
-		if r := recover(); r != nil {
-			msg, err = nil, malformed(lsn, typ, "pglogrepl parser failed: %v", r)
-		}
-	}()
-	msg, err = pglogrepl.ParseV2(data, inStream)
-	if err != nil {
-		return nil, &DecodeError{LSN: lsn, Type: typeName(typ), Err: err}
-	}
-	return msg, nil
-}
-
 // schema applies a Relation or Type message.
 func (d *Decoder) schema(lsn kafkasink.LSN, msg pglogrepl.Message) error {
 	switch m := msg.(type) {
@@ -682,6 +651,27 @@ func (d *Decoder) change(t *txnState, lsn kafkasink.LSN, msg pglogrepl.Message) 
 	return &DecodeError{LSN: lsn, Err: fmt.Errorf("unexpected change message %T", msg)}
 }
 
+// keyChanged reports whether an update moved its row to another key. A 'K'
+// tuple holds the replica identity columns, an 'O' tuple the whole old row;
+// the server also sends 'K' when the key did not change but is stored out
+// of line, so the values are compared rather than the tuple's presence.
+func keyChanged(rel *relInfo, m *changeMsg) bool {
+	idx := rel.keyIdx
+	if m.oldKind == 'K' {
+		idx = rel.identIdx
+	}
+	for _, i := range idx {
+		o, n := m.old[i], m.new[i]
+		if o.kind == columnUnchanged || n.kind == columnUnchanged {
+			continue // unchanged by definition
+		}
+		if o.kind != n.kind || !bytes.Equal(o.data, n.data) {
+			return true
+		}
+	}
+	return false
+}
+
 // row converts a tuple into a Row. keyOnly keeps the replica identity
 // columns alone (a 'K' tuple sends the others as NULL, which they are not).
 // old, when set, is the full old row of a REPLICA IDENTITY FULL update: it
@@ -849,179 +839,4 @@ func (d *Decoder) replay(s *txnSpool, c *pglogrepl.StreamCommitMessageV2) (err e
 		return err
 	}
 	return d.commit(t.committed(kafkasink.LSN(c.TransactionEndLSN), true))
-}
-
-// validate checks the layout of a pgoutput message, so that malformed input
-// becomes an error naming what is wrong instead of a pglogrepl panic or a
-// silently misread field. Layouts follow PostgreSQL's "Logical Replication
-// Message Formats"; inStream adds the transaction id that messages inside a
-// stream block carry. Insert, Update and Delete are not its business:
-// parseChange checks them as it parses them.
-func validate(data []byte, inStream bool, version int) error {
-	r := wire{b: data[1:]}
-	typ := data[0]
-	xid := func() {
-		if inStream {
-			r.u32("transaction id")
-		}
-	}
-	switch pglogrepl.MessageType(typ) {
-	case pglogrepl.MessageTypeBegin:
-		r.u64("final LSN")
-		r.u64("commit time")
-		r.u32("transaction id")
-	case pglogrepl.MessageTypeCommit:
-		r.u8("flags")
-		r.u64("commit LSN")
-		r.u64("end LSN")
-		r.u64("commit time")
-	case pglogrepl.MessageTypeOrigin:
-		r.u64("origin LSN")
-		r.cstring("origin name")
-	case pglogrepl.MessageTypeRelation:
-		xid()
-		r.u32("relation OID")
-		r.cstring("namespace")
-		r.cstring("relation name")
-		r.u8("replica identity")
-		n := r.u16("column count")
-		for i := 0; i < int(n) && r.err == nil; i++ {
-			r.u8("column flags")
-			r.cstring("column name")
-			r.u32("column type OID")
-			r.u32("column type modifier")
-		}
-	case pglogrepl.MessageTypeType:
-		xid()
-		r.u32("type OID")
-		r.cstring("type namespace")
-		r.cstring("type name")
-	case pglogrepl.MessageTypeTruncate:
-		xid()
-		n := r.u32("relation count")
-		r.u8("options")
-		if n == 0 {
-			r.fail(errors.New("truncate of no relation"))
-		}
-		if r.err == nil && uint64(n)*4 != uint64(len(r.b)) {
-			r.fail(fmt.Errorf("relation count %d needs %d bytes of OIDs, %d left", n, uint64(n)*4, len(r.b)))
-		}
-		r.b = nil
-	case pglogrepl.MessageTypeMessage:
-		xid()
-		if flags := r.u8("flags"); flags > 1 {
-			r.fail(fmt.Errorf("flags %d: want 0 or 1", flags))
-		}
-		r.u64("message LSN")
-		r.cstring("prefix")
-		r.bytes("content", int64(r.u32("content length")))
-	case pglogrepl.MessageTypeStreamStart, pglogrepl.MessageTypeStreamStop,
-		pglogrepl.MessageTypeStreamCommit, pglogrepl.MessageTypeStreamAbort:
-		if version < 2 {
-			return errors.New("stream messages need protocol version 2")
-		}
-		switch pglogrepl.MessageType(typ) {
-		case pglogrepl.MessageTypeStreamStart:
-			r.u32("transaction id")
-			if first := r.u8("first segment flag"); first > 1 {
-				r.fail(fmt.Errorf("first segment flag %d: want 0 or 1", first))
-			}
-		case pglogrepl.MessageTypeStreamCommit:
-			r.u32("transaction id")
-			r.u8("flags")
-			r.u64("commit LSN")
-			r.u64("end LSN")
-			r.u64("commit time")
-		case pglogrepl.MessageTypeStreamAbort:
-			r.u32("transaction id")
-			r.u32("subtransaction id")
-		}
-	default:
-		return fmt.Errorf("unknown message type %q", typ)
-	}
-	return r.end()
-}
-
-// wire reads the fields of a message, remembering the first error.
-type wire struct {
-	b   []byte
-	err error
-}
-
-// end returns the first error, or an error when bytes are left over.
-func (r *wire) end() error {
-	if r.err != nil {
-		return r.err
-	}
-	if len(r.b) != 0 {
-		return fmt.Errorf("%d unexpected bytes after the message", len(r.b))
-	}
-	return nil
-}
-
-func (r *wire) fail(err error) {
-	if r.err == nil {
-		r.err = err
-	}
-	r.b = nil
-}
-
-func (r *wire) take(field string, n int64) []byte {
-	if r.err != nil {
-		return nil
-	}
-	if int64(len(r.b)) < n {
-		r.fail(fmt.Errorf("message too short: %s needs %d bytes, %d left", field, n, len(r.b)))
-		return nil
-	}
-	v := r.b[:n]
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *wire) u8(field string) uint8 {
-	if b := r.take(field, 1); b != nil {
-		return b[0]
-	}
-	return 0
-}
-
-func (r *wire) u16(field string) uint16 {
-	if b := r.take(field, 2); b != nil {
-		return binary.BigEndian.Uint16(b)
-	}
-	return 0
-}
-
-func (r *wire) u32(field string) uint32 {
-	if b := r.take(field, 4); b != nil {
-		return binary.BigEndian.Uint32(b)
-	}
-	return 0
-}
-
-func (r *wire) u64(field string) {
-	r.take(field, 8)
-}
-
-func (r *wire) bytes(field string, n int64) {
-	r.take(field, n)
-}
-
-func (r *wire) tag(field string, want byte) {
-	if got := r.u8(field); r.err == nil && got != want {
-		r.fail(fmt.Errorf("%s is %q, want %q", field, got, want))
-	}
-}
-
-func (r *wire) cstring(field string) {
-	if r.err != nil {
-		return
-	}
-	i := bytes.IndexByte(r.b, 0)
-	if i < 0 {
-		r.fail(fmt.Errorf("%s is not NUL-terminated", field))
-		return
-	}
-	r.b = r.b[i+1:]
 }

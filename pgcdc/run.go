@@ -335,21 +335,6 @@ func (r *runner) prepareDecoder() error {
 	return err
 }
 
-// writeCursor writes events with the cursor next, retrying retryable
-// errors, and makes next Run's cursor once it is written: a cursor that
-// did not reach the checkpoint must not steer the next attempt.
-func (r *runner) writeCursor(ctx context.Context, next cursor, events []kafkasink.Event) error {
-	raw, err := next.marshal()
-	if err != nil {
-		return err
-	}
-	if err := writeRetrying(ctx, ctx, r.cfg, r.log, r.sink, kafkasink.Batch{Events: events, Cursor: raw}); err != nil {
-		return err
-	}
-	r.cursor = next
-	return nil
-}
-
 // retryable reports whether Run should reconnect after err rather than
 // return it.
 func retryable(err error) bool {

@@ -240,9 +240,15 @@ func NewDecoder(cfg DecoderConfig) (*Decoder, error) {
 	if problems != nil {
 		return nil, &kafkasink.ConfigError{Problems: problems}
 	}
-	d := &Decoder{cfg: cfg, conv: newValueConverter()}
+	return newDecoder(cfg, newValueConverter()), nil
+}
+
+// newDecoder returns a Decoder for cfg that converts values with conv. cfg
+// must pass NewDecoder's checks, with ProtocolVersion set.
+func newDecoder(cfg DecoderConfig, conv *valueConverter) *Decoder {
+	d := &Decoder{cfg: cfg, conv: conv}
 	d.resetState()
-	return d, nil
+	return d
 }
 
 func (d *Decoder) resetState() {

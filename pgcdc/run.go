@@ -63,9 +63,6 @@ func Run(ctx context.Context, cfg Config, sink kafkasink.Sink) error {
 	r.catalog = &catalog{cfg: r.cfg, log: r.log}
 	defer r.catalog.close()
 	defer func() {
-		if r.dec != nil {
-			r.dec.Close()
-		}
 		if r.spool != nil {
 			if err := r.spool.close(); err != nil {
 				r.log.Warn("removing the spool directory", "dir", r.spool.path, "error", err)
@@ -114,9 +111,8 @@ type runner struct {
 	ready    bool
 	version  int // server_version_num
 	protocol int
-	dec      *Decoder
 	spool    *spoolDir
-	session  *session
+	conv     *valueConverter // the stream's, shared by its sessions' decoders
 	catalog  *catalog
 	// cursor is the cursor of the sink's checkpoint as Run keeps it: read
 	// at start-up, then changed by Run alone and written with every Write.
@@ -167,16 +163,9 @@ func (r *runner) attempt(ctx context.Context) error {
 		return err
 	}
 	if !r.ready {
-		if err := r.prepareDecoder(); err != nil {
+		if err := r.prepareStream(); err != nil {
 			return err
 		}
-		r.dec.fallbackKey = func(oid uint32, schema, table string, columns []string) ([]string, error) {
-			return r.catalog.streamKey(r.session.ctx, oid, schema, table, columns)
-		}
-		r.dec.conv.describe = func(oid uint32) (customType, bool, error) {
-			return r.catalog.streamType(r.session.ctx, oid)
-		}
-		r.dec.conv.liveCatalog = true
 		r.ready = true
 		r.log.Info("server ready", "server_version_num", r.version, "publication", r.cfg.Publication)
 	}
@@ -304,9 +293,11 @@ func (r *runner) prepareSource(ctx context.Context, db *pgx.Conn) (*createdSlot,
 	return created, nil
 }
 
-// prepareDecoder creates the spool directory and the decoder, once the
-// source is known.
-func (r *runner) prepareDecoder() error {
+// prepareStream creates what every session of the Run shares, once the
+// source is known: the spool directory, the protocol version, and the
+// value converter, which keeps the types it described from session to
+// session.
+func (r *runner) prepareStream() error {
 	spool, removed, err := openSpoolDir(r.cfg.SpoolDir, *r.cursor.Source)
 	if removed > 0 {
 		r.log.Info("removed spool directories of processes that are gone", "dir", r.cfg.SpoolDir, "removed", removed)
@@ -321,18 +312,9 @@ func (r *runner) prepareDecoder() error {
 		// messages came with PostgreSQL 14.
 		r.protocol = 1
 	}
-	r.dec, err = NewDecoder(DecoderConfig{
-		ProtocolVersion: r.protocol,
-		SpoolDir:        spool.path,
-		KeyColumns:      r.cfg.KeyColumns,
-		OnEvent:         func(e kafkasink.Event) error { return r.session.onEvent(e) },
-		OnCommit:        func(t Txn) error { return r.session.onCommit(t) },
-		OnMessage:       func(m Message) error { return r.session.onMessage(m) },
-		OnRelation: func(schema, table string, columns []string) {
-			r.noteColumns(schema, table, columns, "Relation message")
-		},
-	})
-	return err
+	r.conv = newValueConverter()
+	r.conv.liveCatalog = true
+	return nil
 }
 
 // retryable reports whether Run should reconnect after err rather than

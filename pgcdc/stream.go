@@ -114,11 +114,8 @@ func (r *runner) stream(ctx context.Context, slot slotState) error {
 	}
 	r.log.Info("replication started", "start", start.String(), "slot_confirmed", slot.confirmed.String(), "protocol", r.protocol)
 
-	if err := r.dec.Reset(); err != nil {
-		r.log.Warn("removing spool files", "error", err)
-	}
 	s := &session{
-		cfg: r.cfg, sink: r.sink, dec: r.dec, conn: conn, log: r.log, in: newInbox(),
+		cfg: r.cfg, sink: r.sink, conn: conn, log: r.log, in: newInbox(),
 		ctx:       ctx,
 		cur:       &batch{},
 		timer:     time.NewTimer(time.Hour),
@@ -131,12 +128,42 @@ func (r *runner) stream(ctx context.Context, slot slotState) error {
 	}
 	s.timer.Stop()
 	defer s.standby.Stop()
-	r.session = s
+	s.dec = r.newDecoder(ctx, s)
 	defer func() {
-		r.progress = r.progress || s.received
-		r.session = nil
+		// The server sends the open transactions again to the next
+		// session, streamed ones from their first segment.
+		if err := s.dec.Close(); err != nil {
+			r.log.Warn("removing spool files", "error", err)
+		}
 	}()
+	defer func() { r.progress = r.progress || s.received }()
 	return s.run()
+}
+
+// newDecoder returns the decoder of session s: its callbacks are s's, and
+// the catalog lookups it makes for s (a table's fallback key, what a type
+// is made of) run under ctx, the session's context. Its value converter is
+// the runner's, which keeps what it learnt of types from session to
+// session.
+func (r *runner) newDecoder(ctx context.Context, s *session) *Decoder {
+	r.conv.describe = func(oid uint32) (customType, bool, error) {
+		return r.catalog.streamType(ctx, oid)
+	}
+	dec := newDecoder(DecoderConfig{
+		ProtocolVersion: r.protocol,
+		SpoolDir:        r.spool.path,
+		KeyColumns:      r.cfg.KeyColumns,
+		OnEvent:         s.onEvent,
+		OnCommit:        s.onCommit,
+		OnMessage:       s.onMessage,
+		OnRelation: func(schema, table string, columns []string) {
+			r.noteColumns(schema, table, columns, "Relation message")
+		},
+	}, r.conv)
+	dec.fallbackKey = func(oid uint32, schema, table string, columns []string) ([]string, error) {
+		return r.catalog.streamKey(ctx, oid, schema, table, columns)
+	}
+	return dec
 }
 
 // pluginArgs are pgoutput's options: protocol 2 with streamed in-progress

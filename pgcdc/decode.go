@@ -325,6 +325,8 @@ func typeName(typ byte) string {
 	return ""
 }
 
+// decode takes one message through the protocol: each kind of message is
+// one step below, allowed in the phases the protocol allows it in.
 func (d *Decoder) decode(lsn kafkasink.LSN, data []byte) error {
 	msg, err := d.parse(lsn, data, d.state.phase == phaseStream)
 	if err != nil {
@@ -333,147 +335,181 @@ func (d *Decoder) decode(lsn kafkasink.LSN, data []byte) error {
 	typ := data[0]
 	switch m := msg.(type) {
 	case *pglogrepl.BeginMessage:
-		if d.state.phase == phaseStream {
-			return malformed(lsn, typ, "transaction %d begins inside the stream of transaction %d", m.Xid, d.state.stream.xid)
-		}
-		if d.state.phase == phaseTxn {
-			return malformed(lsn, typ, "transaction %d begins while transaction %d is open", m.Xid, d.state.txn.xid)
-		}
-		d.begin(&txnState{xid: m.Xid, commitLSN: kafkasink.LSN(m.FinalLSN), commit: m.CommitTime.UTC()})
-		return nil
-
+		return d.openTxn(lsn, typ, m)
 	case *pglogrepl.CommitMessage:
-		if d.state.phase == phaseStream {
-			return malformed(lsn, typ, "commit inside the stream of transaction %d", d.state.stream.xid)
-		}
-		if d.state.phase != phaseTxn {
-			return malformed(lsn, typ, "commit without begin")
-		}
-		if kafkasink.LSN(m.CommitLSN) != d.state.txn.commitLSN {
-			return malformed(lsn, typ, "commit LSN %s differs from the final LSN %s announced by Begin of transaction %d",
-				kafkasink.LSN(m.CommitLSN), d.state.txn.commitLSN, d.state.txn.xid)
-		}
-		t := d.state.txn
-		d.toIdle()
-		return d.commit(t.committed(kafkasink.LSN(m.TransactionEndLSN), false))
-
+		return d.commitTxn(lsn, typ, m)
 	case *pglogrepl.OriginMessage:
-		switch {
-		case d.state.phase == phaseStream:
-			d.state.stream.origin = m.Name
-		case d.state.phase == phaseTxn:
-			d.state.txn.origin = m.Name
-		default:
-			return malformed(lsn, typ, "origin outside a transaction")
-		}
-		return nil
-
+		return d.setOrigin(lsn, typ, m)
 	case *pglogrepl.RelationMessageV2, *pglogrepl.TypeMessageV2:
 		if d.state.phase == phaseStream {
 			return d.spoolMessage(lsn, data, msg)
 		}
 		return d.schema(lsn, msg)
-
 	case *changeMsg, *pglogrepl.TruncateMessageV2:
-		if d.state.phase == phaseStream {
+		switch d.state.phase {
+		case phaseStream:
 			return d.spoolMessage(lsn, data, msg)
+		case phaseTxn:
+			return d.change(d.state.txn, lsn, msg)
 		}
-		if d.state.phase != phaseTxn {
-			return malformed(lsn, typ, "change outside a transaction")
-		}
-		return d.change(d.state.txn, lsn, msg)
-
+		return malformed(lsn, typ, "change outside a transaction")
 	case *pglogrepl.LogicalDecodingMessageV2:
-		switch {
-		case m.Transactional && d.state.phase == phaseStream:
-			return d.spoolMessage(lsn, data, msg)
-		case m.Transactional && d.state.phase != phaseTxn:
-			return malformed(lsn, typ, "transactional message outside a transaction")
-		case m.Transactional:
-			return d.message(m, d.state.txn.xid)
-		}
-		return d.message(m, 0)
-
+		return d.logicalMessage(lsn, data, m)
 	case *pglogrepl.StreamStartMessageV2:
-		if d.state.phase == phaseStream {
-			return malformed(lsn, typ, "stream of transaction %d starts inside the stream of transaction %d", m.Xid, d.state.stream.xid)
-		}
-		if d.state.phase == phaseTxn {
-			return malformed(lsn, typ, "stream of transaction %d starts while transaction %d is open", m.Xid, d.state.txn.xid)
-		}
-		s := d.spools[m.Xid]
-		switch {
-		case m.FirstSegment == 1 && s != nil:
-			// Only a server that starts over sends a first segment
-			// again, and it then resends everything: the old spool is
-			// a stale prefix.
-			if err := s.remove(); err != nil {
-				return err
-			}
-			s = nil
-		case m.FirstSegment != 1 && s == nil:
-			return malformed(lsn, typ, "stream of transaction %d continues, but its first segment was never received", m.Xid)
-		}
-		if s == nil {
-			var err error
-			if s, err = newTxnSpool(d.cfg.SpoolDir, m.Xid); err != nil {
-				return err
-			}
-			d.spools[m.Xid] = s
-		}
-		if err := s.open(); err != nil {
-			return err
-		}
-		d.startStream(s)
-		return nil
-
+		return d.openStream(lsn, typ, m)
 	case *pglogrepl.StreamStopMessageV2:
-		if d.state.phase != phaseStream {
-			return malformed(lsn, typ, "stream stop outside a stream")
-		}
-		s := d.state.stream
-		d.toIdle()
-		return s.pause()
-
+		return d.closeStream(lsn, typ)
 	case *pglogrepl.StreamCommitMessageV2:
-		if err := d.outsideStreams(lsn, typ); err != nil {
-			return err
-		}
-		s := d.spools[m.Xid]
-		if s == nil {
-			return malformed(lsn, typ, "commit of streamed transaction %d, which was never streamed", m.Xid)
-		}
-		delete(d.spools, m.Xid)
-		return d.replay(s, m)
-
+		return d.commitStream(lsn, typ, m)
 	case *pglogrepl.StreamAbortMessageV2:
-		if err := d.outsideStreams(lsn, typ); err != nil {
-			return err
-		}
-		s := d.spools[m.Xid]
-		switch {
-		case s == nil:
-			// Nothing was spooled for it, so there is nothing to forget.
-			return nil
-		case m.SubXid == m.Xid:
-			delete(d.spools, m.Xid)
-			return s.remove()
-		default:
-			s.abortSub(m.SubXid)
-			return nil
-		}
+		return d.abortStream(lsn, typ, m)
 	}
 	return malformed(lsn, typ, "unexpected message %T", msg)
 }
 
-func (d *Decoder) outsideStreams(lsn kafkasink.LSN, typ byte) error {
-	if d.state.phase == phaseStream {
-		return malformed(lsn, typ, "inside the stream of transaction %d", d.state.stream.xid)
-	}
-	if d.state.phase == phaseTxn {
-		return malformed(lsn, typ, "inside transaction %d", d.state.txn.xid)
+// requireIdle refuses a message that may come only between transactions
+// and stream blocks; what names it for the error.
+func (d *Decoder) requireIdle(lsn kafkasink.LSN, typ byte, what string) error {
+	switch d.state.phase {
+	case phaseStream:
+		return malformed(lsn, typ, "%s inside the stream of transaction %d", what, d.state.stream.xid)
+	case phaseTxn:
+		return malformed(lsn, typ, "%s while transaction %d is open", what, d.state.txn.xid)
 	}
 	return nil
+}
+
+// openTxn begins an ordinary transaction.
+func (d *Decoder) openTxn(lsn kafkasink.LSN, typ byte, m *pglogrepl.BeginMessage) error {
+	if err := d.requireIdle(lsn, typ, fmt.Sprintf("transaction %d begins", m.Xid)); err != nil {
+		return err
+	}
+	d.begin(&txnState{xid: m.Xid, commitLSN: kafkasink.LSN(m.FinalLSN), commit: m.CommitTime.UTC()})
+	return nil
+}
+
+// commitTxn ends the open ordinary transaction, whose events are all
+// delivered, and calls OnCommit.
+func (d *Decoder) commitTxn(lsn kafkasink.LSN, typ byte, m *pglogrepl.CommitMessage) error {
+	switch d.state.phase {
+	case phaseStream:
+		return malformed(lsn, typ, "commit inside the stream of transaction %d", d.state.stream.xid)
+	case phaseIdle:
+		return malformed(lsn, typ, "commit without begin")
+	}
+	t := d.state.txn
+	if kafkasink.LSN(m.CommitLSN) != t.commitLSN {
+		return malformed(lsn, typ, "commit LSN %s differs from the final LSN %s announced by Begin of transaction %d",
+			kafkasink.LSN(m.CommitLSN), t.commitLSN, t.xid)
+	}
+	d.toIdle()
+	return d.commit(t.committed(kafkasink.LSN(m.TransactionEndLSN), false))
+}
+
+// setOrigin records the replication origin of the transaction in progress.
+func (d *Decoder) setOrigin(lsn kafkasink.LSN, typ byte, m *pglogrepl.OriginMessage) error {
+	switch d.state.phase {
+	case phaseStream:
+		d.state.stream.origin = m.Name
+	case phaseTxn:
+		d.state.txn.origin = m.Name
+	default:
+		return malformed(lsn, typ, "origin outside a transaction")
+	}
+	return nil
+}
+
+// logicalMessage delivers a logical decoding message: a transactional one
+// with its transaction (spooled with a streamed one), a non-transactional
+// one at once.
+func (d *Decoder) logicalMessage(lsn kafkasink.LSN, data []byte, m *pglogrepl.LogicalDecodingMessageV2) error {
+	if !m.Transactional {
+		return d.message(m, 0)
+	}
+	switch d.state.phase {
+	case phaseStream:
+		return d.spoolMessage(lsn, data, m)
+	case phaseTxn:
+		return d.message(m, d.state.txn.xid)
+	}
+	return malformed(lsn, data[0], "transactional message outside a transaction")
+}
+
+// openStream starts a stream block of a streamed transaction, spooling
+// into the transaction's spool: a new one for its first segment.
+func (d *Decoder) openStream(lsn kafkasink.LSN, typ byte, m *pglogrepl.StreamStartMessageV2) error {
+	if err := d.requireIdle(lsn, typ, fmt.Sprintf("stream of transaction %d starts", m.Xid)); err != nil {
+		return err
+	}
+	s := d.spools[m.Xid]
+	switch {
+	case m.FirstSegment == 1 && s != nil:
+		// Only a server that starts over sends a first segment
+		// again, and it then resends everything: the old spool is
+		// a stale prefix.
+		if err := s.remove(); err != nil {
+			return err
+		}
+		s = nil
+	case m.FirstSegment != 1 && s == nil:
+		return malformed(lsn, typ, "stream of transaction %d continues, but its first segment was never received", m.Xid)
+	}
+	if s == nil {
+		var err error
+		if s, err = newTxnSpool(d.cfg.SpoolDir, m.Xid); err != nil {
+			return err
+		}
+		d.spools[m.Xid] = s
+	}
+	if err := s.open(); err != nil {
+		return err
+	}
+	d.startStream(s)
+	return nil
+}
+
+// closeStream ends the stream block in progress; its transaction waits
+// for its next block, its commit or its abort.
+func (d *Decoder) closeStream(lsn kafkasink.LSN, typ byte) error {
+	if d.state.phase != phaseStream {
+		return malformed(lsn, typ, "stream stop outside a stream")
+	}
+	s := d.state.stream
+	d.toIdle()
+	return s.pause()
+}
+
+// commitStream delivers a committed streamed transaction from its spool.
+func (d *Decoder) commitStream(lsn kafkasink.LSN, typ byte, m *pglogrepl.StreamCommitMessageV2) error {
+	if err := d.requireIdle(lsn, typ, fmt.Sprintf("commit of streamed transaction %d", m.Xid)); err != nil {
+		return err
+	}
+	s := d.spools[m.Xid]
+	if s == nil {
+		return malformed(lsn, typ, "commit of streamed transaction %d, which was never streamed", m.Xid)
+	}
+	delete(d.spools, m.Xid)
+	return d.replay(s, m)
+}
+
+// abortStream forgets a streamed transaction, or the changes of one of its
+// subtransactions.
+func (d *Decoder) abortStream(lsn kafkasink.LSN, typ byte, m *pglogrepl.StreamAbortMessageV2) error {
+	if err := d.requireIdle(lsn, typ, fmt.Sprintf("abort of streamed transaction %d", m.Xid)); err != nil {
+		return err
+	}
+	s := d.spools[m.Xid]
+	switch {
+	case s == nil:
+		// Nothing was spooled for it, so there is nothing to forget.
+		return nil
+	case m.SubXid == m.Xid:
+		delete(d.spools, m.Xid)
+		return s.remove()
+	default:
+		s.abortSub(m.SubXid)
+		return nil
+	}
 }
 
 // schema applies a Relation or Type message.

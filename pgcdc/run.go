@@ -146,16 +146,7 @@ func (r *runner) attempt(ctx context.Context) error {
 		}
 	}()
 	if !r.ready {
-		if r.version, err = checkServer(ctx, db); err != nil {
-			return err
-		}
-		if err := ensurePublication(ctx, db, r.cfg); err != nil {
-			return err
-		}
-		if err := warnPartialRows(ctx, db, r.cfg.Publication, r.log); err != nil {
-			return err
-		}
-		if r.cursor, err = parseRunCursor(r.sink.Checkpoint().Cursor); err != nil {
+		if err := r.prepareServer(ctx, db); err != nil {
 			return err
 		}
 	}
@@ -190,6 +181,25 @@ func (r *runner) attempt(ctx context.Context) error {
 	return r.stream(ctx, slot)
 }
 
+// prepareServer is the first attempt's check of the server and the
+// checkpoint: wal_level, the publication (created when allowed), the
+// tables whose updates can leave values out, and the cursor the sink's
+// checkpoint holds.
+func (r *runner) prepareServer(ctx context.Context, db *pgx.Conn) error {
+	var err error
+	if r.version, err = checkServer(ctx, db); err != nil {
+		return err
+	}
+	if err := ensurePublication(ctx, db, r.cfg); err != nil {
+		return err
+	}
+	if err := warnPartialRows(ctx, db, r.cfg.Publication, r.log); err != nil {
+		return err
+	}
+	r.cursor, err = parseRunCursor(r.sink.Checkpoint().Cursor)
+	return err
+}
+
 // prepareSource checks that the slot continues the sink's checkpoint, from
 // the same source, and handles a gap as Config.SlotGap says: it drops an
 // invalidated slot, creates a missing one, and records the gap and the
@@ -216,13 +226,7 @@ func (r *runner) prepareSource(ctx context.Context, db *pgx.Conn) (*createdSlot,
 			r.cursor.Source.Timeline, id.Timeline)})
 	}
 	if p.refuse != nil {
-		var se *SourceError
-		switch {
-		case p.gap != nil:
-			r.report(*p.gap)
-		case errors.As(p.refuse, &se):
-			r.report(SourceEvent{Kind: se.Kind, Slot: se.Slot, From: se.From, To: se.To, Bytes: se.Bytes, Err: p.refuse})
-		}
+		r.reportRefusal(p)
 		return nil, p.refuse
 	}
 	if !r.ready {
@@ -239,37 +243,68 @@ func (r *runner) prepareSource(ctx context.Context, db *pgx.Conn) (*createdSlot,
 	if p.adopt {
 		r.log.Info("the checkpoint has no source identity (an earlier version wrote it): recording this source's from now on", "source", id.String())
 	}
-	var created *createdSlot
 	if p.drop {
 		if err := dropReplicationSlot(ctx, db, r.cfg.Slot); err != nil {
 			return nil, err
 		}
 		r.log.Warn("dropped the invalidated replication slot, to create it again")
 	}
+	var created *createdSlot
 	if p.create {
-		resnapshot := p.gap != nil && p.gap.Action == SlotGapResnapshot
-		if created, err = createSlot(ctx, r.cfg, r.cfg.Snapshot || resnapshot); err != nil {
+		if created, err = r.createPlannedSlot(ctx, db, f, p.gap); err != nil {
 			return nil, err
 		}
-		if created == nil {
-			// Someone else created it meanwhile: the next attempt
-			// checks it as any existing slot.
-			return nil, fmt.Errorf("pgcdc: replication slot %q was created by someone else meanwhile; checking it again", r.cfg.Slot)
-		}
-		if p.gap != nil {
-			if err := checkCreated(f, created.consistent); err != nil {
-				closeConn(created.conn)
-				if derr := dropReplicationSlot(ctx, db, r.cfg.Slot); derr != nil {
-					err = fmt.Errorf("%w (and dropping the slot again failed: %v)", err, derr)
-				}
-				r.report(SourceEvent{Kind: SourceSlotMissing, Slot: r.cfg.Slot, From: f.ck.Position.LSN, To: created.consistent, Err: err})
-				return nil, err
-			}
-			p.gap.To = created.consistent
-			p.gap.Bytes = max(int64(created.consistent)-int64(p.gap.From), 0)
-		}
 	}
+	return created, r.recordSource(ctx, id, slot, created, p.gap)
+}
 
+// reportRefusal reports why planSource refused the slot or the checkpoint:
+// the gap it refuses, or the mismatch a *SourceError names.
+func (r *runner) reportRefusal(p sourcePlan) {
+	var se *SourceError
+	switch {
+	case p.gap != nil:
+		r.report(*p.gap)
+	case errors.As(p.refuse, &se):
+		r.report(SourceEvent{Kind: se.Kind, Slot: se.Slot, From: se.From, To: se.To, Bytes: se.Bytes, Err: p.refuse})
+	}
+}
+
+// createPlannedSlot creates the slot planSource asked for, exporting its
+// snapshot when a snapshot follows. For a gap (nil when none) it checks
+// that the new slot begins after the checkpoint, dropping it again when
+// it does not, and completes the gap with where the slot begins.
+func (r *runner) createPlannedSlot(ctx context.Context, db *pgx.Conn, f sourceFacts, gap *SourceEvent) (*createdSlot, error) {
+	resnapshot := gap != nil && gap.Action == SlotGapResnapshot
+	created, err := createSlot(ctx, r.cfg, r.cfg.Snapshot || resnapshot)
+	if err != nil {
+		return nil, err
+	}
+	if created == nil {
+		// Someone else created it meanwhile: the next attempt
+		// checks it as any existing slot.
+		return nil, fmt.Errorf("pgcdc: replication slot %q was created by someone else meanwhile; checking it again", r.cfg.Slot)
+	}
+	if gap == nil {
+		return created, nil
+	}
+	if err := checkCreated(f, created.consistent); err != nil {
+		closeConn(created.conn)
+		if derr := dropReplicationSlot(ctx, db, r.cfg.Slot); derr != nil {
+			err = fmt.Errorf("%w (and dropping the slot again failed: %v)", err, derr)
+		}
+		r.report(SourceEvent{Kind: SourceSlotMissing, Slot: r.cfg.Slot, From: f.ck.Position.LSN, To: created.consistent, Err: err})
+		return nil, err
+	}
+	gap.To = created.consistent
+	gap.Bytes = max(int64(created.consistent)-int64(gap.From), 0)
+	return created, nil
+}
+
+// recordSource records in r.cursor the source's identity, the position
+// the slot begins at (created, when Run created it, else slot) and the
+// gap, if any, which it reports; an accepted gap is written at once.
+func (r *runner) recordSource(ctx context.Context, id sourceIdentity, slot slotState, created *createdSlot, gap *SourceEvent) error {
 	r.cursor.Source = &id
 	switch {
 	case created != nil:
@@ -277,20 +312,18 @@ func (r *runner) prepareSource(ctx context.Context, db *pgx.Conn) (*createdSlot,
 	default:
 		r.cursor.Confirmed = max(r.cursor.Confirmed, lsnText(slot.confirmed))
 	}
-	if p.gap == nil {
-		return created, nil
+	if gap == nil {
+		return nil
 	}
-	r.cursor.addGap(gapRecord{Cause: p.gap.Kind.String(), Action: p.gap.Action.String(),
-		From: lsnText(p.gap.From), To: lsnText(p.gap.To), Bytes: p.gap.Bytes, At: time.Now().UTC()})
-	r.report(*p.gap)
-	if p.gap.Action == SlotGapAccept {
+	r.cursor.addGap(gapRecord{Cause: gap.Kind.String(), Action: gap.Action.String(),
+		From: lsnText(gap.From), To: lsnText(gap.To), Bytes: gap.Bytes, At: time.Now().UTC()})
+	r.report(*gap)
+	if gap.Action == SlotGapAccept {
 		// Record the gap before anything after it is written; a
 		// re-snapshot records it with its first Write.
-		if err := r.writeCursor(ctx, r.cursor, nil); err != nil {
-			return created, err
-		}
+		return r.writeCursor(ctx, r.cursor, nil)
 	}
-	return created, nil
+	return nil
 }
 
 // prepareStream creates what every session of the Run shares, once the

@@ -184,23 +184,51 @@ type sourcePlan struct {
 // the slot and the checkpoint, and how.
 func planSource(f sourceFacts) sourcePlan {
 	var p sourcePlan
+	if p.planIdentity(f); p.refuse != nil {
+		return p
+	}
+	p.planSlot(f)
+	if p.refuse != nil && p.gap != nil {
+		p.gap.Action, p.gap.Err = SlotGapRefuse, p.refuse
+	}
+	if p.create && p.refuse == nil && !f.cfg.CreateSlot {
+		p.refuse = &kafkasink.ConfigError{Problems: []string{fmt.Sprintf(
+			"pgcdc: replication slot %q must be created again (%s) and Config.CreateSlot is off: set Config.CreateSlot (-create), or drop and create the slot yourself",
+			f.cfg.Slot, p.gap.Kind)}}
+		p.gap.Action, p.gap.Err = SlotGapRefuse, p.refuse
+	}
+	return p
+}
+
+// planIdentity compares the source with the one the checkpoint records,
+// once something was delivered: another source is refused, another
+// timeline noted, a checkpoint without an identity adopted.
+func (p *sourcePlan) planIdentity(f sourceFacts) {
+	if f.ck.IsZero() {
+		return
+	}
+	rec := f.cur.Source
+	if rec == nil {
+		p.adopt = true
+		return
+	}
+	if diffs := rec.differences(f.id); diffs != nil {
+		p.refuse = &SourceError{Kind: SourceIdentityMismatch, Slot: f.cfg.Slot, Detail: fmt.Sprintf(
+			"the sink's checkpoint (at %s) was written for another source: %s. Resuming from it would skip or mix changes. "+
+				"If Config.ConnString (-pg) or Config.Slot (-slot) is wrong, fix it; to stream this source into Kafka, "+
+				"give it its own sink (kafkasink.Config.SinkID, -sink-id), %s",
+			f.ck.Position, strings.Join(diffs, "; "), resetAdvice)}
+		return
+	}
+	p.timeline = rec.Timeline != f.id.Timeline
+}
+
+// planSlot decides about the slot: create a missing one, drop and create
+// an invalidated one, and the gap either opens, which Config.SlotGap
+// accepts or refuses.
+func (p *sourcePlan) planSlot(f sourceFacts) {
 	slot := f.cfg.Slot
 	delivered := !f.ck.IsZero()
-	if delivered {
-		if rec := f.cur.Source; rec != nil {
-			if diffs := rec.differences(f.id); diffs != nil {
-				p.refuse = &SourceError{Kind: SourceIdentityMismatch, Slot: slot, Detail: fmt.Sprintf(
-					"the sink's checkpoint (at %s) was written for another source: %s. Resuming from it would skip or mix changes. "+
-						"If Config.ConnString (-pg) or Config.Slot (-slot) is wrong, fix it; to stream this source into Kafka, "+
-						"give it its own sink (kafkasink.Config.SinkID, -sink-id), %s",
-					f.ck.Position, strings.Join(diffs, "; "), resetAdvice)}
-				return p
-			}
-			p.timeline = rec.Timeline != f.id.Timeline
-		} else {
-			p.adopt = true
-		}
-	}
 	from := max(kafkasink.LSN(f.cur.Confirmed), f.ck.Position.LSN)
 	gap := func(kind SourceEventKind, to kafkasink.LSN) *SourceEvent {
 		g := &SourceEvent{Kind: kind, Slot: slot, From: from, To: to, Action: f.cfg.SlotGap}
@@ -253,16 +281,6 @@ func planSource(f sourceFacts) sourcePlan {
 				slot, f.slot.confirmed, p.gap.From, f.ck.Position)}
 		}
 	}
-	if p.refuse != nil && p.gap != nil {
-		p.gap.Action, p.gap.Err = SlotGapRefuse, p.refuse
-	}
-	if p.create && p.refuse == nil && !f.cfg.CreateSlot {
-		p.refuse = &kafkasink.ConfigError{Problems: []string{fmt.Sprintf(
-			"pgcdc: replication slot %q must be created again (%s) and Config.CreateSlot is off: set Config.CreateSlot (-create), or drop and create the slot yourself",
-			slot, p.gap.Kind)}}
-		p.gap.Action, p.gap.Err = SlotGapRefuse, p.refuse
-	}
-	return p
 }
 
 // refuseGap returns the refusal of a gap when Config.SlotGap refuses it,

@@ -263,7 +263,32 @@ func (r *runner) describeAll(ctx context.Context, q querier, tables []publishedT
 // snapshot from reading it.
 func (r *runner) describe(ctx context.Context, q querier, p publishedTable) (*tableInfo, string, error) {
 	ti := &tableInfo{publishedTable: p}
-	name := qualified(p.schema, p.table)
+	pk, ri, err := ti.readColumns(ctx, q)
+	if err != nil {
+		return nil, "", err
+	}
+	switch {
+	case pk != nil:
+		ti.chunkKey = pk
+	case ri != nil:
+		ti.chunkKey = ri
+	default:
+		return nil, fmt.Sprintf("pgcdc: snapshot: table %s has no primary key and no replica identity index, so the snapshot cannot read it in resumable chunks: "+
+			"add a primary key, or make a unique index over NOT NULL columns its replica identity (ALTER TABLE %s REPLICA IDENTITY USING INDEX ...), "+
+			"or leave the table out of publication %q, or turn the snapshot off (Config.Snapshot, flag -snapshot)", p.name(), qualified(p.schema, p.table), r.cfg.Publication), nil
+	}
+	if problem, err := r.eventKey(ctx, q, ti); problem != "" || err != nil {
+		return nil, problem, err
+	}
+	return ti, "", nil
+}
+
+// readColumns reads the table's published columns into ti.cols and the
+// key pgoutput flags among them into ti.key, and returns the primary key
+// and the replica identity index, each in index order (nil when the table
+// has none).
+func (ti *tableInfo) readColumns(ctx context.Context, q querier) (pk, ri []column, err error) {
+	name := qualified(ti.schema, ti.table)
 	// The type OID is pg_attribute's, as in pgoutput's Relation message
 	// (a result's row description would name a domain's base type
 	// instead). The replica identity columns are those pgoutput flags:
@@ -281,9 +306,8 @@ func (r *runner) describe(ctx context.Context, q querier, p publishedTable) (*ta
 		WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped
 		ORDER BY a.attnum`, name)
 	if err != nil {
-		return nil, "", fmt.Errorf("pgcdc: snapshot: describing %s: %w", name, err)
+		return nil, nil, fmt.Errorf("pgcdc: snapshot: describing %s: %w", name, err)
 	}
-	var pk, ri []column
 	var pkOrd, riOrd []int
 	for rows.Next() {
 		var (
@@ -293,9 +317,9 @@ func (r *runner) describe(ctx context.Context, q querier, p publishedTable) (*ta
 		)
 		if err := rows.Scan(&c.name, &c.oid, &c.typ, &inPK, &inRI, &replIdentity); err != nil {
 			rows.Close()
-			return nil, "", fmt.Errorf("pgcdc: snapshot: describing %s: %w", name, err)
+			return nil, nil, fmt.Errorf("pgcdc: snapshot: describing %s: %w", name, err)
 		}
-		published := slices.Contains(p.columns, c.name)
+		published := slices.Contains(ti.columns, c.name)
 		if published {
 			ti.cols = append(ti.cols, c)
 		}
@@ -311,41 +335,45 @@ func (r *runner) describe(ctx context.Context, q querier, p publishedTable) (*ta
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, "", fmt.Errorf("pgcdc: snapshot: describing %s: %w", name, err)
+		return nil, nil, fmt.Errorf("pgcdc: snapshot: describing %s: %w", name, err)
 	}
-	switch {
-	case pk != nil:
-		ti.chunkKey = inIndexOrder(pk, pkOrd)
-	case ri != nil:
-		ti.chunkKey = inIndexOrder(ri, riOrd)
-	default:
-		return nil, fmt.Sprintf("pgcdc: snapshot: table %s has no primary key and no replica identity index, so the snapshot cannot read it in resumable chunks: "+
-			"add a primary key, or make a unique index over NOT NULL columns its replica identity (ALTER TABLE %s REPLICA IDENTITY USING INDEX ...), "+
-			"or leave the table out of publication %q, or turn the snapshot off (Config.Snapshot, flag -snapshot)", p.name(), name, r.cfg.Publication), nil
+	if pk != nil {
+		pk = inIndexOrder(pk, pkOrd)
 	}
+	if ri != nil {
+		ri = inIndexOrder(ri, riOrd)
+	}
+	return pk, ri, nil
+}
+
+// eventKey settles ti.key, the Event.Key of the table's rows, as the
+// stream does: Config.KeyColumns when it answers (the problem when it
+// names a column the publication leaves out), else the replica identity
+// columns readColumns found, else the catalog's primary key.
+func (r *runner) eventKey(ctx context.Context, q querier, ti *tableInfo) (problem string, err error) {
 	if r.cfg.KeyColumns != nil {
-		if k := r.cfg.KeyColumns(p.schema, p.table); k != nil {
+		if k := r.cfg.KeyColumns(ti.schema, ti.table); k != nil {
 			for _, col := range k {
-				if !slices.Contains(p.columns, col) {
-					return nil, fmt.Sprintf("pgcdc: Config.KeyColumns names column %q of table %s, which publication %q does not publish: add it to the publication's column list or name another key column",
-						col, p.name(), r.cfg.Publication), nil
+				if !slices.Contains(ti.columns, col) {
+					return fmt.Sprintf("pgcdc: Config.KeyColumns names column %q of table %s, which publication %q does not publish: add it to the publication's column list or name another key column",
+						col, ti.name(), r.cfg.Publication), nil
 				}
 			}
 			ti.key = k
 		}
 	}
-	if ti.key == nil {
-		// The replica identity does not name the rows (FULL, NOTHING):
-		// key them as the stream does.
-		var oid uint32
-		if err := q.QueryRow(ctx, "SELECT $1::regclass::oid", name).Scan(&oid); err != nil {
-			return nil, "", fmt.Errorf("pgcdc: snapshot: describing %s: %w", name, err)
-		}
-		if ti.key, err = r.catalog.key(ctx, q, oid, p.schema, p.table, p.columns); err != nil {
-			return nil, "", err
-		}
+	if ti.key != nil {
+		return "", nil
 	}
-	return ti, "", nil
+	// The replica identity does not name the rows (FULL, NOTHING):
+	// key them as the stream does.
+	name := qualified(ti.schema, ti.table)
+	var oid uint32
+	if err := q.QueryRow(ctx, "SELECT $1::regclass::oid", name).Scan(&oid); err != nil {
+		return "", fmt.Errorf("pgcdc: snapshot: describing %s: %w", name, err)
+	}
+	ti.key, err = r.catalog.key(ctx, q, oid, ti.schema, ti.table, ti.columns)
+	return "", err
 }
 
 // inIndexOrder returns cols sorted by their positions in an index.
@@ -360,60 +388,18 @@ func inIndexOrder(cols []column, ord []int) []column {
 // table reads one table in chunks, each one Write with its cursor.
 func (s *snapshotRun) table(ctx context.Context, tx pgx.Tx, ti *tableInfo, last bool) error {
 	name := ti.name()
-	keyNames := make([]string, len(ti.chunkKey))
-	for i, c := range ti.chunkKey {
-		keyNames[i] = c.name
-	}
+	keyNames := columnNames(ti.chunkKey)
 	seen := make(map[uint32]bool)
 	for _, c := range ti.cols {
 		if err := s.conv.resolve(c.oid, seen); err != nil {
 			return err
 		}
 	}
-	var lastKey []string
-	if s.cur.Table == name {
-		lastKey = s.cur.LastKey
-		// A cursor written before KeyColumns existed holds a primary
-		// key.
-		if s.cur.KeyColumns != nil && !slices.Equal(s.cur.KeyColumns, keyNames) {
-			return fmt.Errorf("%w: the snapshot cursor of %s resumes after a key of columns %v, but the table is now read by %v: "+
-				"restore the table's key, or take a new snapshot into a new sink (a new sink id)", kafkasink.ErrCheckpoint, name, s.cur.KeyColumns, keyNames)
-		}
+	lastKey, err := s.resumeKey(ti, keyNames)
+	if err != nil {
+		return err
 	}
-	if lastKey != nil && len(lastKey) != len(ti.chunkKey) {
-		return fmt.Errorf("%w: snapshot cursor of %s has a key of %d columns, the table's key has %d", kafkasink.ErrCheckpoint, name, len(lastKey), len(ti.chunkKey))
-	}
-	sel := make([]string, 0, len(ti.cols)+len(ti.chunkKey))
-	for _, c := range ti.cols {
-		sel = append(sel, pgx.Identifier{c.name}.Sanitize())
-	}
-	key := make([]string, len(ti.chunkKey))
-	params := make([]string, len(ti.chunkKey))
-	for i, c := range ti.chunkKey {
-		key[i] = pgx.Identifier{c.name}.Sanitize()
-		params[i] = fmt.Sprintf("$%d::%s", i+1, c.typ)
-	}
-	sel = append(sel, key...)
-	from := " FROM ONLY "
-	if ti.partitioned {
-		// Its rows are in its partitions.
-		from = " FROM "
-	}
-	from = "SELECT " + strings.Join(sel, ", ") + from + qualified(ti.schema, ti.table)
-	// The publication's row filter is applied where pgoutput applies it
-	// to the stream, so the snapshot holds the rows the stream would
-	// have delivered.
-	var where []string
-	if ti.rowFilter != "" {
-		where = append(where, "("+ti.rowFilter+")")
-	}
-	order := " ORDER BY " + strings.Join(key, ", ") + fmt.Sprintf(" LIMIT %d", s.r.cfg.SnapshotChunkRows)
-	first := from + whereClause(where) + order
-	// Keyset pagination: each chunk starts after the last key, so a chunk
-	// costs the same wherever it is in the table, and a resumed run needs
-	// only the last key.
-	after := from + whereClause(append(where, "("+strings.Join(key, ", ")+") > ("+strings.Join(params, ", ")+")")) + order
-
+	first, after := ti.chunkQueries(s.r.cfg.SnapshotChunkRows)
 	for {
 		sql, args := first, [][]byte(nil)
 		if lastKey != nil {
@@ -444,6 +430,64 @@ func (s *snapshotRun) table(ctx context.Context, tx pgx.Tx, ti *tableInfo, last 
 	}
 	s.r.noteColumns(ti.schema, ti.table, columnNames(ti.cols), "snapshot")
 	return nil
+}
+
+// resumeKey returns the key of the last row the cursor says was read from
+// the table, nil to read it from the start. keyNames are the columns of
+// ti.chunkKey, which must be the cursor's.
+func (s *snapshotRun) resumeKey(ti *tableInfo, keyNames []string) ([]string, error) {
+	name := ti.name()
+	if s.cur.Table != name {
+		return nil, nil
+	}
+	lastKey := s.cur.LastKey
+	// A cursor written before KeyColumns existed holds a primary
+	// key.
+	if s.cur.KeyColumns != nil && !slices.Equal(s.cur.KeyColumns, keyNames) {
+		return nil, fmt.Errorf("%w: the snapshot cursor of %s resumes after a key of columns %v, but the table is now read by %v: "+
+			"restore the table's key, or take a new snapshot into a new sink (a new sink id)", kafkasink.ErrCheckpoint, name, s.cur.KeyColumns, keyNames)
+	}
+	if lastKey != nil && len(lastKey) != len(ti.chunkKey) {
+		return nil, fmt.Errorf("%w: snapshot cursor of %s has a key of %d columns, the table's key has %d", kafkasink.ErrCheckpoint, name, len(lastKey), len(ti.chunkKey))
+	}
+	return lastKey, nil
+}
+
+// chunkQueries returns the queries of the table's chunks of rows rows:
+// first reads the first chunk, after the chunk after the key its
+// parameters hold. Both select the published columns, then the chunk key.
+func (ti *tableInfo) chunkQueries(rows int) (first, after string) {
+	sel := make([]string, 0, len(ti.cols)+len(ti.chunkKey))
+	for _, c := range ti.cols {
+		sel = append(sel, pgx.Identifier{c.name}.Sanitize())
+	}
+	key := make([]string, len(ti.chunkKey))
+	params := make([]string, len(ti.chunkKey))
+	for i, c := range ti.chunkKey {
+		key[i] = pgx.Identifier{c.name}.Sanitize()
+		params[i] = fmt.Sprintf("$%d::%s", i+1, c.typ)
+	}
+	sel = append(sel, key...)
+	from := " FROM ONLY "
+	if ti.partitioned {
+		// Its rows are in its partitions.
+		from = " FROM "
+	}
+	from = "SELECT " + strings.Join(sel, ", ") + from + qualified(ti.schema, ti.table)
+	// The publication's row filter is applied where pgoutput applies it
+	// to the stream, so the snapshot holds the rows the stream would
+	// have delivered.
+	var where []string
+	if ti.rowFilter != "" {
+		where = append(where, "("+ti.rowFilter+")")
+	}
+	order := " ORDER BY " + strings.Join(key, ", ") + fmt.Sprintf(" LIMIT %d", rows)
+	first = from + whereClause(where) + order
+	// Keyset pagination: each chunk starts after the last key, so a chunk
+	// costs the same wherever it is in the table, and a resumed run needs
+	// only the last key.
+	after = from + whereClause(append(where, "("+strings.Join(key, ", ")+") > ("+strings.Join(params, ", ")+")")) + order
+	return first, after
 }
 
 func whereClause(conds []string) string {

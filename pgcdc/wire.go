@@ -236,26 +236,32 @@ func validate(data []byte, inStream bool, version int) error {
 		if version < 2 {
 			return errors.New("stream messages need protocol version 2")
 		}
-		switch pglogrepl.MessageType(typ) {
-		case pglogrepl.MessageTypeStreamStart:
-			r.u32("transaction id")
-			if first := r.u8("first segment flag"); first > 1 {
-				r.fail(fmt.Errorf("first segment flag %d: want 0 or 1", first))
-			}
-		case pglogrepl.MessageTypeStreamCommit:
-			r.u32("transaction id")
-			r.u8("flags")
-			r.u64("commit LSN")
-			r.u64("end LSN")
-			r.u64("commit time")
-		case pglogrepl.MessageTypeStreamAbort:
-			r.u32("transaction id")
-			r.u32("subtransaction id")
-		}
+		r.streamControl(pglogrepl.MessageType(typ))
 	default:
 		return fmt.Errorf("unknown message type %q", typ)
 	}
 	return r.end()
+}
+
+// streamControl reads the fields of a Stream Start, Stop, Commit or Abort
+// message.
+func (r *wire) streamControl(typ pglogrepl.MessageType) {
+	switch typ {
+	case pglogrepl.MessageTypeStreamStart:
+		r.u32("transaction id")
+		if first := r.u8("first segment flag"); first > 1 {
+			r.fail(fmt.Errorf("first segment flag %d: want 0 or 1", first))
+		}
+	case pglogrepl.MessageTypeStreamCommit:
+		r.u32("transaction id")
+		r.u8("flags")
+		r.u64("commit LSN")
+		r.u64("end LSN")
+		r.u64("commit time")
+	case pglogrepl.MessageTypeStreamAbort:
+		r.u32("transaction id")
+		r.u32("subtransaction id")
+	}
 }
 
 // wire reads the fields of a message, remembering the first error.

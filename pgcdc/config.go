@@ -164,7 +164,9 @@ type Config struct {
 	// again. Defaults DefaultReconnectBackoff and DefaultReconnectMax;
 	// ReconnectBackoff may not exceed ReconnectMax.
 	ReconnectBackoff time.Duration
-	ReconnectMax     time.Duration
+	// ReconnectMax is the longest wait between reconnects, and between
+	// the retries of a Write. Default DefaultReconnectMax.
+	ReconnectMax time.Duration
 
 	// KeyColumns, when set, names the key columns of a table (nil: no
 	// answer); see DecoderConfig.KeyColumns. Without an answer a table is

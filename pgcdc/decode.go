@@ -79,12 +79,23 @@ type Txn struct {
 
 // Message is a logical decoding message, written by pg_logical_emit_message.
 type Message struct {
-	LSN           kafkasink.LSN // the message's own LSN
+	LSN kafkasink.LSN // the message's own LSN
+	// Transactional is pg_logical_emit_message's transactional argument.
+	// A transactional message is part of its transaction: it is
+	// delivered in order among the transaction's events, and never when
+	// the transaction aborts. A non-transactional one is delivered as
+	// soon as it is decoded, whether or not a transaction around it
+	// commits.
 	Transactional bool
 	// XID is the top-level transaction a transactional message belongs
 	// to; zero for a non-transactional message.
-	XID     uint32
-	Prefix  string
+	XID uint32
+	// Prefix is the prefix the message was emitted with, which tells the
+	// messages of different programs apart; Run emits its heartbeats
+	// with the prefix "kafkasink.heartbeat".
+	Prefix string
+	// Content is the message's payload, a copy that belongs to the
+	// callee.
 	Content []byte
 }
 
@@ -95,9 +106,12 @@ type Message struct {
 type DecodeError struct {
 	LSN  kafkasink.LSN // WAL position of the message (XLogData WALStart)
 	Type string        // message type, such as "Insert"; "" when unknown
-	Err  error
+	// Err says what is wrong with the message; errors.Is and errors.As
+	// see through to it.
+	Err error
 }
 
+// Error names the message type and position, then what is wrong.
 func (e *DecodeError) Error() string {
 	typ := e.Type
 	if typ == "" {
@@ -106,6 +120,7 @@ func (e *DecodeError) Error() string {
 	return fmt.Sprintf("pgcdc: decoding %s message at %s: %v", typ, e.LSN, e.Err)
 }
 
+// Unwrap returns Err.
 func (e *DecodeError) Unwrap() error { return e.Err }
 
 // Decoder decodes a stream of pgoutput messages into events. It keeps the

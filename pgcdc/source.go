@@ -101,8 +101,8 @@ func (k SourceEventKind) String() string {
 // SourceEvent is what Config.OnSourceEvent receives: one event Run found
 // at the source. It is a value; Run does not touch it after the call.
 type SourceEvent struct {
-	Kind SourceEventKind
-	Slot string
+	Kind SourceEventKind // what Run found
+	Slot string          // the replication slot, Config.Slot
 	// From and To bound the changes concerned: for a gap, the last
 	// position known delivered or confirmed and where the slot's stream
 	// begins (the current WAL position while the slot does not exist);
@@ -126,10 +126,10 @@ type SourceEvent struct {
 // Its message names what happened and the ways out. Fatal: Run does not
 // retry it. Test with errors.As.
 type SourceError struct {
-	Kind     SourceEventKind
-	Slot     string
-	From, To kafkasink.LSN // as in SourceEvent
-	Bytes    int64
+	Kind     SourceEventKind // what Run found, as in SourceEvent
+	Slot     string          // the replication slot, Config.Slot
+	From, To kafkasink.LSN   // as in SourceEvent
+	Bytes    int64           // the WAL between From and To, as in SourceEvent
 	// Detail is the whole explanation, the ways out included.
 	Detail string
 }

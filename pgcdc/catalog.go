@@ -95,14 +95,11 @@ func (k *catalog) connection(ctx context.Context) (*pgx.Conn, error) {
 		k.close()
 	}
 	if k.conn == nil {
-		cc, err := k.cfg.connConfig()
+		conn, err := k.cfg.connect(ctx, "connecting to read the catalog")
 		if err != nil {
 			return nil, err
 		}
-		if k.conn, err = pgx.ConnectConfig(ctx, cc); err != nil {
-			k.conn = nil
-			return nil, fmt.Errorf("pgcdc: connecting to read the catalog: %w", err)
-		}
+		k.conn = conn
 	}
 	return k.conn, nil
 }

@@ -1,6 +1,7 @@
 package pgcdc
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -383,6 +384,33 @@ func (cfg *Config) replicationConfig() (*pgconn.Config, error) {
 	}
 	pinOutputSettings(c.RuntimeParams)
 	return c, nil
+}
+
+// connect opens an ordinary connection; purpose completes the error
+// ("pgcdc: <purpose>: ..."), to say which of Run's connections failed.
+func (cfg *Config) connect(ctx context.Context, purpose string) (*pgx.Conn, error) {
+	cc, err := cfg.connConfig()
+	if err != nil {
+		return nil, err
+	}
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return nil, fmt.Errorf("pgcdc: %s: %w", purpose, err)
+	}
+	return conn, nil
+}
+
+// connectReplication opens a replication connection.
+func (cfg *Config) connectReplication(ctx context.Context) (*pgconn.PgConn, error) {
+	rc, err := cfg.replicationConfig()
+	if err != nil {
+		return nil, err
+	}
+	conn, err := pgconn.ConnectConfig(ctx, rc)
+	if err != nil {
+		return nil, fmt.Errorf("pgcdc: replication connection: %w", err)
+	}
+	return conn, nil
 }
 
 // tick is the interval of what Run does at the heartbeat's pace:

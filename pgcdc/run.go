@@ -129,13 +129,9 @@ type runner struct {
 // attempt connects, prepares, snapshots if needed, and streams until an
 // error.
 func (r *runner) attempt(ctx context.Context) error {
-	cc, err := r.cfg.connConfig()
+	db, err := r.cfg.connect(ctx, "connecting")
 	if err != nil {
 		return err
-	}
-	db, err := pgx.ConnectConfig(ctx, cc)
-	if err != nil {
-		return fmt.Errorf("pgcdc: connecting: %w", err)
 	}
 	defer closeConn(db)
 
@@ -416,11 +412,8 @@ func (r *runner) monitor(ctx context.Context) {
 		case <-t.C:
 		}
 		if conn == nil {
-			cc, err := r.cfg.connConfig()
-			if err != nil {
-				return
-			}
-			if conn, err = pgx.ConnectConfig(ctx, cc); err == nil {
+			var err error
+			if conn, err = r.cfg.connect(ctx, "monitor connection"); err == nil {
 				err = conn.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version)
 			}
 			if err != nil {

@@ -183,13 +183,9 @@ func readSlot(ctx context.Context, db *pgx.Conn, slot string, version int) (slot
 // identify returns the identity of the source: IDENTIFY_SYSTEM on a
 // replication connection, the database's oid, and the slot's name.
 func identify(ctx context.Context, cfg *Config, db *pgx.Conn) (sourceIdentity, error) {
-	rc, err := cfg.replicationConfig()
+	conn, err := cfg.connectReplication(ctx)
 	if err != nil {
 		return sourceIdentity{}, err
-	}
-	conn, err := pgconn.ConnectConfig(ctx, rc)
-	if err != nil {
-		return sourceIdentity{}, fmt.Errorf("pgcdc: replication connection: %w", err)
 	}
 	defer closeConn(conn)
 	sys, err := pglogrepl.IdentifySystem(ctx, conn)
@@ -225,13 +221,9 @@ type createdSlot struct {
 // snapshot. A slot created meanwhile by someone else is not an error: it
 // returns nil, nil, and the caller uses the existing slot.
 func createSlot(ctx context.Context, cfg *Config, export bool) (*createdSlot, error) {
-	rc, err := cfg.replicationConfig()
+	conn, err := cfg.connectReplication(ctx)
 	if err != nil {
 		return nil, err
-	}
-	conn, err := pgconn.ConnectConfig(ctx, rc)
-	if err != nil {
-		return nil, fmt.Errorf("pgcdc: replication connection: %w", err)
 	}
 	action := "NOEXPORT_SNAPSHOT"
 	if export {

@@ -93,13 +93,9 @@ type session struct {
 
 // stream runs one replication session from start and returns why it ended.
 func (r *runner) stream(ctx context.Context, slot slotState) error {
-	rc, err := r.cfg.replicationConfig()
+	conn, err := r.cfg.connectReplication(ctx)
 	if err != nil {
 		return err
-	}
-	conn, err := pgconn.ConnectConfig(ctx, rc)
-	if err != nil {
-		return fmt.Errorf("pgcdc: replication connection: %w", err)
 	}
 	defer closeConn(conn)
 

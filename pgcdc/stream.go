@@ -124,7 +124,7 @@ func (r *runner) stream(ctx context.Context, slot slotState) error {
 	}
 	s.timer.Stop()
 	defer s.standby.Stop()
-	s.dec = r.newDecoder(ctx, s)
+	s.dec = r.newDecoder(s)
 	defer func() {
 		// The server sends the open transactions again to the next
 		// session, streamed ones from their first segment.
@@ -138,10 +138,10 @@ func (r *runner) stream(ctx context.Context, slot slotState) error {
 
 // newDecoder returns the decoder of session s: its callbacks are s's, and
 // the catalog lookups it makes for s (a table's fallback key, what a type
-// is made of) run under ctx, the session's context. Its value converter is
-// the runner's, which keeps what it learnt of types from session to
-// session.
-func (r *runner) newDecoder(ctx context.Context, s *session) *Decoder {
+// is made of) run under the session's context. Its value converter is the
+// runner's, which keeps what it learnt of types from session to session.
+func (r *runner) newDecoder(s *session) *Decoder {
+	ctx := s.ctx
 	r.conv.describe = func(oid uint32) (customType, bool, error) {
 		return r.catalog.streamType(ctx, oid)
 	}

@@ -477,18 +477,6 @@ func measureLatency(b *testing.B, ctx context.Context, db *pgx.Conn, brokers []s
 	return lat[len(lat)/2], lat[len(lat)*99/100], len(lat)
 }
 
-func dropSlot(ctx context.Context, db *pgx.Conn, slot string) {
-	for range 50 {
-		_, err := db.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, slot)
-		if err == nil {
-			return
-		}
-		// Still active for a walsender that has not noticed the end.
-		db.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL`, slot)
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 func benchCleanup(pg string, brokers []string, name string, slots *[]string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -16,15 +16,6 @@ import (
 	"github.com/kafkasink/kafkasink"
 )
 
-func containsAll(s string, parts ...string) bool {
-	for _, p := range parts {
-		if !strings.Contains(s, p) {
-			return false
-		}
-	}
-	return true
-}
-
 func validConfig() Config {
 	return Config{ConnString: "postgres://u:secret@localhost:5432/db", Slot: "s1", Publication: "p1"}
 }

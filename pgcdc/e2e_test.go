@@ -63,22 +63,6 @@ func bigTxnSize(t *testing.T) int {
 	return *bigTxnRows
 }
 
-// realEnv returns the real PostgreSQL and Kafka of the test environment, or
-// skips naming what is missing.
-func realEnv(t testing.TB) (pg string, brokers []string) {
-	t.Helper()
-	var missing []string
-	for _, k := range []string{"KAFKASINK_TEST_PG", "KAFKASINK_TEST_BROKERS"} {
-		if os.Getenv(k) == "" {
-			missing = append(missing, k)
-		}
-	}
-	if missing != nil {
-		t.Skipf("%s not set: this test needs the real PostgreSQL and Kafka of scripts/testenv.sh; eval \"$(scripts/testenv.sh env)\"", strings.Join(missing, " and "))
-	}
-	return os.Getenv("KAFKASINK_TEST_PG"), strings.Split(os.Getenv("KAFKASINK_TEST_BROKERS"), ",")
-}
-
 // program builds examples/pglogrepl into the test's temporary directory.
 func program(t *testing.T) string {
 	t.Helper()
@@ -238,18 +222,7 @@ func (e *e2e) cleanup() {
 		return
 	}
 	defer db.Close(ctx)
-	for ctx.Err() == nil {
-		_, err := db.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL`, e.name)
-		if err == nil {
-			_, err = db.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, e.name)
-		}
-		if err == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	db.Exec(ctx, "DROP PUBLICATION IF EXISTS "+e.name)
-	db.Exec(ctx, "DROP TABLE IF EXISTS "+e.name)
+	dropTestObjects(ctx, db, e.name)
 	if cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...)); err == nil {
 		kadm.NewClient(cl).DeleteTopics(ctx, e.topic(), e.ckptTopic())
 		cl.Close()
@@ -543,10 +516,6 @@ func (s *sampler) add(confirmed kafkasink.LSN, w *ckptWatcher, delay time.Durati
 		return
 	}
 	s.samples = append(s.samples, confirmSample{confirmed: confirmed, written: pos})
-}
-
-func slotConfirmed(ctx context.Context, db *pgx.Conn, slot string) (kafkasink.LSN, error) {
-	return queryLSN(ctx, db, confirmedFlushSQL, slot)
 }
 
 // endOffsets sums the topic's high watermarks: it stops moving when the

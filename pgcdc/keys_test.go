@@ -6,76 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/kafkasink/kafkasink/internal/sinktest"
 )
-
-// logCounter is a slog.Handler that keeps the message and attributes of
-// every record it passes on.
-type logCounter struct {
-	slog.Handler
-	mu      *sync.Mutex
-	records *[]loggedRecord
-}
-
-type loggedRecord struct {
-	msg   string
-	attrs map[string]string
-}
-
-func newLogCounter(next slog.Handler) *logCounter {
-	return &logCounter{Handler: next, mu: new(sync.Mutex), records: new([]loggedRecord)}
-}
-
-func (h *logCounter) Handle(ctx context.Context, r slog.Record) error {
-	lr := loggedRecord{msg: r.Message, attrs: make(map[string]string)}
-	r.Attrs(func(a slog.Attr) bool {
-		lr.attrs[a.Key] = a.Value.String()
-		return true
-	})
-	h.mu.Lock()
-	*h.records = append(*h.records, lr)
-	h.mu.Unlock()
-	return h.Handler.Handle(ctx, r)
-}
-
-func (h *logCounter) WithAttrs(as []slog.Attr) slog.Handler {
-	return &logCounter{Handler: h.Handler.WithAttrs(as), mu: h.mu, records: h.records}
-}
-
-func (h *logCounter) WithGroup(name string) slog.Handler {
-	return &logCounter{Handler: h.Handler.WithGroup(name), mu: h.mu, records: h.records}
-}
-
-// find returns the attributes of the records whose message starts with
-// prefix.
-func (h *logCounter) find(prefix string) []map[string]string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var out []map[string]string
-	for _, r := range *h.records {
-		if strings.HasPrefix(r.msg, prefix) {
-			out = append(out, r.attrs)
-		}
-	}
-	return out
-}
-
-// matching returns how many records had a message starting with prefix
-// and the given table.
-func (h *logCounter) matching(prefix, table string) int {
-	n := 0
-	for _, attrs := range h.find(prefix) {
-		if attrs["table"] == table {
-			n++
-		}
-	}
-	return n
-}
 
 // TestFullIdentityKeyedByPrimaryKey switches a table with a primary key to
 // REPLICA IDENTITY FULL and checks that its snapshot rows, updates,
@@ -93,9 +28,9 @@ func TestFullIdentityKeyedByPrimaryKey(t *testing.T) {
 	e.exec("ALTER TABLE " + keyless + " REPLICA IDENTITY FULL")
 	e.exec("INSERT INTO " + keyed + " VALUES ('a', 1, 'snap'), ('a', 2, 'snap'), ('b', 1, 'snap')")
 
-	logs := newLogCounter(testLogger(t).Handler())
 	cfg := e.config("public." + keyed)
 	cfg.Snapshot = true
+	logs := newLogRecorder(t)
 	cfg.Logger = slog.New(logs)
 	sink := e.newSink(e.name)
 	_, done := start(t, cfg, sink)

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,52 +17,6 @@ import (
 	"github.com/kafkasink/kafkasink"
 )
 
-// seqs hands out unique seq values, so every change is recognisable in
-// the topic.
-type seqs struct{ n atomic.Int64 }
-
-func (s *seqs) next() int64 { return s.n.Add(1) }
-
-func insertRows(tx pgx.Tx, t *testing.T, table string, m *model, sq *seqs, ids ...int64) {
-	t.Helper()
-	for _, id := range ids {
-		seq := sq.next()
-		if _, err := tx.Exec(context.Background(), "INSERT INTO "+table+" (id, seq, note) VALUES ($1, $2, $3)", id, seq, fmt.Sprintf("row %d", id)); err != nil {
-			t.Fatal(err)
-		}
-		m.add("insert", id, seq)
-	}
-}
-
-func updateRows(tx pgx.Tx, t *testing.T, table string, m *model, sq *seqs, ids ...int64) {
-	t.Helper()
-	for _, id := range ids {
-		seq := sq.next()
-		if _, err := tx.Exec(context.Background(), "UPDATE "+table+" SET seq = $2 WHERE id = $1", id, seq); err != nil {
-			t.Fatal(err)
-		}
-		m.add("update", id, seq)
-	}
-}
-
-func deleteRows(tx pgx.Tx, t *testing.T, table string, m *model, ids ...int64) {
-	t.Helper()
-	for _, id := range ids {
-		if _, err := tx.Exec(context.Background(), "DELETE FROM "+table+" WHERE id = $1", id); err != nil {
-			t.Fatal(err)
-		}
-		m.add("delete", id, -1)
-	}
-}
-
-func ids(from, to int64) []int64 {
-	var out []int64
-	for i := from; i <= to; i++ {
-		out = append(out, i)
-	}
-	return out
-}
-
 func TestStreamExactlyOnce(t *testing.T) {
 	t.Parallel()
 	e := newPGEnv(t)
@@ -71,9 +24,7 @@ func TestStreamExactlyOnce(t *testing.T) {
 	tr := newTracker()
 	sink := &recSink{Sink: e.newSink(e.name), tr: tr}
 	_, done := start(t, e.config("public."+table), sink)
-	waitFor(t, 20*time.Second, "the slot", done, func() bool { return e.confirmedFlush() != 0 })
-	slotStart := e.confirmedFlush()
-	samples := e.monitorSlot(tr)
+	slot := e.monitorSlot(done, tr)
 
 	var m model
 	var sq seqs
@@ -99,13 +50,11 @@ func TestStreamExactlyOnce(t *testing.T) {
 	m.add("truncate", -1, -1)
 	e.txn(func(tx pgx.Tx) { insertRows(tx, t, table, &m, &sq, ids(200, 210)...) })
 
-	waitFor(t, 30*time.Second, "every change delivered", done, func() bool { return tr.delivered() == m.len() })
-	recs := e.readTopic(table)
-	checkExactlyOnce(t, recs, m.all())
+	recs := e.checkDelivered(done, tr, table, m.all())
 	waitFor(t, 10*time.Second, "the slot to confirm the last transaction", done, func() bool {
 		return e.confirmedFlush() > tr.written().LSN
 	})
-	checkConfirmed(t, samples(), recs, slotStart)
+	slot.check(t, recs)
 }
 
 func TestSplitTransaction(t *testing.T) {
@@ -144,22 +93,18 @@ func TestSplitTransaction(t *testing.T) {
 	// not let the slot confirm past it.
 	cfg.HeartbeatInterval = 20 * time.Millisecond
 	_, done := start(t, cfg, sink)
-	waitFor(t, 20*time.Second, "the slot", done, func() bool { return e.confirmedFlush() != 0 })
-	slotStart := e.confirmedFlush()
-	samples := e.monitorSlot(tr)
+	slot := e.monitorSlot(done, tr)
 
 	var m model
 	var sq seqs
 	e.txn(func(tx pgx.Tx) { insertRows(tx, t, table, &m, &sq, ids(1, 95)...) })
 	e.txn(func(tx pgx.Tx) { updateRows(tx, t, table, &m, &sq, ids(1, 5)...) })
 
-	waitFor(t, 30*time.Second, "every change delivered", done, func() bool { return tr.delivered() == m.len() })
-	recs := e.readTopic(table)
-	checkExactlyOnce(t, recs, m.all())
+	recs := e.checkDelivered(done, tr, table, m.all())
 	waitFor(t, 10*time.Second, "the slot to confirm the last transaction", done, func() bool {
 		return e.confirmedFlush() > tr.written().LSN
 	})
-	checkConfirmed(t, samples(), recs, slotStart)
+	slot.check(t, recs)
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -194,9 +139,7 @@ func TestConfirmedNeverPassesWritten(t *testing.T) {
 	cfg.HeartbeatInterval = 15 * time.Millisecond
 	cfg.BatchMaxEvents = 7
 	_, done := start(t, cfg, sink)
-	waitFor(t, 20*time.Second, "the slot", done, func() bool { return e.confirmedFlush() != 0 })
-	slotStart := e.confirmedFlush()
-	samples := e.monitorSlot(tr)
+	slot := e.monitorSlot(done, tr)
 
 	var m model
 	var sq seqs
@@ -207,10 +150,8 @@ func TestConfirmedNeverPassesWritten(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	waitFor(t, 30*time.Second, "every change delivered", done, func() bool { return tr.delivered() == m.len() })
-	recs := e.readTopic(table)
-	checkExactlyOnce(t, recs, m.all())
-	checkConfirmed(t, samples(), recs, slotStart)
+	recs := e.checkDelivered(done, tr, table, m.all())
+	slot.check(t, recs)
 }
 
 func TestReconnectAfterTerminate(t *testing.T) {
@@ -255,8 +196,7 @@ func TestReconnectAfterTerminate(t *testing.T) {
 	}
 	e.txn(func(tx pgx.Tx) { deleteRows(tx, t, table, &m, ids(1, 10)...) })
 
-	waitFor(t, 30*time.Second, "every change delivered", done, func() bool { return tr.delivered() == m.len() })
-	checkExactlyOnce(t, e.readTopic(table), m.all())
+	e.checkDelivered(done, tr, table, m.all())
 }
 
 func TestCancelAndRestart(t *testing.T) {
@@ -303,9 +243,7 @@ func TestCancelAndRestart(t *testing.T) {
 	close(stopDML)
 	<-dmlDone
 
-	want := m.all()
-	waitFor(t, 30*time.Second, "every change delivered", done2, func() bool { return tr.delivered() == len(want) })
-	checkExactlyOnce(t, e.readTopic(table), want)
+	e.checkDelivered(done2, tr, table, m.all())
 }
 
 func TestHeartbeatAdvancesIdleSlot(t *testing.T) {
@@ -410,13 +348,7 @@ func TestSpoolDirPerInstance(t *testing.T) {
 	}
 
 	stop, r := start(t, cfg, e.newSink(e.name))
-	waitFor(t, 20*time.Second, "Run streaming", r, func() bool {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		var active bool
-		err := e.db.QueryRow(context.Background(), "SELECT count(*) > 0 FROM pg_replication_slots WHERE slot_name = $1 AND active", e.name).Scan(&active)
-		return err == nil && active
-	})
+	waitFor(t, 20*time.Second, "Run streaming", r, e.streaming)
 	if _, err := os.Stat(abandoned); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the spool directory of a killed process is still there: %v", err)
 	}

@@ -346,8 +346,8 @@ func (e *pgEnv) runPublicationCase(c publicationCase) {
 	cfg := e.config()
 	cfg.Snapshot = true
 	cfg.SnapshotChunkRows = 3
-	logger, warns := newWarnings(t)
-	cfg.Logger = logger
+	logs := newLogRecorder(t)
+	cfg.Logger = slog.New(logs)
 	if c.keys != nil {
 		cfg.KeyColumns = func(schema, table string) []string {
 			for name, k := range c.keys {
@@ -369,9 +369,9 @@ func (e *pgEnv) runPublicationCase(c publicationCase) {
 		e.checkTopicIsTable("t."+fmt.Sprintf(topic, e.name), w.query, w.key)
 	}
 	// The snapshot and the stream agree on the columns: no false alarm.
-	for _, w := range warns() {
-		if strings.Contains(w.Message, columnsChangedMsg) {
-			t.Errorf("warning %q, but no column list or table changed", w.Message)
+	for _, w := range logs.warnings() {
+		if strings.Contains(w.msg, columnsChangedMsg) {
+			t.Errorf("warning %q, but no column list or table changed", w.msg)
 		}
 	}
 }
@@ -519,46 +519,6 @@ func TestSnapshotRefusesTableWithoutKeyBeforeSlot(t *testing.T) {
 	}
 }
 
-// warnings collects the Warn records of a logger, and passes every record
-// to the test's log.
-type warnings struct {
-	slog.Handler
-	mu   *sync.Mutex
-	recs *[]slog.Record
-}
-
-func newWarnings(t *testing.T) (*slog.Logger, func() []slog.Record) {
-	w := warnings{Handler: testLogger(t).Handler(), mu: new(sync.Mutex), recs: new([]slog.Record)}
-	return slog.New(w), func() []slog.Record {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		return slices.Clone(*w.recs)
-	}
-}
-
-func (w warnings) Handle(ctx context.Context, r slog.Record) error {
-	if r.Level >= slog.LevelWarn {
-		w.mu.Lock()
-		*w.recs = append(*w.recs, r.Clone())
-		w.mu.Unlock()
-	}
-	return w.Handler.Handle(ctx, r)
-}
-
-func (w warnings) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= slog.LevelWarn || w.Handler.Enabled(ctx, l)
-}
-
-func (w warnings) WithAttrs(as []slog.Attr) slog.Handler {
-	w.Handler = w.Handler.WithAttrs(as)
-	return w
-}
-
-func (w warnings) WithGroup(name string) slog.Handler {
-	w.Handler = w.Handler.WithGroup(name)
-	return w
-}
-
 // TestPublicationColumnListChangeIsLogged changes a publication's column
 // list while Run streams: Run warns, naming the table and both column
 // sets, and the topic shows what the package documentation says: rows
@@ -569,8 +529,8 @@ func TestPublicationColumnListChangeIsLogged(t *testing.T) {
 	e.sqlf(secretTable, secretRows, "CREATE PUBLICATION %[1]s FOR TABLE %[1]s (id, pub)")
 	cfg := e.config()
 	cfg.Snapshot = true
-	logger, warns := newWarnings(t)
-	cfg.Logger = logger
+	logs := newLogRecorder(t)
+	cfg.Logger = slog.New(logs)
 	tr := newTracker()
 	_, r := start(t, cfg, &recSink{Sink: e.newSink(e.name), tr: tr})
 	e.syncStream(r, tr, "INSERT INTO %[1]s VALUES (11, 's11', 'p11')")
@@ -578,16 +538,14 @@ func TestPublicationColumnListChangeIsLogged(t *testing.T) {
 	e.syncStream(r, tr, "INSERT INTO %[1]s VALUES (12, 's12', 'p12')")
 
 	found := false
-	for _, w := range warns() {
-		attrs := map[string]string{}
-		w.Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value.String(); return true })
-		if strings.Contains(w.Message, columnsChangedMsg) && attrs["table"] == "public."+e.name &&
-			attrs["old_columns"] == "[id pub]" && attrs["new_columns"] == "[id secret pub]" {
+	for _, w := range logs.warnings() {
+		if strings.Contains(w.msg, columnsChangedMsg) && w.attrs["table"] == "public."+e.name &&
+			w.attrs["old_columns"] == "[id pub]" && w.attrs["new_columns"] == "[id secret pub]" {
 			found = true
 		}
 	}
 	if !found {
-		t.Errorf("no warning naming public.%s, old columns [id pub] and new columns [id secret pub]; warnings: %v", e.name, warns())
+		t.Errorf("no warning naming public.%s, old columns [id pub] and new columns [id secret pub]; warnings: %v", e.name, logs.warnings())
 	}
 	after := map[int64]map[string]any{}
 	for _, rec := range e.readTopic(e.name) {

@@ -13,12 +13,6 @@ import (
 	"github.com/kafkasink/kafkasink"
 )
 
-// fillTable inserts rows 1..n with seq = id in one statement.
-func (e *pgEnv) fillTable(table string, n int) {
-	e.t.Helper()
-	e.exec(fmt.Sprintf("INSERT INTO %s (id, seq, note) SELECT i, i, 'row ' || i FROM generate_series(1, %d) i", table, n))
-}
-
 func reads(from, to int64) []change {
 	var out []change
 	for i := from; i <= to; i++ {
@@ -85,10 +79,7 @@ func TestSnapshotThenStream(t *testing.T) {
 	waitFor(t, 30*time.Second, "the snapshot and the first changes", r, func() bool { return tr.delivered() == m.len() })
 
 	e.txn(func(tx pgx.Tx) { updateRows(tx, t, table, &m, &sq, 1, 2, 250) })
-	waitFor(t, 30*time.Second, "every change delivered", r, func() bool { return tr.delivered() == m.len() })
-
-	recs := e.readTopic(table)
-	checkExactlyOnce(t, recs, m.all())
+	recs := e.checkDelivered(r, tr, table, m.all())
 	runID := checkRunIDs(t, recs)
 	tr.mu.Lock()
 	chunks := tr.readWrites
@@ -176,10 +167,7 @@ func TestSnapshotResumesAfterCrash(t *testing.T) {
 			return nil
 		}}
 	_, r := start(t, cfg, sink2)
-	waitFor(t, 30*time.Second, "every change delivered", r, func() bool { return tr.delivered() == len(want) })
-
-	recs := e.readTopic(table)
-	checkExactlyOnce(t, recs, want)
+	recs := e.checkDelivered(r, tr, table, want)
 	checkRunIDs(t, recs)
 	mu.Lock()
 	defer mu.Unlock()

@@ -100,7 +100,7 @@ func (sc *scenario) stream(cfg Config, during func(r *run)) *recSink {
 	sc.t.Helper()
 	sink := sc.sink()
 	stop, r := start(sc.t, cfg, sink)
-	waitFor(sc.t, 20*time.Second, "Run streaming from the slot", r, func() bool { return sc.slotActive() })
+	waitFor(sc.t, 20*time.Second, "Run streaming from the slot", r, sc.e.streaming)
 	if during != nil {
 		during(r)
 	}
@@ -162,21 +162,6 @@ func (sc *scenario) onInactiveSlot(sql string) {
 	}
 }
 
-// slotActive reports whether a walsender streams from the slot: it is
-// active, past its consistent point (a slot being created is active too,
-// with no confirmed position yet), and not lost.
-func (sc *scenario) slotActive() bool {
-	sc.t.Helper()
-	sc.e.mu.Lock()
-	defer sc.e.mu.Unlock()
-	var n int
-	if err := sc.e.db.QueryRow(context.Background(), `SELECT count(*) FROM pg_replication_slots
-		WHERE slot_name = $1 AND active AND confirmed_flush_lsn IS NOT NULL AND wal_status <> 'lost'`, sc.e.name).Scan(&n); err != nil {
-		sc.t.Fatal(err)
-	}
-	return n > 0
-}
-
 func (sc *scenario) slotExists(name string) bool {
 	sc.t.Helper()
 	sc.e.mu.Lock()
@@ -186,6 +171,16 @@ func (sc *scenario) slotExists(name string) bool {
 		sc.t.Fatal(err)
 	}
 	return n > 0
+}
+
+// crossGap runs Run with cfg, whose SlotGap says how to go across the
+// gap of cause, as stream does, then checks the topic and the gap
+// recorded; it returns the sink and the gap.
+func (sc *scenario) crossGap(cfg Config, cause SourceEventKind, during func(*run)) (*recSink, gapRecord) {
+	sc.t.Helper()
+	sink := sc.stream(cfg, during)
+	sc.checkTopic()
+	return sink, sc.checkGap(sink, cause, cfg.SlotGap)
 }
 
 // checkGap checks that the checkpoint's cursor ends with the record of a
@@ -251,15 +246,13 @@ func TestSlotDroppedWhileStopped(t *testing.T) {
 					sc.checkTopic()
 					return
 				}
-				sink := sc.stream(cfg, func(*run) {
+				_, g := sc.crossGap(cfg, SourceSlotMissing, func(*run) {
 					if gap == SlotGapResnapshot || snapshot {
 						// Read from the new slot's snapshot.
 						sc.expectReads()
 					}
 					sc.insert(true, 7)
 				})
-				sc.checkTopic()
-				g := sc.checkGap(sink, SourceSlotMissing, gap)
 				if kafkasink.LSN(g.From) < ck.LSN {
 					t.Errorf("gap from %s, before the checkpoint %s", kafkasink.LSN(g.From), ck)
 				}
@@ -340,9 +333,7 @@ func TestSlotAdvancedWhileStopped(t *testing.T) {
 	checkExactlyOnce(t, got, sc.m.all()[:3]) // row 5 is not written yet
 
 	cfg.SlotGap = SlotGapAccept
-	sink := sc.stream(cfg, func(*run) { sc.insert(true, 6) })
-	sc.checkTopic()
-	sc.checkGap(sink, SourceSlotAdvanced, SlotGapAccept)
+	sc.crossGap(cfg, SourceSlotAdvanced, func(*run) { sc.insert(true, 6) })
 }
 
 // TestSlotNameChangedRefused points Run at another slot with a checkpoint
@@ -592,9 +583,7 @@ func TestSlotInvalidatedWhileStopped(t *testing.T) {
 	sc.checkTopic()
 
 	cfg.SlotGap = SlotGapAccept
-	sink := sc.stream(cfg, func(*run) { sc.insert(true, 5) })
-	sc.checkTopic()
-	sc.checkGap(sink, SourceSlotInvalidated, SlotGapAccept)
+	sc.crossGap(cfg, SourceSlotInvalidated, func(*run) { sc.insert(true, 5) })
 }
 
 // TestRetainedWALReported has Run measure the WAL its slot retains and
@@ -606,7 +595,7 @@ func TestRetainedWALReported(t *testing.T) {
 	cfg.HeartbeatInterval = 50 * time.Millisecond
 	cfg.RetainedWALWarn = 1
 	_, r := start(t, cfg, sc.sink())
-	waitFor(t, 20*time.Second, "Run streaming from the slot", r, sc.slotActive)
+	waitFor(t, 20*time.Second, "Run streaming from the slot", r, sc.e.streaming)
 	sc.insert(true, 1)
 	waitFor(t, 20*time.Second, "a wal_retained event", r, func() bool {
 		sc.mu.Lock()
@@ -672,9 +661,7 @@ func TestSlotAdvancedResnapshot(t *testing.T) {
 	sc.onInactiveSlot("SELECT pg_replication_slot_advance($1, pg_current_wal_lsn())")
 	cfg.SlotGap = SlotGapResnapshot
 	sc.expectReads()
-	sink := sc.stream(cfg, func(*run) { sc.insert(true, 5) })
-	sc.checkTopic()
-	sc.checkGap(sink, SourceSlotAdvanced, SlotGapResnapshot)
+	sink, _ := sc.crossGap(cfg, SourceSlotAdvanced, func(*run) { sc.insert(true, 5) })
 	if cur, ok := parseCursor(sink.Checkpoint().Cursor); !ok || !cur.Done {
 		t.Errorf("checkpoint cursor %s, want a finished snapshot run", sink.Checkpoint().Cursor)
 	}

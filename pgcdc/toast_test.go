@@ -32,7 +32,7 @@ func TestKeyChangeKeepsUnchangedTOAST(t *testing.T) {
 	e.exec("CREATE TABLE " + small + " (id int PRIMARY KEY, n int, t timestamptz)") // nothing TOASTable
 	e.exec("CREATE PUBLICATION " + e.name + " FOR TABLE " + full + ", " + dflt + ", " + small)
 
-	logs := newLogCounter(testLogger(t).Handler())
+	logs := newLogRecorder(t)
 	cfg := e.config()
 	cfg.CreatePublication = false
 	cfg.Logger = slog.New(logs)

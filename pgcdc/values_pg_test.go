@@ -8,54 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
 )
-
-// encoderSinks is one sink per built-in encoder on the test's cluster,
-// each with its own topic prefix, fed by one Run: Write writes the batch
-// to each in turn, so every encoder sees the same events.
-type encoderSinks struct {
-	sinks []kafkasink.Sink
-}
-
-// encoderPrefixes are the topic prefixes of newEncoderSinks' sinks.
-var encoderPrefixes = []string{"json", "upsert", "debezium"}
-
-func (e *pgEnv) newEncoderSinks() *encoderSinks {
-	e.t.Helper()
-	encoders := []kafkasink.Encoder{kafkasink.JSONEncoder{}, kafkasink.UpsertEncoder{}, kafkasink.DebeziumEncoder{}}
-	fan := &encoderSinks{}
-	for i, enc := range encoders {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		s, err := kafkasink.New(ctx, kafkasink.Config{
-			Brokers: e.brokers,
-			SinkID:  e.name + "_" + encoderPrefixes[i],
-			Topics:  kafkasink.Topics{Prefix: encoderPrefixes[i], Partitions: 1},
-			Encoder: enc,
-		})
-		cancel()
-		if err != nil {
-			e.t.Fatalf("kafkasink.New: %v", err)
-		}
-		e.t.Cleanup(func() { s.Close(context.Background()) })
-		fan.sinks = append(fan.sinks, s)
-	}
-	return fan
-}
-
-func (f *encoderSinks) Write(ctx context.Context, b kafkasink.Batch) error {
-	for _, s := range f.sinks {
-		if err := s.Write(ctx, b); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (f *encoderSinks) Checkpoint() kafkasink.Checkpoint { return f.sinks[len(f.sinks)-1].Checkpoint() }
-
-func (f *encoderSinks) Close(ctx context.Context) error { return nil }
 
 // rowsByEncoder reads the table's topic of every encoder and returns, per
 // encoder prefix, the row objects of the records in topic order: "after"

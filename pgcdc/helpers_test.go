@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,16 +22,19 @@ import (
 	"github.com/kafkasink/kafkasink/internal/sinktest"
 )
 
+// The test kit of package pgcdc: what more than one test file uses. The
+// pgoutput message builders are in helpers_pgoutput_test.go.
+//
 // The integration tests need a PostgreSQL with wal_level = logical and a
-// role that may replicate; they use the in-process fake Kafka cluster.
+// role that may replicate (sinktest.EnvPG); most use the in-process fake
+// Kafka cluster, the end-to-end test and the benchmark the real brokers.
 
-func testConnString(t *testing.T) string {
+// realEnv returns the real PostgreSQL and Kafka of the test environment,
+// or skips naming what is missing.
+func realEnv(t testing.TB) (pg string, brokers []string) {
 	t.Helper()
-	s := os.Getenv("KAFKASINK_TEST_PG")
-	if s == "" {
-		t.Skip("KAFKASINK_TEST_PG is not set: set it to a postgres:// URL of a server with wal_level=logical and a role with REPLICATION (scripts/testenv.sh up prints one)")
-	}
-	return s
+	v := sinktest.Env(t, sinktest.EnvPG, sinktest.EnvBrokers)
+	return v[0], strings.Split(v[1], ",")
 }
 
 // pgEnv is one test's database objects (slot, publication and table share
@@ -48,7 +51,7 @@ type pgEnv struct {
 
 func newPGEnv(t *testing.T) *pgEnv {
 	t.Helper()
-	conn := testConnString(t)
+	conn := sinktest.RealPG(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	db, err := pgx.Connect(ctx, conn)
@@ -71,32 +74,46 @@ func newPGEnv(t *testing.T) *pgEnv {
 	return e
 }
 
-// cleanup drops the slot (ending a walsender still holding it), the
-// publication and the test's tables.
+// cleanup drops the test's slot, publication and tables.
 func (e *pgEnv) cleanup() {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for ctx.Err() == nil {
-		_, err := e.db.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL`, e.name)
-		if err == nil {
-			_, err = e.db.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, e.name)
-		}
-		if err == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	e.db.Exec(ctx, "DROP PUBLICATION IF EXISTS "+e.name)
-	rows, err := e.db.Query(ctx, `SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename LIKE $1`, e.name+"%")
+	dropTestObjects(ctx, e.db, e.name)
+	e.db.Close(ctx)
+}
+
+// dropTestObjects drops the slot and the publication named name and the
+// tables whose names start with it.
+func dropTestObjects(ctx context.Context, db *pgx.Conn, name string) {
+	dropSlot(ctx, db, name)
+	db.Exec(ctx, "DROP PUBLICATION IF EXISTS "+name)
+	rows, err := db.Query(ctx, `SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename LIKE $1`, name+"%")
 	if err == nil {
 		names, _ := pgx.CollectRows(rows, pgx.RowTo[string])
 		for _, n := range names {
-			e.db.Exec(ctx, "DROP TABLE IF EXISTS "+pgx.Identifier{n}.Sanitize())
+			db.Exec(ctx, "DROP TABLE IF EXISTS "+pgx.Identifier{n}.Sanitize())
 		}
 	}
-	e.db.Close(ctx)
+}
+
+// dropSlot drops the slot, ending a walsender still holding it, trying
+// again for a while: the walsender of a stopped Run may not have let it go
+// yet.
+func dropSlot(ctx context.Context, db *pgx.Conn, slot string) {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		_, err := db.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL`, slot)
+		if err == nil {
+			_, err = db.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, slot)
+		}
+		if err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // exec runs statements, each in its own transaction unless they are one
@@ -153,11 +170,32 @@ func queryLSN(ctx context.Context, db *pgx.Conn, sql string, args ...any) (kafka
 	return kafkasink.ParseLSN(*s)
 }
 
+// slotConfirmed returns the slot's confirmed_flush_lsn, 0 when there is no
+// such slot.
+func slotConfirmed(ctx context.Context, db *pgx.Conn, slot string) (kafkasink.LSN, error) {
+	return queryLSN(ctx, db, confirmedFlushSQL, slot)
+}
+
 // confirmedFlush returns the slot's confirmed_flush_lsn, 0 when there is
 // no slot yet.
 func (e *pgEnv) confirmedFlush() kafkasink.LSN {
 	e.t.Helper()
 	return e.queryLSN(confirmedFlushSQL, e.name)
+}
+
+// streaming reports whether a walsender streams from the test's slot: it
+// has started replication (a slot being created is active too, before Run
+// opened its decoder) and the slot is not lost.
+func (e *pgEnv) streaming() bool {
+	e.t.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var n int
+	if err := e.db.QueryRow(context.Background(), `SELECT count(*) FROM pg_replication_slots s JOIN pg_stat_replication r ON r.pid = s.active_pid
+		WHERE s.slot_name = $1 AND r.state IN ('catchup', 'streaming') AND s.wal_status <> 'lost'`, e.name).Scan(&n); err != nil {
+		e.t.Fatal(err)
+	}
+	return n > 0
 }
 
 // createTable creates the test table name+suffix: id int primary key, seq
@@ -195,6 +233,83 @@ func testLogger(t *testing.T) *slog.Logger {
 		level = slog.LevelDebug
 	}
 	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: level}))
+}
+
+// logRecorder is a slog.Handler that keeps the message and attributes of
+// every warning and passes every record on, for tests of what Run warns
+// about.
+type logRecorder struct {
+	slog.Handler
+	mu   *sync.Mutex
+	recs *[]loggedRecord
+}
+
+type loggedRecord struct {
+	msg   string
+	attrs map[string]string
+}
+
+// newLogRecorder returns a recorder that passes on to testLogger(t).
+func newLogRecorder(t *testing.T) *logRecorder {
+	return &logRecorder{Handler: testLogger(t).Handler(), mu: new(sync.Mutex), recs: new([]loggedRecord)}
+}
+
+func (h *logRecorder) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelWarn {
+		lr := loggedRecord{msg: r.Message, attrs: make(map[string]string)}
+		r.Attrs(func(a slog.Attr) bool {
+			lr.attrs[a.Key] = a.Value.String()
+			return true
+		})
+		h.mu.Lock()
+		*h.recs = append(*h.recs, lr)
+		h.mu.Unlock()
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+// Enabled lets warnings through whatever the test log's level.
+func (h *logRecorder) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn || h.Handler.Enabled(ctx, l)
+}
+
+func (h *logRecorder) WithAttrs(as []slog.Attr) slog.Handler {
+	return &logRecorder{Handler: h.Handler.WithAttrs(as), mu: h.mu, recs: h.recs}
+}
+
+func (h *logRecorder) WithGroup(name string) slog.Handler {
+	return &logRecorder{Handler: h.Handler.WithGroup(name), mu: h.mu, recs: h.recs}
+}
+
+// warnings returns the warnings logged so far.
+func (h *logRecorder) warnings() []loggedRecord {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(*h.recs)
+}
+
+// find returns the attributes of the warnings whose message starts with
+// prefix.
+func (h *logRecorder) find(prefix string) []map[string]string {
+	var out []map[string]string
+	for _, r := range h.warnings() {
+		if strings.HasPrefix(r.msg, prefix) {
+			out = append(out, r.attrs)
+		}
+	}
+	return out
+}
+
+// matching returns how many warnings had a message starting with prefix
+// and the given table.
+func (h *logRecorder) matching(prefix, table string) int {
+	n := 0
+	for _, attrs := range h.find(prefix) {
+		if attrs["table"] == table {
+			n++
+		}
+	}
+	return n
 }
 
 type testWriter struct{ t *testing.T }
@@ -506,9 +621,19 @@ type confirmSample struct {
 	written   kafkasink.Position
 }
 
-// monitorSlot samples the slot's confirmed position until the returned
-// function is called, which returns the samples.
-func (e *pgEnv) monitorSlot(tr *tracker) func() []confirmSample {
+// slotMonitor samples a Run's slot from its creation on, for
+// checkConfirmed.
+type slotMonitor struct {
+	start kafkasink.LSN // the slot's confirmed position at its creation
+	stop  func() []confirmSample
+}
+
+// monitorSlot waits until r created the slot, then samples its confirmed
+// position, with what tr says was written just after, until check.
+func (e *pgEnv) monitorSlot(r *run, tr *tracker) *slotMonitor {
+	e.t.Helper()
+	waitFor(e.t, 20*time.Second, "the slot", r, func() bool { return e.confirmedFlush() != 0 })
+	mon := &slotMonitor{start: e.confirmedFlush()}
 	ctx, cancel := context.WithCancel(context.Background())
 	db, err := pgx.Connect(ctx, e.conn)
 	if err != nil {
@@ -520,21 +645,39 @@ func (e *pgEnv) monitorSlot(tr *tracker) func() []confirmSample {
 		defer close(done)
 		defer db.Close(context.Background())
 		for ctx.Err() == nil {
-			var s *string
-			err := db.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, e.name).Scan(&s)
+			lsn, err := slotConfirmed(ctx, db, e.name)
 			w := tr.written()
-			if err == nil && s != nil {
-				lsn, _ := kafkasink.ParseLSN(*s)
+			if err == nil && lsn != 0 {
 				samples = append(samples, confirmSample{lsn, w})
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
 	}()
-	return func() []confirmSample {
+	mon.stop = func() []confirmSample {
 		cancel()
 		<-done
 		return samples
 	}
+	e.t.Cleanup(func() { mon.stop() })
+	return mon
+}
+
+// check stops the sampling and checks the samples against the records
+// read back (checkConfirmed).
+func (mon *slotMonitor) check(t *testing.T, recs []record) {
+	t.Helper()
+	checkConfirmed(t, mon.stop(), recs, mon.start)
+}
+
+// checkDelivered waits until Run delivered as many events as want holds,
+// checks that the table's topic holds each change of want exactly once
+// (checkExactlyOnce), and returns the records.
+func (e *pgEnv) checkDelivered(r *run, tr *tracker, table string, want []change) []record {
+	e.t.Helper()
+	waitFor(e.t, 30*time.Second, "every change delivered", r, func() bool { return tr.delivered() == len(want) })
+	recs := e.readTopic(table)
+	checkExactlyOnce(e.t, recs, want)
+	return recs
 }
 
 // checkConfirmed checks that the slot never confirmed a position beyond an
@@ -565,8 +708,115 @@ func checkConfirmed(t *testing.T, samples []confirmSample, recs []record, slotSt
 	}
 }
 
+// containsAll reports whether s contains every one of parts.
+func containsAll(s string, parts ...string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
+}
+
 // isPgCode reports whether err is a server error with code.
 func isPgCode(err error, code string) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == code
 }
+
+// seqs hands out unique seq values, so every change is recognisable in
+// the topic.
+type seqs struct{ n atomic.Int64 }
+
+func (s *seqs) next() int64 { return s.n.Add(1) }
+
+func insertRows(tx pgx.Tx, t *testing.T, table string, m *model, sq *seqs, ids ...int64) {
+	t.Helper()
+	for _, id := range ids {
+		seq := sq.next()
+		if _, err := tx.Exec(context.Background(), "INSERT INTO "+table+" (id, seq, note) VALUES ($1, $2, $3)", id, seq, fmt.Sprintf("row %d", id)); err != nil {
+			t.Fatal(err)
+		}
+		m.add("insert", id, seq)
+	}
+}
+
+func updateRows(tx pgx.Tx, t *testing.T, table string, m *model, sq *seqs, ids ...int64) {
+	t.Helper()
+	for _, id := range ids {
+		seq := sq.next()
+		if _, err := tx.Exec(context.Background(), "UPDATE "+table+" SET seq = $2 WHERE id = $1", id, seq); err != nil {
+			t.Fatal(err)
+		}
+		m.add("update", id, seq)
+	}
+}
+
+func deleteRows(tx pgx.Tx, t *testing.T, table string, m *model, ids ...int64) {
+	t.Helper()
+	for _, id := range ids {
+		if _, err := tx.Exec(context.Background(), "DELETE FROM "+table+" WHERE id = $1", id); err != nil {
+			t.Fatal(err)
+		}
+		m.add("delete", id, -1)
+	}
+}
+
+func ids(from, to int64) []int64 {
+	var out []int64
+	for i := from; i <= to; i++ {
+		out = append(out, i)
+	}
+	return out
+}
+
+// fillTable inserts rows 1..n with seq = id in one statement.
+func (e *pgEnv) fillTable(table string, n int) {
+	e.t.Helper()
+	e.exec(fmt.Sprintf("INSERT INTO %s (id, seq, note) SELECT i, i, 'row ' || i FROM generate_series(1, %d) i", table, n))
+}
+
+// encoderSinks is one sink per built-in encoder on the test's cluster,
+// each with its own topic prefix, fed by one Run: Write writes the batch
+// to each in turn, so every encoder sees the same events.
+type encoderSinks struct {
+	sinks []kafkasink.Sink
+}
+
+// encoderPrefixes are the topic prefixes of newEncoderSinks' sinks.
+var encoderPrefixes = []string{"json", "upsert", "debezium"}
+
+func (e *pgEnv) newEncoderSinks() *encoderSinks {
+	e.t.Helper()
+	encoders := []kafkasink.Encoder{kafkasink.JSONEncoder{}, kafkasink.UpsertEncoder{}, kafkasink.DebeziumEncoder{}}
+	fan := &encoderSinks{}
+	for i, enc := range encoders {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		s, err := kafkasink.New(ctx, kafkasink.Config{
+			Brokers: e.brokers,
+			SinkID:  e.name + "_" + encoderPrefixes[i],
+			Topics:  kafkasink.Topics{Prefix: encoderPrefixes[i], Partitions: 1},
+			Encoder: enc,
+		})
+		cancel()
+		if err != nil {
+			e.t.Fatalf("kafkasink.New: %v", err)
+		}
+		e.t.Cleanup(func() { s.Close(context.Background()) })
+		fan.sinks = append(fan.sinks, s)
+	}
+	return fan
+}
+
+func (f *encoderSinks) Write(ctx context.Context, b kafkasink.Batch) error {
+	for _, s := range f.sinks {
+		if err := s.Write(ctx, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *encoderSinks) Checkpoint() kafkasink.Checkpoint { return f.sinks[len(f.sinks)-1].Checkpoint() }
+
+func (f *encoderSinks) Close(ctx context.Context) error { return nil }

@@ -52,15 +52,38 @@ import (
 
 var bigTxnRows = flag.Int("pgcdc.bigtxn", 50000, "rows of the end-to-end test's big transaction (KAFKASINK_E2E_BIGTXN overrides; the full size is 1000000)")
 
-func bigTxnSize(t *testing.T) int {
-	if s := os.Getenv("KAFKASINK_E2E_BIGTXN"); s != "" {
+// The end-to-end test's own knobs, read only by readE2EKnobs.
+const (
+	envBigTxn      = "KAFKASINK_E2E_BIGTXN"        // rows of the big transaction; wins over -pgcdc.bigtxn
+	envNoPGRestart = "KAFKASINK_E2E_NO_PG_RESTART" // set: leave the shared PostgreSQL running
+)
+
+// e2eKnobs are the end-to-end test's settings beyond the environment's
+// targets.
+type e2eKnobs struct {
+	bigTxn  int    // rows of the big transaction
+	testDir string // sinktest.EnvDir, where PostgreSQL's data is; "" when the test must not restart it
+}
+
+// readE2EKnobs reads the knobs, failing on a malformed one and skipping
+// when restarting PostgreSQL is asked for but its directory is unknown.
+func readE2EKnobs(t *testing.T) e2eKnobs {
+	t.Helper()
+	k := e2eKnobs{bigTxn: *bigTxnRows}
+	if s := os.Getenv(envBigTxn); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1000 {
-			t.Fatalf("KAFKASINK_E2E_BIGTXN=%q: want a number of rows, at least 1000", s)
+			t.Fatalf("%s=%q: want a number of rows, at least 1000", envBigTxn, s)
 		}
-		return n
+		k.bigTxn = n
 	}
-	return *bigTxnRows
+	if os.Getenv(envNoPGRestart) == "" {
+		if !sinktest.Has(sinktest.EnvDir) {
+			t.Skipf("%s is not set: the test restarts PostgreSQL in $%[1]s/pg/data; eval \"$(scripts/testenv.sh env)\", or set %s=1", sinktest.EnvDir, envNoPGRestart)
+		}
+		k.testDir = sinktest.Env(t, sinktest.EnvDir)[0]
+	}
+	return k
 }
 
 // program builds examples/pglogrepl into the test's temporary directory.
@@ -543,12 +566,8 @@ func endOffsets(t *testing.T, adm *kadm.Client, topic string) int64 {
 // not all committed to Kafka.
 func TestEndToEndSIGKILLExactlyOnce(t *testing.T) {
 	pg, brokers := realEnv(t)
-	restartPG := os.Getenv("KAFKASINK_E2E_NO_PG_RESTART") == ""
-	testDir := os.Getenv("KAFKASINK_TEST_DIR")
-	if restartPG && testDir == "" {
-		t.Skip("KAFKASINK_TEST_DIR is not set: the test restarts PostgreSQL in $KAFKASINK_TEST_DIR/pg/data; eval \"$(scripts/testenv.sh env)\", or set KAFKASINK_E2E_NO_PG_RESTART=1")
-	}
-	big := bigTxnSize(t)
+	knobs := readE2EKnobs(t)
+	big := knobs.bigTxn
 	began := time.Now()
 	bin := program(t) // built before any timer starts
 
@@ -713,7 +732,7 @@ func TestEndToEndSIGKILLExactlyOnce(t *testing.T) {
 
 	// PostgreSQL restarted under a running program. The workload pauses
 	// so no COMMIT is in flight when the connections break.
-	if restartPG {
+	if knobs.testDir != "" {
 		time.Sleep(time.Duration(1000+rnd.IntN(1000)) * time.Millisecond)
 		w.pause.Lock()
 		logf, err := os.OpenFile(filepath.Join(t.TempDir(), "pg_ctl.log"), os.O_CREATE|os.O_WRONLY, 0o644)
@@ -723,7 +742,7 @@ func TestEndToEndSIGKILLExactlyOnce(t *testing.T) {
 		restartStart := time.Now()
 		// -l: the new postmaster must not write to a pipe of ours.
 		cmd := exec.Command("runuser", "-u", "postgres", "--", "setsid", "/usr/lib/postgresql/15/bin/pg_ctl",
-			"-D", filepath.Join(testDir, "pg", "data"), "-l", filepath.Join(testDir, "pg", "postgres.log"),
+			"-D", filepath.Join(knobs.testDir, "pg", "data"), "-l", filepath.Join(knobs.testDir, "pg", "postgres.log"),
 			"restart", "-m", "fast", "-w", "-t", "60")
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, logf, logf
 		err = cmd.Run()

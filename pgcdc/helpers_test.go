@@ -820,3 +820,48 @@ func (f *encoderSinks) Write(ctx context.Context, b kafkasink.Batch) error {
 func (f *encoderSinks) Checkpoint() kafkasink.Checkpoint { return f.sinks[len(f.sinks)-1].Checkpoint() }
 
 func (f *encoderSinks) Close(ctx context.Context) error { return nil }
+
+// encodedRecord is a record of an encoder sink's topic: its key, and its
+// value as JSON, nil for a tombstone.
+type encodedRecord struct {
+	key   string
+	value map[string]any
+}
+
+// readEncoded waits until the topic of the table under the encoder's
+// prefix holds at least n records and returns them in topic order.
+func (e *pgEnv) readEncoded(r *run, prefix, table string, n int) []encodedRecord {
+	e.t.Helper()
+	var out []encodedRecord
+	waitFor(e.t, 30*time.Second, prefix+" records of "+table, r, func() bool {
+		out = out[:0]
+		for _, rec := range sinktest.ReadCommitted(e.t, e.brokers, prefix+".public."+table) {
+			var v map[string]any
+			if rec.Value != nil {
+				if err := json.Unmarshal(rec.Value, &v); err != nil {
+					e.t.Fatalf("%s record %s: %v", prefix, rec.Value, err)
+				}
+			}
+			out = append(out, encodedRecord{string(rec.Key), v})
+		}
+		return len(out) >= n
+	})
+	return out
+}
+
+// rowImage returns the row a record of the encoder carries: "document"
+// for upsert, "after" for the others; nil for a tombstone or a null
+// image. ok is false when a value has no such field or it is not an
+// object.
+func rowImage(prefix string, v map[string]any) (row map[string]any, ok bool) {
+	if v == nil {
+		return nil, true
+	}
+	field := "after"
+	if prefix == "upsert" {
+		field = "document"
+	}
+	f, present := v[field]
+	row, isObject := f.(map[string]any)
+	return row, present && (f == nil || isObject)
+}

@@ -47,84 +47,17 @@ func TestFullIdentityKeyedByPrimaryKey(t *testing.T) {
 	e.exec("UPDATE " + keyless + " SET note = 'upd'")
 	e.exec("UPDATE " + keyless + " SET note = 'again'")
 
-	type rec struct {
-		key, op   string
-		partition int32
-		event     record
-	}
-	read := func(table string, n int) []rec {
-		var out []rec
-		waitFor(t, 30*time.Second, fmt.Sprintf("%d records of %s", n, table), done, func() bool {
-			out = out[:0]
-			for _, r := range sinktest.ReadCommitted(t, e.brokers, "t.public."+table) {
-				var v record
-				if err := json.Unmarshal(r.Value, &v); err != nil {
-					t.Fatal(err)
-				}
-				out = append(out, rec{string(r.Key), v.Op, r.Partition, v})
-			}
-			return len(out) >= n
-		})
-		return out
-	}
-
 	// The keyless table's changes come last: once they are in Kafka, so
 	// is everything before them.
-	keylessRecs := read(keyless, 3)
-	recs := read(keyed, 1)
-	byKey := make(map[string][]string)
-	partition := make(map[string]int32)
-	for _, r := range recs {
-		if !slices.Equal(r.event.Key, []string{"tenant", "id"}) {
-			t.Errorf("%s record %s: key columns %v, want the primary key [tenant id]", r.op, r.key, r.event.Key)
-		}
-		if p, ok := partition[r.key]; ok && p != r.partition {
-			t.Errorf("key %s in partitions %d and %d", r.key, p, r.partition)
-		}
-		partition[r.key] = r.partition
-		byKey[r.key] = append(byKey[r.key], r.op)
-	}
+	keylessRecs := e.readKeyed(done, keyless, 3)
+	// Each key's operations, as the changes above made them.
 	want := map[string][]string{
 		"a|1": {"read", "update"},
 		"a|2": {"read", "delete"},
 		"b|1": {"read", "delete"},
 		"b|3": {"insert"},
 	}
-	for k, ops := range want {
-		if !slices.Equal(byKey[k], ops) {
-			t.Errorf("key %s: %v in Kafka, want %v", k, byKey[k], ops)
-		}
-	}
-	if len(byKey) != len(want) {
-		t.Errorf("keys in Kafka %v, want %v", byKey, want)
-	}
-	// The keys that are not deleted are the rows the table holds.
-	var live []string
-	e.mu.Lock()
-	rows, err := e.db.Query(context.Background(), "SELECT tenant || '|' || id FROM "+keyed+" ORDER BY 1")
-	if err == nil {
-		for rows.Next() {
-			var k string
-			rows.Scan(&k)
-			live = append(live, k)
-		}
-		rows.Close()
-		err = rows.Err()
-	}
-	e.mu.Unlock()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var liveInKafka []string
-	for k, ops := range byKey {
-		if ops[len(ops)-1] != "delete" {
-			liveInKafka = append(liveInKafka, k)
-		}
-	}
-	slices.Sort(liveInKafka)
-	if !slices.Equal(liveInKafka, live) {
-		t.Errorf("rows alive in Kafka %v, in the table %v", liveInKafka, live)
-	}
+	checkKeyedByPrimaryKey(t, e.readKeyed(done, keyed, 1), want, e.tableKeys(keyed))
 
 	// Without a primary key: event-id keys, and one warning for the table.
 	for _, r := range keylessRecs {
@@ -137,5 +70,92 @@ func TestFullIdentityKeyedByPrimaryKey(t *testing.T) {
 	}
 	if n := logs.matching("table has no key", "public."+keyed); n != 0 {
 		t.Errorf("the keyed table was logged as keyless %d times", n)
+	}
+}
+
+// keyedRec is a record of TestFullIdentityKeyedByPrimaryKey's topics.
+type keyedRec struct {
+	key, op   string
+	partition int32
+	event     record
+}
+
+// readKeyed waits until the table's topic holds at least n records and
+// returns them.
+func (e *pgEnv) readKeyed(r *run, table string, n int) []keyedRec {
+	e.t.Helper()
+	var out []keyedRec
+	waitFor(e.t, 30*time.Second, fmt.Sprintf("%d records of %s", n, table), r, func() bool {
+		out = out[:0]
+		for _, r := range sinktest.ReadCommitted(e.t, e.brokers, "t.public."+table) {
+			var v record
+			if err := json.Unmarshal(r.Value, &v); err != nil {
+				e.t.Fatal(err)
+			}
+			out = append(out, keyedRec{string(r.Key), v.Op, r.Partition, v})
+		}
+		return len(out) >= n
+	})
+	return out
+}
+
+// tableKeys returns the keys ("tenant|id") of the rows the table holds,
+// sorted.
+func (e *pgEnv) tableKeys(table string) []string {
+	e.t.Helper()
+	var live []string
+	e.mu.Lock()
+	rows, err := e.db.Query(context.Background(), "SELECT tenant || '|' || id FROM "+table+" ORDER BY 1")
+	if err == nil {
+		for rows.Next() {
+			var k string
+			rows.Scan(&k)
+			live = append(live, k)
+		}
+		rows.Close()
+		err = rows.Err()
+	}
+	e.mu.Unlock()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return live
+}
+
+// checkKeyedByPrimaryKey checks the keyed table's records: keyed by the
+// primary key, one partition per key, each key's operations those of
+// want, and the keys not deleted last the rows the table holds (live).
+func checkKeyedByPrimaryKey(t *testing.T, recs []keyedRec, want map[string][]string, live []string) {
+	t.Helper()
+	byKey := make(map[string][]string)
+	partition := make(map[string]int32)
+	for _, r := range recs {
+		if !slices.Equal(r.event.Key, []string{"tenant", "id"}) {
+			t.Errorf("%s record %s: key columns %v, want the primary key [tenant id]", r.op, r.key, r.event.Key)
+		}
+		if p, ok := partition[r.key]; ok && p != r.partition {
+			t.Errorf("key %s in partitions %d and %d", r.key, p, r.partition)
+		}
+		partition[r.key] = r.partition
+		byKey[r.key] = append(byKey[r.key], r.op)
+	}
+	for k, ops := range want {
+		if !slices.Equal(byKey[k], ops) {
+			t.Errorf("key %s: %v in Kafka, want %v", k, byKey[k], ops)
+		}
+	}
+	if len(byKey) != len(want) {
+		t.Errorf("keys in Kafka %v, want %v", byKey, want)
+	}
+	// The keys that are not deleted are the rows the table holds.
+	var liveInKafka []string
+	for k, ops := range byKey {
+		if ops[len(ops)-1] != "delete" {
+			liveInKafka = append(liveInKafka, k)
+		}
+	}
+	slices.Sort(liveInKafka)
+	if !slices.Equal(liveInKafka, live) {
+		t.Errorf("rows alive in Kafka %v, in the table %v", liveInKafka, live)
 	}
 }

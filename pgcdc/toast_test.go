@@ -2,14 +2,11 @@ package pgcdc
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/kafkasink/kafkasink/internal/sinktest"
 )
 
 // TestKeyChangeKeepsUnchangedTOAST updates the key of a row whose TOASTed
@@ -52,55 +49,20 @@ func TestKeyChangeKeepsUnchangedTOAST(t *testing.T) {
 		t.Fatalf("the database holds big of %d bytes (%v)", len(big), err)
 	}
 
-	// recordKey is where values puts a record's Kafka key.
-	const recordKey = "\x00key"
-	// Per table and encoder, the values of the records in topic order
-	// (one partition); insert, delete + insert of the key change, update.
-	values := func(prefix, table string, min int) []map[string]any {
-		var out []map[string]any
-		waitFor(t, 30*time.Second, prefix+" records of "+table, done, func() bool {
-			out = out[:0]
-			for _, r := range sinktest.ReadCommitted(t, e.brokers, prefix+".public."+table) {
-				var v map[string]any
-				if r.Value != nil {
-					if err := json.Unmarshal(r.Value, &v); err != nil {
-						t.Fatal(err)
-					}
-				}
-				if v != nil {
-					v[recordKey] = string(r.Key)
-				}
-				out = append(out, v)
-			}
-			return len(out) >= min
-		})
-		return out
-	}
-	// The DEFAULT table's changes come last, and the Debezium sink is
-	// written last: once they are there, everything is.
-	values("debezium", dflt, 4)
-	// The row image a record carries, and whether it is the row under key 2.
-	image := func(prefix string, v map[string]any) map[string]any {
-		switch prefix {
-		case "upsert":
-			if v == nil {
-				return nil // a tombstone
-			}
-			d, _ := v["document"].(map[string]any)
-			return d
-		default:
-			a, _ := v["after"].(map[string]any)
-			return a
-		}
-	}
+	// Per table and encoder, the records in topic order (one
+	// partition): insert, delete + insert of the key change, update. The
+	// DEFAULT table's changes come last, and the Debezium sink is written
+	// last: once they are there, everything is.
+	e.readEncoded(done, "debezium", dflt, 4)
 	for _, prefix := range encoderPrefixes {
-		recs := values(prefix, full, 1)
+		recs := e.readEncoded(done, prefix, full, 1)
 		n := 0
-		for _, v := range recs {
-			if img := image(prefix, v); img != nil && img["id"] == 2.0 {
+		for _, rec := range recs {
+			v := rec.value
+			if img, _ := rowImage(prefix, v); img != nil && img["id"] == 2.0 {
 				n++
-				if v[recordKey] != "2" {
-					t.Errorf("%s, FULL: a record of the row with id 2 has key %q, want the primary key 2", prefix, v[recordKey])
+				if rec.key != "2" {
+					t.Errorf("%s, FULL: a record of the row with id 2 has key %q, want the primary key 2", prefix, rec.key)
 				}
 				if img["big"] != big {
 					t.Errorf("%s, FULL: a record under the new key has big %.20q..., the database %d bytes", prefix, img["big"], len(big))
@@ -115,8 +77,9 @@ func TestKeyChangeKeepsUnchangedTOAST(t *testing.T) {
 		}
 	}
 	partial := 0
-	for _, v := range values("upsert", dflt, 1) {
-		img := image("upsert", v)
+	for _, rec := range e.readEncoded(done, "upsert", dflt, 1) {
+		v := rec.value
+		img, _ := rowImage("upsert", v)
 		if img == nil || img["id"] != 2.0 {
 			continue
 		}

@@ -7,42 +7,19 @@ import (
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/kafkasink/kafkasink/internal/sinktest"
 )
 
 // rowsByEncoder reads the table's topic of every encoder and returns, per
-// encoder prefix, the row objects of the records in topic order: "after"
-// for the event JSON and Debezium, "document" for upsert. It waits until
-// each topic holds n records.
+// encoder prefix, the row images of the records in topic order (rowImage).
+// It waits until each topic holds n records.
 func (e *pgEnv) rowsByEncoder(table string, n int, r *run) map[string][]map[string]any {
 	e.t.Helper()
 	out := make(map[string][]map[string]any)
 	for _, prefix := range encoderPrefixes {
-		var recs []map[string]json.RawMessage
-		waitFor(e.t, 30*time.Second, prefix+" records", r, func() bool {
-			recs = recs[:0]
-			for _, rec := range sinktest.ReadCommitted(e.t, e.brokers, prefix+".public."+table) {
-				var v map[string]json.RawMessage
-				if rec.Value != nil {
-					if err := json.Unmarshal(rec.Value, &v); err != nil {
-						e.t.Fatalf("%s record %s: %v", prefix, rec.Value, err)
-					}
-				}
-				recs = append(recs, v)
-			}
-			return len(recs) >= n
-		})
-		for _, v := range recs {
-			field := "after"
-			if prefix == "upsert" {
-				field = "document"
-			}
-			var row map[string]any
-			if v != nil {
-				if err := json.Unmarshal(v[field], &row); err != nil {
-					e.t.Fatalf("%s record's %s: %v", prefix, field, err)
-				}
+		for _, rec := range e.readEncoded(r, prefix, table, n) {
+			row, ok := rowImage(prefix, rec.value)
+			if !ok {
+				e.t.Fatalf("%s record %v: no row image", prefix, rec.value)
 			}
 			out[prefix] = append(out[prefix], row)
 		}

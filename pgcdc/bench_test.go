@@ -31,6 +31,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/internal/sinktest"
 )
 
 var (
@@ -129,7 +130,7 @@ func BenchmarkReplication(b *testing.B) {
 			}
 			// The slot has served its run; dropping it now keeps the
 			// shared server's slot count low for other tests.
-			dropSlot(ctx, db, roundSlots[kind])
+			sinktest.DropSlot(ctx, db, roundSlots[kind])
 		}
 	}
 
@@ -486,7 +487,7 @@ func benchCleanup(pg string, brokers []string, name string, slots *[]string) {
 	}
 	defer db.Close(ctx)
 	for _, s := range *slots {
-		dropSlot(ctx, db, s)
+		sinktest.DropSlot(ctx, db, s)
 	}
 	db.Exec(ctx, "DROP PUBLICATION IF EXISTS "+name)
 	db.Exec(ctx, "DROP TABLE IF EXISTS "+name)

@@ -87,7 +87,7 @@ func (e *pgEnv) cleanup() {
 // dropTestObjects drops the slot and the publication named name and the
 // tables whose names start with it.
 func dropTestObjects(ctx context.Context, db *pgx.Conn, name string) {
-	dropSlot(ctx, db, name)
+	sinktest.DropSlot(ctx, db, name)
 	db.Exec(ctx, "DROP PUBLICATION IF EXISTS "+name)
 	rows, err := db.Query(ctx, `SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename LIKE $1`, name+"%")
 	if err == nil {
@@ -95,24 +95,6 @@ func dropTestObjects(ctx context.Context, db *pgx.Conn, name string) {
 		for _, n := range names {
 			db.Exec(ctx, "DROP TABLE IF EXISTS "+pgx.Identifier{n}.Sanitize())
 		}
-	}
-}
-
-// dropSlot drops the slot, ending a walsender still holding it, trying
-// again for a while: the walsender of a stopped Run may not have let it go
-// yet.
-func dropSlot(ctx context.Context, db *pgx.Conn, slot string) {
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	for ctx.Err() == nil {
-		_, err := db.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL`, slot)
-		if err == nil {
-			_, err = db.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, slot)
-		}
-		if err == nil {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }
 

@@ -49,6 +49,9 @@ type pgEnv struct {
 	db *pgx.Conn
 }
 
+// newPGEnv connects to the test environment's PostgreSQL (skipping
+// without it), starts a fake Kafka cluster and drops the test's objects
+// at its end.
 func newPGEnv(t *testing.T) *pgEnv {
 	t.Helper()
 	conn := sinktest.RealPG(t)
@@ -487,6 +490,7 @@ func (e *pgEnv) readTopic(table string) []record {
 	return decodeRecords(e.t, recs)
 }
 
+// decodeRecords decodes the JSONEncoder's records.
 func decodeRecords(t *testing.T, recs []*kgo.Record) []record {
 	t.Helper()
 	out := make([]record, 0, len(recs))
@@ -505,6 +509,7 @@ func decodeRecords(t *testing.T, recs []*kgo.Record) []record {
 	return out
 }
 
+// num returns the number m holds under k, -1 when there is none.
 func num(m map[string]any, k string) int64 {
 	if f, ok := m[k].(float64); ok {
 		return int64(f)
@@ -712,6 +717,8 @@ type seqs struct{ n atomic.Int64 }
 
 func (s *seqs) next() int64 { return s.n.Add(1) }
 
+// insertRows inserts the rows ids in tx, each with a fresh seq, and
+// records them in m.
 func insertRows(tx pgx.Tx, t *testing.T, table string, m *model, sq *seqs, ids ...int64) {
 	t.Helper()
 	for _, id := range ids {
@@ -723,6 +730,7 @@ func insertRows(tx pgx.Tx, t *testing.T, table string, m *model, sq *seqs, ids .
 	}
 }
 
+// updateRows gives the rows ids a fresh seq in tx and records it in m.
 func updateRows(tx pgx.Tx, t *testing.T, table string, m *model, sq *seqs, ids ...int64) {
 	t.Helper()
 	for _, id := range ids {
@@ -734,6 +742,7 @@ func updateRows(tx pgx.Tx, t *testing.T, table string, m *model, sq *seqs, ids .
 	}
 }
 
+// deleteRows deletes the rows ids in tx and records it in m.
 func deleteRows(tx pgx.Tx, t *testing.T, table string, m *model, ids ...int64) {
 	t.Helper()
 	for _, id := range ids {
@@ -744,6 +753,7 @@ func deleteRows(tx pgx.Tx, t *testing.T, table string, m *model, ids ...int64) {
 	}
 }
 
+// ids returns from, from+1, ..., to.
 func ids(from, to int64) []int64 {
 	var out []int64
 	for i := from; i <= to; i++ {

@@ -730,7 +730,8 @@ func insertRows(tx pgx.Tx, t *testing.T, table string, m *model, sq *seqs, ids .
 	}
 }
 
-// updateRows gives the rows ids a fresh seq in tx and records it in m.
+// updateRows gives the rows ids a fresh seq in tx and records the updates
+// in m.
 func updateRows(tx pgx.Tx, t *testing.T, table string, m *model, sq *seqs, ids ...int64) {
 	t.Helper()
 	for _, id := range ids {
@@ -742,7 +743,7 @@ func updateRows(tx pgx.Tx, t *testing.T, table string, m *model, sq *seqs, ids .
 	}
 }
 
-// deleteRows deletes the rows ids in tx and records it in m.
+// deleteRows deletes the rows ids in tx and records the deletes in m.
 func deleteRows(tx pgx.Tx, t *testing.T, table string, m *model, ids ...int64) {
 	t.Helper()
 	for _, id := range ids {

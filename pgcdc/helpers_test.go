@@ -59,7 +59,7 @@ func newPGEnv(t *testing.T) *pgEnv {
 	defer cancel()
 	db, err := pgx.Connect(ctx, conn)
 	if err != nil {
-		t.Fatalf("connecting to KAFKASINK_TEST_PG: %v", err)
+		t.Fatalf("connecting to %s: %v", sinktest.EnvPG, err)
 	}
 	short := strings.ToLower(strings.TrimPrefix(t.Name(), "Test"))
 	short = strings.Map(func(r rune) rune {

@@ -316,6 +316,16 @@ func (e *e2e) terminateWalsender(t *testing.T) {
 func (e *e2e) restartPostgres(t *testing.T) {
 	time.Sleep(time.Duration(1000+e.rnd.IntN(1000)) * time.Millisecond)
 	e.w.pause.Lock()
+	// A failure below must not leave the workload paused: the test's
+	// cleanup waits for it to stop.
+	paused := true
+	resume := func() {
+		if paused {
+			paused = false
+			e.w.pause.Unlock()
+		}
+	}
+	defer resume()
 	logf, err := os.OpenFile(filepath.Join(t.TempDir(), "pg_ctl.log"), os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		t.Fatal(err)
@@ -338,7 +348,7 @@ func (e *e2e) restartPostgres(t *testing.T) {
 	if e.w.db, err = pgx.Connect(context.Background(), e.pg); err != nil {
 		t.Fatal(err)
 	}
-	e.w.pause.Unlock()
+	resume()
 	waitOutput(t, e.p, "msg=\"replication started\"", 3, "a new replication connection after PostgreSQL restarted")
 }
 

@@ -354,14 +354,8 @@ func splitSQL(sql string) []string {
 // order by op and key (a longest common subsequence), so a record one
 // side lacks shows as one line instead of shifting every later pair.
 func debeziumDeviations(want, ours []dbzRecord) []string {
-	byTopic := func(rs []dbzRecord) map[string][]dbzRecord {
-		m := make(map[string][]dbzRecord)
-		for _, r := range rs {
-			m[r.Topic] = append(m[r.Topic], r)
-		}
-		return m
-	}
-	w, o := byTopic(want), byTopic(ours)
+	topicOf := func(r dbzRecord) string { return r.Topic }
+	w, o := groupBy(want, topicOf), groupBy(ours, topicOf)
 	var out []string
 	for _, topic := range sortedKeys(w, o) {
 		out = append(out, topicDeviations(topic, w[topic], o[topic])...)

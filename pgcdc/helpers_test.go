@@ -574,14 +574,8 @@ func checkExactlyOnce(t *testing.T, recs []record, want []change) {
 	}
 	// Per row, the order of the topic (one key, one partition) is the
 	// commit order.
-	perID := func(cs []change) map[int64][]change {
-		m := make(map[int64][]change)
-		for _, c := range cs {
-			m[c.id] = append(m[c.id], c)
-		}
-		return m
-	}
-	gp, wp := perID(got), perID(want)
+	row := func(c change) int64 { return c.id }
+	gp, wp := groupBy(got, row), groupBy(want, row)
 	for id, w := range wp {
 		if id >= 0 && !slices.Equal(gp[id], w) {
 			t.Errorf("row %d: changes in topic order %v, commit order %v", id, gp[id], w)
@@ -693,6 +687,16 @@ func checkConfirmed(t *testing.T, samples []confirmSample, recs []record, slotSt
 	if len(samples) == 0 || advanced == 0 {
 		t.Fatalf("the slot's confirmed position never advanced beyond %s in %d samples", slotStart, len(samples))
 	}
+}
+
+// groupBy groups vs by key, in their order within each group.
+func groupBy[K comparable, V any](vs []V, key func(V) K) map[K][]V {
+	m := make(map[K][]V)
+	for _, v := range vs {
+		k := key(v)
+		m[k] = append(m[k], v)
+	}
+	return m
 }
 
 // containsAll reports whether s contains every one of parts.

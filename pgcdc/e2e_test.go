@@ -94,7 +94,8 @@ func readE2EKnobs(t *testing.T) e2eKnobs {
 //
 // After the set-up (the program started, the slot made, the workload
 // running), each phase is a subtest, so a failure names the phase; a
-// phase builds on the ones before, so the first failure ends the test.
+// phase builds on the ones before, so the first failure ends the test,
+// and a -run pattern that leaves a phase out is refused.
 func TestEndToEndSIGKILLExactlyOnce(t *testing.T) {
 	pg, brokers := realEnv(t)
 	e := startE2E(t, pg, brokers, readE2EKnobs(t))
@@ -114,7 +115,15 @@ func TestEndToEndSIGKILLExactlyOnce(t *testing.T) {
 		e2ePhase{"CatchUpAndStop", e.catchUpAndStop},
 		e2ePhase{"ReadBack", e.readBack})
 	for _, p := range phases {
-		if !t.Run(p.name, p.run) {
+		ran := false
+		ok := t.Run(p.name, func(t *testing.T) {
+			ran = true
+			p.run(t)
+		})
+		if !ran {
+			t.Fatalf("phase %s did not run (a -run pattern left it out): each phase builds on the ones before; run the whole test", p.name)
+		}
+		if !ok {
 			return
 		}
 	}

@@ -195,6 +195,9 @@ type Event struct {
 	// Truncate holds the options of an OpTruncate; it is the zero value
 	// for every other Op.
 	Truncate TruncateOptions
+	// Relation describes the event's table: every column with its declared
+	// type. nil when the source does not describe its tables.
+	Relation *Relation
 }
 
 // TruncateOptions are the options a TRUNCATE statement named. They tell a

@@ -243,7 +243,7 @@ func (s *txnSink) abort(ctx context.Context, info TransactionInfo, started time.
 		}
 	}
 	info.Duration = time.Since(started)
-	cause = s.classify(cause, started)
+	cause = s.follow(judgeTxnFailure(&s.cfg, cause, info.Duration))
 	s.hooks.onAborted(info, cause)
 	return cause
 }
@@ -254,12 +254,13 @@ func (s *txnSink) abort(ctx context.Context, info TransactionInfo, started time.
 // checkpoint back: if it holds this transaction's checkpoint, the commit
 // happened.
 func (s *txnSink) resolveCommit(ctx context.Context, info TransactionInfo, started time.Time, ck Checkpoint, commitErr error) error {
-	commitErr = s.classify(fmt.Errorf("kafkasink: committing transaction %s..%s: %w", info.First, info.Last, commitErr), started)
-	s.state = ckptUnverified
-	if s.fatal != nil {
-		return s.fatal
-	}
 	info.Duration = time.Since(started)
+	v := judgeTxnFailure(&s.cfg, fmt.Errorf("kafkasink: committing transaction %s..%s: %w", info.First, info.Last, commitErr), info.Duration)
+	commitErr = s.follow(v)
+	s.state = ckptUnverified
+	if v.action == actFatal {
+		return commitErr
+	}
 	// Resolve even when the caller's ctx is done; recover is bounded.
 	if err := s.recover(context.WithoutCancel(ctx)); err != nil {
 		// The next Write recovers again and learns the outcome then.
@@ -288,37 +289,63 @@ func (s *base) settleTransaction(ctx context.Context) error {
 		return fmt.Errorf("kafkasink: recovering: failing the records still buffered: %w", withCause(ctx, err))
 	}
 	if err := s.cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
-		return s.fencedOr(fmt.Errorf("kafkasink: recovering: aborting the open transaction: %w", withCause(ctx, err)))
+		return s.follow(judgeFencing(&s.cfg, fmt.Errorf("kafkasink: recovering: aborting the open transaction: %w", withCause(ctx, err)), s.txnOpenFor()))
 	}
 	if _, _, err := s.cl.ProducerID(ctx); err != nil {
-		return s.fencedOr(fmt.Errorf("kafkasink: recovering: re-initialising the producer id of transactional id %q at its current epoch: %w", s.cfg.TransactionalID, withCause(ctx, err)))
+		return s.follow(judgeFencing(&s.cfg, fmt.Errorf("kafkasink: recovering: re-initialising the producer id of transactional id %q at its current epoch: %w", s.cfg.TransactionalID, withCause(ctx, err)), s.txnOpenFor()))
 	}
 	s.txnSince = time.Time{}
 	return nil
 }
 
-// classify turns the errors that mean this instance was fenced into
-// ErrFenced, which is terminal, and an error after the transaction outlived
-// its timeout into ErrTransactionTimeout. The broker's own timeout abort
-// bumps the producer epoch too, so a fencing answer then says nothing about
-// a newer instance: recover asks the broker by re-initialising the producer
+// failureAction is what a failure calls for. The decisions below only
+// return it; the sink's state machine acts on it (base.follow), so that no
+// decision changes state behind its caller's back.
+type failureAction uint8
+
+const (
+	// actRetry: the error stands, and the batch may be written again. The
+	// decision changes nothing; whether the checkpoint is still verified
+	// is for the step that failed to say (an abort that failed, say).
+	actRetry failureAction = iota
+	// actRecover: the broker may hold a newer checkpoint than the one in
+	// memory: it is unverified until recover reads it back.
+	actRecover
+	// actFatal: this instance must stop; every later Write returns the
+	// error.
+	actFatal
+)
+
+// verdict is a decided failure: the error Write returns, and what the sink
+// does next.
+type verdict struct {
+	err    error
+	action failureAction
+}
+
+// judgeTxnFailure decides what an error of one of this instance's
+// transactions calls for; open is how long the transaction had been open,
+// to compare with the sink's own limit on it (Config.ownTxnDeadline).
+//
+// Fencing answers mean this instance was fenced (actFatal, ErrFenced), and
+// an error after the transaction outlived its deadline is an
+// ErrTransactionTimeout (actRecover). The broker's own timeout abort bumps
+// the producer epoch too, so a fencing answer then says nothing about a
+// newer instance: recover asks the broker by re-initialising the producer
 // id at its current epoch, which the broker allows after its own abort
 // (KIP-588) and answers PRODUCER_FENCED when a newer instance exists.
-func (s *txnSink) classify(err error, started time.Time) error {
-	timedOut := time.Since(started) >= s.cfg.ownTxnDeadline()
+func judgeTxnFailure(cfg *Config, err error, open time.Duration) verdict {
 	const fix = "lower Config.MaxTransactionRecords or raise Config.TransactionTimeout"
+	timedOut := open >= cfg.ownTxnDeadline()
 	switch {
 	case errors.Is(err, ErrTransactionTimeout):
-		s.state = ckptUnverified
-		return err
+		return verdict{err, actRecover}
 	case timedOut && isFencing(err):
-		s.state = ckptUnverified
-		return fmt.Errorf("%w (after %v; %s): the broker aborted it: %v", ErrTransactionTimeout, time.Since(started).Round(time.Millisecond), fix, err)
+		return verdict{fmt.Errorf("%w (after %v; %s): the broker aborted it: %v", ErrTransactionTimeout, open.Round(time.Millisecond), fix, err), actRecover}
 	case timedOut && !IsFatal(err):
-		s.state = ckptUnverified
-		return fmt.Errorf("%w (after %v; %s): %w", ErrTransactionTimeout, time.Since(started).Round(time.Millisecond), fix, err)
+		return verdict{fmt.Errorf("%w (after %v; %s): %w", ErrTransactionTimeout, open.Round(time.Millisecond), fix, err), actRecover}
 	}
-	return s.fencedOr(err)
+	return judgeFencing(cfg, err, open)
 }
 
 // isFencing reports whether err is the broker's answer to a producer
@@ -328,24 +355,32 @@ func isFencing(err error) bool {
 		errors.Is(err, kerr.InvalidProducerIDMapping)
 }
 
-// fencedOr returns the terminal ErrFenced when err says a newer instance
-// claimed the transactional id, and err otherwise.
+// judgeFencing returns the terminal ErrFenced (actFatal) when err says a
+// newer instance claimed the transactional id, and err as it is otherwise.
+// open is how long a transaction of this instance that may still be open
+// has been open, 0 when none may be.
 //
-// When a transaction of this instance may have outlived its timeout, the
-// broker's own timeout abort gives the same answer, and then the client
-// (with transaction version 2, where kgo cannot recover the producer id
-// from it) cannot go on either: only claiming the transactional id afresh
-// would, which only New may do. The error says both.
-func (s *base) fencedOr(err error) error {
-	if !isFencing(err) {
-		return err
+// When that transaction may have outlived its deadline, the broker's own
+// timeout abort gives the same answer, and then the client (with
+// transaction version 2, where kgo cannot recover the producer id from it)
+// cannot go on either: only claiming the transactional id afresh would,
+// which only New may do. The error says both.
+func judgeFencing(cfg *Config, err error, open time.Duration) verdict {
+	switch {
+	case !isFencing(err):
+		return verdict{err, actRetry}
+	case open > 0 && open >= cfg.ownTxnDeadline():
+		return verdict{fmt.Errorf("%w (transactional id %q), or the broker aborted this instance's transaction, open for %v, at its timeout (%w): either way it cannot go on without claiming the transactional id afresh, which only New does: close this sink and start a new one: %w",
+			ErrFenced, cfg.TransactionalID, open.Round(time.Millisecond), ErrTransactionTimeout, err), actFatal}
 	}
-	if since := s.txnSince; !since.IsZero() && time.Since(since) >= s.cfg.ownTxnDeadline() {
-		s.fatal = fmt.Errorf("%w (transactional id %q), or the broker aborted this instance's transaction, open for %v, at its timeout (%w): either way it cannot go on without claiming the transactional id afresh, which only New does: close this sink and start a new one: %w",
-			ErrFenced, s.cfg.TransactionalID, time.Since(since).Round(time.Millisecond), ErrTransactionTimeout, err)
-	} else {
-		s.fatal = fmt.Errorf("%w (transactional id %q): %w", ErrFenced, s.cfg.TransactionalID, err)
+	return verdict{fmt.Errorf("%w (transactional id %q): %w", ErrFenced, cfg.TransactionalID, err), actFatal}
+}
+
+// txnOpenFor is how long the transaction that may still be open has been
+// open; 0 when none may be.
+func (s *base) txnOpenFor() time.Duration {
+	if s.txnSince.IsZero() {
+		return 0
 	}
-	s.log.Error("fenced; this sink stops", "transactional_id", s.cfg.TransactionalID, "error", s.fatal)
-	return s.fatal
+	return time.Since(s.txnSince)
 }

@@ -264,16 +264,28 @@ func (s *base) recover(ctx context.Context) error {
 		return withCause(ctx, err)
 	}
 	if !ck.same(known) && !ck.same(s.inflight) {
-		s.fatal = fmt.Errorf("%w: checkpoint topic %q holds checkpoint %s of sink id %q, which this instance did not write (it last wrote %s): another instance with the same sink id is writing, or an operator reset the checkpoint; restart the sink (New) to resume from what is there",
-			ErrFenced, s.cfg.CheckpointTopic, ck.Position, s.cfg.SinkID, known.Position)
-		s.log.Error("another instance writes this sink's checkpoint; this sink stops", "checkpoint", ck.Position.String())
-		return s.fatal
+		return s.follow(verdict{fmt.Errorf("%w: checkpoint topic %q holds checkpoint %s of sink id %q, which this instance did not write (it last wrote %s): another instance with the same sink id is writing, or an operator reset the checkpoint; restart the sink (New) to resume from what is there",
+			ErrFenced, s.cfg.CheckpointTopic, ck.Position, s.cfg.SinkID, known.Position), actFatal})
 	}
 	s.setCheckpoint(ck)
 	s.inflight = Checkpoint{}
 	s.state = ckptVerified
 	s.log.Info("checkpoint read back", "checkpoint", ck.Position.String())
 	return nil
+}
+
+// follow acts on a verdict: it is where a decided failure changes the
+// sink's state. actRecover makes the checkpoint unverified; actFatal
+// stops the sink for good, so that every later Write returns the error.
+func (s *base) follow(v verdict) error {
+	switch v.action {
+	case actRecover:
+		s.state = ckptUnverified
+	case actFatal:
+		s.fatal = v.err
+		s.log.Error("this sink stops", "error", v.err)
+	}
+	return v.err
 }
 
 // classifyInitErr explains the producer id errors a user can fix.

@@ -24,12 +24,33 @@ const maxAttempts = 5
 
 // Write delivers b exactly once; see Sink.Write.
 func (s *txnSink) Write(ctx context.Context, b Batch) error {
+	return s.write(ctx, &b, s.writeBatch)
+}
+
+// writeBatch plans b and commits its parts in order, each in its own
+// transaction.
+//
+// It owns the early transaction (see earlyTxn), and with it the invariant
+// that a Write never leaves a transaction open. The transaction begins
+// with the first record planSending sends; the first attempt to commit the
+// first part takes it over (commitPart), and from then on transact commits
+// or aborts it. What nothing took over, because planning failed (a
+// rejected event without a dead-letter topic, a missing topic), the one
+// deferred discard below aborts, whatever happened in between.
+func (s *txnSink) writeBatch(ctx context.Context, b *Batch) (p *plan, n int, err error) {
 	early := &earlyTxn{s: s}
-	return s.write(ctx, &b, early, func(ctx context.Context, p *plan) (int, error) {
-		// Never leave a transaction open, whatever deliver did.
-		defer early.discard(ctx, errFirstPartUndelivered)
-		return s.deliver(ctx, p, early)
-	})
+	defer func() {
+		cause := err
+		if cause == nil {
+			cause = errFirstPartUndelivered
+		}
+		early.discard(ctx, cause)
+	}()
+	if p, err = s.planSending(ctx, b, func(r *kgo.Record) { early.send(ctx, r) }); err != nil {
+		return nil, 0, err
+	}
+	n, err = s.deliver(ctx, p, early)
+	return p, n, err
 }
 
 // deliver commits the parts of p in order, each in its own transaction; the
@@ -118,16 +139,16 @@ func (t *openTxn) produce(cl *kgo.Client, r *kgo.Record) {
 	t.records++
 }
 
-// errFirstPartUndelivered aborts an early transaction that deliver did not
-// take, which it always does; it exists so that none is ever left open.
+// errFirstPartUndelivered is the cause given to the abort of an early
+// transaction that deliver did not take over, which it always does after a
+// successful plan; it exists so that none is ever left open.
 var errFirstPartUndelivered = errors.New("kafkasink: the batch's first part was not delivered")
 
 // earlyTxn is the transaction of a batch's first part, begun while the
 // batch is still being planned: each of the part's records is produced as
 // soon as it is encoded, so that encoding the rest of the batch overlaps
-// with sending instead of preceding it. A plan that fails (a rejected event
-// without a dead-letter topic, a missing topic) aborts it: nothing of it
-// is ever visible.
+// with sending instead of preceding it. writeBatch owns it: a plan that
+// fails aborts it, so nothing of it is ever visible.
 type earlyTxn struct {
 	s      *txnSink
 	txn    *openTxn // nil before the first record and once taken
@@ -160,7 +181,7 @@ func (e *earlyTxn) take() *openTxn {
 	return t
 }
 
-// discard aborts the transaction unless it was taken.
+// discard aborts the transaction, for cause, unless it was taken.
 func (e *earlyTxn) discard(ctx context.Context, cause error) {
 	if t := e.take(); t != nil {
 		defer t.cancel()

@@ -16,7 +16,19 @@ var _ Sink = (*producerSink)(nil)
 
 // Write delivers b at least once; see Sink.Write.
 func (s *producerSink) Write(ctx context.Context, b Batch) error {
-	return s.write(ctx, &b, nil, s.deliver)
+	return s.write(ctx, &b, s.writeBatch)
+}
+
+// writeBatch plans b and writes its parts in order. Nothing is sent before
+// the plan is whole: a rejected event fails the batch before any of it is
+// written.
+func (s *producerSink) writeBatch(ctx context.Context, b *Batch) (*plan, int, error) {
+	p, err := s.planSending(ctx, b, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	n, err := s.deliver(ctx, p)
+	return p, n, err
 }
 
 // deliver writes each part of p, then its checkpoint. A crash between the

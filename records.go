@@ -85,15 +85,19 @@ func checkBatch(b *Batch) error {
 	return nil
 }
 
-// plan validates b, drops the events the checkpoint already covers, and
-// encodes the rest into records. Events that cannot be delivered are
+// planSending plans b and sends its first part while planning: it drops
+// the events the checkpoint already covers and encodes the rest into
+// records, split into parts. Events that cannot be delivered are
 // dead-lettered, or fail the batch with a *RejectedError listing all of
-// them.
+// them. A plan without parts has nothing to deliver: every event was
+// delivered before.
 //
-// send, when set, is given each record of the first part as soon as it is
-// encoded, so that a mode can send while the rest is encoded.
-// b must have passed checkBatch.
-func (s *base) plan(ctx context.Context, b *Batch, send func(*kgo.Record)) (*plan, error) {
+// send, when not nil, is given each record of the first part as soon as it
+// is encoded, so that the ExactlyOnce sink produces it while the rest is
+// encoded; what send started is the caller's to finish, also when
+// planSending fails (see txnSink.writeBatch). With a nil send it only
+// plans. b must have passed checkBatch.
+func (s *base) planSending(ctx context.Context, b *Batch, send func(*kgo.Record)) (*plan, error) {
 	ck := s.Checkpoint()
 	events := b.Events
 	for len(events) > 0 && events[0].Position.Compare(ck.Position) <= 0 {
@@ -164,6 +168,12 @@ func (s *base) plan(ctx context.Context, b *Batch, send func(*kgo.Record)) (*pla
 	}
 	if len(rejections) > 0 && !deadLettered {
 		return nil, &RejectedError{Rejections: rejections}
+	}
+	if len(p.parts) == 0 && p.cursor != nil && p.skipped == 0 {
+		// A batch of no events moving only the cursor, such as an
+		// empty snapshot chunk: one part holding just the checkpoint.
+		// (A redelivered cursor is stored already, with its events.)
+		p.parts = []part{{first: ck.Position, last: ck.Position}}
 	}
 	return p, nil
 }

@@ -351,17 +351,12 @@ func (s *base) exit() {
 	<-s.sem
 }
 
-// earlySender is a mode that sends the records of a batch's first part
-// while the rest of the batch is still being encoded.
-type earlySender interface {
-	send(ctx context.Context, r *kgo.Record)
-	// discard undoes what send sent, when planning the batch failed.
-	discard(ctx context.Context, cause error)
-}
-
-// write runs the steps every mode shares around deliver. early, when not
-// nil, gets the first part's records during planning.
-func (s *base) write(ctx context.Context, b *Batch, early earlySender, deliver func(context.Context, *plan) (transactions int, err error)) (err error) {
+// write runs the steps every mode shares around writeBatch, the mode's
+// own: admitting one Write, checking the batch, recovering an unverified
+// checkpoint, holding the caller to what a failed Write owes, and
+// reporting. writeBatch plans the batch and delivers it; a plan without
+// parts means everything was delivered before.
+func (s *base) write(ctx context.Context, b *Batch, writeBatch func(context.Context, *Batch) (*plan, int, error)) (err error) {
 	if err := s.enter(); err != nil {
 		return err
 	}
@@ -382,30 +377,8 @@ func (s *base) write(ctx context.Context, b *Batch, early earlySender, deliver f
 		return err
 	}
 	started := time.Now()
-	var send func(*kgo.Record)
-	if early != nil {
-		send = func(r *kgo.Record) { early.send(ctx, r) }
-	}
-	p, err := s.plan(ctx, b, send)
-	if err != nil {
-		if early != nil {
-			early.discard(ctx, err)
-		}
-		return err
-	}
-	if len(p.parts) == 0 && (p.cursor == nil || p.skipped > 0) {
-		// Everything was delivered before; a redelivered cursor is
-		// already stored with it.
-		return nil
-	}
-	if len(p.parts) == 0 {
-		// A batch of no events moving only the cursor, such as an
-		// empty snapshot chunk: one part holding just the checkpoint.
-		ck := s.Checkpoint()
-		p.parts = []part{{first: ck.Position, last: ck.Position}}
-	}
-	n, err := deliver(ctx, p)
-	if err != nil {
+	p, n, err := writeBatch(ctx, b)
+	if err != nil || len(p.parts) == 0 {
 		return err
 	}
 	info := BatchInfo{Events: p.events, Skipped: p.skipped, Written: p.written(), Rejected: p.rejected,

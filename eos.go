@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -317,84 +316,6 @@ func (s *base) settleTransaction(ctx context.Context) error {
 	}
 	s.txnSince = time.Time{}
 	return nil
-}
-
-// failureAction is what a failure calls for. The decisions below only
-// return it; the sink's state machine acts on it (base.follow), so that no
-// decision changes state behind its caller's back.
-type failureAction uint8
-
-const (
-	// actRetry: the error stands, and the batch may be written again. The
-	// decision changes nothing; whether the checkpoint is still verified
-	// is for the step that failed to say (an abort that failed, say).
-	actRetry failureAction = iota
-	// actRecover: the broker may hold a newer checkpoint than the one in
-	// memory: it is unverified until recover reads it back.
-	actRecover
-	// actFatal: this instance must stop; every later Write returns the
-	// error.
-	actFatal
-)
-
-// verdict is a decided failure: the error Write returns, and what the sink
-// does next.
-type verdict struct {
-	err    error
-	action failureAction
-}
-
-// judgeTxnFailure decides what an error of one of this instance's
-// transactions calls for; open is how long the transaction had been open,
-// to compare with the sink's own limit on it (Config.ownTxnDeadline).
-//
-// Fencing answers mean this instance was fenced (actFatal, ErrFenced), and
-// an error after the transaction outlived its deadline is an
-// ErrTransactionTimeout (actRecover). The broker's own timeout abort bumps
-// the producer epoch too, so a fencing answer then says nothing about a
-// newer instance: recover asks the broker by re-initialising the producer
-// id at its current epoch, which the broker allows after its own abort
-// (KIP-588) and answers PRODUCER_FENCED when a newer instance exists.
-func judgeTxnFailure(cfg *Config, err error, open time.Duration) verdict {
-	const fix = "lower Config.MaxTransactionRecords or raise Config.TransactionTimeout"
-	timedOut := open >= cfg.ownTxnDeadline()
-	switch {
-	case errors.Is(err, ErrTransactionTimeout):
-		return verdict{err, actRecover}
-	case timedOut && isFencing(err):
-		return verdict{fmt.Errorf("%w (after %v; %s): the broker aborted it: %v", ErrTransactionTimeout, open.Round(time.Millisecond), fix, err), actRecover}
-	case timedOut && !IsFatal(err):
-		return verdict{fmt.Errorf("%w (after %v; %s): %w", ErrTransactionTimeout, open.Round(time.Millisecond), fix, err), actRecover}
-	}
-	return judgeFencing(cfg, err, open)
-}
-
-// isFencing reports whether err is the broker's answer to a producer
-// whose epoch a newer one replaced.
-func isFencing(err error) bool {
-	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
-		errors.Is(err, kerr.InvalidProducerIDMapping)
-}
-
-// judgeFencing returns the terminal ErrFenced (actFatal) when err says a
-// newer instance claimed the transactional id, and err as it is otherwise.
-// open is how long a transaction of this instance that may still be open
-// has been open, 0 when none may be.
-//
-// When that transaction may have outlived its deadline, the broker's own
-// timeout abort gives the same answer, and then the client (with
-// transaction version 2, where kgo cannot recover the producer id from it)
-// cannot go on either: only claiming the transactional id afresh would,
-// which only New may do. The error says both.
-func judgeFencing(cfg *Config, err error, open time.Duration) verdict {
-	switch {
-	case !isFencing(err):
-		return verdict{err, actRetry}
-	case open > 0 && open >= cfg.ownTxnDeadline():
-		return verdict{fmt.Errorf("%w (transactional id %q), or the broker aborted this instance's transaction, open for %v, at its timeout (%w): either way it cannot go on without claiming the transactional id afresh, which only New does: close this sink and start a new one: %w",
-			ErrFenced, cfg.TransactionalID, open.Round(time.Millisecond), ErrTransactionTimeout, err), actFatal}
-	}
-	return verdict{fmt.Errorf("%w (transactional id %q): %w", ErrFenced, cfg.TransactionalID, err), actFatal}
 }
 
 // txnOpenFor is how long the transaction that may still be open has been

@@ -1,17 +1,9 @@
 package kafkasink
 
 import (
-	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"strings"
-	"syscall"
-
-	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // Sentinel errors. Test for them with errors.Is: they are usually wrapped in
@@ -81,38 +73,6 @@ var (
 	errAbortTimeout    = &timeoutError{"abort (Config.CommitTimeout)"}
 	errRecoveryTimeout = &timeoutError{"reading the checkpoint back after an unclear outcome (Config.TransactionTimeout)"}
 )
-
-// withCause adds the cause of ctx to err when ctx ending caused err, so
-// that a deadline the sink set itself is told from the caller's.
-func withCause(ctx context.Context, err error) error {
-	if err == nil || ctx.Err() == nil || context.Cause(ctx) == ctx.Err() {
-		return err
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%w: %w", context.Cause(ctx), err)
-	}
-	return err
-}
-
-// classified gives an error leaving New or Write exactly one class:
-// rejected, fatal or retryable, except when the caller's own ctx ended,
-// which is in none (the caller chose to stop): it wraps context.Cause(ctx).
-// An error of no known class is fatal (ErrUnexpected).
-func classified(ctx context.Context, err error) error {
-	if err == nil {
-		return nil
-	}
-	if _, ok := IsRejected(err); ok || IsFatal(err) {
-		return err
-	}
-	if ctx.Err() != nil {
-		return fmt.Errorf("kafkasink: stopped because the caller's context ended: %w (last error: %v)", context.Cause(ctx), err)
-	}
-	if IsRetryable(err) {
-		return err
-	}
-	return fmt.Errorf("%w: %w", ErrUnexpected, err)
-}
 
 // ConfigError lists every problem New found in a Config. Fatal. Write
 // returns one too when the configuration routes two tables to one topic by
@@ -209,100 +169,3 @@ func (e *EncodeError) Error() string {
 }
 
 func (e *EncodeError) Unwrap() error { return e.Err }
-
-// IsRejected reports whether err rejects events of a batch, and returns the
-// rejections.
-func IsRejected(err error) ([]Rejection, bool) {
-	var re *RejectedError
-	if errors.As(err, &re) {
-		return re.Rejections, true
-	}
-	return nil, false
-}
-
-// IsRetryable reports whether the same batch may be written again after err:
-// timeouts of the sink's own deadlines, lost connections, leader moves,
-// aborted or timed-out transactions, and broker errors Kafka marks
-// retriable. A retry never duplicates what a read_committed consumer sees
-// in exactly-once mode.
-//
-// An error caused by the caller's own context ending (context.Canceled,
-// context.DeadlineExceeded) is not retryable: the caller chose to stop.
-func IsRetryable(err error) bool {
-	if err == nil || IsFatal(err) {
-		return false
-	}
-	if _, ok := IsRejected(err); ok {
-		return false
-	}
-	// The sink's own verdicts come first: an aborted transaction can be
-	// written again whatever the broker's code in it says.
-	var te *timeoutError
-	if errors.Is(err, ErrTransactionTimeout) || errors.Is(err, ErrTransactionAborted) || errors.As(err, &te) {
-		return true
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
-	}
-	var ke *kerr.Error
-	if errors.As(err, &ke) {
-		return ke.Retriable || ke == kerr.TransactionAbortable || ke == kerr.UnknownServerError
-	}
-	var ne net.Error
-	return errors.Is(err, io.EOF) ||
-		errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNREFUSED) ||
-		errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, syscall.EPIPE) ||
-		errors.As(err, &ne)
-}
-
-// fatalKafkaErrors are the broker answers after which retrying cannot help.
-var fatalKafkaErrors = []*kerr.Error{
-	kerr.ProducerFenced,
-	kerr.InvalidProducerEpoch,
-	kerr.TransactionalIDAuthorizationFailed,
-	kerr.TopicAuthorizationFailed,
-	kerr.ClusterAuthorizationFailed,
-	kerr.GroupAuthorizationFailed,
-	kerr.SaslAuthenticationFailed,
-	kerr.UnsupportedSaslMechanism,
-	kerr.IllegalSaslState,
-	kerr.InvalidTransactionTimeout,
-	kerr.UnsupportedForMessageFormat,
-	kerr.UnsupportedCompressionType,
-	kerr.InvalidTopicException,
-	kerr.InvalidRequiredAcks,
-}
-
-// IsFatal reports whether err means the pipeline must stop: fencing,
-// authentication and authorisation failures, TLS failures, a missing topic,
-// an invalid configuration or batch, an unusable checkpoint, a closed sink.
-func IsFatal(err error) bool {
-	if err == nil {
-		return false
-	}
-	for _, sentinel := range []error{ErrClosed, ErrFenced, ErrInvalidBatch, ErrTopicMissing, ErrCheckpoint, ErrUnsafeCheckpointTopic, ErrUnexpected} {
-		if errors.Is(err, sentinel) {
-			return true
-		}
-	}
-	var ce *ConfigError
-	if errors.As(err, &ce) {
-		return true
-	}
-	for _, ke := range fatalKafkaErrors {
-		if errors.Is(err, ke) {
-			return true
-		}
-	}
-	var (
-		unknownAuthority x509.UnknownAuthorityError
-		hostname         x509.HostnameError
-		certInvalid      x509.CertificateInvalidError
-		verify           *tls.CertificateVerificationError
-	)
-	_, alert := tlsAlert(err) // the broker ended the handshake: retrying cannot help
-	return alert || errors.As(err, &unknownAuthority) || errors.As(err, &hostname) ||
-		errors.As(err, &certInvalid) || errors.As(err, &verify)
-}

@@ -8,9 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
-	"reflect"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -240,7 +238,9 @@ func (c *Config) securityOptions() []kgo.Opt {
 }
 
 // explainConnectErr says which part of the security set-up a connection
-// error comes from, so the message points at the setting to fix.
+// error comes from, so the message points at the setting to fix. It only
+// explains: the class of the error (IsFatal, in classify.go, which knows
+// TLS alerts by tlsAlert) is the same before and after.
 func (c *Config) explainConnectErr(err error) error {
 	var (
 		unknownAuthority x509.UnknownAuthorityError
@@ -289,25 +289,6 @@ var clientCertAlerts = map[tls.AlertError]bool{
 	46:  true, // certificate_unknown
 	48:  true, // unknown_ca
 	116: true, // certificate_required
-}
-
-// tlsAlert returns the TLS alert that ended a handshake. Over TCP,
-// crypto/tls reports an alert from the peer as a *net.OpError "remote
-// error" holding an unexported type, not as tls.AlertError.
-func tlsAlert(err error) (tls.AlertError, bool) {
-	var alert tls.AlertError
-	if errors.As(err, &alert) {
-		return alert, true
-	}
-	var op *net.OpError
-	if !errors.As(err, &op) || op.Op != "remote error" || op.Err == nil {
-		return 0, false
-	}
-	v := reflect.ValueOf(op.Err)
-	if v.Kind() != reflect.Uint8 || v.Type().PkgPath() != "crypto/tls" {
-		return 0, false
-	}
-	return tls.AlertError(v.Uint()), true
 }
 
 // alertError explains a TLS alert from the broker. It unwraps to the

@@ -1,0 +1,247 @@
+package kafkasink
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"reflect"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// This file is error classification: which class an error is in
+// (retryable, fatal, rejected, or none when the caller's own context
+// ended), and what a failure of this instance's transactions calls for.
+// The errors themselves are in errors.go.
+
+// IsRejected reports whether err rejects events of a batch, and returns the
+// rejections.
+func IsRejected(err error) ([]Rejection, bool) {
+	var re *RejectedError
+	if errors.As(err, &re) {
+		return re.Rejections, true
+	}
+	return nil, false
+}
+
+// IsRetryable reports whether the same batch may be written again after err:
+// timeouts of the sink's own deadlines, lost connections, leader moves,
+// aborted or timed-out transactions, and broker errors Kafka marks
+// retriable. A retry never duplicates what a read_committed consumer sees
+// in exactly-once mode.
+//
+// An error caused by the caller's own context ending (context.Canceled,
+// context.DeadlineExceeded) is not retryable: the caller chose to stop.
+func IsRetryable(err error) bool {
+	if err == nil || IsFatal(err) {
+		return false
+	}
+	if _, ok := IsRejected(err); ok {
+		return false
+	}
+	// The sink's own verdicts come first: an aborted transaction can be
+	// written again whatever the broker's code in it says.
+	var te *timeoutError
+	if errors.Is(err, ErrTransactionTimeout) || errors.Is(err, ErrTransactionAborted) || errors.As(err, &te) {
+		return true
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Retriable || ke == kerr.TransactionAbortable || ke == kerr.UnknownServerError
+	}
+	var ne net.Error
+	return errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) ||
+		errors.As(err, &ne)
+}
+
+// fatalKafkaErrors are the broker answers after which retrying cannot help.
+var fatalKafkaErrors = []*kerr.Error{
+	kerr.ProducerFenced,
+	kerr.InvalidProducerEpoch,
+	kerr.TransactionalIDAuthorizationFailed,
+	kerr.TopicAuthorizationFailed,
+	kerr.ClusterAuthorizationFailed,
+	kerr.GroupAuthorizationFailed,
+	kerr.SaslAuthenticationFailed,
+	kerr.UnsupportedSaslMechanism,
+	kerr.IllegalSaslState,
+	kerr.InvalidTransactionTimeout,
+	kerr.UnsupportedForMessageFormat,
+	kerr.UnsupportedCompressionType,
+	kerr.InvalidTopicException,
+	kerr.InvalidRequiredAcks,
+}
+
+// IsFatal reports whether err means the pipeline must stop: fencing,
+// authentication and authorisation failures, TLS failures, a missing topic,
+// an invalid configuration or batch, an unusable checkpoint, a closed sink.
+func IsFatal(err error) bool {
+	if err == nil {
+		return false
+	}
+	for _, sentinel := range []error{ErrClosed, ErrFenced, ErrInvalidBatch, ErrTopicMissing, ErrCheckpoint, ErrUnsafeCheckpointTopic, ErrUnexpected} {
+		if errors.Is(err, sentinel) {
+			return true
+		}
+	}
+	var ce *ConfigError
+	if errors.As(err, &ce) {
+		return true
+	}
+	for _, ke := range fatalKafkaErrors {
+		if errors.Is(err, ke) {
+			return true
+		}
+	}
+	var (
+		unknownAuthority x509.UnknownAuthorityError
+		hostname         x509.HostnameError
+		certInvalid      x509.CertificateInvalidError
+		verify           *tls.CertificateVerificationError
+	)
+	_, alert := tlsAlert(err) // the broker ended the handshake: retrying cannot help
+	return alert || errors.As(err, &unknownAuthority) || errors.As(err, &hostname) ||
+		errors.As(err, &certInvalid) || errors.As(err, &verify)
+}
+
+// tlsAlert returns the TLS alert that ended a handshake. Over TCP,
+// crypto/tls reports an alert from the peer as a *net.OpError "remote
+// error" holding an unexported type, not as tls.AlertError.
+func tlsAlert(err error) (tls.AlertError, bool) {
+	var alert tls.AlertError
+	if errors.As(err, &alert) {
+		return alert, true
+	}
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "remote error" || op.Err == nil {
+		return 0, false
+	}
+	v := reflect.ValueOf(op.Err)
+	if v.Kind() != reflect.Uint8 || v.Type().PkgPath() != "crypto/tls" {
+		return 0, false
+	}
+	return tls.AlertError(v.Uint()), true
+}
+
+// withCause adds the cause of ctx to err when ctx ending caused err, so
+// that a deadline the sink set itself is told from the caller's.
+func withCause(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil || context.Cause(ctx) == ctx.Err() {
+		return err
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %w", context.Cause(ctx), err)
+	}
+	return err
+}
+
+// classified gives an error leaving New or Write exactly one class:
+// rejected, fatal or retryable, except when the caller's own ctx ended,
+// which is in none (the caller chose to stop): it wraps context.Cause(ctx).
+// An error of no known class is fatal (ErrUnexpected).
+func classified(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := IsRejected(err); ok || IsFatal(err) {
+		return err
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("kafkasink: stopped because the caller's context ended: %w (last error: %v)", context.Cause(ctx), err)
+	}
+	if IsRetryable(err) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrUnexpected, err)
+}
+
+// isFencing reports whether err is the broker's answer to a producer
+// whose epoch a newer one replaced.
+func isFencing(err error) bool {
+	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
+		errors.Is(err, kerr.InvalidProducerIDMapping)
+}
+
+// failureAction is what a failure calls for. The decisions below only
+// return it; the sink's state machine acts on it (base.follow), so that no
+// decision changes state behind its caller's back.
+type failureAction uint8
+
+const (
+	// actRetry: the error stands, and the batch may be written again. The
+	// decision changes nothing; whether the checkpoint is still verified
+	// is for the step that failed to say (an abort that failed, say).
+	actRetry failureAction = iota
+	// actRecover: the broker may hold a newer checkpoint than the one in
+	// memory: it is unverified until recover reads it back.
+	actRecover
+	// actFatal: this instance must stop; every later Write returns the
+	// error.
+	actFatal
+)
+
+// verdict is a decided failure: the error Write returns, and what the sink
+// does next.
+type verdict struct {
+	err    error
+	action failureAction
+}
+
+// judgeTxnFailure decides what an error of one of this instance's
+// transactions calls for; open is how long the transaction had been open,
+// to compare with the sink's own limit on it (Config.ownTxnDeadline).
+//
+// Fencing answers mean this instance was fenced (actFatal, ErrFenced), and
+// an error after the transaction outlived its deadline is an
+// ErrTransactionTimeout (actRecover). The broker's own timeout abort bumps
+// the producer epoch too, so a fencing answer then says nothing about a
+// newer instance: recover asks the broker by re-initialising the producer
+// id at its current epoch, which the broker allows after its own abort
+// (KIP-588) and answers PRODUCER_FENCED when a newer instance exists.
+func judgeTxnFailure(cfg *Config, err error, open time.Duration) verdict {
+	const fix = "lower Config.MaxTransactionRecords or raise Config.TransactionTimeout"
+	timedOut := open >= cfg.ownTxnDeadline()
+	switch {
+	case errors.Is(err, ErrTransactionTimeout):
+		return verdict{err, actRecover}
+	case timedOut && isFencing(err):
+		return verdict{fmt.Errorf("%w (after %v; %s): the broker aborted it: %v", ErrTransactionTimeout, open.Round(time.Millisecond), fix, err), actRecover}
+	case timedOut && !IsFatal(err):
+		return verdict{fmt.Errorf("%w (after %v; %s): %w", ErrTransactionTimeout, open.Round(time.Millisecond), fix, err), actRecover}
+	}
+	return judgeFencing(cfg, err, open)
+}
+
+// judgeFencing returns the terminal ErrFenced (actFatal) when err says a
+// newer instance claimed the transactional id, and err as it is otherwise.
+// open is how long a transaction of this instance that may still be open
+// has been open, 0 when none may be.
+//
+// When that transaction may have outlived its deadline, the broker's own
+// timeout abort gives the same answer, and then the client (with
+// transaction version 2, where kgo cannot recover the producer id from it)
+// cannot go on either: only claiming the transactional id afresh would,
+// which only New may do. The error says both.
+func judgeFencing(cfg *Config, err error, open time.Duration) verdict {
+	switch {
+	case !isFencing(err):
+		return verdict{err, actRetry}
+	case open > 0 && open >= cfg.ownTxnDeadline():
+		return verdict{fmt.Errorf("%w (transactional id %q), or the broker aborted this instance's transaction, open for %v, at its timeout (%w): either way it cannot go on without claiming the transactional id afresh, which only New does: close this sink and start a new one: %w",
+			ErrFenced, cfg.TransactionalID, open.Round(time.Millisecond), ErrTransactionTimeout, err), actFatal}
+	}
+	return verdict{fmt.Errorf("%w (transactional id %q): %w", ErrFenced, cfg.TransactionalID, err), actFatal}
+}

@@ -40,7 +40,7 @@ func (s *base) deadLetter(ctx context.Context, es *encoderState, e *Event, d dra
 	if err != nil {
 		return nil, err
 	}
-	limit := min(info.maxMessageBytes, s.cfg.MaxRecordBytes)
+	limit := s.cfg.recordLimit(info)
 	r := d.record
 	r.Topic = s.cfg.DeadLetterTopic
 	if !d.keyMade {
@@ -139,4 +139,12 @@ func withText(row Row, column string) (Row, bool) {
 		return out, true
 	}
 	return row, false
+}
+
+// truncate cuts s to n bytes, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
 }

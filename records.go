@@ -25,11 +25,6 @@ const (
 	HeaderValue  = "kafkasink.value"  // what the value is: ValueEncoded, ValueEvent or ValueOmitted
 )
 
-// recordOverhead bounds what Kafka adds around one record's key, value and
-// headers: the record batch header (61 bytes) and the record's own varints
-// and attributes. Used to reject oversized records before producing them.
-const recordOverhead = 61 + 32
-
 // plan is a batch made ready for Kafka: validated, filtered against the
 // checkpoint, encoded, and split into parts that each end with one
 // checkpoint.
@@ -250,9 +245,8 @@ func (s *base) encodeEvent(ctx context.Context, es *encoderState, i int, e *Even
 	if rej != nil {
 		return d, rej, nil // deadLetter makes the value, if it can fit
 	}
-	limit := min(info.maxMessageBytes, s.cfg.MaxRecordBytes)
-	if least := recordSize(d.record) + minValueSize(s.cfg.Encoder, e) + recordOverhead; least > limit {
-		reject(ReasonTooLarge, tooLargeError(least, "at least ", limit, rt.topic, info.maxMessageBytes, s.cfg.MaxRecordBytes))
+	if err := s.cfg.checkRecordSize(recordSize(d.record)+minValueSize(s.cfg.Encoder, e), false, rt.topic, info); err != nil {
+		reject(ReasonTooLarge, err)
 		return d, rej, nil
 	}
 	if d.valueErr = s.encodeValue(es, d.record, s.cfg.Encoder, e); d.valueErr != nil {
@@ -260,8 +254,8 @@ func (s *base) encodeEvent(ctx context.Context, es *encoderState, i int, e *Even
 		return d, rej, nil
 	}
 	d.valueMade = true
-	if size := recordSize(d.record) + recordOverhead; size > limit {
-		reject(ReasonTooLarge, tooLargeError(size, "", limit, rt.topic, info.maxMessageBytes, s.cfg.MaxRecordBytes))
+	if err := s.cfg.checkRecordSize(recordSize(d.record), true, rt.topic, info); err != nil {
+		reject(ReasonTooLarge, err)
 	}
 	return d, rej, nil
 }
@@ -280,11 +274,6 @@ func (s *base) encodeValue(es *encoderState, r *kgo.Record, enc Encoder, e *Even
 		r.Value = es.take(start)
 	}
 	return nil
-}
-
-func tooLargeError(size int, atLeast string, limit int, topic string, topicMax, configMax int) error {
-	return fmt.Errorf("record of %s%d bytes exceeds the limit of %d (the smaller of topic %s's max.message.bytes %d and Config.MaxRecordBytes %d)",
-		atLeast, size, limit, topic, topicMax, configMax)
 }
 
 // tableRoute is where one table's events go and how they are keyed.
@@ -343,20 +332,4 @@ func (s *base) standardHeaders(es *encoderState, e *Event) []kgo.RecordHeader {
 	es.arena = strconv.AppendUint(es.arena, uint64(e.Position.LSN), 10)
 	add(HeaderCommitLSN, start)
 	return es.headers[h0:len(es.headers):len(es.headers)]
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
-}
-
-// recordSize is the bytes of a record's key, value and headers.
-func recordSize(r *kgo.Record) int {
-	n := len(r.Key) + len(r.Value)
-	for _, h := range r.Headers {
-		n += len(h.Key) + len(h.Value) + 2
-	}
-	return n
 }

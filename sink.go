@@ -187,11 +187,10 @@ func (s *base) producerOptions() []kgo.Opt {
 // batchMaxBytes is the largest record batch for topic: Config.MaxRecordBytes,
 // lowered to the topic's max.message.bytes once the sink has read it.
 func (s *base) batchMaxBytes(topic string) int32 {
-	limit := s.cfg.MaxRecordBytes
 	if info, ok := s.topics.peek(topic); ok {
-		limit = min(limit, info.maxMessageBytes)
+		return int32(s.cfg.recordLimit(info))
 	}
-	return int32(limit)
+	return int32(s.cfg.MaxRecordBytes)
 }
 
 // ckptState says whether the in-memory checkpoint is what the broker has.

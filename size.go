@@ -1,6 +1,52 @@
 package kafkasink
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// This file is the size of records: how large one is, how large one may
+// be, and how large an event's value is known to become before it is
+// encoded.
+
+// recordOverhead bounds what Kafka adds around one record's key, value and
+// headers: the record batch header (61 bytes) and the record's own varints
+// and attributes. Used to reject oversized records before producing them.
+const recordOverhead = 61 + 32
+
+// recordSize is the bytes of a record's key, value and headers.
+func recordSize(r *kgo.Record) int {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value) + 2
+	}
+	return n
+}
+
+// recordLimit is the largest record the sink sends to a topic: the smaller
+// of the topic's max.message.bytes and Config.MaxRecordBytes.
+func (c *Config) recordLimit(info topicInfo) int {
+	return min(info.maxMessageBytes, c.MaxRecordBytes)
+}
+
+// checkRecordSize returns why a record of size bytes of key, value and
+// headers is too large for topic, or nil. exact is false when size is
+// only what the record is known to reach, before its value is encoded.
+func (c *Config) checkRecordSize(size int, exact bool, topic string, info topicInfo) error {
+	size += recordOverhead
+	limit := c.recordLimit(info)
+	if size <= limit {
+		return nil
+	}
+	atLeast := "at least "
+	if exact {
+		atLeast = ""
+	}
+	return fmt.Errorf("record of %s%d bytes exceeds the limit of %d (the smaller of topic %s's max.message.bytes %d and Config.MaxRecordBytes %d)",
+		atLeast, size, limit, topic, info.maxMessageBytes, c.MaxRecordBytes)
+}
 
 // minValueSize returns a size in bytes that enc's value for e is known to
 // reach, from the lengths of e's column values alone, so that a record too

@@ -13,21 +13,19 @@ import (
 // are one Kafka transaction.
 type txnSink struct {
 	*base
+	// txnSince is when the transaction that may still be open began;
+	// zero when none may be.
+	txnSince time.Time
 }
 
-var _ Sink = (*txnSink)(nil)
+var _ mode = (*txnSink)(nil)
 
 // maxAttempts bounds the transactions one part may try inside one Write
 // before the error goes back to the caller.
 const maxAttempts = 5
 
-// Write delivers b exactly once; see Sink.Write.
-func (s *txnSink) Write(ctx context.Context, b Batch) error {
-	return s.write(ctx, &b, s.writeBatch)
-}
-
 // writeBatch plans b and commits its parts in order, each in its own
-// transaction.
+// transaction: exactly once, for read_committed consumers.
 //
 // It owns the early transaction (see earlyTxn), and with it the invariant
 // that a Write never leaves a transaction open. The transaction begins
@@ -50,6 +48,56 @@ func (s *txnSink) writeBatch(ctx context.Context, b *Batch) (p *plan, n int, err
 	}
 	n, err = s.deliver(ctx, p, early)
 	return p, n, err
+}
+
+// errFirstPartUndelivered is the cause given to the abort of an early
+// transaction that deliver did not take over, which it always does after a
+// successful plan; it exists so that none is ever left open.
+var errFirstPartUndelivered = errors.New("kafkasink: the batch's first part was not delivered")
+
+// earlyTxn is the transaction of a batch's first part, begun while the
+// batch is still being planned: each of the part's records is produced as
+// soon as it is encoded, so that encoding the rest of the batch overlaps
+// with sending instead of preceding it. writeBatch owns it: a plan that
+// fails aborts it, so nothing of it is ever visible.
+type earlyTxn struct {
+	s      *txnSink
+	txn    *openTxn // nil before the first record and once taken
+	failed bool     // beginning failed: transact begins the ordinary way
+}
+
+func (e *earlyTxn) send(ctx context.Context, r *kgo.Record) {
+	if e.txn == nil {
+		if e.failed {
+			return
+		}
+		t, err := e.s.begin(ctx)
+		if err != nil {
+			// transact begins again, and reports and handles the error.
+			e.failed = true
+			return
+		}
+		e.txn = t
+	}
+	e.txn.produce(e.s.cl, r)
+}
+
+// take hands the transaction, if any, to the caller; later calls return nil.
+func (e *earlyTxn) take() *openTxn {
+	if e == nil {
+		return nil
+	}
+	t := e.txn
+	e.txn = nil
+	return t
+}
+
+// discard aborts the transaction, for cause, unless it was taken.
+func (e *earlyTxn) discard(ctx context.Context, cause error) {
+	if t := e.take(); t != nil {
+		defer t.cancel()
+		e.s.abort(ctx, TransactionInfo{Records: t.records}, t.started, cause, &t.results)
+	}
 }
 
 // deliver commits the parts of p in order, each in its own transaction; the
@@ -111,83 +159,6 @@ func (s *txnSink) commitPart(ctx context.Context, p *plan, i int, early *earlyTx
 	}
 }
 
-// openTxn is a transaction begun and being filled.
-type openTxn struct {
-	started time.Time
-	ctx     context.Context // ends a tenth before the transaction timeout
-	cancel  context.CancelFunc
-	results produceResults
-	records int
-}
-
-// begin begins a transaction. The broker aborts a transaction older than
-// its timeout; the transaction's context ends a tenth early, so that
-// neither producing nor the commit request runs into the broker's abort.
-func (s *txnSink) begin(ctx context.Context) (*openTxn, error) {
-	if err := s.cl.BeginTransaction(); err != nil {
-		return nil, fmt.Errorf("kafkasink: beginning a transaction: %w", err)
-	}
-	t := &openTxn{started: time.Now()}
-	s.txnSince = t.started
-	t.ctx, t.cancel = context.WithDeadlineCause(ctx, t.started.Add(s.cfg.ownTxnDeadline()), ErrTransactionTimeout)
-	return t, nil
-}
-
-func (t *openTxn) produce(cl *kgo.Client, r *kgo.Record) {
-	t.results.produce(t.ctx, cl, r)
-	t.records++
-}
-
-// errFirstPartUndelivered is the cause given to the abort of an early
-// transaction that deliver did not take over, which it always does after a
-// successful plan; it exists so that none is ever left open.
-var errFirstPartUndelivered = errors.New("kafkasink: the batch's first part was not delivered")
-
-// earlyTxn is the transaction of a batch's first part, begun while the
-// batch is still being planned: each of the part's records is produced as
-// soon as it is encoded, so that encoding the rest of the batch overlaps
-// with sending instead of preceding it. writeBatch owns it: a plan that
-// fails aborts it, so nothing of it is ever visible.
-type earlyTxn struct {
-	s      *txnSink
-	txn    *openTxn // nil before the first record and once taken
-	failed bool     // beginning failed: transact begins the ordinary way
-}
-
-func (e *earlyTxn) send(ctx context.Context, r *kgo.Record) {
-	if e.txn == nil {
-		if e.failed {
-			return
-		}
-		t, err := e.s.begin(ctx)
-		if err != nil {
-			// transact begins again, and reports and handles the error.
-			e.failed = true
-			return
-		}
-		e.txn = t
-	}
-	e.txn.produce(e.s.cl, r)
-}
-
-// take hands the transaction, if any, to the caller; later calls return nil.
-func (e *earlyTxn) take() *openTxn {
-	if e == nil {
-		return nil
-	}
-	t := e.txn
-	e.txn = nil
-	return t
-}
-
-// discard aborts the transaction, for cause, unless it was taken.
-func (e *earlyTxn) discard(ctx context.Context, cause error) {
-	if t := e.take(); t != nil {
-		defer t.cancel()
-		e.s.abort(ctx, TransactionInfo{Records: t.records}, t.started, cause, &t.results)
-	}
-}
-
 // transact runs one transaction: produce every record, then the
 // checkpoint; check each result; commit within a deadline below the
 // transaction timeout. It never commits a transaction that lost a record.
@@ -235,6 +206,34 @@ func (s *txnSink) transact(ctx context.Context, pt *part, ck Checkpoint, t *open
 	s.inflight, s.txnSince = Checkpoint{}, time.Time{}
 	s.hooks.onCommitted(info)
 	return nil
+}
+
+// openTxn is a transaction begun and being filled.
+type openTxn struct {
+	started time.Time
+	ctx     context.Context // ends a tenth before the transaction timeout
+	cancel  context.CancelFunc
+	results produceResults
+	records int
+}
+
+// begin begins a transaction. The broker aborts a transaction older than
+// its timeout; the transaction's context ends a tenth early, so that
+// neither producing nor the commit request runs into the broker's abort.
+func (s *txnSink) begin(ctx context.Context) (*openTxn, error) {
+	if err := s.cl.BeginTransaction(); err != nil {
+		return nil, fmt.Errorf("kafkasink: beginning a transaction: %w", err)
+	}
+	t := &openTxn{started: time.Now()}
+	s.txnSince = t.started
+	t.ctx, t.cancel = context.WithDeadlineCause(ctx, t.started.Add(s.cfg.ownTxnDeadline()), ErrTransactionTimeout)
+	return t, nil
+}
+
+// produce sends r in the transaction.
+func (t *openTxn) produce(cl *kgo.Client, r *kgo.Record) {
+	t.results.produce(t.ctx, cl, r)
+	t.records++
 }
 
 // abort ends a transaction that must not commit. It runs even when ctx is
@@ -296,15 +295,15 @@ func (s *txnSink) resolveCommit(ctx context.Context, info TransactionInfo, start
 	return commitErr
 }
 
-// settleTransaction ends whatever transaction the client may still have
-// open, keeping the producer identity: records still buffered are failed,
+// settleClient ends whatever transaction the client may still have open,
+// keeping the producer identity: records still buffered are failed,
 // an open transaction is aborted, and a producer id kgo flagged after an
 // unclear outcome is re-initialised at its CURRENT id and epoch (KIP-360).
 // That re-initialisation aborts anything of ours still open at the broker,
 // and the broker answers it PRODUCER_FENCED when a newer instance has
 // claimed the transactional id since: then this instance is the zombie,
 // and stops.
-func (s *base) settleTransaction(ctx context.Context) error {
+func (s *txnSink) settleClient(ctx context.Context) error {
 	if err := s.cl.AbortBufferedRecords(ctx); err != nil {
 		return fmt.Errorf("kafkasink: recovering: failing the records still buffered: %w", withCause(ctx, err))
 	}
@@ -320,7 +319,7 @@ func (s *base) settleTransaction(ctx context.Context) error {
 
 // txnOpenFor is how long the transaction that may still be open has been
 // open; 0 when none may be.
-func (s *base) txnOpenFor() time.Duration {
+func (s *txnSink) txnOpenFor() time.Duration {
 	if s.txnSince.IsZero() {
 		return 0
 	}

@@ -12,12 +12,7 @@ type producerSink struct {
 	*base
 }
 
-var _ Sink = (*producerSink)(nil)
-
-// Write delivers b at least once; see Sink.Write.
-func (s *producerSink) Write(ctx context.Context, b Batch) error {
-	return s.write(ctx, &b, s.writeBatch)
-}
+var _ mode = (*producerSink)(nil)
 
 // writeBatch plans b and writes its parts in order. Nothing is sent before
 // the plan is whole: a rejected event fails the batch before any of it is
@@ -69,3 +64,7 @@ func (s *producerSink) deliver(ctx context.Context, p *plan) (int, error) {
 	}
 	return len(p.parts), nil
 }
+
+// settleClient has nothing to end: no transaction is ever open outside
+// ExactlyOnce mode, and recover only reads the checkpoint back.
+func (s *producerSink) settleClient(context.Context) error { return nil }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -171,6 +172,18 @@ func (s *base) planSending(ctx context.Context, b *Batch, send func(*kgo.Record)
 		p.parts = []part{{first: ck.Position, last: ck.Position}}
 	}
 	return p, nil
+}
+
+// nextCheckpoint is the checkpoint written with part i of p: the part's
+// last position, and the batch cursor only with the last part, because
+// until then the source must still resume from the previous cursor.
+func (s *base) nextCheckpoint(p *plan, i int) Checkpoint {
+	ck := s.Checkpoint()
+	next := Checkpoint{Position: p.parts[i].last, Cursor: ck.Cursor, Mode: s.cfg.Mode, Time: time.Now()}
+	if i == len(p.parts)-1 && p.cursor != nil {
+		next.Cursor = p.cursor
+	}
+	return next
 }
 
 // encoderState holds the allocations shared by all records of one plan, so

@@ -12,8 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/kafkasink/kafkasink/internal/kgoslog"
 )
 
 // Sink delivers batches of change events to Kafka.
@@ -47,6 +45,64 @@ type Sink interface {
 	Close(ctx context.Context) error
 }
 
+// base is the sink, and what every mode shares: configuration, the
+// client, topics, the checkpoint and its state, the write guard, and the
+// steps of a Write around the mode's own.
+type base struct {
+	mode   mode // ExactlyOnce's txnSink or the other modes' producerSink
+	cfg    Config
+	log    *slog.Logger
+	hooks  hooks
+	topics *topicCache
+
+	// sem admits one Write at a time; Close takes it too, to wait for a
+	// running Write.
+	sem    chan struct{}
+	closed atomic.Bool
+
+	// Touched only while holding sem (or during New). The client is
+	// made by New and closed by Close, never replaced: only New claims
+	// the transactional id afresh (see recover).
+	cl    *kgo.Client
+	adm   *kadm.Client
+	store checkpointStore
+	// state says whether ckpt may be planned against.
+	state ckptState
+	// inflight is the checkpoint last sent whose outcome is not
+	// confirmed yet; zero when none is.
+	inflight Checkpoint
+	// owed is what the last Write that failed retryably left
+	// undelivered, as far as the checkpoint then knew; zero when nothing
+	// is owed. Until a Write delivers it, a batch that skips past it is
+	// refused (see checkRedelivery).
+	owed owedEvents
+	// routes caches each table's route.
+	routes map[[2]string]tableRoute
+	// router names each table's topic.
+	router *router
+	// fatal, once set, is returned by every later Write: fencing or an
+	// unusable checkpoint never heals by retrying.
+	fatal error
+
+	mu   sync.Mutex // guards ckpt
+	ckpt Checkpoint
+}
+
+var _ Sink = (*base)(nil)
+
+// mode is what differs between the delivery modes, one file each:
+// txnSink (eos.go) for ExactlyOnce, producerSink (producer.go) for
+// Idempotent and Plain. base calls it at two points.
+type mode interface {
+	// writeBatch plans b and delivers it; it returns the plan, without
+	// parts when everything was delivered before, and the transactions
+	// (or checkpointed parts) it wrote.
+	writeBatch(ctx context.Context, b *Batch) (p *plan, n int, err error)
+	// settleClient ends whatever the client may still have open after an
+	// unclear outcome, before recover reads the checkpoint back.
+	settleClient(ctx context.Context) error
+}
+
 // New starts a sink: it checks cfg, connects, prepares the checkpoint
 // topic, fences any predecessor with the same transactional id (ExactlyOnce),
 // and reads the checkpoint back. ctx bounds the start-up only.
@@ -69,6 +125,9 @@ func New(ctx context.Context, cfg Config) (Sink, error) {
 	b.router = newRouter(&b.cfg)
 	if cfg.Mode == ExactlyOnce {
 		b.store.txnID = cfg.TransactionalID
+		b.mode = &txnSink{base: b}
+	} else {
+		b.mode = &producerSink{base: b}
 	}
 	cl, err := kgo.NewClient(b.producerOptions()...)
 	if err != nil {
@@ -79,136 +138,8 @@ func New(ctx context.Context, cfg Config) (Sink, error) {
 		cl.Close()
 		return nil, cfg.explainConnectErr(classified(ctx, err))
 	}
-	if cfg.Mode == ExactlyOnce {
-		return &txnSink{base: b}, nil
-	}
-	return &producerSink{base: b}, nil
+	return b, nil
 }
-
-// base is what every mode shares: configuration, the client, topics,
-// checkpoint, the write guard, and planning batches into records.
-type base struct {
-	cfg    Config
-	log    *slog.Logger
-	hooks  hooks
-	topics *topicCache
-
-	// sem admits one Write at a time; Close takes it too, to wait for a
-	// running Write.
-	sem    chan struct{}
-	closed atomic.Bool
-
-	// Touched only while holding sem (or during New). The client is
-	// made by New and closed by Close, never replaced: only New claims
-	// the transactional id afresh (see recover).
-	cl    *kgo.Client
-	adm   *kadm.Client
-	store checkpointStore
-	// state says whether ckpt may be planned against.
-	state ckptState
-	// inflight is the checkpoint last sent whose outcome is not
-	// confirmed yet; zero when none is.
-	inflight Checkpoint
-	// txnSince is when the transaction that may still be open began;
-	// zero when none may be (ExactlyOnce).
-	txnSince time.Time
-	// owed is what the last Write that failed retryably left
-	// undelivered, as far as the checkpoint then knew; zero when nothing
-	// is owed. Until a Write delivers it, a batch that skips past it is
-	// refused (see checkRedelivery).
-	owed owedEvents
-	// routes caches each table's route.
-	routes map[[2]string]tableRoute
-	// router names each table's topic.
-	router *router
-	// fatal, once set, is returned by every later Write: fencing or an
-	// unusable checkpoint never heals by retrying.
-	fatal error
-
-	mu   sync.Mutex // guards ckpt
-	ckpt Checkpoint
-}
-
-// baseOptions are the options every client of the sink starts with;
-// ClientOptions come after them and may override the ones not owned.
-func (s *base) baseOptions() []kgo.Opt {
-	return append([]kgo.Opt{
-		kgo.SeedBrokers(s.cfg.Brokers...),
-		kgo.WithLogger(kgoslog.Logger{L: s.log}),
-		kgo.ClientID("kafkasink-" + s.cfg.SinkID),
-		// kgo refreshes metadata at most every MetadataMinAge (5s by
-		// default), and it waits for a refresh before retrying a
-		// produce after CONCURRENT_TRANSACTIONS or a leader move: that
-		// stalled back-to-back transactions by seconds on a real
-		// cluster (50s against 6s for 40 small batches).
-		kgo.MetadataMinAge(250 * time.Millisecond),
-	}, s.cfg.securityOptions()...)
-}
-
-// connOptions are the options of the sink's clients that do not produce:
-// the passthrough minus its producer options.
-func (s *base) connOptions() []kgo.Opt {
-	opts := s.baseOptions()
-	for _, o := range s.cfg.ClientOptions {
-		if _, producer := o.(kgo.ProducerOpt); !producer {
-			opts = append(opts, o)
-		}
-	}
-	return opts
-}
-
-// producerOptions are the options of the producing client; the ones the
-// sink owns come after the passthrough, which validate has checked does
-// not set them.
-func (s *base) producerOptions() []kgo.Opt {
-	opts := append(s.baseOptions(), s.cfg.ClientOptions...)
-	opts = append(opts,
-		kgo.RecordPartitioner(newPartitioner()),
-		// A record batch may not exceed its topic's max.message.bytes:
-		// limit kgo's batches per topic, from what ensureTopic read.
-		kgo.ProducerBatchMaxBytesFn(s.batchMaxBytes),
-	)
-	switch s.cfg.Mode {
-	case ExactlyOnce:
-		opts = append(opts,
-			kgo.TransactionalID(s.cfg.TransactionalID),
-			kgo.TransactionTimeout(s.cfg.TransactionTimeout),
-			kgo.RequiredAcks(kgo.AllISRAcks()),
-		)
-	case Idempotent:
-		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
-	case Plain:
-		acks := map[Acks]kgo.Acks{AcksAll: kgo.AllISRAcks(), AcksLeader: kgo.LeaderAck(), AcksNone: kgo.NoAck()}[s.cfg.Acks]
-		opts = append(opts, kgo.DisableIdempotentWrite(), kgo.RequiredAcks(acks))
-	}
-	return opts
-}
-
-// batchMaxBytes is the largest record batch for topic: Config.MaxRecordBytes,
-// lowered to the topic's max.message.bytes once the sink has read it.
-func (s *base) batchMaxBytes(topic string) int32 {
-	if info, ok := s.topics.peek(topic); ok {
-		return int32(s.cfg.recordLimit(info))
-	}
-	return int32(s.cfg.MaxRecordBytes)
-}
-
-// ckptState says whether the in-memory checkpoint is what the broker has.
-// It is explicit, never inferred from other facts (such as whether a
-// client exists): planning, skipping and committing against a checkpoint
-// that may be stale is how a recovered sink writes a part twice.
-type ckptState uint8
-
-const (
-	// ckptUnverified: an outcome is unclear (a commit or abort that
-	// failed or timed out, records sent without a confirmed
-	// checkpoint), so the broker may hold a newer checkpoint than the
-	// one in memory. recover must run before anything is planned.
-	ckptUnverified ckptState = iota
-	// ckptVerified: read back by a complete start-up or recovery, or
-	// moved by a commit the broker confirmed.
-	ckptVerified
-)
 
 // start prepares the checkpoint topic, claims the transactional id
 // (ExactlyOnce), which fences every predecessor, and reads the
@@ -238,55 +169,6 @@ func (s *base) start(ctx context.Context) error {
 	return nil
 }
 
-// recover makes an unverified checkpoint verified again. In ExactlyOnce
-// mode it first ends whatever transaction the client may have open while
-// KEEPING the producer identity (see settleTransaction): a running sink
-// never claims its transactional id afresh, so that an older instance can
-// never fence a newer one. Then it reads the checkpoint back.
-//
-// What the read may show is known: the checkpoint in memory, or the one in
-// flight. Anything else was written by another instance with the same sink
-// id (or is an operator's reset), which makes this one a zombie: ErrFenced.
-func (s *base) recover(ctx context.Context) error {
-	// Bounded, so that a broker that does not answer makes Write
-	// return a retryable error rather than hang to the caller's end.
-	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.TransactionTimeout, errRecoveryTimeout)
-	defer cancel()
-	if s.cfg.Mode == ExactlyOnce {
-		if err := s.settleTransaction(ctx); err != nil {
-			return err
-		}
-	}
-	known := s.Checkpoint()
-	ck, err := s.store.read(ctx, s.adm, s.connOptions(), known)
-	if err != nil {
-		return withCause(ctx, err)
-	}
-	if !ck.same(known) && !ck.same(s.inflight) {
-		return s.follow(verdict{fmt.Errorf("%w: checkpoint topic %q holds checkpoint %s of sink id %q, which this instance did not write (it last wrote %s): another instance with the same sink id is writing, or an operator reset the checkpoint; restart the sink (New) to resume from what is there",
-			ErrFenced, s.cfg.CheckpointTopic, ck.Position, s.cfg.SinkID, known.Position), actFatal})
-	}
-	s.setCheckpoint(ck)
-	s.inflight = Checkpoint{}
-	s.state = ckptVerified
-	s.log.Info("checkpoint read back", "checkpoint", ck.Position.String())
-	return nil
-}
-
-// follow acts on a verdict: it is where a decided failure changes the
-// sink's state. actRecover makes the checkpoint unverified; actFatal
-// stops the sink for good, so that every later Write returns the error.
-func (s *base) follow(v verdict) error {
-	switch v.action {
-	case actRecover:
-		s.state = ckptUnverified
-	case actFatal:
-		s.fatal = v.err
-		s.log.Error("this sink stops", "error", v.err)
-	}
-	return v.err
-}
-
 // classifyInitErr explains the producer id errors a user can fix.
 func (s *base) classifyInitErr(err error) error {
 	switch {
@@ -300,24 +182,47 @@ func (s *base) classifyInitErr(err error) error {
 
 func (s *base) logInfo(msg string, args ...any) { s.log.Info(msg, args...) }
 
-func (s *base) closeClient() {
-	if s.cl != nil {
-		s.cl.Close()
-		s.cl, s.adm = nil, nil
+// Write delivers b; see Sink.Write. Around the mode's writeBatch, which
+// plans b and delivers it, it runs the steps every mode shares: admitting
+// one Write, checking the batch, recovering an unverified checkpoint,
+// holding the caller to what a failed Write owes, giving the error its
+// class, and reporting.
+func (s *base) Write(ctx context.Context, batch Batch) (err error) {
+	b := &batch
+	if err := s.enter(); err != nil {
+		return err
 	}
-}
-
-// Checkpoint returns the last delivered checkpoint.
-func (s *base) Checkpoint() Checkpoint {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.ckpt
-}
-
-func (s *base) setCheckpoint(c Checkpoint) {
-	s.mu.Lock()
-	s.ckpt = c
-	s.mu.Unlock()
+	defer s.exit()
+	if len(b.Events) == 0 && b.Cursor == nil {
+		return nil
+	}
+	defer func() { err = s.settle(ctx, b, err) }()
+	if err := checkBatch(b); err != nil {
+		return err
+	}
+	if s.state == ckptUnverified {
+		if err := s.recover(ctx); err != nil {
+			return err
+		}
+	}
+	if err := s.checkRedelivery(b); err != nil {
+		return err
+	}
+	started := time.Now()
+	p, n, err := s.mode.writeBatch(ctx, b)
+	if err != nil || len(p.parts) == 0 {
+		return err
+	}
+	info := BatchInfo{Events: p.events, Skipped: p.skipped, Written: p.written(), Rejected: p.rejected,
+		Transactions: n, Duration: time.Since(started), Checkpoint: s.Checkpoint()}
+	for i := range p.parts {
+		info.Records += len(p.parts[i].records)
+		info.Bytes += p.parts[i].bytes
+	}
+	s.hooks.onBatch(info)
+	s.log.Debug("batch written", "events", info.Events, "skipped", info.Skipped, "rejected", info.Rejected,
+		"transactions", n, "checkpoint", info.Checkpoint.Position.String(), "duration", info.Duration)
+	return nil
 }
 
 // enter admits one Write, or says why not.
@@ -348,48 +253,6 @@ func (s *base) exit() {
 		s.closeClient()
 	}
 	<-s.sem
-}
-
-// write runs the steps every mode shares around writeBatch, the mode's
-// own: admitting one Write, checking the batch, recovering an unverified
-// checkpoint, holding the caller to what a failed Write owes, and
-// reporting. writeBatch plans the batch and delivers it; a plan without
-// parts means everything was delivered before.
-func (s *base) write(ctx context.Context, b *Batch, writeBatch func(context.Context, *Batch) (*plan, int, error)) (err error) {
-	if err := s.enter(); err != nil {
-		return err
-	}
-	defer s.exit()
-	if len(b.Events) == 0 && b.Cursor == nil {
-		return nil
-	}
-	defer func() { err = s.settle(ctx, b, err) }()
-	if err := checkBatch(b); err != nil {
-		return err
-	}
-	if s.state == ckptUnverified {
-		if err := s.recover(ctx); err != nil {
-			return err
-		}
-	}
-	if err := s.checkRedelivery(b); err != nil {
-		return err
-	}
-	started := time.Now()
-	p, n, err := writeBatch(ctx, b)
-	if err != nil || len(p.parts) == 0 {
-		return err
-	}
-	info := BatchInfo{Events: p.events, Skipped: p.skipped, Written: p.written(), Rejected: p.rejected,
-		Transactions: n, Duration: time.Since(started), Checkpoint: s.Checkpoint()}
-	for i := range p.parts {
-		info.Records += len(p.parts[i].records)
-		info.Bytes += p.parts[i].bytes
-	}
-	s.hooks.onBatch(info)
-	s.log.Debug("batch written", "events", info.Events, "skipped", info.Skipped, "rejected", info.Rejected,
-		"transactions", n, "checkpoint", info.Checkpoint.Position.String(), "duration", info.Duration)
-	return nil
 }
 
 // settle ends a Write: it gives err exactly one class (see classified),
@@ -424,6 +287,70 @@ func (s *base) settle(ctx context.Context, b *Batch, err error) error {
 // checkpoint as it stood when the Write failed.
 type owedEvents struct {
 	first, last Position
+}
+
+// ckptState says whether the in-memory checkpoint is what the broker has.
+// It is explicit, never inferred from other facts (such as whether a
+// client exists): planning, skipping and committing against a checkpoint
+// that may be stale is how a recovered sink writes a part twice.
+type ckptState uint8
+
+const (
+	// ckptUnverified: an outcome is unclear (a commit or abort that
+	// failed or timed out, records sent without a confirmed
+	// checkpoint), so the broker may hold a newer checkpoint than the
+	// one in memory. recover must run before anything is planned.
+	ckptUnverified ckptState = iota
+	// ckptVerified: read back by a complete start-up or recovery, or
+	// moved by a commit the broker confirmed.
+	ckptVerified
+)
+
+// recover makes an unverified checkpoint verified again. The mode first
+// ends whatever the client may have open (settleClient): in ExactlyOnce
+// mode that KEEPS the producer identity, because a running sink never
+// claims its transactional id afresh, so that an older instance can never
+// fence a newer one. Then it reads the checkpoint back.
+//
+// What the read may show is known: the checkpoint in memory, or the one in
+// flight. Anything else was written by another instance with the same sink
+// id (or is an operator's reset), which makes this one a zombie: ErrFenced.
+func (s *base) recover(ctx context.Context) error {
+	// Bounded, so that a broker that does not answer makes Write
+	// return a retryable error rather than hang to the caller's end.
+	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.TransactionTimeout, errRecoveryTimeout)
+	defer cancel()
+	if err := s.mode.settleClient(ctx); err != nil {
+		return err
+	}
+	known := s.Checkpoint()
+	ck, err := s.store.read(ctx, s.adm, s.connOptions(), known)
+	if err != nil {
+		return withCause(ctx, err)
+	}
+	if !ck.same(known) && !ck.same(s.inflight) {
+		return s.follow(verdict{fmt.Errorf("%w: checkpoint topic %q holds checkpoint %s of sink id %q, which this instance did not write (it last wrote %s): another instance with the same sink id is writing, or an operator reset the checkpoint; restart the sink (New) to resume from what is there",
+			ErrFenced, s.cfg.CheckpointTopic, ck.Position, s.cfg.SinkID, known.Position), actFatal})
+	}
+	s.setCheckpoint(ck)
+	s.inflight = Checkpoint{}
+	s.state = ckptVerified
+	s.log.Info("checkpoint read back", "checkpoint", ck.Position.String())
+	return nil
+}
+
+// follow acts on a verdict: it is where a decided failure changes the
+// sink's state. actRecover makes the checkpoint unverified; actFatal
+// stops the sink for good, so that every later Write returns the error.
+func (s *base) follow(v verdict) error {
+	switch v.action {
+	case actRecover:
+		s.state = ckptUnverified
+	case actFatal:
+		s.fatal = v.err
+		s.log.Error("this sink stops", "error", v.err)
+	}
+	return v.err
 }
 
 // checkRedelivery refuses a batch that would move past the events of a
@@ -466,16 +393,17 @@ func skipsOwed(owed Position, what string, ck Position) error {
 		ErrInvalidBatch, owed, what, ck)
 }
 
-// nextCheckpoint is the checkpoint written with part i of p: the part's
-// last position, and the batch cursor only with the last part, because
-// until then the source must still resume from the previous cursor.
-func (s *base) nextCheckpoint(p *plan, i int) Checkpoint {
-	ck := s.Checkpoint()
-	next := Checkpoint{Position: p.parts[i].last, Cursor: ck.Cursor, Mode: s.cfg.Mode, Time: time.Now()}
-	if i == len(p.parts)-1 && p.cursor != nil {
-		next.Cursor = p.cursor
-	}
-	return next
+// Checkpoint returns the last delivered checkpoint.
+func (s *base) Checkpoint() Checkpoint {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ckpt
+}
+
+func (s *base) setCheckpoint(c Checkpoint) {
+	s.mu.Lock()
+	s.ckpt = c
+	s.mu.Unlock()
 }
 
 // Close releases the client; see Sink.Close.
@@ -500,4 +428,11 @@ func (s *base) Close(ctx context.Context) error {
 		s.log.Info("sink closed")
 	}
 	return nil
+}
+
+func (s *base) closeClient() {
+	if s.cl != nil {
+		s.cl.Close()
+		s.cl, s.adm = nil, nil
+	}
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkasink/kafkasink/internal/backoff"
 )
 
 // This file is the sink's topic administration: creating the destination,
@@ -181,7 +183,8 @@ func waitForLeaders(ctx context.Context, cl *kgo.Client, topic string) (int, err
 	// its brokers) is a retryable failure, not a hang.
 	ctx, cancel := context.WithTimeoutCause(ctx, leaderWait, errLeaderTimeout)
 	defer cancel()
-	for delay := 20 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+	wait := backoff.New(20*time.Millisecond, time.Second)
+	for {
 		md, err := topicMetadata(ctx, cl, topic)
 		if err == nil && md != nil && len(md.Partitions) > 0 {
 			ready := true
@@ -192,10 +195,8 @@ func waitForLeaders(ctx context.Context, cl *kgo.Client, topic string) (int, err
 				return len(md.Partitions), nil
 			}
 		}
-		select {
-		case <-ctx.Done():
+		if !wait.Wait(ctx) {
 			return 0, fmt.Errorf("kafkasink: waiting for leaders of topic %q: %w", topic, withCause(ctx, ctx.Err()))
-		case <-time.After(delay):
 		}
 	}
 }
@@ -207,7 +208,8 @@ func waitForLeaders(ctx context.Context, cl *kgo.Client, topic string) (int, err
 // That answer is retried for a few seconds.
 func topicConfigs(ctx context.Context, adm *kadm.Client, topic string) (map[string]string, error) {
 	var rc kadm.ResourceConfig
-	for delay, deadline := 20*time.Millisecond, time.Now().Add(5*time.Second); ; delay = min(2*delay, 500*time.Millisecond) {
+	wait, deadline := backoff.New(20*time.Millisecond, 500*time.Millisecond), time.Now().Add(5*time.Second)
+	for {
 		rcs, err := adm.DescribeTopicConfigs(ctx, topic)
 		if err == nil {
 			rc, err = rcs.On(topic, nil)
@@ -221,10 +223,8 @@ func topicConfigs(ctx context.Context, adm *kadm.Client, topic string) (map[stri
 		if !errors.Is(err, kerr.UnknownTopicOrPartition) || time.Now().After(deadline) {
 			return nil, fmt.Errorf("kafkasink: describing configs of topic %q: %w", topic, err)
 		}
-		select {
-		case <-ctx.Done():
+		if !wait.Wait(ctx) {
 			return nil, fmt.Errorf("kafkasink: describing configs of topic %q: %w (%w)", topic, err, context.Cause(ctx))
-		case <-time.After(delay):
 		}
 	}
 	out := make(map[string]string, len(rc.Configs))

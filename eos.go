@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkasink/kafkasink/internal/backoff"
 )
 
 // txnSink is the ExactlyOnce sink: each part of a batch and its checkpoint
@@ -127,7 +129,7 @@ func (s *txnSink) deliver(ctx context.Context, p *plan, early *earlyTxn) (int, e
 // attempt finishes the early transaction when there is one.
 func (s *txnSink) commitPart(ctx context.Context, p *plan, i int, early *earlyTxn) error {
 	pt := &p.parts[i]
-	backoff := 100 * time.Millisecond
+	wait := backoff.New(100*time.Millisecond, 2*time.Second)
 	for attempt := 1; ; attempt++ {
 		err := s.transact(ctx, pt, s.nextCheckpoint(p, i), early.take())
 		if err == nil {
@@ -142,12 +144,9 @@ func (s *txnSink) commitPart(ctx context.Context, p *plan, i int, early *earlyTx
 			return err
 		}
 		s.log.Warn("transaction failed; retrying", "attempt", attempt, "first", pt.first.String(), "last", pt.last.String(), "error", err)
-		select {
-		case <-ctx.Done():
+		if !wait.Wait(ctx) {
 			return err
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 2*time.Second)
 		if s.state == ckptUnverified {
 			if rerr := s.recover(ctx); rerr != nil {
 				return fmt.Errorf("%w (recovering after: %v)", rerr, err)

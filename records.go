@@ -82,11 +82,11 @@ func checkBatch(b *Batch) error {
 }
 
 // planSending plans b and sends its first part while planning: it drops
-// the events the checkpoint already covers and encodes the rest into
-// records, split into parts. Events that cannot be delivered are
-// dead-lettered, or fail the batch with a *RejectedError listing all of
-// them. A plan without parts has nothing to deliver: every event was
-// delivered before.
+// the events the checkpoint already covers (skipDelivered), encodes the
+// rest into records split into parts (encodeParts), and reports the events
+// that cannot be delivered (reportRejections), which are dead-lettered or
+// fail the batch with a *RejectedError listing all of them. A plan without
+// parts has nothing to deliver: every event was delivered before.
 //
 // send, when not nil, is given each record of the first part as soon as it
 // is encoded, so that the ExactlyOnce sink produces it while the rest is
@@ -95,32 +95,51 @@ func checkBatch(b *Batch) error {
 // plans. b must have passed checkBatch.
 func (s *base) planSending(ctx context.Context, b *Batch, send func(*kgo.Record)) (*plan, error) {
 	ck := s.Checkpoint()
+	events := s.skipDelivered(b, ck.Position)
+	p := &plan{events: len(b.Events), skipped: len(b.Events) - len(events), cursor: b.Cursor}
+	rejections, err := s.encodeParts(ctx, p, events, send)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.reportRejections(rejections); err != nil {
+		return nil, err
+	}
+	if len(p.parts) == 0 && p.cursor != nil && p.skipped == 0 {
+		// A batch of no events moving only the cursor, such as an
+		// empty snapshot chunk: one part holding just the checkpoint.
+		// (A redelivered cursor is stored already, with its events.)
+		p.parts = []part{{first: ck.Position, last: ck.Position}}
+	}
+	return p, nil
+}
+
+// skipDelivered returns the events of b above the checkpoint position ck,
+// and reports the ones at or below it, which were delivered before: a
+// source redelivering after a restart.
+func (s *base) skipDelivered(b *Batch, ck Position) []Event {
 	events := b.Events
-	for len(events) > 0 && events[0].Position.Compare(ck.Position) <= 0 {
+	for len(events) > 0 && events[0].Position.Compare(ck) <= 0 {
 		events = events[1:]
 	}
-	p := &plan{events: len(b.Events), skipped: len(b.Events) - len(events), cursor: b.Cursor}
-	if p.skipped > 0 {
+	if skipped := len(b.Events) - len(events); skipped > 0 {
 		s.log.Info("skipping events the checkpoint covers (redelivery after a restart)",
-			"skipped", p.skipped, "checkpoint", ck.Position.String())
-		s.hooks.onSkipped(SkipInfo{First: b.Events[0].Position, Last: b.Events[p.skipped-1].Position, Events: p.skipped, Checkpoint: ck.Position})
+			"skipped", skipped, "checkpoint", ck.String())
+		s.hooks.onSkipped(SkipInfo{First: b.Events[0].Position, Last: b.Events[skipped-1].Position, Events: skipped, Checkpoint: ck})
 	}
+	return events
+}
 
+// encodeParts encodes events into the parts of p, and gives send (when not
+// nil) each record of the first part as soon as it is made. It returns the
+// rejected events; with a dead-letter topic, their dead-letter records are
+// in the parts.
+func (s *base) encodeParts(ctx context.Context, p *plan, events []Event, send func(*kgo.Record)) ([]Rejection, error) {
 	enc := encoderState{
 		records: make([]kgo.Record, len(events)),
 		headers: make([]kgo.RecordHeader, 0, 5*len(events)),
 		arena:   make([]byte, 0, 512*len(events)),
 	}
-	var (
-		rejections []Rejection
-		cur        part
-	)
-	flush := func() {
-		if cur.events > 0 {
-			p.parts = append(p.parts, cur)
-		}
-		cur = part{}
-	}
+	var rejections []Rejection
 	for i := range events {
 		e := &events[i]
 		d, rej, err := s.encodeEvent(ctx, &enc, i, e)
@@ -138,24 +157,36 @@ func (s *base) planSending(ctx context.Context, b *Batch, send func(*kgo.Record)
 			}
 			p.rejected++
 		}
-		size := recordSize(r)
-		if cur.events > 0 && (cur.events >= s.cfg.MaxTransactionRecords || cur.bytes+size > s.cfg.MaxTransactionBytes) {
-			flush()
-		}
-		if cur.events == 0 {
-			cur.first = e.Position
-		}
-		cur.records = append(cur.records, r)
-		if send != nil && len(p.parts) == 0 {
+		if p.add(r, e.Position, s.cfg.MaxTransactionRecords, s.cfg.MaxTransactionBytes) && send != nil {
 			send(r)
 		}
-		cur.positions = append(cur.positions, e.Position)
-		cur.events++
-		cur.bytes += size
-		cur.last = e.Position
 	}
-	flush()
+	return rejections, nil
+}
 
+// add appends r, the record of the event at pos, to the last part of p,
+// or to a new part when the last one is full: at maxRecords events, or
+// maxBytes bytes with r. It reports whether r is in the first part.
+func (p *plan) add(r *kgo.Record, pos Position, maxRecords, maxBytes int) (first bool) {
+	size := recordSize(r)
+	last := len(p.parts) - 1
+	if last < 0 || p.parts[last].events >= maxRecords || p.parts[last].bytes+size > maxBytes {
+		p.parts = append(p.parts, part{first: pos})
+		last++
+	}
+	pt := &p.parts[last]
+	pt.records = append(pt.records, r)
+	pt.positions = append(pt.positions, pos)
+	pt.events++
+	pt.bytes += size
+	pt.last = pos
+	return last == 0
+}
+
+// reportRejections reports every rejected event to the hooks and the log.
+// Without a dead-letter topic they fail the batch: it returns a
+// *RejectedError listing all of them.
+func (s *base) reportRejections(rejections []Rejection) error {
 	deadLettered := s.cfg.DeadLetterTopic != ""
 	for _, r := range rejections {
 		s.hooks.onRejected(r, deadLettered)
@@ -163,15 +194,9 @@ func (s *base) planSending(ctx context.Context, b *Batch, send func(*kgo.Record)
 			"reason", string(r.Reason), "error", r.Err, "dead_lettered", deadLettered)
 	}
 	if len(rejections) > 0 && !deadLettered {
-		return nil, &RejectedError{Rejections: rejections}
+		return &RejectedError{Rejections: rejections}
 	}
-	if len(p.parts) == 0 && p.cursor != nil && p.skipped == 0 {
-		// A batch of no events moving only the cursor, such as an
-		// empty snapshot chunk: one part holding just the checkpoint.
-		// (A redelivered cursor is stored already, with its events.)
-		p.parts = []part{{first: ck.Position, last: ck.Position}}
-	}
-	return p, nil
+	return nil
 }
 
 // nextCheckpoint is the checkpoint written with part i of p: the part's

@@ -91,6 +91,105 @@ func (s *checkpointStore) record(c Checkpoint) (*kgo.Record, error) {
 	return &kgo.Record{Topic: s.topic, Partition: s.partition, Key: []byte(s.sinkID), Value: v}, nil
 }
 
+// read reads the checkpoint partition with read_committed up to its high
+// watermark and returns the newest checkpoint of this sink, starting from
+// known (the newest checkpoint already known, read or written at s.from).
+//
+// It must reach the high watermark, not stop at the last stable offset:
+// another sink's open transaction on the shared partition holds the last
+// stable offset back, and our own newer checkpoint may sit above it. Such a
+// transaction ends within its transaction timeout, so the wait is bounded;
+// ctx bounds it too. The caller must have fenced its predecessors first, so
+// none of this sink's own transactions is still open.
+func (s *checkpointStore) read(ctx context.Context, adm *kadm.Client, connOpts []kgo.Opt, known Checkpoint) (Checkpoint, error) {
+	end, err := s.endOffset(ctx, adm)
+	if err != nil {
+		return known, err
+	}
+	if s.from >= end {
+		return known, nil
+	}
+	opts := append(append([]kgo.Opt(nil), connOpts...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.topic: {s.partition: kgo.NewOffset().At(s.from)}}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+		kgo.FetchMaxWait(100*time.Millisecond),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return known, fmt.Errorf("kafkasink: checkpoint reader: %w", err)
+	}
+	defer cl.Close()
+	return s.scan(ctx, cl, known, end)
+}
+
+// endOffset returns the high watermark of the checkpoint partition.
+func (s *checkpointStore) endOffset(ctx context.Context, adm *kadm.Client) (int64, error) {
+	ends, err := adm.ListEndOffsets(ctx, s.topic)
+	if err != nil {
+		return 0, fmt.Errorf("kafkasink: reading the end of checkpoint topic %q: %w", s.topic, err)
+	}
+	end, ok := ends.Lookup(s.topic, s.partition)
+	if !ok || end.Err != nil {
+		if end.Err == nil {
+			end.Err = kerr.UnknownTopicOrPartition
+		}
+		return 0, fmt.Errorf("kafkasink: reading the end of checkpoint topic %q partition %d: %w", s.topic, s.partition, end.Err)
+	}
+	return end.Offset, nil
+}
+
+// scan polls the checkpoint partition with cl from s.from up to end and
+// returns the newest checkpoint of this sink, known when it finds none
+// newer. On error it returns known.
+func (s *checkpointStore) scan(ctx context.Context, cl *kgo.Client, known Checkpoint, end int64) (Checkpoint, error) {
+	cur, next := known, s.from
+	var bad, lastFetchErr error
+	for next < end && bad == nil {
+		fetches := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return known, s.stalled(ctx, next, end, lastFetchErr)
+		}
+		for _, fe := range fetches.Errors() {
+			if !IsRetryable(fe.Err) {
+				return known, fmt.Errorf("kafkasink: reading checkpoint topic %q partition %d: %w", s.topic, s.partition, fe.Err)
+			}
+			lastFetchErr = fe.Err
+		}
+		fetches.EachRecord(func(r *kgo.Record) {
+			next = r.Offset + 1
+			if bad != nil || r.Attrs.IsControl() || string(r.Key) != s.sinkID {
+				return
+			}
+			cur, bad = s.apply(cur, r)
+		})
+	}
+	if bad != nil {
+		return known, bad
+	}
+	return cur, nil
+}
+
+// apply returns the checkpoint after r, a record of this sink read after
+// cur, and moves s.from to it. A checkpoint that moves backwards is an
+// error: cur stays.
+func (s *checkpointStore) apply(cur Checkpoint, r *kgo.Record) (Checkpoint, error) {
+	s.from = r.Offset
+	if r.Value == nil {
+		// A tombstone: an operator deleted the checkpoint on purpose,
+		// to start over.
+		return Checkpoint{}, nil
+	}
+	c, err := s.parse(r.Offset, r.Value)
+	if err == nil && c.Position.Compare(cur.Position) < 0 {
+		err = fmt.Errorf("%w: %s[%d] offset %d moves the checkpoint backwards, from %s to %s; two sinks may share the sink id %q: give each its own", ErrCheckpoint, s.topic, s.partition, r.Offset, cur.Position, c.Position, s.sinkID)
+	}
+	if err != nil {
+		return cur, err
+	}
+	return c, nil
+}
+
 // parse decodes one checkpoint value of this sink.
 func (s *checkpointStore) parse(offset int64, value []byte) (Checkpoint, error) {
 	var v checkpointValue
@@ -112,85 +211,12 @@ func (s *checkpointStore) parse(offset int64, value []byte) (Checkpoint, error) 
 	return Checkpoint{Position: pos, Cursor: v.Cursor, Mode: mode, Time: v.WrittenAt}, nil
 }
 
-// read reads the checkpoint partition with read_committed up to its high
-// watermark and returns the newest checkpoint of this sink, starting from
-// known (the newest checkpoint already known, read or written at s.from).
-//
-// It must reach the high watermark, not stop at the last stable offset:
-// another sink's open transaction on the shared partition holds the last
-// stable offset back, and our own newer checkpoint may sit above it. Such a
-// transaction ends within its transaction timeout, so the wait is bounded;
-// ctx bounds it too. The caller must have fenced its predecessors first, so
-// none of this sink's own transactions is still open.
-func (s *checkpointStore) read(ctx context.Context, adm *kadm.Client, connOpts []kgo.Opt, known Checkpoint) (Checkpoint, error) {
-	ends, err := adm.ListEndOffsets(ctx, s.topic)
-	if err != nil {
-		return known, fmt.Errorf("kafkasink: reading the end of checkpoint topic %q: %w", s.topic, err)
+// stalled explains why the read did not reach end, at offset next, before
+// ctx ended: fetching kept failing, or an open transaction held the last
+// stable offset back.
+func (s *checkpointStore) stalled(ctx context.Context, next, end int64, lastFetchErr error) error {
+	if lastFetchErr != nil {
+		return fmt.Errorf("kafkasink: reading checkpoint topic %q partition %d at offset %d of %d: fetching kept failing (last: %v): %w", s.topic, s.partition, next, end, lastFetchErr, context.Cause(ctx))
 	}
-	end, ok := ends.Lookup(s.topic, s.partition)
-	if !ok || end.Err != nil {
-		if end.Err == nil {
-			end.Err = kerr.UnknownTopicOrPartition
-		}
-		return known, fmt.Errorf("kafkasink: reading the end of checkpoint topic %q partition %d: %w", s.topic, s.partition, end.Err)
-	}
-	if s.from >= end.Offset {
-		return known, nil
-	}
-
-	opts := append(append([]kgo.Opt(nil), connOpts...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.topic: {s.partition: kgo.NewOffset().At(s.from)}}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords(),
-		kgo.FetchMaxWait(100*time.Millisecond),
-	)
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return known, fmt.Errorf("kafkasink: checkpoint reader: %w", err)
-	}
-	defer cl.Close()
-
-	cur, next := known, s.from
-	var bad, lastFetchErr error
-	for next < end.Offset && bad == nil {
-		fetches := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			if lastFetchErr != nil {
-				return known, fmt.Errorf("kafkasink: reading checkpoint topic %q partition %d at offset %d of %d: fetching kept failing (last: %v): %w", s.topic, s.partition, next, end.Offset, lastFetchErr, context.Cause(ctx))
-			}
-			return known, fmt.Errorf("kafkasink: reading checkpoint topic %q partition %d at offset %d of %d: an open transaction holds the partition's last stable offset back (another sink's, which ends within its transaction timeout, or one a restarted broker has not finished yet; kafka-transactions.sh --find-hanging lists them): %w", s.topic, s.partition, next, end.Offset, context.Cause(ctx))
-		}
-		for _, fe := range fetches.Errors() {
-			if !IsRetryable(fe.Err) {
-				return known, fmt.Errorf("kafkasink: reading checkpoint topic %q partition %d: %w", s.topic, s.partition, fe.Err)
-			}
-			lastFetchErr = fe.Err
-		}
-		fetches.EachRecord(func(r *kgo.Record) {
-			next = r.Offset + 1
-			if bad != nil || r.Attrs.IsControl() || string(r.Key) != s.sinkID {
-				return
-			}
-			s.from = r.Offset
-			if r.Value == nil {
-				// A tombstone: an operator deleted the
-				// checkpoint on purpose, to start over.
-				cur = Checkpoint{}
-				return
-			}
-			c, err := s.parse(r.Offset, r.Value)
-			if err == nil && c.Position.Compare(cur.Position) < 0 {
-				err = fmt.Errorf("%w: %s[%d] offset %d moves the checkpoint backwards, from %s to %s; two sinks may share the sink id %q: give each its own", ErrCheckpoint, s.topic, s.partition, r.Offset, cur.Position, c.Position, s.sinkID)
-			}
-			if err != nil {
-				bad = err
-				return
-			}
-			cur = c
-		})
-	}
-	if bad != nil {
-		return known, bad
-	}
-	return cur, nil
+	return fmt.Errorf("kafkasink: reading checkpoint topic %q partition %d at offset %d of %d: an open transaction holds the partition's last stable offset back (another sink's, which ends within its transaction timeout, or one a restarted broker has not finished yet; kafka-transactions.sh --find-hanging lists them): %w", s.topic, s.partition, next, end, context.Cause(ctx))
 }

@@ -15,7 +15,7 @@ import (
 // Checkpoint is the last position a sink delivered, with the source cursor
 // of that batch. The zero Checkpoint means nothing was delivered yet.
 type Checkpoint struct {
-	Position Position
+	Position Position        // the last delivered event's position; zero before the first
 	Cursor   json.RawMessage // nil when no batch carried one
 	Mode     Mode            // the mode of the sink that wrote it
 	Time     time.Time       // when it was written; zero before the first write

@@ -78,9 +78,10 @@ var (
 // returns one too when the configuration routes two tables to one topic by
 // accident (see Topics), which only the events show.
 type ConfigError struct {
-	Problems []string
+	Problems []string // one per problem, naming the Config field and the fix
 }
 
+// Error lists the problems.
 func (e *ConfigError) Error() string {
 	return "kafkasink: invalid config: " + strings.Join(e.Problems, "; ")
 }
@@ -89,16 +90,18 @@ func (e *ConfigError) Error() string {
 // record that failed; the rest of its transaction failed with it.
 // Whether it is retryable depends on Err: test with IsRetryable and IsFatal.
 type WriteError struct {
-	Topic     string
-	Partition int32 // -1 when the record was never assigned a partition
-	Position  Position
-	Err       error
+	Topic     string   // the failed record's topic
+	Partition int32    // -1 when the record was never assigned a partition
+	Position  Position // its event's position; the checkpoint's for the checkpoint record
+	Err       error    // the client's or the broker's error
 }
 
+// Error names the event, the topic and the partition, then the cause.
 func (e *WriteError) Error() string {
 	return fmt.Sprintf("kafkasink: writing event %s to %s[%d]: %v", e.Position, e.Topic, e.Partition, e.Err)
 }
 
+// Unwrap returns Err.
 func (e *WriteError) Unwrap() error { return e.Err }
 
 // Reason says why an event was rejected.
@@ -115,14 +118,15 @@ const (
 
 // Rejection is one event the sink could not deliver to its topic.
 type Rejection struct {
-	Position Position
-	Schema   string
-	Table    string
-	Topic    string // the intended topic; "" when unroutable
-	Reason   Reason
-	Err      error
+	Position Position // the event's position
+	Schema   string   // the event's schema
+	Table    string   // the event's table
+	Topic    string   // the intended topic; "" when unroutable
+	Reason   Reason   // why it was rejected
+	Err      error    // what went wrong, naming the column or topic at fault
 }
 
+// String names the event, its table and the reason.
 func (r *Rejection) String() string {
 	return fmt.Sprintf("event %s of %s (%s): %v", r.Position, TableName(r.Schema, r.Table), r.Reason, r.Err)
 }
@@ -136,9 +140,10 @@ func (r *Rejection) String() string {
 // in itself: the same batch fails again until the events are fixed, skipped
 // by the caller, or a dead-letter topic is configured.
 type RejectedError struct {
-	Rejections []Rejection
+	Rejections []Rejection // every rejected event of the batch, in order
 }
 
+// Error names the first three rejected events and counts the rest.
 func (e *RejectedError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "kafkasink: %d event(s) rejected, batch not written (set Config.DeadLetterTopic to divert them instead): ", len(e.Rejections))
@@ -158,14 +163,16 @@ func (e *RejectedError) Error() string {
 // EncodeError is returned by an Encoder, or by key rendering, for a value it
 // cannot encode. It names the table and the column.
 type EncodeError struct {
-	Schema string
-	Table  string
-	Column string
-	Err    error
+	Schema string // the event's schema
+	Table  string // the event's table
+	Column string // the column whose value could not be encoded
+	Err    error  // why the value could not be encoded
 }
 
+// Error names the table and the column, then the cause.
 func (e *EncodeError) Error() string {
 	return fmt.Sprintf("kafkasink: cannot encode %s.%s column %q: %v", e.Schema, e.Table, e.Column, e.Err)
 }
 
+// Unwrap returns Err.
 func (e *EncodeError) Unwrap() error { return e.Err }

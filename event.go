@@ -148,8 +148,8 @@ func (p Position) IsZero() bool { return p == Position{} }
 // Any other type is refused when the event is encoded, with an error naming
 // the table and the column.
 type Column struct {
-	Name  string
-	Value any
+	Name  string // the column's name, as the source stores it
+	Value any    // the value, of one of the types above
 	// Unchanged marks an unchanged TOAST value: the source did not send it
 	// because it did not change, so Value is nil and means "unknown", not
 	// NULL. Encoders leave such columns out and list them by name.
@@ -179,9 +179,9 @@ type Decimal string
 //
 // An Event is a plain value; the sink does not keep it after Write returns.
 type Event struct {
-	Op       Op
-	Schema   string
-	Table    string
+	Op       Op        // the kind of change; required
+	Schema   string    // the table's schema, as the source stores it; required
+	Table    string    // the table's name, as the source stores it; required
 	Position Position  // totally orders events within a sink; also the event id
 	LSN      LSN       // the change's own WAL position; zero when the source has none
 	XID      uint32    // source transaction id; zero when the source has none
@@ -225,6 +225,7 @@ func (e *Event) Image() Row {
 // Batch is the input of one Write: events in strictly increasing Position
 // order, and an optional source cursor.
 type Batch struct {
+	// Events are the changes to deliver, positions strictly increasing.
 	Events []Event
 	// Cursor is opaque JSON the source needs to resume (a snapshot's table
 	// and last key, say). It is stored in the checkpoint with the batch's

@@ -88,13 +88,16 @@ const (
 
 // AWSCredentials are what AWS MSK IAM signs with.
 type AWSCredentials struct {
-	AccessKey    string
-	SecretKey    Secret
+	AccessKey    string // the access key id
+	SecretKey    Secret // the secret access key
 	SessionToken Secret // for temporary credentials; empty otherwise
 }
 
 // SASL configures authentication.
 type SASL struct {
+	// Mechanism is the SASL mechanism to authenticate with, one of the
+	// SASLXxx constants; it decides which of the fields below are needed.
+	// Required.
 	Mechanism SASLMechanism
 	// Username and Password for PLAIN and SCRAM.
 	Username string

@@ -52,9 +52,9 @@ func (s *txnSink) writeBatch(ctx context.Context, b *Batch) (p *plan, n int, err
 	return p, n, err
 }
 
-// errFirstPartUndelivered is the cause given to the abort of an early
-// transaction that deliver did not take over, which it always does after a
-// successful plan; it exists so that none is ever left open.
+// errFirstPartUndelivered is the cause writeBatch gives the abort of an
+// early transaction that nothing took over when there is no error to give:
+// after a successful plan, deliver always takes it over.
 var errFirstPartUndelivered = errors.New("kafkasink: the batch's first part was not delivered")
 
 // earlyTxn is the transaction of a batch's first part, begun while the
@@ -68,6 +68,7 @@ type earlyTxn struct {
 	failed bool     // beginning failed: transact begins the ordinary way
 }
 
+// send produces r in the transaction, which the first record begins.
 func (e *earlyTxn) send(ctx context.Context, r *kgo.Record) {
 	if e.txn == nil {
 		if e.failed {

@@ -8,27 +8,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
 )
-
-// withColumn returns e with column name set to v in its after image
-// (added when missing).
-func withColumn(e kafkasink.Event, name string, v any) kafkasink.Event {
-	e.After = append(kafkasink.Row(nil), e.After...)
-	for i := range e.After {
-		if e.After[i].Name == name {
-			e.After[i].Value = v
-			return e
-		}
-	}
-	e.After = append(e.After, kafkasink.Column{Name: name, Value: v})
-	return e
-}
 
 func TestWriteEmptyBatchIsNoop(t *testing.T) {
 	t.Parallel()
@@ -139,32 +124,6 @@ func TestWriteSkipsRedeliveredEvents(t *testing.T) {
 		t.Errorf("BatchInfo %+v, want Events 6, Skipped 3, Written 3, Records 3, checkpoint %s", info, b[2].Position)
 	}
 	sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic), append(a, b...))
-}
-
-// checkRejected checks that err is a *RejectedError holding exactly one
-// rejection of e for reason, meant for topic, whose text holds inText.
-func checkRejected(t *testing.T, err error, e kafkasink.Event, reason kafkasink.Reason, topic string, inText ...string) kafkasink.Rejection {
-	t.Helper()
-	var re *kafkasink.RejectedError
-	if !errors.As(err, &re) {
-		t.Fatalf("Write: %v (%T), want a *RejectedError", err, err)
-	}
-	if kafkasink.IsFatal(err) || kafkasink.IsRetryable(err) {
-		t.Errorf("RejectedError classified fatal=%v retryable=%v, want neither", kafkasink.IsFatal(err), kafkasink.IsRetryable(err))
-	}
-	if len(re.Rejections) != 1 {
-		t.Fatalf("%d rejections, want 1: %v", len(re.Rejections), err)
-	}
-	r := re.Rejections[0]
-	if r.Reason != reason || r.Position != e.Position || r.Schema != e.Schema || r.Table != e.Table || r.Topic != topic {
-		t.Errorf("rejection %+v, want reason %s, position %s, %s.%s, topic %q", r, reason, e.Position, e.Schema, e.Table, topic)
-	}
-	for _, want := range inText {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not contain %q", err, want)
-		}
-	}
-	return r
 }
 
 func TestWriteRejectsUnroutable(t *testing.T) {
@@ -393,28 +352,10 @@ func TestConcurrentWriteRefused(t *testing.T) {
 	b := sinktest.Inserts("public", "concurrent", 200, 4, 3)
 
 	// Hold the first produce request in the broker until released.
-	held, release := make(chan struct{}), make(chan struct{})
+	release := make(chan struct{})
 	var once sync.Once
 	defer once.Do(func() { close(release) })
-	var first sync.Once
-	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		c.DropControl()
-		first.Do(func() {
-			close(held)
-			c.SleepControl(func() { <-release })
-		})
-		return nil, nil, false
-	})
-
-	done := make(chan error, 1)
-	go func() { done <- s.Write(context.Background(), kafkasink.Batch{Events: a}) }()
-	select {
-	case <-held:
-	case err := <-done:
-		t.Fatalf("first Write returned (%v) without producing", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the first Write never produced")
-	}
+	done := writeHeldAt(t, c, s, kmsg.Produce, a, release)
 	if err := tryWrite(t, s, kafkasink.Batch{Events: b}); !errors.Is(err, kafkasink.ErrConcurrentWrite) {
 		t.Errorf("second Write while the first runs: %v, want ErrConcurrentWrite", err)
 	}

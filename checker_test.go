@@ -40,15 +40,8 @@ import (
 // A failure prints the seed and the schedule that reproduces it.
 func TestRandomFaultsExactlyOnce(t *testing.T) {
 	t.Parallel()
-	first := uint64(time.Now().UnixNano() % 1e9)
-	if s := os.Getenv("KAFKASINK_CHECKER_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("KAFKASINK_CHECKER_SEED: %v", err)
-		}
-		first = v
-	}
-	seeds, batches := envInt(t, "KAFKASINK_CHECKER_SEEDS", 20), envInt(t, "KAFKASINK_CHECKER_BATCHES", 200)
+	first := knob(t, "KAFKASINK_CHECKER_SEED", uint64(time.Now().UnixNano()%1e9), parseSeed)
+	seeds, batches := knob(t, "KAFKASINK_CHECKER_SEEDS", 20, positiveInt), knob(t, "KAFKASINK_CHECKER_BATCHES", 200, positiveInt)
 	t.Logf("seeds %d..%d, %d batches each (replay one with KAFKASINK_CHECKER_SEED=<seed> KAFKASINK_CHECKER_SEEDS=1)", first, first+uint64(seeds)-1, batches)
 	var total checkerStats
 	var mu sync.Mutex
@@ -65,16 +58,16 @@ func TestRandomFaultsExactlyOnce(t *testing.T) {
 	t.Cleanup(func() { t.Logf("all seeds: %s", total) })
 }
 
-func envInt(t *testing.T, name string, def int) int {
-	s := os.Getenv(name)
-	if s == "" {
-		return def
-	}
+// isSet is the parse of a knob that is on when set to anything.
+func isSet(string) (bool, error) { return true, nil }
+
+// positiveInt parses a count knob.
+func positiveInt(s string) (int, error) {
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 1 {
-		t.Fatalf("%s=%q: want a positive number", name, s)
+		return 0, errors.New("want a positive number")
 	}
-	return n
+	return n, nil
 }
 
 // checkerStats counts what one or more seeds did.
@@ -160,7 +153,7 @@ func runChecker(t *testing.T, seed uint64, batches int) checkerStats {
 	sinktest.FenceLikeKafka(c)
 	k := &checker{t: t, rng: rng, c: c, brokers: brokers, st: checkerStats{classes: map[string]int{}}, started: time.Now()}
 	k.cfg = kafkasink.Config{Brokers: brokers, SinkID: "checker", TransactionTimeout: 3 * time.Second}
-	if os.Getenv("KAFKASINK_CHECKER_LOG") != "" {
+	if knob(t, "KAFKASINK_CHECKER_LOG", false, isSet) {
 		k.cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	k.cfg.Topics.Partitions = int32(1 + rng.IntN(4))

@@ -2,7 +2,6 @@ package kafkasink_test
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -14,26 +13,6 @@ import (
 	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
 )
-
-// errorClass names the one class an error of New or Write is in, or
-// explains why it is in none or several.
-func errorClass(err error) string {
-	_, rejected := kafkasink.IsRejected(err)
-	classes := map[string]bool{"retryable": kafkasink.IsRetryable(err), "fatal": kafkasink.IsFatal(err), "rejected": rejected}
-	var in []string
-	for _, c := range []string{"retryable", "fatal", "rejected"} {
-		if classes[c] {
-			in = append(in, c)
-		}
-	}
-	switch len(in) {
-	case 1:
-		return in[0]
-	case 0:
-		return "none"
-	}
-	return fmt.Sprint(in)
-}
 
 // kafkaErrors is every error code kerr knows, UNKNOWN_SERVER_ERROR first.
 func kafkaErrors() []*kerr.Error {

@@ -1,7 +1,6 @@
 package kafkasink_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -18,65 +17,6 @@ import (
 
 // noHook implements none of the Hook interfaces.
 type noHook struct{}
-
-// validConfig is a Config New accepts; it never connects, because every
-// case below fails validation first.
-func validConfig() kafkasink.Config {
-	return kafkasink.Config{Brokers: []string{"127.0.0.1:9"}, SinkID: "config-test"}
-}
-
-// configError calls New and returns its *ConfigError, failing the test when
-// New returns anything else.
-func configError(t *testing.T, cfg kafkasink.Config) *kafkasink.ConfigError {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := kafkasink.New(ctx, cfg)
-	if err == nil {
-		s.Close(context.Background())
-		t.Fatalf("New(%v) succeeded, want a *ConfigError", cfg)
-	}
-	var ce *kafkasink.ConfigError
-	if !errors.As(err, &ce) {
-		t.Fatalf("New: %v (%T), want a *ConfigError", err, err)
-	}
-	if !kafkasink.IsFatal(err) || kafkasink.IsRetryable(err) {
-		t.Errorf("IsFatal=%v IsRetryable=%v for a *ConfigError, want true, false", kafkasink.IsFatal(err), kafkasink.IsRetryable(err))
-	}
-	return ce
-}
-
-// checkProblems checks that problems has exactly one entry per want, each
-// containing every substring of its want entry.
-func checkProblems(t *testing.T, problems []string, want [][]string) {
-	t.Helper()
-	used := make([]bool, len(problems))
-	for _, subs := range want {
-		found := false
-		for i, p := range problems {
-			if used[i] || !containsAll(p, subs) {
-				continue
-			}
-			used[i], found = true, true
-			break
-		}
-		if !found {
-			t.Errorf("no problem mentions %q; problems:\n  %s", subs, strings.Join(problems, "\n  "))
-		}
-	}
-	if len(problems) != len(want) {
-		t.Errorf("%d problems, want %d:\n  %s", len(problems), len(want), strings.Join(problems, "\n  "))
-	}
-}
-
-func containsAll(s string, subs []string) bool {
-	for _, sub := range subs {
-		if !strings.Contains(s, sub) {
-			return false
-		}
-	}
-	return true
-}
 
 func TestConfigErrors(t *testing.T) {
 	t.Parallel()

@@ -6,13 +6,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,76 +23,6 @@ import (
 // scripts/testenv.sh), else against an in-process fake cluster that the
 // child process reaches over loopback.
 
-var (
-	crashsinkOnce sync.Once
-	crashsinkBin  string
-	crashsinkErr  error
-)
-
-// crashsink builds the crash helper once per test binary.
-func crashsink(t *testing.T) string {
-	t.Helper()
-	crashsinkOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "crashsink")
-		if err != nil {
-			crashsinkErr = err
-			return
-		}
-		crashsinkBin = filepath.Join(dir, "crashsink")
-		out, err := exec.Command("go", "build", "-o", crashsinkBin, "./internal/cmd/crashsink").CombinedOutput()
-		if err != nil {
-			crashsinkErr = fmt.Errorf("building crashsink: %v\n%s", err, out)
-		}
-	})
-	if crashsinkErr != nil {
-		t.Fatal(crashsinkErr)
-	}
-	return crashsinkBin
-}
-
-// testBrokers returns the real broker of the test environment, or starts a
-// fake cluster.
-func testBrokers(t *testing.T) []string {
-	t.Helper()
-	if b := os.Getenv("KAFKASINK_TEST_BROKERS"); b != "" {
-		return strings.Split(b, ",")
-	}
-	_, brokers := sinktest.Cluster(t)
-	return brokers
-}
-
-// uniqueName makes topic prefixes and sink ids that do not collide between
-// tests, or between runs against one long-lived broker.
-func uniqueName(t *testing.T) string {
-	return fmt.Sprintf("t%d-%s", time.Now().UnixNano()%1e9, strings.NewReplacer("/", "-", "_", "-").Replace(strings.ToLower(t.Name())))
-}
-
-// crashRun is one run of crashsink.
-type crashRun struct {
-	out      string
-	exitCode int  // -1 when killed by a signal
-	killed   bool // by SIGKILL
-}
-
-func runCrashsink(t *testing.T, ctx context.Context, brokers []string, args ...string) crashRun {
-	t.Helper()
-	cmd := exec.CommandContext(ctx, crashsink(t), append([]string{"-brokers", strings.Join(brokers, ",")}, args...)...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	r := crashRun{out: out.String()}
-	if cmd.ProcessState == nil {
-		t.Fatalf("running crashsink: %v", err)
-	}
-	// A run killed by ctx reports ctx's error, not the exit status: read
-	// the status itself.
-	r.exitCode = cmd.ProcessState.ExitCode()
-	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
-		r.killed = true
-	}
-	return r
-}
-
 // crashStream is one deterministic stream of crashsink runs: the same
 // sink id, topics and source acknowledgement file across restarts.
 type crashStream struct {
@@ -105,7 +32,7 @@ type crashStream struct {
 }
 
 func newCrashStream(t *testing.T, batches, events, keys int, extra ...string) crashStream {
-	name := uniqueName(t)
+	name := sinktest.UniqueName(t)
 	args := append([]string{"-sink-id", name, "-topic-prefix", name, "-ack-file", filepath.Join(t.TempDir(), "ack"),
 		"-batches", fmt.Sprint(batches), "-events", fmt.Sprint(events), "-keys", fmt.Sprint(keys)}, extra...)
 	return crashStream{name: name, batches: batches, events: events, keys: keys, args: args}
@@ -120,15 +47,6 @@ func (c crashStream) want() []kafkasink.Event { return streamEvents(c.batches, c
 // run runs crashsink once more on the stream, with more flags.
 func (c crashStream) run(t *testing.T, ctx context.Context, brokers []string, more ...string) crashRun {
 	return runCrashsink(t, ctx, brokers, append(append([]string(nil), c.args...), more...)...)
-}
-
-// streamEvents is the whole deterministic stream crashsink delivers.
-func streamEvents(batches, events, keys int) []kafkasink.Event {
-	var all []kafkasink.Event
-	for b := 1; b <= batches; b++ {
-		all = append(all, sinktest.Stream(b, events, keys)...)
-	}
-	return all
 }
 
 func TestSIGKILLAtEachProtocolPointExactlyOnce(t *testing.T) {

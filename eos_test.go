@@ -3,7 +3,6 @@ package kafkasink_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,41 +16,6 @@ import (
 	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
 )
-
-// newSink starts a sink on brokers with test-friendly defaults and closes
-// it at the end of the test.
-func newSink(t *testing.T, brokers []string, id string, edit ...func(*kafkasink.Config)) kafkasink.Sink {
-	t.Helper()
-	s, err := startSink(t, brokers, id, edit...)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	return s
-}
-
-func startSink(t *testing.T, brokers []string, id string, edit ...func(*kafkasink.Config)) (kafkasink.Sink, error) {
-	t.Helper()
-	cfg := kafkasink.Config{Brokers: brokers, SinkID: id, TransactionTimeout: 10 * time.Second}
-	for _, e := range edit {
-		e(&cfg)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s, err := kafkasink.New(ctx, cfg)
-	if err == nil {
-		t.Cleanup(func() { s.Close(context.Background()) })
-	}
-	return s, err
-}
-
-func write(t *testing.T, s kafkasink.Sink, events []kafkasink.Event) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := s.Write(ctx, kafkasink.Batch{Events: events}); err != nil {
-		t.Fatalf("Write: %v", err)
-	}
-}
 
 func TestExactlyOnceWritesEachEventOnce(t *testing.T) {
 	t.Parallel()
@@ -78,68 +42,6 @@ func TestExactlyOnceWritesEachEventOnce(t *testing.T) {
 	}
 }
 
-// ctxT returns a context bounded for one test step.
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// batchHook records what each successful Write reports.
-type batchHook struct {
-	mu    sync.Mutex
-	infos []kafkasink.BatchInfo
-}
-
-func (h *batchHook) OnBatchWritten(i kafkasink.BatchInfo) {
-	h.mu.Lock()
-	h.infos = append(h.infos, i)
-	h.mu.Unlock()
-}
-
-func (h *batchHook) last() kafkasink.BatchInfo {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.infos[len(h.infos)-1]
-}
-
-// pauseNext holds the next request of key in the fake broker until release
-// is closed, then lets the broker handle it normally. It returns a channel
-// closed when the request arrived.
-func pauseNext(c *kfake.Cluster, key int16, release <-chan struct{}) <-chan struct{} {
-	arrived := make(chan struct{})
-	var once sync.Once
-	c.ControlKey(key, func(kmsg.Request) (kmsg.Response, error, bool) {
-		first := false
-		once.Do(func() { first = true })
-		if first {
-			close(arrived)
-			c.SleepControl(func() { <-release })
-		}
-		c.DropControl()
-		return nil, nil, false
-	})
-	return arrived
-}
-
-// writeHeldAtCommit writes events in the background with the next EndTxn
-// held at the broker until release is closed, and returns once the commit
-// reached the broker; the Write's result arrives on the channel.
-func writeHeldAtCommit(t *testing.T, c *kfake.Cluster, s kafkasink.Sink, events []kafkasink.Event, release <-chan struct{}) <-chan error {
-	t.Helper()
-	arrived := pauseNext(c, kmsg.EndTxn.Int16(), release)
-	errc := make(chan error, 1)
-	go func() { errc <- s.Write(context.Background(), kafkasink.Batch{Events: events}) }()
-	select {
-	case <-arrived:
-	case err := <-errc:
-		t.Fatalf("Write returned before its commit: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the commit never reached the broker")
-	}
-	return errc
-}
-
 func TestCrashBeforeCommitIsInvisibleAndRedelivered(t *testing.T) {
 	t.Parallel()
 	c, brokers := sinktest.Cluster(t)
@@ -153,7 +55,7 @@ func TestCrashBeforeCommitIsInvisibleAndRedelivered(t *testing.T) {
 	// The first sink produces b, then stalls before its commit reaches
 	// the broker: as far as anyone can tell, it crashed.
 	release := make(chan struct{})
-	zombieErr := writeHeldAtCommit(t, c, zombie, b, release)
+	zombieErr := writeHeldAt(t, c, zombie, kmsg.EndTxn, b, release)
 	// b's records are in the log, uncommitted: a read_committed reader
 	// must not see them.
 	sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic), a)
@@ -189,10 +91,10 @@ func TestCrashAfterCommitBeforeAckIsFilteredByCheckpoint(t *testing.T) {
 	write(t, first, a)
 	// The process dies here: Write returned, the source never heard.
 
-	hook := new(batchHook)
+	hook := &hookLog{}
 	second := newSink(t, brokers, "ack", func(c *kafkasink.Config) { c.Hooks = []kafkasink.Hook{hook} })
 	write(t, second, append(a, b...)) // the source redelivers a
-	if got := hook.last(); got.Skipped != len(a) || got.Written != len(b) {
+	if got := hook.lastBatch(); got.Skipped != len(a) || got.Written != len(b) {
 		t.Fatalf("BatchInfo skipped %d written %d, want %d and %d", got.Skipped, got.Written, len(a), len(b))
 	}
 	write(t, second, b) // and once more, all of it covered
@@ -256,16 +158,6 @@ func TestProduceErrorOnOnePartitionAbortsWholeTransaction(t *testing.T) {
 	sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic), append(a, b...))
 }
 
-func mustClient(t *testing.T, brokers []string) *kgo.Client {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
-}
-
 func TestCommitOutcomeUnknown(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -282,7 +174,7 @@ func TestCommitOutcomeUnknown(t *testing.T) {
 		}},
 		{"commit slower than CommitTimeout", func(c *kfake.Cluster) {
 			release := make(chan struct{})
-			pauseNext(c, kmsg.EndTxn.Int16(), release)
+			pauseNext(c, kmsg.EndTxn, release)
 			go func() { time.Sleep(3 * time.Second); close(release) }()
 		}},
 	}
@@ -406,7 +298,7 @@ func TestTransactionTimeoutMidWriteRecovers(t *testing.T) {
 	// The broker sits on the next produce for longer than the
 	// transaction may live.
 	release := make(chan struct{})
-	pauseNext(c, kmsg.Produce.Int16(), release)
+	pauseNext(c, kmsg.Produce, release)
 	go func() { time.Sleep(4 * time.Second); close(release) }()
 	b := sinktest.Inserts("public", "orders", 200, 4, 3)
 	err := s.Write(ctxT(t), kafkasink.Batch{Events: b})
@@ -442,12 +334,12 @@ func TestLargeBatchSplitsIntoCheckpointedTransactions(t *testing.T) {
 	}
 	sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic), batch[:4])
 
-	hook := new(batchHook)
+	hook := &hookLog{}
 	s2 := newSink(t, brokers, "split", func(c *kafkasink.Config) { c.MaxTransactionRecords = 4; c.Hooks = []kafkasink.Hook{hook} })
 	if err := s2.Write(ctxT(t), kafkasink.Batch{Events: batch, Cursor: []byte(`{"chunk":1}`)}); err != nil {
 		t.Fatal(err)
 	}
-	if got := hook.last(); got.Skipped != 4 || got.Transactions != 2 {
+	if got := hook.lastBatch(); got.Skipped != 4 || got.Transactions != 2 {
 		t.Fatalf("BatchInfo %+v, want 4 skipped in 2 transactions", got)
 	}
 	if ck := s2.Checkpoint(); ck.Position != batch[9].Position || string(ck.Cursor) != `{"chunk":1}` {

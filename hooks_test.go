@@ -1,145 +1,17 @@
 package kafkasink_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
 )
-
-// hookLog implements every Hook interface and records each call. It is
-// safe for concurrent use.
-type hookLog struct {
-	mu        sync.Mutex
-	batches   []kafkasink.BatchInfo
-	committed []kafkasink.TransactionInfo
-	aborted   []abortedTxn
-	rejected  []rejectedEvent
-}
-
-type abortedTxn struct {
-	info kafkasink.TransactionInfo
-	err  error
-}
-
-type rejectedEvent struct {
-	r            kafkasink.Rejection
-	deadLettered bool
-}
-
-func (h *hookLog) OnBatchWritten(i kafkasink.BatchInfo) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.batches = append(h.batches, i)
-}
-
-func (h *hookLog) OnTransactionCommitted(i kafkasink.TransactionInfo) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.committed = append(h.committed, i)
-}
-
-func (h *hookLog) OnTransactionAborted(i kafkasink.TransactionInfo, err error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.aborted = append(h.aborted, abortedTxn{i, err})
-}
-
-func (h *hookLog) OnEventRejected(r kafkasink.Rejection, deadLettered bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.rejected = append(h.rejected, rejectedEvent{r, deadLettered})
-}
-
-// snapshot returns copies of everything recorded so far.
-func (h *hookLog) snapshot() (batches []kafkasink.BatchInfo, committed []kafkasink.TransactionInfo, aborted []abortedTxn, rejected []rejectedEvent) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append(batches, h.batches...), append(committed, h.committed...), append(aborted, h.aborted...), append(rejected, h.rejected...)
-}
-
-// tryWrite writes b and returns Write's error.
-func tryWrite(t *testing.T, s kafkasink.Sink, b kafkasink.Batch) error {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	return s.Write(ctx, b)
-}
-
-// storedCheckpoint is one checkpoint record as a read_committed consumer
-// of the checkpoint topic sees it.
-type storedCheckpoint struct {
-	Position string          `json:"position"`
-	Cursor   json.RawMessage `json:"cursor"`
-	Mode     string          `json:"mode"`
-	SinkID   string          `json:"sink_id"`
-}
-
-// sinkCheckpoints returns the committed checkpoint records of sinkID in
-// the default checkpoint topic, oldest first. Other sinks of the test may
-// share the topic, and a transaction of theirs that is still open holds
-// back what a read_committed reader sees, even of records committed before
-// the call; so it reads again until it sees at least want records, for up
-// to ten seconds, and returns what it saw last.
-func sinkCheckpoints(t *testing.T, brokers []string, sinkID string, want int) []storedCheckpoint {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var out []storedCheckpoint
-		for _, r := range sinktest.ReadCommitted(t, brokers, kafkasink.DefaultCheckpointTopic) {
-			if string(r.Key) != sinkID {
-				continue
-			}
-			var c storedCheckpoint
-			if err := json.Unmarshal(r.Value, &c); err != nil {
-				t.Fatalf("checkpoint record at offset %d: %v", r.Offset, err)
-			}
-			out = append(out, c)
-		}
-		if len(out) >= want || time.Now().After(deadline) {
-			return out
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// admin returns an admin client on brokers, closed at the end of the test.
-func admin(t *testing.T, brokers []string) *kadm.Client {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return kadm.NewClient(cl)
-}
-
-// createTopic creates a topic for a test, failing it on any error.
-func createTopic(t *testing.T, brokers []string, topic string, partitions int32, configs map[string]string) {
-	t.Helper()
-	cfgs := make(map[string]*string, len(configs))
-	for k, v := range configs {
-		cfgs[k] = &v
-	}
-	resp, err := admin(t, brokers).CreateTopic(context.Background(), partitions, 1, cfgs, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatalf("creating topic %s: %v", topic, err)
-	}
-}
 
 func TestHooksSplitTransactions(t *testing.T) {
 	t.Parallel()

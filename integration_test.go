@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -44,119 +42,6 @@ import (
 // packages, or other users of the same environment, can still notice the
 // single node's restart (a few seconds of connection errors).
 
-// integrationBrokers returns the brokers named by env, or skips the test
-// saying what is missing.
-func integrationBrokers(t *testing.T, env, up string) []string {
-	t.Helper()
-	v := os.Getenv(env)
-	if v == "" {
-		t.Skipf("%s is not set: this test needs the real Kafka of the test environment; run scripts/testenv.sh %s and eval \"$(scripts/testenv.sh env)\"; see README", env, up)
-	}
-	return strings.Split(v, ",")
-}
-
-// brokerNodes stops and starts brokers of the test environment through
-// scripts/testenv.sh. A node a test killed is started again at its end,
-// whatever happened, so the shared environment is left running.
-type brokerNodes struct {
-	t      *testing.T
-	script string
-	mu     sync.Mutex
-	down   map[int]bool
-}
-
-func testenvNodes(t *testing.T, up string) *brokerNodes {
-	t.Helper()
-	script := os.Getenv("KAFKASINK_TEST_TESTENV")
-	if script == "" {
-		t.Skipf("KAFKASINK_TEST_TESTENV is not set: this test kills and restarts brokers with scripts/testenv.sh kill-broker/start-broker; run scripts/testenv.sh %s and eval \"$(scripts/testenv.sh env)\"; see README", up)
-	}
-	n := &brokerNodes{t: t, script: script, down: make(map[int]bool)}
-	t.Cleanup(func() {
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		for node := range n.down {
-			if out, err := n.run("start-broker", node); err != nil {
-				t.Errorf("restarting node %d at the end of the test: %v\n%s", node, err, out)
-			}
-		}
-	})
-	return n
-}
-
-func (n *brokerNodes) run(cmd string, node int) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	return exec.CommandContext(ctx, n.script, cmd, strconv.Itoa(node)).CombinedOutput()
-}
-
-// kill SIGKILLs node (0 the single node, 1-3 the cluster's) and returns
-// once the process is gone.
-func (n *brokerNodes) kill(node int) {
-	n.t.Helper()
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.down[node] = true
-	started := time.Now()
-	if out, err := n.run("kill-broker", node); err != nil {
-		n.t.Fatalf("kill-broker %d: %v\n%s", node, err, out)
-	}
-	n.t.Logf("node %d SIGKILLed (%v)", node, time.Since(started).Round(time.Millisecond))
-}
-
-// start starts node and returns once it serves requests.
-func (n *brokerNodes) start(node int) {
-	n.t.Helper()
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	started := time.Now()
-	if out, err := n.run("start-broker", node); err != nil {
-		n.t.Fatalf("start-broker %d: %v\n%s", node, err, out)
-	}
-	delete(n.down, node)
-	n.t.Logf("node %d restarted (%v)", node, time.Since(started).Round(time.Millisecond))
-}
-
-// writeRetrying writes b until it succeeds, the way a careful caller does:
-// retryable errors are retried with backoff, anything else ends it. It
-// returns the retryable errors it saw. A nil Write whose checkpoint does
-// not cover the batch's last event is a silent partial write, an error.
-// Safe to call from any goroutine.
-func writeRetrying(ctx context.Context, s kafkasink.Sink, b kafkasink.Batch) (retried []error, err error) {
-	backoff := 200 * time.Millisecond
-	for {
-		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		err := s.Write(wctx, b)
-		cancel()
-		if err == nil {
-			if n := len(b.Events); n > 0 {
-				if got, last := s.Checkpoint().Position, b.Events[n-1].Position; got.Compare(last) < 0 {
-					return retried, fmt.Errorf("Write returned nil but the checkpoint is %s, below the batch's last event %s: a silent partial write", got, last)
-				}
-			}
-			return retried, nil
-		}
-		if !kafkasink.IsRetryable(err) {
-			return retried, fmt.Errorf("Write returned an error that is not retryable (fatal=%t): %w", kafkasink.IsFatal(err), err)
-		}
-		retried = append(retried, err)
-		select {
-		case <-ctx.Done():
-			return retried, fmt.Errorf("Write still failing after %d attempts when the time ran out: %w", len(retried), err)
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 2*time.Second)
-	}
-}
-
-// logRetried reports the retryable errors a write went through.
-func logRetried(t *testing.T, what string, retried []error) {
-	t.Helper()
-	for i, err := range retried {
-		t.Logf("%s: attempt %d: retryable error: %v", what, i+1, err)
-	}
-}
-
 // loadEvents returns n inserts of public.load at commit LSN b<<24 whose
 // rows carry pad bytes, over keys distinct ids: a batch a Write needs a
 // while for.
@@ -186,71 +71,12 @@ func (f *firstCommit) OnTransactionCommitted(kafkasink.TransactionInfo) {
 	}
 }
 
-// deleteTopicsAtEnd deletes the topics of a passed test, so the shared
-// broker does not pile them up. A failed test keeps them for a post-mortem.
-func deleteTopicsAtEnd(t *testing.T, brokers []string, prefix string) {
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("keeping topics %s* for a post-mortem", prefix)
-			return
-		}
-		cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-		if err != nil {
-			return
-		}
-		defer cl.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		adm := kadm.NewClient(cl)
-		all, err := adm.ListTopics(ctx)
-		if err != nil {
-			return
-		}
-		var mine []string
-		for _, topic := range all.Names() {
-			if strings.HasPrefix(topic, prefix) {
-				mine = append(mine, topic)
-			}
-		}
-		if len(mine) > 0 {
-			adm.DeleteTopics(ctx, mine...)
-		}
-	})
-}
-
-// freshTopicExists asks a new client whether topic exists, with a metadata
-// request that does not allow auto-creation: no cached answer, and the
-// question itself cannot create the topic.
-func freshTopicExists(t *testing.T, brokers []string, topic string) bool {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	req := kmsg.NewPtrMetadataRequest()
-	rt := kmsg.NewMetadataRequestTopic()
-	rt.Topic = kmsg.StringPtr(topic)
-	req.Topics = append(req.Topics, rt)
-	req.AllowAutoTopicCreation = false
-	resp, err := req.RequestWith(ctxT(t), cl)
-	if err != nil {
-		t.Fatalf("metadata of %s: %v", topic, err)
-	}
-	for _, rt := range resp.Topics {
-		if rt.Topic != nil && *rt.Topic == topic {
-			return rt.ErrorCode == 0
-		}
-	}
-	return false
-}
-
 func TestBrokerRestartBetweenAndDuringWrites(t *testing.T) {
 	// Not parallel: it stops the single node every other test uses; see
 	// the comment at the top of the file.
-	brokers := integrationBrokers(t, "KAFKASINK_TEST_BROKERS", "up")
-	nodes := testenvNodes(t, "up")
-	name := uniqueName(t)
+	brokers := sinktest.RealBrokers(t, sinktest.EnvBrokers)
+	nodes := testenvNodes(t)
+	name := sinktest.UniqueName(t)
 	deleteTopicsAtEnd(t, brokers, name)
 	topic := name + ".public.load"
 	commits := newFirstCommit()
@@ -348,8 +174,8 @@ func TestBrokerRestartBetweenAndDuringWrites(t *testing.T) {
 
 func TestMustExistMissingTopicIsFatalWithAutoCreateOn(t *testing.T) {
 	t.Parallel()
-	brokers := integrationBrokers(t, "KAFKASINK_TEST_BROKERS", "up")
-	name := uniqueName(t)
+	brokers := sinktest.RealBrokers(t, sinktest.EnvBrokers)
+	name := sinktest.UniqueName(t)
 	deleteTopicsAtEnd(t, brokers, name)
 	absent := name + ".public.absent"
 
@@ -365,7 +191,7 @@ func TestMustExistMissingTopicIsFatalWithAutoCreateOn(t *testing.T) {
 	if _, err := req.RequestWith(ctxT(t), cl); err != nil {
 		t.Fatalf("metadata request for %s: %v", control, err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); !freshTopicExists(t, brokers, control); time.Sleep(200 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); !topicExists(t, brokers, control); time.Sleep(200 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the broker did not auto-create %s: auto.create.topics.enable seems off, so this test would prove nothing", control)
 		}
@@ -398,15 +224,15 @@ func TestMustExistMissingTopicIsFatalWithAutoCreateOn(t *testing.T) {
 	}
 	// Auto-creation would be immediate; give a late one a moment anyway.
 	time.Sleep(time.Second)
-	if freshTopicExists(t, brokers, absent) {
+	if topicExists(t, brokers, absent) {
 		t.Fatalf("topic %s exists after the failed Write: the sink let the broker auto-create it", absent)
 	}
 }
 
 func TestTopicDeletedMidRunIsFatal(t *testing.T) {
 	t.Parallel()
-	brokers := integrationBrokers(t, "KAFKASINK_TEST_BROKERS", "up")
-	name := uniqueName(t)
+	brokers := sinktest.RealBrokers(t, sinktest.EnvBrokers)
+	name := sinktest.UniqueName(t)
 	deleteTopicsAtEnd(t, brokers, name)
 	topic := name + ".public.doomed"
 	const txnTimeout = 10 * time.Second
@@ -426,7 +252,7 @@ func TestTopicDeletedMidRunIsFatal(t *testing.T) {
 	if err != nil {
 		t.Fatalf("deleting %s: %v", topic, err)
 	}
-	for deadline := time.Now().Add(20 * time.Second); freshTopicExists(t, brokers, topic); time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); topicExists(t, brokers, topic); time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s still exists 20s after it was deleted", topic)
 		}
@@ -451,15 +277,15 @@ func TestTopicDeletedMidRunIsFatal(t *testing.T) {
 	if got := s.Checkpoint().Position; got != first[len(first)-1].Position {
 		t.Errorf("checkpoint %s, want unchanged %s", got, first[len(first)-1].Position)
 	}
-	if freshTopicExists(t, brokers, topic) {
+	if topicExists(t, brokers, topic) {
 		t.Errorf("%s was recreated after the failed Write (the broker auto-creates topics)", topic)
 	}
 }
 
 func TestOversizedEventRejectedNeighboursDelivered(t *testing.T) {
 	t.Parallel()
-	brokers := integrationBrokers(t, "KAFKASINK_TEST_BROKERS", "up")
-	name := uniqueName(t)
+	brokers := sinktest.RealBrokers(t, sinktest.EnvBrokers)
+	name := sinktest.UniqueName(t)
 	deleteTopicsAtEnd(t, brokers, name)
 	topic := name + ".public.big"
 	dlq := name + ".dead-letters"
@@ -630,8 +456,8 @@ func takeLogCensus(ctx context.Context, brokers []string, topic string, bogusMar
 
 func TestCheckpointSurvivesRealLogCleaner(t *testing.T) {
 	t.Parallel()
-	brokers := integrationBrokers(t, "KAFKASINK_TEST_BROKERS", "up")
-	name := uniqueName(t)
+	brokers := sinktest.RealBrokers(t, sinktest.EnvBrokers)
+	name := sinktest.UniqueName(t)
 	deleteTopicsAtEnd(t, brokers, name)
 	ckTopic := name + ".checkpoints"
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -915,53 +741,12 @@ func checkReplicated(t *testing.T, adm *kadm.Client, topic string, rf int, minIS
 	}
 }
 
-// freshMetadata asks a broker for the metadata of topics, bypassing the
-// client's cache: leaders and ISRs change by the second here.
-func freshMetadata(ctx context.Context, cl *kgo.Client, topics ...string) (*kmsg.MetadataResponse, error) {
-	req := kmsg.NewPtrMetadataRequest()
-	for _, topic := range topics {
-		rt := kmsg.NewMetadataRequestTopic()
-		rt.Topic = kmsg.StringPtr(topic)
-		req.Topics = append(req.Topics, rt)
-	}
-	return req.RequestWith(ctx, cl)
-}
-
-// waitFullISR waits until every partition of topics has all its replicas
-// in sync, so killing the next broker leaves min.insync.replicas met.
-func waitFullISR(t *testing.T, cl *kgo.Client, within time.Duration, topics ...string) {
-	t.Helper()
-	started := time.Now()
-	for deadline := started.Add(within); ; time.Sleep(200 * time.Millisecond) {
-		resp, err := freshMetadata(ctxT(t), cl, topics...)
-		short := ""
-		if err != nil {
-			short = err.Error()
-		} else {
-			for _, td := range resp.Topics {
-				for _, p := range td.Partitions {
-					if (len(p.ISR) < len(p.Replicas) || p.Leader < 0) && short == "" {
-						short = fmt.Sprintf("%s[%d] leader %d ISR %v of replicas %v", *td.Topic, p.Partition, p.Leader, p.ISR, p.Replicas)
-					}
-				}
-			}
-		}
-		if short == "" {
-			t.Logf("all replicas of %v in sync after %v", topics, time.Since(started).Round(time.Millisecond))
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("replicas not back in sync within %v: %s", within, short)
-		}
-	}
-}
-
 func TestThreeBrokerKillDuringStream(t *testing.T) {
 	// Not parallel: it stops cluster nodes; see the comment at the top of
 	// the file.
-	brokers := integrationBrokers(t, "KAFKASINK_TEST_BROKERS3", "up --brokers 3")
-	nodes := testenvNodes(t, "up --brokers 3")
-	name := uniqueName(t)
+	brokers := sinktest.RealBrokers(t, sinktest.EnvBrokers3)
+	nodes := testenvNodes(t)
+	name := sinktest.UniqueName(t)
 	deleteTopicsAtEnd(t, brokers, name)
 	ckTopic := name + ".checkpoints"
 	topic := name + ".public.items"

@@ -25,7 +25,7 @@ func TestRetryAfterUnclearCommitIsAccepted(t *testing.T) {
 	t.Parallel()
 	_, brokers := sinktest.Cluster(t)
 	var faulty atomic.Bool
-	proxies, err := faultproxy.Start(brokers, func(r faultproxy.Request) faultproxy.Fault {
+	proxies := startProxies(t, brokers, func(r faultproxy.Request) faultproxy.Fault {
 		if !faulty.Load() {
 			return faultproxy.Fault{}
 		}
@@ -37,10 +37,6 @@ func TestRetryAfterUnclearCommitIsAccepted(t *testing.T) {
 		}
 		return faultproxy.Fault{}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(proxies.Close)
 	s := newSink(t, proxies.Addrs(), "unclear-commit", func(c *kafkasink.Config) {
 		c.MaxTransactionRecords = 2
 		c.TransactionTimeout = 3 * time.Second
@@ -50,7 +46,7 @@ func TestRetryAfterUnclearCommitIsAccepted(t *testing.T) {
 	faulty.Store(true)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err = s.Write(ctx, batch)
+	err := s.Write(ctx, batch)
 	faulty.Store(false)
 	if err == nil {
 		t.Fatalf("the Write under faults returned nil (faults applied: %v)", proxies.Applied())

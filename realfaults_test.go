@@ -59,8 +59,8 @@ import (
 // in t.Cleanup, whatever happened.
 func TestRealBrokerFaultsExactlyOnce(t *testing.T) {
 	// Not parallel: it stops cluster nodes; see integration_test.go.
-	brokers := integrationBrokers(t, "KAFKASINK_TEST_BROKERS3", "up --brokers 3")
-	nodes := testenvNodes(t, "up --brokers 3")
+	brokers := sinktest.RealBrokers(t, sinktest.EnvBrokers3)
+	nodes := testenvNodes(t)
 	knobs := loadRealFaultKnobs(t)
 	t.Logf("seed %d (replay: KAFKASINK_REALFAULTS_SEED=%d), %d faults within %v, at most %d broker kills",
 		knobs.seed, knobs.seed, knobs.faults, knobs.budget, knobs.kills)
@@ -80,33 +80,13 @@ type realFaultKnobs struct {
 
 // loadRealFaultKnobs reads the knobs from the environment.
 func loadRealFaultKnobs(t *testing.T) realFaultKnobs {
-	k := realFaultKnobs{seed: uint64(time.Now().UnixNano()), faults: 100, budget: 70 * time.Second, kills: 1}
-	var errs []error
-	if v := os.Getenv("KAFKASINK_REALFAULTS_SEED"); v != "" {
-		s, err := strconv.ParseUint(v, 10, 64)
-		errs = append(errs, err)
-		k.seed = s
+	return realFaultKnobs{
+		seed:        knob(t, "KAFKASINK_REALFAULTS_SEED", uint64(time.Now().UnixNano()), parseSeed),
+		faults:      knob(t, "KAFKASINK_REALFAULTS_FAULTS", 100, strconv.Atoi),
+		budget:      knob(t, "KAFKASINK_REALFAULTS_BUDGET", 70*time.Second, time.ParseDuration),
+		kills:       knob(t, "KAFKASINK_REALFAULTS_KILLS", 1, strconv.Atoi),
+		fastRestart: knob(t, "KAFKASINK_REALFAULTS_FAST_RESTART", false, func(s string) (bool, error) { return s == "1", nil }),
 	}
-	if v := os.Getenv("KAFKASINK_REALFAULTS_FAULTS"); v != "" {
-		n, err := strconv.Atoi(v)
-		errs = append(errs, err)
-		k.faults = n
-	}
-	if v := os.Getenv("KAFKASINK_REALFAULTS_BUDGET"); v != "" {
-		d, err := time.ParseDuration(v)
-		errs = append(errs, err)
-		k.budget = d
-	}
-	if v := os.Getenv("KAFKASINK_REALFAULTS_KILLS"); v != "" {
-		n, err := strconv.Atoi(v)
-		errs = append(errs, err)
-		k.kills = n
-	}
-	k.fastRestart = os.Getenv("KAFKASINK_REALFAULTS_FAST_RESTART") == "1"
-	if err := errors.Join(errs...); err != nil {
-		t.Fatalf("KAFKASINK_REALFAULTS_*: %v", err)
-	}
-	return k
 }
 
 // realFaultAPIs are the requests the sink sends that faults target.
@@ -246,10 +226,7 @@ type brokerPauser struct {
 }
 
 func newBrokerPauser(t *testing.T) *brokerPauser {
-	dir := os.Getenv("KAFKASINK_TEST_DIR")
-	if dir == "" {
-		t.Skip("KAFKASINK_TEST_DIR is not set: SIGSTOP of a cluster node needs its pid file; eval \"$(scripts/testenv.sh env)\"")
-	}
+	dir := sinktest.Env(t, sinktest.EnvDir)[0] // SIGSTOP of a cluster node needs its pid file there
 	p := &brokerPauser{t: t, dir: dir, paused: make(map[int]int)}
 	t.Cleanup(func() {
 		p.mu.Lock()
@@ -370,7 +347,7 @@ type realFaultRun struct {
 const realFaultKeys = 13
 
 func newRealFaultRun(t *testing.T, brokers []string, nodes *brokerNodes, knobs realFaultKnobs) *realFaultRun {
-	name := uniqueName(t)
+	name := sinktest.UniqueName(t)
 	deleteTopicsAtEnd(t, brokers, name)
 	r := &realFaultRun{
 		t: t, knobs: knobs, rng: rand.New(rand.NewPCG(knobs.seed, knobs.seed^0x9e3779b97f4a7c15)),

@@ -40,7 +40,7 @@ func TestFailedRecoveryDoesNotCommitTwice(t *testing.T) {
 	// timeout: the client gives up on it, then the broker applies it.
 	release := make(chan struct{})
 	b := sinktest.Inserts("public", "orders", 200, 6, 40)
-	errc := writeHeldAtCommit(t, c, s, b, release)
+	errc := writeHeldAt(t, c, s, kmsg.EndTxn, b, release)
 	time.Sleep(1500 * time.Millisecond)
 	close(release)
 	if err := <-errc; err == nil || !kafkasink.IsRetryable(err) {
@@ -80,7 +80,7 @@ func TestZombieRecoveryNeverFencesNewerInstance(t *testing.T) {
 	// The old instance's commit hangs at the broker past its commit
 	// timeout, so its outcome is unclear to it.
 	release := make(chan struct{})
-	oldErr := writeHeldAtCommit(t, c, old, zb, release)
+	oldErr := writeHeldAt(t, c, old, kmsg.EndTxn, zb, release)
 	time.Sleep(1500 * time.Millisecond) // past the old instance's commit timeout
 
 	// Meanwhile a newer instance takes over, and writes.

@@ -33,23 +33,25 @@ import (
 // a client certificate. Records are read back over the PLAINTEXT listener of
 // the same broker.
 
-// secEnv returns the values of the environment variables, or skips the test
-// naming every one that is unset.
-func secEnv(t *testing.T, names ...string) map[string]string {
+// securityEnv is what the security tests use of the test environment.
+type securityEnv struct {
+	plaintext, saslSSL, mtls  []string // listeners of the single node
+	user                      string
+	pass                      kafkasink.Secret
+	caFile, certFile, keyFile string // the client certificate is for mTLS
+}
+
+// loadSecurityEnv reads the security variables of scripts/testenv.sh, or
+// skips t naming every one that is unset.
+func loadSecurityEnv(t *testing.T) securityEnv {
 	t.Helper()
-	vals := make(map[string]string, len(names))
-	var missing []string
-	for _, n := range names {
-		v := os.Getenv(n)
-		if v == "" {
-			missing = append(missing, n)
-		}
-		vals[n] = v
+	v := sinktest.Env(t, sinktest.EnvBrokers, sinktest.EnvSASLSSL, sinktest.EnvMTLS, sinktest.EnvSASLUser,
+		sinktest.EnvSASLPassword, sinktest.EnvCA, sinktest.EnvClientCert, sinktest.EnvClientKey)
+	return securityEnv{
+		plaintext: strings.Split(v[0], ","), saslSSL: strings.Split(v[1], ","), mtls: strings.Split(v[2], ","),
+		user: v[3], pass: kafkasink.Secret(v[4]),
+		caFile: v[5], certFile: v[6], keyFile: v[7],
 	}
-	if len(missing) > 0 {
-		t.Skipf("%s not set: this test needs the real broker of scripts/testenv.sh (eval \"$(scripts/testenv.sh env)\")", strings.Join(missing, ", "))
-	}
-	return vals
 }
 
 // unsecuredJWT is a token Kafka's built-in unsecured validator
@@ -70,14 +72,9 @@ func unsecuredJWT(sub string, now time.Time, life time.Duration) string {
 }
 
 func TestSecurityCombinations(t *testing.T) {
-	env := secEnv(t, "KAFKASINK_TEST_BROKERS", "KAFKASINK_TEST_SASL_SSL_BROKERS", "KAFKASINK_TEST_MTLS_BROKERS",
-		"KAFKASINK_TEST_SASL_USER", "KAFKASINK_TEST_SASL_PASSWORD", "KAFKASINK_TEST_CA",
-		"KAFKASINK_TEST_CLIENT_CERT", "KAFKASINK_TEST_CLIENT_KEY")
-	plaintext := strings.Split(env["KAFKASINK_TEST_BROKERS"], ",")
-	saslSSL := strings.Split(env["KAFKASINK_TEST_SASL_SSL_BROKERS"], ",")
-	mtls := strings.Split(env["KAFKASINK_TEST_MTLS_BROKERS"], ",")
-	user, pass := env["KAFKASINK_TEST_SASL_USER"], kafkasink.Secret(env["KAFKASINK_TEST_SASL_PASSWORD"])
-	caFile := env["KAFKASINK_TEST_CA"]
+	env := loadSecurityEnv(t)
+	plaintext, saslSSL, mtls := env.plaintext, env.saslSSL, env.mtls
+	user, pass, caFile := env.user, env.pass, env.caFile
 	readFile := func(name string) []byte {
 		b, err := os.ReadFile(name)
 		if err != nil {
@@ -85,7 +82,7 @@ func TestSecurityCombinations(t *testing.T) {
 		}
 		return b
 	}
-	caPEM, certPEM, keyPEM := readFile(caFile), readFile(env["KAFKASINK_TEST_CLIENT_CERT"]), readFile(env["KAFKASINK_TEST_CLIENT_KEY"])
+	caPEM, certPEM, keyPEM := readFile(caFile), readFile(env.certFile), readFile(env.keyFile)
 
 	var tokens atomic.Int32
 	cases := []struct {
@@ -105,14 +102,14 @@ func TestSecurityCombinations(t *testing.T) {
 				tokens.Add(1)
 				return unsecuredJWT("kafkasink", time.Now(), time.Hour), nil
 			}}},
-		{"SSL-mTLS", mtls, &kafkasink.TLS{CAFile: caFile, CertFile: env["KAFKASINK_TEST_CLIENT_CERT"], KeyFile: env["KAFKASINK_TEST_CLIENT_KEY"]}, nil},
+		{"SSL-mTLS", mtls, &kafkasink.TLS{CAFile: caFile, CertFile: env.certFile, KeyFile: env.keyFile}, nil},
 		// The brokers are dialled by IP; the certificate is checked for
 		// the name "localhost" instead. The in-memory PEM fields too.
 		{"SSL-mTLS-ServerName-localhost", mtls, &kafkasink.TLS{CAPEM: caPEM, CertPEM: certPEM, KeyPEM: keyPEM, ServerName: "localhost"}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			name := uniqueName(t)
+			name := sinktest.UniqueName(t)
 			s := newSink(t, c.brokers, name, func(cfg *kafkasink.Config) {
 				cfg.TLS, cfg.SASL = c.tls, c.sasl
 				cfg.Topics.Prefix = name
@@ -178,12 +175,9 @@ func throwawayCA(t *testing.T) (caPEM, certPEM, keyPEM []byte) {
 }
 
 func TestSecurityFailuresAreFatalAndSayWhich(t *testing.T) {
-	env := secEnv(t, "KAFKASINK_TEST_SASL_SSL_BROKERS", "KAFKASINK_TEST_MTLS_BROKERS",
-		"KAFKASINK_TEST_SASL_USER", "KAFKASINK_TEST_SASL_PASSWORD", "KAFKASINK_TEST_CA")
-	saslSSL := strings.Split(env["KAFKASINK_TEST_SASL_SSL_BROKERS"], ",")
-	mtls := strings.Split(env["KAFKASINK_TEST_MTLS_BROKERS"], ",")
-	user, pass := env["KAFKASINK_TEST_SASL_USER"], kafkasink.Secret(env["KAFKASINK_TEST_SASL_PASSWORD"])
-	caFile := env["KAFKASINK_TEST_CA"]
+	env := loadSecurityEnv(t)
+	saslSSL, mtls := env.saslSSL, env.mtls
+	user, pass, caFile := env.user, env.pass, env.caFile
 	otherCA, otherCert, otherKey := throwawayCA(t)
 	const wrongPassword = "wrong-password-7f3a9c"
 	scram := &kafkasink.SASL{Mechanism: kafkasink.SASLScramSHA256, Username: user, Password: pass}
@@ -208,7 +202,7 @@ func TestSecurityFailuresAreFatalAndSayWhich(t *testing.T) {
 			[]string{"refused SASL OAUTHBEARER authentication: check the token Config.SASL.Token returns", "invalid_token"}},
 		{"untrusted-broker-cert-system-roots", saslSSL, &kafkasink.TLS{}, scram,
 			[]string{"certificate is not trusted", "Config.TLS.CAFile"}},
-		{"untrusted-broker-cert-other-CA", mtls, &kafkasink.TLS{CAPEM: otherCA, CertFile: env["KAFKASINK_TEST_CLIENT_CERT"], KeyFile: env["KAFKASINK_TEST_CLIENT_KEY"]}, nil,
+		{"untrusted-broker-cert-other-CA", mtls, &kafkasink.TLS{CAPEM: otherCA, CertFile: env.certFile, KeyFile: env.keyFile}, nil,
 			[]string{"certificate is not trusted", "Config.TLS.CAFile"}},
 		{"broker-cert-does-not-name-ServerName", saslSSL, &kafkasink.TLS{CAFile: caFile, ServerName: "not-in-the-cert.example"}, scram,
 			[]string{"does not name the host", "Config.TLS.ServerName"}},
@@ -220,7 +214,7 @@ func TestSecurityFailuresAreFatalAndSayWhich(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			cfg := kafkasink.Config{Brokers: c.brokers, SinkID: uniqueName(t), TLS: c.tls, SASL: c.sasl}
+			cfg := kafkasink.Config{Brokers: c.brokers, SinkID: sinktest.UniqueName(t), TLS: c.tls, SASL: c.sasl}
 			cfg.Topics.Prefix = cfg.SinkID
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()

@@ -16,17 +16,6 @@ import (
 	"github.com/kafkasink/kafkasink/internal/sinktest"
 )
 
-// topicExists reports whether the cluster lists topic, asking with a
-// fresh client that never auto-creates.
-func topicExists(t *testing.T, brokers []string, topic string) bool {
-	t.Helper()
-	all, err := admin(t, brokers).ListTopics(context.Background())
-	if err != nil {
-		t.Fatalf("listing topics: %v", err)
-	}
-	return all.Has(topic)
-}
-
 func TestTopicRouting(t *testing.T) {
 	t.Parallel()
 	_, brokers := sinktest.Cluster(t)

@@ -24,8 +24,8 @@ import (
 // must go on writing.
 func TestZombieRecoveryRealCluster(t *testing.T) {
 	t.Parallel()
-	brokers := integrationBrokers(t, "KAFKASINK_TEST_BROKERS3", "up --brokers 3")
-	name := uniqueName(t)
+	brokers := sinktest.RealBrokers(t, sinktest.EnvBrokers3)
+	name := sinktest.UniqueName(t)
 	deleteTopicsAtEnd(t, brokers, name)
 
 	// The older instance talks through proxies: once armed, its commit
@@ -33,7 +33,7 @@ func TestZombieRecoveryRealCluster(t *testing.T) {
 	// id re-initialisation is held back until the newer one started.
 	var armed atomic.Bool
 	newerStarted := make(chan struct{})
-	proxies, err := faultproxy.Start(brokers, func(r faultproxy.Request) faultproxy.Fault {
+	proxies := startProxies(t, brokers, func(r faultproxy.Request) faultproxy.Fault {
 		if !armed.Load() {
 			return faultproxy.Fault{}
 		}
@@ -45,10 +45,6 @@ func TestZombieRecoveryRealCluster(t *testing.T) {
 		}
 		return faultproxy.Fault{}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(proxies.Close)
 	config := func(brokers []string) func(*kafkasink.Config) {
 		return func(c *kafkasink.Config) {
 			c.Brokers = brokers

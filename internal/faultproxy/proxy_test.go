@@ -2,12 +2,9 @@ package faultproxy_test
 
 import (
 	"context"
-	"fmt"
 	"net"
-	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -38,11 +35,7 @@ func eachCluster(t *testing.T, test func(t *testing.T, c cluster)) {
 	})
 	t.Run("real", func(t *testing.T) {
 		t.Parallel()
-		v := os.Getenv("KAFKASINK_TEST_BROKERS3")
-		if v == "" {
-			t.Skip("KAFKASINK_TEST_BROKERS3 is not set: the real-broker half needs the 3-node cluster; run scripts/testenv.sh up --brokers 3 and eval \"$(scripts/testenv.sh env)\"")
-		}
-		test(t, cluster{brokers: strings.Split(v, ","), replicas: 3})
+		test(t, cluster{brokers: sinktest.RealBrokers(t, sinktest.EnvBrokers3), replicas: 3})
 	})
 }
 
@@ -52,9 +45,7 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-func uniqueTopic(t *testing.T) string {
-	return fmt.Sprintf("faultproxy-%d-%s", time.Now().UnixNano()%1e9, strings.NewReplacer("/", "-", "_", "-").Replace(strings.ToLower(t.Name())))
-}
+func uniqueTopic(t *testing.T) string { return "faultproxy-" + sinktest.UniqueName(t) }
 
 func client(t *testing.T, brokers []string, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()

@@ -8,8 +8,8 @@ import (
 
 // The test environment's variables, set by
 // eval "$(scripts/testenv.sh env)". Tests read them only through Env,
-// RealBrokers and RealPG, so that every skip names what is missing and
-// how to get it.
+// RealBrokers, RealPG and Has, so that every skip names what is missing
+// and how to get it; this file is the one that reads the environment.
 const (
 	EnvPG            = "KAFKASINK_TEST_PG"               // postgres:// URL, wal_level=logical, a REPLICATION role
 	EnvBrokers       = "KAFKASINK_TEST_BROKERS"          // the single-node broker, plaintext
@@ -35,7 +35,7 @@ func Env(t testing.TB, names ...string) []string {
 	vals := make([]string, len(names))
 	var missing []string
 	for i, n := range names {
-		vals[i] = os.Getenv(n)
+		vals[i] = optional(n)
 		if vals[i] == "" {
 			missing = append(missing, n)
 		}
@@ -63,4 +63,8 @@ func RealPG(t testing.TB) string {
 // Has reports whether the variable is set, for tests that do more against
 // the real environment when it is there (external readers) instead of
 // skipping without it.
-func Has(name string) bool { return os.Getenv(name) != "" }
+func Has(name string) bool { return optional(name) != "" }
+
+// optional returns the variable's value, "" when it is unset, for what has
+// a fallback of its own (a kcat on the PATH).
+func optional(name string) string { return os.Getenv(name) }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -27,7 +26,7 @@ func CheckExternalReaders(t *testing.T, brokers []string, topic string, want []s
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	kcatBin := os.Getenv("KAFKASINK_TEST_KCAT")
+	kcatBin := optional(EnvKcat)
 	if kcatBin == "" {
 		kcatBin = "kcat"
 	}
@@ -39,12 +38,12 @@ func CheckExternalReaders(t *testing.T, brokers []string, topic string, want []s
 	}
 	sameIDs(t, fmt.Sprintf("kcat (%v)", time.Since(start).Round(time.Millisecond)), out, want)
 
-	cp := os.Getenv("KAFKASINK_TEST_KAFKA_CLASSPATH")
+	cp := optional(EnvKafkaCP)
 	if cp == "" {
 		t.Fatal("KAFKASINK_TEST_KAFKA_CLASSPATH is not set: eval \"$(scripts/testenv.sh env)\" sets it")
 	}
 	start = time.Now()
-	out, err = exec.CommandContext(ctx, "java", "-Dlog4j2.configurationFile="+os.Getenv("KAFKASINK_TEST_KAFKA_TOOLS_LOG4J"),
+	out, err = exec.CommandContext(ctx, "java", "-Dlog4j2.configurationFile="+optional(EnvKafkaToolsLog),
 		"-cp", cp, "org.apache.kafka.tools.consumer.ConsoleConsumer",
 		"--bootstrap-server", strings.Join(brokers, ","), "--topic", topic, "--from-beginning",
 		"--isolation-level", "read_committed", "--property", "print.headers=true", "--property", "print.value=false",

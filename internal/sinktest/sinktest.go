@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,6 +29,14 @@ func Cluster(t testing.TB, opts ...kfake.Opt) (*kfake.Cluster, []string) {
 	}
 	t.Cleanup(c.Close)
 	return c, c.ListenAddrs()
+}
+
+// UniqueName makes a name for the topics, sink ids and checkpoint topics of
+// one test that collides neither with another test's nor with an earlier
+// run's against the same long-lived broker: the clock, then the test's
+// name made fit for a topic.
+func UniqueName(t testing.TB) string {
+	return fmt.Sprintf("t%d-%s", time.Now().UnixNano()%1e9, strings.NewReplacer("/", "-", "_", "-").Replace(strings.ToLower(t.Name())))
 }
 
 // Inserts returns n insert events of schema.table with ids from, from+1...,

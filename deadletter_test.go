@@ -206,6 +206,77 @@ func randomText(n int) string {
 // there is none; the Encoder's value, or the event JSON when the Encoder
 // failed or made a tombstone; only a value too large for the dead-letter
 // topic itself is left out, marked and logged.
+// deadLetterCase is one case of TestDeadLetterCarriesEvent: an event the
+// sink must dead-letter, and the dead letter it must write.
+type deadLetterCase struct {
+	name      string
+	table     string // its topic gets max.message.bytes 2048
+	event     kafkasink.Event
+	edit      func(*kafkasink.Config)
+	smallDLQ  bool // the dead-letter topic gets max.message.bytes 2048 too
+	reason    kafkasink.Reason
+	inErr     string
+	topic     bool   // the kafkasink.topic header names the table's topic
+	key       string // "" means the event id
+	kind      string
+	inValue   []string // substrings of the value
+	errorLogs bool
+}
+
+// checkRecord checks the dead letter r of event e, meant for topic: its
+// headers, key and value.
+func (tt deadLetterCase) checkRecord(t *testing.T, r *kgo.Record, e kafkasink.Event, topic string) {
+	t.Helper()
+	hdr := func(k string) string { return sinktest.Header(r, k) }
+	wantTopic := ""
+	if tt.topic {
+		wantTopic = topic
+	}
+	for k, want := range map[string]string{
+		kafkasink.HeaderID: e.ID(), kafkasink.HeaderOp: e.Op.String(), kafkasink.HeaderTable: "public." + tt.table,
+		kafkasink.HeaderCommitLSN: "100", kafkasink.HeaderLSN: "99",
+		kafkasink.HeaderReason: string(tt.reason), kafkasink.HeaderTopic: wantTopic, kafkasink.HeaderValue: tt.kind,
+	} {
+		if got := hdr(k); got != want {
+			t.Errorf("header %s %q, want %q", k, got, want)
+		}
+	}
+	if got := hdr(kafkasink.HeaderError); !strings.Contains(got, tt.inErr) {
+		t.Errorf("error header %q does not contain %q", got, tt.inErr)
+	}
+	wantKey := tt.key
+	if wantKey == "" {
+		wantKey = e.ID()
+	}
+	if string(r.Key) != wantKey {
+		t.Errorf("key %q, want %q", r.Key, wantKey)
+	}
+	switch tt.kind {
+	case kafkasink.ValueEncoded:
+		encoded, err := kafkasink.JSONEncoder{}.Encode(nil, &e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(r.Value) != string(encoded) {
+			t.Errorf("value %.200s, want the encoded event %.200s", r.Value, encoded)
+		}
+	case kafkasink.ValueEvent:
+		var decoded map[string]any
+		if err := json.Unmarshal(r.Value, &decoded); err != nil || decoded["id"] != e.ID() {
+			t.Errorf("value %s: %v, want the event JSON of %s", r.Value, err, e.ID())
+		}
+		for _, w := range tt.inValue {
+			if !strings.Contains(string(r.Value), w) {
+				t.Errorf("value %s does not contain %s", r.Value, w)
+			}
+		}
+	case kafkasink.ValueOmitted:
+		if r.Value != nil {
+			t.Errorf("value of %d bytes, want none", len(r.Value))
+		}
+	}
+}
+
 func TestDeadLetterCarriesEvent(t *testing.T) {
 	t.Parallel()
 	_, brokers := sinktest.Cluster(t)
@@ -216,28 +287,7 @@ func TestDeadLetterCarriesEvent(t *testing.T) {
 		}
 		return e
 	}
-	eventJSON := func(e kafkasink.Event) string {
-		v, err := kafkasink.JSONEncoder{}.Encode(nil, &e)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(v)
-	}
-	tests := []struct {
-		name      string
-		table     string // its topic gets max.message.bytes 2048
-		event     kafkasink.Event
-		edit      func(*kafkasink.Config)
-		smallDLQ  bool // the dead-letter topic gets max.message.bytes 2048 too
-		reason    kafkasink.Reason
-		inErr     string
-		topic     bool   // the kafkasink.topic header names the table's topic
-		key       string // "" means the event id
-		kind      string
-		value     string   // exact value, when set
-		inValue   []string // substrings of the value
-		errorLogs bool
-	}{
+	tests := []deadLetterCase{
 		{
 			name: "unroutable", table: "has space",
 			reason: kafkasink.ReasonUnroutable, inErr: "outside [a-zA-Z0-9._-]",
@@ -322,51 +372,7 @@ func TestDeadLetterCarriesEvent(t *testing.T) {
 			if len(dead) != 1 {
 				t.Fatalf("%d dead-letter records, want 1", len(dead))
 			}
-			r := dead[0]
-			hdr := func(k string) string { return sinktest.Header(r, k) }
-			wantTopic := ""
-			if tt.topic {
-				wantTopic = topic
-			}
-			for k, want := range map[string]string{
-				kafkasink.HeaderID: e.ID(), kafkasink.HeaderOp: e.Op.String(), kafkasink.HeaderTable: "public." + tt.table,
-				kafkasink.HeaderCommitLSN: "100", kafkasink.HeaderLSN: "99",
-				kafkasink.HeaderReason: string(tt.reason), kafkasink.HeaderTopic: wantTopic, kafkasink.HeaderValue: tt.kind,
-			} {
-				if got := hdr(k); got != want {
-					t.Errorf("header %s %q, want %q", k, got, want)
-				}
-			}
-			if got := hdr(kafkasink.HeaderError); !strings.Contains(got, tt.inErr) {
-				t.Errorf("error header %q does not contain %q", got, tt.inErr)
-			}
-			wantKey := tt.key
-			if wantKey == "" {
-				wantKey = e.ID()
-			}
-			if string(r.Key) != wantKey {
-				t.Errorf("key %q, want %q", r.Key, wantKey)
-			}
-			switch tt.kind {
-			case kafkasink.ValueEncoded:
-				if string(r.Value) != eventJSON(e) {
-					t.Errorf("value %.200s, want the encoded event %.200s", r.Value, eventJSON(e))
-				}
-			case kafkasink.ValueEvent:
-				var decoded map[string]any
-				if err := json.Unmarshal(r.Value, &decoded); err != nil || decoded["id"] != e.ID() {
-					t.Errorf("value %s: %v, want the event JSON of %s", r.Value, err, e.ID())
-				}
-				for _, w := range tt.inValue {
-					if !strings.Contains(string(r.Value), w) {
-						t.Errorf("value %s does not contain %s", r.Value, w)
-					}
-				}
-			case kafkasink.ValueOmitted:
-				if r.Value != nil {
-					t.Errorf("value of %d bytes, want none", len(r.Value))
-				}
-			}
+			tt.checkRecord(t, dead[0], e, topic)
 			if logged := strings.Contains(logs.String(), "level=ERROR"); logged != tt.errorLogs {
 				t.Errorf("error logged: %v, want %v; log:\n%s", logged, tt.errorLogs, logs.String())
 			}

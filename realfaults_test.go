@@ -58,15 +58,18 @@ import (
 // node others use); every node stopped or killed is resumed or restarted
 // in t.Cleanup, whatever happened.
 func TestRealBrokerFaultsExactlyOnce(t *testing.T) {
-	// Not parallel: it stops cluster nodes; see integration_test.go.
+	// Not parallel: it stops cluster nodes; see helpers_test.go.
 	brokers := sinktest.RealBrokers(t, sinktest.EnvBrokers3)
 	nodes := testenvNodes(t)
 	knobs := loadRealFaultKnobs(t)
 	t.Logf("seed %d (replay: KAFKASINK_REALFAULTS_SEED=%d), %d faults within %v, at most %d broker kills",
 		knobs.seed, knobs.seed, knobs.faults, knobs.budget, knobs.kills)
 	r := newRealFaultRun(t, brokers, nodes, knobs)
-	r.run()
-	r.check()
+	runPhases(t,
+		phase{"apply faults while writing", r.applyFaults},
+		phase{"drain without faults", r.drain},
+		phase{"check what a reader and a new sink see", r.check},
+	)
 }
 
 // realFaultKnobs are the test's environment knobs.
@@ -307,6 +310,7 @@ const (
 // realFaultRun is the state of one run of the checker.
 type realFaultRun struct {
 	t         *testing.T
+	ctx       context.Context // the budget, and five minutes more to drain
 	knobs     realFaultKnobs
 	rng       *rand.Rand
 	brokers   []string // direct, for the test's own clients
@@ -358,6 +362,9 @@ func newRealFaultRun(t *testing.T, brokers []string, nodes *brokerNodes, knobs r
 		unfired: make(map[string]int), restarts: make(map[string]int), errClasses: make(map[string]int),
 		sinkLog: make(map[string]int),
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), knobs.budget+5*time.Minute)
+	t.Cleanup(cancel)
+	r.ctx = ctx
 	r.config = func(c *kafkasink.Config) {
 		c.CheckpointTopic = r.ckTopic
 		c.TransactionTimeout = 10 * time.Second
@@ -732,157 +739,200 @@ func (r *realFaultRun) pickVictim() (int, string) {
 	return 1 + r.rng.IntN(3), "any node"
 }
 
-func (r *realFaultRun) run() {
-	t := r.t
+// faultStep is one step of the run: how the current instance ends, and
+// the fault applied while the source writes.
+type faultStep struct {
+	restart    string // "", or how the instance ends before (close, abandon) or during (abandon mid-write) the writes
+	what       string // the fault, for the log
+	signal     func() // a broker signal sent during the writes, or nil
+	signalKind string
+}
+
+// applyFaults runs steps until the run has applied its faults or spent its
+// budget: each step may restart the instance, arms a proxy fault or
+// signals a broker, and writes while it happens.
+func (r *realFaultRun) applyFaults() {
 	r.start = time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), r.knobs.budget+5*time.Minute)
-	defer cancel()
-	r.startInstance(ctx)
+	r.startInstance(r.ctx)
 	kills := 0
 	for step := 1; r.applied() < r.knobs.faults && time.Since(r.start) < r.knobs.budget; step++ {
-		// What ends the current instance before this step, if anything.
-		restart := ""
-		switch p := r.rng.Float64(); {
-		case p < 0.2:
-			restart = restartClose
-		case p < 0.4:
-			restart = restartAbandon
+		st := r.planStep(&kills)
+		if st.restart == restartClose || st.restart == restartAbandon {
+			r.retire(st.restart)
+			r.startInstance(r.ctx)
 		}
-
-		// The fault of this step.
-		var signal func()
-		var signalKind string
-		var armed []*armedFault
-		what := ""
-		switch p := r.rng.Float64(); {
-		case p < 0.06 && kills < r.knobs.kills && time.Since(r.start) < r.knobs.budget-30*time.Second:
-			node, role := r.pickVictim()
-			kills++
-			what = fmt.Sprintf("SIGKILL node %d (%s)", node, role)
-			downFor := time.Duration(500+r.rng.IntN(3000)) * time.Millisecond
-			signal = func() {
-				r.nodes.kill(node)
-				if !r.knobs.fastRestart {
-					r.waitFenced(node)
-				}
-				time.Sleep(downFor)
-				r.nodes.start(node)
-				waitFullISR(t, mustClient(t, r.brokers), 90*time.Second, r.topic, r.ckTopic, "__transaction_state")
-			}
-			signalKind = "SIGKILL+restart"
-		case p < 0.22:
-			node, role := r.pickVictim()
-			d := time.Duration(300+r.rng.IntN(2700)) * time.Millisecond
-			what = fmt.Sprintf("SIGSTOP node %d (%s) for %v", node, role, d)
-			signal = func() { r.pauser.pause(node, d) }
-			signalKind = "SIGSTOP/SIGCONT"
-		case p < 0.34:
-			// A commit or produce the broker applied but whose answer
-			// is lost, then an outage of a start-up request, so that
-			// the sink's recovery (which reads the checkpoint back)
-			// fails, perhaps more than once, before it succeeds.
-			// A burst: the client retries a lost answer itself.
-			first := &armedFault{key: kmsg.EndTxn, skip: r.rng.IntN(3), burst: 2 + r.rng.IntN(3), fault: faultproxy.Fault{Kind: faultproxy.DropResponse}}
-			if r.rng.IntN(3) == 0 {
-				first.key, first.skip = kmsg.Produce, r.rng.IntN(5)
-			}
-			startup := []kmsg.Key{kmsg.InitProducerID, kmsg.FindCoordinator, kmsg.Metadata, kmsg.ListOffsets, kmsg.Fetch}
-			kind := []faultproxy.Kind{faultproxy.CutBefore, faultproxy.DropResponse}[r.rng.IntN(2)]
-			then := &armedFault{key: startup[r.rng.IntN(len(startup))], outage: time.Duration(1000+r.rng.IntN(5000)) * time.Millisecond,
-				fault: faultproxy.Fault{Kind: kind}, after: first}
-			armed = []*armedFault{first, then}
-		default:
-			api := realFaultAPIs[r.rng.IntN(len(realFaultAPIs))]
-			a := &armedFault{key: api.key, skip: r.rng.IntN(api.maxSkip + 1), burst: 1,
-				fault: faultproxy.Fault{Kind: faultproxy.Kinds[r.rng.IntN(len(faultproxy.Kinds))]}}
-			if a.fault.Kind == faultproxy.DelayRequest || a.fault.Kind == faultproxy.DelayResponse {
-				a.fault.Delay = time.Duration(50+r.rng.IntN(1500)) * time.Millisecond
-				if r.rng.IntN(6) == 0 { // past the commit timeout (a third of 10s)
-					a.fault.Delay = time.Duration(3500+r.rng.IntN(3000)) * time.Millisecond
-				}
-			}
-			// Mostly one request; often the client's retries too, and
-			// sometimes every request for seconds (longer than the
-			// commit timeout), so that the failure reaches the sink.
-			switch p := r.rng.Float64(); {
-			case p < 0.25:
-				a.burst = 2 + r.rng.IntN(3)
-			case p < 0.5 && a.fault.Delay == 0:
-				a.outage = time.Duration(1000+r.rng.IntN(5000)) * time.Millisecond
-			}
-			if api.startup && restart == "" {
-				restart = restartClose
-			}
-			armed = []*armedFault{a}
-		}
-		if armed != nil {
-			r.sched.arm(armed...)
-			var parts []string
-			for _, a := range armed {
-				parts = append(parts, a.String())
-			}
-			what = "proxy: " + strings.Join(parts, ", then ")
-		}
-		if restart == "" && r.rng.IntN(8) == 0 {
-			restart = restartAbandonWrite // chosen here, done during the writes
-		}
-		if restart == restartClose || restart == restartAbandon {
-			r.retire(restart)
-			r.startInstance(ctx)
-		}
-
-		// The source redelivers from its last acknowledged batch, and
-		// now and then from the one before (acknowledged batches sent
-		// again); after a restart, half the time from the checkpoint
-		// the new instance read back, as pgcdc does.
-		from := r.acked + 1
-		switch {
-		case r.fresh && r.rng.IntN(2) == 0:
-			from = r.resumePoint(r.cur.s.Checkpoint())
-			r.acked = max(r.acked, from-1)
-		case r.acked > 0 && r.rng.IntN(7) == 0:
-			from = r.acked
-		}
-		r.fresh = false
-		to := max(from, r.maxStarted) + r.rng.IntN(3)
-		r.logf("step %d: %s; restart %q; batches %d..%d", step, what, restart, from, to)
-		wctx, wcancel := context.WithCancel(ctx)
-		done := r.writeBatches(wctx, from, to)
-		if signal != nil {
-			time.Sleep(time.Duration(r.rng.IntN(300)) * time.Millisecond)
-			signal()
-			r.signals[signalKind]++
-		}
-		if restart == restartAbandonWrite {
-			time.Sleep(time.Duration(r.rng.IntN(400)) * time.Millisecond)
-			r.cur.proxies.Close() // the network dies first, then the process
-			wcancel()
-		}
-		w := <-done
-		wcancel()
-		r.absorb(w)
-		for _, a := range r.sched.disarm() {
-			r.unfired[a.key.Name()]++
-			r.logf("step %d: %s hit no request", step, a)
-		}
-		if restart == restartAbandonWrite {
-			r.retire(restartAbandonWrite)
-			r.startInstance(ctx)
-		} else if !w.abandoned && w.acked < to {
-			r.t.Fatalf("step %d: batch %d could not be delivered; see the run log", step, w.acked+1)
-		}
+		r.writeThrough(step, st)
 	}
 	r.sched.disarm()
 	r.logf("faults done after %v: %d applied", time.Since(r.start).Round(time.Millisecond), r.applied())
+}
 
-	// Drain: everything any Write was given is delivered, then one more
-	// batch, with no faults.
+// planStep draws a step from the seed. The order of the draws is the
+// schedule a seed replays: keep it.
+func (r *realFaultRun) planStep(kills *int) faultStep {
+	var st faultStep
+	switch p := r.rng.Float64(); {
+	case p < 0.2:
+		st.restart = restartClose
+	case p < 0.4:
+		st.restart = restartAbandon
+	}
+
+	var armed []*armedFault
+	switch p := r.rng.Float64(); {
+	case p < 0.06 && *kills < r.knobs.kills && time.Since(r.start) < r.knobs.budget-30*time.Second:
+		*kills++
+		st.what, st.signal = r.planKill()
+		st.signalKind = "SIGKILL+restart"
+	case p < 0.22:
+		st.what, st.signal = r.planPause()
+		st.signalKind = "SIGSTOP/SIGCONT"
+	case p < 0.34:
+		armed = r.planLostAnswerThenOutage()
+	default:
+		var startup bool
+		armed, startup = r.planRequestFault()
+		if startup && st.restart == "" {
+			st.restart = restartClose
+		}
+	}
+	if armed != nil {
+		r.sched.arm(armed...)
+		var parts []string
+		for _, a := range armed {
+			parts = append(parts, a.String())
+		}
+		st.what = "proxy: " + strings.Join(parts, ", then ")
+	}
+	if st.restart == "" && r.rng.IntN(8) == 0 {
+		st.restart = restartAbandonWrite // chosen here, done during the writes
+	}
+	return st
+}
+
+// planKill picks a node to SIGKILL and restart during the writes.
+func (r *realFaultRun) planKill() (what string, signal func()) {
+	node, role := r.pickVictim()
+	what = fmt.Sprintf("SIGKILL node %d (%s)", node, role)
+	downFor := time.Duration(500+r.rng.IntN(3000)) * time.Millisecond
+	return what, func() {
+		r.nodes.kill(node)
+		if !r.knobs.fastRestart {
+			r.waitFenced(node)
+		}
+		time.Sleep(downFor)
+		r.nodes.start(node)
+		waitFullISR(r.t, mustClient(r.t, r.brokers), 90*time.Second, r.topic, r.ckTopic, "__transaction_state")
+	}
+}
+
+// planPause picks a node to SIGSTOP for a while during the writes.
+func (r *realFaultRun) planPause() (what string, signal func()) {
+	node, role := r.pickVictim()
+	d := time.Duration(300+r.rng.IntN(2700)) * time.Millisecond
+	return fmt.Sprintf("SIGSTOP node %d (%s) for %v", node, role, d), func() { r.pauser.pause(node, d) }
+}
+
+// planLostAnswerThenOutage arms a commit or produce the broker applied
+// but whose answer is lost, then an outage of a start-up request, so that
+// the sink's recovery (which reads the checkpoint back) fails, perhaps
+// more than once, before it succeeds. A burst: the client retries a lost
+// answer itself.
+func (r *realFaultRun) planLostAnswerThenOutage() []*armedFault {
+	first := &armedFault{key: kmsg.EndTxn, skip: r.rng.IntN(3), burst: 2 + r.rng.IntN(3), fault: faultproxy.Fault{Kind: faultproxy.DropResponse}}
+	if r.rng.IntN(3) == 0 {
+		first.key, first.skip = kmsg.Produce, r.rng.IntN(5)
+	}
+	startup := []kmsg.Key{kmsg.InitProducerID, kmsg.FindCoordinator, kmsg.Metadata, kmsg.ListOffsets, kmsg.Fetch}
+	kind := []faultproxy.Kind{faultproxy.CutBefore, faultproxy.DropResponse}[r.rng.IntN(2)]
+	then := &armedFault{key: startup[r.rng.IntN(len(startup))], outage: time.Duration(1000+r.rng.IntN(5000)) * time.Millisecond,
+		fault: faultproxy.Fault{Kind: kind}, after: first}
+	return []*armedFault{first, then}
+}
+
+// planRequestFault arms one fault of any kind on one api the sink sends,
+// and says whether that api is sent mostly at start-up (then a restart
+// must come for it to hit).
+func (r *realFaultRun) planRequestFault() (armed []*armedFault, startup bool) {
+	api := realFaultAPIs[r.rng.IntN(len(realFaultAPIs))]
+	a := &armedFault{key: api.key, skip: r.rng.IntN(api.maxSkip + 1), burst: 1,
+		fault: faultproxy.Fault{Kind: faultproxy.Kinds[r.rng.IntN(len(faultproxy.Kinds))]}}
+	if a.fault.Kind == faultproxy.DelayRequest || a.fault.Kind == faultproxy.DelayResponse {
+		a.fault.Delay = time.Duration(50+r.rng.IntN(1500)) * time.Millisecond
+		if r.rng.IntN(6) == 0 { // past the commit timeout (a third of 10s)
+			a.fault.Delay = time.Duration(3500+r.rng.IntN(3000)) * time.Millisecond
+		}
+	}
+	// Mostly one request; often the client's retries too, and
+	// sometimes every request for seconds (longer than the
+	// commit timeout), so that the failure reaches the sink.
+	switch p := r.rng.Float64(); {
+	case p < 0.25:
+		a.burst = 2 + r.rng.IntN(3)
+	case p < 0.5 && a.fault.Delay == 0:
+		a.outage = time.Duration(1000+r.rng.IntN(5000)) * time.Millisecond
+	}
+	return []*armedFault{a}, api.startup
+}
+
+// redeliveryRange is what the source writes in a step: from its last
+// acknowledged batch, and now and then from the one before (acknowledged
+// batches sent again); after a restart, half the time from the checkpoint
+// the new instance read back, as pgcdc does.
+func (r *realFaultRun) redeliveryRange() (from, to int) {
+	from = r.acked + 1
+	switch {
+	case r.fresh && r.rng.IntN(2) == 0:
+		from = r.resumePoint(r.cur.s.Checkpoint())
+		r.acked = max(r.acked, from-1)
+	case r.acked > 0 && r.rng.IntN(7) == 0:
+		from = r.acked
+	}
+	r.fresh = false
+	return from, max(from, r.maxStarted) + r.rng.IntN(3)
+}
+
+// writeThrough writes a step's batches while its fault happens, then
+// takes in what the writes saw and disarms what is left of the fault.
+func (r *realFaultRun) writeThrough(step int, st faultStep) {
+	from, to := r.redeliveryRange()
+	r.logf("step %d: %s; restart %q; batches %d..%d", step, st.what, st.restart, from, to)
+	wctx, wcancel := context.WithCancel(r.ctx)
+	done := r.writeBatches(wctx, from, to)
+	if st.signal != nil {
+		time.Sleep(time.Duration(r.rng.IntN(300)) * time.Millisecond)
+		st.signal()
+		r.signals[st.signalKind]++
+	}
+	if st.restart == restartAbandonWrite {
+		time.Sleep(time.Duration(r.rng.IntN(400)) * time.Millisecond)
+		r.cur.proxies.Close() // the network dies first, then the process
+		wcancel()
+	}
+	w := <-done
+	wcancel()
+	r.absorb(w)
+	for _, a := range r.sched.disarm() {
+		r.unfired[a.key.Name()]++
+		r.logf("step %d: %s hit no request", step, a)
+	}
+	if st.restart == restartAbandonWrite {
+		r.retire(restartAbandonWrite)
+		r.startInstance(r.ctx)
+	} else if !w.abandoned && w.acked < to {
+		r.t.Fatalf("step %d: batch %d could not be delivered; see the run log", step, w.acked+1)
+	}
+}
+
+// drain delivers, with no faults, everything any Write was given, then
+// one more batch.
+func (r *realFaultRun) drain() {
 	r.retire(restartClose)
-	r.startInstance(ctx)
+	r.startInstance(r.ctx)
 	final := r.maxStarted + 1
-	r.absorb(<-r.writeBatches(ctx, r.acked+1, final))
+	r.absorb(<-r.writeBatches(r.ctx, r.acked+1, final))
 	if r.acked != final {
-		t.Fatalf("the drain without faults delivered up to batch %d of %d", r.acked, final)
+		r.t.Fatalf("the drain without faults delivered up to batch %d of %d", r.acked, final)
 	}
 	r.retire(restartClose)
 }

@@ -55,13 +55,9 @@ func TestParseRequestEveryProduceVersion(t *testing.T) {
 // now names a proxy while everything else is unchanged.
 func TestRewriteEveryVersion(t *testing.T) {
 	m := addressMap{{"10.0.0.1", 9092}: {"127.0.0.1", 40001}, {"10.0.0.2", 9092}: {"127.0.0.1", 40002}}
-	type addr struct {
-		host string
-		port int32
-	}
 	cases := []struct {
 		resp  func() kmsg.Response
-		addrs func(kmsg.Response) []addr
+		addrs func(kmsg.Response) []endpoint // the addresses setAddr sets, in its order
 	}{
 		{
 			resp: func() kmsg.Response {
@@ -71,9 +67,9 @@ func TestRewriteEveryVersion(t *testing.T) {
 				r.Topics = []kmsg.MetadataResponseTopic{{Topic: &topic, Partitions: []kmsg.MetadataResponseTopicPartition{{Leader: 2}}}}
 				return r
 			},
-			addrs: func(r kmsg.Response) (out []addr) {
+			addrs: func(r kmsg.Response) (out []endpoint) {
 				for _, b := range r.(*kmsg.MetadataResponse).Brokers {
-					out = append(out, addr{b.Host, b.Port})
+					out = append(out, endpoint{b.Host, b.Port})
 				}
 				return out
 			},
@@ -85,13 +81,13 @@ func TestRewriteEveryVersion(t *testing.T) {
 				r.Coordinators = []kmsg.FindCoordinatorResponseCoordinator{{Key: "k", NodeID: 1, Host: "10.0.0.1", Port: 9092}}
 				return r
 			},
-			addrs: func(r kmsg.Response) (out []addr) {
+			addrs: func(r kmsg.Response) (out []endpoint) {
 				f := r.(*kmsg.FindCoordinatorResponse)
 				if f.Version < 4 {
-					return []addr{{f.Host, f.Port}}
+					return []endpoint{{f.Host, f.Port}}
 				}
 				for _, c := range f.Coordinators {
-					out = append(out, addr{c.Host, c.Port})
+					out = append(out, endpoint{c.Host, c.Port})
 				}
 				return out
 			},
@@ -102,9 +98,9 @@ func TestRewriteEveryVersion(t *testing.T) {
 				r.Brokers = []kmsg.DescribeClusterResponseBroker{{NodeID: 1, Host: "10.0.0.1", Port: 9092}}
 				return r
 			},
-			addrs: func(r kmsg.Response) (out []addr) {
+			addrs: func(r kmsg.Response) (out []endpoint) {
 				for _, b := range r.(*kmsg.DescribeClusterResponse).Brokers {
-					out = append(out, addr{b.Host, b.Port})
+					out = append(out, endpoint{b.Host, b.Port})
 				}
 				return out
 			},
@@ -116,10 +112,10 @@ func TestRewriteEveryVersion(t *testing.T) {
 				r.Brokers = []kmsg.ProduceResponseBroker{{NodeID: 2, Host: "10.0.0.2", Port: 9092}}
 				return r
 			},
-			addrs: func(r kmsg.Response) (out []addr) {
+			addrs: func(r kmsg.Response) (out []endpoint) {
 				p := r.(*kmsg.ProduceResponse)
 				for _, b := range p.Brokers {
-					out = append(out, addr{b.Host, b.Port})
+					out = append(out, endpoint{b.Host, b.Port})
 				}
 				return out
 			},
@@ -130,62 +126,68 @@ func TestRewriteEveryVersion(t *testing.T) {
 				r.Brokers = []kmsg.FetchResponseBroker{{NodeID: 1, Host: "10.0.0.1", Port: 9092}}
 				return r
 			},
-			addrs: func(r kmsg.Response) (out []addr) {
+			addrs: func(r kmsg.Response) (out []endpoint) {
 				for _, b := range r.(*kmsg.FetchResponse).Brokers {
-					out = append(out, addr{b.Host, b.Port})
+					out = append(out, endpoint{b.Host, b.Port})
 				}
 				return out
 			},
 		},
 	}
 	for _, c := range cases {
-		proto := c.resp()
-		for v := int16(0); v <= proto.MaxVersion(); v++ {
-			resp := c.resp()
-			resp.SetVersion(v)
-			frame := []byte{0, 0, 1, 2} // correlation id 258
-			if resp.IsFlexible() {
-				frame = append(frame, 0)
-			}
-			frame = resp.AppendTo(frame)
-			out, err := m.rewrite(resp.Key(), v, frame)
-			if err != nil {
-				t.Fatalf("%s v%d: %v", kmsg.NameForKey(resp.Key()), v, err)
-			}
-			if id, _ := responseCorrelationID(out); id != 258 {
-				t.Errorf("%s v%d: correlation id %d after the rewrite", kmsg.NameForKey(resp.Key()), v, id)
-			}
-			// What the version carries: fields of later versions are
-			// not encoded.
-			orig, _ := decodeResponse(t, resp.Key(), v, frame)
-			back, body := decodeResponse(t, resp.Key(), v, out)
-			before, after := c.addrs(orig), c.addrs(back)
-			if len(before) != len(after) {
-				t.Fatalf("%s v%d: %d addresses before, %d after", kmsg.NameForKey(resp.Key()), v, len(before), len(after))
-			}
-			for i := range before {
-				want := m[endpoint{before[i].host, before[i].port}]
-				if after[i] != (addr{want.host, want.port}) {
-					t.Errorf("%s v%d: address %d is %v, want %v", kmsg.NameForKey(resp.Key()), v, i, after[i], want)
-				}
-			}
-			// Nothing else changed: the rewritten response re-encoded
-			// with the original addresses is the original frame.
-			if len(before) > 0 {
-				rest := out[:len(out)-len(body)]
-				for i, a := range before {
-					setAddr(back, i, a.host, a.port)
-				}
-				if got := string(back.AppendTo(append([]byte(nil), rest...))); got != string(frame) {
-					t.Errorf("%s v%d: the rewrite changed more than the addresses", kmsg.NameForKey(resp.Key()), v)
-				}
-			}
+		for v := int16(0); v <= c.resp().MaxVersion(); v++ {
+			checkRewrite(t, m, c.resp, c.addrs, v)
 		}
 	}
 	unknown := kmsg.NewPtrMetadataResponse()
 	unknown.Brokers = []kmsg.MetadataResponseBroker{{NodeID: 9, Host: "10.9.9.9", Port: 9092}}
 	if _, err := m.rewrite(kmsg.Metadata.Int16(), 0, unknown.AppendTo([]byte{0, 0, 0, 1})); err == nil {
 		t.Error("a broker without a proxy was let through")
+	}
+}
+
+// checkRewrite encodes the response mk makes at version v, rewrites it
+// with m, and checks that every address addrs reads now names its proxy
+// while the rest of the frame is unchanged.
+func checkRewrite(t *testing.T, m addressMap, mk func() kmsg.Response, addrs func(kmsg.Response) []endpoint, v int16) {
+	t.Helper()
+	resp := mk()
+	resp.SetVersion(v)
+	frame := []byte{0, 0, 1, 2} // correlation id 258
+	if resp.IsFlexible() {
+		frame = append(frame, 0)
+	}
+	frame = resp.AppendTo(frame)
+	out, err := m.rewrite(resp.Key(), v, frame)
+	if err != nil {
+		t.Fatalf("%s v%d: %v", kmsg.NameForKey(resp.Key()), v, err)
+	}
+	if id, _ := responseCorrelationID(out); id != 258 {
+		t.Errorf("%s v%d: correlation id %d after the rewrite", kmsg.NameForKey(resp.Key()), v, id)
+	}
+	// What the version carries: fields of later versions are
+	// not encoded.
+	orig, _ := decodeResponse(t, resp.Key(), v, frame)
+	back, body := decodeResponse(t, resp.Key(), v, out)
+	before, after := addrs(orig), addrs(back)
+	if len(before) != len(after) {
+		t.Fatalf("%s v%d: %d addresses before, %d after", kmsg.NameForKey(resp.Key()), v, len(before), len(after))
+	}
+	for i := range before {
+		if want := m[before[i]]; after[i] != want {
+			t.Errorf("%s v%d: address %d is %v, want %v", kmsg.NameForKey(resp.Key()), v, i, after[i], want)
+		}
+	}
+	// Nothing else changed: the rewritten response re-encoded
+	// with the original addresses is the original frame.
+	if len(before) > 0 {
+		rest := out[:len(out)-len(body)]
+		for i, a := range before {
+			setAddr(back, i, a.host, a.port)
+		}
+		if got := string(back.AppendTo(append([]byte(nil), rest...))); got != string(frame) {
+			t.Errorf("%s v%d: the rewrite changed more than the addresses", kmsg.NameForKey(resp.Key()), v)
+		}
 	}
 }
 

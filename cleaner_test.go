@@ -143,9 +143,7 @@ type cleanerRun struct {
 }
 
 func newCleanerRun(t *testing.T) *cleanerRun {
-	brokers := sinktest.RealBrokers(t, sinktest.EnvBrokers)
-	name := sinktest.UniqueName(t)
-	deleteTopicsAtEnd(t, brokers, name)
+	brokers, name := onRealBrokers(t, sinktest.EnvBrokers)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	return &cleanerRun{

@@ -126,12 +126,9 @@ func checkReplicated(t *testing.T, adm *kadm.Client, topic string, rf int, minIS
 }
 
 func TestThreeBrokerKillDuringStream(t *testing.T) {
-	// Not parallel: it stops cluster nodes; see the comment at the top of
-	// the file.
-	brokers := sinktest.RealBrokers(t, sinktest.EnvBrokers3)
+	// Not parallel: it stops cluster nodes; see helpers_test.go.
+	brokers, name := onRealBrokers(t, sinktest.EnvBrokers3)
 	nodes := testenvNodes(t)
-	name := sinktest.UniqueName(t)
-	deleteTopicsAtEnd(t, brokers, name)
 	ckTopic := name + ".checkpoints"
 	topic := name + ".public.items"
 	txnID := "kafkasink-" + name
@@ -142,7 +139,7 @@ func TestThreeBrokerKillDuringStream(t *testing.T) {
 		c.Topics = kafkasink.Topics{Prefix: name, Partitions: 3, ReplicationFactor: 3, Configs: map[string]string{"min.insync.replicas": "2"}}
 	}
 	s := newSink(t, brokers, name, config)
-	cl := mustClient(t, brokers)
+	cl := sinktest.Client(t, brokers)
 	adm := kadm.NewClient(cl)
 	// The sink created its checkpoint topic replicated for the cluster.
 	checkReplicated(t, adm, ckTopic, 3, "2")

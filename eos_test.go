@@ -143,7 +143,7 @@ func TestProduceErrorOnOnePartitionAbortsWholeTransaction(t *testing.T) {
 		t.Fatalf("checkpoint moved to %s after a failed Write", got)
 	}
 	// The other partitions took b's records, and the abort hid them.
-	ends, lerr := kadm.NewClient(mustClient(t, brokers)).ListEndOffsets(ctxT(t), topic)
+	ends, lerr := kadm.NewClient(sinktest.Client(t, brokers)).ListEndOffsets(ctxT(t), topic)
 	if lerr != nil {
 		t.Fatal(lerr)
 	}

@@ -36,7 +36,7 @@ import (
 // logs, replication and leader election, the log cleaner, the broker's own
 // auto-creation. The broker is long-lived and shared, so every sink id,
 // topic prefix and checkpoint topic comes from sinktest.UniqueName, and a
-// passed test deletes its topics (deleteTopicsAtEnd).
+// passed test deletes its topics (onRealBrokers).
 //
 // The tests that kill or stop brokers (restarts_test.go, cluster_test.go,
 // realfaults_test.go) do not call t.Parallel: the testing package finishes
@@ -389,21 +389,10 @@ func containsAll(s string, subs []string) bool {
 
 // ---- Kafka clients, topics and what a reader sees ----
 
-// mustClient returns a client on brokers, closed at the end of the test.
-func mustClient(t *testing.T, brokers []string) *kgo.Client {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
-}
-
 // admin returns an admin client on brokers, closed at the end of the test.
 func admin(t *testing.T, brokers []string) *kadm.Client {
 	t.Helper()
-	return kadm.NewClient(mustClient(t, brokers))
+	return kadm.NewClient(sinktest.Client(t, brokers))
 }
 
 // createTopic creates a topic for a test, failing it on any error.
@@ -490,36 +479,24 @@ func waitFullISR(t *testing.T, cl *kgo.Client, within time.Duration, topics ...s
 	}
 }
 
-// deleteTopicsAtEnd deletes the topics of a passed test, so the shared
-// broker does not pile them up. A failed test keeps them for a post-mortem.
-func deleteTopicsAtEnd(t *testing.T, brokers []string, prefix string) {
+// onRealBrokers returns the brokers in the variable env
+// (sinktest.EnvBrokers or sinktest.EnvBrokers3), or skips t, and the
+// test's unique name for its sink ids and topic prefixes. The topics of a
+// passed test are deleted at its end, so the shared broker does not pile
+// them up; a failed test keeps them for a post-mortem.
+func onRealBrokers(t *testing.T, env string) (brokers []string, name string) {
+	t.Helper()
+	brokers, name = sinktest.RealBrokers(t, env), sinktest.UniqueName(t)
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("keeping topics %s* for a post-mortem", prefix)
+			t.Logf("keeping topics %s* for a post-mortem", name)
 			return
 		}
-		cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-		if err != nil {
-			return
-		}
-		defer cl.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		adm := kadm.NewClient(cl)
-		all, err := adm.ListTopics(ctx)
-		if err != nil {
-			return
-		}
-		var mine []string
-		for _, topic := range all.Names() {
-			if strings.HasPrefix(topic, prefix) {
-				mine = append(mine, topic)
-			}
-		}
-		if len(mine) > 0 {
-			adm.DeleteTopics(ctx, mine...)
-		}
+		sinktest.DeleteTopics(ctx, brokers, name)
 	})
+	return brokers, name
 }
 
 // storedCheckpoint is one checkpoint record as a read_committed consumer

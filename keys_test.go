@@ -13,8 +13,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/kafkasink/kafkasink/internal/jsonw"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkasink/kafkasink/internal/jsonw"
 )
 
 // parseKeyText reverses the KeyText form as AppendKey documents it: split

@@ -59,12 +59,12 @@ import (
 // in t.Cleanup, whatever happened.
 func TestRealBrokerFaultsExactlyOnce(t *testing.T) {
 	// Not parallel: it stops cluster nodes; see helpers_test.go.
-	brokers := sinktest.RealBrokers(t, sinktest.EnvBrokers3)
+	brokers, name := onRealBrokers(t, sinktest.EnvBrokers3)
 	nodes := testenvNodes(t)
 	knobs := loadRealFaultKnobs(t)
 	t.Logf("seed %d (replay: KAFKASINK_REALFAULTS_SEED=%d), %d faults within %v, at most %d broker kills",
 		knobs.seed, knobs.seed, knobs.faults, knobs.budget, knobs.kills)
-	r := newRealFaultRun(t, brokers, nodes, knobs)
+	r := newRealFaultRun(t, brokers, name, nodes, knobs)
 	runPhases(t,
 		phase{"apply faults while writing", r.applyFaults},
 		phase{"drain without faults", r.drain},
@@ -350,9 +350,7 @@ type realFaultRun struct {
 
 const realFaultKeys = 13
 
-func newRealFaultRun(t *testing.T, brokers []string, nodes *brokerNodes, knobs realFaultKnobs) *realFaultRun {
-	name := sinktest.UniqueName(t)
-	deleteTopicsAtEnd(t, brokers, name)
+func newRealFaultRun(t *testing.T, brokers []string, name string, nodes *brokerNodes, knobs realFaultKnobs) *realFaultRun {
 	r := &realFaultRun{
 		t: t, knobs: knobs, rng: rand.New(rand.NewPCG(knobs.seed, knobs.seed^0x9e3779b97f4a7c15)),
 		brokers: brokers, nodes: nodes, pauser: newBrokerPauser(t), adm: admin(t, brokers),
@@ -697,7 +695,7 @@ func (r *realFaultRun) applied() int {
 // records the checkpoint said were committed. No client can guard against
 // that, so only KAFKASINK_REALFAULTS_FAST_RESTART=1 restarts that fast.
 func (r *realFaultRun) waitFenced(node int) {
-	cl := mustClient(r.t, r.brokers)
+	cl := sinktest.Client(r.t, r.brokers)
 	started := time.Now()
 	for deadline := started.Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		resp, err := freshMetadata(ctxT(r.t), cl, r.topic, r.ckTopic, "__transaction_state")
@@ -822,7 +820,7 @@ func (r *realFaultRun) planKill() (what string, signal func()) {
 		}
 		time.Sleep(downFor)
 		r.nodes.start(node)
-		waitFullISR(r.t, mustClient(r.t, r.brokers), 90*time.Second, r.topic, r.ckTopic, "__transaction_state")
+		waitFullISR(r.t, sinktest.Client(r.t, r.brokers), 90*time.Second, r.topic, r.ckTopic, "__transaction_state")
 	}
 }
 

@@ -49,11 +49,9 @@ func (f *firstCommit) OnTransactionCommitted(kafkasink.TransactionInfo) {
 
 func TestBrokerRestartBetweenAndDuringWrites(t *testing.T) {
 	// Not parallel: it stops the single node every other test uses; see
-	// the comment at the top of the file.
-	brokers := sinktest.RealBrokers(t, sinktest.EnvBrokers)
+	// helpers_test.go.
+	brokers, name := onRealBrokers(t, sinktest.EnvBrokers)
 	nodes := testenvNodes(t)
-	name := sinktest.UniqueName(t)
-	deleteTopicsAtEnd(t, brokers, name)
 	topic := name + ".public.load"
 	commits := newFirstCommit()
 	aborts := &hookLog{}

@@ -18,15 +18,13 @@ import (
 
 func TestMustExistMissingTopicIsFatalWithAutoCreateOn(t *testing.T) {
 	t.Parallel()
-	brokers := sinktest.RealBrokers(t, sinktest.EnvBrokers)
-	name := sinktest.UniqueName(t)
-	deleteTopicsAtEnd(t, brokers, name)
+	brokers, name := onRealBrokers(t, sinktest.EnvBrokers)
 	absent := name + ".public.absent"
 
 	// The broker does auto-create topics: a metadata request that allows
 	// it creates one. Without that, the check at the end could not fail.
 	control := name + ".public.control"
-	cl := mustClient(t, brokers)
+	cl := sinktest.Client(t, brokers)
 	req := kmsg.NewPtrMetadataRequest()
 	rt := kmsg.NewMetadataRequestTopic()
 	rt.Topic = kmsg.StringPtr(control)
@@ -75,9 +73,7 @@ func TestMustExistMissingTopicIsFatalWithAutoCreateOn(t *testing.T) {
 
 func TestTopicDeletedMidRunIsFatal(t *testing.T) {
 	t.Parallel()
-	brokers := sinktest.RealBrokers(t, sinktest.EnvBrokers)
-	name := sinktest.UniqueName(t)
-	deleteTopicsAtEnd(t, brokers, name)
+	brokers, name := onRealBrokers(t, sinktest.EnvBrokers)
 	topic := name + ".public.doomed"
 	const txnTimeout = 10 * time.Second
 	s := newSink(t, brokers, name, func(c *kafkasink.Config) {
@@ -128,9 +124,7 @@ func TestTopicDeletedMidRunIsFatal(t *testing.T) {
 
 func TestOversizedEventRejectedNeighboursDelivered(t *testing.T) {
 	t.Parallel()
-	brokers := sinktest.RealBrokers(t, sinktest.EnvBrokers)
-	name := sinktest.UniqueName(t)
-	deleteTopicsAtEnd(t, brokers, name)
+	brokers, name := onRealBrokers(t, sinktest.EnvBrokers)
 	topic := name + ".public.big"
 	dlq := name + ".dead-letters"
 	ckTopic := name + ".checkpoints"

@@ -24,9 +24,7 @@ import (
 // must go on writing.
 func TestZombieRecoveryRealCluster(t *testing.T) {
 	t.Parallel()
-	brokers := sinktest.RealBrokers(t, sinktest.EnvBrokers3)
-	name := sinktest.UniqueName(t)
-	deleteTopicsAtEnd(t, brokers, name)
+	brokers, name := onRealBrokers(t, sinktest.EnvBrokers3)
 
 	// The older instance talks through proxies: once armed, its commit
 	// answer is dropped after the broker applied it, and its producer

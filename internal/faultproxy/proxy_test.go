@@ -47,21 +47,11 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 
 func uniqueTopic(t *testing.T) string { return "faultproxy-" + sinktest.UniqueName(t) }
 
-func client(t *testing.T, brokers []string, opts ...kgo.Opt) *kgo.Client {
-	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
-}
-
 // startProxies fronts every broker of c as it advertises itself, and
 // checks at the end that the proxies themselves saw nothing wrong.
 func startProxies(t *testing.T, c cluster, decide faultproxy.Decide) *faultproxy.Proxies {
 	t.Helper()
-	meta, err := kadm.NewClient(client(t, c.brokers)).BrokerMetadata(ctxT(t, 30*time.Second))
+	meta, err := kadm.NewClient(sinktest.Client(t, c.brokers)).BrokerMetadata(ctxT(t, 30*time.Second))
 	if err != nil {
 		t.Fatalf("broker metadata: %v", err)
 	}
@@ -86,7 +76,7 @@ func startProxies(t *testing.T, c cluster, decide faultproxy.Decide) *faultproxy
 // the end.
 func createTopic(t *testing.T, c cluster, topic string, partitions int32) {
 	t.Helper()
-	adm := kadm.NewClient(client(t, c.brokers))
+	adm := kadm.NewClient(sinktest.Client(t, c.brokers))
 	resp, err := adm.CreateTopic(ctxT(t, 30*time.Second), partitions, c.replicas, nil, topic)
 	if err == nil {
 		err = resp.Err
@@ -141,7 +131,7 @@ func TestProduceConsumeThroughProxies(t *testing.T) {
 		topic := uniqueTopic(t)
 		createTopic(t, c, topic, 3)
 		conns := &connections{}
-		prod := client(t, p.Addrs(), kgo.WithHooks(conns), kgo.DefaultProduceTopic(topic))
+		prod := sinktest.Client(t, p.Addrs(), kgo.WithHooks(conns), kgo.DefaultProduceTopic(topic))
 		const n = 60
 		for i := range n {
 			r := &kgo.Record{Key: []byte(strconv.Itoa(i % 7)), Value: []byte(strconv.Itoa(i))}
@@ -149,7 +139,7 @@ func TestProduceConsumeThroughProxies(t *testing.T) {
 				t.Fatalf("producing record %d through the proxies: %v", i, err)
 			}
 		}
-		cons := client(t, p.Addrs(), kgo.WithHooks(conns), kgo.ConsumeTopics(topic),
+		cons := sinktest.Client(t, p.Addrs(), kgo.WithHooks(conns), kgo.ConsumeTopics(topic),
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 		seen := make(map[string]int)
 		partitions := make(map[int32]bool)
@@ -193,7 +183,7 @@ func TestDroppedEndTxnResponseIsCommitted(t *testing.T) {
 		})
 		topic := uniqueTopic(t)
 		createTopic(t, c, topic, 2)
-		cl := client(t, p.Addrs(), kgo.DefaultProduceTopic(topic), kgo.TransactionalID(topic),
+		cl := sinktest.Client(t, p.Addrs(), kgo.DefaultProduceTopic(topic), kgo.TransactionalID(topic),
 			kgo.TransactionTimeout(10*time.Second), kgo.RequestRetries(2))
 		if err := cl.BeginTransaction(); err != nil {
 			t.Fatal(err)
@@ -241,9 +231,9 @@ func TestCutBeforeIsNotAppliedDropResponseIs(t *testing.T) {
 					return faultproxy.Fault{}
 				})
 				topic := uniqueTopic(t)
-				direct := kadm.NewClient(client(t, c.brokers))
+				direct := kadm.NewClient(sinktest.Client(t, c.brokers))
 				t.Cleanup(func() { direct.DeleteTopics(context.Background(), topic) })
-				cl := client(t, p.Addrs(), kgo.RequestRetries(0))
+				cl := sinktest.Client(t, p.Addrs(), kgo.RequestRetries(0))
 				req := kmsg.NewPtrCreateTopicsRequest()
 				rt := kmsg.NewCreateTopicsRequestTopic()
 				rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, 1, c.replicas
@@ -296,7 +286,7 @@ func TestDelays(t *testing.T) {
 		})
 		topic := uniqueTopic(t)
 		createTopic(t, c, topic, 1)
-		adm := kadm.NewClient(client(t, p.Addrs()))
+		adm := kadm.NewClient(sinktest.Client(t, p.Addrs()))
 		describe := func() time.Duration {
 			started := time.Now()
 			if _, err := adm.DescribeTopicConfigs(ctxT(t, 20*time.Second), topic); err != nil {

@@ -34,9 +34,15 @@ import (
 // The tests against the real Kafka of scripts/testenv.sh cover what the
 // fake cluster does not model: a broker process dying and recovering its
 // logs, replication and leader election, the log cleaner, the broker's own
-// auto-creation. The broker is long-lived and shared, so every sink id,
-// topic prefix and checkpoint topic comes from sinktest.UniqueName, and a
-// passed test deletes its topics (onRealBrokers).
+// auto-creation. Each skips, naming the missing variable, unless
+//
+//	scripts/testenv.sh up --brokers 3
+//	eval "$(scripts/testenv.sh env)"
+//
+// has set the environment. The broker is long-lived and shared, so every
+// sink id, topic prefix and checkpoint topic comes from
+// sinktest.UniqueName, and a passed test deletes its topics
+// (onRealBrokers).
 //
 // The tests that kill or stop brokers (restarts_test.go, cluster_test.go,
 // realfaults_test.go) do not call t.Parallel: the testing package finishes

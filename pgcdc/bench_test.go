@@ -491,19 +491,5 @@ func benchCleanup(pg string, brokers []string, name string, slots *[]string) {
 	}
 	db.Exec(ctx, "DROP PUBLICATION IF EXISTS "+name)
 	db.Exec(ctx, "DROP TABLE IF EXISTS "+name)
-	if cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...)); err == nil {
-		adm := kadm.NewClient(cl)
-		if topics, err := adm.ListTopics(ctx); err == nil {
-			var mine []string
-			for _, t := range topics.Names() {
-				if strings.HasPrefix(t, name) {
-					mine = append(mine, t)
-				}
-			}
-			if len(mine) > 0 {
-				adm.DeleteTopics(ctx, mine...)
-			}
-		}
-		cl.Close()
-	}
+	sinktest.DeleteTopics(ctx, brokers, name)
 }

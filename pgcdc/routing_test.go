@@ -155,7 +155,7 @@ func TestDeadLetteredRowsCarryTheRow(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	dlq, goodTopic := e.name+".dead", "t.public."+good
-	adm := kadm.NewClient(mustClient(t, e.brokers))
+	adm := kadm.NewClient(sinktest.Client(t, e.brokers))
 	for topic, max := range map[string]string{dlq: "4194304", goodTopic: "1048576"} {
 		if _, err := adm.CreateTopic(ctx, 1, -1, map[string]*string{"max.message.bytes": &max}, topic); err != nil {
 			t.Fatalf("creating %s: %v", topic, err)
@@ -234,14 +234,4 @@ func TestDeadLetteredRowsCarryTheRow(t *testing.T) {
 		t.Errorf("dead-lettered rows %d, want the %d the database holds (keys %v, want %v)", len(gotDead), len(wantDead), slices.Sorted(maps.Keys(gotDead)), slices.Sorted(maps.Keys(wantDead)))
 	}
 	checkTableRows(t, sinktest.ReadCommitted(t, e.brokers, goodTopic), "public", good, 2)
-}
-
-func mustClient(t *testing.T, brokers []string) *kgo.Client {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
 }

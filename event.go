@@ -198,7 +198,47 @@ type Event struct {
 	// Relation describes the event's table: every column with its declared
 	// type. nil when the source does not describe its tables.
 	Relation *Relation
+	// Source is what the source says about where the event comes from
+	// beyond its transaction; each field's zero value means "the source
+	// does not say".
+	Source Source
 }
+
+// Source describes where an event comes from, for encoders that write a
+// source block (DebeziumEncoder). Every field is optional: its zero value
+// means the source does not say, and encoders write their "unknown" form.
+type Source struct {
+	// Database is the name of the database the event was read from.
+	Database string
+	// PrevCommitEnd is, on a change, the end of the commit record of the
+	// transaction the source delivered before the event's own on the same
+	// connection: with the event's LSN it orders changes the way a source
+	// that resumes from that point sees them. Zero for the first
+	// transaction after a (re)connection or a snapshot, and on snapshot
+	// rows.
+	PrevCommitEnd LSN
+	// Snapshot says where a snapshot row (OpRead) stands in its run.
+	Snapshot SnapshotMark
+	// SnapshotXID and SnapshotTime are, on a snapshot row, the id of the
+	// transaction the snapshot reads in and the time it started: the
+	// snapshot's counterparts of Event.XID and Event.Commit, which stay
+	// zero on snapshot rows.
+	SnapshotXID  uint32
+	SnapshotTime time.Time
+}
+
+// SnapshotMark says where a snapshot row stands in its snapshot run: a set
+// of flags, zero for a row the source does not place (and for changes).
+type SnapshotMark uint8
+
+// The flags of a SnapshotMark. A row may carry several: the only row of a
+// table is both its first and its last.
+const (
+	SnapshotFirstInTable SnapshotMark = 1 << iota // the first row read from its table in the run
+	SnapshotLastInTable                           // the last row read from its table in the run
+	SnapshotFirst                                 // the first row of the run
+	SnapshotLast                                  // the last row of the run
+)
 
 // TruncateOptions are the options a TRUNCATE statement named. They tell a
 // consumer more than the one table the event names was emptied: with

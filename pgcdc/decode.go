@@ -164,6 +164,11 @@ type Decoder struct {
 	// columns is where newRow carves rows from.
 	columns []kafkasink.Column
 
+	// prevCommitEnd is the end of the commit record of the last
+	// transaction delivered on this connection (Event.Source.PrevCommitEnd
+	// of the next one's events); zero before the first.
+	prevCommitEnd kafkasink.LSN
+
 	err    error
 	closed bool
 }
@@ -271,6 +276,7 @@ func (d *Decoder) resetState() {
 	d.types = make(map[uint32]typeInfo)
 	d.toIdle()
 	d.spools = make(map[uint32]*txnSpool)
+	d.prevCommitEnd = 0
 	d.err = nil
 }
 
@@ -809,6 +815,7 @@ func (d *Decoder) event(t *txnState, rel *relInfo, lsn kafkasink.LSN, op kafkasi
 		Key:      rel.key,
 		Before:   before,
 		After:    after,
+		Source:   kafkasink.Source{PrevCommitEnd: d.prevCommitEnd},
 	}
 }
 
@@ -819,6 +826,7 @@ func (d *Decoder) deliver(t *txnState, ev kafkasink.Event) error {
 }
 
 func (d *Decoder) commit(t Txn) error {
+	d.prevCommitEnd = t.EndLSN
 	if d.cfg.OnCommit == nil {
 		return nil
 	}

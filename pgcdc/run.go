@@ -124,6 +124,9 @@ type runner struct {
 	// columns are the columns each table ("schema.table") is streamed
 	// with, as far as this Run knows; see noteColumns.
 	columns map[string][]string
+	// database is the name of the database the source reads, which every
+	// event carries (Event.Source.Database).
+	database string
 }
 
 // attempt connects, prepares, snapshots if needed, and streams until an
@@ -210,6 +213,7 @@ func (r *runner) prepareSource(ctx context.Context, db *pgx.Conn) (*createdSlot,
 	if err != nil {
 		return nil, err
 	}
+	r.database = id.Database
 	slot, err := readSlot(ctx, db, r.cfg.Slot, r.version)
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -151,6 +152,9 @@ type snapshotRun struct {
 	lsn  kafkasink.LSN
 	next uint64 // Position.Index of the next row
 	conv *valueConverter
+	// xid and started are the snapshot transaction's id and start time.
+	xid     uint32
+	started time.Time
 }
 
 func (s *snapshotRun) run(ctx context.Context, exported string) error {
@@ -169,6 +173,12 @@ func (s *snapshotRun) run(ctx context.Context, exported string) error {
 			return fmt.Errorf("pgcdc: snapshot: importing the slot's snapshot %q: %w", exported, err)
 		}
 	}
+	// The transaction's id and start time are the snapshot's, which its
+	// rows carry (Event.Source.SnapshotXID, SnapshotTime); the id is the
+	// 32-bit one the stream's transactions carry.
+	if err := tx.QueryRow(ctx, "SELECT (txid_current() % 4294967296)::bigint, now()").Scan(&s.xid, &s.started); err != nil {
+		return fmt.Errorf("pgcdc: snapshot: reading the snapshot transaction's id and time: %w", err)
+	}
 	s.conv.describe = func(oid uint32) (customType, bool, error) { return describeType(ctx, tx, oid) }
 	// The publication as of the snapshot is the publication pgoutput
 	// applies to the changes right after it.
@@ -180,8 +190,12 @@ func (s *snapshotRun) run(ctx context.Context, exported string) error {
 	if err != nil {
 		return err
 	}
+	lastWithRows, err := s.lastWithRows(ctx, tx, tables)
+	if err != nil {
+		return err
+	}
 	for i, t := range tables {
-		if err := s.table(ctx, tx, t, i == len(tables)-1); err != nil {
+		if err := s.table(ctx, tx, t, i == len(tables)-1, i == lastWithRows); err != nil {
 			return err
 		}
 	}
@@ -193,6 +207,25 @@ func (s *snapshotRun) run(ctx context.Context, exported string) error {
 	}
 	s.r.log.Info("snapshot complete", "snapshot", s.cur.Snapshot, "rows", s.next, "tables", len(s.cur.DoneTables))
 	return nil
+}
+
+// lastWithRows returns the index of the last of tables that has a row to
+// read, -1 when none has: the table whose last row is the run's last
+// (SnapshotLast), whatever empty tables follow it. It asks from the end,
+// so it usually costs one query.
+func (s *snapshotRun) lastWithRows(ctx context.Context, tx pgx.Tx, tables []*tableInfo) (int, error) {
+	for i := len(tables) - 1; i >= 0; i-- {
+		first, _ := tables[i].chunkQueries(1)
+		rr := tx.Conn().PgConn().ExecParams(ctx, first, nil, nil, nil, nil)
+		found := rr.NextRow()
+		if _, err := rr.Close(); err != nil {
+			return 0, fmt.Errorf("pgcdc: snapshot: reading %s: %w", tables[i].name(), err)
+		}
+		if found {
+			return i, nil
+		}
+	}
+	return -1, nil
 }
 
 // pending returns the published tables still to read, the one in progress
@@ -385,8 +418,10 @@ func inIndexOrder(cols []column, ord []int) []column {
 	return out
 }
 
-// table reads one table in chunks, each one Write with its cursor.
-func (s *snapshotRun) table(ctx context.Context, tx pgx.Tx, ti *tableInfo, last bool) error {
+// table reads one table in chunks, each one Write with its cursor. last
+// says the table is the run's last, lastWithRows that no later table has
+// a row, so that its last row is the run's last.
+func (s *snapshotRun) table(ctx context.Context, tx pgx.Tx, ti *tableInfo, last, lastWithRows bool) error {
 	name := ti.name()
 	keyNames := columnNames(ti.chunkKey)
 	seen := make(map[uint32]bool)
@@ -399,7 +434,10 @@ func (s *snapshotRun) table(ctx context.Context, tx pgx.Tx, ti *tableInfo, last 
 	if err != nil {
 		return err
 	}
-	first, after := ti.chunkQueries(s.r.cfg.SnapshotChunkRows)
+	// Each query reads one row past the chunk, to know whether the
+	// chunk's last row is the table's last (SnapshotLastInTable).
+	first, after := ti.chunkQueries(s.r.cfg.SnapshotChunkRows + 1)
+	firstChunk := lastKey == nil
 	for {
 		sql, args := first, [][]byte(nil)
 		if lastKey != nil {
@@ -408,11 +446,13 @@ func (s *snapshotRun) table(ctx context.Context, tx pgx.Tx, ti *tableInfo, last 
 				args = append(args, []byte(k))
 			}
 		}
-		events, key, err := s.chunk(ctx, tx, ti, sql, args)
+		events, key, more, err := s.chunk(ctx, tx, ti, sql, args)
 		if err != nil {
 			return err
 		}
-		if len(events) < s.r.cfg.SnapshotChunkRows {
+		s.mark(events, firstChunk, !more, lastWithRows)
+		firstChunk = false
+		if !more {
 			s.cur.Table, s.cur.LastKey, s.cur.KeyColumns = "", nil, nil
 			s.cur.DoneTables = append(s.cur.DoneTables, name)
 			s.cur.Done = last
@@ -505,20 +545,48 @@ func columnNames(cols []column) []string {
 	return out
 }
 
+// mark sets Event.Source.Snapshot on the rows of one chunk of a table:
+// firstChunk when the chunk is the table's first in this run, lastChunk
+// when no row follows it, lastTable when no later table has a row.
+func (s *snapshotRun) mark(events []kafkasink.Event, firstChunk, lastChunk, lastTable bool) {
+	if len(events) == 0 {
+		return
+	}
+	if firstChunk {
+		events[0].Source.Snapshot |= kafkasink.SnapshotFirstInTable
+		if events[0].Position.Index == 0 {
+			events[0].Source.Snapshot |= kafkasink.SnapshotFirst
+		}
+	}
+	if lastChunk {
+		events[len(events)-1].Source.Snapshot |= kafkasink.SnapshotLastInTable
+		if lastTable {
+			events[len(events)-1].Source.Snapshot |= kafkasink.SnapshotLast
+		}
+	}
+}
+
 // chunk reads one chunk in text format, converting values by type OID as
 // the decoder converts text-format replication values, and returns its
-// events and the text form of its last chunk key.
-func (s *snapshotRun) chunk(ctx context.Context, tx pgx.Tx, ti *tableInfo, sql string, args [][]byte) ([]kafkasink.Event, []string, error) {
+// events, the text form of its last chunk key, and whether the query
+// returned a row past the chunk (SnapshotChunkRows), which is left for the
+// next chunk.
+func (s *snapshotRun) chunk(ctx context.Context, tx pgx.Tx, ti *tableInfo, sql string, args [][]byte) ([]kafkasink.Event, []string, bool, error) {
 	rr := tx.Conn().PgConn().ExecParams(ctx, sql, args, nil, nil, nil)
 	var (
 		events []kafkasink.Event
 		key    []string
+		more   bool
 	)
 	for rr.NextRow() {
+		if len(events) == s.r.cfg.SnapshotChunkRows {
+			more = true
+			break
+		}
 		vals := rr.Values()
 		if len(vals) != len(ti.cols)+len(ti.chunkKey) {
 			rr.Close()
-			return nil, nil, fmt.Errorf("pgcdc: snapshot: %s returned %d columns, want %d", ti.name(), len(vals), len(ti.cols)+len(ti.chunkKey))
+			return nil, nil, false, fmt.Errorf("pgcdc: snapshot: %s returned %d columns, want %d", ti.name(), len(vals), len(ti.cols)+len(ti.chunkKey))
 		}
 		row := make(kafkasink.Row, len(ti.cols))
 		for i, v := range vals[:len(ti.cols)] {
@@ -531,7 +599,7 @@ func (s *snapshotRun) chunk(ctx context.Context, tx pgx.Tx, ti *tableInfo, sql s
 				rr.Close()
 				// The same row would fail again: a DecodeError
 				// stops Run instead of retrying for ever.
-				return nil, nil, &DecodeError{LSN: s.lsn, Type: "snapshot row", Err: fmt.Errorf("column %q of %s: value of type %s does not parse: %w",
+				return nil, nil, false, &DecodeError{LSN: s.lsn, Type: "snapshot row", Err: fmt.Errorf("column %q of %s: value of type %s does not parse: %w",
 					ti.cols[i].name, ti.name(), ti.cols[i].typ, err)}
 			}
 			row[i].Value = val
@@ -548,13 +616,14 @@ func (s *snapshotRun) chunk(ctx context.Context, tx pgx.Tx, ti *tableInfo, sql s
 			Key:           ti.key,
 			After:         row,
 			BackfillRunID: s.cur.Snapshot,
+			Source:        kafkasink.Source{Database: s.r.database, SnapshotXID: s.xid, SnapshotTime: s.started},
 		})
 		s.next++
 	}
 	if _, err := rr.Close(); err != nil {
-		return nil, nil, fmt.Errorf("pgcdc: snapshot: reading %s: %w", ti.name(), err)
+		return nil, nil, false, fmt.Errorf("pgcdc: snapshot: reading %s: %w", ti.name(), err)
 	}
-	return events, key, nil
+	return events, key, more, nil
 }
 
 // writeChunk writes one snapshot chunk with its cursor, retrying retryable

@@ -80,6 +80,7 @@ type session struct {
 	werr    chan error    // writer → pump: the writer stopped (capacity 1)
 
 	confirmed kafkasink.LSN // last flush LSN reported to the server
+	database  string        // Event.Source.Database of every event
 	received  bool          // some message arrived: the session made progress
 
 	// cursor is the runner's, owned by the writer during the session: each
@@ -121,6 +122,7 @@ func (r *runner) stream(ctx context.Context, slot slotState) error {
 		werr:      make(chan error, 1),
 		confirmed: slot.confirmed,
 		cursor:    &r.cursor,
+		database:  r.database,
 	}
 	s.timer.Stop()
 	defer s.standby.Stop()
@@ -331,6 +333,7 @@ func (s *session) onEvent(e kafkasink.Event) error {
 			return err
 		}
 	}
+	e.Source.Database = s.database
 	s.cur.events = append(s.cur.events, e)
 	s.cur.bytes += eventSize(&e)
 	s.arm()

@@ -1,0 +1,107 @@
+package pgcdc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kafkasink/kafkasink"
+)
+
+// TestEventSourceFields checks what Run tells the encoders about where
+// each event comes from (Event.Source): the database, the snapshot's
+// marks, transaction id and time on snapshot rows, including a table that
+// fills its chunks exactly (its last row is known only by reading past
+// it) and an empty last table (the run's last row is in the table before
+// it), and the end of the previous commit on streamed changes.
+func TestEventSourceFields(t *testing.T) {
+	t.Parallel()
+	e := newPGEnv(t)
+	a, b, c := e.createTable("_a"), e.createTable("_b"), e.createTable("_c")
+	e.fillTable(a, 4)
+	e.fillTable(b, 1)
+
+	var (
+		mu     sync.Mutex
+		events []kafkasink.Event
+	)
+	sink := &recSink{Sink: e.newSink(e.name), tr: newTracker(), after: func(_ int, bt *kafkasink.Batch) error {
+		mu.Lock()
+		defer mu.Unlock()
+		events = append(events, bt.Events...)
+		return nil
+	}}
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(events) }
+	cfg := e.config("public."+a, "public."+b, "public."+c)
+	cfg.Snapshot = true
+	cfg.SnapshotChunkRows = 2
+	stop, r := start(t, cfg, sink)
+	waitFor(t, 30*time.Second, "the 5 snapshot rows", r, func() bool { return count() >= 5 })
+	e.exec("INSERT INTO " + c + " (id, seq) VALUES (1, 1)")
+	e.txn(func(tx pgx.Tx) {
+		for _, sql := range []string{"UPDATE " + a + " SET seq = 10 WHERE id = 1", "DELETE FROM " + b + " WHERE id = 1"} {
+			if _, err := tx.Exec(t.Context(), sql); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	waitFor(t, 30*time.Second, "the 3 changes", r, func() bool { return count() >= 8 })
+	if err := stop(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run: %v", err)
+	}
+
+	var db string
+	if err := e.db.QueryRow(t.Context(), "SELECT current_database()").Scan(&db); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := map[string]kafkasink.SnapshotMark{
+		a + "/1": kafkasink.SnapshotFirst | kafkasink.SnapshotFirstInTable,
+		a + "/2": 0, a + "/3": 0,
+		a + "/4": kafkasink.SnapshotLastInTable,
+		b + "/1": kafkasink.SnapshotFirstInTable | kafkasink.SnapshotLastInTable | kafkasink.SnapshotLast,
+	}
+	snap := events[0].Source
+	if snap.SnapshotXID == 0 || snap.SnapshotTime.IsZero() || time.Since(snap.SnapshotTime) > time.Minute {
+		t.Errorf("snapshot row: SnapshotXID %d, SnapshotTime %v: want the snapshot transaction's id and start time", snap.SnapshotXID, snap.SnapshotTime)
+	}
+	for i, ev := range events {
+		if ev.Source.Database != db {
+			t.Errorf("event %d (%s %s): Source.Database = %q, want %q", i, ev.Op, ev.Table, ev.Source.Database, db)
+		}
+		if ev.Op != kafkasink.OpRead {
+			continue
+		}
+		id := fmt.Sprint(ev.After[0].Value)
+		if m, ok := want[ev.Table+"/"+id]; !ok || ev.Source.Snapshot != m {
+			t.Errorf("snapshot row %s id %s: Source.Snapshot = %04b, want %04b", ev.Table, id, ev.Source.Snapshot, m)
+		}
+		if ev.Source.SnapshotXID != snap.SnapshotXID || !ev.Source.SnapshotTime.Equal(snap.SnapshotTime) || ev.XID != 0 || !ev.Commit.IsZero() {
+			t.Errorf("snapshot row %s id %s: Source %+v, XID %d, Commit %v: want the first row's snapshot id and time, and no XID or Commit", ev.Table, id, ev.Source, ev.XID, ev.Commit)
+		}
+	}
+	changes := slices.DeleteFunc(slices.Clone(events), func(ev kafkasink.Event) bool { return ev.Op == kafkasink.OpRead })
+	if len(changes) != 3 {
+		t.Fatalf("got %d changes, want 3", len(changes))
+	}
+	// The first transaction of the connection has no previous commit;
+	// both changes of the second carry the end of the first's commit
+	// record, which lies between its commit LSN and their own LSNs.
+	if got := changes[0].Source.PrevCommitEnd; got != 0 {
+		t.Errorf("first streamed change: PrevCommitEnd = %s, want 0", got)
+	}
+	end := changes[1].Source.PrevCommitEnd
+	for _, ch := range changes[1:] {
+		if ch.Source.PrevCommitEnd != end || end <= changes[0].Position.LSN || end > ch.LSN {
+			t.Errorf("change %s of %s at %s: PrevCommitEnd = %s, want the same for the transaction, above %s (the previous commit) and at most its own LSN",
+				ch.Op, ch.Table, ch.LSN, ch.Source.PrevCommitEnd, changes[0].Position.LSN)
+		}
+	}
+}

@@ -121,23 +121,32 @@ type stdDebezium struct {
 		TsMs      int64   `json:"ts_ms"`
 		Snapshot  string  `json:"snapshot"`
 		DB        string  `json:"db"`
+		Sequence  string  `json:"sequence"`
+		TsUs      int64   `json:"ts_us"`
+		TsNs      int64   `json:"ts_ns"`
 		Schema    string  `json:"schema"`
 		Table     string  `json:"table"`
 		TxID      uint32  `json:"txId"`
-		LSN       string  `json:"lsn"`
-		Sequence  *string `json:"sequence"`
+		LSN       uint64  `json:"lsn"`
+		Xmin      *uint64 `json:"xmin"`
+		Origin    *string `json:"origin"`
+		OriginLSN *uint64 `json:"origin_lsn"`
 	} `json:"source"`
-	Op          string `json:"op"`
-	TsMs        int64  `json:"ts_ms"`
 	Transaction *struct {
 	} `json:"transaction"`
+	Op   string `json:"op"`
+	TsMs int64  `json:"ts_ms"`
+	TsUs int64  `json:"ts_us"`
+	TsNs int64  `json:"ts_ns"`
 }
 
-func benchStdDebezium(e *Event) *stdDebezium {
-	d := &stdDebezium{After: benchStdRow(), Op: "u"}
+func benchStdDebezium(e *Event, now time.Time) *stdDebezium {
+	d := &stdDebezium{After: benchStdRow(), Op: "u", TsMs: now.UnixMilli(), TsUs: now.UnixMicro(), TsNs: now.UnixNano()}
 	s := &d.Source
-	s.Version, s.Connector, s.Name, s.TsMs, s.Snapshot = "kafkasink", "postgresql", "kafkasink", e.Commit.UnixMilli(), "false"
-	s.Schema, s.Table, s.TxID, s.LSN = e.Schema, e.Table, e.XID, strconv.FormatUint(uint64(e.LSN), 10)
+	s.Version, s.Connector, s.Name, s.Snapshot = DebeziumVersion, "postgresql", "kafkasink", "false"
+	s.TsMs, s.TsUs, s.TsNs = e.Commit.UnixMilli(), e.Commit.UnixMicro(), e.Commit.UnixMicro()*1000
+	s.Sequence = `[null,"` + strconv.FormatUint(uint64(e.LSN), 10) + `"]`
+	s.Schema, s.Table, s.TxID, s.LSN = e.Schema, e.Table, e.XID, uint64(e.LSN)
 	return d
 }
 
@@ -147,8 +156,7 @@ func benchStdDebezium(e *Event) *stdDebezium {
 func TestStdlibBaselinesEquivalent(t *testing.T) {
 	e := benchEvent()
 	now := time.UnixMilli(1717245296789)
-	deb := benchStdDebezium(&e)
-	deb.TsMs = now.UnixMilli()
+	deb := benchStdDebezium(&e, now)
 	cases := []struct {
 		name string
 		enc  Encoder
@@ -223,9 +231,10 @@ func BenchmarkEncodeDebezium(b *testing.B) { benchEncoder(b, DebeziumEncoder{}) 
 
 func BenchmarkEncodeDebezium_StdlibBaseline(b *testing.B) {
 	e := benchEvent()
-	v := benchStdDebezium(&e)
+	v := benchStdDebezium(&e, time.Now())
 	benchStdlib(b, func() any {
-		v.TsMs = time.Now().UnixMilli()
+		now := time.Now()
+		v.TsMs, v.TsUs, v.TsNs = now.UnixMilli(), now.UnixMicro(), now.UnixNano()
 		return v
 	})
 }

@@ -297,6 +297,9 @@ func (c *Config) validate() error {
 	if len(c.Brokers) == 0 {
 		add("Brokers is empty: give at least one host:port")
 	}
+	if v, ok := c.Encoder.(interface{ validate() []string }); ok {
+		p = append(p, v.validate()...)
+	}
 	for _, b := range c.Brokers {
 		if b == "" || strings.ContainsAny(b, " \t\n,") {
 			add("Brokers has %q: want one host:port per entry", b)

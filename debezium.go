@@ -1,7 +1,11 @@
 package kafkasink
 
 import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/kafkasink/kafkasink/internal/jsonw"
@@ -58,10 +62,20 @@ import (
 //	ts_ms        the time the event was encoded (Now) in Unix milliseconds
 //	ts_us, ts_ns the same in microseconds and nanoseconds
 //
-// A truncate is op "t" with null before and after, as Debezium writes it;
-// its options (e.Truncate: CASCADE, RESTART IDENTITY) are not in the
-// envelope, which Debezium defines without them and which strict readers
-// bind to fixed fields. JSONEncoder carries them.
+// Besides the value, as Debezium by default (see RecordShaper, and the
+// options below): each delete is followed by a tombstone with the same
+// key (tombstones.on.delete), a TRUNCATE is not written
+// (skipped.operations "t"), the delete and insert of a key change carry
+// __debezium.newkey and __debezium.oldkey, and every record the
+// __debezium.context.* headers (extended.headers.enabled), after the
+// kafkasink.* headers, which the tombstone shares with its delete.
+//
+// Earlier kafkasink versions wrote no tombstone and no Debezium header,
+// and wrote TRUNCATEs. A truncate, when written, is op "t" with null
+// before and after, as Debezium writes it; its options (e.Truncate:
+// CASCADE, RESTART IDENTITY) are not in the envelope, which Debezium
+// defines without them and which strict readers bind to fixed fields.
+// JSONEncoder carries them.
 //
 // Column values follow the kafkasink rules (see Encoder), which match
 // Debezium's string-based settings (decimal.handling.mode=string, ISO
@@ -76,6 +90,137 @@ type DebeziumEncoder struct {
 	// Now returns the time written to the top-level ts_ms. nil means
 	// time.Now; tests set a fixed clock.
 	Now func() time.Time
+
+	// DisableTombstones is tombstones.on.delete=false: no tombstone after
+	// a delete. By default (Debezium's true) each delete's record is
+	// followed by a record with the same key and headers and a null
+	// value, in the same transaction, so that a compacted topic can drop
+	// the key.
+	DisableTombstones bool
+	// SkippedOperations is skipped.operations: the operations not
+	// written, a comma-separated list of "c" (insert), "u" (update), "d"
+	// (delete) and "t" (truncate), or "none". "" is Debezium's default,
+	// "t": a TRUNCATE is not written. A skipped event is not delivered on
+	// purpose; the sink counts it and reports it to HookEventsSkipped
+	// (SkipInfo.ByEncoder), see RecordShaper.
+	SkippedOperations string
+	// DisableExtendedHeaders is extended.headers.enabled=false: without
+	// it every record carries Debezium's headers
+	// __debezium.context.connectorLogicalName (Name),
+	// __debezium.context.taskId ("0"),
+	// __debezium.context.connectorName ("postgresql") and
+	// __debezium.context.runId (RunID).
+	DisableExtendedHeaders bool
+	// RunID is the __debezium.context.runId header, which Debezium makes
+	// new for every start of the connector. "" means an id made once per
+	// process.
+	RunID string
+}
+
+// The headers DebeziumEncoder adds (see RecordShaper).
+const (
+	// On the two events of a key change (Event.Source.KeyChange): the
+	// delete's record names the new key, the insert's the old one, in
+	// the sink's key form (Config.KeyFormat; KeyJSON is Debezium's).
+	HeaderDebeziumNewKey = "__debezium.newkey"
+	HeaderDebeziumOldKey = "__debezium.oldkey"
+
+	headerDebeziumLogicalName   = "__debezium.context.connectorLogicalName"
+	headerDebeziumTaskID        = "__debezium.context.taskId"
+	headerDebeziumConnectorName = "__debezium.context.connectorName"
+	headerDebeziumRunID         = "__debezium.context.runId"
+)
+
+// debeziumRunID is DebeziumEncoder.RunID when it is empty: a random UUID
+// made once per process.
+var debeziumRunID = func() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40 // version 4
+	b[8] = b[8]&0x3f | 0x80 // RFC 9562 variant
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}()
+
+var _ RecordShaper = DebeziumEncoder{}
+
+// Shape implements RecordShaper: SkippedOperations and the tombstone
+// after a delete.
+func (d DebeziumEncoder) Shape(e *Event) RecordShape {
+	return RecordShape{
+		Skip:      d.skips(e.Op),
+		Tombstone: e.Op == OpDelete && !d.DisableTombstones,
+	}
+}
+
+// skips reports whether SkippedOperations names op. Snapshot reads are
+// never skipped, as in Debezium.
+func (d DebeziumEncoder) skips(op Op) bool {
+	list := d.SkippedOperations
+	switch {
+	case list == "":
+		list = "t"
+	case list == "none" || op == OpRead || !op.Valid():
+		return false
+	}
+	code := debeziumOps[op]
+	for list != "" {
+		var item string
+		item, list, _ = strings.Cut(list, ",")
+		if strings.TrimSpace(item) == code {
+			return true
+		}
+	}
+	return false
+}
+
+// AppendHeaders implements RecordShaper: the key-change headers and the
+// extended headers.
+func (d DebeziumEncoder) AppendHeaders(dst []Header, arena []byte, e *Event, otherKey []byte) ([]Header, []byte) {
+	if e.Source.KeyChange != nil && otherKey != nil {
+		key := HeaderDebeziumOldKey
+		if e.Op == OpDelete {
+			key = HeaderDebeziumNewKey
+		}
+		dst = append(dst, Header{Key: key, Value: otherKey})
+	}
+	if d.DisableExtendedHeaders {
+		return dst, arena
+	}
+	add := func(key, value string) {
+		start := len(arena)
+		arena = append(arena, value...)
+		dst = append(dst, Header{Key: key, Value: arena[start:len(arena):len(arena)]})
+	}
+	name := d.Name
+	if name == "" {
+		name = "kafkasink"
+	}
+	runID := d.RunID
+	if runID == "" {
+		runID = debeziumRunID
+	}
+	add(headerDebeziumLogicalName, name)
+	add(headerDebeziumTaskID, "0")
+	add(headerDebeziumConnectorName, "postgresql")
+	add(headerDebeziumRunID, runID)
+	return dst, arena
+}
+
+// validate returns the problems of the options, for Config validation.
+func (d DebeziumEncoder) validate() []string {
+	list := d.SkippedOperations
+	if list == "" || list == "none" {
+		return nil
+	}
+	for item := range strings.SplitSeq(list, ",") {
+		switch strings.TrimSpace(item) {
+		case "c", "u", "d", "t":
+		default:
+			return []string{fmt.Sprintf("Encoder: DebeziumEncoder.SkippedOperations (skipped.operations) %q is not valid: want a comma-separated list of c, u, d and t, or \"none\"", list)}
+		}
+	}
+	return nil
 }
 
 // debeziumOps maps an Op to Debezium's single-letter operation code.
@@ -87,8 +232,9 @@ const DebeziumVersion = "3.6.1.Final"
 
 var debeziumOps = [...]string{OpInsert: "c", OpUpdate: "u", OpDelete: "d", OpTruncate: "t", OpRead: "r"}
 
-// Encode implements Encoder. It never returns a tombstone: Debezium's own
-// tombstone after a delete is a second record, which the sink does not emit.
+// Encode implements Encoder. It never returns a tombstone: Debezium's
+// tombstone after a delete is a second record, which the sink writes as
+// Shape asks (RecordShaper).
 func (d DebeziumEncoder) Encode(dst []byte, e *Event) ([]byte, error) {
 	if !e.Op.Valid() {
 		return nil, invalidOpError(e)

@@ -111,3 +111,76 @@ func TestDebeziumSnapshotMarks(t *testing.T) {
 		}
 	}
 }
+
+// TestDebeziumHeadersMatchDebezium compares the headers DebeziumEncoder
+// adds with Debezium's, key, value and order, for the delete of a key
+// change (its record and its tombstone carry the same headers) and the
+// insert that follows it.
+func TestDebeziumHeadersMatchDebezium(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		line     int
+		op       Op
+		otherKey string
+	}{
+		{29, OpDelete, `{"id":10}`},
+		{30, OpDelete, `{"id":10}`},
+		{31, OpInsert, `{"id":2}`},
+		{32, OpDelete, ""},
+	} {
+		_, want := debeziumGolden(t, c.line)
+		runID := want[len(want)-1].Value
+		e := Event{Op: c.op}
+		var otherKey []byte
+		if c.otherKey != "" {
+			e.Source.KeyChange = Row{{Name: "id", Value: int64(0)}}
+			otherKey = []byte(c.otherKey)
+		}
+		hs, _ := DebeziumEncoder{Name: "dbz", RunID: runID}.AppendHeaders(nil, nil, &e, otherKey)
+		if len(hs) != len(want) {
+			t.Fatalf("record %d: %d headers %v, want %d %v", c.line, len(hs), hs, len(want), want)
+		}
+		for i, h := range hs {
+			if h.Key != want[i].Key || string(h.Value) != want[i].Value {
+				t.Errorf("record %d: header %d = %s: %s, want %s: %s", c.line, i, h.Key, h.Value, want[i].Key, want[i].Value)
+			}
+		}
+		if shape := (DebeziumEncoder{}).Shape(&e); shape.Tombstone != (c.op == OpDelete) || shape.Skip {
+			t.Errorf("record %d: shape %+v", c.line, shape)
+		}
+	}
+	if got := (DebeziumEncoder{DisableExtendedHeaders: true}).Shape(&Event{Op: OpDelete}); !got.Tombstone {
+		t.Errorf("DisableExtendedHeaders changed the tombstone: %+v", got)
+	}
+	if hs, _ := (DebeziumEncoder{DisableExtendedHeaders: true}).AppendHeaders(nil, nil, &Event{Op: OpInsert}, nil); len(hs) != 0 {
+		t.Errorf("DisableExtendedHeaders: headers %v, want none", hs)
+	}
+	if got := (DebeziumEncoder{DisableTombstones: true}).Shape(&Event{Op: OpDelete}); got.Tombstone {
+		t.Errorf("DisableTombstones: shape %+v, want no tombstone", got)
+	}
+}
+
+// TestDebeziumSkippedOperations checks skipped.operations: "t" by
+// default, a list, and "none"; snapshot reads are never skipped.
+func TestDebeziumSkippedOperations(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		list    string
+		skipped []Op
+	}{
+		{"", []Op{OpTruncate}},
+		{"none", nil},
+		{"c, d", []Op{OpInsert, OpDelete}},
+		{"u,t", []Op{OpUpdate, OpTruncate}},
+	} {
+		for _, op := range []Op{OpInsert, OpUpdate, OpDelete, OpTruncate, OpRead} {
+			want := false
+			for _, s := range c.skipped {
+				want = want || s == op
+			}
+			if got := (DebeziumEncoder{SkippedOperations: c.list}).Shape(&Event{Op: op}).Skip; got != want {
+				t.Errorf("SkippedOperations %q, %s: Skip = %v, want %v", c.list, op, got, want)
+			}
+		}
+	}
+}

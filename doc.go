@@ -86,8 +86,9 @@
 //
 // Value: Config.Encoder: JSONEncoder (the change event, default),
 // UpsertEncoder (the row document, a tombstone for deletes), or
-// DebeziumEncoder (Debezium's before/after/source/op/ts_ms envelope). LSNs
-// and other integers that can exceed 2^53 are JSON strings. NaN and infinite
+// DebeziumEncoder (Debezium 3.6.1's envelope, records and headers: see its
+// doc). LSNs and other integers that can exceed 2^53 are JSON strings,
+// except where DebeziumEncoder follows Debezium. NaN and infinite
 // floats are the strings "NaN", "Infinity" and "-Infinity"; invalid UTF-8 in
 // a string becomes U+FFFD, as encoding/json does.
 //

@@ -225,6 +225,11 @@ type Source struct {
 	// zero on snapshot rows.
 	SnapshotXID  uint32
 	SnapshotTime time.Time
+	// KeyChange is set on the two events a source emits for an update
+	// that moved its row to another key, a delete of the old key and then
+	// an insert of the new: the other event's row image (on the delete
+	// the new row, on the insert the old row or key). nil otherwise.
+	KeyChange Row
 }
 
 // SnapshotMark says where a snapshot row stands in its snapshot run: a set

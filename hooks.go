@@ -15,7 +15,7 @@ type Hook any
 // BatchInfo describes one successful Write.
 type BatchInfo struct {
 	Events       int           // events in the batch
-	Skipped      int           // events at or below the checkpoint, already delivered
+	Skipped      int           // events at or below the checkpoint (already delivered), and those the Encoder left out (SkipInfo.ByEncoder)
 	Written      int           // events written to their topics
 	Rejected     int           // events rejected (dead-lettered; a batch with rejections and no dead-letter topic fails)
 	Records      int           // records produced, dead-letter records included, checkpoints excluded
@@ -34,15 +34,22 @@ type TransactionInfo struct {
 }
 
 // SkipInfo describes events of a Write skipped because the checkpoint
-// already covers them: a source redelivering after a restart.
+// already covers them (a source redelivering after a restart), or, with
+// ByEncoder, because the Encoder leaves them out (a RecordShaper's Skip,
+// such as DebeziumEncoder.SkippedOperations).
 type SkipInfo struct {
 	First, Last Position // positions of the first and last skipped event
 	Events      int      // how many were skipped
-	Checkpoint  Position // the checkpoint that covers them
+	Checkpoint  Position // the checkpoint that covers them; zero with ByEncoder
+	// ByEncoder says the events were left out by the Encoder: not
+	// delivered on purpose, and covered by the checkpoint from this Write
+	// on.
+	ByEncoder bool
 }
 
 // HookEventsSkipped is called when a Write skips events the checkpoint
-// covers (they were delivered before), before it writes the rest.
+// covers (they were delivered before), before it writes the rest, and
+// when the Encoder leaves events out (SkipInfo.ByEncoder), once per Write.
 type HookEventsSkipped interface {
 	OnEventsSkipped(SkipInfo)
 }

@@ -139,14 +139,41 @@ func (s *base) encodeParts(ctx context.Context, p *plan, events []Event, send fu
 		headers: make([]kgo.RecordHeader, 0, 5*len(events)),
 		arena:   make([]byte, 0, 512*len(events)),
 	}
-	var rejections []Rejection
+	shaper, _ := s.cfg.Encoder.(RecordShaper)
+	enc.shaper = shaper
+	if shaper != nil {
+		// Room for a tombstone per event, at len(events)+i, and the
+		// encoder's headers.
+		enc.records = make([]kgo.Record, 2*len(events))
+		enc.headers = make([]kgo.RecordHeader, 0, 10*len(events))
+	}
+	var (
+		rejections []Rejection
+		omitted    SkipInfo
+	)
 	for i := range events {
 		e := &events[i]
+		var shape RecordShape
+		if shaper != nil {
+			if shape = shaper.Shape(e); shape.Skip {
+				p.omit(e.Position, &omitted)
+				continue
+			}
+		}
 		d, rej, err := s.encodeEvent(ctx, &enc, i, e)
 		if err != nil {
 			return nil, err
 		}
 		r := d.record
+		if rej == nil && shape.Tombstone {
+			tomb := &enc.records[len(events)+i]
+			*tomb = kgo.Record{Topic: r.Topic, Key: r.Key, Headers: r.Headers}
+			if p.add(e.Position, s.cfg.MaxTransactionRecords, s.cfg.MaxTransactionBytes, r, tomb) && send != nil {
+				send(r)
+				send(tomb)
+			}
+			continue
+		}
 		if rej != nil {
 			rejections = append(rejections, *rej)
 			if s.cfg.DeadLetterTopic == "" {
@@ -157,30 +184,57 @@ func (s *base) encodeParts(ctx context.Context, p *plan, events []Event, send fu
 			}
 			p.rejected++
 		}
-		if p.add(r, e.Position, s.cfg.MaxTransactionRecords, s.cfg.MaxTransactionBytes) && send != nil {
+		if p.add(e.Position, s.cfg.MaxTransactionRecords, s.cfg.MaxTransactionBytes, r) && send != nil {
 			send(r)
 		}
+	}
+	if omitted.Events > 0 {
+		p.skipped += omitted.Events
+		s.log.Info("skipping events the Encoder leaves out", "skipped", omitted.Events, "first", omitted.First.String(), "last", omitted.Last.String())
+		s.hooks.onSkipped(omitted)
 	}
 	return rejections, nil
 }
 
-// add appends r, the record of the event at pos, to the last part of p,
-// or to a new part when the last one is full: at maxRecords events, or
-// maxBytes bytes with r. It reports whether r is in the first part.
-func (p *plan) add(r *kgo.Record, pos Position, maxRecords, maxBytes int) (first bool) {
-	size := recordSize(r)
+// add appends rs, the records of the event at pos (its record, and the
+// tombstone a RecordShaper asked for), to the last part of p, or to a new
+// part when the last one is full: at maxRecords events, or maxBytes bytes
+// with rs. The records of one event are never split across parts. It
+// reports whether they are in the first part.
+func (p *plan) add(pos Position, maxRecords, maxBytes int, rs ...*kgo.Record) (first bool) {
+	size := 0
+	for _, r := range rs {
+		size += recordSize(r)
+	}
 	last := len(p.parts) - 1
 	if last < 0 || p.parts[last].events >= maxRecords || p.parts[last].bytes+size > maxBytes {
 		p.parts = append(p.parts, part{first: pos})
 		last++
 	}
 	pt := &p.parts[last]
-	pt.records = append(pt.records, r)
-	pt.positions = append(pt.positions, pos)
+	for _, r := range rs {
+		pt.records = append(pt.records, r)
+		pt.positions = append(pt.positions, pos)
+	}
 	pt.events++
 	pt.bytes += size
 	pt.last = pos
 	return last == 0
+}
+
+// omit records that the Encoder leaves the event at pos out (a
+// RecordShape's Skip): the checkpoint moves past it, in the last part or
+// a part of its own when there is none, and info counts it.
+func (p *plan) omit(pos Position, info *SkipInfo) {
+	if len(p.parts) == 0 {
+		p.parts = append(p.parts, part{first: pos})
+	}
+	p.parts[len(p.parts)-1].last = pos
+	if info.Events == 0 {
+		info.First, info.ByEncoder = pos, true
+	}
+	info.Last = pos
+	info.Events++
 }
 
 // reportRejections reports every rejected event to the hooks and the log.
@@ -217,6 +271,8 @@ type encoderState struct {
 	records []kgo.Record
 	headers []kgo.RecordHeader
 	arena   []byte
+	shaper  RecordShaper // the Encoder's, when it has one
+	shaped  []Header     // its headers of one event, reused
 }
 
 // take returns the bytes appended to the arena since start, capped so a
@@ -251,6 +307,9 @@ func (s *base) encodeEvent(ctx context.Context, es *encoderState, i int, e *Even
 	}
 	d := draft{record: &es.records[i]}
 	*d.record = kgo.Record{Topic: rt.topic, Headers: s.standardHeaders(es, e)}
+	if es.shaper != nil {
+		d.record.Headers = s.shapedHeaders(es, d.record.Headers, e, rt.keyColumns)
+	}
 	var rej *Rejection
 	reject := func(reason Reason, err error) {
 		if rej == nil { // the first reason is the rejection's
@@ -342,6 +401,35 @@ func (s *base) routeOf(e *Event) tableRoute {
 		s.routes[k] = rt
 	}
 	return rt
+}
+
+// shapedHeaders returns the record headers hs (the standard ones, the
+// last appended to es.headers) followed by the headers es.shaper adds for
+// e, so that the record's size checks count them. For a key change it
+// renders the other event's key (by keyColumns, as the record's own) for
+// them; a key it cannot render is left out, as the event's own key
+// decides the event's fate.
+func (s *base) shapedHeaders(es *encoderState, hs []kgo.RecordHeader, e *Event, keyColumns []string) []kgo.RecordHeader {
+	var otherKey []byte
+	if e.Source.KeyChange != nil {
+		other := Event{Op: OpInsert, Schema: e.Schema, Table: e.Table, Position: e.Position, Key: e.Key, After: e.Source.KeyChange}
+		start := len(es.arena)
+		if out, err := AppendKey(es.arena, &other, keyColumns, s.cfg.KeyFormat); err == nil {
+			es.arena = out
+			otherKey = es.take(start)
+		}
+	}
+	var extra []Header
+	extra, es.arena = es.shaper.AppendHeaders(es.shaped[:0], es.arena, e, otherKey)
+	es.shaped = extra
+	if len(extra) == 0 {
+		return hs
+	}
+	h0 := len(es.headers) - len(hs)
+	for _, h := range extra {
+		es.headers = append(es.headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+	}
+	return es.headers[h0:len(es.headers):len(es.headers)]
 }
 
 // standardHeaders appends the headers every record carries.

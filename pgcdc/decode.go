@@ -680,11 +680,16 @@ func (d *Decoder) change(t *txnState, lsn kafkasink.LSN, msg pglogrepl.Message) 
 			return d.emit(t, rel, lsn, kafkasink.OpDelete, before, nil)
 		case m.oldKind != 0 && keyChanged(rel, m):
 			// A compacted topic keeps the last record per key: the old
-			// key needs its own delete, or it lives forever.
-			if err := d.emit(t, rel, lsn, kafkasink.OpDelete, before, nil); err != nil {
+			// key needs its own delete, or it lives forever. Each
+			// event names the other's row (Source.KeyChange).
+			del := d.event(t, rel, lsn, kafkasink.OpDelete, before, nil)
+			del.Source.KeyChange = after
+			if err := d.deliver(t, del); err != nil {
 				return err
 			}
-			return d.emit(t, rel, lsn, kafkasink.OpInsert, nil, after)
+			ins := d.event(t, rel, lsn, kafkasink.OpInsert, nil, after)
+			ins.Source.KeyChange = before
+			return d.deliver(t, ins)
 		}
 		return d.emit(t, rel, lsn, kafkasink.OpUpdate, before, after)
 

@@ -86,10 +86,14 @@ func TestKeyChange(t *testing.T) {
 		wal{0x130, insert(0, 16384, txt("4"), txt("dee"), txt("3"))},
 		wal{0x500, commit(0x500, 0x530, t0)},
 	)
+	// Each half of the key change names the other's row
+	// (Source.KeyChange), for the encoders' old/new key headers.
+	del := ev(kafkasink.OpDelete, "public", "users", 0x500, 0, 0x110, 7, userKey, row("id", int32(1)), nil)
+	ins := ev(kafkasink.OpInsert, "public", "users", 0x500, 1, 0x110, 7, userKey, nil,
+		row("id", int32(2), "name", "bob", "balance", kafkasink.Decimal("1")))
+	del.Source.KeyChange, ins.Source.KeyChange = ins.After, del.Before
 	checkEvents(t, rec.events, []kafkasink.Event{
-		ev(kafkasink.OpDelete, "public", "users", 0x500, 0, 0x110, 7, userKey, row("id", int32(1)), nil),
-		ev(kafkasink.OpInsert, "public", "users", 0x500, 1, 0x110, 7, userKey, nil,
-			row("id", int32(2), "name", "bob", "balance", kafkasink.Decimal("1"))),
+		del, ins,
 		ev(kafkasink.OpUpdate, "public", "users", 0x500, 2, 0x120, 7, userKey, row("id", int32(3)),
 			row("id", int32(3), "name", "cy", "balance", kafkasink.Decimal("2"))),
 		ev(kafkasink.OpInsert, "public", "users", 0x500, 3, 0x130, 7, userKey, nil,

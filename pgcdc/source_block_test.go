@@ -105,3 +105,32 @@ func TestEventSourceFields(t *testing.T) {
 		}
 	}
 }
+
+// TestDecoderPrevCommitEnd: the events of a transaction carry the end of
+// the previous transaction's commit record on the same connection; the
+// first transaction, and the first after Reset, carry zero.
+func TestDecoderPrevCommitEnd(t *testing.T) {
+	t.Parallel()
+	d, rec := newTestDecoder(t, DecoderConfig{})
+	txn := func(start, commitLSN, end kafkasink.LSN) {
+		feed(t, d,
+			wal{start, begin(commitLSN, t0, 7)},
+			wal{start, usersR},
+			wal{start + 0x10, insert(0, 16384, txt("1"), txt("a"), txt("1"))},
+			wal{commitLSN, commit(commitLSN, end, t0)},
+		)
+	}
+	txn(0x100, 0x500, 0x530)
+	txn(0x600, 0x700, 0x730)
+	if err := d.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	txn(0x800, 0x900, 0x930)
+	var got []kafkasink.LSN
+	for _, e := range rec.events {
+		got = append(got, e.Source.PrevCommitEnd)
+	}
+	if want := []kafkasink.LSN{0, 0x530, 0}; !slices.Equal(got, want) {
+		t.Errorf("PrevCommitEnd of the three transactions' events = %v, want %v", got, want)
+	}
+}

@@ -1,0 +1,46 @@
+package kafkasink
+
+// RecordShaper is an optional interface of an Encoder that writes an event
+// as something other than exactly one record: DebeziumEncoder uses it for
+// Debezium's tombstone after a delete, its skipped.operations and its
+// headers. The sink asks once per event, before encoding it; an Encoder
+// without it costs nothing more.
+//
+// The records an event makes are one unit for the sink: they are in the
+// same part of a batch, so with ExactlyOnce in the same Kafka transaction
+// (a crash cannot write one without the other), size-checked together
+// with the event's record, and dead-lettered as the event (a rejected
+// event gets its one dead-letter record and no tombstone). A skipped
+// event is intentionally not delivered: the checkpoint moves past it as
+// past a written one, and it is counted in BatchInfo.Skipped and reported
+// to HookEventsSkipped with SkipInfo.ByEncoder set and logged, never
+// dropped silently.
+type RecordShaper interface {
+	// Shape says how the sink writes e's records.
+	Shape(e *Event) RecordShape
+	// AppendHeaders appends the encoder's headers of e's records to dst,
+	// after the sink's own kafkasink.* headers, with their values
+	// appended to arena; it returns both. otherKey is, for either event
+	// of a key change (Event.Source.KeyChange set), the record key of the
+	// other event as the sink renders keys (Config.KeyFormat); nil
+	// otherwise. A Value may be a slice of arena (capped at its end, as
+	// later appends must not reach it) or of otherKey.
+	AppendHeaders(dst []Header, arena []byte, e *Event, otherKey []byte) ([]Header, []byte)
+}
+
+// Header is a record header a RecordShaper adds.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// RecordShape is how the sink writes one event.
+type RecordShape struct {
+	// Skip leaves the event out: no record is written for it (see
+	// RecordShaper on how it is counted).
+	Skip bool
+	// Tombstone writes, right after the event's record, a record with the
+	// same key, the same headers and a null value, which lets a compacted
+	// topic remove the key.
+	Tombstone bool
+}

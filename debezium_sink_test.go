@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
@@ -152,7 +153,7 @@ func TestDebeziumTombstoneInItsDeleteTransaction(t *testing.T) {
 	const topic = "kafkasink.public.t"
 	write(t, s, []kafkasink.Event{dbzEvent(kafkasink.OpInsert, 100, 0, 1)})
 	release := make(chan struct{})
-	errc := writeHeldAtCommit(t, c, s, []kafkasink.Event{dbzEvent(kafkasink.OpDelete, 200, 0, 1)}, release)
+	errc := writeHeldAt(t, c, s, kmsg.EndTxn, []kafkasink.Event{dbzEvent(kafkasink.OpDelete, 200, 0, 1)}, release)
 	if got := len(sinktest.ReadCommitted(t, brokers, topic)); got != 1 {
 		t.Errorf("before the commit: %d records read_committed, want 1 (the insert)", got)
 	}

@@ -175,8 +175,9 @@ func (s *snapshotRun) run(ctx context.Context, exported string) error {
 	}
 	// The transaction's id and start time are the snapshot's, which its
 	// rows carry (Event.Source.SnapshotXID, SnapshotTime); the id is the
-	// 32-bit one the stream's transactions carry.
-	if err := tx.QueryRow(ctx, "SELECT (txid_current() % 4294967296)::bigint, now()").Scan(&s.xid, &s.started); err != nil {
+	// 32-bit one the stream's transactions carry. A standby cannot assign
+	// one: there it is 0, unknown, as Debezium writes it.
+	if err := tx.QueryRow(ctx, "SELECT CASE WHEN pg_is_in_recovery() THEN 0 ELSE txid_current() % 4294967296 END::bigint, now()").Scan(&s.xid, &s.started); err != nil {
 		return fmt.Errorf("pgcdc: snapshot: reading the snapshot transaction's id and time: %w", err)
 	}
 	s.conv.describe = func(oid uint32) (customType, bool, error) { return describeType(ctx, tx, oid) }

@@ -187,3 +187,44 @@ func TestDebeziumOptionsValidated(t *testing.T) {
 		}
 	}
 }
+
+// TestDebeziumTombstoneOfRejectedDelete: a delete too large for its topic
+// is dead-lettered as one record, without a tombstone (which would drop
+// the key's last record in a compacted topic although the delete was not
+// delivered); the deletes around it keep theirs, and the size check
+// counts the Debezium headers.
+func TestDebeziumTombstoneOfRejectedDelete(t *testing.T) {
+	t.Parallel()
+	_, brokers := sinktest.Cluster(t)
+	const (
+		topic = "kafkasink.public.t"
+		dlq   = "kafkasink.dead-letters"
+	)
+	createTopic(t, brokers, topic, 1, map[string]string{"max.message.bytes": "2048"})
+	s := newSink(t, brokers, "dbzreject", func(c *kafkasink.Config) {
+		c.Encoder = kafkasink.DebeziumEncoder{}
+		c.DeadLetterTopic = dlq
+	})
+	big := dbzEvent(kafkasink.OpDelete, 200, 0, 2)
+	big.Before = append(big.Before, kafkasink.Column{Name: "note", Value: strings.Repeat("x", 3000)})
+	write(t, s, []kafkasink.Event{dbzEvent(kafkasink.OpDelete, 100, 0, 1), big, dbzEvent(kafkasink.OpDelete, 300, 0, 3)})
+	if got := s.Checkpoint().Position.LSN; got != 300 {
+		t.Errorf("checkpoint at %s, want 0/12C", got)
+	}
+	recs := sinktest.ReadCommitted(t, brokers, topic)
+	var got []string
+	for _, r := range recs {
+		kind := "delete"
+		if r.Value == nil {
+			kind = "tombstone"
+		}
+		got = append(got, sinktest.Header(r, kafkasink.HeaderID)+" "+kind)
+	}
+	want := []string{"0/64:0 delete", "0/64:0 tombstone", "0/12C:0 delete", "0/12C:0 tombstone"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("records %v, want %v", got, want)
+	}
+	if dead := sinktest.ReadCommitted(t, brokers, dlq); len(dead) != 1 || sinktest.Header(dead[0], kafkasink.HeaderID) != big.ID() {
+		t.Errorf("%d dead letters, want 1 for %s", len(dead), big.ID())
+	}
+}

@@ -52,7 +52,8 @@ import (
 //	               change has none; a snapshot row: the snapshot's LSN), a
 //	               number as Debezium writes it (LSNs above 2^53 lose
 //	               digits in JavaScript and other float-based readers;
-//	               sequence holds them as strings)
+//	               sequence holds them as strings, and LSNAsString writes
+//	               lsn as one)
 //	  xmin         null
 //	  origin       null
 //	  origin_lsn   null
@@ -115,6 +116,11 @@ type DebeziumEncoder struct {
 	// new for every start of the connector. "" means an id made once per
 	// process.
 	RunID string
+	// LSNAsString writes source.lsn as a decimal string, the form earlier
+	// kafkasink versions wrote, for readers that parse JSON numbers as
+	// floats (JavaScript) and would round LSNs above 2^53. Not a Debezium
+	// option: Debezium writes a number.
+	LSNAsString bool
 }
 
 // The headers DebeziumEncoder adds (see RecordShaper).
@@ -297,7 +303,13 @@ func (d DebeziumEncoder) Encode(dst []byte, e *Event) ([]byte, error) {
 	dst = append(dst, `,"txId":`...)
 	dst = strconv.AppendUint(dst, uint64(xid), 10)
 	dst = append(dst, `,"lsn":`...)
-	dst = strconv.AppendUint(dst, uint64(lsn), 10)
+	if d.LSNAsString {
+		dst = append(dst, '"')
+		dst = strconv.AppendUint(dst, uint64(lsn), 10)
+		dst = append(dst, '"')
+	} else {
+		dst = strconv.AppendUint(dst, uint64(lsn), 10)
+	}
 	dst = append(dst, `,"xmin":null,"origin":null,"origin_lsn":null},"transaction":null,"op":"`...)
 	dst = append(dst, debeziumOps[e.Op]...)
 	now := d.Now

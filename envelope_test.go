@@ -193,7 +193,11 @@ func TestDebeziumEncoder(t *testing.T) {
 		}
 	}
 	e := goldenByName(t, "truncate")
-	m := decodeObject(t, mustEncode(DebeziumEncoder{}.Encode([]byte{}, e)))
+	m := decodeObject(t, mustEncode(DebeziumEncoder{LSNAsString: true}.Encode([]byte{}, e)))
+	if src := m["source"].(map[string]any); src["lsn"] != "18446744073709551615" {
+		t.Errorf("LSNAsString: source.lsn = %v, want the string of the commit LSN", src["lsn"])
+	}
+	m = decodeObject(t, mustEncode(DebeziumEncoder{}.Encode([]byte{}, e)))
 	if src := m["source"].(map[string]any); src["lsn"] != json.Number("18446744073709551615") {
 		t.Errorf("truncate without its own LSN: source.lsn = %v, want the commit LSN", src["lsn"])
 	}

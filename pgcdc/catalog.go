@@ -133,7 +133,7 @@ func (k *catalog) streamType(ctx context.Context, oid uint32) (customType, bool,
 // describeType reads what the type with OID oid is made of; found is
 // false when there is no such type (dropped since the change was made).
 func describeType(ctx context.Context, q querier, oid uint32) (t customType, found bool, err error) {
-	rows, err := q.Query(ctx, `SELECT t.typtype::text, t.typbasetype, t.typelem <> 0 AND t.typlen = -1, t.typelem, coalesce(e.typdelim, ',')::text,
+	rows, err := q.Query(ctx, `SELECT t.typname::text, t.typtypmod, t.typtype::text, t.typbasetype, t.typelem <> 0 AND t.typlen = -1, t.typelem, coalesce(e.typdelim, ',')::text,
 			(SELECT array_agg(a.attname::text ORDER BY a.attnum) FROM pg_attribute a WHERE t.typtype = 'c' AND a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped),
 			(SELECT array_agg(a.atttypid ORDER BY a.attnum) FROM pg_attribute a WHERE t.typtype = 'c' AND a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped)
 		FROM pg_type t LEFT JOIN pg_type e ON e.oid = t.typelem
@@ -150,7 +150,7 @@ func describeType(ctx context.Context, q querier, oid uint32) (t customType, fou
 		names       []string
 		types       []uint32
 	)
-	if err := rows.Scan(&kind, &t.base, &t.array, &t.elem, &delim, &names, &types); err != nil {
+	if err := rows.Scan(&t.name, &t.typmod, &kind, &t.base, &t.array, &t.elem, &delim, &names, &types); err != nil {
 		return t, false, fmt.Errorf("pgcdc: looking up type %d in pg_type: %w", oid, err)
 	}
 	if len(delim) == 1 {

@@ -232,12 +232,16 @@ type relInfo struct {
 	key      []string // effective key column names, capacity clipped
 	keyIdx   []int    // indexes of the effective key columns
 	identIdx []int    // indexes of the replica identity columns
+	// relation is Event.Relation of the relation's events, made once the
+	// columns' types are resolved.
+	relation *kafkasink.Relation
 }
 
 type relColumn struct {
-	name  string
-	oid   uint32
-	ident bool
+	name   string
+	oid    uint32
+	typmod int32
+	ident  bool
 }
 
 // typeInfo is a non-built-in type as a Type message described it.
@@ -558,6 +562,7 @@ func (d *Decoder) schema(lsn kafkasink.LSN, msg pglogrepl.Message) error {
 				return &DecodeError{LSN: lsn, Type: "Relation", Err: err}
 			}
 		}
+		rel.relation = d.conv.relation(rel.describe(m.ReplicaIdentity == 'f'))
 		d.relations[m.RelationID] = rel
 		if d.cfg.OnRelation != nil {
 			d.cfg.OnRelation(rel.schema, rel.table, rel.columnNames())
@@ -579,7 +584,7 @@ func (d *Decoder) newRelInfo(m *pglogrepl.RelationMessageV2) (rel *relInfo, conf
 	full := m.ReplicaIdentity == 'f'
 	for i, c := range m.Columns {
 		ident := c.Flags&1 != 0
-		rel.cols = append(rel.cols, relColumn{name: c.Name, oid: c.DataType, ident: ident})
+		rel.cols = append(rel.cols, relColumn{name: c.Name, oid: c.DataType, typmod: c.TypeModifier, ident: ident})
 		if ident {
 			rel.identIdx = append(rel.identIdx, i)
 			if !full {
@@ -618,6 +623,18 @@ func (r *relInfo) setKey(names []string, source string) error {
 	}
 	r.key = r.key[:len(r.key):len(r.key)]
 	return nil
+}
+
+// describe returns the relation's columns for Event.Relation. pgoutput
+// does not send NOT NULL: the replica identity columns of a relation whose
+// identity is not FULL are (a primary key's or a unique index's over NOT
+// NULL columns); the others count as nullable.
+func (r *relInfo) describe(full bool) []relationColumn {
+	cols := make([]relationColumn, len(r.cols))
+	for i, c := range r.cols {
+		cols[i] = relationColumn{name: c.name, oid: c.oid, typmod: c.typmod, notNull: c.ident && !full}
+	}
+	return cols
 }
 
 // columnNames returns the names of the relation's columns, in order.
@@ -818,6 +835,7 @@ func (d *Decoder) event(t *txnState, rel *relInfo, lsn kafkasink.LSN, op kafkasi
 		XID:      t.xid,
 		Commit:   t.commit,
 		Key:      rel.key,
+		Relation: rel.relation,
 		Before:   before,
 		After:    after,
 		Source:   kafkasink.Source{PrevCommitEnd: d.prevCommitEnd},

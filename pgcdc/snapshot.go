@@ -251,9 +251,11 @@ func (s *snapshotRun) pending(published []publishedTable) []publishedTable {
 
 // column is a column as the snapshot reads it.
 type column struct {
-	name string
-	oid  uint32
-	typ  string // format_type, for casting key parameters
+	name    string
+	oid     uint32
+	typmod  int32  // atttypmod, for Event.Relation
+	notNull bool   // as the stream's Relation has it: a replica identity column of a table whose identity is not FULL
+	typ     string // format_type, for casting key parameters
 }
 
 // tableInfo is how the snapshot reads one published table: the published
@@ -329,7 +331,7 @@ func (ti *tableInfo) readColumns(ctx context.Context, q querier) (pk, ri []colum
 	// the primary key's with REPLICA IDENTITY DEFAULT, the index's with
 	// USING INDEX; with FULL it flags every column and the decoder takes
 	// none, with NOTHING there are none.
-	rows, err := q.Query(ctx, `SELECT a.attname, a.atttypid, format_type(a.atttypid, a.atttypmod),
+	rows, err := q.Query(ctx, `SELECT a.attname, a.atttypid, a.atttypmod, format_type(a.atttypid, a.atttypmod),
 			coalesce((SELECT k.ord FROM unnest(pk.indkey::int2[]) WITH ORDINALITY k(attnum, ord) WHERE k.attnum = a.attnum), 0)::int,
 			coalesce((SELECT k.ord FROM unnest(ri.indkey::int2[]) WITH ORDINALITY k(attnum, ord) WHERE k.attnum = a.attnum), 0)::int,
 			c.relreplident::text
@@ -349,7 +351,7 @@ func (ti *tableInfo) readColumns(ctx context.Context, q querier) (pk, ri []colum
 			inPK, inRI   int
 			replIdentity string
 		)
-		if err := rows.Scan(&c.name, &c.oid, &c.typ, &inPK, &inRI, &replIdentity); err != nil {
+		if err := rows.Scan(&c.name, &c.oid, &c.typmod, &c.typ, &inPK, &inRI, &replIdentity); err != nil {
 			rows.Close()
 			return nil, nil, fmt.Errorf("pgcdc: snapshot: describing %s: %w", name, err)
 		}
@@ -366,6 +368,7 @@ func (ti *tableInfo) readColumns(ctx context.Context, q querier) (pk, ri []colum
 		// pgoutput flags only the identity columns it sends.
 		if published && (replIdentity == "d" && inPK > 0 || replIdentity == "i" && inRI > 0) {
 			ti.key = append(ti.key, c.name)
+			ti.cols[len(ti.cols)-1].notNull = true
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -431,6 +434,7 @@ func (s *snapshotRun) table(ctx context.Context, tx pgx.Tx, ti *tableInfo, last,
 			return err
 		}
 	}
+	relation := s.conv.relation(ti.describeColumns())
 	lastKey, err := s.resumeKey(ti, keyNames)
 	if err != nil {
 		return err
@@ -447,7 +451,7 @@ func (s *snapshotRun) table(ctx context.Context, tx pgx.Tx, ti *tableInfo, last,
 				args = append(args, []byte(k))
 			}
 		}
-		events, key, more, err := s.chunk(ctx, tx, ti, sql, args)
+		events, key, more, err := s.chunk(ctx, tx, ti, relation, sql, args)
 		if err != nil {
 			return err
 		}
@@ -538,6 +542,15 @@ func whereClause(conds []string) string {
 	return " WHERE " + strings.Join(conds, " AND ")
 }
 
+// describeColumns returns the published columns for Event.Relation.
+func (ti *tableInfo) describeColumns() []relationColumn {
+	out := make([]relationColumn, len(ti.cols))
+	for i, c := range ti.cols {
+		out[i] = relationColumn{name: c.name, oid: c.oid, typmod: c.typmod, notNull: c.notNull}
+	}
+	return out
+}
+
 func columnNames(cols []column) []string {
 	out := make([]string, len(cols))
 	for i, c := range cols {
@@ -572,7 +585,7 @@ func (s *snapshotRun) mark(events []kafkasink.Event, firstChunk, lastChunk, last
 // events, the text form of its last chunk key, and whether the query
 // returned a row past the chunk (SnapshotChunkRows), which is left for the
 // next chunk.
-func (s *snapshotRun) chunk(ctx context.Context, tx pgx.Tx, ti *tableInfo, sql string, args [][]byte) ([]kafkasink.Event, []string, bool, error) {
+func (s *snapshotRun) chunk(ctx context.Context, tx pgx.Tx, ti *tableInfo, relation *kafkasink.Relation, sql string, args [][]byte) ([]kafkasink.Event, []string, bool, error) {
 	rr := tx.Conn().PgConn().ExecParams(ctx, sql, args, nil, nil, nil)
 	var (
 		events []kafkasink.Event
@@ -615,6 +628,7 @@ func (s *snapshotRun) chunk(ctx context.Context, tx pgx.Tx, ti *tableInfo, sql s
 			Table:         ti.table,
 			Position:      kafkasink.Position{LSN: s.lsn, Index: s.next},
 			Key:           ti.key,
+			Relation:      relation,
 			After:         row,
 			BackfillRunID: s.cur.Snapshot,
 			Source:        kafkasink.Source{Database: s.r.database, SnapshotXID: s.xid, SnapshotTime: s.started},

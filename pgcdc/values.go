@@ -42,6 +42,9 @@ type valueConverter struct {
 	// it; the snapshot does not, as its connection is busy reading rows
 	// then, and its values and catalog come from one snapshot anyway.
 	liveCatalog bool
+	// typeInfos are the declared types of Event.Relation, shared by the
+	// relations of every table (see typeInfo).
+	typeInfos map[typeKey]*kafkasink.TypeInfo
 }
 
 // customType is what text needs to know of a type that is not built in,
@@ -49,7 +52,9 @@ type valueConverter struct {
 // element, composites attribute by attribute. Other types (enums, ranges,
 // extension types) keep their text.
 type customType struct {
+	name      string // typname, for Event.Relation
 	base      uint32 // a domain's base type; 0 for other types
+	typmod    int32  // a domain's typtypmod: the modifier of its base type
 	array     bool   // a true array type (typelem set, variable length)
 	elem      uint32 // an array's element type
 	delim     byte   // an array's element delimiter, its element type's typdelim
@@ -106,6 +111,9 @@ func (c *valueConverter) resolve(oid uint32, seen map[uint32]bool) error {
 	if !found {
 		delete(c.custom, oid)
 		return nil
+	}
+	if old, ok := c.custom[oid]; ok && (old.name != t.name || old.base != t.base || old.typmod != t.typmod) {
+		clear(c.typeInfos) // renamed or redefined: describe it anew
 	}
 	c.custom[oid] = t
 	for _, ref := range t.refs() {

@@ -24,7 +24,9 @@ func TestEventRelation(t *testing.T) {
 	table := e.name + "_rel"
 	domain := e.name + "_price"
 	enum := e.name + "_mood"
-	t.Cleanup(func() { e.exec("DROP TABLE IF EXISTS " + table + "; DROP DOMAIN IF EXISTS " + domain + "; DROP TYPE IF EXISTS " + enum) })
+	t.Cleanup(func() {
+		e.exec("DROP TABLE IF EXISTS " + table + "; DROP DOMAIN IF EXISTS " + domain + "; DROP TYPE IF EXISTS " + enum)
+	})
 	e.exec("CREATE DOMAIN " + domain + " AS numeric(10,2)")
 	e.exec("CREATE TYPE " + enum + " AS ENUM ('sad', 'happy')")
 	e.exec(`CREATE TABLE ` + table + ` (id int PRIMARY KEY, n numeric(12,3), nn numeric, t3 time(3), tz timetz, ts timestamp(6),

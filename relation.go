@@ -52,4 +52,8 @@ type TypeInfo struct {
 	// Base is a domain's base type (with the domain's modifier); nil for
 	// other types. Values of a domain are converted as its base type.
 	Base *TypeInfo
+	// Kind is the type's category as pg_type.typtype has it: 'b' base
+	// (arrays included), 'c' composite, 'd' domain, 'e' enum, 'r' range,
+	// 'm' multirange, 'p' pseudo; 0 when the source does not say.
+	Kind byte
 }

@@ -159,6 +159,9 @@ func describeType(ctx context.Context, q querier, oid uint32) (t customType, fou
 		t.array = false // a delimiter pgcdc cannot split on: keep the text
 	}
 	t.composite = kind == "c"
+	if len(kind) == 1 {
+		t.kind = kind[0]
+	}
 	if kind != "d" {
 		t.base = 0
 	}

@@ -52,12 +52,18 @@ func (c *valueConverter) typeInfo(oid uint32, typmod int32, depth int) *kafkasin
 	t := &kafkasink.TypeInfo{OID: oid, Modifier: typmod}
 	if depth < maxArrayDims {
 		if pt, ok := c.types.TypeForOID(oid); ok {
-			t.Name = pt.Name
+			t.Name, t.Kind = pt.Name, 'b'
+			switch pt.Codec.(type) {
+			case *pgtype.RangeCodec:
+				t.Kind = 'r'
+			case *pgtype.MultirangeCodec:
+				t.Kind = 'm'
+			}
 			if ac, ok := pt.Codec.(*pgtype.ArrayCodec); ok && ac.ElementType != nil {
 				t.Elem = c.typeInfo(ac.ElementType.OID, typmod, depth+1)
 			}
 		} else if ct, ok := c.custom[oid]; ok {
-			t.Name = ct.name
+			t.Name, t.Kind = ct.name, ct.kind
 			switch {
 			case ct.base != 0:
 				t.Base = c.typeInfo(ct.base, ct.typmod, depth+1)
@@ -67,7 +73,9 @@ func (c *valueConverter) typeInfo(oid uint32, typmod int32, depth int) *kafkasin
 		}
 	}
 	if t.Name == "" {
-		t.Name = builtinTypeNames[oid]
+		if t.Name = builtinTypeNames[oid]; t.Name != "" {
+			t.Kind = 'b'
+		}
 	}
 	if c.typeInfos == nil {
 		c.typeInfos = make(map[typeKey]*kafkasink.TypeInfo)

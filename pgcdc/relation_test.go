@@ -95,7 +95,7 @@ func describeRelation(r *kafkasink.Relation) string {
 	}
 	var b strings.Builder
 	for _, c := range r.Columns {
-		fmt.Fprintf(&b, "%s %s %d", c.Name, c.Type.Name, c.Type.Modifier)
+		fmt.Fprintf(&b, "%s %s %c %d", c.Name, c.Type.Name, c.Type.Kind, c.Type.Modifier)
 		if c.Type.Elem != nil {
 			fmt.Fprintf(&b, " elem=%s/%d", c.Type.Elem.Name, c.Type.Elem.Modifier)
 		}
@@ -113,7 +113,7 @@ func declaredColumns(t *testing.T, e *pgEnv, table string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	rows, err := e.db.Query(ctx, `SELECT a.attname::text || ' ' || t.typname || ' ' || a.atttypmod
+	rows, err := e.db.Query(ctx, `SELECT a.attname::text || ' ' || t.typname || ' ' || t.typtype::text || ' ' || a.atttypmod
 			|| coalesce(' elem=' || el.typname || '/' || a.atttypmod, '')
 			|| coalesce(' base=' || bt.typname || '/' || t.typtypmod, '')
 		FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid

@@ -53,6 +53,7 @@ type valueConverter struct {
 // extension types) keep their text.
 type customType struct {
 	name      string // typname, for Event.Relation
+	kind      byte   // typtype, for Event.Relation
 	base      uint32 // a domain's base type; 0 for other types
 	typmod    int32  // a domain's typtypmod: the modifier of its base type
 	array     bool   // a true array type (typelem set, variable length)

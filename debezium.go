@@ -121,6 +121,24 @@ type DebeziumEncoder struct {
 	// floats (JavaScript) and would round LSNs above 2^53. Not a Debezium
 	// option: Debezium writes a number.
 	LSNAsString bool
+
+	// DecimalHandling is decimal.handling.mode: numeric and money as
+	// Connect Decimals (precise, the default), numbers (double) or
+	// strings (string).
+	DecimalHandling DecimalMode
+	// TimePrecision is time.precision.mode: adaptive (the default),
+	// adaptive_time_microseconds, connect or isostring.
+	TimePrecision TimePrecisionMode
+	// IntervalHandling is interval.handling.mode: microseconds (numeric,
+	// the default) or ISO 8601 durations (string).
+	IntervalHandling IntervalMode
+	// BinaryHandling is binary.handling.mode: bytes (the default; base64
+	// in JSON), base64, base64-url-safe or hex.
+	BinaryHandling BinaryMode
+	// UnavailableValuePlaceholder is unavailable.value.placeholder: the
+	// value written for an unchanged TOAST column whose value the change
+	// does not carry. Empty means Debezium's "__debezium_unavailable_value".
+	UnavailableValuePlaceholder string
 }
 
 // The headers DebeziumEncoder adds (see RecordShaper).
@@ -215,18 +233,19 @@ func (d DebeziumEncoder) AppendHeaders(dst []Header, arena []byte, e *Event, oth
 
 // validate returns the problems of the options, for Config validation.
 func (d DebeziumEncoder) validate() []string {
+	p := d.valueProblems()
 	list := d.SkippedOperations
 	if list == "" || list == "none" {
-		return nil
+		return p
 	}
 	for item := range strings.SplitSeq(list, ",") {
 		switch strings.TrimSpace(item) {
 		case "c", "u", "d", "t":
 		default:
-			return []string{fmt.Sprintf("Encoder: DebeziumEncoder.SkippedOperations (skipped.operations) %q is not valid: want a comma-separated list of c, u, d and t, or \"none\"", list)}
+			return append(p, fmt.Sprintf("Encoder: DebeziumEncoder.SkippedOperations (skipped.operations) %q is not valid: want a comma-separated list of c, u, d and t, or \"none\"", list))
 		}
 	}
-	return nil
+	return p
 }
 
 // debeziumOps maps an Op to Debezium's single-letter operation code.
@@ -247,11 +266,11 @@ func (d DebeziumEncoder) Encode(dst []byte, e *Event) ([]byte, error) {
 	}
 	dst = append(dst, `{"before":`...)
 	var err error
-	if dst, err = appendRow(dst, e, e.Before); err != nil {
+	if dst, err = d.appendDebeziumRow(dst, e, e.Before); err != nil {
 		return nil, err
 	}
 	dst = append(dst, `,"after":`...)
-	if dst, err = appendRow(dst, e, e.After); err != nil {
+	if dst, err = d.appendDebeziumRow(dst, e, e.After); err != nil {
 		return nil, err
 	}
 	dst = append(dst, `,"source":{"version":"`+DebeziumVersion+`","connector":"postgresql","name":`...)

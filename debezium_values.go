@@ -1,0 +1,965 @@
+package kafkasink
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"math"
+	"math/big"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kafkasink/kafkasink/internal/jsonw"
+)
+
+// DebeziumEncoder's value forms: how a column value is written for its
+// declared type (Event.Relation), as Debezium 3.6.1's PostgreSQL connector
+// writes it with Kafka Connect's JsonConverter, under the options Debezium
+// has for them. The forms were taken from the connector's records in
+// testdata/debezium.
+
+// DecimalMode is Debezium's decimal.handling.mode: how numeric and money
+// values are written.
+type DecimalMode uint8
+
+const (
+	// DecimalPrecise ("precise", the default) writes Connect's Decimal:
+	// the base64 of the unscaled value's big-endian two's-complement
+	// bytes, for numeric with a declared scale and money (scale 2);
+	// {"scale":s,"value":"<base64>"} (io.debezium.data.VariableScaleDecimal)
+	// for numeric without. NaN and ±Infinity are null.
+	DecimalPrecise DecimalMode = iota
+	// DecimalDouble ("double") writes a JSON number, which rounds values
+	// a float64 cannot hold.
+	DecimalDouble
+	// DecimalString ("string") writes the plain decimal text; NaN and
+	// ±Infinity are "NAN", "POSITIVE_INFINITY", "NEGATIVE_INFINITY".
+	DecimalString
+)
+
+// TimePrecisionMode is Debezium's time.precision.mode: how date, time and
+// timestamp (without time zone) values are written. timetz and
+// timestamptz are ISO strings in UTC in every mode.
+type TimePrecisionMode uint8
+
+const (
+	// TimeAdaptive ("adaptive", the default): a date is days since
+	// 1970-01-01; a time or timestamp of fractional precision 0 to 3 is
+	// milliseconds (since midnight, since the epoch), of 4 to 6
+	// microseconds.
+	TimeAdaptive TimePrecisionMode = iota
+	// TimeAdaptiveTimeMicroseconds ("adaptive_time_microseconds"): as
+	// adaptive, but a time is always microseconds.
+	TimeAdaptiveTimeMicroseconds
+	// TimeConnect ("connect"): Kafka Connect's own types: days, and
+	// milliseconds for times and timestamps whatever their precision.
+	TimeConnect
+	// TimeIsostring ("isostring"): ISO 8601 strings ending in Z:
+	// "2024-02-29Z", "13:45:59.123Z", "2024-02-29T13:45:59.123456Z".
+	TimeIsostring
+)
+
+// IntervalMode is Debezium's interval.handling.mode.
+type IntervalMode uint8
+
+const (
+	// IntervalNumeric ("numeric", the default) writes microseconds, a
+	// month counted as 30.4375 days and a year as 12 months, as Debezium
+	// does; a value beyond the int64 range is clamped to it.
+	IntervalNumeric IntervalMode = iota
+	// IntervalString ("string") writes an ISO 8601 duration with every
+	// part: "P1Y2M3DT4H5M6.789S".
+	IntervalString
+)
+
+// BinaryMode is Debezium's binary.handling.mode: how bytea values, and the
+// bytes of bit(n) and varbit values, are written.
+type BinaryMode uint8
+
+const (
+	// BinaryBytes ("bytes", the default): JsonConverter writes bytes as
+	// standard base64.
+	BinaryBytes BinaryMode = iota
+	// BinaryBase64 ("base64"): a standard base64 string, the same text.
+	BinaryBase64
+	// BinaryBase64URLSafe ("base64-url-safe"): URL-safe base64, padded.
+	BinaryBase64URLSafe
+	// BinaryHex ("hex"): lower-case hexadecimal.
+	BinaryHex
+)
+
+var (
+	decimalModeNames   = [...]string{DecimalPrecise: "precise", DecimalDouble: "double", DecimalString: "string"}
+	timePrecisionNames = [...]string{TimeAdaptive: "adaptive", TimeAdaptiveTimeMicroseconds: "adaptive_time_microseconds", TimeConnect: "connect", TimeIsostring: "isostring"}
+	intervalModeNames  = [...]string{IntervalNumeric: "numeric", IntervalString: "string"}
+	binaryModeNames    = [...]string{BinaryBytes: "bytes", BinaryBase64: "base64", BinaryBase64URLSafe: "base64-url-safe", BinaryHex: "hex"}
+)
+
+// String returns the mode's Debezium name.
+func (m DecimalMode) String() string { return modeName(decimalModeNames[:], int(m)) }
+
+// String returns the mode's Debezium name.
+func (m TimePrecisionMode) String() string { return modeName(timePrecisionNames[:], int(m)) }
+
+// String returns the mode's Debezium name.
+func (m IntervalMode) String() string { return modeName(intervalModeNames[:], int(m)) }
+
+// String returns the mode's Debezium name.
+func (m BinaryMode) String() string { return modeName(binaryModeNames[:], int(m)) }
+
+func modeName(names []string, m int) string {
+	if m < len(names) {
+		return names[m]
+	}
+	return "invalid(" + strconv.Itoa(m) + ")"
+}
+
+// ParseDecimalMode returns the DecimalMode Debezium names name.
+func ParseDecimalMode(name string) (DecimalMode, bool) {
+	i, ok := parseMode(decimalModeNames[:], name)
+	return DecimalMode(i), ok
+}
+
+// ParseTimePrecisionMode returns the TimePrecisionMode Debezium names name.
+func ParseTimePrecisionMode(name string) (TimePrecisionMode, bool) {
+	i, ok := parseMode(timePrecisionNames[:], name)
+	return TimePrecisionMode(i), ok
+}
+
+// ParseIntervalMode returns the IntervalMode Debezium names name.
+func ParseIntervalMode(name string) (IntervalMode, bool) {
+	i, ok := parseMode(intervalModeNames[:], name)
+	return IntervalMode(i), ok
+}
+
+// ParseBinaryMode returns the BinaryMode Debezium names name.
+func ParseBinaryMode(name string) (BinaryMode, bool) {
+	i, ok := parseMode(binaryModeNames[:], name)
+	return BinaryMode(i), ok
+}
+
+func parseMode(names []string, name string) (int, bool) {
+	for i, n := range names {
+		if n == name {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// valueProblems lists the value options of d that are out of range, for
+// Config validation.
+func (d DebeziumEncoder) valueProblems() []string {
+	var out []string
+	check := func(field, property string, m int, names []string) {
+		if m >= len(names) {
+			out = append(out, "kafkasink: DebeziumEncoder."+field+" ("+property+") is "+strconv.Itoa(m)+
+				": use one of "+strings.Join(names, ", "))
+		}
+	}
+	check("DecimalHandling", "decimal.handling.mode", int(d.DecimalHandling), decimalModeNames[:])
+	check("TimePrecision", "time.precision.mode", int(d.TimePrecision), timePrecisionNames[:])
+	check("IntervalHandling", "interval.handling.mode", int(d.IntervalHandling), intervalModeNames[:])
+	check("BinaryHandling", "binary.handling.mode", int(d.BinaryHandling), binaryModeNames[:])
+	return out
+}
+
+// defaultUnavailablePlaceholder is Debezium's unavailable.value.placeholder.
+const defaultUnavailablePlaceholder = "__debezium_unavailable_value"
+
+// appendDebeziumRow appends a row image. With a Relation it writes every
+// column of the relation in table order: a column the image lacks (the
+// non-key columns of a delete's before image under REPLICA IDENTITY
+// DEFAULT) is null, an unchanged TOAST column is the placeholder, and
+// composite columns are left out, as Debezium leaves them out. Without
+// one (events built by hand) it writes the row's columns in their forms
+// for JSONEncoder.
+func (d *DebeziumEncoder) appendDebeziumRow(dst []byte, e *Event, row Row) ([]byte, error) {
+	if row == nil {
+		return append(dst, "null"...), nil
+	}
+	if e.Relation == nil {
+		return appendRow(dst, e, row)
+	}
+	dst = append(dst, '{')
+	first := true
+	next := 0 // row is in table order: the column after the last one found
+	for i := range e.Relation.Columns {
+		ci := &e.Relation.Columns[i]
+		t := declaredBase(ci.Type)
+		if t != nil && t.Kind == 'c' {
+			continue
+		}
+		var c *Column
+		if next < len(row) && row[next].Name == ci.Name {
+			c = &row[next]
+			next++
+		} else if j := row.index(ci.Name); j >= 0 {
+			c, next = &row[j], j+1
+		}
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = jsonw.AppendString(dst, ci.Name)
+		dst = append(dst, ':')
+		switch {
+		case c == nil || c.Value == nil && !c.Unchanged:
+			dst = append(dst, "null"...)
+		case c.Unchanged:
+			p := d.UnavailableValuePlaceholder
+			if p == "" {
+				p = defaultUnavailablePlaceholder
+			}
+			dst = jsonw.AppendString(dst, p)
+		default:
+			var err error
+			if dst, err = d.appendTyped(dst, t, c.Value); err != nil {
+				return nil, &EncodeError{Schema: e.Schema, Table: e.Table, Column: c.Name, Err: err}
+			}
+		}
+	}
+	return append(dst, '}'), nil
+}
+
+// index returns the index of the column named name, or -1.
+func (r Row) index(name string) int {
+	for i := range r {
+		if r[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// declaredBase returns t, or the base type of a domain, through domains
+// over domains.
+func declaredBase(t *TypeInfo) *TypeInfo {
+	for t != nil && t.Base != nil {
+		t = t.Base
+	}
+	return t
+}
+
+// appendTyped appends v, a non-null value of declared type t, in
+// Debezium's form. Values whose Go type is not the one pgcdc gives that
+// type (events built by hand) are written as JSONEncoder writes them.
+func (d *DebeziumEncoder) appendTyped(dst []byte, t *TypeInfo, v any) ([]byte, error) {
+	t = declaredBase(t)
+	if t == nil {
+		return appendValue(dst, v)
+	}
+	if t.Elem != nil {
+		if a, ok := v.([]any); ok {
+			return d.appendArray(dst, declaredBase(t.Elem), a)
+		}
+		return appendValue(dst, v)
+	}
+	s, isText := v.(string)
+	switch t.Name {
+	case "numeric":
+		if n, ok := v.(Decimal); ok {
+			if out, ok := d.appendNumeric(dst, string(n), t.Modifier); ok {
+				return out, nil
+			}
+		}
+	case "money":
+		if isText {
+			if out, ok := d.appendMoney(dst, s); ok {
+				return out, nil
+			}
+		}
+	case "date":
+		if isText {
+			if out, ok := d.appendDate(dst, s); ok {
+				return out, nil
+			}
+		}
+	case "time":
+		if isText {
+			if out, ok := d.appendTime(dst, s, t.Modifier); ok {
+				return out, nil
+			}
+		}
+	case "timetz":
+		if isText {
+			if out, ok := appendTimetz(dst, s); ok {
+				return out, nil
+			}
+		}
+	case "timestamp":
+		if isText {
+			if out, ok := d.appendTimestamp(dst, s, t.Modifier); ok {
+				return out, nil
+			}
+		}
+	case "timestamptz":
+		if ts, ok := v.(time.Time); ok {
+			return appendTimestamptz(dst, ts), nil
+		}
+	case "interval":
+		if isText {
+			if out, ok := d.appendInterval(dst, s); ok {
+				return out, nil
+			}
+		}
+	case "bit", "varbit":
+		if isText {
+			if out, ok := d.appendBits(dst, s, t.Name == "bit" && t.Modifier == 1); ok {
+				return out, nil
+			}
+		}
+	case "bytea":
+		if b, ok := v.([]byte); ok {
+			return d.appendBinary(dst, b), nil
+		}
+	case "point":
+		if isText {
+			if out, ok := appendPoint(dst, s); ok {
+				return out, nil
+			}
+		}
+	}
+	return appendValue(dst, v)
+}
+
+// appendArray appends an array of element type elem. Debezium writes a
+// numeric array holding NaN or ±Infinity as null, in precise and string
+// mode alike. Arrays of more than one dimension are written nested, each
+// element in its form: Debezium writes each inner array as null, losing
+// the values (a documented deviation).
+func (d *DebeziumEncoder) appendArray(dst []byte, elem *TypeInfo, a []any) ([]byte, error) {
+	if elem != nil && elem.Name == "numeric" && d.DecimalHandling != DecimalDouble && hasSpecialNumeric(a) {
+		return append(dst, "null"...), nil
+	}
+	dst = append(dst, '[')
+	for i, v := range a {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		var err error
+		switch v := v.(type) {
+		case nil:
+			dst = append(dst, "null"...)
+		case []any:
+			dst, err = d.appendArray(dst, elem, v)
+		default:
+			dst, err = d.appendTyped(dst, elem, v)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return append(dst, ']'), nil
+}
+
+func hasSpecialNumeric(a []any) bool {
+	for _, v := range a {
+		switch v := v.(type) {
+		case Decimal:
+			if specialNumeric(string(v)) != "" {
+				return true
+			}
+		case []any:
+			if hasSpecialNumeric(v) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// specialNumeric returns Debezium's string-mode name of NaN and ±Infinity,
+// or "" for a number.
+func specialNumeric(s string) string {
+	switch s {
+	case "NaN":
+		return "NAN"
+	case "Infinity":
+		return "POSITIVE_INFINITY"
+	case "-Infinity":
+		return "NEGATIVE_INFINITY"
+	}
+	return ""
+}
+
+// appendNumeric appends a numeric's text s (PostgreSQL's output: an
+// optional minus, digits, an optional fraction) in the decimal mode.
+// typmod is the declared modifier, -1 without precision and scale.
+func (d *DebeziumEncoder) appendNumeric(dst []byte, s string, typmod int32) ([]byte, bool) {
+	if special := specialNumeric(s); special != "" {
+		switch d.DecimalHandling {
+		case DecimalString:
+			return jsonw.AppendString(dst, special), true
+		case DecimalDouble:
+			f, _ := strconv.ParseFloat(s, 64)
+			return jsonw.AppendFloat(dst, f, 64), true
+		}
+		return append(dst, "null"...), true
+	}
+	neg, digits, scale, ok := splitDecimal(s)
+	if !ok {
+		return dst, false
+	}
+	switch d.DecimalHandling {
+	case DecimalString:
+		return jsonw.AppendString(dst, s), true
+	case DecimalDouble:
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil && !math.IsInf(f, 0) {
+			return dst, false
+		}
+		return jsonw.AppendFloat(dst, f, 64), true
+	}
+	if typmod >= 4 {
+		return appendUnscaled(dst, neg, digits), true
+	}
+	dst = append(dst, `{"scale":`...)
+	dst = strconv.AppendInt(dst, int64(scale), 10)
+	dst = append(dst, `,"value":`...)
+	dst = appendUnscaled(dst, neg, digits)
+	return append(dst, '}'), true
+}
+
+// splitDecimal splits "-123.4500" into its sign, its digits without the
+// point ("1234500") as a sequence of parts, and its scale (4).
+func splitDecimal(s string) (neg bool, digits [2]string, scale int, ok bool) {
+	if strings.HasPrefix(s, "-") {
+		neg, s = true, s[1:]
+	}
+	whole, frac, _ := strings.Cut(s, ".")
+	if whole == "" || !allDigits(whole) || !allDigits(frac) {
+		return false, digits, 0, false
+	}
+	return neg, [2]string{whole, frac}, len(frac), true
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// maxStackDigits bounds the digits converted without allocating: 384
+// decimal digits fit in 160 bytes.
+const maxStackDigits = 384
+
+// appendUnscaled appends, as a base64 JSON string, the big-endian two's-
+// complement bytes of the integer whose decimal digits are the
+// concatenation of digits, negated when neg, in the fewest bytes that
+// hold its sign (Java's BigInteger.toByteArray, which Connect's Decimal
+// writes).
+func appendUnscaled(dst []byte, neg bool, digits [2]string) []byte {
+	var stack [161]byte
+	buf, start := stack[:], 0
+	if len(digits[0])+len(digits[1]) <= maxStackDigits {
+		start = decimalBytes(buf, digits)
+	} else {
+		var n big.Int
+		n.SetString(digits[0]+digits[1], 10)
+		buf = append([]byte{0}, n.Bytes()...)
+		start = 1
+	}
+	return appendBase64String(dst, twosComplement(buf, start, neg), base64.StdEncoding)
+}
+
+// decimalBytes writes the magnitude of the decimal digits big-endian at
+// the end of buf and returns where they start (at least one byte, after
+// at least one spare byte).
+func decimalBytes(buf []byte, digits [2]string) int {
+	start := len(buf) - 1
+	buf[start] = 0
+	for _, part := range digits {
+		for i := 0; i < len(part); i++ {
+			carry := uint(part[i] - '0')
+			for j := len(buf) - 1; j >= start; j-- {
+				x := uint(buf[j])*10 + carry
+				buf[j], carry = byte(x), x>>8
+			}
+			if carry > 0 {
+				start--
+				buf[start] = byte(carry)
+			}
+		}
+	}
+	return start
+}
+
+// twosComplement returns the shortest big-endian two's-complement form of
+// the magnitude buf[start:], negated when neg, as Java's
+// BigInteger.toByteArray writes it. start must be at least 1: the byte
+// before the magnitude is room for a sign byte. buf is modified.
+func twosComplement(buf []byte, start int, neg bool) []byte {
+	for start < len(buf)-1 && buf[start] == 0 {
+		start++
+	}
+	if !neg || buf[start] == 0 {
+		if buf[start] >= 0x80 {
+			start--
+			buf[start] = 0
+		}
+		return buf[start:]
+	}
+	start--
+	buf[start] = 0
+	out := buf[start:]
+	carry := 1
+	for i := len(out) - 1; i >= 0; i-- {
+		x := int(^out[i]) + carry
+		out[i], carry = byte(x), x>>8
+	}
+	for len(out) > 1 && out[0] == 0xFF && out[1] >= 0x80 {
+		out = out[1:]
+	}
+	return out
+}
+
+// appendMoney appends a money value, which PostgreSQL prints in its
+// lc_monetary locale ("$1,234.56", "-$0.01" under C): its digits are the
+// value in cents, Debezium's scale 2. A text with a decimal part of other
+// than two digits is not understood.
+func (d *DebeziumEncoder) appendMoney(dst []byte, s string) ([]byte, bool) {
+	var cents uint64
+	neg, n, lastSep := false, 0, -1
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9':
+			if n == 19 {
+				return dst, false
+			}
+			cents = cents*10 + uint64(c-'0')
+			n++
+		case c == '-' || c == '(':
+			neg = true
+		case c == '.' || c == ',':
+			lastSep = n
+		}
+	}
+	if n == 0 || lastSep != n-2 {
+		return dst, false
+	}
+	switch d.DecimalHandling {
+	case DecimalString:
+		dst = append(dst, '"')
+		if neg {
+			dst = append(dst, '-')
+		}
+		dst = strconv.AppendUint(dst, cents/100, 10)
+		dst = append(dst, '.', byte('0'+cents%100/10), byte('0'+cents%10), '"')
+		return dst, true
+	case DecimalDouble:
+		f := float64(cents) / 100
+		if neg {
+			f = -f
+		}
+		return jsonw.AppendFloat(dst, f, 64), true
+	}
+	var buf [9]byte
+	binary.BigEndian.PutUint64(buf[1:], cents)
+	return appendBase64String(dst, twosComplement(buf[:], 1, neg), base64.StdEncoding), true
+}
+
+// clockMicros parses "HH:MM:SS[.ffffff]" at the start of s (HH up to 24,
+// or more for an interval) and returns microseconds since midnight, the
+// fraction's text, and the rest of s.
+func clockMicros(s string) (us int64, frac, rest string, ok bool) {
+	i := strings.IndexByte(s, ':')
+	if i < 1 || len(s) < i+6 || s[i+3] != ':' {
+		return 0, "", "", false
+	}
+	h, err := strconv.ParseInt(s[:i], 10, 64)
+	if err != nil || !allDigits(s[:i]) || !allDigits(s[i+1:i+3]) || !allDigits(s[i+4:i+6]) {
+		return 0, "", "", false
+	}
+	m := int64(s[i+1]-'0')*10 + int64(s[i+2]-'0')
+	sec := int64(s[i+4]-'0')*10 + int64(s[i+5]-'0')
+	us = ((h*60+m)*60 + sec) * 1e6
+	rest = s[i+6:]
+	if strings.HasPrefix(rest, ".") {
+		j := 1
+		for j < len(rest) && rest[j] >= '0' && rest[j] <= '9' {
+			j++
+		}
+		frac = rest[1:j]
+		if frac == "" || len(frac) > 6 {
+			return 0, "", "", false
+		}
+		f, _ := strconv.ParseInt(frac, 10, 64)
+		for k := len(frac); k < 6; k++ {
+			f *= 10
+		}
+		us += f
+		rest = rest[j:]
+	}
+	return us, frac, rest, true
+}
+
+// timePrecision returns a time's or timestamp's fractional precision from
+// its modifier: 6 when it has none.
+func timePrecision(typmod int32) int32 {
+	if typmod < 0 {
+		return 6
+	}
+	return typmod
+}
+
+// appendTime appends a time (without time zone) in the time precision
+// mode. 24:00:00 is 86400000000 µs, and "00:00:00Z" in isostring mode, as
+// Debezium writes it.
+func (d *DebeziumEncoder) appendTime(dst []byte, s string, typmod int32) ([]byte, bool) {
+	us, _, rest, ok := clockMicros(s)
+	if !ok || rest != "" {
+		return dst, false
+	}
+	switch d.TimePrecision {
+	case TimeIsostring:
+		return appendISOClock(dst, us%86400e6), true
+	case TimeConnect:
+		return strconv.AppendInt(dst, us/1000, 10), true
+	case TimeAdaptive:
+		if timePrecision(typmod) <= 3 {
+			return strconv.AppendInt(dst, us/1000, 10), true
+		}
+	}
+	return strconv.AppendInt(dst, us, 10), true
+}
+
+// appendISOClock appends a time of day in µs as Debezium's ISO string:
+// "HH:MM:SS", the fraction without trailing zeros, "Z".
+func appendISOClock(dst []byte, us int64) []byte {
+	dst = append(dst, '"')
+	sec := us / 1e6
+	dst = appendTwo(dst, sec/3600)
+	dst = append(dst, ':')
+	dst = appendTwo(dst, sec/60%60)
+	dst = append(dst, ':')
+	dst = appendTwo(dst, sec%60)
+	dst = appendFraction(dst, us%1e6)
+	return append(dst, `Z"`...)
+}
+
+func appendTwo(dst []byte, n int64) []byte {
+	return append(dst, byte('0'+n/10), byte('0'+n%10))
+}
+
+// appendFraction appends ".ffffff" for µs, without trailing zeros; nothing
+// for 0.
+func appendFraction(dst []byte, us int64) []byte {
+	if us == 0 {
+		return dst
+	}
+	digits := 6
+	for us%10 == 0 {
+		us /= 10
+		digits--
+	}
+	dst = append(dst, '.')
+	for p := digits - 1; p >= 0; p-- {
+		dst = append(dst, byte('0'+us/pow10[p]%10))
+	}
+	return dst
+}
+
+var pow10 = [...]int64{1, 10, 100, 1000, 10000, 100000, 1000000}
+
+// appendTimetz appends a time with time zone, PostgreSQL's
+// "13:45:59.5+05:30", as Debezium's UTC string "08:15:59.5Z".
+func appendTimetz(dst []byte, s string) ([]byte, bool) {
+	us, _, rest, ok := clockMicros(s)
+	if !ok || len(rest) < 3 || rest[0] != '+' && rest[0] != '-' {
+		return dst, false
+	}
+	var off int64
+	for i, part := range strings.SplitN(rest[1:], ":", 3) {
+		if len(part) != 2 || !allDigits(part) {
+			return dst, false
+		}
+		off += (int64(part[0]-'0')*10 + int64(part[1]-'0')) * [...]int64{3600, 60, 1}[i]
+	}
+	if rest[0] == '-' {
+		off = -off
+	}
+	utc := ((us-off*1e6)%86400e6 + 86400e6) % 86400e6
+	return appendISOClock(dst, utc), true
+}
+
+// civil parses "[-]YYYY-MM-DD" at the start of s, PostgreSQL's date (the
+// form pgcdc gives dates and timestamps, BC years as negative ISO years).
+func civil(s string) (y, m, day int, rest string, ok bool) {
+	neg := strings.HasPrefix(s, "-")
+	if neg {
+		s = s[1:]
+	}
+	i := strings.IndexByte(s, '-')
+	if i < 4 || len(s) < i+6 || s[i+3] != '-' || !allDigits(s[:i]) || !allDigits(s[i+1:i+3]) || !allDigits(s[i+4:i+6]) {
+		return 0, 0, 0, "", false
+	}
+	y, _ = strconv.Atoi(s[:i])
+	if neg {
+		y = -y
+	}
+	m = int(s[i+1]-'0')*10 + int(s[i+2]-'0')
+	day = int(s[i+4]-'0')*10 + int(s[i+5]-'0')
+	return y, m, day, s[i+6:], true
+}
+
+// appendISODateText appends the date part of s as Java's ISO form: a '+'
+// before years past 9999.
+func appendISODateText(dst []byte, y int, date string) []byte {
+	if y > 9999 {
+		dst = append(dst, '+')
+	}
+	return append(dst, date...)
+}
+
+// appendDate appends a date as days since 1970-01-01 (in the proleptic
+// Gregorian calendar PostgreSQL uses: Debezium's streamed records agree,
+// its snapshot records of BC dates do not), or "YYYY-MM-DDZ" in
+// isostring mode. infinity and -infinity keep their text: Debezium
+// writes overflowed numbers that differ between snapshot and stream.
+func (d *DebeziumEncoder) appendDate(dst []byte, s string) ([]byte, bool) {
+	y, m, day, rest, ok := civil(s)
+	if !ok || rest != "" {
+		return dst, false
+	}
+	if d.TimePrecision == TimeIsostring {
+		dst = append(dst, '"')
+		dst = appendISODateText(dst, y, s)
+		return append(dst, `Z"`...), true
+	}
+	days := time.Date(y, time.Month(m), day, 0, 0, 0, 0, time.UTC).Unix() / 86400
+	return strconv.AppendInt(dst, days, 10), true
+}
+
+// PostgreSQL's JDBC driver reads timestamp ±infinity as these instants
+// (PGStatement.DATE_POSITIVE_INFINITY and DATE_NEGATIVE_INFINITY, in
+// milliseconds), and Debezium writes them as if they were microseconds.
+const (
+	pgjdbcPositiveInfinity = 9223372036825200000
+	pgjdbcNegativeInfinity = -9223372036832400000
+)
+
+// appendTimestamp appends a timestamp without time zone, pgcdc's
+// "2024-02-29T13:45:59.123456", as µs or ms since the epoch, or the ISO
+// text with "Z" in isostring mode.
+func (d *DebeziumEncoder) appendTimestamp(dst []byte, s string, typmod int32) ([]byte, bool) {
+	var us int64
+	switch s {
+	case "infinity":
+		us = pgjdbcPositiveInfinity
+	case "-infinity":
+		us = pgjdbcNegativeInfinity
+	default:
+		y, m, day, rest, ok := civil(s)
+		if !ok || !strings.HasPrefix(rest, "T") {
+			return dst, false
+		}
+		clock, _, rest, ok := clockMicros(rest[1:])
+		if !ok || rest != "" {
+			return dst, false
+		}
+		us = time.Date(y, time.Month(m), day, 0, 0, 0, 0, time.UTC).Unix()*1e6 + clock
+		if d.TimePrecision == TimeIsostring {
+			dst = append(dst, '"')
+			dst = appendISODateText(dst, y, s)
+			return append(dst, `Z"`...), true
+		}
+	}
+	switch {
+	case d.TimePrecision == TimeIsostring:
+		// Only the infinities get here: Debezium writes the instants
+		// above, in Java's ISO form.
+		if us > 0 {
+			return append(dst, `"+294247-01-10T04:00:25.2Z"`...), true
+		}
+		return append(dst, `"-290308-12-21T19:59:27.6Z"`...), true
+	case d.TimePrecision == TimeConnect || timePrecision(typmod) <= 3:
+		return strconv.AppendInt(dst, floorDiv(us, 1000), 10), true
+	}
+	return strconv.AppendInt(dst, us, 10), true
+}
+
+// appendTimestamptz appends an instant as Debezium's ZonedTimestamp:
+// UTC, always six fraction digits, "Z".
+func appendTimestamptz(dst []byte, t time.Time) []byte {
+	t = t.UTC()
+	dst = append(dst, '"')
+	if y := t.Year(); y > 9999 {
+		dst = append(dst, '+')
+	}
+	dst = t.AppendFormat(dst, "2006-01-02T15:04:05.000000Z")
+	return append(dst, '"')
+}
+
+// appendInterval appends an interval in PostgreSQL's default output style
+// ("1 year 2 mons 3 days 04:05:06.789", "-1 days -00:00:01") as
+// microseconds, or as an ISO 8601 duration in string mode.
+func (d *DebeziumEncoder) appendInterval(dst []byte, s string) ([]byte, bool) {
+	var years, months, days, clock int64
+	var clockNeg bool
+	rest := s
+	for rest != "" {
+		field, after, _ := strings.Cut(rest, " ")
+		if strings.IndexByte(field, ':') >= 0 {
+			clockNeg = strings.HasPrefix(field, "-")
+			us, _, tail, ok := clockMicros(strings.TrimLeft(field, "+-"))
+			if !ok || tail != "" || after != "" {
+				return dst, false
+			}
+			clock = us
+			break
+		}
+		unit, after2, _ := strings.Cut(after, " ")
+		n, err := strconv.ParseInt(field, 10, 64)
+		if err != nil {
+			return dst, false
+		}
+		switch unit {
+		case "year", "years":
+			years = n
+		case "mon", "mons":
+			months = n
+		case "day", "days":
+			days = n
+		default:
+			return dst, false
+		}
+		rest = after2
+	}
+	if clockNeg {
+		clock = -clock
+	}
+	if d.IntervalHandling == IntervalString {
+		return appendISODuration(dst, years, months, days, clock), true
+	}
+	// A month is 30.4375 days, 2629800 seconds; Debezium computes in
+	// floating point and Java's cast clamps to the long range.
+	totalMonths := years*12 + months
+	f := float64(totalMonths)*2629800e6 + float64(days)*86400e6 + float64(clock)
+	switch {
+	case f >= math.MaxInt64:
+		return strconv.AppendInt(dst, math.MaxInt64, 10), true
+	case f <= math.MinInt64:
+		return strconv.AppendInt(dst, math.MinInt64, 10), true
+	}
+	return strconv.AppendInt(dst, totalMonths*2629800e6+days*86400e6+clock, 10), true
+}
+
+// appendISODuration appends Debezium's interval string,
+// "P<y>Y<m>M<d>DT<h>H<m>M<s>S", every part present and signed on its own.
+func appendISODuration(dst []byte, years, months, days, clockUS int64) []byte {
+	dst = append(dst, `"P`...)
+	dst = strconv.AppendInt(dst, years, 10)
+	dst = append(dst, 'Y')
+	dst = strconv.AppendInt(dst, months, 10)
+	dst = append(dst, 'M')
+	dst = strconv.AppendInt(dst, days, 10)
+	dst = append(dst, "DT"...)
+	dst = strconv.AppendInt(dst, clockUS/3600e6, 10)
+	dst = append(dst, 'H')
+	dst = strconv.AppendInt(dst, clockUS/60e6%60, 10)
+	dst = append(dst, 'M')
+	secs := clockUS % 60e6
+	if secs < 0 {
+		dst = append(dst, '-')
+		secs = -secs
+	}
+	dst = strconv.AppendInt(dst, secs/1e6, 10)
+	dst = appendFraction(dst, secs%1e6)
+	return append(dst, `S"`...)
+}
+
+// appendBits appends a bit string ("10101010"): bit(1) as a boolean, others
+// as bytes the way Debezium reads them into a java.util.BitSet, the
+// rightmost bit first, little-endian, trailing zero bytes dropped.
+func (d *DebeziumEncoder) appendBits(dst []byte, s string, boolean bool) ([]byte, bool) {
+	if boolean {
+		switch s {
+		case "1":
+			return append(dst, "true"...), true
+		case "0":
+			return append(dst, "false"...), true
+		}
+		return dst, false
+	}
+	var stack [64]byte
+	buf := stack[:]
+	if n := (len(s) + 7) / 8; n > len(buf) {
+		buf = make([]byte, n)
+	}
+	buf = buf[:(len(s)+7)/8]
+	clear(buf)
+	for i := 0; i < len(s); i++ {
+		bit := len(s) - 1 - i
+		switch s[i] {
+		case '1':
+			buf[bit/8] |= 1 << (bit % 8)
+		case '0':
+		default:
+			return dst, false
+		}
+	}
+	for len(buf) > 0 && buf[len(buf)-1] == 0 {
+		buf = buf[:len(buf)-1]
+	}
+	return d.appendBinary(dst, buf), true
+}
+
+// appendBinary appends bytes in the binary handling mode.
+func (d *DebeziumEncoder) appendBinary(dst []byte, b []byte) []byte {
+	switch d.BinaryHandling {
+	case BinaryBase64URLSafe:
+		return appendBase64String(dst, b, base64.URLEncoding)
+	case BinaryHex:
+		dst = append(dst, '"')
+		dst = hex.AppendEncode(dst, b)
+		return append(dst, '"')
+	}
+	return appendBase64String(dst, b, base64.StdEncoding)
+}
+
+func appendBase64String(dst, b []byte, enc *base64.Encoding) []byte {
+	dst = append(dst, '"')
+	dst = enc.AppendEncode(dst, b)
+	return append(dst, '"')
+}
+
+// appendPoint appends a point, "(1.5,-2.25)", as Debezium's
+// io.debezium.data.geometry.Point: x, y, its WKB (little-endian, type 1)
+// in base64 and a null SRID.
+func appendPoint(dst []byte, s string) ([]byte, bool) {
+	if len(s) < 5 || s[0] != '(' || s[len(s)-1] != ')' {
+		return dst, false
+	}
+	xs, ys, ok := strings.Cut(s[1:len(s)-1], ",")
+	if !ok {
+		return dst, false
+	}
+	x, err1 := strconv.ParseFloat(xs, 64)
+	y, err2 := strconv.ParseFloat(ys, 64)
+	if err1 != nil || err2 != nil {
+		return dst, false
+	}
+	var wkb [21]byte
+	wkb[0], wkb[1] = 1, 1 // little-endian, wkbPoint
+	putFloat64LE(wkb[5:], x)
+	putFloat64LE(wkb[13:], y)
+	dst = append(dst, `{"x":`...)
+	dst = jsonw.AppendFloat(dst, x, 64)
+	dst = append(dst, `,"y":`...)
+	dst = jsonw.AppendFloat(dst, y, 64)
+	dst = append(dst, `,"wkb":`...)
+	dst = appendBase64String(dst, wkb[:], base64.StdEncoding)
+	return append(dst, `,"srid":null}`...), true
+}
+
+func putFloat64LE(b []byte, f float64) {
+	u := math.Float64bits(f)
+	for i := range 8 {
+		b[i] = byte(u >> (8 * i))
+	}
+}

@@ -673,12 +673,24 @@ func appendTimetz(dst []byte, s string) ([]byte, bool) {
 	if !ok || len(rest) < 3 || rest[0] != '+' && rest[0] != '-' {
 		return dst, false
 	}
+	// The offset is "+HH", "+HH:MM" or "+HH:MM:SS".
 	var off int64
-	for i, part := range strings.SplitN(rest[1:], ":", 3) {
-		if len(part) != 2 || !allDigits(part) {
+	parts := rest[1:]
+	for _, unit := range [...]int64{3600, 60, 1} {
+		if len(parts) < 2 || !allDigits(parts[:2]) {
 			return dst, false
 		}
-		off += (int64(part[0]-'0')*10 + int64(part[1]-'0')) * [...]int64{3600, 60, 1}[i]
+		off += (int64(parts[0]-'0')*10 + int64(parts[1]-'0')) * unit
+		if parts = parts[2:]; parts == "" {
+			break
+		}
+		if parts[0] != ':' {
+			return dst, false
+		}
+		parts = parts[1:]
+	}
+	if parts != "" {
+		return dst, false
 	}
 	if rest[0] == '-' {
 		off = -off

@@ -1,0 +1,327 @@
+package kafkasink
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Declared types of testdata/debezium/workload.sql's types table, as
+// pgcdc describes them (typmod of numeric(p,s) is (p<<16|s)+4).
+var (
+	tNumeric    = &TypeInfo{Name: "numeric", Modifier: -1, Kind: 'b'}
+	tNum12x3    = &TypeInfo{Name: "numeric", Modifier: 12<<16 | 3 + 4, Kind: 'b'}
+	tNum40x5    = &TypeInfo{Name: "numeric", Modifier: 40<<16 | 5 + 4, Kind: 'b'}
+	tMoney      = &TypeInfo{Name: "money", Modifier: -1, Kind: 'b'}
+	tBytea      = &TypeInfo{Name: "bytea", Modifier: -1, Kind: 'b'}
+	tDate       = &TypeInfo{Name: "date", Modifier: -1, Kind: 'b'}
+	tTime       = &TypeInfo{Name: "time", Modifier: -1, Kind: 'b'}
+	tTime3      = &TypeInfo{Name: "time", Modifier: 3, Kind: 'b'}
+	tTimetz     = &TypeInfo{Name: "timetz", Modifier: -1, Kind: 'b'}
+	tTimestamp  = &TypeInfo{Name: "timestamp", Modifier: -1, Kind: 'b'}
+	tTimestamp3 = &TypeInfo{Name: "timestamp", Modifier: 3, Kind: 'b'}
+	tTstz       = &TypeInfo{Name: "timestamptz", Modifier: -1, Kind: 'b'}
+	tInterval   = &TypeInfo{Name: "interval", Modifier: -1, Kind: 'b'}
+	tBit1       = &TypeInfo{Name: "bit", Modifier: 1, Kind: 'b'}
+	tBit8       = &TypeInfo{Name: "bit", Modifier: 8, Kind: 'b'}
+	tVarbit     = &TypeInfo{Name: "varbit", Modifier: -1, Kind: 'b'}
+	tPoint      = &TypeInfo{Name: "point", Modifier: -1, Kind: 'b'}
+	tInt4       = &TypeInfo{Name: "int4", Modifier: -1, Kind: 'b'}
+	tText       = &TypeInfo{Name: "text", Modifier: -1, Kind: 'b'}
+	tPosint     = &TypeInfo{Name: "posint", Modifier: -1, Kind: 'd', Base: tInt4}
+	tNumArr     = &TypeInfo{Name: "_numeric", Modifier: -1, Kind: 'b', Elem: tNumeric}
+	tDateArr    = &TypeInfo{Name: "_date", Modifier: -1, Kind: 'b', Elem: tDate}
+	tPair       = &TypeInfo{Name: "pair", Modifier: -1, Kind: 'c'}
+)
+
+// typesColumns are the columns these tests render, with the declared type.
+var typesColumns = []ColumnInfo{
+	{Name: "id", Type: tInt4, NotNull: true},
+	{Name: "c_num_typmod", Type: tNum12x3}, {Name: "c_num", Type: tNumeric}, {Name: "c_num40", Type: tNum40x5},
+	{Name: "c_money", Type: tMoney}, {Name: "c_bytea", Type: tBytea}, {Name: "c_date", Type: tDate},
+	{Name: "c_time", Type: tTime}, {Name: "c_time3", Type: tTime3}, {Name: "c_timetz", Type: tTimetz},
+	{Name: "c_ts", Type: tTimestamp}, {Name: "c_ts3", Type: tTimestamp3}, {Name: "c_tstz", Type: tTstz},
+	{Name: "c_interval", Type: tInterval}, {Name: "c_bit1", Type: tBit1}, {Name: "c_bit8", Type: tBit8},
+	{Name: "c_varbit", Type: tVarbit}, {Name: "c_point", Type: tPoint}, {Name: "c_domain", Type: tPosint},
+	{Name: "c_num_arr", Type: tNumArr}, {Name: "c_date_arr", Type: tDateArr}, {Name: "c_pair", Type: tPair},
+}
+
+// typesRows are the values pgcdc gives the streamed inserts of workload
+// value sets 1, 2, 3 and 5 (ids 11, 12, 13, 15), by column. Values whose
+// Debezium form is a documented deviation (infinity dates) are left out.
+var typesRows = map[int]map[string]any{
+	11: {
+		"c_num_typmod": Decimal("12345.678"), "c_num": Decimal("3.14159"),
+		"c_num40": Decimal("12345678901234567890123456789012345.12345"), "c_money": "$1,234.56",
+		"c_bytea": []byte{0x00, 0xff, 0x10}, "c_date": "2024-02-29", "c_time": "13:45:59.123456", "c_time3": "13:45:59.123",
+		"c_timetz": "13:45:59.5+05:30", "c_ts": "2024-02-29T13:45:59.123456", "c_ts3": "2024-02-29T13:45:59.123",
+		"c_tstz": time.Date(2024, 2, 29, 12, 45, 59, 123456000, time.UTC), "c_interval": "1 year 2 mons 3 days 04:05:06.789",
+		"c_bit1": "1", "c_bit8": "10101010", "c_varbit": "101", "c_point": "(1.5,-2.25)", "c_domain": int32(42),
+		"c_num_arr": []any{Decimal("1.5"), nil, Decimal("-2")}, "c_date_arr": []any{"2024-02-29", nil},
+		"c_pair": map[string]any{"a": int32(1), "b": "one"},
+	},
+	12: {
+		"c_num_typmod": Decimal("NaN"), "c_num": Decimal("Infinity"), "c_num40": Decimal("-0.00001"),
+		"c_money": "-$92,233,720,368,547,758.08", "c_bytea": []byte{}, "c_time": "24:00:00", "c_time3": "00:00:00",
+		"c_timetz": "23:59:59.999999-08", "c_ts": "-infinity", "c_ts3": "infinity", "c_tstz": "infinity",
+		"c_interval": "-1 days -00:00:01", "c_bit1": "0", "c_bit8": "00000000", "c_varbit": "", "c_point": "(0,0)",
+		"c_domain": int32(1), "c_num_arr": []any{Decimal("NaN")}, "c_pair": map[string]any{"a": nil, "b": nil},
+	},
+	13: {
+		"c_num_typmod": Decimal("0.000"), "c_num": Decimal("-1234567890123456789012345678901234567890.0123456789"),
+		"c_num40": Decimal("0.00000"), "c_money": "$0.00", "c_bytea": []byte{0xde, 0xad, 0xbe, 0xef}, "c_date": "1969-12-31",
+		"c_time": "00:00:00.000001", "c_time3": "23:59:59.999", "c_timetz": "00:00:00+00",
+		"c_ts": "1900-01-01T00:00:00.000001", "c_ts3": "1969-12-31T23:59:59.999", "c_tstz": time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC),
+		"c_interval": "-178000000 years", "c_bit1": "1", "c_bit8": "11111111", "c_varbit": "1111111111111111111",
+		"c_point": "(-1e+300,3.5)", "c_domain": int32(2147483647), "c_num_arr": []any{}, "c_date_arr": []any{},
+	},
+	15: {
+		"c_num": Decimal("-Infinity"), "c_money": "$92,233,720,368,547,758.07", "c_date": "-0043-03-15",
+		"c_time": "23:59:59.999999", "c_timetz": "12:00:00+14", "c_ts": "-0043-03-15T12:00:00", "c_tstz": "-infinity",
+		"c_interval": "1 mon",
+	},
+}
+
+// goldenConfigs maps testdata/debezium's configurations onto encoder
+// options.
+var goldenConfigs = map[string]DebeziumEncoder{
+	"defaults":       {},
+	"decimal-string": {DecimalHandling: DecimalString},
+	"isostring":      {TimePrecision: TimeIsostring, IntervalHandling: IntervalString},
+}
+
+// TestDebeziumValuesMatchGolden renders the workload's streamed inserts of
+// the types table with each configuration's options and compares every
+// column with what Debezium 3.6.1 wrote for it (testdata/debezium/
+// <config>-schemas-false.jsonl): a column is equal when its JSON is the
+// same value (Jackson writes -1.0E300 where Go writes -1e+300), absent
+// when Debezium left it out (composites).
+func TestDebeziumValuesMatchGolden(t *testing.T) {
+	rel := &Relation{Columns: typesColumns}
+	for config, enc := range goldenConfigs {
+		golden := goldenTypesAfter(t, config)
+		for id, values := range typesRows {
+			row := Row{{Name: "id", Value: int32(id)}}
+			for _, c := range typesColumns[1:] {
+				if v, ok := values[c.Name]; ok {
+					row = append(row, Column{Name: c.Name, Value: v})
+				}
+			}
+			e := &Event{Op: OpInsert, Schema: "dbzconf", Table: "types", Relation: rel, After: row}
+			out, err := enc.Encode(nil, e)
+			if err != nil {
+				t.Fatalf("%s id=%d: %v", config, id, err)
+			}
+			var got struct{ After map[string]json.RawMessage }
+			if err := json.Unmarshal(out, &got); err != nil {
+				t.Fatalf("%s id=%d: %v in %s", config, id, err, out)
+			}
+			want := golden[id]
+			for _, c := range row[1:] {
+				w, wok := want[c.Name]
+				g, gok := got.After[c.Name]
+				if wok != gok || wok && !sameJSONValue(w, g) {
+					t.Errorf("%s id=%d %s = %v: ours %s, Debezium %s", config, id, c.Name, c.Value, orAbsent(g, gok), orAbsent(w, wok))
+				}
+			}
+		}
+	}
+}
+
+func orAbsent(b json.RawMessage, ok bool) string {
+	if !ok {
+		return "<absent>"
+	}
+	return string(b)
+}
+
+// goldenTypesAfter returns Debezium's after images of the types table's
+// streamed inserts (op "c") in config, by id, column by column.
+func goldenTypesAfter(t *testing.T, config string) map[int]map[string]json.RawMessage {
+	t.Helper()
+	f, err := os.Open("testdata/debezium/" + config + "-schemas-false.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := make(map[int]map[string]json.RawMessage)
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var rec struct {
+			Topic string
+			Value *struct {
+				Op    string
+				After map[string]json.RawMessage
+			}
+		}
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatal(err)
+		}
+		if rec.Topic != "dbz.dbzconf.types" || rec.Value == nil || rec.Value.Op != "c" {
+			continue
+		}
+		var id int
+		if err := json.Unmarshal(rec.Value.After["id"], &id); err != nil {
+			t.Fatal(err)
+		}
+		out[id] = rec.Value.After
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(out) == 0 {
+		t.Fatalf("no streamed inserts of dbzconf.types in %s", config)
+	}
+	return out
+}
+
+// sameJSONValue reports whether a and b are the same JSON value, numbers
+// compared by value.
+func sameJSONValue(a, b []byte) bool {
+	return fmt.Sprint(normJSON(a)) == fmt.Sprint(normJSON(b))
+}
+
+func normJSON(b []byte) any {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return "<invalid " + string(b) + ">"
+	}
+	return normNumbers(v)
+}
+
+func normNumbers(v any) any {
+	switch v := v.(type) {
+	case json.Number:
+		f, _, err := big.ParseFloat(string(v), 10, 256, big.ToNearestEven)
+		if err != nil {
+			return string(v)
+		}
+		return f.Text('g', 80)
+	case map[string]any:
+		for k, x := range v {
+			v[k] = normNumbers(x)
+		}
+	case []any:
+		for i, x := range v {
+			v[i] = normNumbers(x)
+		}
+	}
+	return v
+}
+
+// TestDebeziumRowImages checks the row-level rules with a Relation, taking
+// Debezium's bytes from the golden files: a delete under REPLICA IDENTITY
+// DEFAULT, whose before image pgoutput sends with the key alone, lists
+// every column with the others null; an unchanged TOAST column is the
+// placeholder (or the configured one); without a Relation the row is
+// written as before.
+func TestDebeziumRowImages(t *testing.T) {
+	rel := &Relation{Columns: []ColumnInfo{{Name: "id", Type: tInt4, NotNull: true}, {Name: "name", Type: tText}, {Name: "n", Type: tInt4}}}
+	del := &Event{Op: OpDelete, Schema: "dbzconf", Table: "ident_default", Relation: rel, Before: Row{{Name: "id", Value: int32(3)}}}
+	out, err := DebeziumEncoder{}.Encode(nil, del)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"before":{"id":3,"name":null,"n":null},"after":null,`; !strings.HasPrefix(string(out), want) {
+		t.Errorf("delete under identity DEFAULT:\n%s\nwant it to start %s (Debezium's record ident_default d id=3)", out, want)
+	}
+
+	toast := &Relation{Columns: []ColumnInfo{{Name: "id", Type: tInt4, NotNull: true}, {Name: "big", Type: tText}, {Name: "n", Type: tInt4}}}
+	upd := &Event{Op: OpUpdate, Schema: "dbzconf", Table: "toasty", Relation: toast,
+		After: Row{{Name: "id", Value: int32(1)}, {Name: "big", Unchanged: true}, {Name: "n", Value: int32(2)}}}
+	out, err = DebeziumEncoder{}.Encode(nil, upd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"before":null,"after":{"id":1,"big":"__debezium_unavailable_value","n":2},`; !strings.HasPrefix(string(out), want) {
+		t.Errorf("unchanged TOAST column:\n%s\nwant it to start %s (Debezium's record toasty u id=1)", out, want)
+	}
+	out, err = DebeziumEncoder{UnavailableValuePlaceholder: "?"}.Encode(nil, upd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"after":{"id":1,"big":"?","n":2}`; !strings.Contains(string(out), want) {
+		t.Errorf("UnavailableValuePlaceholder \"?\":\n%s\nwant %s", out, want)
+	}
+
+	upd.Relation = nil
+	out, err = DebeziumEncoder{}.Encode(nil, upd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"after":{"id":1,"n":2}`; !strings.Contains(string(out), want) {
+		t.Errorf("without a Relation:\n%s\nwant %s", out, want)
+	}
+}
+
+// TestDebeziumValueOptions covers the option values the golden files do
+// not: double decimals, the other time precision modes, and the binary
+// handling modes, each against the form Debezium documents for it.
+func TestDebeziumValueOptions(t *testing.T) {
+	cases := []struct {
+		enc  DebeziumEncoder
+		typ  *TypeInfo
+		v    any
+		want string
+	}{
+		{DebeziumEncoder{DecimalHandling: DecimalDouble}, tNum12x3, Decimal("12345.678"), `12345.678`},
+		{DebeziumEncoder{DecimalHandling: DecimalDouble}, tNumeric, Decimal("NaN"), `"NaN"`},
+		{DebeziumEncoder{DecimalHandling: DecimalDouble}, tMoney, "-$1,234.56", `-1234.56`},
+		{DebeziumEncoder{DecimalHandling: DecimalString}, tMoney, "-$0.05", `"-0.05"`},
+		{DebeziumEncoder{TimePrecision: TimeAdaptiveTimeMicroseconds}, tTime3, "13:45:59.123", `49559123000`},
+		{DebeziumEncoder{TimePrecision: TimeAdaptiveTimeMicroseconds}, tTimestamp3, "2024-02-29T13:45:59.123", `1709214359123`},
+		{DebeziumEncoder{TimePrecision: TimeConnect}, tTime, "13:45:59.123456", `49559123`},
+		{DebeziumEncoder{TimePrecision: TimeConnect}, tTimestamp, "2024-02-29T13:45:59.123456", `1709214359123`},
+		{DebeziumEncoder{TimePrecision: TimeConnect}, tDate, "2024-02-29", `19782`},
+		{DebeziumEncoder{BinaryHandling: BinaryBase64}, tBytea, []byte{0xfb, 0xff}, `"+/8="`},
+		{DebeziumEncoder{BinaryHandling: BinaryBase64URLSafe}, tBytea, []byte{0xfb, 0xff}, `"-_8="`},
+		{DebeziumEncoder{BinaryHandling: BinaryHex}, tBytea, []byte{0xfb, 0xff}, `"fbff"`},
+		{DebeziumEncoder{BinaryHandling: BinaryHex}, tVarbit, "101", `"05"`},
+		{DebeziumEncoder{IntervalHandling: IntervalString}, tInterval, "-1 years -2 mons +3 days -04:05:06.5", `"P-1Y-2M3DT-4H-5M-6.5S"`},
+	}
+	for _, c := range cases {
+		rel := &Relation{Columns: []ColumnInfo{{Name: "v", Type: c.typ}}}
+		out, err := c.enc.Encode(nil, &Event{Op: OpInsert, Relation: rel, After: Row{{Name: "v", Value: c.v}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := `"after":{"v":` + c.want + `}`; !strings.Contains(string(out), want) {
+			t.Errorf("%s=%q with %+v: %s, want %s", c.typ.Name, c.v, c.enc, out, want)
+		}
+	}
+}
+
+// TestDebeziumValuesAllocs holds DebeziumEncoder to zero allocations for
+// an event of every converted type.
+func TestDebeziumValuesAllocs(t *testing.T) {
+	rel := &Relation{Columns: typesColumns}
+	var rows []*Event
+	for id, values := range typesRows {
+		row := Row{{Name: "id", Value: int32(id)}}
+		for _, c := range typesColumns[1:] {
+			if v, ok := values[c.Name]; ok {
+				row = append(row, Column{Name: c.Name, Value: v})
+			}
+		}
+		rows = append(rows, &Event{Op: OpInsert, Schema: "dbzconf", Table: "types", Relation: rel, After: row})
+	}
+	now := time.Unix(0, 0)
+	for config, enc := range goldenConfigs {
+		enc.Now = func() time.Time { return now }
+		buf := make([]byte, 0, 1<<16)
+		for _, e := range rows {
+			if n := testing.AllocsPerRun(50, func() { _, _ = enc.Encode(buf[:0], e) }); n != 0 {
+				t.Errorf("%s: %v allocations per event, want 0", config, n)
+			}
+		}
+	}
+}

@@ -65,6 +65,14 @@ func TestConfigErrors(t *testing.T) {
 			[][]string{{"KeyColumns", `"public.orders"`}}},
 		{"DeadLetterTopic is CheckpointTopic", func(c *kafkasink.Config) { c.DeadLetterTopic = kafkasink.DefaultCheckpointTopic },
 			[][]string{{"DeadLetterTopic", "CheckpointTopic"}}},
+		{"DebeziumEncoder mode out of range", func(c *kafkasink.Config) {
+			c.Encoder = kafkasink.DebeziumEncoder{DecimalHandling: 3, BinaryHandling: 9}
+		}, [][]string{{"DebeziumEncoder.DecimalHandling", "decimal.handling.mode", "3", "precise, double, string"},
+			{"DebeziumEncoder.BinaryHandling", "binary.handling.mode", "9", "bytes, base64, base64-url-safe, hex"}}},
+		{"*DebeziumEncoder mode out of range", func(c *kafkasink.Config) {
+			c.Encoder = &kafkasink.DebeziumEncoder{TimePrecision: 4, IntervalHandling: 2}
+		}, [][]string{{"DebeziumEncoder.TimePrecision", "time.precision.mode", "4", "adaptive, adaptive_time_microseconds, connect, isostring"},
+			{"DebeziumEncoder.IntervalHandling", "interval.handling.mode", "2", "numeric, string"}}},
 		{"Hook implementing nothing", func(c *kafkasink.Config) { c.Hooks = []kafkasink.Hook{noHook{}} },
 			[][]string{{"Hooks[0]", "noHook"}}},
 		{"ClientOptions TransactionalID", func(c *kafkasink.Config) { c.ClientOptions = []kgo.Opt{kgo.TransactionalID("x")} },

@@ -154,8 +154,8 @@ func (d DebeziumEncoder) valueProblems() []string {
 	var out []string
 	check := func(field, property string, m int, names []string) {
 		if m >= len(names) {
-			out = append(out, "kafkasink: DebeziumEncoder."+field+" ("+property+") is "+strconv.Itoa(m)+
-				": use one of "+strings.Join(names, ", "))
+			out = append(out, "Encoder: DebeziumEncoder."+field+" ("+property+") is "+strconv.Itoa(m)+
+				", which is not a mode: use one of "+strings.Join(names, ", ")+" (the "+field+" constants)")
 		}
 	}
 	check("DecimalHandling", "decimal.handling.mode", int(d.DecimalHandling), decimalModeNames[:])

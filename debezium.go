@@ -78,12 +78,28 @@ import (
 // defines without them and which strict readers bind to fixed fields.
 // JSONEncoder carries them.
 //
-// Column values follow the kafkasink rules (see Encoder), which match
-// Debezium's string-based settings (decimal.handling.mode=string, ISO
-// timestamps) rather than its numeric defaults; json and jsonb values are
-// strings holding the document, as Debezium's io.debezium.data.Json; unchanged
-// TOAST columns are left out instead of carrying Debezium's placeholder
-// string.
+// Column values are written as Debezium 3.6.1's PostgreSQL connector
+// writes them, by the column's declared type (Event.Relation, which pgcdc
+// fills), under the options below, whose defaults are Debezium's: with
+// the zero options, numeric and money are Connect Decimals (base64 of the
+// unscaled value; {"scale","value"} for numeric without a declared
+// scale; NaN and ±Infinity null), a date is days since the epoch, a time
+// or timestamp milliseconds or microseconds by its precision, timetz and
+// timestamptz ISO strings in UTC, an interval microseconds, bit(1) a
+// boolean and other bit strings bytes, a point {"x","y","wkb","srid"};
+// an unchanged TOAST column is the placeholder string, a delete's before
+// image lists every column (those pgoutput did not send are null), and
+// composite columns are left out, as Debezium leaves them out. This is a
+// format change from earlier versions, which wrote the kafkasink forms of
+// Encoder (decimal strings, ISO dates and times). Deliberate deviations
+// from Debezium, each where Debezium loses or garbles the value: arrays of
+// more than one dimension keep their nested values (Debezium writes each
+// inner array as null), infinity and -infinity dates keep that text
+// (Debezium writes overflowed numbers that differ between snapshot and
+// stream), BC dates count days in the proleptic Gregorian calendar of
+// PostgreSQL (Debezium's snapshot uses the Julian one), and name columns
+// keep their value (Debezium's stream writes null). Without a Relation
+// (events built by hand) values are written as JSONEncoder writes them.
 type DebeziumEncoder struct {
 	// Name is the logical server name written to source.name. Empty means
 	// "kafkasink".

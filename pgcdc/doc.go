@@ -339,6 +339,18 @@
 // message). A Decoder used without Run has no catalog: such values keep
 // their text.
 //
+// Every event carries Event.Relation: the table's columns in order (the
+// published ones) with their declared types, one *Relation shared by all
+// events of one table version (a new one at each Relation message, one
+// per table in the snapshot). A type is its OID, typname, typtype, the
+// column's atttypmod (a numeric's precision and scale, a time's
+// fractional precision, a bit length), an array's element type and a
+// domain's base type with the domain's typtypmod; names of types pgx does
+// not know come from the catalog (a Decoder without Run names only the
+// built-in ones). pgoutput does not send attnotnull, so NotNull marks the
+// replica identity columns of tables whose identity is not FULL, in the
+// snapshot as in the stream. DebeziumEncoder writes values by these types.
+//
 // A date or a timestamp without time zone names a calendar day or a
 // wall-clock reading, not an instant, so it stays text rather than becoming
 // a time.Time in an invented zone. Years before 1 AD are written the ISO 8601

@@ -86,6 +86,34 @@ func (k *catalog) key(ctx context.Context, q querier, rel uint32, schema, name s
 	return nil, nil
 }
 
+// notNullColumns returns the names of the columns of the table with OID
+// rel that are declared NOT NULL, for Event.Relation.
+func notNullColumns(ctx context.Context, q querier, rel uint32) ([]string, error) {
+	rows, err := q.Query(ctx, `SELECT attname::text FROM pg_attribute
+		WHERE attrelid = $1::oid AND attnum > 0 AND NOT attisdropped AND attnotnull ORDER BY attnum`, rel)
+	if err != nil {
+		return nil, fmt.Errorf("pgcdc: looking up the NOT NULL columns of table %d: %w", rel, err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("pgcdc: looking up the NOT NULL columns of table %d: %w", rel, err)
+	}
+	return names, nil
+}
+
+// streamNotNull is notNullColumns for a Relation message.
+func (k *catalog) streamNotNull(ctx context.Context, oid uint32) ([]string, error) {
+	conn, err := k.connection(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names, err := notNullColumns(ctx, conn, oid)
+	if err != nil {
+		k.close()
+	}
+	return names, err
+}
+
 // connection returns the stream's connection, connecting when needed.
 // Questions are rare (at Relation messages), and the connection may have
 // idled out or outlived a server restart since the last one, so it is

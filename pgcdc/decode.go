@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -158,6 +159,10 @@ type Decoder struct {
 	// OID and column names and returns key columns among them, or nil
 	// for none. Its error is returned unchanged.
 	fallbackKey func(relation uint32, schema, table string, columns []string) ([]string, error)
+	// notNull, when set, is asked for the NOT NULL columns of a relation
+	// for Event.Relation, which pgoutput does not say. Run sets it to
+	// read them from the catalog.
+	notNull func(relation uint32) ([]string, error)
 
 	// changes is reused by every Insert, Update and Delete message.
 	changes changeMsg
@@ -562,7 +567,15 @@ func (d *Decoder) schema(lsn kafkasink.LSN, msg pglogrepl.Message) error {
 				return &DecodeError{LSN: lsn, Type: "Relation", Err: err}
 			}
 		}
-		rel.relation = d.conv.relation(rel.describe(m.ReplicaIdentity == 'f'))
+		notNull := rel.identityNotNull(m.ReplicaIdentity == 'f')
+		if d.notNull != nil {
+			names, err := d.notNull(rel.oid)
+			if err != nil {
+				return err
+			}
+			notNull = func(i int) bool { return slices.Contains(names, rel.cols[i].name) }
+		}
+		rel.relation = d.conv.relation(rel.describe(notNull))
 		d.relations[m.RelationID] = rel
 		if d.cfg.OnRelation != nil {
 			d.cfg.OnRelation(rel.schema, rel.table, rel.columnNames())
@@ -625,16 +638,21 @@ func (r *relInfo) setKey(names []string, source string) error {
 	return nil
 }
 
-// describe returns the relation's columns for Event.Relation. pgoutput
-// does not send NOT NULL: the replica identity columns of a relation whose
-// identity is not FULL are (a primary key's or a unique index's over NOT
-// NULL columns); the others count as nullable.
-func (r *relInfo) describe(full bool) []relationColumn {
+// describe returns the relation's columns for Event.Relation, with
+// notNull telling which column (by index) is NOT NULL.
+func (r *relInfo) describe(notNull func(i int) bool) []relationColumn {
 	cols := make([]relationColumn, len(r.cols))
 	for i, c := range r.cols {
-		cols[i] = relationColumn{name: c.name, oid: c.oid, typmod: c.typmod, notNull: c.ident && !full}
+		cols[i] = relationColumn{name: c.name, oid: c.oid, typmod: c.typmod, notNull: notNull(i)}
 	}
 	return cols
+}
+
+// identityNotNull is what a decoder without a catalog knows of NOT NULL:
+// the replica identity columns of a relation whose identity is not FULL
+// are (a primary key's, or a unique index's over NOT NULL columns).
+func (r *relInfo) identityNotNull(full bool) func(i int) bool {
+	return func(i int) bool { return r.cols[i].ident && !full }
 }
 
 // columnNames returns the names of the relation's columns, in order.

@@ -347,9 +347,10 @@
 // fractional precision, a bit length), an array's element type and a
 // domain's base type with the domain's typtypmod; names of types pgx does
 // not know come from the catalog (a Decoder without Run names only the
-// built-in ones). pgoutput does not send attnotnull, so NotNull marks the
-// replica identity columns of tables whose identity is not FULL, in the
-// snapshot as in the stream. DebeziumEncoder writes values by these types.
+// built-in ones). NotNull is pg_attribute.attnotnull, which pgoutput does
+// not send: Run reads it from the catalog at each Relation message (a
+// Decoder without Run marks the replica identity columns of a table whose
+// identity is not FULL). DebeziumEncoder writes values by these types.
 //
 // A date or a timestamp without time zone names a calendar day or a
 // wall-clock reading, not an instant, so it stays text rather than becoming

@@ -254,7 +254,7 @@ type column struct {
 	name    string
 	oid     uint32
 	typmod  int32  // atttypmod, for Event.Relation
-	notNull bool   // as the stream's Relation has it: a replica identity column of a table whose identity is not FULL
+	notNull bool   // attnotnull, for Event.Relation
 	typ     string // format_type, for casting key parameters
 }
 
@@ -331,7 +331,7 @@ func (ti *tableInfo) readColumns(ctx context.Context, q querier) (pk, ri []colum
 	// the primary key's with REPLICA IDENTITY DEFAULT, the index's with
 	// USING INDEX; with FULL it flags every column and the decoder takes
 	// none, with NOTHING there are none.
-	rows, err := q.Query(ctx, `SELECT a.attname, a.atttypid, a.atttypmod, format_type(a.atttypid, a.atttypmod),
+	rows, err := q.Query(ctx, `SELECT a.attname, a.atttypid, a.atttypmod, a.attnotnull, format_type(a.atttypid, a.atttypmod),
 			coalesce((SELECT k.ord FROM unnest(pk.indkey::int2[]) WITH ORDINALITY k(attnum, ord) WHERE k.attnum = a.attnum), 0)::int,
 			coalesce((SELECT k.ord FROM unnest(ri.indkey::int2[]) WITH ORDINALITY k(attnum, ord) WHERE k.attnum = a.attnum), 0)::int,
 			c.relreplident::text
@@ -351,7 +351,7 @@ func (ti *tableInfo) readColumns(ctx context.Context, q querier) (pk, ri []colum
 			inPK, inRI   int
 			replIdentity string
 		)
-		if err := rows.Scan(&c.name, &c.oid, &c.typmod, &c.typ, &inPK, &inRI, &replIdentity); err != nil {
+		if err := rows.Scan(&c.name, &c.oid, &c.typmod, &c.notNull, &c.typ, &inPK, &inRI, &replIdentity); err != nil {
 			rows.Close()
 			return nil, nil, fmt.Errorf("pgcdc: snapshot: describing %s: %w", name, err)
 		}
@@ -368,7 +368,6 @@ func (ti *tableInfo) readColumns(ctx context.Context, q querier) (pk, ri []colum
 		// pgoutput flags only the identity columns it sends.
 		if published && (replIdentity == "d" && inPK > 0 || replIdentity == "i" && inRI > 0) {
 			ti.key = append(ti.key, c.name)
-			ti.cols[len(ti.cols)-1].notNull = true
 		}
 	}
 	if err := rows.Err(); err != nil {

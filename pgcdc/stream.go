@@ -161,6 +161,7 @@ func (r *runner) newDecoder(s *session) *Decoder {
 	dec.fallbackKey = func(oid uint32, schema, table string, columns []string) ([]string, error) {
 		return r.catalog.streamKey(ctx, oid, schema, table, columns)
 	}
+	dec.notNull = func(oid uint32) ([]string, error) { return r.catalog.streamNotNull(ctx, oid) }
 	return dec
 }
 

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,14 +23,27 @@ var (
 	userKey = []string{"id"}
 )
 
+// checkEvents compares the events with want, whose Relation is left nil:
+// every event must carry a Relation, listing every column its row images
+// name, which TestEventRelation checks against the catalog.
 func checkEvents(t *testing.T, got, want []kafkasink.Event) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Errorf("got %d events, want %d", len(got), len(want))
 	}
 	for i := range min(len(got), len(want)) {
-		if !reflect.DeepEqual(got[i], want[i]) {
-			t.Errorf("event %d:\n got %+v\nwant %+v", i, got[i], want[i])
+		g := got[i]
+		if g.Relation == nil {
+			t.Errorf("event %d has no Relation", i)
+		}
+		for _, c := range slices.Concat(g.Before, g.After) {
+			if _, ok := g.Relation.Column(c.Name); !ok {
+				t.Errorf("event %d: column %q is not in its Relation", i, c.Name)
+			}
+		}
+		g.Relation = nil
+		if !reflect.DeepEqual(g, want[i]) {
+			t.Errorf("event %d:\n got %+v\nwant %+v", i, g, want[i])
 		}
 	}
 }

@@ -325,3 +325,34 @@ func TestDebeziumValuesAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestDebeziumModeNames checks that every mode's String is the Debezium
+// property value Parse reads back, and that Parse refuses other names.
+func TestDebeziumModeNames(t *testing.T) {
+	for _, name := range []string{"precise", "double", "string"} {
+		if m, ok := ParseDecimalMode(name); !ok || m.String() != name {
+			t.Errorf("ParseDecimalMode(%q) = %v, %v", name, m, ok)
+		}
+	}
+	for _, name := range []string{"adaptive", "adaptive_time_microseconds", "connect", "isostring"} {
+		if m, ok := ParseTimePrecisionMode(name); !ok || m.String() != name {
+			t.Errorf("ParseTimePrecisionMode(%q) = %v, %v", name, m, ok)
+		}
+	}
+	for _, name := range []string{"numeric", "string"} {
+		if m, ok := ParseIntervalMode(name); !ok || m.String() != name {
+			t.Errorf("ParseIntervalMode(%q) = %v, %v", name, m, ok)
+		}
+	}
+	for _, name := range []string{"bytes", "base64", "base64-url-safe", "hex"} {
+		if m, ok := ParseBinaryMode(name); !ok || m.String() != name {
+			t.Errorf("ParseBinaryMode(%q) = %v, %v", name, m, ok)
+		}
+	}
+	if _, ok := ParseDecimalMode("Precise"); ok {
+		t.Error(`ParseDecimalMode("Precise") accepted a name Debezium does not have`)
+	}
+	if got := DecimalMode(7).String(); got != "invalid(7)" {
+		t.Errorf("DecimalMode(7).String() = %q", got)
+	}
+}

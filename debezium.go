@@ -94,7 +94,7 @@ import (
 // Encoder (decimal strings, ISO dates and times). Deliberate deviations
 // from Debezium, each where Debezium loses or garbles the value: arrays of
 // more than one dimension keep their nested values (Debezium writes each
-// inner array as null), infinity and -infinity dates keep that text
+// inner array as null; NullNestedArrays does the same), infinity and -infinity dates keep that text
 // (Debezium writes overflowed numbers that differ between snapshot and
 // stream), BC dates count days in the proleptic Gregorian calendar of
 // PostgreSQL (Debezium's snapshot uses the Julian one), and name columns
@@ -155,6 +155,11 @@ type DebeziumEncoder struct {
 	// value written for an unchanged TOAST column whose value the change
 	// does not carry. Empty means Debezium's "__debezium_unavailable_value".
 	UnavailableValuePlaceholder string
+	// NullNestedArrays writes each element of an array of more than one
+	// dimension as null, as Debezium 3.6.1 does (it loses the values), for
+	// consumers that depend on that. false (the default) keeps the nested
+	// values: a deliberate deviation from Debezium.
+	NullNestedArrays bool
 }
 
 // The headers DebeziumEncoder adds (see RecordShaper).

@@ -328,11 +328,12 @@ func (d *DebeziumEncoder) appendTyped(dst []byte, t *TypeInfo, v any) ([]byte, e
 // numeric array holding NaN or ±Infinity as null, in precise and string
 // mode alike. Arrays of more than one dimension are written nested, each
 // element in its form: Debezium writes each inner array as null, losing
-// the values (a documented deviation).
+// the values (a documented deviation), which NullNestedArrays restores.
 func (d *DebeziumEncoder) appendArray(dst []byte, elem *TypeInfo, a []any) ([]byte, error) {
 	if elem != nil && elem.Name == "numeric" && d.DecimalHandling != DecimalDouble && hasSpecialNumeric(a) {
 		return append(dst, "null"...), nil
 	}
+	nestedNull := d.NullNestedArrays
 	dst = append(dst, '[')
 	for i, v := range a {
 		if i > 0 {
@@ -343,7 +344,11 @@ func (d *DebeziumEncoder) appendArray(dst []byte, elem *TypeInfo, a []any) ([]by
 		case nil:
 			dst = append(dst, "null"...)
 		case []any:
-			dst, err = d.appendArray(dst, elem, v)
+			if nestedNull {
+				dst = append(dst, "null"...)
+			} else {
+				dst, err = d.appendArray(dst, elem, v)
+			}
 		default:
 			dst, err = d.appendTyped(dst, elem, v)
 		}

@@ -37,6 +37,7 @@ var (
 	tPosint     = &TypeInfo{Name: "posint", Modifier: -1, Kind: 'd', Base: tInt4}
 	tNumArr     = &TypeInfo{Name: "_numeric", Modifier: -1, Kind: 'b', Elem: tNumeric}
 	tDateArr    = &TypeInfo{Name: "_date", Modifier: -1, Kind: 'b', Elem: tDate}
+	tInt4Arr    = &TypeInfo{Name: "_int4", Modifier: -1, Kind: 'b', Elem: tInt4}
 	tPair       = &TypeInfo{Name: "pair", Modifier: -1, Kind: 'c'}
 )
 
@@ -286,6 +287,12 @@ func TestDebeziumValueOptions(t *testing.T) {
 		{DebeziumEncoder{BinaryHandling: BinaryBase64URLSafe}, tBytea, []byte{0xfb, 0xff}, `"-_8="`},
 		{DebeziumEncoder{BinaryHandling: BinaryHex}, tBytea, []byte{0xfb, 0xff}, `"fbff"`},
 		{DebeziumEncoder{BinaryHandling: BinaryHex}, tVarbit, "101", `"05"`},
+		// Debezium's records of '{{1,2},{3,4}}' and '{{{1,2}},{{3,4}}}'
+		// (types id=11 and id=15).
+		{DebeziumEncoder{NullNestedArrays: true}, tInt4Arr, []any{[]any{int32(1), int32(2)}, []any{int32(3), int32(4)}}, `[null,null]`},
+		{DebeziumEncoder{NullNestedArrays: true}, tInt4Arr, []any{[]any{[]any{int32(1), int32(2)}}, []any{[]any{int32(3), int32(4)}}}, `[null,null]`},
+		{DebeziumEncoder{}, tInt4Arr, []any{[]any{int32(1), int32(2)}, []any{int32(3), int32(4)}}, `[[1,2],[3,4]]`},
+		{DebeziumEncoder{NullNestedArrays: true}, tInt4Arr, []any{int32(1), nil}, `[1,null]`},
 		{DebeziumEncoder{IntervalHandling: IntervalString}, tInterval, "-1 years -2 mons +3 days -04:05:06.5", `"P-1Y-2M3DT-4H-5M-6.5S"`},
 	}
 	for _, c := range cases {

@@ -184,7 +184,7 @@ func (d *DebeziumEncoder) appendDebeziumRow(dst []byte, e *Event, row Row) ([]by
 	}
 	dst = append(dst, '{')
 	first := true
-	next := 0 // row is in table order: the column after the last one found
+	next := 0 // row is in table order: where the next column should be
 	for i := range e.Relation.Columns {
 		ci := &e.Relation.Columns[i]
 		t := declaredBase(ci.Type)
@@ -195,8 +195,8 @@ func (d *DebeziumEncoder) appendDebeziumRow(dst []byte, e *Event, row Row) ([]by
 		if next < len(row) && row[next].Name == ci.Name {
 			c = &row[next]
 			next++
-		} else if j := row.index(ci.Name); j >= 0 {
-			c, next = &row[j], j+1
+		} else if found, ok := row.Get(ci.Name); ok {
+			c = &found
 		}
 		if !first {
 			dst = append(dst, ',')
@@ -221,16 +221,6 @@ func (d *DebeziumEncoder) appendDebeziumRow(dst []byte, e *Event, row Row) ([]by
 		}
 	}
 	return append(dst, '}'), nil
-}
-
-// index returns the index of the column named name, or -1.
-func (r Row) index(name string) int {
-	for i := range r {
-		if r[i].Name == name {
-			return i
-		}
-	}
-	return -1
 }
 
 // declaredBase returns t, or the base type of a domain, through domains

@@ -352,14 +352,6 @@ func (c *Config) validate() error {
 	p = append(p, c.Topics.problems()...)
 	_, keyProblems := parseTableKeys("KeyColumns", c.KeyColumns)
 	p = append(p, keyProblems...)
-	switch enc := c.Encoder.(type) {
-	case DebeziumEncoder:
-		p = append(p, enc.valueProblems()...)
-	case *DebeziumEncoder:
-		if enc != nil {
-			p = append(p, enc.valueProblems()...)
-		}
-	}
 	for table, cols := range c.KeyColumns {
 		if len(cols) == 0 || slices.Contains(cols, "") {
 			add("KeyColumns[%q] needs at least one non-empty column name", table)

@@ -56,9 +56,8 @@ var debeziumConfigs = []struct {
 	enc          kafkasink.DebeziumEncoder
 }{
 	{"defaults", "dbz", kafkasink.DebeziumEncoder{Name: "dbz"}},
-	// decimal.handling.mode=string (skipped.operations=none: truncates
-	// are written, as DebeziumEncoder always writes them).
-	{"decimal-string", "dbzds", kafkasink.DebeziumEncoder{Name: "dbz", DecimalHandling: kafkasink.DecimalString}},
+	// decimal.handling.mode=string, skipped.operations=none.
+	{"decimal-string", "dbzds", kafkasink.DebeziumEncoder{Name: "dbz", DecimalHandling: kafkasink.DecimalString, SkippedOperations: "none"}},
 	// time.precision.mode=isostring, interval.handling.mode=string.
 	{"isostring", "dbziso", kafkasink.DebeziumEncoder{Name: "dbz", TimePrecision: kafkasink.TimeIsostring, IntervalHandling: kafkasink.IntervalString}},
 }

@@ -162,10 +162,15 @@ func TestReplicaIdentityFull(t *testing.T) {
 			return nil
 		}})
 		feed(t, d, msgs...)
+		// The delete and insert a key change becomes each carry the other's
+		// row (Source.KeyChange).
+		del := ev(kafkasink.OpDelete, "public", "docs", 0x500, 1, 0x120, 9, userKey, old2, nil)
+		ins := ev(kafkasink.OpInsert, "public", "docs", 0x500, 2, 0x120, 9, userKey, nil, new5)
+		del.Source.KeyChange, ins.Source.KeyChange = ins.After, del.Before
 		checkEvents(t, rec.events, []kafkasink.Event{
 			ev(kafkasink.OpUpdate, "public", "docs", 0x500, 0, 0x110, 9, userKey, old1, old2),
-			ev(kafkasink.OpDelete, "public", "docs", 0x500, 1, 0x120, 9, userKey, old2, nil),
-			ev(kafkasink.OpInsert, "public", "docs", 0x500, 2, 0x120, 9, userKey, nil, new5),
+			del,
+			ins,
 			ev(kafkasink.OpDelete, "public", "docs", 0x500, 3, 0x130, 9, userKey, new5, nil),
 		})
 	})
@@ -279,14 +284,20 @@ func TestStreamedTransaction(t *testing.T) {
 		wal{0x400, streamAbort(top, sub1)},
 		wal{0x500, streamCommit(top, 0x500, 0x540, t0)},
 	)
-	checkEvents(t, rec.events[1:], []kafkasink.Event{
+	streamed := []kafkasink.Event{
 		ev(kafkasink.OpInsert, "public", "users", 0x500, 0, 0x110, top, userKey, nil,
 			row("id", int32(1), "name", "a", "balance", kafkasink.Decimal("1"))),
 		ev(kafkasink.OpUpdate, "public", "users", 0x500, 1, 0x310, top, userKey, nil,
 			row("id", int32(1), "name", "b", "balance", kafkasink.Decimal("1"), "tags", []any{"x", "y z", nil})),
 		ev(kafkasink.OpDelete, "public", "users", 0x500, 2, 0x320, top, userKey, row("id", int32(1)), nil),
 		ev(kafkasink.OpTruncate, "shop", "orders", 0x500, 3, 0x330, top, userKey, nil, nil),
-	})
+	}
+	// The streamed transaction commits after the ordinary one, whose
+	// commit record ended at 0x218 (Source.PrevCommitEnd).
+	for i := range streamed {
+		streamed[i].Source.PrevCommitEnd = 0x218
+	}
+	checkEvents(t, rec.events[1:], streamed)
 	wantTxns := []Txn{
 		{XID: 900, CommitLSN: 0x210, EndLSN: 0x218, Commit: t0, Events: 1},
 		{XID: top, CommitLSN: 0x500, EndLSN: 0x540, Commit: t0, Origin: "upstream", Events: 4, Streamed: true},

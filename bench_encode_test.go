@@ -181,8 +181,12 @@ func TestStdlibBaselinesEquivalent(t *testing.T) {
 	}
 }
 
-func benchEncoder(b *testing.B, enc Encoder) {
+func benchEncoder(b *testing.B, enc Encoder) { benchEncoderOn(b, enc, func(*Event) {}) }
+
+// benchEncoderOn measures enc on benchEvent as changed by prepare.
+func benchEncoderOn(b *testing.B, enc Encoder, prepare func(*Event)) {
 	e := benchEvent()
+	prepare(&e)
 	buf := make([]byte, 0, 2048)
 	b.ReportAllocs()
 	var n int
@@ -228,6 +232,24 @@ func BenchmarkEncodeUpsert_StdlibBaseline(b *testing.B) {
 // The Debezium encoder reads the clock for ts_ms on every event, so its
 // baseline does too.
 func BenchmarkEncodeDebezium(b *testing.B) { benchEncoder(b, DebeziumEncoder{}) }
+
+// benchRelation declares benchEvent's columns as pgcdc would, so that
+// BenchmarkEncodeDebezium_Declared takes the path of real pgcdc events:
+// values rendered by declared type (balance as a Kafka Connect Decimal).
+var benchRelation = func() *Relation {
+	typ := func(name string, mod int32) *TypeInfo { return &TypeInfo{Name: name, Modifier: mod, Kind: 'b'} }
+	int8, text, tstz := typ("int8", -1), typ("text", -1), typ("timestamptz", -1)
+	return &Relation{Columns: []ColumnInfo{
+		{Name: "id", Type: int8, NotNull: true}, {Name: "account_id", Type: int8}, {Name: "email", Type: text},
+		{Name: "name", Type: text}, {Name: "balance", Type: typ("numeric", 12<<16|2+4)}, {Name: "created_at", Type: tstz},
+		{Name: "updated_at", Type: tstz}, {Name: "active", Type: typ("bool", -1)}, {Name: "score", Type: typ("float8", -1)},
+		{Name: "deleted_at", Type: tstz},
+	}}
+}()
+
+func BenchmarkEncodeDebezium_Declared(b *testing.B) {
+	benchEncoderOn(b, DebeziumEncoder{}, func(e *Event) { e.Relation = benchRelation })
+}
 
 func BenchmarkEncodeDebezium_StdlibBaseline(b *testing.B) {
 	e := benchEvent()

@@ -12,6 +12,19 @@ type Relation struct {
 	Columns []ColumnInfo // in table order
 }
 
+// Column returns the column named name and whether the relation has it.
+func (r *Relation) Column(name string) (*ColumnInfo, bool) {
+	if r == nil {
+		return nil, false
+	}
+	for i := range r.Columns {
+		if r.Columns[i].Name == name {
+			return &r.Columns[i], true
+		}
+	}
+	return nil, false
+}
+
 // ColumnInfo is one column of a Relation.
 type ColumnInfo struct {
 	Name    string    // the column's name, as in Column.Name

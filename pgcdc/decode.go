@@ -576,6 +576,13 @@ func (d *Decoder) schema(lsn kafkasink.LSN, msg pglogrepl.Message) error {
 			notNull = func(i int) bool { return slices.Contains(names, rel.cols[i].name) }
 		}
 		rel.relation = d.conv.relation(rel.describe(notNull))
+		// pgoutput sends a Relation message again after any invalidation
+		// (a publication changed anywhere in the database, say), not only
+		// after a change of the table: an unchanged description keeps its
+		// *Relation, so all events of one table version share one.
+		if old, ok := d.relations[m.RelationID]; ok && sameRelation(old.relation, rel.relation) {
+			rel.relation = old.relation
+		}
 		d.relations[m.RelationID] = rel
 		if d.cfg.OnRelation != nil {
 			d.cfg.OnRelation(rel.schema, rel.table, rel.columnNames())

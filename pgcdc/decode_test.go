@@ -816,3 +816,29 @@ func BenchmarkDecodeInsert(b *testing.B) {
 		}
 	}
 }
+
+// TestRepeatedRelationMessageKeepsRelation: pgoutput sends a Relation
+// message again after any invalidation, not only after the table changed
+// (TestEventRelation met it when another test changed a publication).
+// An identical description keeps the events' *Relation; a changed one
+// gives a new one.
+func TestRepeatedRelationMessageKeepsRelation(t *testing.T) {
+	t.Parallel()
+	d, rec := newTestDecoder(t, DecoderConfig{})
+	t0 := time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
+	widened := relation(0, 16390, "shop", "orders", 'd', relCol{true, "id", pgtype.Int8OID}, relCol{false, "note", pgtype.TextOID})
+	feed(t, d,
+		wal{0x100, begin(0x110, t0, 1)}, wal{0x100, ordersR}, wal{0x105, insert(0, 16390, txt("1"))}, wal{0x110, commit(0x110, 0x118, t0)},
+		wal{0x200, begin(0x210, t0, 2)}, wal{0x200, ordersR}, wal{0x205, insert(0, 16390, txt("2"))}, wal{0x210, commit(0x210, 0x218, t0)},
+		wal{0x300, begin(0x310, t0, 3)}, wal{0x300, widened}, wal{0x305, insert(0, 16390, txt("3"), txt("x"))}, wal{0x310, commit(0x310, 0x318, t0)},
+	)
+	if len(rec.events) != 3 {
+		t.Fatalf("%d events, want 3", len(rec.events))
+	}
+	if rec.events[0].Relation == nil || rec.events[0].Relation != rec.events[1].Relation {
+		t.Errorf("a repeated identical Relation message gave a new *Relation (%p, %p); want the same", rec.events[0].Relation, rec.events[1].Relation)
+	}
+	if rec.events[2].Relation == rec.events[1].Relation || len(rec.events[2].Relation.Columns) != 2 {
+		t.Errorf("the widened table's event carries the old Relation")
+	}
+}

@@ -1,6 +1,8 @@
 package pgcdc
 
 import (
+	"slices"
+
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/kafkasink/kafkasink"
@@ -38,6 +40,13 @@ func (c *valueConverter) relation(cols []relationColumn) *kafkasink.Relation {
 		rel.Columns[i] = kafkasink.ColumnInfo{Name: col.name, Type: c.typeInfo(col.oid, col.typmod, 0), NotNull: col.notNull}
 	}
 	return rel
+}
+
+// sameRelation reports whether a and b describe the same columns. Their
+// TypeInfos come from the converter's cache, so an unchanged type is the
+// same pointer and a redefined one is not.
+func sameRelation(a, b *kafkasink.Relation) bool {
+	return a != nil && b != nil && slices.Equal(a.Columns, b.Columns)
 }
 
 // typeInfo returns the TypeInfo of type oid with modifier typmod, from the

@@ -95,6 +95,14 @@ func (s *checkpointStore) record(c Checkpoint) (*kgo.Record, error) {
 // watermark and returns the newest checkpoint of this sink, starting from
 // known (the newest checkpoint already known, read or written at s.from).
 //
+// A known checkpoint that is not zero is the record at s.from, which the
+// broker confirmed: the read must find it there, or a newer one of this
+// sink. When it finds neither, the broker lost a write it had confirmed,
+// and read returns that as an ErrCheckpoint (see lost) instead of trusting
+// memory: a later commit would otherwise carry on from a checkpoint that
+// is not in Kafka, and the events under it would be missing for good
+// without anybody knowing.
+//
 // It must reach the high watermark, not stop at the last stable offset:
 // another sink's open transaction on the shared partition holds the last
 // stable offset back, and our own newer checkpoint may sit above it. Such a
@@ -107,6 +115,9 @@ func (s *checkpointStore) read(ctx context.Context, adm *kadm.Client, connOpts [
 		return known, err
 	}
 	if s.from >= end {
+		if !known.IsZero() {
+			return known, s.lost(known, end)
+		}
 		return known, nil
 	}
 	opts := append(append([]kgo.Opt(nil), connOpts...),
@@ -145,6 +156,7 @@ func (s *checkpointStore) endOffset(ctx context.Context, adm *kadm.Client) (int6
 func (s *checkpointStore) scan(ctx context.Context, cl *kgo.Client, known Checkpoint, end int64) (Checkpoint, error) {
 	cur, next := known, s.from
 	var bad, lastFetchErr error
+	ours := false // a record of this sink was read
 	for next < end && bad == nil {
 		fetches := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
@@ -161,13 +173,36 @@ func (s *checkpointStore) scan(ctx context.Context, cl *kgo.Client, known Checkp
 			if bad != nil || r.Attrs.IsControl() || string(r.Key) != s.sinkID {
 				return
 			}
+			ours = true
 			cur, bad = s.apply(cur, r)
 		})
 	}
 	if bad != nil {
 		return known, bad
 	}
+	if !ours && !known.IsZero() {
+		return known, s.lost(known, end)
+	}
 	return cur, nil
+}
+
+// lost is the error of a read that did not find known, the checkpoint
+// this sink wrote (or read) at s.from and the broker confirmed, nor any
+// newer one of this sink, up to end. A read_committed reader skips the
+// record only when its transaction was aborted after all, and below end it
+// is gone only when the log was truncated: either way the broker lost what
+// it had confirmed. We saw Kafka 4.4 do the first after a fast broker
+// restart (TestBrokerRestartBetweenAndDuringWrites): its coordinator completed a commit without writing the commit
+// markers to a partition that had no leader yet, and the next aborted
+// transaction of the same producer took the committed records with it.
+// Nothing the sink can do brings the events back, so it stops, and says
+// what to check.
+func (s *checkpointStore) lost(known Checkpoint, end int64) error {
+	return fmt.Errorf("%w: checkpoint %s of sink id %q, which the broker confirmed at %s[%d] offset %d, is no longer there for read_committed readers (the partition ends at %d): "+
+		"the broker lost a transaction it had committed (its commit markers were never written and a later abort took its records) or truncated the log (an unclean leader election); "+
+		"events up to %s that Write reported delivered may be missing from the topics. Restart the sink: New reads the checkpoint the broker has, and the source must deliver again from there "+
+		"(pgcdc refuses to go on if its replication slot has moved past it); check the topics for gaps and the brokers' logs for transaction marker errors",
+		ErrCheckpoint, known.Position, s.sinkID, s.topic, s.partition, s.from, end, known.Position)
 }
 
 // apply returns the checkpoint after r, a record of this sink read after

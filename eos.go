@@ -238,9 +238,15 @@ func (t *openTxn) produce(cl *kgo.Client, r *kgo.Record) {
 
 // abort ends a transaction that must not commit. It runs even when ctx is
 // cancelled: a Write is committed or aborted, never left half done. When
-// the abort itself fails, the checkpoint becomes unverified: recover ends
-// the transaction before anything else is planned, and no new transaction
-// begins until it has (records still buffered must never join one).
+// the abort itself fails, recover ends the transaction before anything
+// else is planned, and no new transaction begins until it has (records
+// still buffered must never join one).
+//
+// Either way the checkpoint becomes unverified, so that recover reads it
+// back before the next transaction: an abort is where a broker that lost
+// the commit markers of this producer's last committed transaction makes
+// that loss final (the abort markers take the committed records with
+// them), and the read back is what notices it (see checkpointStore.lost).
 func (s *txnSink) abort(ctx context.Context, info TransactionInfo, started time.Time, cause error, pending *produceResults) error {
 	actx, cancel := context.WithTimeoutCause(context.WithoutCancel(ctx), s.cfg.CommitTimeout, errAbortTimeout)
 	defer cancel()
@@ -248,9 +254,9 @@ func (s *txnSink) abort(ctx context.Context, info TransactionInfo, started time.
 	if aerr == nil {
 		aerr = s.cl.EndTransaction(actx, kgo.TryAbort)
 	}
+	s.state = ckptUnverified
 	if aerr != nil {
 		s.log.Warn("aborting the transaction failed; the next attempt recovers first", "error", withCause(actx, aerr), "cause", cause)
-		s.state = ckptUnverified
 	} else {
 		s.txnSince = time.Time{}
 		if pending != nil {

@@ -46,7 +46,9 @@ var (
 	// ErrCheckpoint is returned by New (and by Write when it re-reads the
 	// checkpoint) when the checkpoint topic holds a record this sink
 	// cannot trust: an unknown format version, an unparsable value, or a
-	// position that moves backwards. Fatal.
+	// position that moves backwards; and by Write when a checkpoint the
+	// broker confirmed is no longer there (the broker lost a committed
+	// transaction, or truncated the log). Fatal.
 	ErrCheckpoint = errors.New("kafkasink: checkpoint unusable")
 
 	// ErrUnsafeCheckpointTopic is returned by New in exactly-once mode

@@ -207,3 +207,56 @@ func TestSkippedEventsAreReported(t *testing.T) {
 		t.Fatalf("skip reports %+v, want one %+v", hook.infos, want)
 	}
 }
+
+// A broker that confirms a commit and then loses it: the sink must stop
+// and say so, not carry on from a checkpoint that is not in Kafka. The
+// fake broker turns one commit into an abort and answers it as committed,
+// which is what a real one ends up doing when it completes a commit
+// without writing the commit markers and the producer's next transaction
+// aborts (seen with Kafka 4.4 after a broker restart; see
+// checkpointStore.lost). That next transaction fails here on purpose, in
+// each way that ends in an abort or an unclear outcome, and the sink's
+// retry would commit the batch after the lost one and leave a gap no
+// reader or caller ever hears of.
+func TestLostCommitStopsTheSink(t *testing.T) {
+	t.Parallel()
+	const topic = "kafkasink.public.orders"
+	for name, nextFails := range map[string]kfake.Fault{
+		"records refused":    {Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Err: kerr.UnknownServerError, Count: 1},
+		"commit answer lost": {Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.UnknownServerError, TopLevel: true, Count: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c, brokers := sinktest.Cluster(t)
+			s := newSink(t, brokers, "lost-commit", shortTxn)
+			a := sinktest.Inserts("public", "orders", 100, 1, 3)
+			b := sinktest.Inserts("public", "orders", 200, 4, 3)
+			d := sinktest.Inserts("public", "orders", 300, 7, 3)
+			write(t, s, a)
+
+			var once sync.Once
+			c.ControlKey(kmsg.EndTxn.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+				if end := req.(*kmsg.EndTxnRequest); end.Commit {
+					once.Do(func() { end.Commit = false })
+					c.DropControl()
+				}
+				return nil, nil, false
+			})
+			write(t, s, b) // the broker answers the commit as done
+			if got := sinktest.ReadCommitted(t, brokers, topic); len(got) != len(a) {
+				t.Fatalf("the fake broker's lost commit: a read_committed reader sees %d records, want a's %d", len(got), len(a))
+			}
+
+			c.Fault(nextFails)
+			err := tryWrite(t, s, kafkasink.Batch{Events: d})
+			if !kafkasink.IsFatal(err) || !errors.Is(err, kafkasink.ErrCheckpoint) || !strings.Contains(err.Error(), b[len(b)-1].Position.String()) {
+				t.Fatalf("Write after the broker lost a commit: %v, want a fatal ErrCheckpoint naming checkpoint %s", err, b[len(b)-1].Position)
+			}
+			if err := tryWrite(t, s, kafkasink.Batch{Events: d}); !errors.Is(err, kafkasink.ErrCheckpoint) {
+				t.Fatalf("next Write: %v, want the same ErrCheckpoint", err)
+			}
+			// Nothing of d was committed on top of the gap.
+			sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic), a)
+		})
+	}
+}

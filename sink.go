@@ -325,6 +325,9 @@ func (s *base) recover(ctx context.Context) error {
 	}
 	known := s.Checkpoint()
 	ck, err := s.store.read(ctx, s.adm, s.connOptions(), known)
+	if errors.Is(err, ErrCheckpoint) {
+		return s.follow(verdict{err, actFatal})
+	}
 	if err != nil {
 		return withCause(ctx, err)
 	}

@@ -2,6 +2,7 @@ package kafkasink_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -66,27 +67,37 @@ func TestBrokerRestartBetweenAndDuringWrites(t *testing.T) {
 	defer cancel()
 	const keys = 97
 	var want []kafkasink.Event
-	writeOK := func(what string, events []kafkasink.Event) {
+	// writeOK writes events until they are delivered, and reports false
+	// when the test must end there, the broker having lost a commit.
+	writeOK := func(what string, events []kafkasink.Event) bool {
 		t.Helper()
 		started := time.Now()
 		retried, err := writeRetrying(ctx, s, kafkasink.Batch{Events: events})
 		logRetried(t, what, retried)
+		if brokerLostCommit(t, err, s, brokers, topic, append(want, events...)) {
+			return false
+		}
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
 		t.Logf("%s: delivered in %v after %d retries", what, time.Since(started).Round(time.Millisecond), len(retried))
 		want = append(want, events...)
+		return true
 	}
 
 	for b := 1; b <= 3; b++ {
-		writeOK(fmt.Sprintf("batch %d", b), loadEvents(b, 200, keys, 100))
+		if !writeOK(fmt.Sprintf("batch %d", b), loadEvents(b, 200, keys, 100)) {
+			return
+		}
 	}
 
 	// Between two batches.
 	nodes.kill(0)
 	nodes.start(0)
 	for b := 4; b <= 5; b++ {
-		writeOK(fmt.Sprintf("batch %d after the restart", b), loadEvents(b, 200, keys, 100))
+		if !writeOK(fmt.Sprintf("batch %d after the restart", b), loadEvents(b, 200, keys, 100)) {
+			return
+		}
 	}
 
 	// During a Write: the kill lands once the first transaction of a
@@ -130,11 +141,15 @@ func TestBrokerRestartBetweenAndDuringWrites(t *testing.T) {
 			t.Fatalf("the Write returned nil with the checkpoint at %s, not at its last event %s: a silent partial write", got, last)
 		}
 		want = append(want, big...)
+	case brokerLostCommit(t, writeErr, s, brokers, topic, append(want, big...)):
+		return
 	case !kafkasink.IsRetryable(writeErr):
 		t.Fatalf("the Write running when the broker died returned an error that is not retryable (fatal=%t): %v", kafkasink.IsFatal(writeErr), writeErr)
 	default:
 		t.Logf("checkpoint after the failed Write: %s (the batch ends at %s)", s.Checkpoint().Position, big[len(big)-1].Position)
-		writeOK("the big batch again", big)
+		if !writeOK("the big batch again", big) {
+			return
+		}
 	}
 	_, committed, aborted, _ := aborts.snapshot()
 	t.Logf("transactions: %d committed, %d aborted", len(committed), len(aborted))
@@ -142,6 +157,40 @@ func TestBrokerRestartBetweenAndDuringWrites(t *testing.T) {
 		t.Logf("aborted %s..%s: %v", a.info.First, a.info.Last, a.err)
 	}
 
-	writeOK("batch 7", loadEvents(7, 200, keys, 100))
+	if !writeOK("batch 7", loadEvents(7, 200, keys, 100)) {
+		return
+	}
 	sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic), want)
+}
+
+// brokerLostCommit reports whether err is the sink stopping because the
+// broker lost a transaction it had confirmed committed, which Kafka 4.4
+// was seen to do here after a fast restart of the single node (about one
+// run in twelve; see checkpointStore.lost): then the sink must stop, and
+// the test checks that the loss is real (that events of sent, up to the
+// checkpoint the sink had, are missing for a read_committed reader) and
+// ends. A sink that stops with that error while every such event is
+// there raised a false alarm, and fails the test.
+func brokerLostCommit(t *testing.T, err error, s kafkasink.Sink, brokers []string, topic string, sent []kafkasink.Event) bool {
+	t.Helper()
+	if !errors.Is(err, kafkasink.ErrCheckpoint) || !kafkasink.IsFatal(err) {
+		return false
+	}
+	lost := s.Checkpoint().Position
+	present := make(map[string]bool)
+	for _, r := range sinktest.ReadCommitted(t, brokers, topic) {
+		present[sinktest.Header(r, kafkasink.HeaderID)] = true
+	}
+	var missing []kafkasink.Position
+	for _, e := range sent {
+		if e.Position.Compare(lost) <= 0 && !present[e.ID()] {
+			missing = append(missing, e.Position)
+		}
+	}
+	if len(missing) == 0 {
+		t.Fatalf("the sink stopped saying the broker lost checkpoint %s, but every event up to it is in %s: a false alarm: %v", lost, topic, err)
+	}
+	t.Logf("the broker lost a committed transaction (a Kafka fault, not the sink's): %d events up to checkpoint %s are missing for read_committed readers, from %s to %s; the sink stopped as it must: %v",
+		len(missing), lost, missing[0], missing[len(missing)-1], err)
+	return true
 }

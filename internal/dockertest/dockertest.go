@@ -1,18 +1,28 @@
-// Package dockertest starts Apache Kafka and PostgreSQL in containers with
-// testcontainers-go, for developers who have a Docker engine but have not
-// started scripts/testenv.sh. Only _test.go files import it, so the library
-// never depends on testcontainers-go.
+// Command dockertest runs the project's tests against Apache Kafka and
+// PostgreSQL in containers, for developers who have a Docker engine but
+// have not started scripts/testenv.sh:
 //
-// It sets KAFKASINK_TEST_BROKERS and KAFKASINK_TEST_PG when they are unset
-// and an engine answers. Tests that need what only scripts/testenv.sh
-// provides (TLS and SASL listeners, a three-broker cluster, broker kills,
-// kcat and the Java console consumer) still skip, naming what is missing.
-package dockertest
+//	cd internal/dockertest && go run . ./...
+//
+// It starts what the environment lacks with testcontainers-go, sets
+// KAFKASINK_TEST_BROKERS and KAFKASINK_TEST_PG, runs `go test` with its
+// arguments in the repository's root, and stops the containers. Tests that
+// need what only scripts/testenv.sh provides (TLS and SASL listeners, a
+// three-broker cluster, broker kills, kcat and the Java console consumer)
+// still skip, naming what is missing. Without an engine it says so and
+// runs the tests anyway: the integration tests skip.
+//
+// It is a module of its own so that testcontainers-go, and the Docker,
+// gRPC and OpenTelemetry modules it pulls in, never enter the module graph
+// of the library or of its users (TestUserModuleGraph checks that).
+package main
 
 import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"time"
 
 	"github.com/testcontainers/testcontainers-go"
@@ -26,18 +36,33 @@ const (
 	PostgresImage = "postgres:15"
 )
 
-// Setup starts what the environment lacks and returns a function that
-// stops it. Without a Docker engine it does nothing and says so on stderr;
-// it never fails the tests that do not need the containers.
-func Setup() (stop func()) {
+func main() {
+	stop := setup()
+	args := append([]string{"test"}, os.Args[1:]...)
+	if len(os.Args) == 1 {
+		args = append(args, "./...")
+	}
+	cmd := exec.Command("go", args...)
+	cmd.Dir = filepath.Join("..", "..") // the repository's root
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	err := cmd.Run()
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "dockertest: go %v: %v\n", args, err)
+		os.Exit(1)
+	}
+}
+
+// setup starts what the environment lacks and returns a function that
+// stops it. Without a Docker engine it does nothing but say so.
+func setup() (stop func()) {
 	wantKafka := os.Getenv("KAFKASINK_TEST_BROKERS") == ""
 	wantPG := os.Getenv("KAFKASINK_TEST_PG") == ""
 	if !wantKafka && !wantPG {
 		return func() {}
 	}
 	if !engineAnswers() {
-		// The usual case on a machine without Docker: the
-		// integration tests skip and say how to run them.
+		fmt.Fprintln(os.Stderr, "dockertest: no Docker engine answers; the integration tests will skip (scripts/testenv.sh starts Kafka and PostgreSQL without Docker)")
 		return func() {}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

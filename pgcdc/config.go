@@ -63,9 +63,18 @@ type Config struct {
 	Publication string
 	// CreatePublication, when true, creates the publication if it does not
 	// exist, for Tables (FOR ALL TABLES when Tables is empty, which needs a
-	// superuser). When false a missing publication is a fatal error. An
-	// existing publication is used as it is, whatever Tables says.
+	// superuser). When false a missing publication is a fatal error.
 	CreatePublication bool
+	// AcceptPublicationTables, when true, streams an existing publication
+	// whose tables differ from Tables as it is, with a warning naming the
+	// tables that differ. By default Run refuses it at start-up (a
+	// *kafkasink.ConfigError naming them): the publication, not Tables,
+	// decides what is streamed, and a difference is usually a mistake
+	// (a table added to Tables but not to the publication is never
+	// delivered). Tables names a partitioned table by its root whether
+	// the publication lists the root or its partitions. With Tables
+	// empty nothing is compared.
+	AcceptPublicationTables bool
 	// Tables are the tables of a publication Run creates, as
 	// "schema.table" ("table" alone means "public.table"). Names are
 	// taken literally, as they are stored (Orders is not orders). A part

@@ -16,7 +16,8 @@
 //	}, sink)
 //
 // At start Run checks that wal_level is logical, creates the publication
-// when allowed, checks that the slot continues the sink's checkpoint from
+// when allowed (an existing one must publish exactly Config.Tables, when
+// set, unless Config.AcceptPublicationTables), checks that the slot continues the sink's checkpoint from
 // the same source (see "Gaps at the source"), creates the slot when
 // allowed (and refuses, naming the fix, when it is missing and not),
 // takes or resumes the initial snapshot, and starts replication from the

@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/kafkasink/kafkasink"
 )
 
 // querier is what reading the catalog needs: a connection or a
@@ -104,4 +107,73 @@ func (r *runner) noteColumns(schema, table string, columns []string, from string
 			"table", name, "old_columns", old, "new_columns", columns, "seen_in", from)
 	}
 	r.columns[name] = slices.Clone(columns)
+}
+
+// checkPublicationTables compares the tables an existing publication
+// streams with cfg.Tables, when Tables is set, and refuses a difference
+// unless cfg.AcceptPublicationTables accepts it (then it warns). A
+// published partition counts as its root: Tables names a partitioned table
+// by its root, and the publication lists the partitions unless it
+// publishes via the root.
+func checkPublicationTables(ctx context.Context, q querier, cfg *Config) error {
+	if len(cfg.Tables) == 0 {
+		return nil
+	}
+	rows, err := q.Query(ctx, `SELECT pt.schemaname::text, pt.tablename::text, rn.nspname::text, r.relname::text
+		FROM pg_publication_tables pt
+		JOIN pg_namespace n ON n.nspname = pt.schemaname
+		JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = pt.tablename
+		JOIN pg_class r ON r.oid = coalesce(pg_partition_root(c.oid), c.oid)
+		JOIN pg_namespace rn ON rn.oid = r.relnamespace
+		WHERE pt.pubname = $1
+		ORDER BY 1, 2`, cfg.Publication)
+	if err != nil {
+		return fmt.Errorf("pgcdc: listing the tables of publication %q: %w", cfg.Publication, err)
+	}
+	type published struct{ table, root string }
+	tables, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (published, error) {
+		var schema, table, rootSchema, root string
+		err := row.Scan(&schema, &table, &rootSchema, &root)
+		return published{qualified(schema, table), qualified(rootSchema, root)}, err
+	})
+	if err != nil {
+		return fmt.Errorf("pgcdc: listing the tables of publication %q: %w", cfg.Publication, err)
+	}
+	wanted := make(map[string]bool, len(cfg.Tables))
+	for _, t := range cfg.Tables {
+		schema, table, _ := splitTable(t) // validated
+		wanted[qualified(schema, table)] = false
+	}
+	var extra []string
+	for _, p := range tables {
+		_, isTable := wanted[p.table]
+		_, isRoot := wanted[p.root]
+		switch {
+		case isTable:
+			wanted[p.table] = true
+		case isRoot:
+			wanted[p.root] = true
+		default:
+			extra = append(extra, p.table)
+		}
+	}
+	var missing []string
+	for name, found := range wanted {
+		if !found {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) == 0 && len(extra) == 0 {
+		return nil
+	}
+	slices.Sort(missing)
+	what := fmt.Sprintf("publication %q exists and its tables differ from Config.Tables (-tables): in Tables but not published: [%s]; published but not in Tables: [%s]",
+		cfg.Publication, strings.Join(missing, ", "), strings.Join(extra, ", "))
+	if cfg.AcceptPublicationTables {
+		cfg.Logger.Warn("pgcdc: "+what+"; streaming what the publication has, as Config.AcceptPublicationTables says", "publication", cfg.Publication)
+		return nil
+	}
+	return &kafkasink.ConfigError{Problems: []string{"pgcdc: " + what + ": the publication decides what is streamed. " +
+		"Make them agree (ALTER PUBLICATION " + pgx.Identifier{cfg.Publication}.Sanitize() + " SET TABLE ..., or correct Config.Tables), " +
+		"or set Config.AcceptPublicationTables (-accept-publication-tables) to stream what the publication has"}}
 }

@@ -638,3 +638,54 @@ func TestDecoderReportsRelations(t *testing.T) {
 		t.Fatalf("OnRelation saw %q, want %q", got, want)
 	}
 }
+
+// An existing publication whose tables differ from Config.Tables is
+// refused at start-up, naming the tables in Tables it does not publish and
+// those it publishes beyond them, unless AcceptPublicationTables accepts
+// it with a warning. A partitioned table named by its root matches its
+// partitions, which the publication lists when it does not publish via the
+// root.
+func TestExistingPublicationTablesDiffer(t *testing.T) {
+	e := newPGEnv(t)
+	e.sqlf("CREATE TABLE %[1]s_a (id int PRIMARY KEY)",
+		"CREATE TABLE %[1]s_b (id int PRIMARY KEY)",
+		"CREATE TABLE %[1]s_d (id int PRIMARY KEY)",
+		"CREATE TABLE %[1]s_parts (id int PRIMARY KEY) PARTITION BY RANGE (id)",
+		"CREATE TABLE %[1]s_parts_1 PARTITION OF %[1]s_parts FOR VALUES FROM (0) TO (100)",
+		"CREATE TABLE %[1]s_parts_2 PARTITION OF %[1]s_parts FOR VALUES FROM (100) TO (200)",
+		"CREATE PUBLICATION %[1]s FOR TABLE %[1]s_a, %[1]s_b, %[1]s_parts")
+	cfg := e.config(e.name+"_a", e.name+"_parts", e.name+"_d")
+	run := func(cfg Config, within time.Duration) (error, int) {
+		sink := &recSink{Sink: e.newSink(e.name), tr: newTracker()}
+		ctx, cancel := context.WithTimeout(context.Background(), within)
+		defer cancel()
+		return Run(ctx, cfg, sink), sink.n
+	}
+
+	err, writes := run(cfg, 30*time.Second)
+	var ce *kafkasink.ConfigError
+	missing := fmt.Sprintf(`in Tables but not published: ["public"."%s_d"]`, e.name)
+	extra := fmt.Sprintf(`published but not in Tables: ["public"."%s_b"]`, e.name)
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), extra) ||
+		!strings.Contains(err.Error(), "Config.AcceptPublicationTables") {
+		t.Fatalf("Run = %v, want a *kafkasink.ConfigError saying %s and %s", err, missing, extra)
+	}
+	if writes != 0 {
+		t.Errorf("%d Writes before the refusal, want none", writes)
+	}
+
+	cfg.AcceptPublicationTables = true
+	logs := newLogRecorder(t)
+	cfg.Logger = slog.New(logs)
+	err, _ = run(cfg, 5*time.Second)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Run with AcceptPublicationTables = %v, want it streaming until its context ends", err)
+	}
+	warned := logs.find("pgcdc: publication")
+	if len(warned) != 1 || warned[0]["publication"] != e.name {
+		t.Fatalf("warnings %v, want one about publication %s", logs.warnings(), e.name)
+	}
+	if w := logs.warnings(); !strings.Contains(w[0].msg, missing) || !strings.Contains(w[0].msg, extra) {
+		t.Errorf("warning %q, want it to say %s and %s", w[0].msg, missing, extra)
+	}
+}

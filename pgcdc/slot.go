@@ -49,7 +49,7 @@ func ensurePublication(ctx context.Context, db *pgx.Conn, cfg *Config) error {
 		return fmt.Errorf("pgcdc: looking up publication %q: %w", cfg.Publication, err)
 	}
 	if exists {
-		return nil
+		return checkPublicationTables(ctx, db, cfg)
 	}
 	if !cfg.CreatePublication {
 		return &kafkasink.ConfigError{Problems: []string{fmt.Sprintf(

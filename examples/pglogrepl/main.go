@@ -62,7 +62,7 @@ func main() {
 type options struct {
 	pg, brokers, tables, slot, publication, sinkID string
 	keyColumns                                     string
-	create, snapshot                               bool
+	create, snapshot, acceptPublicationTables      bool
 	slotGap                                        pgcdc.SlotGap
 	retainedWALWarn                                int64
 	mode, prefix, template, encoder, keyFormat     string
@@ -123,11 +123,13 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 
 	str(&o.pg, "pg", "KAFKASINK_PG", "", "PostgreSQL connection string (postgres:// URL or keyword/value); the role needs REPLICATION")
 	str(&o.brokers, "brokers", "KAFKASINK_BROKERS", "", "Kafka seed brokers, comma-separated host:port")
-	str(&o.tables, "tables", "KAFKASINK_TABLES", "", `tables of the publication to create, comma-separated schema.table, names as stored; quote a name with a dot, comma or double quote as in SQL: public."a.b"; empty means FOR ALL TABLES`)
+	str(&o.tables, "tables", "KAFKASINK_TABLES", "", `tables of the publication to create (an existing publication must have these tables, see -accept-publication-tables), comma-separated schema.table, names as stored; quote a name with a dot, comma or double quote as in SQL: public."a.b"; empty means FOR ALL TABLES`)
 	str(&o.slot, "slot", "KAFKASINK_SLOT", "kafkasink", "logical replication slot")
 	str(&o.publication, "publication", "KAFKASINK_PUBLICATION", "kafkasink", "publication")
 	str(&o.keyColumns, "key-columns", "KAFKASINK_KEY_COLUMNS", "", "key columns of tables, as schema.table=col1,col2 separated by ';' (default: the replica identity, else the primary key)")
 	boolean(&o.create, "create", "KAFKASINK_CREATE", true, "create the slot and the publication when missing")
+	boolean(&o.acceptPublicationTables, "accept-publication-tables", "KAFKASINK_ACCEPT_PUBLICATION_TABLES", false,
+		"stream an existing publication whose tables differ from -tables as it is, with a warning (default: refuse to start, naming the tables)")
 	boolean(&o.snapshot, "snapshot", "KAFKASINK_SNAPSHOT", false, "deliver the tables' existing rows before the changes")
 	var slotGap string
 	str(&slotGap, "slot-gap", "KAFKASINK_SLOT_GAP", "refuse", "when the slot cannot continue from the checkpoint (dropped, invalidated, moved by someone else): "+
@@ -253,19 +255,20 @@ func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, 
 		}
 	}
 	pcfg := pgcdc.Config{
-		ConnString:        o.pg,
-		Slot:              o.slot,
-		Publication:       o.publication,
-		Tables:            splitNames(o.tables),
-		CreateSlot:        o.create,
-		CreatePublication: o.create,
-		Snapshot:          o.snapshot,
-		SlotGap:           o.slotGap,
-		RetainedWALWarn:   o.retainedWALWarn,
-		BatchMaxEvents:    o.batchEvents,
-		BatchMaxBytes:     o.batchBytes,
-		BatchMaxWait:      o.batchWait,
-		Logger:            logger,
+		ConnString:              o.pg,
+		Slot:                    o.slot,
+		Publication:             o.publication,
+		Tables:                  splitNames(o.tables),
+		CreateSlot:              o.create,
+		CreatePublication:       o.create,
+		Snapshot:                o.snapshot,
+		AcceptPublicationTables: o.acceptPublicationTables,
+		SlotGap:                 o.slotGap,
+		RetainedWALWarn:         o.retainedWALWarn,
+		BatchMaxEvents:          o.batchEvents,
+		BatchMaxBytes:           o.batchBytes,
+		BatchMaxWait:            o.batchWait,
+		Logger:                  logger,
 	}
 	if keyColumns != nil {
 		pcfg.KeyColumns = func(schema, table string) []string { return keyColumns[schema+"."+table] }
@@ -351,6 +354,7 @@ var fieldFlags = []struct{ field, flag string }{
 	{"Topics.Prefix", "-topic-prefix"},
 	{"Topics.Template", "-topic-template"},
 	{"Config.Tables", "-tables"},
+	{"Config.AcceptPublicationTables", "-accept-publication-tables"},
 }
 
 // withFlagNames adds to err the program's flags for the Config fields it

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/internal/sinktest"
 )
 
 func validConfig() Config {
@@ -238,5 +240,59 @@ func TestOutputSettingsReplaceEverySpelling(t *testing.T) {
 		if params["search_path"] != "app" {
 			t.Errorf("%s connection: search_path = %q, want the connection string's app", name, params["search_path"])
 		}
+	}
+}
+
+// A database that never answers: when ctx ends, Run's error says why the
+// attempts failed, not only that the context ended.
+func TestRunReportsLastConnectionError(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: every attempt is refused
+	_, brokers := sinktest.Cluster(t)
+	sink, err := kafkasink.New(context.Background(), kafkasink.Config{Brokers: brokers, SinkID: "unreachable-db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sink.Close(context.Background()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err = Run(ctx, Config{ConnString: "postgres://u:p@" + addr + "/db?connect_timeout=1", Slot: "s", Publication: "p",
+		ReconnectBackoff: 50 * time.Millisecond, ReconnectMax: 200 * time.Millisecond, HeartbeatInterval: -1}, sink)
+	if !errors.Is(err, context.DeadlineExceeded) || !containsAll(err.Error(), "the last attempt failed", addr, "connect") {
+		t.Fatalf("Run = %v, want context.DeadlineExceeded with the last connection error, naming %s", err, addr)
+	}
+}
+
+// What a person must fix stops Run at once, with the server's reason: a
+// wrong password and a database that does not exist.
+func TestRunFailsFastOnWhatAPersonMustFix(t *testing.T) {
+	e := newPGEnv(t)
+	for name, tc := range map[string]struct {
+		edit func(u *url.URL)
+		want string
+	}{
+		"wrong password":   {func(u *url.URL) { u.User = url.UserPassword(u.User.Username(), "wrong-password") }, "28P01"},
+		"unknown database": {func(u *url.URL) { u.Path = "/no_such_database_" + e.name }, "3D000"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			u, err := url.Parse(e.conn)
+			if err != nil {
+				t.Fatalf("KAFKASINK_TEST_PG must be a postgres:// URL here: %v", err)
+			}
+			tc.edit(u)
+			cfg := e.config()
+			cfg.ConnString = u.String()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			err = Run(ctx, cfg, e.newSink(e.name))
+			if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Run = %v (context: %v), want it to stop at once with SQLSTATE %s", err, ctx.Err(), tc.want)
+			}
+		})
 	}
 }

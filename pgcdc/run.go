@@ -39,7 +39,8 @@ var ErrSlotLost = errors.New("pgcdc: replication slot lost")
 // *kafkasink.RejectedError), or an error of the server that no retry can
 // cure (such as missing privileges).
 //
-// When ctx ends, Run returns context.Cause(ctx) after the Write in progress
+// When ctx ends, Run returns context.Cause(ctx) (wrapped with the last
+// attempt's error when Run was reconnecting) after the Write in progress
 // has returned: that Write sees the cancelled ctx, so in ExactlyOnce mode
 // its transaction is aborted, or committed if the commit was already under
 // way, and never half visible. Run does not close sink.
@@ -79,25 +80,42 @@ func Run(ctx context.Context, cfg Config, sink kafkasink.Sink) error {
 	}()
 
 	wait := cfg.backoff()
+	var failed error // the last attempt's error while Run reconnects
 	for {
 		r.progress = false
 		err := r.attempt(ctx)
+		if r.progress {
+			failed = nil
+			wait.Reset()
+		}
 		if ctx.Err() != nil {
-			r.log.Info("stopped", "cause", context.Cause(ctx))
-			return context.Cause(ctx)
+			return r.stopped(ctx, failed)
 		}
 		if !retryable(err) {
 			r.log.Error("stopped by a fatal error", "error", err)
 			return err
 		}
-		if r.progress {
-			wait.Reset()
-		}
+		failed = err
 		r.log.Warn("replication interrupted; reconnecting", "error", err, "backoff", wait.Delay())
 		if !wait.Wait(ctx) {
-			return context.Cause(ctx)
+			return r.stopped(ctx, failed)
 		}
 	}
+}
+
+// stopped is what Run returns when ctx ends: its cause, and when Run was
+// reconnecting, the error of the last attempt too, so that a database that
+// never answered says why (connection refused, a timeout) instead of only
+// "context deadline exceeded". errors.Is finds both.
+func (r *runner) stopped(ctx context.Context, failed error) error {
+	cause := context.Cause(ctx)
+	if failed == nil {
+		r.log.Info("stopped", "cause", cause)
+		return cause
+	}
+	err := fmt.Errorf("%w while reconnecting; the last attempt failed: %w", cause, failed)
+	r.log.Info("stopped", "cause", err)
+	return err
 }
 
 // runner is the state of one Run across reconnects.

@@ -24,6 +24,7 @@ const (
 	DefaultReconnectBackoff  = 500 * time.Millisecond
 	DefaultReconnectMax      = 30 * time.Second
 	DefaultRetainedWALWarn   = 1 << 30
+	DefaultSpoolMaxBytes     = 16 << 30
 )
 
 // Config configures Run. Run copies it; later changes have no effect. The
@@ -197,6 +198,12 @@ type Config struct {
 	// before it could), never those of a live process; on systems
 	// without flock it leaves them alone.
 	SpoolDir string
+	// SpoolMaxBytes bounds the bytes the spool holds at once (see
+	// DecoderConfig.SpoolMaxBytes): a streamed transaction that would pass
+	// it stops Run with a *kafkasink.ConfigError naming it, before it
+	// fills the disk. Zero means DefaultSpoolMaxBytes (16 GiB); negative,
+	// no bound but the disk's.
+	SpoolMaxBytes int64
 
 	// Logger receives what Run does: connections, reconnects with their
 	// reason, slot and snapshot progress. Nil discards.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"time"
 
@@ -30,6 +31,12 @@ type DecoderConfig struct {
 	// os.TempDir(). The files hold row data and are created with mode
 	// 0600.
 	SpoolDir string
+	// SpoolMaxBytes bounds the bytes the spool files hold at once, all
+	// streamed transactions not yet committed together. A transaction
+	// that would pass it stops decoding with a *kafkasink.ConfigError
+	// saying so. Zero means DefaultSpoolMaxBytes; negative, no bound
+	// but the disk's.
+	SpoolMaxBytes int64
 
 	// KeyColumns, when set, is asked for the key columns of every relation
 	// the server describes; a non-nil answer replaces the replica identity
@@ -149,8 +156,9 @@ type Decoder struct {
 	relations map[uint32]*relInfo
 	types     map[uint32]typeInfo
 
-	state  protocolState
-	spools map[uint32]*txnSpool // streamed transactions not yet committed or aborted, by XID
+	state   protocolState
+	spools  map[uint32]*txnSpool // streamed transactions not yet committed or aborted, by XID
+	spooled spoolBudget          // what the spools may hold and hold
 
 	// fallbackKey, when set, is asked for the key of a relation whose
 	// replica identity does not name its rows (FULL, NOTHING, or DEFAULT
@@ -276,6 +284,13 @@ func NewDecoder(cfg DecoderConfig) (*Decoder, error) {
 // must pass NewDecoder's checks, with ProtocolVersion set.
 func newDecoder(cfg DecoderConfig, conv *valueConverter) *Decoder {
 	d := &Decoder{cfg: cfg, conv: conv}
+	d.spooled = spoolBudget{max: cfg.SpoolMaxBytes, dir: cfg.SpoolDir}
+	if d.spooled.max == 0 {
+		d.spooled.max = DefaultSpoolMaxBytes
+	}
+	if d.spooled.dir == "" {
+		d.spooled.dir = os.TempDir()
+	}
 	d.resetState()
 	return d
 }
@@ -486,7 +501,7 @@ func (d *Decoder) openStream(lsn kafkasink.LSN, typ byte, m *pglogrepl.StreamSta
 	}
 	if s == nil {
 		var err error
-		if s, err = newTxnSpool(d.cfg.SpoolDir, m.Xid); err != nil {
+		if s, err = newTxnSpool(d.cfg.SpoolDir, m.Xid, &d.spooled); err != nil {
 			return err
 		}
 		d.spools[m.Xid] = s

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"reflect"
@@ -397,6 +398,33 @@ func TestSpoolCleanup(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The spool holds at most SpoolMaxBytes, over every streamed transaction
+// not yet committed: one that would pass it stops decoding with a
+// *kafkasink.ConfigError naming it, and an aborted one gives its bytes back.
+func TestSpoolMaxBytes(t *testing.T) {
+	t.Parallel()
+	record := int64(spoolHeaderLen + len(insert(50, 16390, txt("1"))))
+	spoolTwo := func(xid uint32, at kafkasink.LSN) []wal {
+		return []wal{{at, streamStart(xid, true)}, {at + 0x10, insert(xid, 16390, txt("1"))},
+			{at + 0x20, insert(xid, 16390, txt("2"))}, {at + 0x30, streamStop()}}
+	}
+
+	d, _ := newTestDecoder(t, DecoderConfig{SpoolMaxBytes: 3 * record})
+	feed(t, d, spoolTwo(50, 0x100)...)
+	feed(t, d, wal{0x200, streamStart(60, true)}, wal{0x210, insert(60, 16390, txt("3"))})
+	err := d.Decode(0x220, insert(60, 16390, txt("4")))
+	var ce *kafkasink.ConfigError
+	if !errors.As(err, &ce) || !kafkasink.IsFatal(err) || !containsAll(err.Error(), "streamed transaction 60", fmt.Sprintf("SpoolMaxBytes allows (%d bytes; %d are spooled", 3*record, 3*record), "-spool-max-bytes") {
+		t.Fatalf("Decode past SpoolMaxBytes = %v, want a fatal *kafkasink.ConfigError naming transaction 60 and the bound", err)
+	}
+
+	// An aborted transaction's bytes are free again.
+	d, _ = newTestDecoder(t, DecoderConfig{SpoolMaxBytes: 3 * record})
+	feed(t, d, spoolTwo(50, 0x100)...)
+	feed(t, d, wal{0x180, streamAbort(50, 50)})
+	feed(t, d, spoolTwo(60, 0x200)...)
 }
 
 func TestStreamRestartsFromFirstSegment(t *testing.T) {

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -373,5 +375,41 @@ func TestSpoolDirPerInstance(t *testing.T) {
 	stop()
 	if _, err := os.Stat(own[0]); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Run left its spool directory %s behind: %v", own[0], err)
+	}
+}
+
+// A transaction the server streams (beyond logical_decoding_work_mem, set
+// to its 64kB minimum for this test's connections) that needs more spool
+// than SpoolMaxBytes stops Run with a *kafkasink.ConfigError naming it,
+// before Run writes any of it.
+func TestSpoolMaxBytesStopsRun(t *testing.T) {
+	t.Parallel()
+	e := newPGEnv(t)
+	table := e.createTable("")
+	u, err := url.Parse(e.conn)
+	if err != nil {
+		t.Fatalf("KAFKASINK_TEST_PG must be a postgres:// URL here: %v", err)
+	}
+	// pgx reads "+" in a URL as itself, not as a space.
+	u.RawQuery = strings.TrimPrefix(u.RawQuery+"&options=-c%20logical_decoding_work_mem%3D64kB", "&")
+	cfg := e.config("public." + table)
+	cfg.ConnString = u.String()
+	cfg.SpoolMaxBytes = 256 << 10
+	tr := newTracker()
+	sink := &recSink{Sink: e.newSink(e.name), tr: tr}
+	_, done := start(t, cfg, sink)
+	waitFor(t, 20*time.Second, "streaming", done, e.streaming)
+	e.exec("INSERT INTO " + table + " (id, seq, note) SELECT g, g, repeat('x', 1000) FROM generate_series(1, 2000) g")
+	select {
+	case <-done.done:
+		var ce *kafkasink.ConfigError
+		if !errors.As(done.err, &ce) || !containsAll(done.err.Error(), "needs more spool than SpoolMaxBytes allows (262144 bytes") {
+			t.Fatalf("Run = %v, want a *kafkasink.ConfigError saying the transaction passed SpoolMaxBytes", done.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not stop within 30s of a transaction larger than SpoolMaxBytes")
+	}
+	if w := tr.written(); !w.IsZero() {
+		t.Errorf("Run wrote up to %s, want nothing of the transaction", w)
 	}
 }

@@ -29,9 +29,10 @@ const spoolHeaderLen = 16
 type txnSpool struct {
 	xid     uint32
 	path    string
+	budget  *spoolBudget // shared by the decoder's spools
 	f       *os.File
 	w       *bufio.Writer
-	size    int64               // bytes written so far
+	size    int64               // bytes written so far, taken from budget
 	subs    map[uint32]struct{} // aborted subtransactions
 	origin  string
 	scratch [spoolHeaderLen]byte
@@ -41,7 +42,29 @@ type txnSpool struct {
 // transaction id and os.CreateTemp the star.
 const spoolPattern = "kafkasink-pgcdc-xid*-*.spool"
 
-func newTxnSpool(dir string, xid uint32) (*txnSpool, error) {
+// spoolBudget bounds the bytes a decoder's spools hold at once, so that a
+// runaway transaction fails with an error that says so before it fills the
+// disk, instead of failing on ENOSPC, reconnecting, being streamed again
+// from its start by the server, and failing again forever.
+type spoolBudget struct {
+	max  int64 // negative: no bound
+	used int64
+	dir  string // for the error
+}
+
+// take reserves n bytes for transaction xid, or says why it cannot.
+func (b *spoolBudget) take(n int64, xid uint32) error {
+	if b.max >= 0 && b.used+n > b.max {
+		return &kafkasink.ConfigError{Problems: []string{fmt.Sprintf(
+			"pgcdc: streamed transaction %d needs more spool than SpoolMaxBytes allows (%d bytes; %d are spooled for transactions not yet committed): "+
+				"it cannot be delivered. Raise Config.SpoolMaxBytes (program flag -spool-max-bytes; negative: no bound) and make room in the spool directory %s, "+
+				"or split such transactions at the source", xid, b.max, b.used, b.dir)}}
+	}
+	b.used += n
+	return nil
+}
+
+func newTxnSpool(dir string, xid uint32, budget *spoolBudget) (*txnSpool, error) {
 	f, err := os.CreateTemp(dir, strings.Replace(spoolPattern, "*", strconv.FormatUint(uint64(xid), 10), 1))
 	if err != nil {
 		return nil, fmt.Errorf("pgcdc: creating spool file for streamed transaction %d: %w", xid, err)
@@ -51,7 +74,7 @@ func newTxnSpool(dir string, xid uint32) (*txnSpool, error) {
 		os.Remove(path)
 		return nil, fmt.Errorf("pgcdc: creating spool file for streamed transaction %d: %w", xid, err)
 	}
-	return &txnSpool{xid: xid, path: path}, nil
+	return &txnSpool{xid: xid, path: path, budget: budget}, nil
 }
 
 // open opens the file for appending at the start of a stream block.
@@ -73,6 +96,9 @@ func (s *txnSpool) open() error {
 func (s *txnSpool) append(sub uint32, lsn kafkasink.LSN, data []byte) error {
 	if uint64(len(data)) > 1<<32-1 {
 		return fmt.Errorf("pgcdc: message of %d bytes is too large to spool", len(data))
+	}
+	if err := s.budget.take(spoolHeaderLen+int64(len(data)), s.xid); err != nil {
+		return err
 	}
 	h := s.scratch[:]
 	binary.BigEndian.PutUint32(h[0:], sub)
@@ -177,6 +203,7 @@ func (s *txnSpool) remove() error {
 	}
 	err := os.Remove(s.path)
 	s.path = ""
+	s.budget.used -= s.size
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("pgcdc: removing spool file of streamed transaction %d: %w", s.xid, err)
 	}

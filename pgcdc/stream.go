@@ -150,6 +150,7 @@ func (r *runner) newDecoder(s *session) *Decoder {
 	dec := newDecoder(DecoderConfig{
 		ProtocolVersion: r.protocol,
 		SpoolDir:        r.spool.path,
+		SpoolMaxBytes:   r.cfg.SpoolMaxBytes,
 		KeyColumns:      r.cfg.KeyColumns,
 		OnEvent:         s.onEvent,
 		OnCommit:        s.onCommit,

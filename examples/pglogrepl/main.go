@@ -64,7 +64,7 @@ type options struct {
 	keyColumns                                     string
 	create, snapshot, acceptPublicationTables      bool
 	slotGap                                        pgcdc.SlotGap
-	retainedWALWarn                                int64
+	retainedWALWarn, spoolMaxBytes                 int64
 	mode, prefix, template, encoder, keyFormat     string
 	topicRoutes                                    string
 	checkpointTopic, deadLetter                    string
@@ -136,6 +136,8 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 		"refuse, resnapshot (read the tables again from the new slot) or accept (stream on, the gap recorded in the checkpoint)")
 	var retainedWarn int
 	num(&retainedWarn, "retained-wal-warn", "KAFKASINK_RETAINED_WAL_WARN", 0, "warn when the slot retains more WAL than this many bytes (0: 1 GiB; negative: never)")
+	var spoolMax int
+	num(&spoolMax, "spool-max-bytes", "KAFKASINK_SPOOL_MAX_BYTES", 0, "bound on the bytes spooled to disk for streamed transactions not yet committed; a larger transaction stops the program (0: 16 GiB; negative: no bound)")
 	str(&o.sinkID, "sink-id", "KAFKASINK_SINK_ID", "", "sink id: checkpoint key and base of the transactional id; default the slot name")
 	str(&o.mode, "mode", "KAFKASINK_MODE", "exactly-once", "exactly-once, idempotent or plain")
 	str(&o.prefix, "topic-prefix", "KAFKASINK_TOPIC_PREFIX", "", "topics are <prefix>.<schema>.<table> (default prefix kafkasink)")
@@ -168,6 +170,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 		envErrs = append(envErrs, "-slot-gap: "+err.Error())
 	}
 	o.retainedWALWarn = int64(retainedWarn)
+	o.spoolMaxBytes = int64(spoolMax)
 	if fs.NArg() > 0 {
 		envErrs = append(envErrs, fmt.Sprintf("unexpected arguments %q: every setting is a flag", fs.Args()))
 	}
@@ -265,6 +268,7 @@ func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, 
 		AcceptPublicationTables: o.acceptPublicationTables,
 		SlotGap:                 o.slotGap,
 		RetainedWALWarn:         o.retainedWALWarn,
+		SpoolMaxBytes:           o.spoolMaxBytes,
 		BatchMaxEvents:          o.batchEvents,
 		BatchMaxBytes:           o.batchBytes,
 		BatchMaxWait:            o.batchWait,
@@ -355,6 +359,7 @@ var fieldFlags = []struct{ field, flag string }{
 	{"Topics.Template", "-topic-template"},
 	{"Config.Tables", "-tables"},
 	{"Config.AcceptPublicationTables", "-accept-publication-tables"},
+	{"Config.SpoolMaxBytes", "-spool-max-bytes"},
 }
 
 // withFlagNames adds to err the program's flags for the Config fields it

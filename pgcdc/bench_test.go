@@ -218,7 +218,7 @@ func benchCeiling(b *testing.B, pg, slot, table string, rows int, bare bool) ben
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	cfg := Config{ConnString: pg}
-	rc, err := cfg.replicationConfig()
+	rc, err := cfg.replicationConfig(context.Background())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -47,6 +47,18 @@ type Config struct {
 	// ignore_startup_parameters would drop them, so connect directly or
 	// have it track them all.
 	ConnString string
+	// ConfigureConn, when set, is called before every connection Run
+	// opens, ordinary and replication ones, with the configuration parsed
+	// from ConnString, for what a connection string cannot say: a TLS
+	// configuration built in code (client certificates that rotate), a
+	// dialer, a password fetched for each connection (a cloud IAM token,
+	// a rotated secret). c.RuntimeParams["replication"] is "database" on
+	// a replication connection. Run sets its own runtime parameters again
+	// after it (replication, application_name when unset, and the output
+	// settings), so it cannot change those. An error it returns fails
+	// that attempt, which Run retries with backoff like a refused
+	// connection.
+	ConfigureConn func(ctx context.Context, c *pgconn.Config) error
 
 	// Slot is the logical replication slot (plugin pgoutput). Required;
 	// lower-case letters, digits and underscores, at most 63 bytes, as
@@ -373,39 +385,61 @@ func pinOutputSettings(params map[string]string) {
 // connConfig returns the configuration of an ordinary connection. A
 // replication parameter in ConnString is dropped: ordinary queries use the
 // extended protocol, which replication connections refuse.
-func (cfg *Config) connConfig() (*pgx.ConnConfig, error) {
+func (cfg *Config) connConfig(ctx context.Context) (*pgx.ConnConfig, error) {
 	c, err := pgx.ParseConfig(cfg.ConnString)
 	if err != nil {
 		return nil, err
 	}
-	delete(c.RuntimeParams, "replication")
-	if c.RuntimeParams["application_name"] == "" {
-		c.RuntimeParams["application_name"] = "kafkasink-pgcdc"
+	if err := cfg.configure(ctx, &c.Config, ""); err != nil {
+		return nil, err
 	}
-	pinOutputSettings(c.RuntimeParams)
 	return c, nil
 }
 
 // replicationConfig returns the configuration of a replication connection:
 // ConnString with replication=database, which allows both replication
 // commands and simple SQL queries in the database.
-func (cfg *Config) replicationConfig() (*pgconn.Config, error) {
+func (cfg *Config) replicationConfig(ctx context.Context) (*pgconn.Config, error) {
 	c, err := pgconn.ParseConfig(cfg.ConnString)
 	if err != nil {
 		return nil, err
 	}
-	c.RuntimeParams["replication"] = "database"
-	if c.RuntimeParams["application_name"] == "" {
-		c.RuntimeParams["application_name"] = "kafkasink-pgcdc"
+	if err := cfg.configure(ctx, c, "database"); err != nil {
+		return nil, err
 	}
-	pinOutputSettings(c.RuntimeParams)
 	return c, nil
+}
+
+// configure sets the runtime parameters Run depends on: replication (""
+// for an ordinary connection), a default application_name, and the output
+// settings; and when there is a ConfigureConn, it runs it on c, which then
+// shows what kind of connection it is, and sets them again.
+func (cfg *Config) configure(ctx context.Context, c *pgconn.Config, replication string) error {
+	pin := func() {
+		if replication == "" {
+			delete(c.RuntimeParams, "replication")
+		} else {
+			c.RuntimeParams["replication"] = replication
+		}
+		if c.RuntimeParams["application_name"] == "" {
+			c.RuntimeParams["application_name"] = "kafkasink-pgcdc"
+		}
+		pinOutputSettings(c.RuntimeParams)
+	}
+	pin()
+	if cfg.ConfigureConn != nil {
+		if err := cfg.ConfigureConn(ctx, c); err != nil {
+			return fmt.Errorf("pgcdc: Config.ConfigureConn: %w", err)
+		}
+		pin()
+	}
+	return nil
 }
 
 // connect opens an ordinary connection; purpose completes the error
 // ("pgcdc: <purpose>: ..."), to say which of Run's connections failed.
 func (cfg *Config) connect(ctx context.Context, purpose string) (*pgx.Conn, error) {
-	cc, err := cfg.connConfig()
+	cc, err := cfg.connConfig(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -418,7 +452,7 @@ func (cfg *Config) connect(ctx context.Context, purpose string) (*pgx.Conn, erro
 
 // connectReplication opens a replication connection.
 func (cfg *Config) connectReplication(ctx context.Context) (*pgconn.PgConn, error) {
-	rc, err := cfg.replicationConfig()
+	rc, err := cfg.replicationConfig(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -138,14 +139,14 @@ func TestWALLevelError(t *testing.T) {
 func TestReplicationConfig(t *testing.T) {
 	t.Parallel()
 	cfg := Config{ConnString: "postgres://u:p@localhost:5432/db?replication=database&application_name=app"}
-	cc, err := cfg.connConfig()
+	cc, err := cfg.connConfig(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := cc.RuntimeParams["replication"]; ok {
 		t.Error("the ordinary connection keeps replication=database")
 	}
-	rc, err := cfg.replicationConfig()
+	rc, err := cfg.replicationConfig(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +154,7 @@ func TestReplicationConfig(t *testing.T) {
 		t.Errorf("replication connection parameters %v, want replication=database and the given application_name", rc.RuntimeParams)
 	}
 	cfg.ConnString = "host=localhost dbname=db user=u"
-	if rc, err = cfg.replicationConfig(); err != nil || rc.RuntimeParams["replication"] != "database" {
+	if rc, err = cfg.replicationConfig(context.Background()); err != nil || rc.RuntimeParams["replication"] != "database" {
 		t.Errorf("keyword/value conn string: %v, %v", rc.RuntimeParams, err)
 	}
 }
@@ -218,11 +219,11 @@ func TestSplitTable(t *testing.T) {
 func TestOutputSettingsReplaceEverySpelling(t *testing.T) {
 	t.Parallel()
 	cfg := Config{ConnString: "postgres://u:p@localhost:5432/db?datestyle=SQL&TIMEZONE=Asia/Tokyo&search_path=app"}
-	cc, err := cfg.connConfig()
+	cc, err := cfg.connConfig(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc, err := cfg.replicationConfig()
+	rc, err := cfg.replicationConfig(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,5 +295,46 @@ func TestRunFailsFastOnWhatAPersonMustFix(t *testing.T) {
 				t.Fatalf("Run = %v (context: %v), want it to stop at once with SQLSTATE %s", err, ctx.Err(), tc.want)
 			}
 		})
+	}
+}
+
+// ConfigureConn sees every connection Run opens, ordinary and replication
+// ones, and what it sets is used: here the password, which the connection
+// string has wrong (as when a token is fetched per connection). It cannot
+// take away what Run depends on: its attempt to drop replication=database
+// is undone (without it the slot could not stream).
+func TestConfigureConn(t *testing.T) {
+	t.Parallel()
+	e := newPGEnv(t)
+	table := e.createTable("")
+	u, err := url.Parse(e.conn)
+	if err != nil {
+		t.Fatalf("KAFKASINK_TEST_PG must be a postgres:// URL here: %v", err)
+	}
+	password, _ := u.User.Password()
+	u.User = url.UserPassword(u.User.Username(), "wrong-password")
+	cfg := e.config("public." + table)
+	cfg.ConnString = u.String()
+	var ordinary, replication atomic.Int64
+	cfg.ConfigureConn = func(ctx context.Context, c *pgconn.Config) error {
+		if c.RuntimeParams["replication"] == "database" {
+			replication.Add(1)
+		} else {
+			ordinary.Add(1)
+		}
+		c.Password = password
+		delete(c.RuntimeParams, "replication")
+		return nil
+	}
+	tr := newTracker()
+	stop, done := start(t, cfg, &recSink{Sink: e.newSink(e.name), tr: tr})
+	waitFor(t, 20*time.Second, "streaming", done, e.streaming)
+	e.exec("INSERT INTO " + table + " (id, seq, note) VALUES (1, 1, 'a')")
+	waitFor(t, 20*time.Second, "the insert to be written", done, func() bool { return !tr.written().IsZero() })
+	if err := stop(); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v", err)
+	}
+	if ordinary.Load() == 0 || replication.Load() == 0 {
+		t.Errorf("ConfigureConn saw %d ordinary and %d replication connections, want both kinds", ordinary.Load(), replication.Load())
 	}
 }

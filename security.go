@@ -9,6 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -54,8 +56,17 @@ type TLS struct {
 	// CertFile and KeyFile (or CertPEM and KeyPEM) are the client's
 	// certificate and key, for brokers that require client
 	// authentication (ssl.client.auth=required). Give both or neither.
+	// The files are read again for a new connection once either
+	// changed, so certificates rotated on disk (cert-manager, Vault
+	// agent) are used without a restart; a pair that does not load then
+	// fails that connection's handshake, naming the files.
 	CertFile, KeyFile string
 	CertPEM, KeyPEM   []byte
+	// GetClientCertificate, when set, returns the client certificate for
+	// each new connection, instead of the fields above: for certificates
+	// kept in memory by the caller and rotated there. It is
+	// tls.Config.GetClientCertificate.
+	GetClientCertificate func(*tls.CertificateRequestInfo) (*tls.Certificate, error) `json:"-"`
 	// ServerName overrides the name checked in the broker's certificate;
 	// default: the host of the broker address.
 	ServerName string
@@ -70,8 +81,8 @@ func (t TLS) Format(f fmt.State, _ rune) {
 	} else if t.KeyPEM != nil {
 		key = redacted
 	}
-	fmt.Fprintf(f, "kafkasink.TLS{CAFile:%q CAPEM:%t CertFile:%q CertPEM:%t Key:%s ServerName:%q}",
-		t.CAFile, t.CAPEM != nil, t.CertFile, t.CertPEM != nil, key, t.ServerName)
+	fmt.Fprintf(f, "kafkasink.TLS{CAFile:%q CAPEM:%t CertFile:%q CertPEM:%t Key:%s GetClientCertificate:%t ServerName:%q}",
+		t.CAFile, t.CAPEM != nil, t.CertFile, t.CertPEM != nil, key, t.GetClientCertificate != nil, t.ServerName)
 }
 
 // SASLMechanism names a SASL mechanism.
@@ -130,6 +141,9 @@ func (c *Config) securityProblems() []string {
 		case mem && (t.CertPEM == nil || t.KeyPEM == nil):
 			p = append(p, "TLS.CertPEM and TLS.KeyPEM must be given together")
 		}
+		if t.GetClientCertificate != nil && (file || mem) {
+			p = append(p, "TLS.GetClientCertificate and a client certificate (CertFile/KeyFile or CertPEM/KeyPEM) are both set: use one")
+		}
 		if _, err := t.config(); err != nil {
 			p = append(p, err.Error())
 		}
@@ -176,24 +190,64 @@ func (t *TLS) config() (*tls.Config, error) {
 		}
 		cfg.RootCAs = pool
 	}
-	cert, key := t.CertPEM, t.KeyPEM
-	if t.CertFile != "" && t.KeyFile != "" {
-		var err error
-		if cert, err = os.ReadFile(t.CertFile); err != nil {
-			return nil, fmt.Errorf("TLS.CertFile: %v", err)
+	switch {
+	case t.GetClientCertificate != nil:
+		cfg.GetClientCertificate = t.GetClientCertificate
+	case t.CertFile != "" && t.KeyFile != "":
+		files := &certFiles{cert: t.CertFile, key: t.KeyFile}
+		if _, err := files.load(); err != nil {
+			return nil, err
 		}
-		if key, err = os.ReadFile(t.KeyFile); err != nil {
-			return nil, fmt.Errorf("TLS.KeyFile: %v", err)
-		}
-	}
-	if cert != nil && key != nil {
-		pair, err := tls.X509KeyPair(cert, key)
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return files.load() }
+	case t.CertPEM != nil && t.KeyPEM != nil:
+		pair, err := tls.X509KeyPair(t.CertPEM, t.KeyPEM)
 		if err != nil {
-			return nil, fmt.Errorf("TLS client certificate (%s): %v", orMemory(t.CertFile), err)
+			return nil, fmt.Errorf("TLS client certificate (in memory): %v", err)
 		}
 		cfg.Certificates = []tls.Certificate{pair}
 	}
 	return cfg, nil
+}
+
+// certFiles is a client certificate read from files, read again when either
+// file changed since the last read.
+type certFiles struct {
+	cert, key string
+
+	mu       sync.Mutex
+	pair     *tls.Certificate
+	modified [2]time.Time // of cert and key when pair was read
+}
+
+// load returns the pair, read again if either file changed.
+func (c *certFiles) load() (*tls.Certificate, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var modified [2]time.Time
+	for i, name := range []string{c.cert, c.key} {
+		fi, err := os.Stat(name)
+		if err != nil {
+			return nil, fmt.Errorf("TLS client certificate: %v", err)
+		}
+		modified[i] = fi.ModTime()
+	}
+	if c.pair != nil && modified == c.modified {
+		return c.pair, nil
+	}
+	cert, err := os.ReadFile(c.cert)
+	if err != nil {
+		return nil, fmt.Errorf("TLS.CertFile: %v", err)
+	}
+	key, err := os.ReadFile(c.key)
+	if err != nil {
+		return nil, fmt.Errorf("TLS.KeyFile: %v", err)
+	}
+	pair, err := tls.X509KeyPair(cert, key)
+	if err != nil {
+		return nil, fmt.Errorf("TLS client certificate (%s, %s): %v", c.cert, c.key, err)
+	}
+	c.pair, c.modified = &pair, modified
+	return c.pair, nil
 }
 
 func orMemory(file string) string {

@@ -9,10 +9,13 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"math/big"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -253,5 +256,87 @@ func TestTLSKeyHiddenSASLEncodable(t *testing.T) {
 	b, err := json.Marshal(SASL{Mechanism: SASLOAuthBearer, Token: func(context.Context) (string, error) { return "", nil }})
 	if err != nil || strings.Contains(string(b), "Token") {
 		t.Errorf("SASL JSON %s, %v: want it encodable without its functions", b, err)
+	}
+}
+
+// Client certificate files are read again for a new connection once they
+// changed on disk, as rotation tools replace them; a pair that does not
+// load fails that handshake, naming the files, and the next good pair is
+// used again.
+func TestTLSClientCertificateFilesReloaded(t *testing.T) {
+	_, ca, caKey := testCert(t, nil, nil, "test-ca", x509.ExtKeyUsageServerAuth)
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key")
+	modified := time.Now()
+	install := func(certPEM, keyPEM []byte) {
+		t.Helper()
+		modified = modified.Add(time.Second) // a new mtime, whatever the file system's granularity
+		for name, b := range map[string][]byte{certFile: certPEM, keyFile: keyPEM} {
+			if err := os.WriteFile(name, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chtimes(name, modified, modified); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	issue := func(cn string) (certPEM, keyPEM []byte) {
+		c, _, key := testCert(t, ca, caKey, cn, x509.ExtKeyUsageClientAuth)
+		der, err := x509.MarshalECPrivateKey(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Certificate[0]}),
+			pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
+	}
+	presented := func(cfg *tls.Config) (string, error) {
+		pair, err := cfg.GetClientCertificate(&tls.CertificateRequestInfo{})
+		if err != nil {
+			return "", err
+		}
+		leaf, err := x509.ParseCertificate(pair.Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return leaf.Subject.CommonName, nil
+	}
+
+	firstCert, firstKey := issue("first")
+	install(firstCert, firstKey)
+	cfg, err := (&TLS{CertFile: certFile, KeyFile: keyFile}).config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cn, err := presented(cfg); cn != "first" || err != nil {
+		t.Fatalf("presented %q, %v; want the first certificate", cn, err)
+	}
+	install(issue("rotated"))
+	if cn, err := presented(cfg); cn != "rotated" || err != nil {
+		t.Fatalf("presented %q, %v after rotation; want the rotated certificate", cn, err)
+	}
+	install(firstCert, []byte("not a key"))
+	if _, err := presented(cfg); err == nil || !strings.Contains(err.Error(), certFile) {
+		t.Fatalf("a broken pair on disk: %v, want an error naming %s", err, certFile)
+	}
+	install(firstCert, firstKey)
+	if cn, err := presented(cfg); cn != "first" || err != nil {
+		t.Fatalf("presented %q, %v after the pair was fixed; want the first certificate", cn, err)
+	}
+}
+
+// Two sources of one client certificate are refused, naming both.
+func TestTLSClientCertificateSourcesExclusive(t *testing.T) {
+	get := func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return nil, nil }
+	for _, tc := range []struct {
+		tls  TLS
+		want string
+	}{
+		{TLS{CertPEM: []byte("c"), KeyPEM: []byte("k"), GetClientCertificate: get}, "TLS.GetClientCertificate and a client certificate (CertFile/KeyFile or CertPEM/KeyPEM) are both set"},
+		{TLS{CertFile: "c", KeyFile: "k", CertPEM: []byte("c"), KeyPEM: []byte("k")}, "TLS has both CertFile/KeyFile and CertPEM/KeyPEM"},
+	} {
+		c := Config{TLS: &tc.tls}
+		if p := strings.Join(c.securityProblems(), "; "); !strings.Contains(p, tc.want) {
+			t.Errorf("problems %q, want %q", p, tc.want)
+		}
 	}
 }

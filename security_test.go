@@ -6,6 +6,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/base64"
@@ -84,7 +85,11 @@ func TestSecurityCombinations(t *testing.T) {
 	}
 	caPEM, certPEM, keyPEM := readFile(caFile), readFile(env.certFile), readFile(env.keyFile)
 
-	var tokens atomic.Int32
+	var tokens, certificates atomic.Int32
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name    string
 		brokers []string
@@ -106,6 +111,10 @@ func TestSecurityCombinations(t *testing.T) {
 		// The brokers are dialled by IP; the certificate is checked for
 		// the name "localhost" instead. The in-memory PEM fields too.
 		{"SSL-mTLS-ServerName-localhost", mtls, &kafkasink.TLS{CAPEM: caPEM, CertPEM: certPEM, KeyPEM: keyPEM, ServerName: "localhost"}, nil},
+		{"SSL-mTLS-GetClientCertificate", mtls, &kafkasink.TLS{CAPEM: caPEM, GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			certificates.Add(1)
+			return &pair, nil
+		}}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -126,6 +135,9 @@ func TestSecurityCombinations(t *testing.T) {
 			sinktest.CheckExactlyOnce(t, recs, append(a, b...))
 			if c.sasl != nil && c.sasl.Mechanism == kafkasink.SASLOAuthBearer && tokens.Load() == 0 {
 				t.Fatal("the Token function was never called")
+			}
+			if c.tls.GetClientCertificate != nil && certificates.Load() == 0 {
+				t.Fatal("the GetClientCertificate function was never called")
 			}
 		})
 	}

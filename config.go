@@ -205,7 +205,10 @@ type Config struct {
 	// does not cover: compression, timeouts, a custom dialer. Options the sink owns are refused, not
 	// overridden: SeedBrokers, TransactionalID, TransactionTimeout,
 	// DisableIdempotentWrite, RequiredAcks, RecordPartitioner,
-	// ProducerBatchMaxBytes, AllowAutoTopicCreation, and consumer options.
+	// ProducerBatchMaxBytes, AllowAutoTopicCreation, DialTLSConfig, SASL,
+	// WithLogger (use Logger, which receives franz-go's log too), and
+	// consumer options. franz-go's hook plugins (kprom, kotel) pass
+	// through with kgo.WithHooks.
 	ClientOptions []kgo.Opt
 }
 
@@ -388,6 +391,7 @@ var ownedOptions = []struct {
 	{kgo.AllowAutoTopicCreation, "the sink creates topics itself (Config.Topics)", false},
 	{kgo.DialTLSConfig, "use Config.TLS", false},
 	{kgo.SASL, "use Config.SASL", false},
+	{kgo.WithLogger, "use Config.Logger: the sink gives franz-go's log to it, with the sink id", true},
 }
 
 // ownedOptionProblems compares the passthrough options with a client built
@@ -424,9 +428,9 @@ func ownedOptionProblems(opts []kgo.Opt) []string {
 	for _, o := range ownedOptions {
 		format := "%#v"
 		if o.typeOnly {
-			format = "%T"
+			format = "%T" // of each value: OptValues returns a []any
 		}
-		if fmt.Sprintf(format, base.OptValues(o.opt)) != fmt.Sprintf(format, probe.OptValues(o.opt)) {
+		if optValues(format, base.OptValues(o.opt)) != optValues(format, probe.OptValues(o.opt)) {
 			p = append(p, fmt.Sprintf("ClientOptions sets %s, which the sink owns: %s", optName(o.opt), o.hint))
 		}
 	}
@@ -434,6 +438,15 @@ func ownedOptionProblems(opts []kgo.Opt) []string {
 		p = append(p, "ClientOptions: "+invalid.Error())
 	}
 	return p
+}
+
+// optValues formats each of an option's values with format.
+func optValues(format string, values []any) string {
+	out := make([]string, len(values))
+	for i, v := range values {
+		out[i] = fmt.Sprintf(format, v)
+	}
+	return strings.Join(out, ", ")
 }
 
 // optName returns the name of a kgo option function, such as

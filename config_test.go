@@ -3,6 +3,7 @@ package kafkasink_test
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -86,6 +87,12 @@ func TestConfigErrors(t *testing.T) {
 			[][]string{{"ClientOptions", "SeedBrokers"}}},
 		{"ClientOptions AllowAutoTopicCreation", func(c *kafkasink.Config) { c.ClientOptions = []kgo.Opt{kgo.AllowAutoTopicCreation()} },
 			[][]string{{"ClientOptions", "AllowAutoTopicCreation"}}},
+		{"ClientOptions RecordPartitioner", func(c *kafkasink.Config) {
+			c.ClientOptions = []kgo.Opt{kgo.RecordPartitioner(kgo.RoundRobinPartitioner())}
+		}, [][]string{{"ClientOptions", "RecordPartitioner", "murmur2"}}},
+		{"ClientOptions WithLogger", func(c *kafkasink.Config) {
+			c.ClientOptions = []kgo.Opt{kgo.WithLogger(kgo.BasicLogger(io.Discard, kgo.LogLevelInfo, nil))}
+		}, [][]string{{"ClientOptions", "WithLogger", "Config.Logger"}}},
 		{"ClientOptions consumer option", func(c *kafkasink.Config) { c.ClientOptions = []kgo.Opt{kgo.ConsumeTopics("x")} },
 			[][]string{{"ClientOptions", "consumer option"}}},
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -197,5 +198,23 @@ func TestTransactionTimeoutAboveBrokerMax(t *testing.T) {
 	// Within the broker's limit, the same cluster accepts the sink.
 	if _, err := startSink(t, brokers, "txn-timeout-ok", func(c *kafkasink.Config) { c.TransactionTimeout = 5 * time.Second }); err != nil {
 		t.Fatalf("New with TransactionTimeout at the broker's max: %v", err)
+	}
+}
+
+// countProduced is a franz-go hook, as kprom and kotel are.
+type countProduced struct{ n atomic.Int64 }
+
+func (c *countProduced) OnProduceRecordUnbuffered(*kgo.Record, error) { c.n.Add(1) }
+
+// franz-go's hooks (kprom, kotel and the like) pass through ClientOptions
+// with kgo.WithHooks and see the sink's records.
+func TestClientOptionsHooksPassThrough(t *testing.T) {
+	t.Parallel()
+	_, brokers := sinktest.Cluster(t)
+	hook := &countProduced{}
+	s := newSink(t, brokers, "hooks", func(c *kafkasink.Config) { c.ClientOptions = []kgo.Opt{kgo.WithHooks(hook)} })
+	write(t, s, sinktest.Inserts("public", "orders", 100, 1, 5))
+	if got := hook.n.Load(); got < 5 {
+		t.Fatalf("the hook saw %d records, want the 5 events' at least", got)
 	}
 }

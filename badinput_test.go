@@ -377,7 +377,7 @@ func TestWriteCursorOnly(t *testing.T) {
 	if err := tryWrite(t, s, kafkasink.Batch{Cursor: c1}); err != nil {
 		t.Fatalf("cursor-only Write: %v", err)
 	}
-	check := func(s kafkasink.Sink, pos kafkasink.Position, cursor json.RawMessage, when string) {
+	check := func(s *kafkasink.Sink, pos kafkasink.Position, cursor json.RawMessage, when string) {
 		t.Helper()
 		if got := s.Checkpoint(); got.Position != pos || string(got.Cursor) != string(cursor) {
 			t.Errorf("%s: checkpoint %s cursor %s, want %s cursor %s", when, got.Position, got.Cursor, pos, cursor)

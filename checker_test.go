@@ -126,8 +126,8 @@ type checker struct {
 	events  []kafkasink.Event
 	topics  []string
 
-	sink    kafkasink.Sink
-	zombies []kafkasink.Sink
+	sink    *kafkasink.Sink
+	zombies []*kafkasink.Sink
 	// wroteSinceNew is set once the newest instance's Write succeeded.
 	wroteSinceNew bool
 	faults        []*kfake.FaultHandle

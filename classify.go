@@ -176,7 +176,7 @@ func isFencing(err error) bool {
 }
 
 // failureAction is what a failure calls for. The decisions below only
-// return it; the sink's state machine acts on it (base.follow), so that no
+// return it; the sink's state machine acts on it (Sink.follow), so that no
 // decision changes state behind its caller's back.
 type failureAction uint8
 

@@ -134,7 +134,7 @@ type cleanerRun struct {
 	name      string
 	ckTopic   string
 	ids       []string               // a, b, c
-	sinks     []kafkasink.Sink       // a and b
+	sinks     []*kafkasink.Sink      // a and b
 	hooks     []*hookLog             // of a and b
 	bogusMark []byte                 // in every bogus checkpoint
 	ack       string                 // crashsink's source acknowledgement file
@@ -185,7 +185,7 @@ func (c *cleanerRun) createCheckpointTopic() {
 // checkpoints, then finishes crashsink's stream.
 func (c *cleanerRun) writeUnderCrashesAndAborts() {
 	t, ctx, brokers, ids := c.t, c.ctx, c.brokers, c.ids
-	c.sinks = make([]kafkasink.Sink, 2)
+	c.sinks = make([]*kafkasink.Sink, 2)
 	c.hooks = make([]*hookLog, 2)
 	for i := range c.sinks {
 		c.hooks[i] = &hookLog{}

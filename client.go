@@ -13,7 +13,7 @@ import (
 
 // baseOptions are the options every client of the sink starts with;
 // ClientOptions come after them and may override the ones not owned.
-func (s *base) baseOptions() []kgo.Opt {
+func (s *Sink) baseOptions() []kgo.Opt {
 	return append([]kgo.Opt{
 		kgo.SeedBrokers(s.cfg.Brokers...),
 		kgo.WithLogger(kgoslog.Logger{L: s.log}),
@@ -29,7 +29,7 @@ func (s *base) baseOptions() []kgo.Opt {
 
 // connOptions are the options of the sink's clients that do not produce:
 // the passthrough minus its producer options.
-func (s *base) connOptions() []kgo.Opt {
+func (s *Sink) connOptions() []kgo.Opt {
 	opts := s.baseOptions()
 	for _, o := range s.cfg.ClientOptions {
 		if _, producer := o.(kgo.ProducerOpt); !producer {
@@ -42,7 +42,7 @@ func (s *base) connOptions() []kgo.Opt {
 // producerOptions are the options of the producing client; the ones the
 // sink owns come after the passthrough, which validate has checked does
 // not set them.
-func (s *base) producerOptions() []kgo.Opt {
+func (s *Sink) producerOptions() []kgo.Opt {
 	opts := append(s.baseOptions(), s.cfg.ClientOptions...)
 	opts = append(opts,
 		kgo.RecordPartitioner(newPartitioner()),
@@ -68,7 +68,7 @@ func (s *base) producerOptions() []kgo.Opt {
 
 // batchMaxBytes is the largest record batch for topic: Config.MaxRecordBytes,
 // lowered to the topic's max.message.bytes once the sink has read it.
-func (s *base) batchMaxBytes(topic string) int32 {
+func (s *Sink) batchMaxBytes(topic string) int32 {
 	if info, ok := s.topics.peek(topic); ok {
 		return int32(s.cfg.recordLimit(info))
 	}

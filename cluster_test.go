@@ -30,7 +30,7 @@ type streamer struct {
 	retried []string
 }
 
-func startStreamer(ctx context.Context, s kafkasink.Sink, events, keys int) *streamer {
+func startStreamer(ctx context.Context, s *kafkasink.Sink, events, keys int) *streamer {
 	st := &streamer{stop: make(chan struct{}), done: make(chan error, 1)}
 	go func() {
 		for b := 1; ; b++ {

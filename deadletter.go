@@ -35,7 +35,7 @@ const (
 // tombstone (see eventJSON); and headers naming the reason. Only a value
 // too large for the dead-letter topic itself is left out, which the
 // kafkasink.value header says and an Error log reports.
-func (s *base) deadLetter(ctx context.Context, es *encoderState, e *Event, d draft, rej *Rejection) (*kgo.Record, error) {
+func (s *Sink) deadLetter(ctx context.Context, es *encoderState, e *Event, d draft, rej *Rejection) (*kgo.Record, error) {
 	info, err := s.topics.get(ctx, s.cl, s.cfg.DeadLetterTopic)
 	if err != nil {
 		return nil, err

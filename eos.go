@@ -14,7 +14,7 @@ import (
 // txnSink is the ExactlyOnce sink: each part of a batch and its checkpoint
 // are one Kafka transaction.
 type txnSink struct {
-	*base
+	*Sink
 	// txnSince is when the transaction that may still be open began;
 	// zero when none may be.
 	txnSince time.Time

@@ -227,7 +227,7 @@ func TestCheckpointReadWaitsForOtherSinksOpenTransaction(t *testing.T) {
 	write(t, s, b)
 
 	type started struct {
-		s   kafkasink.Sink
+		s   *kafkasink.Sink
 		err error
 	}
 	done := make(chan started, 1)

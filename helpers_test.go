@@ -88,7 +88,7 @@ func testBrokers(t *testing.T) []string {
 
 // newSink starts a sink on brokers with test-friendly defaults and closes
 // it at the end of the test.
-func newSink(t *testing.T, brokers []string, id string, edit ...func(*kafkasink.Config)) kafkasink.Sink {
+func newSink(t *testing.T, brokers []string, id string, edit ...func(*kafkasink.Config)) *kafkasink.Sink {
 	t.Helper()
 	s, err := startSink(t, brokers, id, edit...)
 	if err != nil {
@@ -98,7 +98,7 @@ func newSink(t *testing.T, brokers []string, id string, edit ...func(*kafkasink.
 }
 
 // startSink is newSink for tests that check New's error.
-func startSink(t *testing.T, brokers []string, id string, edit ...func(*kafkasink.Config)) (kafkasink.Sink, error) {
+func startSink(t *testing.T, brokers []string, id string, edit ...func(*kafkasink.Config)) (*kafkasink.Sink, error) {
 	t.Helper()
 	cfg := kafkasink.Config{Brokers: brokers, SinkID: id, TransactionTimeout: 10 * time.Second}
 	for _, e := range edit {
@@ -114,7 +114,7 @@ func startSink(t *testing.T, brokers []string, id string, edit ...func(*kafkasin
 }
 
 // tryWrite writes b and returns Write's error.
-func tryWrite(t *testing.T, s kafkasink.Sink, b kafkasink.Batch) error {
+func tryWrite(t *testing.T, s *kafkasink.Sink, b kafkasink.Batch) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -122,7 +122,7 @@ func tryWrite(t *testing.T, s kafkasink.Sink, b kafkasink.Batch) error {
 }
 
 // write writes events, failing the test on any error.
-func write(t *testing.T, s kafkasink.Sink, events []kafkasink.Event) {
+func write(t *testing.T, s *kafkasink.Sink, events []kafkasink.Event) {
 	t.Helper()
 	if err := tryWrite(t, s, kafkasink.Batch{Events: events}); err != nil {
 		t.Fatalf("Write: %v", err)
@@ -134,7 +134,7 @@ func write(t *testing.T, s kafkasink.Sink, events []kafkasink.Event) {
 // returns the retryable errors it saw. A nil Write whose checkpoint does
 // not cover the batch's last event is a silent partial write, an error.
 // Safe to call from any goroutine.
-func writeRetrying(ctx context.Context, s kafkasink.Sink, b kafkasink.Batch) (retried []error, err error) {
+func writeRetrying(ctx context.Context, s *kafkasink.Sink, b kafkasink.Batch) (retried []error, err error) {
 	backoff := 200 * time.Millisecond
 	for {
 		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -584,7 +584,7 @@ func pauseNext(c *kfake.Cluster, key kmsg.Key, release <-chan struct{}) <-chan s
 // key (EndTxn: the commit; Produce: the first records) held at the broker
 // until release is closed, and returns once that request reached the
 // broker; the Write's result arrives on the channel.
-func writeHeldAt(t *testing.T, c *kfake.Cluster, s kafkasink.Sink, key kmsg.Key, events []kafkasink.Event, release <-chan struct{}) <-chan error {
+func writeHeldAt(t *testing.T, c *kfake.Cluster, s *kafkasink.Sink, key kmsg.Key, events []kafkasink.Event, release <-chan struct{}) <-chan error {
 	t.Helper()
 	arrived := pauseNext(c, key, release)
 	errc := make(chan error, 1)

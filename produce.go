@@ -49,7 +49,7 @@ func (pr *produceResults) wait() (*kgo.Record, error) {
 
 // writeError names the failed record: topic, partition and the position of
 // its event (the checkpoint's position for the checkpoint record).
-func (s *base) writeError(ctx context.Context, pt *part, ck Checkpoint, r *kgo.Record, err error) error {
+func (s *Sink) writeError(ctx context.Context, pt *part, ck Checkpoint, r *kgo.Record, err error) error {
 	pos := ck.Position
 	for j, x := range pt.records {
 		if x == r {
@@ -72,7 +72,7 @@ func (s *base) writeError(ctx context.Context, pt *part, ck Checkpoint, r *kgo.R
 // longer exists. The client keeps retrying a deleted topic for a while, so a
 // write that failed or timed out asks the broker directly. Fatal: the sink
 // does not recreate a topic someone deleted under it.
-func (s *base) deletedTopic(ctx context.Context, pt *part) error {
+func (s *Sink) deletedTopic(ctx context.Context, pt *part) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	checked := make(map[string]bool)

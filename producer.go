@@ -7,9 +7,9 @@ import (
 
 // producerSink is the Idempotent and Plain sink: records first, then the
 // checkpoint once they are all acknowledged. The two modes differ only in
-// the client options (see base.producerOptions).
+// the client options (see Sink.producerOptions).
 type producerSink struct {
-	*base
+	*Sink
 }
 
 var _ mode = (*producerSink)(nil)

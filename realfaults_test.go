@@ -296,7 +296,7 @@ func (p *brokerPauser) pause(node int, d time.Duration) {
 // as a process's death does.
 type sinkInstance struct {
 	n       int
-	s       kafkasink.Sink
+	s       *kafkasink.Sink
 	proxies *faultproxy.Proxies
 }
 

@@ -93,7 +93,7 @@ func checkBatch(b *Batch) error {
 // encoded; what send started is the caller's to finish, also when
 // planSending fails (see txnSink.writeBatch). With a nil send it only
 // plans. b must have passed checkBatch.
-func (s *base) planSending(ctx context.Context, b *Batch, send func(*kgo.Record)) (*plan, error) {
+func (s *Sink) planSending(ctx context.Context, b *Batch, send func(*kgo.Record)) (*plan, error) {
 	ck := s.Checkpoint()
 	events := s.skipDelivered(b, ck.Position)
 	p := &plan{events: len(b.Events), skipped: len(b.Events) - len(events), cursor: b.Cursor}
@@ -116,7 +116,7 @@ func (s *base) planSending(ctx context.Context, b *Batch, send func(*kgo.Record)
 // skipDelivered returns the events of b above the checkpoint position ck,
 // and reports the ones at or below it, which were delivered before: a
 // source redelivering after a restart.
-func (s *base) skipDelivered(b *Batch, ck Position) []Event {
+func (s *Sink) skipDelivered(b *Batch, ck Position) []Event {
 	events := b.Events
 	for len(events) > 0 && events[0].Position.Compare(ck) <= 0 {
 		events = events[1:]
@@ -133,7 +133,7 @@ func (s *base) skipDelivered(b *Batch, ck Position) []Event {
 // nil) each record of the first part as soon as it is made. It returns the
 // rejected events; with a dead-letter topic, their dead-letter records are
 // in the parts.
-func (s *base) encodeParts(ctx context.Context, p *plan, events []Event, send func(*kgo.Record)) ([]Rejection, error) {
+func (s *Sink) encodeParts(ctx context.Context, p *plan, events []Event, send func(*kgo.Record)) ([]Rejection, error) {
 	enc := encoderState{
 		records: make([]kgo.Record, len(events)),
 		headers: make([]kgo.RecordHeader, 0, 5*len(events)),
@@ -240,7 +240,7 @@ func (p *plan) omit(pos Position, info *SkipInfo) {
 // reportRejections reports every rejected event to the hooks and the log.
 // Without a dead-letter topic they fail the batch: it returns a
 // *RejectedError listing all of them.
-func (s *base) reportRejections(rejections []Rejection) error {
+func (s *Sink) reportRejections(rejections []Rejection) error {
 	deadLettered := s.cfg.DeadLetterTopic != ""
 	for _, r := range rejections {
 		s.hooks.onRejected(r, deadLettered)
@@ -256,7 +256,7 @@ func (s *base) reportRejections(rejections []Rejection) error {
 // nextCheckpoint is the checkpoint written with part i of p: the part's
 // last position, and the batch cursor only with the last part, because
 // until then the source must still resume from the previous cursor.
-func (s *base) nextCheckpoint(p *plan, i int) Checkpoint {
+func (s *Sink) nextCheckpoint(p *plan, i int) Checkpoint {
 	ck := s.Checkpoint()
 	next := Checkpoint{Position: p.parts[i].last, Cursor: ck.Cursor, Mode: s.cfg.Mode, Time: time.Now()}
 	if i == len(p.parts)-1 && p.cursor != nil {
@@ -300,7 +300,7 @@ type draft struct {
 // a fatal error, not a rejection: dead-lettering one of them would change
 // sides with every restart, as whichever table comes first claims the
 // topic.
-func (s *base) encodeEvent(ctx context.Context, es *encoderState, i int, e *Event) (draft, *Rejection, error) {
+func (s *Sink) encodeEvent(ctx context.Context, es *encoderState, i int, e *Event) (draft, *Rejection, error) {
 	rt := s.routeOf(e)
 	if rt.collision != nil {
 		return draft{}, nil, rt.collision
@@ -358,7 +358,7 @@ func (s *base) encodeEvent(ctx context.Context, es *encoderState, i int, e *Even
 }
 
 // encodeValue sets r.Value to enc's value of e.
-func (s *base) encodeValue(es *encoderState, r *kgo.Record, enc Encoder, e *Event) error {
+func (s *Sink) encodeValue(es *encoderState, r *kgo.Record, enc Encoder, e *Event) error {
 	start := len(es.arena)
 	out, err := enc.Encode(es.arena, e)
 	if err != nil {
@@ -383,7 +383,7 @@ type tableRoute struct {
 
 // routeOf returns the route of e's table, computed once per table unless
 // a Topics.Route function decides (it may answer differently over time).
-func (s *base) routeOf(e *Event) tableRoute {
+func (s *Sink) routeOf(e *Event) tableRoute {
 	k := [2]string{e.Schema, e.Table}
 	if rt, ok := s.routes[k]; ok {
 		return rt
@@ -409,7 +409,7 @@ func (s *base) routeOf(e *Event) tableRoute {
 // renders the other event's key (by keyColumns, as the record's own) for
 // them; a key it cannot render is left out, as the event's own key
 // decides the event's fate.
-func (s *base) shapedHeaders(es *encoderState, hs []kgo.RecordHeader, e *Event, keyColumns []string) []kgo.RecordHeader {
+func (s *Sink) shapedHeaders(es *encoderState, hs []kgo.RecordHeader, e *Event, keyColumns []string) []kgo.RecordHeader {
 	var otherKey []byte
 	if e.Source.KeyChange != nil {
 		other := Event{Op: OpInsert, Schema: e.Schema, Table: e.Table, Position: e.Position, Key: e.Key, After: e.Source.KeyChange}
@@ -433,7 +433,7 @@ func (s *base) shapedHeaders(es *encoderState, hs []kgo.RecordHeader, e *Event, 
 }
 
 // standardHeaders appends the headers every record carries.
-func (s *base) standardHeaders(es *encoderState, e *Event) []kgo.RecordHeader {
+func (s *Sink) standardHeaders(es *encoderState, e *Event) []kgo.RecordHeader {
 	h0 := len(es.headers)
 	add := func(key string, start int) {
 		es.headers = append(es.headers, kgo.RecordHeader{Key: key, Value: es.take(start)})

@@ -171,7 +171,7 @@ func TestBrokerRestartBetweenAndDuringWrites(t *testing.T) {
 // checkpoint the sink had, are missing for a read_committed reader) and
 // ends. A sink that stops with that error while every such event is
 // there raised a false alarm, and fails the test.
-func brokerLostCommit(t *testing.T, err error, s kafkasink.Sink, brokers []string, topic string, sent []kafkasink.Event) bool {
+func brokerLostCommit(t *testing.T, err error, s *kafkasink.Sink, brokers []string, topic string, sent []kafkasink.Event) bool {
 	t.Helper()
 	if !errors.Is(err, kafkasink.ErrCheckpoint) || !kafkasink.IsFatal(err) {
 		return false

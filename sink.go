@@ -14,41 +14,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Sink delivers batches of change events to Kafka.
+// Sink delivers batches of change events to Kafka. New makes one.
 //
 // Write is not safe for concurrent use: a Write called while another runs
 // returns ErrConcurrentWrite. Checkpoint and Close are safe to call from any
 // goroutine.
-type Sink interface {
-	// Write delivers b. When it returns nil, every event of b is durably
-	// in Kafka (acks=all) and the checkpoint has moved to b's last event,
-	// with b's cursor: the caller may acknowledge its source. Events at or
-	// below the checkpoint were delivered before and are skipped.
-	//
-	// When it returns an error, what is visible depends on the mode: in
-	// ExactlyOnce mode nothing of an unfinished transaction is visible to
-	// read_committed consumers, and the next Write of the same batch
-	// writes only what the checkpoint does not cover. A cancelled ctx
-	// during a commit leaves its outcome unknown to the caller; the sink
-	// resolves it by reading its checkpoint back on the next Write.
-	// Classify errors with IsRetryable, IsFatal and IsRejected.
-	Write(ctx context.Context, b Batch) error
-
-	// Checkpoint returns the last delivered position and cursor: the one
-	// read from the checkpoint topic at start-up, then the one of the last
-	// successful Write. A source resumes after it.
-	Checkpoint() Checkpoint
-
-	// Close releases the Kafka client. It waits for a running Write to
-	// return, or for ctx. It may be called more than once; later Writes
-	// return ErrClosed.
-	Close(ctx context.Context) error
-}
-
-// base is the sink, and what every mode shares: configuration, the
+//
+// Inside, it is what every delivery mode shares (configuration, the
 // client, topics, the checkpoint and its state, the write guard, and the
-// steps of a Write around the mode's own.
-type base struct {
+// steps of a Write around the mode's own) and the mode.
+type Sink struct {
 	mode   mode // ExactlyOnce's txnSink or the other modes' producerSink
 	cfg    Config
 	log    *slog.Logger
@@ -88,11 +63,9 @@ type base struct {
 	ckpt Checkpoint
 }
 
-var _ Sink = (*base)(nil)
-
 // mode is what differs between the delivery modes, one file each:
 // txnSink (eos.go) for ExactlyOnce, producerSink (producer.go) for
-// Idempotent and Plain. base calls it at two points.
+// Idempotent and Plain. Sink calls it at two points.
 type mode interface {
 	// writeBatch plans b and delivers it; it returns the plan, without
 	// parts when everything was delivered before, and the transactions
@@ -108,12 +81,12 @@ type mode interface {
 // and reads the checkpoint back. ctx bounds the start-up only.
 //
 // Configuration problems are returned together as one *ConfigError.
-func New(ctx context.Context, cfg Config) (Sink, error) {
+func New(ctx context.Context, cfg Config) (*Sink, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	b := &base{
+	b := &Sink{
 		cfg:    cfg,
 		log:    cfg.Logger.With("sink", cfg.SinkID),
 		hooks:  newHooks(cfg.Hooks),
@@ -125,9 +98,9 @@ func New(ctx context.Context, cfg Config) (Sink, error) {
 	b.router = newRouter(&b.cfg)
 	if cfg.Mode == ExactlyOnce {
 		b.store.txnID = cfg.TransactionalID
-		b.mode = &txnSink{base: b}
+		b.mode = &txnSink{Sink: b}
 	} else {
-		b.mode = &producerSink{base: b}
+		b.mode = &producerSink{Sink: b}
 	}
 	cl, err := kgo.NewClient(b.producerOptions()...)
 	if err != nil {
@@ -144,7 +117,7 @@ func New(ctx context.Context, cfg Config) (Sink, error) {
 // start prepares the checkpoint topic, claims the transactional id
 // (ExactlyOnce), which fences every predecessor, and reads the
 // checkpoint: the protocol's start-up, run once, by New.
-func (s *base) start(ctx context.Context) error {
+func (s *Sink) start(ctx context.Context) error {
 	var err error
 	if s.store.partition, err = setupCheckpointTopic(ctx, s.cl, s.cfg.CheckpointTopic, s.cfg.SinkID, s.cfg.Mode, s.logInfo); err != nil {
 		return err
@@ -170,7 +143,7 @@ func (s *base) start(ctx context.Context) error {
 }
 
 // classifyInitErr explains the producer id errors a user can fix.
-func (s *base) classifyInitErr(err error) error {
+func (s *Sink) classifyInitErr(err error) error {
 	switch {
 	case errors.Is(err, kerr.InvalidTransactionTimeout):
 		return &ConfigError{Problems: []string{fmt.Sprintf("TransactionTimeout %v is above the broker's transaction.max.timeout.ms: lower it, or raise the broker setting (%v)", s.cfg.TransactionTimeout, err)}}
@@ -180,14 +153,26 @@ func (s *base) classifyInitErr(err error) error {
 	return fmt.Errorf("kafkasink: initialising producer id for transactional id %q: %w", s.cfg.TransactionalID, err)
 }
 
-func (s *base) logInfo(msg string, args ...any) { s.log.Info(msg, args...) }
+func (s *Sink) logInfo(msg string, args ...any) { s.log.Info(msg, args...) }
 
-// Write delivers b; see Sink.Write. Around the mode's writeBatch, which
-// plans b and delivers it, it runs the steps every mode shares: admitting
-// one Write, checking the batch, recovering an unverified checkpoint,
-// holding the caller to what a failed Write owes, giving the error its
-// class, and reporting.
-func (s *base) Write(ctx context.Context, batch Batch) (err error) {
+// Write delivers b. When it returns nil, every event of b is durably in
+// Kafka (acks=all) and the checkpoint has moved to b's last event, with b's
+// cursor: the caller may acknowledge its source. Events at or below the
+// checkpoint were delivered before and are skipped.
+//
+// When it returns an error, what is visible depends on the mode: in
+// ExactlyOnce mode nothing of an unfinished transaction is visible to
+// read_committed consumers, and the next Write of the same batch writes
+// only what the checkpoint does not cover. A cancelled ctx during a commit
+// leaves its outcome unknown to the caller; the sink resolves it by
+// reading its checkpoint back on the next Write. Classify errors with
+// IsRetryable, IsFatal and IsRejected.
+//
+// Around the mode's writeBatch, which plans b and delivers it, it runs the
+// steps every mode shares: admitting one Write, checking the batch,
+// recovering an unverified checkpoint, holding the caller to what a failed
+// Write owes, giving the error its class, and reporting.
+func (s *Sink) Write(ctx context.Context, batch Batch) (err error) {
 	b := &batch
 	if err := s.enter(); err != nil {
 		return err
@@ -226,7 +211,7 @@ func (s *base) Write(ctx context.Context, batch Batch) (err error) {
 }
 
 // enter admits one Write, or says why not.
-func (s *base) enter() error {
+func (s *Sink) enter() error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
@@ -248,7 +233,7 @@ func (s *base) enter() error {
 
 // exit ends a Write. A Close that gave up waiting for it left the client
 // for the Write to close.
-func (s *base) exit() {
+func (s *Sink) exit() {
 	if s.closed.Load() {
 		s.closeClient()
 	}
@@ -259,7 +244,7 @@ func (s *base) exit() {
 // marks the checkpoint unverified after anything that may have reached
 // the broker, and remembers what a retryable failure left undelivered, so
 // that checkRedelivery can hold the caller to writing it again.
-func (s *base) settle(ctx context.Context, b *Batch, err error) error {
+func (s *Sink) settle(ctx context.Context, b *Batch, err error) error {
 	err = classified(ctx, err)
 	if err == nil || IsFatal(err) {
 		return err
@@ -315,7 +300,7 @@ const (
 // What the read may show is known: the checkpoint in memory, or the one in
 // flight. Anything else was written by another instance with the same sink
 // id (or is an operator's reset), which makes this one a zombie: ErrFenced.
-func (s *base) recover(ctx context.Context) error {
+func (s *Sink) recover(ctx context.Context) error {
 	// Bounded, so that a broker that does not answer makes Write
 	// return a retryable error rather than hang to the caller's end.
 	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.TransactionTimeout, errRecoveryTimeout)
@@ -345,7 +330,7 @@ func (s *base) recover(ctx context.Context) error {
 // follow acts on a verdict: it is where a decided failure changes the
 // sink's state. actRecover makes the checkpoint unverified; actFatal
 // stops the sink for good, so that every later Write returns the error.
-func (s *base) follow(v verdict) error {
+func (s *Sink) follow(v verdict) error {
 	switch v.action {
 	case actRecover:
 		s.state = ckptUnverified
@@ -363,7 +348,7 @@ func (s *base) follow(v verdict) error {
 // skipped as already delivered. It runs on a verified checkpoint, which
 // may show that part of the failed Write was committed after all: then
 // the batch may start anywhere up to the failed Write's last event.
-func (s *base) checkRedelivery(b *Batch) error {
+func (s *Sink) checkRedelivery(b *Batch) error {
 	ck := s.Checkpoint().Position
 	if s.owed.first.IsZero() || s.owed.last.Compare(ck) <= 0 {
 		s.owed = owedEvents{}
@@ -396,21 +381,25 @@ func skipsOwed(owed Position, what string, ck Position) error {
 		ErrInvalidBatch, owed, what, ck)
 }
 
-// Checkpoint returns the last delivered checkpoint.
-func (s *base) Checkpoint() Checkpoint {
+// Checkpoint returns the last delivered position and cursor: the one read
+// from the checkpoint topic at start-up, then the one of the last
+// successful Write. A source resumes after it.
+func (s *Sink) Checkpoint() Checkpoint {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.ckpt
 }
 
-func (s *base) setCheckpoint(c Checkpoint) {
+func (s *Sink) setCheckpoint(c Checkpoint) {
 	s.mu.Lock()
 	s.ckpt = c
 	s.mu.Unlock()
 }
 
-// Close releases the client; see Sink.Close.
-func (s *base) Close(ctx context.Context) error {
+// Close releases the Kafka client. It waits for a running Write to return,
+// or for ctx. It may be called more than once; later Writes return
+// ErrClosed.
+func (s *Sink) Close(ctx context.Context) error {
 	first := !s.closed.Swap(true)
 	select {
 	case s.sem <- struct{}{}:
@@ -433,7 +422,7 @@ func (s *base) Close(ctx context.Context) error {
 	return nil
 }
 
-func (s *base) closeClient() {
+func (s *Sink) closeClient() {
 	if s.cl != nil {
 		s.cl.Close()
 		s.cl, s.adm = nil, nil

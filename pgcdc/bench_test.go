@@ -307,7 +307,7 @@ func benchCeiling(b *testing.B, pg, slot, table string, rows int, bare bool) ben
 // countSink counts the events of successful Writes and notes when it
 // reached a target.
 type countSink struct {
-	kafkasink.Sink
+	Sink
 	events  atomic.Int64
 	target  int64
 	reached chan struct{}

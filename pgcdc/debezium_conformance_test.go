@@ -100,7 +100,7 @@ func TestDebeziumConformance(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var sinks []kafkasink.Sink
+	var sinks []*kafkasink.Sink
 	for _, c := range debeziumConfigs {
 		sink, err := kafkasink.New(ctx, kafkasink.Config{
 			Brokers:   e.brokers,

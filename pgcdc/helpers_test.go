@@ -305,7 +305,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 }
 
 // newSink starts an exactly-once sink on the test's cluster.
-func (e *pgEnv) newSink(sinkID string) kafkasink.Sink {
+func (e *pgEnv) newSink(sinkID string) *kafkasink.Sink {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -347,7 +347,7 @@ func (tr *tracker) written() kafkasink.Position {
 // recSink wraps a sink: it records successful Writes in a tracker and lets
 // a test act before and after each Write.
 type recSink struct {
-	kafkasink.Sink
+	*kafkasink.Sink
 	tr *tracker
 	// before, when set, runs before the n-th Write (from 1); an error is
 	// returned instead of writing.
@@ -399,7 +399,7 @@ type run struct {
 
 // start runs Run in the background; stop cancels it and returns Run's
 // error.
-func start(t *testing.T, cfg Config, sink kafkasink.Sink) (stop func() error, r *run) {
+func start(t *testing.T, cfg Config, sink Sink) (stop func() error, r *run) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	r = &run{cancel: cancel, done: make(chan struct{})}
@@ -777,7 +777,7 @@ func (e *pgEnv) fillTable(table string, n int) {
 // each with its own topic prefix, fed by one Run: Write writes the batch
 // to each in turn, so every encoder sees the same events.
 type encoderSinks struct {
-	sinks []kafkasink.Sink
+	sinks []Sink
 }
 
 // encoderPrefixes are the topic prefixes of newEncoderSinks' sinks.

@@ -20,6 +20,18 @@ import (
 // on from a new slot would leave a gap. Fatal; test with errors.Is.
 var ErrSlotLost = errors.New("pgcdc: replication slot lost")
 
+// Sink is what Run needs of a sink: *kafkasink.Sink is one. A wrapper that
+// counts or traces, or a test's recorder, may stand in for it.
+type Sink interface {
+	// Write delivers a batch; see kafkasink.Sink.Write, whose contract
+	// Run relies on: nil means every event is durable and the checkpoint
+	// moved with it.
+	Write(ctx context.Context, b kafkasink.Batch) error
+	// Checkpoint returns the last delivered checkpoint; see
+	// kafkasink.Sink.Checkpoint.
+	Checkpoint() kafkasink.Checkpoint
+}
+
 // Run streams the changes of cfg's publication from cfg's slot into sink
 // until ctx ends or a fatal error occurs. It is the whole pipeline: it
 // checks the server (wal_level must be logical), creates the publication
@@ -46,7 +58,7 @@ var ErrSlotLost = errors.New("pgcdc: replication slot lost")
 // way, and never half visible. Run does not close sink.
 //
 // Run must be the only writer of sink; one Run per slot.
-func Run(ctx context.Context, cfg Config, sink kafkasink.Sink) error {
+func Run(ctx context.Context, cfg Config, sink Sink) error {
 	cfg = cfg.withDefaults()
 	err := cfg.validate()
 	if sink == nil {
@@ -121,7 +133,7 @@ func (r *runner) stopped(ctx context.Context, failed error) error {
 // runner is the state of one Run across reconnects.
 type runner struct {
 	cfg  *Config
-	sink kafkasink.Sink
+	sink Sink
 	log  *slog.Logger
 
 	// ready is set once the server was checked and the publication and

@@ -185,7 +185,7 @@ func (sc *scenario) crossGap(cfg Config, cause SourceEventKind, during func(*run
 
 // checkGap checks that the checkpoint's cursor ends with the record of a
 // gap of cause and action, and that an event reported it.
-func (sc *scenario) checkGap(sink kafkasink.Sink, cause SourceEventKind, action SlotGap) gapRecord {
+func (sc *scenario) checkGap(sink Sink, cause SourceEventKind, action SlotGap) gapRecord {
 	sc.t.Helper()
 	c, err := parseRunCursor(sink.Checkpoint().Cursor)
 	if err != nil {

@@ -61,7 +61,7 @@ func (b *batch) empty() bool { return len(b.events) == 0 && b.confirm == 0 }
 // control rather than by a silent client.
 type session struct {
 	cfg  *Config
-	sink kafkasink.Sink
+	sink Sink
 	dec  *Decoder
 	conn *pgconn.PgConn
 	log  *slog.Logger

@@ -92,7 +92,7 @@ func (e *sinkError) Unwrap() error { return e.err }
 // writeRetrying writes b, retrying retryable errors with backoff until it
 // succeeds, the error is not retryable, or sctx ends. A retry sends the
 // same batch: the sink skips what its checkpoint already covers.
-func writeRetrying(ctx, sctx context.Context, cfg *Config, log *slog.Logger, sink kafkasink.Sink, b kafkasink.Batch) error {
+func writeRetrying(ctx, sctx context.Context, cfg *Config, log *slog.Logger, sink Sink, b kafkasink.Batch) error {
 	wait := cfg.backoff()
 	for {
 		err := sink.Write(ctx, b)

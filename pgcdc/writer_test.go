@@ -11,7 +11,7 @@ import (
 
 // countingSink counts Writes without events.
 type countingSink struct {
-	kafkasink.Sink
+	Sink
 	cursorOnly int
 }
 

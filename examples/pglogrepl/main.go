@@ -452,7 +452,7 @@ func fail(logger *slog.Logger, err error) int {
 // is called by one goroutine at a time (pgcdc.Run's writer); the counters
 // are read by the progress goroutine.
 type countingSink struct {
-	kafkasink.Sink
+	pgcdc.Sink
 	events     atomic.Int64
 	lastCommit atomic.Int64 // Unix nanoseconds of the newest written event's commit
 }

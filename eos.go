@@ -15,9 +15,6 @@ import (
 // are one Kafka transaction.
 type txnSink struct {
 	*Sink
-	// txnSince is when the transaction that may still be open began;
-	// zero when none may be.
-	txnSince time.Time
 }
 
 var _ mode = (*txnSink)(nil)
@@ -136,8 +133,8 @@ func (s *txnSink) commitPart(ctx context.Context, p *plan, i int, early *earlyTx
 		if err == nil {
 			return nil
 		}
-		if s.fatal != nil {
-			return s.fatal
+		if err := s.stopped(); err != nil {
+			return err
 		}
 		// A transaction that outlived its timeout would likely do so
 		// again: the caller decides (smaller batches, a longer timeout).
@@ -145,6 +142,7 @@ func (s *txnSink) commitPart(ctx context.Context, p *plan, i int, early *earlyTx
 			return err
 		}
 		s.log.Warn("transaction failed; retrying", "attempt", attempt, "first", pt.first.String(), "last", pt.last.String(), "error", err)
+		s.counters.retries.Add(1)
 		if !wait.Wait(ctx) {
 			return err
 		}
@@ -203,7 +201,8 @@ func (s *txnSink) transact(ctx context.Context, pt *part, ck Checkpoint, t *open
 	info.Duration = time.Since(started)
 	s.store.from = ckRec.Offset
 	s.setCheckpoint(ck)
-	s.inflight, s.txnSince = Checkpoint{}, time.Time{}
+	s.inflight = Checkpoint{}
+	s.counters.setTxnSince(time.Time{})
 	s.hooks.onCommitted(info)
 	return nil
 }
@@ -225,7 +224,7 @@ func (s *txnSink) begin(ctx context.Context) (*openTxn, error) {
 		return nil, fmt.Errorf("kafkasink: beginning a transaction: %w", err)
 	}
 	t := &openTxn{started: time.Now()}
-	s.txnSince = t.started
+	s.counters.setTxnSince(t.started)
 	t.ctx, t.cancel = context.WithDeadlineCause(ctx, t.started.Add(s.cfg.ownTxnDeadline()), ErrTransactionTimeout)
 	return t, nil
 }
@@ -258,7 +257,7 @@ func (s *txnSink) abort(ctx context.Context, info TransactionInfo, started time.
 	if aerr != nil {
 		s.log.Warn("aborting the transaction failed; the next attempt recovers first", "error", withCause(actx, aerr), "cause", cause)
 	} else {
-		s.txnSince = time.Time{}
+		s.counters.setTxnSince(time.Time{})
 		if pending != nil {
 			// Every record has its outcome once the abort
 			// succeeded; after a failed one, records may stay
@@ -314,20 +313,11 @@ func (s *txnSink) settleClient(ctx context.Context) error {
 		return fmt.Errorf("kafkasink: recovering: failing the records still buffered: %w", withCause(ctx, err))
 	}
 	if err := s.cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
-		return s.follow(judgeFencing(&s.cfg, fmt.Errorf("kafkasink: recovering: aborting the open transaction: %w", withCause(ctx, err)), s.txnOpenFor()))
+		return s.follow(judgeFencing(&s.cfg, fmt.Errorf("kafkasink: recovering: aborting the open transaction: %w", withCause(ctx, err)), s.counters.txnOpenFor()))
 	}
 	if _, _, err := s.cl.ProducerID(ctx); err != nil {
-		return s.follow(judgeFencing(&s.cfg, fmt.Errorf("kafkasink: recovering: re-initialising the producer id of transactional id %q at its current epoch: %w", s.cfg.TransactionalID, withCause(ctx, err)), s.txnOpenFor()))
+		return s.follow(judgeFencing(&s.cfg, fmt.Errorf("kafkasink: recovering: re-initialising the producer id of transactional id %q at its current epoch: %w", s.cfg.TransactionalID, withCause(ctx, err)), s.counters.txnOpenFor()))
 	}
-	s.txnSince = time.Time{}
+	s.counters.setTxnSince(time.Time{})
 	return nil
-}
-
-// txnOpenFor is how long the transaction that may still be open has been
-// open; 0 when none may be.
-func (s *txnSink) txnOpenFor() time.Duration {
-	if s.txnSince.IsZero() {
-		return 0
-	}
-	return time.Since(s.txnSince)
 }

@@ -24,11 +24,13 @@ import (
 // client, topics, the checkpoint and its state, the write guard, and the
 // steps of a Write around the mode's own) and the mode.
 type Sink struct {
-	mode   mode // ExactlyOnce's txnSink or the other modes' producerSink
-	cfg    Config
-	log    *slog.Logger
-	hooks  hooks
-	topics *topicCache
+	mode  mode // ExactlyOnce's txnSink or the other modes' producerSink
+	cfg   Config
+	log   *slog.Logger
+	hooks hooks
+	// counters are what Stats reports; they are the first of hooks.
+	counters counters
+	topics   *topicCache
 
 	// sem admits one Write at a time; Close takes it too, to wait for a
 	// running Write.
@@ -55,9 +57,13 @@ type Sink struct {
 	routes map[[2]string]tableRoute
 	// router names each table's topic.
 	router *router
-	// fatal, once set, is returned by every later Write: fencing or an
-	// unusable checkpoint never heals by retrying.
-	fatal error
+	// fatal, once set, is returned by every later Write (and by Ping):
+	// fencing or an unusable checkpoint never heals by retrying. Atomic,
+	// for Ping.
+	fatal atomic.Pointer[error]
+	// clientClosed closes the client once: cl is never replaced, so Ping
+	// may use it from any goroutine.
+	clientClosed sync.Once
 
 	mu   sync.Mutex // guards ckpt
 	ckpt Checkpoint
@@ -89,12 +95,12 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	b := &Sink{
 		cfg:    cfg,
 		log:    cfg.Logger.With("sink", cfg.SinkID),
-		hooks:  newHooks(cfg.Hooks),
 		topics: newTopicCache(&cfg.Topics),
 		sem:    make(chan struct{}, 1),
 		routes: make(map[[2]string]tableRoute),
 		store:  checkpointStore{topic: cfg.CheckpointTopic, sinkID: cfg.SinkID, mode: cfg.Mode},
 	}
+	b.hooks = newHooks(append([]Hook{&b.counters}, cfg.Hooks...))
 	b.router = newRouter(&b.cfg)
 	if cfg.Mode == ExactlyOnce {
 		b.store.txnID = cfg.TransactionalID
@@ -224,9 +230,9 @@ func (s *Sink) enter() error {
 		<-s.sem
 		return ErrClosed
 	}
-	if s.fatal != nil {
+	if err := s.stopped(); err != nil {
 		<-s.sem
-		return s.fatal
+		return err
 	}
 	return nil
 }
@@ -335,7 +341,7 @@ func (s *Sink) follow(v verdict) error {
 	case actRecover:
 		s.state = ckptUnverified
 	case actFatal:
-		s.fatal = v.err
+		s.fatal.Store(&v.err)
 		s.log.Error("this sink stops", "error", v.err)
 	}
 	return v.err
@@ -390,6 +396,9 @@ func (s *Sink) Checkpoint() Checkpoint {
 	return s.ckpt
 }
 
+// ID returns the sink's id, Config.SinkID: the key of its checkpoint.
+func (s *Sink) ID() string { return s.cfg.SinkID }
+
 func (s *Sink) setCheckpoint(c Checkpoint) {
 	s.mu.Lock()
 	s.ckpt = c
@@ -423,8 +432,13 @@ func (s *Sink) Close(ctx context.Context) error {
 }
 
 func (s *Sink) closeClient() {
-	if s.cl != nil {
-		s.cl.Close()
-		s.cl, s.adm = nil, nil
+	s.clientClosed.Do(s.cl.Close)
+}
+
+// stopped returns the fatal error that stopped the sink; nil while it runs.
+func (s *Sink) stopped() error {
+	if err := s.fatal.Load(); err != nil {
+		return *err
 	}
+	return nil
 }

@@ -13,12 +13,20 @@ import (
 // primaryKey returns the primary key columns of the table with OID rel in
 // key order, or nil when the table has none.
 func primaryKey(ctx context.Context, q querier, rel uint32) ([]string, error) {
+	return indexColumns(ctx, q, rel, true)
+}
+
+// indexColumns returns the columns of the primary key (primary) or of the
+// replica identity index (REPLICA IDENTITY USING INDEX) of the table with
+// OID rel in the index's order (pg_index.indkey), or nil when the table
+// has no such index.
+func indexColumns(ctx context.Context, q querier, rel uint32, primary bool) ([]string, error) {
 	rows, err := q.Query(ctx, `SELECT a.attname
 		FROM pg_index i
 		CROSS JOIN LATERAL unnest(i.indkey::int2[]) WITH ORDINALITY k(attnum, ord)
 		JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
-		WHERE i.indrelid = $1::oid AND i.indisprimary
-		ORDER BY k.ord`, rel)
+		WHERE i.indrelid = $1::oid AND CASE WHEN $2 THEN i.indisprimary ELSE i.indisreplident END
+		ORDER BY k.ord`, rel, primary)
 	if err != nil {
 		return nil, err
 	}
@@ -143,6 +151,25 @@ func (k *catalog) streamKey(ctx context.Context, oid uint32, schema, name string
 		k.close()
 	}
 	return key, err
+}
+
+// streamIdentityOrder returns the columns of the replica identity index
+// of the table with OID oid in the index's order: its primary key's
+// (REPLICA IDENTITY DEFAULT), else, with usingIndex, the index's (USING
+// INDEX). A Relation message flags these columns but lists them in the
+// table's order; the key follows the index, as PRIMARY KEY (b, a) says
+// and Debezium's key is written.
+func (k *catalog) streamIdentityOrder(ctx context.Context, oid uint32, usingIndex bool) ([]string, error) {
+	conn, err := k.connection(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names, err := indexColumns(ctx, conn, oid, !usingIndex)
+	if err != nil {
+		k.close()
+		return nil, fmt.Errorf("pgcdc: looking up the replica identity index of table %d: %w", oid, err)
+	}
+	return names, nil
 }
 
 // streamType is describeType for the types of a Relation message.

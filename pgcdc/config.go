@@ -197,6 +197,8 @@ type Config struct {
 	// USING INDEX: the index's columns), and a table whose identity names
 	// no row (FULL, NOTHING) by its primary key from the catalog. A table
 	// with neither is keyed by event id, which is logged once per table.
+	// Key columns found by these rules are in their index's order
+	// (PRIMARY KEY (b, a): b, then a); an answer keeps its own order.
 	// Snapshot rows use the same rules, so snapshot and stream events of a
 	// table have the same Key. The program's flag is -key-columns.
 	KeyColumns func(schema, table string) []string

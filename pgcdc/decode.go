@@ -44,7 +44,10 @@ type DecoderConfig struct {
 	// FULL flag every column, which names no row: without an answer, a
 	// Decoder used alone gives their events no Key (and cannot detect
 	// their key changes), while Run looks up their primary key. Every
-	// name it returns must be a column of the relation.
+	// name it returns must be a column of the relation. Without an
+	// answer, a Decoder used alone lists the replica identity columns in
+	// the table's order, Run in their index's order (see the package
+	// documentation).
 	KeyColumns func(schema, table string) []string
 
 	// OnEvent receives every row change, in order. Required. The Event
@@ -167,6 +170,12 @@ type Decoder struct {
 	// OID and column names and returns key columns among them, or nil
 	// for none. Its error is returned unchanged.
 	fallbackKey func(relation uint32, schema, table string, columns []string) ([]string, error)
+	// identityOrder, when set, is asked for the columns of a relation's
+	// replica identity index in the index's order (usingIndex: REPLICA
+	// IDENTITY USING INDEX, else the primary key), which the Relation
+	// message does not say: it flags them in the table's order. Run sets
+	// it to read pg_index, so that Event.Key follows the index.
+	identityOrder func(relation uint32, usingIndex bool) ([]string, error)
 	// notNull, when set, is asked for the NOT NULL columns of a relation
 	// for Event.Relation, which pgoutput does not say. Run sets it to
 	// read them from the catalog.
@@ -573,6 +582,13 @@ func (d *Decoder) schema(lsn kafkasink.LSN, msg pglogrepl.Message) error {
 				return err
 			}
 		}
+		if !configured && len(rel.keyIdx) > 0 && d.identityOrder != nil {
+			names, err := d.identityOrder(rel.oid, m.ReplicaIdentity == 'i')
+			if err != nil {
+				return err
+			}
+			rel.orderKey(names)
+		}
 		if !configured && len(rel.keyIdx) == 0 && d.fallbackKey != nil {
 			key, err := d.fallbackKey(rel.oid, rel.schema, rel.table, rel.columnNames())
 			if err != nil {
@@ -658,6 +674,27 @@ func (r *relInfo) setKey(names []string, source string) error {
 	}
 	r.key = r.key[:len(r.key):len(r.key)]
 	return nil
+}
+
+// orderKey puts the key columns in the order of names, the replica
+// identity index's columns as the catalog lists them now. The Relation
+// message's flags decide which columns the key has: when the catalog
+// names other columns (the index changed since the change was made), the
+// key keeps the table's order.
+func (r *relInfo) orderKey(names []string) {
+	if len(names) != len(r.keyIdx) {
+		return
+	}
+	idx := make([]int, len(names))
+	for i, name := range names {
+		j := r.column(name)
+		if j < 0 || !slices.Contains(r.keyIdx, j) {
+			return
+		}
+		idx[i] = j
+	}
+	r.keyIdx = idx
+	r.setKey(nil, "")
 }
 
 // describe returns the relation's columns for Event.Relation, with

@@ -277,6 +277,19 @@
 // the stream alike. A table with none of these has an empty Key, so its
 // records are keyed by event id; Run logs that once per table.
 //
+// Key columns are listed in the order of their index (pg_index.indkey),
+// not of the table: PRIMARY KEY (b, a) keys a row {"b":1,"a":"k"} (text
+// key 1|k), as Debezium does, for snapshot rows and changes alike. The
+// Relation message flags the identity columns in the table's order, so
+// Run reads the index's order from the catalog at each Relation message;
+// a Decoder used alone keeps the table's order. Config.KeyColumns keeps
+// the order it gives. (Earlier versions listed the columns of a DEFAULT
+// or USING INDEX identity in the table's order: a multi-column key whose
+// index orders its columns otherwise has other key bytes since, so its
+// rows move to new keys, and perhaps partitions, at the upgrade; to keep
+// the old keys, name the columns in the table's order in
+// Config.KeyColumns.)
+//
 // An update's Before is set when the server sends the old row (REPLICA
 // IDENTITY FULL: every column) or the old key (the key columns only, sent
 // when the key changed or is stored out of line). A delete's Before is the

@@ -1,6 +1,7 @@
 package pgcdc
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
 )
 
@@ -158,4 +162,142 @@ func checkKeyedByPrimaryKey(t *testing.T, recs []keyedRec, want map[string][]str
 	if !slices.Equal(liveInKafka, live) {
 		t.Errorf("rows alive in Kafka %v, in the table %v", liveInKafka, live)
 	}
+}
+
+// TestKeyFollowsIndexOrder checks that a key is written in the order of
+// its index, not of the table's columns: PRIMARY KEY (b, a) keys a row
+// {"b":1,"a":"k"}, as Debezium does, for snapshot rows and streamed
+// changes alike, with REPLICA IDENTITY DEFAULT, USING INDEX and FULL,
+// and in the __debezium.oldkey/newkey headers of a key change. The keys
+// Kafka holds at the end, applying deletes and tombstones, are the rows
+// each table holds.
+func TestKeyFollowsIndexOrder(t *testing.T) {
+	t.Parallel()
+	e := newPGEnv(t)
+	pk, ri, full := e.name+"_pk", e.name+"_ri", e.name+"_full"
+	for _, table := range []string{pk, full} {
+		e.exec("CREATE TABLE " + table + " (a text, b int, v text, PRIMARY KEY (b, a))")
+	}
+	e.exec("ALTER TABLE " + full + " REPLICA IDENTITY FULL")
+	e.exec("CREATE TABLE " + ri + " (a text NOT NULL, b int NOT NULL, v text)")
+	e.exec("CREATE UNIQUE INDEX " + ri + "_idx ON " + ri + " (b, a)")
+	e.exec("ALTER TABLE " + ri + " REPLICA IDENTITY USING INDEX " + ri + "_idx")
+	tables := []string{pk, ri, full}
+	for _, table := range tables {
+		e.exec("INSERT INTO " + table + " VALUES ('k', 1, 'snap'), ('m', 2, 'snap')")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sink, err := kafkasink.New(ctx, kafkasink.Config{
+		Brokers:   e.brokers,
+		SinkID:    e.name,
+		Topics:    kafkasink.Topics{Prefix: "t", Partitions: 1},
+		KeyFormat: kafkasink.KeyJSON,
+		Encoder:   kafkasink.DebeziumEncoder{},
+	})
+	if err != nil {
+		t.Fatalf("kafkasink.New: %v", err)
+	}
+	t.Cleanup(func() { sink.Close(context.Background()) })
+	cfg := e.config()
+	for _, table := range tables {
+		cfg.Tables = append(cfg.Tables, "public."+table)
+	}
+	cfg.Snapshot = true
+	_, done := start(t, cfg, sink)
+	// Changes made from here on are streamed, not in the snapshot.
+	waitFor(t, 20*time.Second, "the slot", done, func() bool { return e.confirmedFlush() != 0 })
+	for _, table := range tables {
+		e.exec("INSERT INTO " + table + " VALUES ('n', 3, 'new')")
+		e.exec("UPDATE " + table + " SET v = 'upd' WHERE b = 1")
+		e.exec("UPDATE " + table + " SET b = 4 WHERE b = 2") // a key change
+		e.exec("DELETE FROM " + table + " WHERE b = 3")
+	}
+
+	// Each table: 2 reads, insert, update, delete+tombstone+insert of
+	// the key change, delete+tombstone.
+	const records = 9
+	for _, table := range tables {
+		var recs []*kgo.Record
+		waitFor(t, 30*time.Second, fmt.Sprintf("%d records of %s", records, table), done, func() bool {
+			recs = sinktest.ReadCommitted(t, e.brokers, "t.public."+table)
+			return len(recs) >= records
+		})
+		live := make(map[string]bool)
+		for _, r := range recs {
+			key := string(r.Key)
+			if names := jsonObjectKeys(t, r.Key); !slices.Equal(names, []string{"b", "a"}) {
+				t.Errorf("%s: key %s has columns %v, want the index's order [b a]", table, key, names)
+			}
+			for _, h := range r.Headers {
+				if h.Key == kafkasink.HeaderDebeziumNewKey || h.Key == kafkasink.HeaderDebeziumOldKey {
+					if names := jsonObjectKeys(t, h.Value); !slices.Equal(names, []string{"b", "a"}) {
+						t.Errorf("%s: header %s %s has columns %v, want [b a]", table, h.Key, h.Value, names)
+					}
+				}
+			}
+			var v struct {
+				Op string `json:"op"`
+			}
+			if r.Value != nil {
+				if err := json.Unmarshal(r.Value, &v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			live[key] = r.Value != nil && v.Op != "d"
+		}
+		var inKafka []string
+		for k, alive := range live {
+			if alive {
+				inKafka = append(inKafka, k)
+			}
+		}
+		slices.Sort(inKafka)
+		var inTable []string
+		e.mu.Lock()
+		rows, err := e.db.Query(context.Background(), "SELECT a, b FROM "+table+" ORDER BY 1")
+		for err == nil && rows.Next() {
+			var (
+				a string
+				b int
+			)
+			rows.Scan(&a, &b)
+			inTable = append(inTable, fmt.Sprintf(`{"b":%d,"a":%q}`, b, a))
+		}
+		if err == nil {
+			rows.Close()
+			err = rows.Err()
+		}
+		e.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(inTable)
+		if !slices.Equal(inKafka, inTable) {
+			t.Errorf("%s: live keys in Kafka %v, rows in the table %v", table, inKafka, inTable)
+		}
+	}
+}
+
+// jsonObjectKeys returns the member names of a JSON object in order.
+func jsonObjectKeys(t *testing.T, b []byte) []string {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		t.Fatalf("%s is not a JSON object", b)
+	}
+	var names []string
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		names = append(names, tok.(string))
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+	}
+	return names
 }

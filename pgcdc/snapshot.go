@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -344,7 +345,7 @@ func (ti *tableInfo) readColumns(ctx context.Context, q querier) (pk, ri []colum
 	if err != nil {
 		return nil, nil, fmt.Errorf("pgcdc: snapshot: describing %s: %w", name, err)
 	}
-	var pkOrd, riOrd []int
+	var pkOrd, riOrd, keyOrd []int
 	for rows.Next() {
 		var (
 			c            column
@@ -365,14 +366,19 @@ func (ti *tableInfo) readColumns(ctx context.Context, q querier) (pk, ri []colum
 		if inRI > 0 {
 			ri, riOrd = append(ri, c), append(riOrd, inRI)
 		}
-		// pgoutput flags only the identity columns it sends.
-		if published && (replIdentity == "d" && inPK > 0 || replIdentity == "i" && inRI > 0) {
-			ti.key = append(ti.key, c.name)
+		// pgoutput flags only the identity columns it sends; the
+		// key lists them in the index's order, as the stream does.
+		switch {
+		case published && replIdentity == "d" && inPK > 0:
+			ti.key, keyOrd = append(ti.key, c.name), append(keyOrd, inPK)
+		case published && replIdentity == "i" && inRI > 0:
+			ti.key, keyOrd = append(ti.key, c.name), append(keyOrd, inRI)
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, nil, fmt.Errorf("pgcdc: snapshot: describing %s: %w", name, err)
 	}
+	sort.Sort(byIndexOrder{ti.key, keyOrd})
 	if pk != nil {
 		pk = inIndexOrder(pk, pkOrd)
 	}
@@ -410,6 +416,19 @@ func (r *runner) eventKey(ctx context.Context, q querier, ti *tableInfo) (proble
 	}
 	ti.key, err = r.catalog.key(ctx, q, oid, ti.schema, ti.table, ti.columns)
 	return "", err
+}
+
+// byIndexOrder sorts column names by their positions in an index.
+type byIndexOrder struct {
+	names []string
+	ord   []int
+}
+
+func (b byIndexOrder) Len() int           { return len(b.names) }
+func (b byIndexOrder) Less(i, j int) bool { return b.ord[i] < b.ord[j] }
+func (b byIndexOrder) Swap(i, j int) {
+	b.names[i], b.names[j] = b.names[j], b.names[i]
+	b.ord[i], b.ord[j] = b.ord[j], b.ord[i]
 }
 
 // inIndexOrder returns cols sorted by their positions in an index.

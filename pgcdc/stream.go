@@ -162,6 +162,9 @@ func (r *runner) newDecoder(s *session) *Decoder {
 	dec.fallbackKey = func(oid uint32, schema, table string, columns []string) ([]string, error) {
 		return r.catalog.streamKey(ctx, oid, schema, table, columns)
 	}
+	dec.identityOrder = func(oid uint32, usingIndex bool) ([]string, error) {
+		return r.catalog.streamIdentityOrder(ctx, oid, usingIndex)
+	}
 	dec.notNull = func(oid uint32) ([]string, error) { return r.catalog.streamNotNull(ctx, oid) }
 	return dec
 }

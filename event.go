@@ -211,11 +211,13 @@ type Source struct {
 	// Database is the name of the database the event was read from.
 	Database string
 	// PrevCommitEnd is, on a change, the end of the commit record of the
-	// transaction the source delivered before the event's own on the same
-	// connection: with the event's LSN it orders changes the way a source
-	// that resumes from that point sees them. Zero for the first
-	// transaction after a (re)connection or a snapshot, and on snapshot
-	// rows.
+	// transaction the source delivered before the event's own: with the
+	// event's LSN it orders changes the way a source that resumes from
+	// that point sees them. pgcdc's Run carries it across reconnects and
+	// restarts in its checkpoint, as Debezium keeps lsn_commit in its
+	// offsets. Zero when the source does not know it (before the first
+	// transaction after a snapshot; a Decoder used alone, after each
+	// connection), and on snapshot rows.
 	PrevCommitEnd LSN
 	// Snapshot says where a snapshot row (OpRead) stands in its run.
 	Snapshot SnapshotMark

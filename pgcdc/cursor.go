@@ -40,6 +40,14 @@ type cursorFields struct {
 	// recorded before it is confirmed, so a slot whose
 	// confirmed_flush_lsn is beyond it was moved by someone else.
 	Confirmed lsnText `json:"confirmed_lsn,omitempty"`
+	// LastCommitEnd is the end of the commit record of the last
+	// transaction whose events are all written: the
+	// Event.Source.PrevCommitEnd of the first transaction the stream
+	// delivers after a reconnect or a restart, which the decoder has not
+	// seen commit. Debezium keeps it in its offsets as lsn_commit and
+	// writes it as source.sequence[0]. Empty until a transaction was
+	// written, and in cursors of earlier versions.
+	LastCommitEnd lsnText `json:"last_commit_end,omitempty"`
 	// Gaps are the gaps in the change history accepted by configuration
 	// (Config.SlotGap), oldest first, for audit.
 	Gaps []gapRecord `json:"gaps,omitempty"`

@@ -188,7 +188,8 @@ type Decoder struct {
 
 	// prevCommitEnd is the end of the commit record of the last
 	// transaction delivered on this connection (Event.Source.PrevCommitEnd
-	// of the next one's events); zero before the first.
+	// of the next one's events); zero before the first, unless Run
+	// sets it to the last transaction its cursor records as written.
 	prevCommitEnd kafkasink.LSN
 
 	err    error

@@ -96,6 +96,7 @@
 //	{"cursor_version":1,
 //	 "source":{"system_id":"7301...","timeline":1,"database":"shop","database_oid":16384,"slot":"kafkasink"},
 //	 "confirmed_lsn":"0/1A2B3C4",
+//	 "last_commit_end":"0/1A2B3C4",
 //	 "gaps":[{"cause":"slot_missing","action":"accept","from":"0/1528000","to":"0/1529A10","wal_bytes":6672,"at":"..."}],
 //	 ...the snapshot's fields, when there was a snapshot run}
 //
@@ -106,7 +107,10 @@
 // heartbeats, changes of unpublished tables) are confirmed at most once
 // per HeartbeatInterval, each time after a Write of the cursor alone. On a
 // busy database the cursor rides on the Writes of events and costs no
-// extra Write. gaps is the audit list of the gaps gone across, the newest
+// extra Write. last_commit_end is the end of the commit record of the last
+// transaction written: the Event.Source.PrevCommitEnd (Debezium's
+// source.sequence[0]) of the first transaction streamed after a reconnect
+// or a restart. gaps is the audit list of the gaps gone across, the newest
 // 32 kept.
 //
 // At start-up, before anything is created or written, Run refuses to go

@@ -2,9 +2,11 @@ package pgcdc
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/internal/sinktest"
 )
 
 // TestEventSourceFields checks what Run tells the encoders about where
@@ -132,5 +135,133 @@ func TestDecoderPrevCommitEnd(t *testing.T) {
 	}
 	if want := []kafkasink.LSN{0, 0x530, 0}; !slices.Equal(got, want) {
 		t.Errorf("PrevCommitEnd of the three transactions' events = %v, want %v", got, want)
+	}
+}
+
+// TestPrevCommitEndAcrossReconnects checks that the first transaction
+// after a reconnect, and after a restart from the checkpoint, carries the
+// end of the previous transaction's commit record in source.sequence[0]
+// of its Debezium record, as Debezium does from the lsn_commit of its
+// offsets, rather than null. The oracle is a second Run on a slot of its
+// own that streams the same transactions without interruption: every
+// record of the interrupted Run, read back from Kafka, must carry the
+// sequence the uninterrupted one gave the same change, and the topic must
+// hold the table's rows.
+func TestPrevCommitEndAcrossReconnects(t *testing.T) {
+	t.Parallel()
+	e := newPGEnv(t)
+	table := e.createTable("")
+	oracleSlot := e.name + "_oracle"
+	t.Cleanup(func() { sinktest.DropSlot(context.Background(), e.db, oracleSlot) })
+
+	newSink := func(id, prefix string) kafkasink.Sink {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s, err := kafkasink.New(ctx, kafkasink.Config{
+			Brokers: e.brokers, SinkID: id,
+			Topics:  kafkasink.Topics{Prefix: prefix, Partitions: 1},
+			Encoder: kafkasink.DebeziumEncoder{},
+		})
+		if err != nil {
+			t.Fatalf("kafkasink.New: %v", err)
+		}
+		t.Cleanup(func() { s.Close(context.Background()) })
+		return s
+	}
+	sink := newSink(e.name, "t")
+	stop, r := start(t, e.config("public."+table), sink)
+	waitFor(t, 20*time.Second, "the slot", r, func() bool { return e.confirmedFlush() != 0 })
+
+	// The oracle: the same publication through its own slot.
+	var (
+		mu     sync.Mutex
+		oracle = make(map[kafkasink.LSN]kafkasink.LSN) // change LSN -> PrevCommitEnd
+	)
+	ocfg := e.config()
+	ocfg.Slot, ocfg.CreatePublication = oracleSlot, false
+	osink := &recSink{Sink: newSink(oracleSlot, "oracle"), tr: newTracker(), after: func(_ int, b *kafkasink.Batch) error {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, ev := range b.Events {
+			oracle[ev.LSN] = ev.Source.PrevCommitEnd
+		}
+		return nil
+	}}
+	_, or := start(t, ocfg, osink)
+	waitFor(t, 20*time.Second, "the oracle's slot", or, func() bool {
+		var n int
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.db.QueryRow(context.Background(), "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND confirmed_flush_lsn IS NOT NULL", oracleSlot).Scan(&n)
+		return n == 1
+	})
+
+	delivered := func(r *run, n int) {
+		t.Helper()
+		waitFor(t, 30*time.Second, fmt.Sprintf("%d records", n), r, func() bool {
+			return len(sinktest.ReadCommitted(t, e.brokers, "t.public."+table)) >= n
+		})
+	}
+	e.exec("INSERT INTO " + table + " (id, seq) VALUES (1, 1)")
+	e.exec("INSERT INTO " + table + " (id, seq) VALUES (2, 2)")
+	delivered(r, 2)
+	// A reconnect: the walsender ends, Run connects again.
+	e.exec("SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1", e.name)
+	e.exec("UPDATE " + table + " SET seq = 3 WHERE id = 1")
+	delivered(r, 3)
+	// A restart: a new Run and a new sink, from the checkpoint.
+	if err := stop(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run: %v", err)
+	}
+	sink.Close(context.Background())
+	e.exec("INSERT INTO " + table + " (id, seq) VALUES (3, 4)")
+	_, r = start(t, e.config("public."+table), newSink(e.name, "t"))
+	delivered(r, 4)
+	waitFor(t, 30*time.Second, "the oracle's 4 changes", or, func() bool { mu.Lock(); defer mu.Unlock(); return len(oracle) >= 4 })
+
+	recs := sinktest.ReadCommitted(t, e.brokers, "t.public."+table)
+	if len(recs) != 4 {
+		t.Fatalf("%d records, want 4", len(recs))
+	}
+	ids := make(map[float64]bool)
+	mu.Lock()
+	defer mu.Unlock()
+	for i, rec := range recs {
+		var v struct {
+			After  map[string]any `json:"after"`
+			Source struct {
+				LSN      uint64 `json:"lsn"`
+				Sequence string `json:"sequence"`
+			} `json:"source"`
+		}
+		if err := json.Unmarshal(rec.Value, &v); err != nil {
+			t.Fatal(err)
+		}
+		ids[v.After["id"].(float64)] = true
+		var seq []*string
+		if err := json.Unmarshal([]byte(v.Source.Sequence), &seq); err != nil || len(seq) != 2 {
+			t.Fatalf("record %d: sequence %q is not a JSON array of two", i, v.Source.Sequence)
+		}
+		want, ok := oracle[kafkasink.LSN(v.Source.LSN)]
+		if !ok {
+			t.Fatalf("record %d: the oracle has no change at LSN %d", i, v.Source.LSN)
+		}
+		switch {
+		case i == 0 && seq[0] != nil:
+			t.Errorf("record 0, the first change after the slot was made: sequence[0] = %s, want null", *seq[0])
+		case i > 0 && (seq[0] == nil || *seq[0] != strconv.FormatUint(uint64(want), 10)):
+			got := "null"
+			if seq[0] != nil {
+				got = *seq[0]
+			}
+			t.Errorf("record %d: sequence[0] = %s, want %d (%s), the end of the previous commit", i, got, uint64(want), want)
+		}
+	}
+	var rows int
+	if err := e.db.QueryRow(t.Context(), "SELECT count(*) FROM "+table).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != rows {
+		t.Errorf("the topic holds ids %v, the table %d rows", ids, rows)
 	}
 }

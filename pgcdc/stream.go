@@ -33,6 +33,10 @@ type batch struct {
 	// transactions. Zero when no transaction ends in the batch, as in the
 	// middle part of a split transaction.
 	confirm kafkasink.LSN
+	// commitEnd is the end of the commit record of the last transaction
+	// that ends in the batch, zero when none does; the cursor records it
+	// (cursor.LastCommitEnd) once the batch is written.
+	commitEnd kafkasink.LSN
 	// due is set when the batch may be written: when it has waited
 	// BatchMaxWait, or as soon as it has content when BatchMaxWait is
 	// zero. A due batch goes to the writer the moment the writer is free.
@@ -159,6 +163,9 @@ func (r *runner) newDecoder(s *session) *Decoder {
 			r.noteColumns(schema, table, columns, "Relation message")
 		},
 	}, r.conv)
+	// The first transaction of the session follows the last one
+	// written, on an earlier connection or by an earlier Run.
+	dec.prevCommitEnd = kafkasink.LSN(r.cursor.LastCommitEnd)
 	dec.fallbackKey = func(oid uint32, schema, table string, columns []string) ([]string, error) {
 		return r.catalog.streamKey(ctx, oid, schema, table, columns)
 	}
@@ -348,6 +355,7 @@ func (s *session) onEvent(e kafkasink.Event) error {
 // onCommit is the decoder's OnCommit: the transaction is complete, so its
 // end may be confirmed once this batch is written.
 func (s *session) onCommit(t Txn) error {
+	s.cur.commitEnd = t.EndLSN
 	s.advance(t.EndLSN)
 	return nil
 }

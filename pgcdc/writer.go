@@ -57,6 +57,9 @@ func (s *session) writer(ctx, sctx context.Context) {
 		}
 		next := *s.cursor
 		next.Confirmed = lsnText(max(recorded, b.confirm))
+		if b.commitEnd != 0 {
+			next.LastCommitEnd = lsnText(b.commitEnd)
+		}
 		raw, err := next.marshal()
 		if err == nil {
 			err = writeRetrying(ctx, sctx, s.cfg, s.log, s.sink, kafkasink.Batch{Events: events, Cursor: raw})

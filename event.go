@@ -189,6 +189,13 @@ type Event struct {
 	Key      []string  // names of the key columns (primary key or replica identity)
 	Before   Row       // old row image: deletes, and updates when the source has it
 	After    Row       // new row image: inserts, updates and snapshot reads
+	// Keyless says the event's table has no key at all, and the source
+	// chose to write such events as Debezium does: with a null Kafka
+	// key, in partition 0 of the topic (see AppendKey). Without it, an
+	// event with no key columns is keyed by its event id. Key columns
+	// configured in the sink for the table (Config.KeyColumns) take
+	// precedence. pgcdc sets it under its Config.KeylessTables.
+	Keyless bool
 	// BackfillRunID is set on snapshot rows (OpRead): the same for every row
 	// of one snapshot run and new for every run.
 	BackfillRunID string

@@ -81,12 +81,22 @@ const nullText = `\N`
 // (so invalid UTF-8 in a string becomes U+FFFD, and two keys that differ
 // only there coincide); an event-id key is a JSON string ("16/B374D848:3").
 //
+// An event of a table without a key (Event.Keyless) and without key
+// columns has a null key: AppendKey appends nothing, and the sink writes
+// the record with a null key (not an empty one) to partition 0 of its
+// topic, so the table's changes stay in commit order and a redelivery
+// goes where the first delivery went. A compacted topic refuses records
+// with a null key: such a table needs key columns there.
+//
 // A truncate, which has no row, is always keyed by its event id. A key
 // column missing from the row, or marked Unchanged (an unchanged
 // TOAST value, whose content the source did not send), is an error: an
 // *EncodeError naming the table and the column. So is a value whose type is
 // not supported (see Column). On error the returned slice is nil.
 func AppendKey(dst []byte, e *Event, columns []string, format KeyFormat) ([]byte, error) {
+	if nullKey(e, columns) {
+		return dst, nil
+	}
 	if len(columns) == 0 {
 		columns = e.Key
 	}
@@ -134,6 +144,13 @@ func AppendKey(dst []byte, e *Event, columns []string, format KeyFormat) ([]byte
 		dst = append(dst, '}')
 	}
 	return dst, nil
+}
+
+// nullKey reports whether the record of e has a null key: its table has
+// none (Event.Keyless) and no key columns are configured or named, and e
+// is a row change (a truncate is keyed by its event id).
+func nullKey(e *Event, columns []string) bool {
+	return e.Keyless && len(columns) == 0 && len(e.Key) == 0 && e.Op != OpTruncate
 }
 
 func missingKeyError(e *Event, name string, present bool) error {

@@ -335,7 +335,9 @@ func (s *Sink) encodeEvent(ctx context.Context, es *encoderState, i int, e *Even
 		reject(ReasonUnencodable, err)
 	default:
 		es.arena = keyOut
-		d.record.Key = es.take(start)
+		if !nullKey(e, rt.keyColumns) {
+			d.record.Key = es.take(start)
+		}
 		d.keyMade = true
 	}
 

@@ -1,0 +1,62 @@
+package kafkasink_test
+
+import (
+	"testing"
+
+	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/internal/sinktest"
+)
+
+// TestKeylessEventsHaveNullKey writes the changes of a table without a key
+// (Event.Keyless) through an exactly-once sink and reads them back
+// read_committed: each record, and the tombstone after the delete, has a
+// null key (not an empty one, not the event id) and is in partition 0 of
+// a topic of several; a truncate of it is keyed by its event id; the same
+// table with key columns configured in the sink is keyed by them; and an
+// event with no key columns that is not Keyless keeps its event-id key.
+func TestKeylessEventsHaveNullKey(t *testing.T) {
+	t.Parallel()
+	_, brokers := sinktest.Cluster(t)
+	s := newSink(t, brokers, "keyless", func(c *kafkasink.Config) {
+		c.Topics = kafkasink.Topics{Prefix: "t", Partitions: 4}
+		c.Encoder = kafkasink.DebeziumEncoder{SkippedOperations: "none"}
+		c.KeyColumns = map[string][]string{"public.configured": {"a"}}
+	})
+	row := func(a int) kafkasink.Row { return kafkasink.Row{{Name: "a", Value: a}, {Name: "b", Value: "x"}} }
+	ev := func(table string, op kafkasink.Op, idx uint64, keyless bool, before, after kafkasink.Row) kafkasink.Event {
+		return kafkasink.Event{Op: op, Schema: "public", Table: table, Position: kafkasink.Position{LSN: 0x100, Index: idx},
+			Keyless: keyless, Before: before, After: after}
+	}
+	write(t, s, []kafkasink.Event{
+		ev("nokey", kafkasink.OpRead, 1, true, nil, row(1)),
+		ev("nokey", kafkasink.OpInsert, 2, true, nil, row(2)),
+		ev("nokey", kafkasink.OpInsert, 3, true, nil, row(3)),
+		ev("nokey", kafkasink.OpUpdate, 4, true, row(1), row(1)),
+		ev("nokey", kafkasink.OpDelete, 5, true, row(2), nil),
+		ev("nokey", kafkasink.OpTruncate, 6, true, nil, nil),
+		ev("configured", kafkasink.OpInsert, 7, true, nil, row(7)),
+		ev("eventid", kafkasink.OpInsert, 8, false, nil, row(8)),
+	})
+
+	recs := sinktest.ReadCommitted(t, brokers, "t.public.nokey")
+	if len(recs) != 7 { // 5 changes, the delete's tombstone, the truncate
+		t.Fatalf("t.public.nokey holds %d records, want 7", len(recs))
+	}
+	for i, r := range recs[:6] {
+		if r.Key != nil || r.Partition != 0 {
+			t.Errorf("record %d (value %.40q): key %q (nil: %t) in partition %d, want a null key in partition 0", i, r.Value, r.Key, r.Key == nil, r.Partition)
+		}
+	}
+	if r := recs[6]; string(r.Key) != "0/100:6" {
+		t.Errorf("truncate: key %q, want its event id 0/100:6", r.Key)
+	}
+	if recs[5].Value != nil {
+		t.Errorf("record 5: value %.40q, want the delete's tombstone", recs[5].Value)
+	}
+	if r := sinktest.ReadCommitted(t, brokers, "t.public.configured"); len(r) != 1 || string(r[0].Key) != "7" {
+		t.Errorf("table with configured key columns: %d records, first key %q, want one keyed 7", len(r), r[0].Key)
+	}
+	if r := sinktest.ReadCommitted(t, brokers, "t.public.eventid"); len(r) != 1 || string(r[0].Key) != "0/100:8" {
+		t.Errorf("event without key columns, not Keyless: %d records, first key %q, want one keyed by its event id", len(r), r[0].Key)
+	}
+}

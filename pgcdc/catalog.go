@@ -60,8 +60,8 @@ type catalog struct {
 // Without a primary key, or when a primary key column is not among
 // columns (a publication's column list left it out), it returns nil: the
 // table's events are then keyed by their event id, which keeps no order
-// per row and which compaction never removes, and that is logged once per
-// table.
+// per row and which compaction never removes, or have a null key under
+// Config.KeylessTables; that is logged once per table.
 func (k *catalog) key(ctx context.Context, q querier, rel uint32, schema, name string, columns []string) ([]string, error) {
 	pk, err := primaryKey(ctx, q, rel)
 	if err != nil {
@@ -86,10 +86,16 @@ func (k *catalog) key(ctx context.Context, q querier, rel uint32, schema, name s
 			k.warned = make(map[string]bool)
 		}
 		k.warned[qualified] = true
-		k.log.Warn("table has no key: its records are keyed by event id",
-			"table", qualified, "reason", reason,
-			"effect", "a row's changes go to different partitions, unordered, and compaction never removes a deleted row",
-			"fix", "give it a primary key, REPLICA IDENTITY USING INDEX, or key columns (Config.KeyColumns, program flag -key-columns)")
+		if k.cfg.KeylessTables {
+			k.log.Info("table has no key: its records have a null key, in partition 0 (Config.KeylessTables)",
+				"table", qualified, "reason", reason)
+		} else {
+			k.log.Warn("table has no key: its records are keyed by event id",
+				"table", qualified, "reason", reason,
+				"effect", "a row's changes go to different partitions, unordered, and compaction never removes a deleted row",
+				"fix", "give it a primary key, REPLICA IDENTITY USING INDEX, or key columns (Config.KeyColumns, program flag -key-columns); "+
+					"or write it with null keys as Debezium does (Config.KeylessTables, -keyless-tables)")
+		}
 	}
 	return nil, nil
 }

@@ -196,12 +196,36 @@ type Config struct {
 	// keyed by its replica identity columns (DEFAULT: the primary key;
 	// USING INDEX: the index's columns), and a table whose identity names
 	// no row (FULL, NOTHING) by its primary key from the catalog. A table
-	// with neither is keyed by event id, which is logged once per table.
+	// with neither is keyed by event id, which is logged once per table,
+	// or has a null key (see KeylessTables).
 	// Key columns found by these rules are in their index's order
 	// (PRIMARY KEY (b, a): b, then a); an answer keeps its own order.
 	// Snapshot rows use the same rules, so snapshot and stream events of a
 	// table have the same Key. The program's flag is -key-columns.
 	KeyColumns func(schema, table string) []string
+
+	// KeylessTables accepts tables without a key the way Debezium does.
+	// A table is keyless when KeyColumns has no answer for it and it has
+	// no replica identity index (REPLICA IDENTITY FULL, NOTHING, or
+	// DEFAULT without a primary key) and no published primary key. With
+	// KeylessTables its events are kafkasink.Event.Keyless: the sink
+	// writes them with a null Kafka key, to partition 0 of their topic
+	// (one partition, so the table's changes keep commit order), and
+	// Snapshot reads such tables too, in chunks of pages (by ctid) inside
+	// its one transaction. Without it (the default) their changes are
+	// keyed by event id, and Snapshot refuses them.
+	//
+	// It is an opt-in because a compacted topic refuses records with a
+	// null key (give such a table KeyColumns there), because it changes
+	// the keys and partitions existing pipelines write, and because the
+	// snapshot of a keyless table cannot resume in its middle: its rows
+	// are found by their place in the table, which a new transaction
+	// does not see as the lost one did, so resuming would repeat or lose
+	// rows. A snapshot interrupted after some of such a table's rows were
+	// written stops Run with an error wrapping kafkasink.ErrCheckpoint
+	// that names the table and the ways out; one interrupted before or
+	// after it reads it whole. The program's flag is -keyless-tables.
+	KeylessTables bool
 
 	// SpoolDir holds the temporary files of streamed transactions; see
 	// DecoderConfig.SpoolDir. Default os.TempDir(). Each Run keeps them

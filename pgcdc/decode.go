@@ -170,6 +170,9 @@ type Decoder struct {
 	// OID and column names and returns key columns among them, or nil
 	// for none. Its error is returned unchanged.
 	fallbackKey func(relation uint32, schema, table string, columns []string) ([]string, error)
+	// keyless gives the events of a relation without key columns
+	// Event.Keyless, under Config.KeylessTables.
+	keyless bool
 	// identityOrder, when set, is asked for the columns of a relation's
 	// replica identity index in the index's order (usingIndex: REPLICA
 	// IDENTITY USING INDEX, else the primary key), which the Relation
@@ -255,6 +258,7 @@ type relInfo struct {
 	key      []string // effective key column names, capacity clipped
 	keyIdx   []int    // indexes of the effective key columns
 	identIdx []int    // indexes of the replica identity columns
+	keyless  bool     // no key: its events are Event.Keyless
 	// relation is Event.Relation of the relation's events, made once the
 	// columns' types are resolved.
 	relation *kafkasink.Relation
@@ -599,6 +603,7 @@ func (d *Decoder) schema(lsn kafkasink.LSN, msg pglogrepl.Message) error {
 				return &DecodeError{LSN: lsn, Type: "Relation", Err: err}
 			}
 		}
+		rel.keyless = d.keyless && len(rel.key) == 0
 		notNull := rel.identityNotNull(m.ReplicaIdentity == 'f')
 		if d.notNull != nil {
 			names, err := d.notNull(rel.oid)
@@ -913,6 +918,7 @@ func (d *Decoder) event(t *txnState, rel *relInfo, lsn kafkasink.LSN, op kafkasi
 		XID:      t.xid,
 		Commit:   t.commit,
 		Key:      rel.key,
+		Keyless:  rel.keyless,
 		Relation: rel.relation,
 		Before:   before,
 		After:    after,

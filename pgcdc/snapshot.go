@@ -33,6 +33,11 @@ type snapshotCursor struct {
 	KeyColumns []string `json:"key_columns,omitempty"`
 	// DoneTables are the tables read completely.
 	DoneTables []string `json:"done_tables"`
+	// Next is the Position.Index of the run's next row: the rows this
+	// cursor covers are those below it. A checkpoint beyond it holds
+	// rows of a chunk whose Write the sink split and a crash cut short.
+	// nil in cursors written before it existed.
+	Next *uint64 `json:"next,omitempty"`
 	// Done is set on the cursor of the run's last chunk.
 	Done bool `json:"done,omitempty"`
 }
@@ -116,12 +121,12 @@ func (r *runner) snapshot(ctx context.Context, db *pgx.Conn, slot slotState, cre
 		}
 		return nil
 	case snapshotExported:
-		cur = snapshotCursor{Snapshot: rand.Text(), LSN: created.consistent.String(), DoneTables: []string{}}
+		cur = snapshotCursor{Snapshot: rand.Text(), LSN: created.consistent.String(), DoneTables: []string{}, Next: new(uint64)}
 		exported = created.snapshot
 	case snapshotResumed:
 		r.log.Info("resuming snapshot", "snapshot", cur.Snapshot, "table", cur.Table, "done_tables", len(cur.DoneTables))
 	case snapshotCurrent:
-		cur = snapshotCursor{Snapshot: rand.Text(), LSN: slot.confirmed.String(), DoneTables: []string{}}
+		cur = snapshotCursor{Snapshot: rand.Text(), LSN: slot.confirmed.String(), DoneTables: []string{}, Next: new(uint64)}
 	}
 	lsn, err := kafkasink.ParseLSN(cur.LSN)
 	if err != nil {
@@ -133,7 +138,9 @@ func (r *runner) snapshot(ctx context.Context, db *pgx.Conn, slot slotState, cre
 		// first chunk, the checkpoint is still below the run's LSN.
 		if ck.Position.LSN == lsn {
 			s.next = ck.Position.Index + 1
+			s.partial = cur.Next != nil && s.next > *cur.Next
 		}
+		s.resumed = true
 	} else {
 		// Record the run before reading, so that a crash from here on
 		// resumes this run instead of forgetting it.
@@ -156,6 +163,10 @@ type snapshotRun struct {
 	// xid and started are the snapshot transaction's id and start time.
 	xid     uint32
 	started time.Time
+	// resumed is set when the run goes on from a checkpointed cursor,
+	// partial when the checkpoint holds rows beyond the cursor (see
+	// snapshotCursor.Next).
+	resumed, partial bool
 }
 
 func (s *snapshotRun) run(ctx context.Context, exported string) error {
@@ -192,6 +203,9 @@ func (s *snapshotRun) run(ctx context.Context, exported string) error {
 	if err != nil {
 		return err
 	}
+	if err := s.checkResumable(tables); err != nil {
+		return err
+	}
 	lastWithRows, err := s.lastWithRows(ctx, tx, tables)
 	if err != nil {
 		return err
@@ -203,7 +217,7 @@ func (s *snapshotRun) run(ctx context.Context, exported string) error {
 	}
 	if !s.cur.Done {
 		s.cur.Done = true
-		if err := s.r.writeChunk(ctx, nil, s.cur); err != nil {
+		if err := s.write(ctx, nil); err != nil {
 			return err
 		}
 	}
@@ -217,8 +231,7 @@ func (s *snapshotRun) run(ctx context.Context, exported string) error {
 // so it usually costs one query.
 func (s *snapshotRun) lastWithRows(ctx context.Context, tx pgx.Tx, tables []*tableInfo) (int, error) {
 	for i := len(tables) - 1; i >= 0; i-- {
-		first, _ := tables[i].chunkQueries(1)
-		rr := tx.Conn().PgConn().ExecParams(ctx, first, nil, nil, nil, nil)
+		rr := tx.Conn().PgConn().ExecParams(ctx, tables[i].anyRowQuery(), nil, nil, nil, nil)
 		found := rr.NextRow()
 		if _, err := rr.Close(); err != nil {
 			return 0, fmt.Errorf("pgcdc: snapshot: reading %s: %w", tables[i].name(), err)
@@ -228,6 +241,36 @@ func (s *snapshotRun) lastWithRows(ctx context.Context, tx pgx.Tx, tables []*tab
 		}
 	}
 	return -1, nil
+}
+
+// checkResumable refuses to resume a run in the middle of a table read by
+// pages (a table without a unique key, Config.KeylessTables): tables[0],
+// the table in progress, when the cursor names it or the checkpoint holds
+// rows beyond the cursor.
+//
+// Why such a table cannot go on where it stopped: its chunks are ranges
+// of pages (ctid), and a row's page is its place in the table, not a
+// value of its own. The run's one REPEATABLE READ transaction, which saw
+// every row in one place, died with the crash; a new transaction sees the
+// rows changed or added since the consistent point at new places, and a
+// table rewritten since (VACUUM FULL, CLUSTER, ALTER TABLE) with every row
+// elsewhere, so reading on from the cursor's page would repeat some rows
+// and skip others, and with no key to tell the rows apart a consumer could
+// not repair either. Reading the table again from its start would repeat
+// the rows already written. Refusing loses and repeats nothing. A table
+// read by pages that the interrupted run had not begun, or had finished,
+// needs nothing of the lost transaction: it is read whole, or not again.
+func (s *snapshotRun) checkResumable(tables []*tableInfo) error {
+	if !s.resumed || len(tables) == 0 || !tables[0].byPages || s.cur.Table == "" && !s.partial {
+		return nil
+	}
+	name := tables[0].name()
+	return fmt.Errorf("%w: the snapshot (run %s) was interrupted after it wrote some rows of table %s, which has no primary key or replica identity index "+
+		"and is read by its rows' places in the table (Config.KeylessTables): a new transaction does not see them where the lost one did, so the rest of "+
+		"the table cannot be read without repeating or losing rows. Ways out: take a new snapshot into a new sink (a new kafkasink.Config.SinkID, -sink-id, "+
+		"and a new Config.Slot, -slot), after giving the table a primary key or a replica identity index (ALTER TABLE %s REPLICA IDENTITY USING INDEX ...) "+
+		"if it may be interrupted again; or leave the table out of publication %q, and the snapshot goes on with the other tables without the rest of it",
+		kafkasink.ErrCheckpoint, s.cur.Snapshot, name, qualified(tables[0].schema, tables[0].table), s.r.cfg.Publication)
 }
 
 // pending returns the published tables still to read, the one in progress
@@ -268,7 +311,11 @@ type tableInfo struct {
 	// primary key, else the replica identity index. It need not be
 	// published: it is read after cols and not delivered.
 	chunkKey []column
-	key      []string // Event.Key, as the decoder derives it from the Relation message
+	// byPages is set for a table with no such key (Config.KeylessTables):
+	// it is read in ranges of pages (ctid), see readPages.
+	byPages bool
+	key     []string // Event.Key, as the decoder derives it from the Relation message
+	keyless bool     // Event.Keyless: no key at all, under Config.KeylessTables
 }
 
 // describeAll describes every table before any is read, so that a table
@@ -309,14 +356,25 @@ func (r *runner) describe(ctx context.Context, q querier, p publishedTable) (*ta
 		ti.chunkKey = pk
 	case ri != nil:
 		ti.chunkKey = ri
-	default:
+	case !r.cfg.KeylessTables:
 		return nil, fmt.Sprintf("pgcdc: snapshot: table %s has no primary key and no replica identity index, so the snapshot cannot read it in resumable chunks: "+
 			"add a primary key, or make a unique index over NOT NULL columns its replica identity (ALTER TABLE %s REPLICA IDENTITY USING INDEX ...), "+
-			"or leave the table out of publication %q, or turn the snapshot off (Config.Snapshot, flag -snapshot)", p.name(), qualified(p.schema, p.table), r.cfg.Publication), nil
+			"or leave the table out of publication %q, or turn the snapshot off (Config.Snapshot, flag -snapshot); "+
+			"or read it as Debezium does, with null keys and a snapshot that cannot resume in its middle (Config.KeylessTables, flag -keyless-tables)",
+			p.name(), qualified(p.schema, p.table), r.cfg.Publication), nil
+	case p.partitioned:
+		// Its partitions' pages are numbered each on its own.
+		return nil, fmt.Sprintf("pgcdc: snapshot: partitioned table %s has no primary key and no replica identity index, and publication %q publishes it "+
+			"through its root (publish_via_partition_root), so the snapshot has no order to read its rows in: add a primary key, or publish its "+
+			"partitions as themselves (ALTER PUBLICATION %s SET (publish_via_partition_root = false)), or turn the snapshot off (Config.Snapshot, flag -snapshot)",
+			p.name(), r.cfg.Publication, pgx.Identifier{r.cfg.Publication}.Sanitize()), nil
+	default:
+		ti.byPages = true
 	}
 	if problem, err := r.eventKey(ctx, q, ti); problem != "" || err != nil {
 		return nil, problem, err
 	}
+	ti.keyless = r.cfg.KeylessTables && len(ti.key) == 0
 	return ti, "", nil
 }
 
@@ -453,6 +511,13 @@ func (s *snapshotRun) table(ctx context.Context, tx pgx.Tx, ti *tableInfo, last,
 		}
 	}
 	relation := s.conv.relation(ti.describeColumns())
+	if ti.byPages {
+		if err := s.readPages(ctx, tx, ti, relation, last, lastWithRows); err != nil {
+			return err
+		}
+		s.r.noteColumns(ti.schema, ti.table, columnNames(ti.cols), "snapshot")
+		return nil
+	}
 	lastKey, err := s.resumeKey(ti, keyNames)
 	if err != nil {
 		return err
@@ -469,7 +534,7 @@ func (s *snapshotRun) table(ctx context.Context, tx pgx.Tx, ti *tableInfo, last,
 				args = append(args, []byte(k))
 			}
 		}
-		events, key, more, err := s.chunk(ctx, tx, ti, relation, sql, args)
+		events, key, more, err := s.chunk(ctx, tx, ti, relation, sql, args, s.r.cfg.SnapshotChunkRows)
 		if err != nil {
 			return err
 		}
@@ -482,7 +547,7 @@ func (s *snapshotRun) table(ctx context.Context, tx pgx.Tx, ti *tableInfo, last,
 		} else {
 			s.cur.Table, s.cur.LastKey, s.cur.KeyColumns = name, key, keyNames
 		}
-		if err := s.r.writeChunk(ctx, events, s.cur); err != nil {
+		if err := s.write(ctx, events); err != nil {
 			return err
 		}
 		s.r.log.Debug("snapshot chunk written", "table", name, "rows", len(events), "last_key", len(key) > 0)
@@ -520,30 +585,14 @@ func (s *snapshotRun) resumeKey(ti *tableInfo, keyNames []string) ([]string, err
 // first reads the first chunk, after the chunk after the key its
 // parameters hold. Both select the published columns, then the chunk key.
 func (ti *tableInfo) chunkQueries(rows int) (first, after string) {
-	sel := make([]string, 0, len(ti.cols)+len(ti.chunkKey))
-	for _, c := range ti.cols {
-		sel = append(sel, pgx.Identifier{c.name}.Sanitize())
-	}
 	key := make([]string, len(ti.chunkKey))
 	params := make([]string, len(ti.chunkKey))
 	for i, c := range ti.chunkKey {
 		key[i] = pgx.Identifier{c.name}.Sanitize()
 		params[i] = fmt.Sprintf("$%d::%s", i+1, c.typ)
 	}
-	sel = append(sel, key...)
-	from := " FROM ONLY "
-	if ti.partitioned {
-		// Its rows are in its partitions.
-		from = " FROM "
-	}
-	from = "SELECT " + strings.Join(sel, ", ") + from + qualified(ti.schema, ti.table)
-	// The publication's row filter is applied where pgoutput applies it
-	// to the stream, so the snapshot holds the rows the stream would
-	// have delivered.
-	var where []string
-	if ti.rowFilter != "" {
-		where = append(where, "("+ti.rowFilter+")")
-	}
+	from := ti.selectFrom(append(ti.selectList(), key...))
+	where := ti.filter()
 	order := " ORDER BY " + strings.Join(key, ", ") + fmt.Sprintf(" LIMIT %d", rows)
 	first = from + whereClause(where) + order
 	// Keyset pagination: each chunk starts after the last key, so a chunk
@@ -551,6 +600,50 @@ func (ti *tableInfo) chunkQueries(rows int) (first, after string) {
 	// only the last key.
 	after = from + whereClause(append(where, "("+strings.Join(key, ", ")+") > ("+strings.Join(params, ", ")+")")) + order
 	return first, after
+}
+
+// pagesQuery returns the query of a chunk of a table read by pages: the
+// published columns of the rows in pages $1 up to $2 (exclusive), in
+// their order in the table. On PostgreSQL 14 and later the ctid range
+// reads just those pages (a TID range scan).
+func (ti *tableInfo) pagesQuery() string {
+	where := append(ti.filter(), "ctid >= format('(%s,0)', $1::bigint)::tid", "ctid < format('(%s,0)', $2::bigint)::tid")
+	return ti.selectFrom(ti.selectList()) + whereClause(where) + " ORDER BY ctid"
+}
+
+// anyRowQuery returns a query that returns a row when the table has a row
+// to read.
+func (ti *tableInfo) anyRowQuery() string {
+	return ti.selectFrom([]string{"1"}) + whereClause(ti.filter()) + " LIMIT 1"
+}
+
+// selectList returns the published columns, quoted.
+func (ti *tableInfo) selectList() []string {
+	sel := make([]string, 0, len(ti.cols)+len(ti.chunkKey))
+	for _, c := range ti.cols {
+		sel = append(sel, pgx.Identifier{c.name}.Sanitize())
+	}
+	return sel
+}
+
+// selectFrom returns SELECT sel FROM the table.
+func (ti *tableInfo) selectFrom(sel []string) string {
+	from := " FROM ONLY "
+	if ti.partitioned {
+		// Its rows are in its partitions.
+		from = " FROM "
+	}
+	return "SELECT " + strings.Join(sel, ", ") + from + qualified(ti.schema, ti.table)
+}
+
+// filter returns the conditions every query of the table applies: the
+// publication's row filter, where pgoutput applies it to the stream, so
+// the snapshot holds the rows the stream would have delivered.
+func (ti *tableInfo) filter() []string {
+	if ti.rowFilter == "" {
+		return nil
+	}
+	return []string{"(" + ti.rowFilter + ")"}
 }
 
 func whereClause(conds []string) string {
@@ -598,12 +691,12 @@ func (s *snapshotRun) mark(events []kafkasink.Event, firstChunk, lastChunk, last
 	}
 }
 
-// chunk reads one chunk in text format, converting values by type OID as
-// the decoder converts text-format replication values, and returns its
-// events, the text form of its last chunk key, and whether the query
-// returned a row past the chunk (SnapshotChunkRows), which is left for the
+// chunk reads one chunk of at most limit rows in text format, converting
+// values by type OID as the decoder converts text-format replication
+// values, and returns its events, the text form of its last chunk key, and
+// whether the query returned a row past the chunk, which is left for the
 // next chunk.
-func (s *snapshotRun) chunk(ctx context.Context, tx pgx.Tx, ti *tableInfo, relation *kafkasink.Relation, sql string, args [][]byte) ([]kafkasink.Event, []string, bool, error) {
+func (s *snapshotRun) chunk(ctx context.Context, tx pgx.Tx, ti *tableInfo, relation *kafkasink.Relation, sql string, args [][]byte, limit int) ([]kafkasink.Event, []string, bool, error) {
 	rr := tx.Conn().PgConn().ExecParams(ctx, sql, args, nil, nil, nil)
 	var (
 		events []kafkasink.Event
@@ -611,7 +704,7 @@ func (s *snapshotRun) chunk(ctx context.Context, tx pgx.Tx, ti *tableInfo, relat
 		more   bool
 	)
 	for rr.NextRow() {
-		if len(events) == s.r.cfg.SnapshotChunkRows {
+		if len(events) == limit {
 			more = true
 			break
 		}
@@ -646,6 +739,7 @@ func (s *snapshotRun) chunk(ctx context.Context, tx pgx.Tx, ti *tableInfo, relat
 			Table:         ti.table,
 			Position:      kafkasink.Position{LSN: s.lsn, Index: s.next},
 			Key:           ti.key,
+			Keyless:       ti.keyless,
 			Relation:      relation,
 			After:         row,
 			BackfillRunID: s.cur.Snapshot,
@@ -657,6 +751,14 @@ func (s *snapshotRun) chunk(ctx context.Context, tx pgx.Tx, ti *tableInfo, relat
 		return nil, nil, false, fmt.Errorf("pgcdc: snapshot: reading %s: %w", ti.name(), err)
 	}
 	return events, key, more, nil
+}
+
+// write writes the events of one chunk with the run's cursor, which
+// records the index of the run's next row.
+func (s *snapshotRun) write(ctx context.Context, events []kafkasink.Event) error {
+	next := s.next
+	s.cur.Next = &next
+	return s.r.writeChunk(ctx, events, s.cur)
 }
 
 // writeChunk writes one snapshot chunk with its cursor, retrying retryable

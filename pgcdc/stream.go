@@ -166,6 +166,7 @@ func (r *runner) newDecoder(s *session) *Decoder {
 	// The first transaction of the session follows the last one
 	// written, on an earlier connection or by an earlier Run.
 	dec.prevCommitEnd = kafkasink.LSN(r.cursor.LastCommitEnd)
+	dec.keyless = r.cfg.KeylessTables
 	dec.fallbackKey = func(oid uint32, schema, table string, columns []string) ([]string, error) {
 		return r.catalog.streamKey(ctx, oid, schema, table, columns)
 	}

@@ -1,0 +1,248 @@
+package pgcdc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/internal/sinktest"
+)
+
+// keylessRows is how many rows the keyless tables of these tests start
+// with; with keylessFiller each page holds about seven, so the snapshot
+// reads several ranges of pages.
+const keylessRows = 60
+
+const keylessFiller = "repeat('x', 1000)"
+
+// TestKeylessTables checks Config.KeylessTables against real PostgreSQL:
+// a table without a key with REPLICA IDENTITY FULL (snapshot in several
+// ranges of pages, then inserts, an update and a delete, with a duplicate
+// row among them) and one with REPLICA IDENTITY DEFAULT (whose updates
+// PostgreSQL refuses, so only inserts stream) are delivered with null
+// keys to partition 0 of their 3-partition topics, and the rows Kafka
+// holds at the end, applying each record to a multiset of rows, are the
+// rows each table holds: none lost, none twice.
+func TestKeylessTables(t *testing.T) {
+	t.Parallel()
+	e := newPGEnv(t)
+	full, def := e.name+"_full", e.name+"_default"
+	e.exec("CREATE TABLE " + full + " (a int, b text, filler text)")
+	e.exec("ALTER TABLE " + full + " REPLICA IDENTITY FULL")
+	e.exec("CREATE TABLE " + def + " (a int, b text)")
+	e.exec(fmt.Sprintf("INSERT INTO %s SELECT i, 'snap', %s FROM generate_series(1, %d) i", full, keylessFiller, keylessRows))
+	e.exec("INSERT INTO " + full + " VALUES (1, 'snap', 'dup')") // a second row a=1
+	e.exec("INSERT INTO " + def + " VALUES (1, 'snap')")
+
+	cfg := e.config("public."+full, "public."+def)
+	cfg.Snapshot = true
+	cfg.SnapshotChunkRows = 10
+	cfg.KeylessTables = true
+	tr := newTracker()
+	sink := &recSink{Sink: e.newSink(e.name), tr: tr}
+	_, done := start(t, cfg, sink)
+	waitFor(t, 30*time.Second, "the snapshot", done, func() bool { tr.mu.Lock(); defer tr.mu.Unlock(); return len(tr.ids) >= keylessRows+2 })
+	if tr.readWrites < 4 {
+		t.Errorf("the snapshot wrote its rows in %d chunks, want several ranges of pages", tr.readWrites)
+	}
+	e.exec("INSERT INTO " + full + " VALUES (100, 'new', 'f'), (100, 'new', 'f')")
+	e.exec("UPDATE " + full + " SET b = 'upd' WHERE a = 2")
+	e.exec("DELETE FROM " + full + " WHERE a = 3")
+	e.exec("INSERT INTO " + def + " VALUES (2, 'new')")
+	e.mu.Lock()
+	_, err := e.db.Exec(context.Background(), "UPDATE "+def+" SET b = 'upd'")
+	e.mu.Unlock()
+	if !isPgCode(err, "55000") {
+		t.Errorf("UPDATE of a published table without replica identity: %v, want PostgreSQL's refusal (55000)", err)
+	}
+	e.exec("INSERT INTO " + full + " VALUES (-1, 'end', 'f')")
+
+	for _, c := range []struct {
+		table string
+		n     int
+	}{{def, 2}, {full, keylessRows + 1 + 2 + 1 + 1 + 1}} {
+		var recs []*kgo.Record
+		waitFor(t, 30*time.Second, fmt.Sprintf("%d records of %s", c.n, c.table), done, func() bool {
+			recs = sinktest.ReadCommitted(t, e.brokers, "t.public."+c.table)
+			return len(recs) >= c.n
+		})
+		checkKeylessTopic(t, e, c.table, recs, true)
+	}
+}
+
+// checkKeylessTopic checks a keyless table's records: null keys in
+// partition 0, and, applied to a multiset of rows (a read or insert adds
+// its after image, an update replaces its before image, a delete removes
+// it), the rows of the table when complete, else a part of them, each row
+// at most as often as the table holds it.
+func checkKeylessTopic(t *testing.T, e *pgEnv, table string, recs []*kgo.Record, complete bool) {
+	t.Helper()
+	rows := make(map[string]int)
+	for i, r := range recs {
+		if r.Key != nil || r.Partition != 0 {
+			t.Errorf("%s record %d: key %q in partition %d, want a null key in partition 0", table, i, r.Key, r.Partition)
+		}
+		var v record
+		if err := json.Unmarshal(r.Value, &v); err != nil {
+			t.Fatal(err)
+		}
+		if v.Before != nil {
+			rows[rowText(v.Before)]--
+		}
+		if v.After != nil {
+			rows[rowText(v.After)]++
+		}
+	}
+	want := make(map[string]int)
+	e.mu.Lock()
+	dbRows, err := e.db.Query(context.Background(), "SELECT to_jsonb(t) FROM "+table+" t")
+	for err == nil && dbRows.Next() {
+		var m map[string]any
+		dbRows.Scan(&m)
+		want[rowText(m)]++
+	}
+	if err == nil {
+		dbRows.Close()
+		err = dbRows.Err()
+	}
+	e.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	maps.DeleteFunc(rows, func(_ string, n int) bool { return n == 0 })
+	for row, n := range rows {
+		if n < 0 || n > want[row] || complete && n != want[row] {
+			t.Errorf("%s: row %s is %d times in Kafka, %d times in the table", table, row, n, want[row])
+		}
+	}
+	if complete && len(rows) != len(want) {
+		t.Errorf("%s: %d distinct rows in Kafka, %d in the table", table, len(rows), len(want))
+	}
+}
+
+// rowText is a row image in a canonical text form, to count rows by.
+func rowText(m map[string]any) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		fmt.Fprintf(&b, "%s=%v;", k, m[k])
+	}
+	return b.String()
+}
+
+// TestKeylessSnapshotResume interrupts snapshots of a keyed table
+// followed by a keyless one (Config.KeylessTables) and runs Run again
+// with a new sink from the checkpoint: interrupted inside the keyed table,
+// the run goes on and delivers the keyless table whole, each row once;
+// interrupted after the keyless table's second chunk, or with part of a
+// chunk's rows written beyond the cursor (a Write the sink split, cut
+// short), the new Run refuses with an error wrapping
+// kafkasink.ErrCheckpoint that names the table, and writes nothing more:
+// the topic holds part of the table's rows, none twice.
+func TestKeylessSnapshotResume(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		// interrupt decides, before the n-th Write that carries rows
+		// of table (the keyed or the keyless one), whether to stop
+		// there; it may write part of the batch first.
+		interrupt func(t *testing.T, sink kafkasink.Sink, keyless bool, n int, b *kafkasink.Batch) bool
+		refused   bool
+	}{{
+		name:      "in the keyed table",
+		interrupt: func(_ *testing.T, _ kafkasink.Sink, keyless bool, n int, _ *kafkasink.Batch) bool { return !keyless && n == 2 },
+	}, {
+		name:      "after two chunks of the keyless table",
+		interrupt: func(_ *testing.T, _ kafkasink.Sink, keyless bool, n int, _ *kafkasink.Batch) bool { return keyless && n == 3 },
+		refused:   true,
+	}, {
+		name: "inside the first chunk of the keyless table",
+		interrupt: func(t *testing.T, sink kafkasink.Sink, keyless bool, n int, b *kafkasink.Batch) bool {
+			if !keyless || n != 1 {
+				return false
+			}
+			// What a crash between two transactions of one Write
+			// leaves: the first rows, without the cursor.
+			if err := sink.Write(t.Context(), kafkasink.Batch{Events: b.Events[:len(b.Events)/2]}); err != nil {
+				t.Fatal(err)
+			}
+			return true
+		},
+		refused: true,
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newPGEnv(t)
+			keyed, keyless := e.name+"_a", e.name+"_b"
+			e.exec("CREATE TABLE " + keyed + " (id int PRIMARY KEY, seq bigint NOT NULL, note text)")
+			e.fillTable(keyed, 25)
+			e.exec("CREATE TABLE " + keyless + " (a int, b text, filler text)")
+			e.exec(fmt.Sprintf("INSERT INTO %s SELECT i, 'snap', %s FROM generate_series(1, %d) i", keyless, keylessFiller, keylessRows))
+			cfg := e.config("public."+keyed, "public."+keyless)
+			cfg.Snapshot = true
+			cfg.SnapshotChunkRows = 10
+			cfg.KeylessTables = true
+
+			first := e.newSink(e.name)
+			var stopped atomic.Bool
+			seen := map[bool]int{}
+			sink := &recSink{Sink: first, tr: newTracker(), before: func(_ int, b *kafkasink.Batch) error {
+				if len(b.Events) == 0 || stopped.Load() {
+					return nil
+				}
+				isKeyless := b.Events[0].Table == keyless
+				seen[isKeyless]++
+				if c.interrupt(t, first, isKeyless, seen[isKeyless], b) {
+					stopped.Store(true)
+					// A fatal error: Run stops at once.
+					return fmt.Errorf("%w: interrupted by the test", kafkasink.ErrFenced)
+				}
+				return nil
+			}}
+			_, r := start(t, cfg, sink)
+			select {
+			case <-r.done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("Run was not interrupted")
+			}
+			if !stopped.Load() || !errors.Is(r.err, kafkasink.ErrFenced) {
+				t.Fatalf("first Run: %v, want the test's interruption", r.err)
+			}
+			first.Close(context.Background())
+
+			second := e.newSink(e.name)
+			stop2, r2 := start(t, cfg, second)
+			if c.refused {
+				select {
+				case <-r2.done:
+				case <-time.After(30 * time.Second):
+					t.Fatal("the second Run did not stop")
+				}
+				if !errors.Is(r2.err, kafkasink.ErrCheckpoint) || !strings.Contains(r2.err.Error(), "public."+keyless) {
+					t.Fatalf("second Run: %v, want an ErrCheckpoint naming public.%s", r2.err, keyless)
+				}
+			} else {
+				waitFor(t, 30*time.Second, "the keyless table", r2, func() bool {
+					return len(sinktest.ReadCommitted(t, e.brokers, "t.public."+keyless)) >= keylessRows
+				})
+				if err := stop2(); !errors.Is(err, context.Canceled) {
+					t.Fatalf("second Run: %v", err)
+				}
+			}
+			recs := sinktest.ReadCommitted(t, e.brokers, "t.public."+keyless)
+			if c.refused && (len(recs) == 0 || len(recs) >= keylessRows) {
+				t.Errorf("%d rows of the keyless table in Kafka, want part of its %d", len(recs), keylessRows)
+			}
+			checkKeylessTopic(t, e, keyless, recs, !c.refused)
+		})
+	}
+}

@@ -158,12 +158,16 @@ func TestKeylessSnapshotResume(t *testing.T) {
 		interrupt func(t *testing.T, sink kafkasink.Sink, keyless bool, n int, b *kafkasink.Batch) bool
 		refused   bool
 	}{{
-		name:      "in the keyed table",
-		interrupt: func(_ *testing.T, _ kafkasink.Sink, keyless bool, n int, _ *kafkasink.Batch) bool { return !keyless && n == 2 },
+		name: "in the keyed table",
+		interrupt: func(_ *testing.T, _ kafkasink.Sink, keyless bool, n int, _ *kafkasink.Batch) bool {
+			return !keyless && n == 2
+		},
 	}, {
-		name:      "after two chunks of the keyless table",
-		interrupt: func(_ *testing.T, _ kafkasink.Sink, keyless bool, n int, _ *kafkasink.Batch) bool { return keyless && n == 3 },
-		refused:   true,
+		name: "after two chunks of the keyless table",
+		interrupt: func(_ *testing.T, _ kafkasink.Sink, keyless bool, n int, _ *kafkasink.Batch) bool {
+			return keyless && n == 3
+		},
+		refused: true,
 	}, {
 		name: "inside the first chunk of the keyless table",
 		interrupt: func(t *testing.T, sink kafkasink.Sink, keyless bool, n int, b *kafkasink.Batch) bool {

@@ -63,6 +63,7 @@ type options struct {
 	pg, brokers, tables, slot, publication, sinkID string
 	keyColumns                                     string
 	create, snapshot, acceptPublicationTables      bool
+	keylessTables                                  bool
 	slotGap                                        pgcdc.SlotGap
 	retainedWALWarn, spoolMaxBytes                 int64
 	mode, prefix, template, encoder, keyFormat     string
@@ -127,6 +128,9 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	str(&o.slot, "slot", "KAFKASINK_SLOT", "kafkasink", "logical replication slot")
 	str(&o.publication, "publication", "KAFKASINK_PUBLICATION", "kafkasink", "publication")
 	str(&o.keyColumns, "key-columns", "KAFKASINK_KEY_COLUMNS", "", "key columns of tables, as schema.table=col1,col2 separated by ';' (default: the replica identity, else the primary key)")
+	boolean(&o.keylessTables, "keyless-tables", "KAFKASINK_KEYLESS_TABLES", false, "write the changes of tables without a primary key or replica identity index with a null key, "+
+		"in partition 0, as Debezium does, and read them in the snapshot (which then cannot resume inside such a table); "+
+		"default: keyed by event id, and the snapshot refuses them")
 	boolean(&o.create, "create", "KAFKASINK_CREATE", true, "create the slot and the publication when missing")
 	boolean(&o.acceptPublicationTables, "accept-publication-tables", "KAFKASINK_ACCEPT_PUBLICATION_TABLES", false,
 		"stream an existing publication whose tables differ from -tables as it is, with a warning (default: refuse to start, naming the tables)")
@@ -266,6 +270,7 @@ func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, 
 		CreatePublication:       o.create,
 		Snapshot:                o.snapshot,
 		AcceptPublicationTables: o.acceptPublicationTables,
+		KeylessTables:           o.keylessTables,
 		SlotGap:                 o.slotGap,
 		RetainedWALWarn:         o.retainedWALWarn,
 		SpoolMaxBytes:           o.spoolMaxBytes,

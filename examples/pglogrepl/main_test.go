@@ -360,3 +360,30 @@ func TestKeyColumnsFlag(t *testing.T) {
 		}
 	}
 }
+
+func TestKeylessTablesFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want bool
+	}{{nil, "", false}, {[]string{"-keyless-tables"}, "", true}, {nil, "true", true}, {[]string{"-keyless-tables=false"}, "true", false}} {
+		var stderr bytes.Buffer
+		getenv := func(name string) string {
+			if name == "KAFKASINK_KEYLESS_TABLES" {
+				return tc.env
+			}
+			return ""
+		}
+		o, err := parse(append([]string{"-pg", "postgres://h/db", "-brokers", "b:9092"}, tc.args...), getenv, &stderr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, pcfg, err := o.configs(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pcfg.KeylessTables != tc.want {
+			t.Errorf("%q with $KAFKASINK_KEYLESS_TABLES=%q: pgcdc.Config.KeylessTables = %t, want %t", tc.args, tc.env, pcfg.KeylessTables, tc.want)
+		}
+	}
+}

@@ -105,8 +105,8 @@ type Config struct {
 	// rows and the stream meet exactly), and when the sink has delivered
 	// nothing yet (its checkpoint has no position and records no snapshot
 	// run). Every table needs a primary
-	// key or a replica identity index; one without is refused before the
-	// slot is created. A snapshot interrupted by a crash or an error
+	// key or a replica identity index, unless KeylessTables; one without
+	// is refused before the slot is created. A snapshot interrupted by a crash or an error
 	// resumes at the chunk after its checkpointed cursor; see the package
 	// documentation for what a resumed snapshot reads.
 	Snapshot bool

@@ -229,7 +229,26 @@
 // *kafkasink.ConfigError naming each table and the fixes, a table with
 // neither: its rows could not be resumed after a crash without being lost
 // or repeated. Give it a primary key or a replica identity index, leave it
-// out of the publication, or turn the snapshot off.
+// out of the publication, or turn the snapshot off; or set
+// Config.KeylessTables to read it as Debezium does.
+//
+// With Config.KeylessTables such a table is read in ranges of pages
+// (ctid >= '(p,0)' AND ctid < '(q,0)', a TID range scan on PostgreSQL 14
+// and later, the whole table in one chunk before), each range one Write,
+// sized from the table's statistics and the rows found per page to about
+// SnapshotChunkRows rows; a partitioned table published through its root
+// (publish_via_partition_root) is still refused, its partitions' pages
+// having no common order. Its rows have no key to resume after: a run
+// interrupted after some of the table's rows were written (by the
+// cursor, or beyond it by a Write the sink split into several
+// transactions, which the cursor's "next" row index tells) does not go
+// on, since a new transaction sees rows changed since the consistent
+// point, or a rewritten table, at other places, and reading on or again
+// would repeat or lose rows that nothing could tell apart. Run stops with
+// an error wrapping kafkasink.ErrCheckpoint that names the table and the
+// ways out: a new snapshot into a new sink and slot, or the table left out
+// of the publication. A run interrupted before such a table or after it
+// reads it whole, or not again.
 //
 // A fresh snapshot reads the snapshot the slot exported when it was created,
 // so rows and stream meet exactly: every change after the consistent point
@@ -279,7 +298,14 @@
 // IDENTITY FULL or NOTHING (FULL flags every column, which names no row),
 // the primary key, which Run looks up in the catalog for the snapshot and
 // the stream alike. A table with none of these has an empty Key, so its
-// records are keyed by event id; Run logs that once per table.
+// records are keyed by event id; Run logs that once per table. With
+// Config.KeylessTables its events are kafkasink.Event.Keyless instead,
+// which the sink writes with a null key to partition 0, as Debezium
+// writes them (a compacted topic refuses such records). PostgreSQL
+// refuses UPDATE and DELETE on a published table whose replica identity
+// is DEFAULT without a primary key, or NOTHING: only its inserts stream;
+// with REPLICA IDENTITY FULL its updates and deletes carry the whole old
+// row as Before.
 //
 // Key columns are listed in the order of their index (pg_index.indkey),
 // not of the table: PRIMARY KEY (b, a) keys a row {"b":1,"a":"k"} (text

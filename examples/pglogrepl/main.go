@@ -76,6 +76,24 @@ type options struct {
 	batchEvents, batchBytes                        int
 	batchWait, txnTimeout, progress                time.Duration
 	logLevel                                       string
+	debezium                                       debeziumOptions
+}
+
+// debeziumOptions are the flags of kafkasink.DebeziumEncoder's options,
+// each named after the Debezium connector property it mirrors (or, for
+// the options Debezium lacks, prefixed debezium-).
+type debeziumOptions struct {
+	decimalHandling, timePrecision, intervalHandling, binaryHandling string
+	tombstonesOnDelete, extendedHeaders                              bool
+	skippedOperations, unavailablePlaceholder                        string
+	lsnAsString, nullNestedArrays                                    bool
+	runID                                                            string
+}
+
+// debeziumDefaults are the flags' defaults: Debezium's.
+var debeziumDefaults = debeziumOptions{
+	decimalHandling: "precise", timePrecision: "adaptive", intervalHandling: "numeric", binaryHandling: "bytes",
+	tombstonesOnDelete: true, extendedHeaders: true,
 }
 
 // parse reads args, with getenv supplying defaults: a flag given on the
@@ -150,6 +168,18 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	num(&o.partitions, "partitions", "KAFKASINK_PARTITIONS", 0, "partitions of topics the sink creates (0: the broker's default)")
 	num(&o.replicationFactor, "replication-factor", "KAFKASINK_REPLICATION_FACTOR", 0, "replication factor of topics the sink creates (0: the broker's default)")
 	str(&o.encoder, "encoder", "KAFKASINK_ENCODER", "json", "record value: json (change event), upsert (row, tombstone on delete) or debezium")
+	d, def := &o.debezium, debeziumDefaults
+	str(&d.decimalHandling, "decimal.handling.mode", "KAFKASINK_DECIMAL_HANDLING_MODE", def.decimalHandling, "-encoder debezium: numeric and money as precise (Connect Decimal), double or string")
+	str(&d.timePrecision, "time.precision.mode", "KAFKASINK_TIME_PRECISION_MODE", def.timePrecision, "-encoder debezium: dates and times as adaptive, adaptive_time_microseconds, connect or isostring")
+	str(&d.intervalHandling, "interval.handling.mode", "KAFKASINK_INTERVAL_HANDLING_MODE", def.intervalHandling, "-encoder debezium: intervals as numeric (microseconds) or string (ISO 8601)")
+	str(&d.binaryHandling, "binary.handling.mode", "KAFKASINK_BINARY_HANDLING_MODE", def.binaryHandling, "-encoder debezium: bytea as bytes, base64, base64-url-safe or hex")
+	boolean(&d.tombstonesOnDelete, "tombstones.on.delete", "KAFKASINK_TOMBSTONES_ON_DELETE", def.tombstonesOnDelete, "-encoder debezium: follow each delete with a tombstone")
+	str(&d.skippedOperations, "skipped.operations", "KAFKASINK_SKIPPED_OPERATIONS", def.skippedOperations, `-encoder debezium: operations not written, comma-separated c, u, d, t, or none (default t)`)
+	str(&d.unavailablePlaceholder, "unavailable.value.placeholder", "KAFKASINK_UNAVAILABLE_VALUE_PLACEHOLDER", def.unavailablePlaceholder, "-encoder debezium: value of an unchanged TOAST column (default __debezium_unavailable_value)")
+	boolean(&d.extendedHeaders, "extended.headers.enabled", "KAFKASINK_EXTENDED_HEADERS_ENABLED", def.extendedHeaders, "-encoder debezium: add the __debezium.context.* headers")
+	boolean(&d.lsnAsString, "debezium-lsn-as-string", "KAFKASINK_DEBEZIUM_LSN_AS_STRING", def.lsnAsString, "-encoder debezium: write source.lsn as a string (not a Debezium property), for readers that round numbers above 2^53")
+	boolean(&d.nullNestedArrays, "debezium-null-nested-arrays", "KAFKASINK_DEBEZIUM_NULL_NESTED_ARRAYS", def.nullNestedArrays, "-encoder debezium: write the inner arrays of a multi-dimensional array as null, as Debezium does (not a Debezium property)")
+	str(&d.runID, "debezium-run-id", "KAFKASINK_DEBEZIUM_RUN_ID", def.runID, "-encoder debezium: the __debezium.context.runId header (default: new for every run, as Debezium's)")
 	str(&o.keyFormat, "key-format", "KAFKASINK_KEY_FORMAT", "text", "record key: text or json")
 	str(&o.checkpointTopic, "checkpoint-topic", "KAFKASINK_CHECKPOINT_TOPIC", "", "checkpoint topic (default "+kafkasink.DefaultCheckpointTopic+")")
 	str(&o.deadLetter, "dead-letter-topic", "KAFKASINK_DEAD_LETTER_TOPIC", "", "topic for events that cannot be delivered (unroutable, unencodable, no key, too large), with headers naming the reason; empty stops the program on such an event instead")
@@ -200,9 +230,14 @@ func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, 
 	case "upsert":
 		enc = kafkasink.UpsertEncoder{}
 	case "debezium":
-		enc = kafkasink.DebeziumEncoder{Name: o.slot}
+		dbz, dbzProblems := o.debezium.encoder()
+		dbz.Name = o.slot
+		enc, problems = dbz, append(problems, dbzProblems...)
 	default:
 		problems = append(problems, fmt.Sprintf("-encoder %q: want json, upsert or debezium", o.encoder))
+	}
+	if o.encoder != "debezium" && o.debezium != debeziumDefaults {
+		problems = append(problems, fmt.Sprintf("the Debezium encoder's flags (%s) apply to -encoder debezium only, not %q", strings.Join(o.debezium.changed(), ", "), o.encoder))
 	}
 	var kf kafkasink.KeyFormat
 	switch o.keyFormat {
@@ -286,6 +321,64 @@ func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, 
 		return kcfg, pcfg, &kafkasink.ConfigError{Problems: problems}
 	}
 	return kcfg, pcfg, nil
+}
+
+// encoder returns the DebeziumEncoder the options describe, and a
+// problem for each mode flag whose value is not one of Debezium's. The
+// other values are checked by kafkasink.New.
+func (d debeziumOptions) encoder() (kafkasink.DebeziumEncoder, []string) {
+	var problems []string
+	mode := func(flag, value, want string, ok bool) {
+		if !ok {
+			problems = append(problems, fmt.Sprintf("-%s %q: want %s", flag, value, want))
+		}
+	}
+	enc := kafkasink.DebeziumEncoder{
+		DisableTombstones:           !d.tombstonesOnDelete,
+		SkippedOperations:           d.skippedOperations,
+		DisableExtendedHeaders:      !d.extendedHeaders,
+		RunID:                       d.runID,
+		LSNAsString:                 d.lsnAsString,
+		UnavailableValuePlaceholder: d.unavailablePlaceholder,
+		NullNestedArrays:            d.nullNestedArrays,
+	}
+	var ok bool
+	enc.DecimalHandling, ok = kafkasink.ParseDecimalMode(d.decimalHandling)
+	mode("decimal.handling.mode", d.decimalHandling, "precise, double or string", ok)
+	enc.TimePrecision, ok = kafkasink.ParseTimePrecisionMode(d.timePrecision)
+	mode("time.precision.mode", d.timePrecision, "adaptive, adaptive_time_microseconds, connect or isostring", ok)
+	enc.IntervalHandling, ok = kafkasink.ParseIntervalMode(d.intervalHandling)
+	mode("interval.handling.mode", d.intervalHandling, "numeric or string", ok)
+	enc.BinaryHandling, ok = kafkasink.ParseBinaryMode(d.binaryHandling)
+	mode("binary.handling.mode", d.binaryHandling, "bytes, base64, base64-url-safe or hex", ok)
+	return enc, problems
+}
+
+// changed names the flags whose values differ from Debezium's defaults.
+func (d debeziumOptions) changed() []string {
+	def := debeziumDefaults
+	var names []string
+	for _, f := range []struct {
+		name    string
+		changed bool
+	}{
+		{"-decimal.handling.mode", d.decimalHandling != def.decimalHandling},
+		{"-time.precision.mode", d.timePrecision != def.timePrecision},
+		{"-interval.handling.mode", d.intervalHandling != def.intervalHandling},
+		{"-binary.handling.mode", d.binaryHandling != def.binaryHandling},
+		{"-tombstones.on.delete", d.tombstonesOnDelete != def.tombstonesOnDelete},
+		{"-skipped.operations", d.skippedOperations != def.skippedOperations},
+		{"-unavailable.value.placeholder", d.unavailablePlaceholder != def.unavailablePlaceholder},
+		{"-extended.headers.enabled", d.extendedHeaders != def.extendedHeaders},
+		{"-debezium-lsn-as-string", d.lsnAsString != def.lsnAsString},
+		{"-debezium-null-nested-arrays", d.nullNestedArrays != def.nullNestedArrays},
+		{"-debezium-run-id", d.runID != def.runID},
+	} {
+		if f.changed {
+			names = append(names, f.name)
+		}
+	}
+	return names
 }
 
 // parseKeyColumns parses -key-columns: "schema.table=col1,col2" per table,

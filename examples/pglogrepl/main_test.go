@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -385,5 +386,64 @@ func TestKeylessTablesFlag(t *testing.T) {
 		if pcfg.KeylessTables != tc.want {
 			t.Errorf("%q with $KAFKASINK_KEYLESS_TABLES=%q: pgcdc.Config.KeylessTables = %t, want %t", tc.args, tc.env, pcfg.KeylessTables, tc.want)
 		}
+	}
+}
+
+// TestDebeziumFlags checks that each DebeziumEncoder option has its flag,
+// named after Debezium's property, with Debezium's default; that its
+// environment variable sets it too; that a mode Debezium does not have is
+// refused naming the flag; and that the flags are refused with another
+// encoder.
+func TestDebeziumFlags(t *testing.T) {
+	base := []string{"-pg", "postgres://h/db", "-brokers", "b:9092", "-slot", "shop"}
+	encoder := func(t *testing.T, args []string, env map[string]string) (kafkasink.DebeziumEncoder, error) {
+		t.Helper()
+		var stderr bytes.Buffer
+		o, err := parse(append(slices.Clone(base), args...), func(k string) string { return env[k] }, &stderr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kcfg, _, err := o.configs(nil)
+		enc, _ := kcfg.Encoder.(kafkasink.DebeziumEncoder)
+		return enc, err
+	}
+
+	enc, err := encoder(t, []string{"-encoder", "debezium"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (kafkasink.DebeziumEncoder{Name: "shop"}); !reflect.DeepEqual(enc, want) {
+		t.Errorf("defaults: %+v, want Debezium's, %+v", enc, want)
+	}
+
+	enc, err = encoder(t, []string{"-encoder", "debezium",
+		"-decimal.handling.mode", "string", "-time.precision.mode", "isostring", "-interval.handling.mode", "string",
+		"-binary.handling.mode", "hex", "-tombstones.on.delete=false", "-skipped.operations", "none",
+		"-unavailable.value.placeholder", "??", "-extended.headers.enabled=false",
+		"-debezium-lsn-as-string", "-debezium-null-nested-arrays", "-debezium-run-id", "run-1"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := kafkasink.DebeziumEncoder{Name: "shop",
+		DecimalHandling: kafkasink.DecimalString, TimePrecision: kafkasink.TimeIsostring, IntervalHandling: kafkasink.IntervalString,
+		BinaryHandling: kafkasink.BinaryHex, DisableTombstones: true, SkippedOperations: "none",
+		UnavailableValuePlaceholder: "??", DisableExtendedHeaders: true,
+		LSNAsString: true, NullNestedArrays: true, RunID: "run-1"}
+	if !reflect.DeepEqual(enc, want) {
+		t.Errorf("every flag set:\n got %+v\nwant %+v", enc, want)
+	}
+
+	enc, err = encoder(t, []string{"-encoder", "debezium"}, map[string]string{"KAFKASINK_DECIMAL_HANDLING_MODE": "double", "KAFKASINK_TOMBSTONES_ON_DELETE": "false"})
+	if err != nil || enc.DecimalHandling != kafkasink.DecimalDouble || !enc.DisableTombstones {
+		t.Errorf("from the environment: %+v, %v; want decimal double, no tombstones", enc, err)
+	}
+
+	_, err = encoder(t, []string{"-encoder", "debezium", "-decimal.handling.mode", "exact", "-binary.handling.mode", "b64"}, nil)
+	if err == nil || !strings.Contains(err.Error(), "-decimal.handling.mode") || !strings.Contains(err.Error(), "-binary.handling.mode") {
+		t.Errorf("unknown modes: %v, want an error naming both flags", err)
+	}
+	_, err = encoder(t, []string{"-encoder", "json", "-time.precision.mode", "connect"}, nil)
+	if err == nil || !strings.Contains(err.Error(), "-time.precision.mode") || !strings.Contains(err.Error(), "-encoder debezium") {
+		t.Errorf("a Debezium flag with -encoder json: %v, want an error naming the flag and -encoder debezium", err)
 	}
 }

@@ -218,13 +218,12 @@ type Config struct {
 	// It is an opt-in because a compacted topic refuses records with a
 	// null key (give such a table KeyColumns there), because it changes
 	// the keys and partitions existing pipelines write, and because the
-	// snapshot of a keyless table cannot resume in its middle: its rows
-	// are found by their place in the table, which a new transaction
-	// does not see as the lost one did, so resuming would repeat or lose
-	// rows. A snapshot interrupted after some of such a table's rows were
-	// written stops Run with an error wrapping kafkasink.ErrCheckpoint
-	// that names the table and the ways out; one interrupted before or
-	// after it reads it whole. The program's flag is -keyless-tables.
+	// snapshot can read a keyless table only from the snapshot the slot
+	// exports as Run creates it: a run that resumes after an interruption,
+	// or that starts on a slot that already exists, with such a table
+	// still to read stops Run with a *kafkasink.ConfigError naming the
+	// tables and the ways out, before it writes a row (see the package
+	// documentation). The program's flag is -keyless-tables.
 	KeylessTables bool
 
 	// SpoolDir holds the temporary files of streamed transactions; see

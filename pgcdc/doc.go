@@ -238,17 +238,22 @@
 // sized from the table's statistics and the rows found per page to about
 // SnapshotChunkRows rows; a partitioned table published through its root
 // (publish_via_partition_root) is still refused, its partitions' pages
-// having no common order. Its rows have no key to resume after: a run
-// interrupted after some of the table's rows were written (by the
-// cursor, or beyond it by a Write the sink split into several
-// transactions, which the cursor's "next" row index tells) does not go
-// on, since a new transaction sees rows changed since the consistent
-// point, or a rewritten table, at other places, and reading on or again
-// would repeat or lose rows that nothing could tell apart. Run stops with
-// an error wrapping kafkasink.ErrCheckpoint that names the table and the
-// ways out: a new snapshot into a new sink and slot, or the table left out
-// of the publication. A run interrupted before such a table or after it
-// reads it whole, or not again.
+// having no common order. Such a table is read only from the snapshot the
+// slot exports as Run creates it. Read later, as a resumed run or a run on
+// an existing slot reads (see below), the rows changed since the slot's
+// consistent point would be both read and streamed: a row inserted since
+// twice, an updated one in both versions, a deleted one deleted without
+// having been read, and without a key no consumer can tell the copies
+// apart. Nor can such a table go on in its middle: a row's page is its
+// place in the table, which a new transaction sees elsewhere for every row
+// changed since (for all of them after VACUUM FULL or CLUSTER). So a
+// snapshot run interrupted (a crash, a lost connection) while a keyless
+// table is still to be read, in part or whole, and a snapshot of a slot
+// that existed before it, stop Run with a *kafkasink.ConfigError naming
+// the tables before it writes another row, whose ways out are a new snapshot
+// into a new sink from a new slot, a primary key or replica identity
+// index for the tables, or leaving them out of the publication. A run
+// interrupted after its keyless tables were read resumes as any other.
 //
 // A fresh snapshot reads the snapshot the slot exported when it was created,
 // so rows and stream meet exactly: every change after the consistent point

@@ -33,11 +33,6 @@ type snapshotCursor struct {
 	KeyColumns []string `json:"key_columns,omitempty"`
 	// DoneTables are the tables read completely.
 	DoneTables []string `json:"done_tables"`
-	// Next is the Position.Index of the run's next row: the rows this
-	// cursor covers are those below it. A checkpoint beyond it holds
-	// rows of a chunk whose Write the sink split and a crash cut short.
-	// nil in cursors written before it existed.
-	Next *uint64 `json:"next,omitempty"`
 	// Done is set on the cursor of the run's last chunk.
 	Done bool `json:"done,omitempty"`
 }
@@ -121,26 +116,24 @@ func (r *runner) snapshot(ctx context.Context, db *pgx.Conn, slot slotState, cre
 		}
 		return nil
 	case snapshotExported:
-		cur = snapshotCursor{Snapshot: rand.Text(), LSN: created.consistent.String(), DoneTables: []string{}, Next: new(uint64)}
+		cur = snapshotCursor{Snapshot: rand.Text(), LSN: created.consistent.String(), DoneTables: []string{}}
 		exported = created.snapshot
 	case snapshotResumed:
 		r.log.Info("resuming snapshot", "snapshot", cur.Snapshot, "table", cur.Table, "done_tables", len(cur.DoneTables))
 	case snapshotCurrent:
-		cur = snapshotCursor{Snapshot: rand.Text(), LSN: slot.confirmed.String(), DoneTables: []string{}, Next: new(uint64)}
+		cur = snapshotCursor{Snapshot: rand.Text(), LSN: slot.confirmed.String(), DoneTables: []string{}}
 	}
 	lsn, err := kafkasink.ParseLSN(cur.LSN)
 	if err != nil {
 		return fmt.Errorf("%w: snapshot cursor: %v", kafkasink.ErrCheckpoint, err)
 	}
-	s := &snapshotRun{r: r, db: db, cur: cur, lsn: lsn, conv: newValueConverter()}
+	s := &snapshotRun{r: r, db: db, cur: cur, lsn: lsn, conv: newValueConverter(), plan: plan}
 	if plan == snapshotResumed {
 		// Row indexes run on across chunks and tables; before the
 		// first chunk, the checkpoint is still below the run's LSN.
 		if ck.Position.LSN == lsn {
 			s.next = ck.Position.Index + 1
-			s.partial = cur.Next != nil && s.next > *cur.Next
 		}
-		s.resumed = true
 	} else {
 		// Record the run before reading, so that a crash from here on
 		// resumes this run instead of forgetting it.
@@ -163,10 +156,7 @@ type snapshotRun struct {
 	// xid and started are the snapshot transaction's id and start time.
 	xid     uint32
 	started time.Time
-	// resumed is set when the run goes on from a checkpointed cursor,
-	// partial when the checkpoint holds rows beyond the cursor (see
-	// snapshotCursor.Next).
-	resumed, partial bool
+	plan    snapshotPlan
 }
 
 func (s *snapshotRun) run(ctx context.Context, exported string) error {
@@ -203,7 +193,7 @@ func (s *snapshotRun) run(ctx context.Context, exported string) error {
 	if err != nil {
 		return err
 	}
-	if err := s.checkResumable(tables); err != nil {
+	if err := s.checkKeyless(tables, exported != ""); err != nil {
 		return err
 	}
 	lastWithRows, err := s.lastWithRows(ctx, tx, tables)
@@ -217,7 +207,7 @@ func (s *snapshotRun) run(ctx context.Context, exported string) error {
 	}
 	if !s.cur.Done {
 		s.cur.Done = true
-		if err := s.write(ctx, nil); err != nil {
+		if err := s.r.writeChunk(ctx, nil, s.cur); err != nil {
 			return err
 		}
 	}
@@ -243,34 +233,48 @@ func (s *snapshotRun) lastWithRows(ctx context.Context, tx pgx.Tx, tables []*tab
 	return -1, nil
 }
 
-// checkResumable refuses to resume a run in the middle of a table read by
-// pages (a table without a unique key, Config.KeylessTables): tables[0],
-// the table in progress, when the cursor names it or the checkpoint holds
-// rows beyond the cursor.
+// checkKeyless refuses, before this attempt writes a row, a run that
+// would read a table without a unique key (Config.KeylessTables) from
+// another state than the slot's consistent point: a run that does not read
+// the snapshot the slot exported as Run created it (exported), because it
+// resumes an interrupted run or the slot existed before the run.
 //
-// Why such a table cannot go on where it stopped: its chunks are ranges
-// of pages (ctid), and a row's page is its place in the table, not a
-// value of its own. The run's one REPEATABLE READ transaction, which saw
-// every row in one place, died with the crash; a new transaction sees the
-// rows changed or added since the consistent point at new places, and a
-// table rewritten since (VACUUM FULL, CLUSTER, ALTER TABLE) with every row
-// elsewhere, so reading on from the cursor's page would repeat some rows
-// and skip others, and with no key to tell the rows apart a consumer could
-// not repair either. Reading the table again from its start would repeat
-// the rows already written. Refusing loses and repeats nothing. A table
-// read by pages that the interrupted run had not begun, or had finished,
-// needs nothing of the lost transaction: it is read whole, or not again.
-func (s *snapshotRun) checkResumable(tables []*tableInfo) error {
-	if !s.resumed || len(tables) == 0 || !tables[0].byPages || s.cur.Table == "" && !s.partial {
+// A table with a key can be read later than the consistent point: the
+// rows changed since are read in their newer state and streamed as well,
+// and a consumer converges by key. A table without one cannot: a row
+// inserted since would be read and then streamed, two rows where the table
+// has one, an updated row read new and then streamed as old-to-new, a
+// deleted row streamed as deleted without having been read, and nothing
+// tells the copies apart. Nor can such a table go on in its middle, or
+// start over, after an interruption: its chunks are ranges of pages, a
+// row's page is its place in the table, which a new transaction sees
+// elsewhere for every row changed since (or all, after VACUUM FULL or
+// CLUSTER), and starting over repeats the rows written. Refusing repeats
+// and loses nothing.
+func (s *snapshotRun) checkKeyless(tables []*tableInfo, exported bool) error {
+	if exported {
 		return nil
 	}
-	name := tables[0].name()
-	return fmt.Errorf("%w: the snapshot (run %s) was interrupted after it wrote some rows of table %s, which has no primary key or replica identity index "+
-		"and is read by its rows' places in the table (Config.KeylessTables): a new transaction does not see them where the lost one did, so the rest of "+
-		"the table cannot be read without repeating or losing rows. Ways out: take a new snapshot into a new sink (a new kafkasink.Config.SinkID, -sink-id, "+
-		"and a new Config.Slot, -slot), after giving the table a primary key or a replica identity index (ALTER TABLE %s REPLICA IDENTITY USING INDEX ...) "+
-		"if it may be interrupted again; or leave the table out of publication %q, and the snapshot goes on with the other tables without the rest of it",
-		kafkasink.ErrCheckpoint, s.cur.Snapshot, name, qualified(tables[0].schema, tables[0].table), s.r.cfg.Publication)
+	var names []string
+	for _, t := range tables {
+		if t.byPages {
+			names = append(names, t.name())
+		}
+	}
+	if names == nil {
+		return nil
+	}
+	why := "the snapshot run was interrupted, and the transaction that read the database at the slot's consistent point is gone"
+	if s.plan != snapshotResumed {
+		why = "the replication slot existed before this snapshot run, so the snapshot it exported when it was created is gone"
+	}
+	return &kafkasink.ConfigError{Problems: []string{fmt.Sprintf(
+		"pgcdc: snapshot: %s: tables %s have no primary key or replica identity index (Config.KeylessTables), so they can only be read "+
+			"at the slot's consistent point: read later, the rows changed since would be both read and streamed, or, inside a table, repeated or lost, "+
+			"and nothing could tell the copies apart. Ways out: take a new snapshot into a new sink (a new kafkasink.Config.SinkID, -sink-id) "+
+			"from a new slot (Config.Slot, -slot), which reads the snapshot the slot exports as Run creates it; give the tables a primary key "+
+			"or a replica identity index (ALTER TABLE ... REPLICA IDENTITY USING INDEX ...); or leave them out of publication %q",
+		why, strings.Join(names, ", "), s.r.cfg.Publication)}}
 }
 
 // pending returns the published tables still to read, the one in progress
@@ -547,7 +551,7 @@ func (s *snapshotRun) table(ctx context.Context, tx pgx.Tx, ti *tableInfo, last,
 		} else {
 			s.cur.Table, s.cur.LastKey, s.cur.KeyColumns = name, key, keyNames
 		}
-		if err := s.write(ctx, events); err != nil {
+		if err := s.r.writeChunk(ctx, events, s.cur); err != nil {
 			return err
 		}
 		s.r.log.Debug("snapshot chunk written", "table", name, "rows", len(events), "last_key", len(key) > 0)
@@ -751,14 +755,6 @@ func (s *snapshotRun) chunk(ctx context.Context, tx pgx.Tx, ti *tableInfo, relat
 		return nil, nil, false, fmt.Errorf("pgcdc: snapshot: reading %s: %w", ti.name(), err)
 	}
 	return events, key, more, nil
-}
-
-// write writes the events of one chunk with the run's cursor, which
-// records the index of the run's next row.
-func (s *snapshotRun) write(ctx context.Context, events []kafkasink.Event) error {
-	next := s.next
-	s.cur.Next = &next
-	return s.r.writeChunk(ctx, events, s.cur)
 }
 
 // writeChunk writes one snapshot chunk with its cursor, retrying retryable

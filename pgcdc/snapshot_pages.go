@@ -21,7 +21,7 @@ import (
 // transaction first measures it: a row it sees existed at its snapshot,
 // and a row stays where it is while any transaction may still see it.
 // The cursor records the next page, for the log: a run interrupted inside
-// such a table does not resume there (see checkResumable). last and
+// such a table does not resume there (see checkKeyless). last and
 // lastWithRows are as for table.
 //
 // A chunk is written once the next chunk with rows is read, or the table
@@ -63,7 +63,7 @@ func (s *snapshotRun) readPages(ctx context.Context, tx pgx.Tx, ti *tableInfo, r
 				s.mark(held, first, false, lastWithRows)
 				first = false
 				s.cur.Table, s.cur.LastKey, s.cur.KeyColumns = name, []string{fmt.Sprintf("(%d,0)", from)}, []string{"ctid"}
-				if err := s.write(ctx, held); err != nil {
+				if err := s.r.writeChunk(ctx, held, s.cur); err != nil {
 					return err
 				}
 				s.r.log.Debug("snapshot chunk written", "table", name, "rows", len(held), "next_page", from)
@@ -84,7 +84,7 @@ func (s *snapshotRun) readPages(ctx context.Context, tx pgx.Tx, ti *tableInfo, r
 	s.cur.Table, s.cur.LastKey, s.cur.KeyColumns = "", nil, nil
 	s.cur.DoneTables = append(s.cur.DoneTables, name)
 	s.cur.Done = last
-	if err := s.write(ctx, held); err != nil {
+	if err := s.r.writeChunk(ctx, held, s.cur); err != nil {
 		return err
 	}
 	s.r.log.Debug("snapshot chunk written", "table", name, "rows", len(held), "table_done", true)

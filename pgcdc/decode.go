@@ -592,7 +592,9 @@ func (d *Decoder) schema(lsn kafkasink.LSN, msg pglogrepl.Message) error {
 			if err != nil {
 				return err
 			}
-			rel.orderKey(names)
+			if err := rel.orderKey(names); err != nil {
+				return &DecodeError{LSN: lsn, Type: "Relation", Err: err}
+			}
 		}
 		if !configured && len(rel.keyIdx) == 0 && d.fallbackKey != nil {
 			key, err := d.fallbackKey(rel.oid, rel.schema, rel.table, rel.columnNames())
@@ -687,20 +689,16 @@ func (r *relInfo) setKey(names []string, source string) error {
 // message's flags decide which columns the key has: when the catalog
 // names other columns (the index changed since the change was made), the
 // key keeps the table's order.
-func (r *relInfo) orderKey(names []string) {
+func (r *relInfo) orderKey(names []string) error {
 	if len(names) != len(r.keyIdx) {
-		return
+		return nil
 	}
-	idx := make([]int, len(names))
-	for i, name := range names {
-		j := r.column(name)
-		if j < 0 || !slices.Contains(r.keyIdx, j) {
-			return
+	for _, name := range names {
+		if j := r.column(name); j < 0 || !slices.Contains(r.keyIdx, j) {
+			return nil
 		}
-		idx[i] = j
 	}
-	r.keyIdx = idx
-	r.setKey(nil, "")
+	return r.setKey(names, "the replica identity index")
 }
 
 // describe returns the relation's columns for Event.Relation, with

@@ -147,10 +147,12 @@ func rowText(m map[string]any) string {
 // read, and streamed), after two chunks of the keyless table, or inside
 // its first chunk with part of its rows written beyond the cursor (a
 // Write the sink split, cut short); and a snapshot starts on a slot that
-// exists already. Run, again with a new sink from the checkpoint, refuses
-// each with a *kafkasink.ConfigError naming the keyless table, and writes
-// no more of it: the topic holds what the interrupted run wrote, rows of
-// the table, none twice.
+// exists already; and the snapshot's connection is lost after two chunks
+// of the keyless table, so that Run itself reconnects and resumes. Run
+// (again with a new sink from the checkpoint, but for the lost
+// connection) refuses each with a *kafkasink.ConfigError naming the
+// keyless table, and writes no more of it: the topic holds what the
+// interrupted run wrote, rows of the table, none twice.
 func TestKeylessSnapshotNeedsTheExportedSnapshot(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -161,6 +163,9 @@ func TestKeylessSnapshotNeedsTheExportedSnapshot(t *testing.T) {
 		// batch first. Without it the slot is made before Run.
 		interrupt func(t *testing.T, sink kafkasink.Sink, keyless bool, n int, b *kafkasink.Batch) bool
 		written   bool // rows of the keyless table are written before the interruption
+		// reconnect, when set, ends the snapshot's connection instead
+		// of Run before the n-th Write of the keyless table's rows.
+		reconnect int
 	}{{
 		name: "in the keyed table",
 		interrupt: func(_ *testing.T, _ kafkasink.Sink, keyless bool, n int, _ *kafkasink.Batch) bool {
@@ -188,6 +193,10 @@ func TestKeylessSnapshotNeedsTheExportedSnapshot(t *testing.T) {
 		written: true,
 	}, {
 		name: "on a slot that exists",
+	}, {
+		name:      "connection lost after two chunks of the keyless table",
+		reconnect: 3,
+		written:   true,
 	}} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -202,7 +211,23 @@ func TestKeylessSnapshotNeedsTheExportedSnapshot(t *testing.T) {
 			cfg.SnapshotChunkRows = 10
 			cfg.KeylessTables = true
 
-			if c.interrupt == nil {
+			if c.reconnect > 0 {
+				// An application name of the test's own, so that only
+				// its connections are ended on the shared server.
+				cfg.ConnString += "&application_name=" + e.name
+				n := 0
+				sink := &recSink{Sink: e.newSink(e.name), tr: newTracker(), before: func(_ int, b *kafkasink.Batch) error {
+					if len(b.Events) > 0 && b.Events[0].Table == keyless {
+						if n++; n == c.reconnect {
+							e.exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+								WHERE application_name = $1 AND state LIKE 'idle in transaction%'`, e.name)
+						}
+					}
+					return nil
+				}}
+				_, r := start(t, cfg, sink)
+				checkKeylessRefusal(t, r, keyed, keyless)
+			} else if c.interrupt == nil {
 				// The publication first: pgoutput reads it as of the
 				// slot's position.
 				e.exec("CREATE PUBLICATION " + e.name + " FOR TABLE " + keyed + ", " + keyless)
@@ -235,17 +260,10 @@ func TestKeylessSnapshotNeedsTheExportedSnapshot(t *testing.T) {
 				}
 				first.Close(context.Background())
 			}
-			e.exec("INSERT INTO " + keyless + " VALUES (1000, 'after', 'f')")
-
-			_, r := start(t, cfg, e.newSink(e.name))
-			select {
-			case <-r.done:
-			case <-time.After(30 * time.Second):
-				t.Fatal("the second Run did not stop")
-			}
-			var ce *kafkasink.ConfigError
-			if !errors.As(r.err, &ce) || !strings.Contains(r.err.Error(), "public."+keyless) || strings.Contains(r.err.Error(), "public."+keyed) {
-				t.Fatalf("second Run: %v, want a *kafkasink.ConfigError naming public.%s alone", r.err, keyless)
+			if c.reconnect == 0 {
+				e.exec("INSERT INTO " + keyless + " VALUES (1000, 'after', 'f')")
+				_, r := start(t, cfg, e.newSink(e.name))
+				checkKeylessRefusal(t, r, keyed, keyless)
 			}
 			recs := sinktest.ReadCommitted(t, e.brokers, "t.public."+keyless)
 			if c.written != (len(recs) > 0) || len(recs) >= keylessRows {
@@ -253,5 +271,20 @@ func TestKeylessSnapshotNeedsTheExportedSnapshot(t *testing.T) {
 			}
 			checkKeylessTopic(t, e, keyless, recs, false)
 		})
+	}
+}
+
+// checkKeylessRefusal waits for r to stop with a *kafkasink.ConfigError
+// naming the keyless table and not the keyed one.
+func checkKeylessRefusal(t *testing.T, r *run, keyed, keyless string) {
+	t.Helper()
+	select {
+	case <-r.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not stop")
+	}
+	var ce *kafkasink.ConfigError
+	if !errors.As(r.err, &ce) || !strings.Contains(r.err.Error(), "public."+keyless) || strings.Contains(r.err.Error(), "public."+keyed) {
+		t.Fatalf("Run: %v, want a *kafkasink.ConfigError naming public.%s alone", r.err, keyless)
 	}
 }

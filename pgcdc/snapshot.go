@@ -92,15 +92,23 @@ func planSnapshot(on bool, ck kafkasink.Checkpoint, slotCreated bool, gap gapSna
 // checkSnapshot refuses, before the slot is created and before any row is
 // written, a publication whose tables the planned snapshot cannot read.
 func (r *runner) checkSnapshot(ctx context.Context, db *pgx.Conn, slotCreated bool, gap gapSnapshot) error {
-	if planSnapshot(r.cfg.Snapshot, r.sink.Checkpoint(), slotCreated, gap) == snapshotNone {
+	ck := r.sink.Checkpoint()
+	plan := planSnapshot(r.cfg.Snapshot, ck, slotCreated, gap)
+	if plan == snapshotNone {
 		return nil
 	}
 	tables, err := publishedTables(ctx, db, r.cfg.Publication)
 	if err != nil {
 		return err
 	}
-	_, err = r.describeAll(ctx, db, tables)
-	return err
+	described, err := r.describeAll(ctx, db, tables)
+	if err != nil {
+		return err
+	}
+	if cur, ok := parseCursor(ck.Cursor); ok && plan == snapshotResumed {
+		described = slices.DeleteFunc(described, func(t *tableInfo) bool { return slices.Contains(cur.DoneTables, t.name()) })
+	}
+	return refuseKeyless(described, plan, r.cfg.Publication)
 }
 
 // snapshot takes the initial snapshot as planSnapshot decides.
@@ -193,7 +201,7 @@ func (s *snapshotRun) run(ctx context.Context, exported string) error {
 	if err != nil {
 		return err
 	}
-	if err := s.checkKeyless(tables, exported != ""); err != nil {
+	if err := refuseKeyless(tables, s.plan, s.r.cfg.Publication); err != nil {
 		return err
 	}
 	lastWithRows, err := s.lastWithRows(ctx, tx, tables)
@@ -233,11 +241,13 @@ func (s *snapshotRun) lastWithRows(ctx context.Context, tx pgx.Tx, tables []*tab
 	return -1, nil
 }
 
-// checkKeyless refuses, before this attempt writes a row, a run that
-// would read a table without a unique key (Config.KeylessTables) from
-// another state than the slot's consistent point: a run that does not read
-// the snapshot the slot exported as Run created it (exported), because it
-// resumes an interrupted run or the slot existed before the run.
+// refuseKeyless refuses a snapshot run of plan that would read one of
+// tables, those still to read, without a unique key (Config.KeylessTables)
+// from another state than the slot's consistent point: a run that does not
+// read the snapshot the slot exports as Run creates it, because it resumes
+// an interrupted run or the slot existed before the run. Run asks before
+// the slot is created and again before each attempt's snapshot reads a
+// row.
 //
 // A table with a key can be read later than the consistent point: the
 // rows changed since are read in their newer state and streamed as well,
@@ -251,8 +261,8 @@ func (s *snapshotRun) lastWithRows(ctx context.Context, tx pgx.Tx, tables []*tab
 // elsewhere for every row changed since (or all, after VACUUM FULL or
 // CLUSTER), and starting over repeats the rows written. Refusing repeats
 // and loses nothing.
-func (s *snapshotRun) checkKeyless(tables []*tableInfo, exported bool) error {
-	if exported {
+func refuseKeyless(tables []*tableInfo, plan snapshotPlan, publication string) error {
+	if plan == snapshotExported {
 		return nil
 	}
 	var names []string
@@ -265,7 +275,7 @@ func (s *snapshotRun) checkKeyless(tables []*tableInfo, exported bool) error {
 		return nil
 	}
 	why := "the snapshot run was interrupted, and the transaction that read the database at the slot's consistent point is gone"
-	if s.plan != snapshotResumed {
+	if plan != snapshotResumed {
 		why = "the replication slot existed before this snapshot run, so the snapshot it exported when it was created is gone"
 	}
 	return &kafkasink.ConfigError{Problems: []string{fmt.Sprintf(
@@ -274,7 +284,7 @@ func (s *snapshotRun) checkKeyless(tables []*tableInfo, exported bool) error {
 			"and nothing could tell the copies apart. Ways out: take a new snapshot into a new sink (a new kafkasink.Config.SinkID, -sink-id) "+
 			"from a new slot (Config.Slot, -slot), which reads the snapshot the slot exports as Run creates it; give the tables a primary key "+
 			"or a replica identity index (ALTER TABLE ... REPLICA IDENTITY USING INDEX ...); or leave them out of publication %q",
-		why, strings.Join(names, ", "), s.r.cfg.Publication)}}
+		why, strings.Join(names, ", "), publication)}}
 }
 
 // pending returns the published tables still to read, the one in progress

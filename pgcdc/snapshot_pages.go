@@ -21,7 +21,7 @@ import (
 // transaction first measures it: a row it sees existed at its snapshot,
 // and a row stays where it is while any transaction may still see it.
 // The cursor records the next page, for the log: a run interrupted inside
-// such a table does not resume there (see checkKeyless). last and
+// such a table does not resume there (see refuseKeyless). last and
 // lastWithRows are as for table.
 //
 // A chunk is written once the next chunk with rows is read, or the table

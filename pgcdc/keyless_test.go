@@ -288,3 +288,34 @@ func checkKeylessRefusal(t *testing.T, r *run, keyed, keyless string) {
 		t.Fatalf("Run: %v, want a *kafkasink.ConfigError naming public.%s alone", r.err, keyless)
 	}
 }
+
+// TestRefuseKeyless pins the decision of refuseKeyless: a table read by
+// pages (no unique key, Config.KeylessTables) may be read only by a run
+// of the slot's exported snapshot; the refusal names every such table,
+// not the others, why, and the ways out with their flags.
+func TestRefuseKeyless(t *testing.T) {
+	t.Parallel()
+	keyed := &tableInfo{publishedTable: publishedTable{schema: "public", table: "keyed"}}
+	pages := &tableInfo{publishedTable: publishedTable{schema: "public", table: "nokey"}, byPages: true}
+	pages2 := &tableInfo{publishedTable: publishedTable{schema: "s", table: "nokey2"}, byPages: true}
+	for _, c := range []struct {
+		plan   snapshotPlan
+		tables []*tableInfo
+		want   []string // in the refusal; nil: no refusal
+	}{
+		{snapshotExported, []*tableInfo{keyed, pages}, nil},
+		{snapshotResumed, []*tableInfo{keyed}, nil},
+		{snapshotCurrent, nil, nil},
+		{snapshotResumed, []*tableInfo{keyed, pages, pages2}, []string{"public.nokey, s.nokey2", "interrupted", "-sink-id", "-slot", `publication "pub"`}},
+		{snapshotCurrent, []*tableInfo{pages}, []string{"public.nokey", "slot existed", "-sink-id", "-slot"}},
+	} {
+		err := refuseKeyless(c.tables, c.plan, "pub")
+		var ce *kafkasink.ConfigError
+		switch {
+		case c.want == nil && err != nil:
+			t.Errorf("plan %d: %v, want no refusal", c.plan, err)
+		case c.want != nil && (!errors.As(err, &ce) || !containsAll(err.Error(), c.want...) || strings.Contains(err.Error(), "keyed")):
+			t.Errorf("plan %d: %v, want a *kafkasink.ConfigError naming %q and not public.keyed", c.plan, err, c.want)
+		}
+	}
+}

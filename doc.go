@@ -82,7 +82,9 @@
 // Key: Config.KeyColumns for the table, else the event's key columns, else
 // the event id; in the text form of KeyText or as JSON (KeyJSON). Records are
 // partitioned by Kafka's murmur2 of the key, like the Java producer, so other
-// producers agree on partitions.
+// producers agree on partitions. An event of a table without a key that
+// says so (Event.Keyless) has no key instead of its event id: a null key,
+// written to partition 0, as Debezium writes such tables.
 //
 // Value: Config.Encoder: JSONEncoder (the change event, default),
 // UpsertEncoder (the row document, a tombstone for deletes), or

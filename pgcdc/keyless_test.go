@@ -161,25 +161,25 @@ func TestKeylessSnapshotNeedsTheExportedSnapshot(t *testing.T) {
 		// n-th Write that carries rows of the keyed or the keyless
 		// table, whether to stop there; it may write part of the
 		// batch first. Without it the slot is made before Run.
-		interrupt func(t *testing.T, sink kafkasink.Sink, keyless bool, n int, b *kafkasink.Batch) bool
+		interrupt func(t *testing.T, sink *kafkasink.Sink, keyless bool, n int, b *kafkasink.Batch) bool
 		written   bool // rows of the keyless table are written before the interruption
 		// reconnect, when set, ends the snapshot's connection instead
 		// of Run before the n-th Write of the keyless table's rows.
 		reconnect int
 	}{{
 		name: "in the keyed table",
-		interrupt: func(_ *testing.T, _ kafkasink.Sink, keyless bool, n int, _ *kafkasink.Batch) bool {
+		interrupt: func(_ *testing.T, _ *kafkasink.Sink, keyless bool, n int, _ *kafkasink.Batch) bool {
 			return !keyless && n == 2
 		},
 	}, {
 		name: "after two chunks of the keyless table",
-		interrupt: func(_ *testing.T, _ kafkasink.Sink, keyless bool, n int, _ *kafkasink.Batch) bool {
+		interrupt: func(_ *testing.T, _ *kafkasink.Sink, keyless bool, n int, _ *kafkasink.Batch) bool {
 			return keyless && n == 3
 		},
 		written: true,
 	}, {
 		name: "inside the first chunk of the keyless table",
-		interrupt: func(t *testing.T, sink kafkasink.Sink, keyless bool, n int, b *kafkasink.Batch) bool {
+		interrupt: func(t *testing.T, sink *kafkasink.Sink, keyless bool, n int, b *kafkasink.Batch) bool {
 			if !keyless || n != 1 {
 				return false
 			}

@@ -154,7 +154,7 @@ func TestPrevCommitEndAcrossReconnects(t *testing.T) {
 	oracleSlot := e.name + "_oracle"
 	t.Cleanup(func() { sinktest.DropSlot(context.Background(), e.db, oracleSlot) })
 
-	newSink := func(id, prefix string) kafkasink.Sink {
+	newSink := func(id, prefix string) *kafkasink.Sink {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		s, err := kafkasink.New(ctx, kafkasink.Config{

@@ -303,6 +303,10 @@ func (c *Config) validate() error {
 	if v, ok := c.Encoder.(interface{ validate() []string }); ok {
 		p = append(p, v.validate()...)
 	}
+	if k, ok := c.Encoder.(keyEncoder); ok && k.encodesKeys() && c.KeyFormat != KeyJSON {
+		add("KeyFormat is %s, but Encoder DebeziumEncoder.SchemasEnable (schemas.enable) writes JSON keys with their schema "+
+			"and JSON __debezium.oldkey/newkey headers: set KeyFormat to KeyJSON (-key-format json)", c.KeyFormat)
+	}
 	for _, b := range c.Brokers {
 		if b == "" || strings.ContainsAny(b, " \t\n,") {
 			add("Brokers has %q: want one host:port per entry", b)

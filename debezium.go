@@ -158,8 +158,35 @@ type DebeziumEncoder struct {
 	// NullNestedArrays writes each element of an array of more than one
 	// dimension as null, as Debezium 3.6.1 does (it loses the values), for
 	// consumers that depend on that. false (the default) keeps the nested
-	// values: a deliberate deviation from Debezium.
+	// values: a deliberate deviation from Debezium. SchemasEnable implies
+	// it.
 	NullNestedArrays bool
+
+	// SchemasEnable is JsonConverter's schemas.enable for key and value:
+	// every value is {"schema":<schema>,"payload":<the envelope above>}
+	// and every key {"schema":<schema>,"payload":<the key object>}, with
+	// the Kafka Connect schemas Debezium declares (debezium_schema.go):
+	// the value's <Name>.<schema>.<table>.Envelope (version 2) with
+	// before and after as the table's .Value struct, one field per
+	// column in table order with its Connect type, optional unless the
+	// column is NOT NULL, and Debezium's semantic type names and
+	// parameters under the options above (io.debezium.time.MicroTimestamp,
+	// org.apache.kafka.connect.data.Decimal with its scale and precision,
+	// io.debezium.data.Bits with its length, ...); the key's .Key struct
+	// of the key columns, whose values are written in the column forms
+	// above. It needs the sink's KeyFormat KeyJSON (the form of the
+	// schemaless __debezium.oldkey and __debezium.newkey headers) and
+	// events with a Relation: an event without one is rejected (an
+	// *EncodeError). Tombstones stay null values, as JsonConverter
+	// writes a null value whatever schemas.enable. A truncate, or a
+	// table without key columns, keeps its event-id key (Debezium's is
+	// null) as a string-schema document. Nested arrays are written as
+	// null (NullNestedArrays), since the array schema Debezium declares
+	// cannot hold them. Column defaults are not declared (Debezium
+	// writes a column's DEFAULT as the schema's "default"; Relation does
+	// not carry it). Each table version's schemas are made once and
+	// cached, so encoding allocates nothing more per event.
+	SchemasEnable bool
 }
 
 // The headers DebeziumEncoder adds (see RecordShaper).
@@ -285,6 +312,14 @@ func (d DebeziumEncoder) Encode(dst []byte, e *Event) ([]byte, error) {
 	if !e.Op.Valid() {
 		return nil, invalidOpError(e)
 	}
+	if d.SchemasEnable {
+		return d.encodeWithSchema(dst, e)
+	}
+	return d.appendEnvelope(dst, e)
+}
+
+// appendEnvelope appends the schemaless envelope of e.
+func (d DebeziumEncoder) appendEnvelope(dst []byte, e *Event) ([]byte, error) {
 	dst = append(dst, `{"before":`...)
 	var err error
 	if dst, err = d.appendDebeziumRow(dst, e, e.Before); err != nil {

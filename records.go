@@ -141,6 +141,9 @@ func (s *Sink) encodeParts(ctx context.Context, p *plan, events []Event, send fu
 	}
 	shaper, _ := s.cfg.Encoder.(RecordShaper)
 	enc.shaper = shaper
+	if k, ok := s.cfg.Encoder.(keyEncoder); ok && k.encodesKeys() {
+		enc.keys = k
+	}
 	if shaper != nil {
 		// Room for a tombstone per event, at len(events)+i, and the
 		// encoder's headers.
@@ -272,6 +275,7 @@ type encoderState struct {
 	headers []kgo.RecordHeader
 	arena   []byte
 	shaper  RecordShaper // the Encoder's, when it has one
+	keys    keyEncoder   // the Encoder's, when it writes the keys
 	shaped  []Header     // its headers of one event, reused
 }
 
@@ -327,7 +331,13 @@ func (s *Sink) encodeEvent(ctx context.Context, es *encoderState, i int, e *Even
 	}
 
 	start := len(es.arena)
-	keyOut, err := AppendKey(es.arena, e, rt.keyColumns, s.cfg.KeyFormat)
+	var keyOut []byte
+	var err error
+	if es.keys != nil {
+		keyOut, err = es.keys.appendKey(es.arena, e, rt.keyColumns)
+	} else {
+		keyOut, err = AppendKey(es.arena, e, rt.keyColumns, s.cfg.KeyFormat)
+	}
 	switch {
 	case errors.Is(err, errMissingKeyColumn):
 		reject(ReasonNoKey, err)

@@ -43,8 +43,9 @@ const debeziumSchema = "dbzconf"
 
 // debeziumConfigs are the Debezium configurations of testdata/debezium
 // (configs/<name>.properties), each as the DebeziumEncoder options that
-// mirror its properties, and the topic prefix its sink writes under (one
-// sink per configuration; records are compared under Debezium's "dbz").
+// mirror its properties, and the topic prefix its sinks write under (two
+// sinks per configuration, without and with SchemasEnable, see
+// debeziumPrefix; records are compared under Debezium's "dbz").
 var debeziumConfigs = []struct {
 	name, prefix string
 	enc          kafkasink.DebeziumEncoder
@@ -58,11 +59,12 @@ var debeziumConfigs = []struct {
 
 // TestDebeziumConformance runs testdata/debezium's workload through a real
 // PostgreSQL, Run (initial snapshot, then streaming) and exactly-once
-// sinks with DebeziumEncoder on the fake cluster, one per configuration of
-// debeziumConfigs, each batch written to all of them, reads every topic
-// back read_committed, and compares the records with Debezium's for that
-// configuration (for "defaults", Debezium 3.6.1 with no setting changed),
-// with JsonConverter schemas.enable false and true. Only what differs from
+// sinks with DebeziumEncoder on the fake cluster, two per configuration of
+// debeziumConfigs (SchemasEnable false and true), each batch written to
+// all of them, reads every topic back read_committed, and compares each
+// sink's records with Debezium's for that configuration (for "defaults",
+// Debezium 3.6.1 with no setting changed) with JsonConverter
+// schemas.enable set as the sink's SchemasEnable. Only what differs from
 // run to run is normalized (see normalizeDebezium). The differences must
 // be exactly those listed in deviations-<config>-schemas-<false|true>.txt.
 func TestDebeziumConformance(t *testing.T) {
@@ -89,20 +91,28 @@ func TestDebeziumConformance(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	// One sink per configuration and schemas.enable setting; the
+	// schema-carrying one (SchemasEnable) writes under the prefix with
+	// "s" appended.
 	var sinks []*kafkasink.Sink
 	for _, c := range debeziumConfigs {
-		sink, err := kafkasink.New(ctx, kafkasink.Config{
-			Brokers:   e.brokers,
-			SinkID:    e.name + "_" + c.prefix,
-			Topics:    kafkasink.Topics{Prefix: c.prefix, Partitions: 1},
-			KeyFormat: kafkasink.KeyJSON,
-			Encoder:   c.enc,
-		})
-		if err != nil {
-			t.Fatalf("kafkasink.New: %v", err)
+		for _, schemas := range []bool{false, true} {
+			enc := c.enc
+			enc.SchemasEnable = schemas
+			prefix := debeziumPrefix(c.prefix, schemas)
+			sink, err := kafkasink.New(ctx, kafkasink.Config{
+				Brokers:   e.brokers,
+				SinkID:    e.name + "_" + prefix,
+				Topics:    kafkasink.Topics{Prefix: prefix, Partitions: 1},
+				KeyFormat: kafkasink.KeyJSON,
+				Encoder:   enc,
+			})
+			if err != nil {
+				t.Fatalf("kafkasink.New: %v", err)
+			}
+			t.Cleanup(func() { sink.Close(context.Background()) })
+			sinks = append(sinks, sink)
 		}
-		t.Cleanup(func() { sink.Close(context.Background()) })
-		sinks = append(sinks, sink)
 	}
 	var reads atomic.Int64
 	var ended atomic.Bool
@@ -142,23 +152,33 @@ func TestDebeziumConformance(t *testing.T) {
 	}
 
 	for _, c := range debeziumConfigs {
-		var topics []string
-		for _, table := range tables {
-			topics = append(topics, c.prefix+"."+schema+"."+table)
-		}
-		ours := make([]dbzRecord, 0, len(golden[c.name][false]))
-		for _, rec := range sinktest.ReadCommitted(t, e.brokers, topics...) {
-			r := ourDebeziumRecord(rec, schema)
-			r.Topic = "dbz" + strings.TrimPrefix(r.Topic, c.prefix)
-			ours = append(ours, r)
-		}
 		for _, schemas := range []bool{false, true} {
+			prefix := debeziumPrefix(c.prefix, schemas)
+			var topics []string
+			for _, table := range tables {
+				topics = append(topics, prefix+"."+schema+"."+table)
+			}
+			ours := make([]dbzRecord, 0, len(golden[c.name][schemas]))
+			for _, rec := range sinktest.ReadCommitted(t, e.brokers, topics...) {
+				r := ourDebeziumRecord(rec, schema)
+				r.Topic = "dbz" + strings.TrimPrefix(r.Topic, prefix)
+				ours = append(ours, r)
+			}
 			t.Run(fmt.Sprintf("%s/schemas.enable=%t", c.name, schemas), func(t *testing.T) {
 				got := debeziumDeviations(golden[c.name][schemas], ours)
 				checkDeviations(t, c.name, fmt.Sprintf("deviations-%s-schemas-%t.txt", c.name, schemas), got)
 			})
 		}
 	}
+}
+
+// debeziumPrefix is the topic prefix of a configuration's sink with or
+// without SchemasEnable.
+func debeziumPrefix(prefix string, schemas bool) string {
+	if schemas {
+		return prefix + "s"
+	}
+	return prefix
 }
 
 // checkDeviations compares the differences found with the committed list

@@ -1,0 +1,539 @@
+package kafkasink
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/kafkasink/kafkasink/internal/jsonw"
+)
+
+// DebeziumEncoder's schema-carrying form (SchemasEnable): Kafka Connect's
+// JsonConverter with schemas.enable=true writes every key and value as
+// {"schema":<Connect schema>,"payload":<the schemaless document>}. The
+// schemas are those Debezium 3.6.1's PostgreSQL connector declares
+// (testdata/debezium/*-schemas-true.jsonl hold them), built from the
+// table's Relation and the encoder's options, once per table version.
+
+// connectSchema is a Kafka Connect schema, written as JsonConverter
+// writes it (asJsonSchema): its members always in the order type,
+// fields or items, optional, name, version, doc, parameters, default,
+// and field when it is a struct's field.
+type connectSchema struct {
+	typ      string // int16, int32, int64, float, double, boolean, string, bytes, struct, array
+	fields   []connectField
+	items    *connectSchema
+	optional bool
+	name     string
+	version  int // 0: none
+	doc      string
+	params   [][2]string // in order
+	def      string      // the default value's JSON; "": none
+}
+
+type connectField struct {
+	name   string
+	schema connectSchema
+}
+
+// appendJSON appends s; field, when not empty, is its name in a struct.
+func (s *connectSchema) appendJSON(dst []byte, field string) []byte {
+	dst = append(dst, `{"type":"`...)
+	dst = append(dst, s.typ...)
+	dst = append(dst, '"')
+	switch s.typ {
+	case "struct":
+		dst = append(dst, `,"fields":[`...)
+		for i := range s.fields {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = s.fields[i].schema.appendJSON(dst, s.fields[i].name)
+		}
+		dst = append(dst, ']')
+	case "array":
+		dst = append(dst, `,"items":`...)
+		dst = s.items.appendJSON(dst, "")
+	}
+	dst = append(dst, `,"optional":`...)
+	dst = jsonw.AppendBool(dst, s.optional)
+	if s.name != "" {
+		dst = append(dst, `,"name":`...)
+		dst = jsonw.AppendString(dst, s.name)
+	}
+	if s.version != 0 {
+		dst = append(dst, `,"version":`...)
+		dst = strconv.AppendInt(dst, int64(s.version), 10)
+	}
+	if s.doc != "" {
+		dst = append(dst, `,"doc":`...)
+		dst = jsonw.AppendString(dst, s.doc)
+	}
+	if len(s.params) > 0 {
+		dst = append(dst, `,"parameters":{`...)
+		for i, p := range s.params {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = jsonw.AppendString(dst, p[0])
+			dst = append(dst, ':')
+			dst = jsonw.AppendString(dst, p[1])
+		}
+		dst = append(dst, '}')
+	}
+	if s.def != "" {
+		dst = append(dst, `,"default":`...)
+		dst = append(dst, s.def...)
+	}
+	if field != "" {
+		dst = append(dst, `,"field":`...)
+		dst = jsonw.AppendString(dst, field)
+	}
+	return append(dst, '}')
+}
+
+// Connect's schemas of the types Debezium uses, by name.
+func plainSchema(typ string) connectSchema { return connectSchema{typ: typ} }
+
+func semanticSchema(typ, name string) connectSchema {
+	return connectSchema{typ: typ, name: name, version: 1}
+}
+
+func optionalSchema(s connectSchema) connectSchema {
+	s.optional = true
+	return s
+}
+
+// debeziumSourceSchema is the source block's schema
+// (io.debezium.connector.postgresql.Source); lsnType is source.lsn's
+// type, "string" with LSNAsString.
+func debeziumSourceSchema(lsnType string) connectSchema {
+	req := plainSchema
+	opt := func(typ string) connectSchema { return optionalSchema(plainSchema(typ)) }
+	snapshot := semanticSchema("string", "io.debezium.data.Enum")
+	snapshot.optional = true
+	snapshot.params = [][2]string{{"allowed", "true,first,first_in_data_collection,last_in_data_collection,last,false,incremental"}}
+	snapshot.def = `"false"`
+	return connectSchema{
+		typ: "struct",
+		fields: []connectField{
+			{"version", req("string")},
+			{"connector", req("string")},
+			{"name", req("string")},
+			{"ts_ms", req("int64")},
+			{"snapshot", snapshot},
+			{"db", req("string")},
+			{"sequence", opt("string")},
+			{"ts_us", opt("int64")},
+			{"ts_ns", opt("int64")},
+			{"schema", req("string")},
+			{"table", req("string")},
+			{"txId", opt("int64")},
+			{"lsn", opt(lsnType)},
+			{"xmin", opt("int64")},
+			{"origin", opt("string")},
+			{"origin_lsn", opt("int64")},
+		},
+		name:    "io.debezium.connector.postgresql.Source",
+		version: 1,
+	}
+}
+
+// debeziumTransactionSchema is the transaction block's schema
+// (provide.transaction.metadata), declared whether or not the block is
+// written.
+var debeziumTransactionSchema = connectSchema{
+	typ: "struct",
+	fields: []connectField{
+		{"id", plainSchema("string")},
+		{"total_order", plainSchema("int64")},
+		{"data_collection_order", plainSchema("int64")},
+	},
+	optional: true,
+	name:     "event.block",
+	version:  1,
+}
+
+// debeziumNoKeySchema is the schema of a key that is not a row's
+// columns: the event id AppendKey gives a truncate or a table without key
+// columns (Debezium writes a null key there, see SchemasEnable).
+var debeziumNoKeySchema = plainSchema("string")
+
+// columnSchema returns the Connect schema of a column of declared type t
+// (not optional: the caller says), as Debezium's PostgresValueConverter
+// declares it under d's options, for the value forms appendTyped writes.
+func (d *DebeziumEncoder) columnSchema(t *TypeInfo) connectSchema {
+	t = declaredBase(t)
+	if t == nil {
+		return plainSchema("string")
+	}
+	if t.Elem != nil {
+		elem := declaredBase(t.Elem)
+		items := d.columnSchema(elem)
+		// Debezium builds an enum array's items without optional().
+		items.optional = elem == nil || elem.Kind != 'e'
+		return connectSchema{typ: "array", items: &items}
+	}
+	switch t.Name {
+	case "int2":
+		return plainSchema("int16")
+	case "int4":
+		return plainSchema("int32")
+	case "int8", "oid":
+		return plainSchema("int64")
+	case "float4":
+		return plainSchema("float")
+	case "float8":
+		return plainSchema("double")
+	case "bool":
+		return plainSchema("boolean")
+	case "numeric":
+		switch d.DecimalHandling {
+		case DecimalDouble:
+			return plainSchema("double")
+		case DecimalString:
+			return plainSchema("string")
+		}
+		if t.Modifier < 4 { // no declared precision and scale
+			s := semanticSchema("struct", "io.debezium.data.VariableScaleDecimal")
+			s.fields = []connectField{{"scale", plainSchema("int32")}, {"value", plainSchema("bytes")}}
+			s.doc = "Variable scaled decimal"
+			return s
+		}
+		mod := t.Modifier - 4
+		s := semanticSchema("bytes", "org.apache.kafka.connect.data.Decimal")
+		s.params = [][2]string{{"scale", strconv.Itoa(int(mod & 0xffff))}, {"connect.decimal.precision", strconv.Itoa(int(mod >> 16))}}
+		return s
+	case "money":
+		switch d.DecimalHandling {
+		case DecimalDouble:
+			return plainSchema("double")
+		case DecimalString:
+			return plainSchema("string")
+		}
+		s := semanticSchema("bytes", "org.apache.kafka.connect.data.Decimal")
+		s.params = [][2]string{{"scale", "2"}}
+		return s
+	case "date":
+		switch d.TimePrecision {
+		case TimeIsostring:
+			return semanticSchema("string", "io.debezium.time.IsoDate")
+		case TimeConnect:
+			return semanticSchema("int32", "org.apache.kafka.connect.data.Date")
+		}
+		return semanticSchema("int32", "io.debezium.time.Date")
+	case "time":
+		switch {
+		case d.TimePrecision == TimeIsostring:
+			return semanticSchema("string", "io.debezium.time.IsoTime")
+		case d.TimePrecision == TimeConnect:
+			return semanticSchema("int32", "org.apache.kafka.connect.data.Time")
+		case d.TimePrecision == TimeAdaptive && timePrecision(t.Modifier) <= 3:
+			return semanticSchema("int32", "io.debezium.time.Time")
+		}
+		return semanticSchema("int64", "io.debezium.time.MicroTime")
+	case "timestamp":
+		switch {
+		case d.TimePrecision == TimeIsostring:
+			return semanticSchema("string", "io.debezium.time.IsoTimestamp")
+		case d.TimePrecision == TimeConnect:
+			return semanticSchema("int64", "org.apache.kafka.connect.data.Timestamp")
+		case timePrecision(t.Modifier) <= 3:
+			return semanticSchema("int64", "io.debezium.time.Timestamp")
+		}
+		return semanticSchema("int64", "io.debezium.time.MicroTimestamp")
+	case "timetz":
+		return semanticSchema("string", "io.debezium.time.ZonedTime")
+	case "timestamptz":
+		return semanticSchema("string", "io.debezium.time.ZonedTimestamp")
+	case "interval":
+		if d.IntervalHandling == IntervalString {
+			return semanticSchema("string", "io.debezium.time.Interval")
+		}
+		return semanticSchema("int64", "io.debezium.time.MicroDuration")
+	case "uuid":
+		return semanticSchema("string", "io.debezium.data.Uuid")
+	case "json", "jsonb":
+		return semanticSchema("string", "io.debezium.data.Json")
+	case "bit", "varbit":
+		if t.Name == "bit" && t.Modifier == 1 {
+			return plainSchema("boolean") // as appendBits writes bit(1)
+		}
+		length := "2147483647" // varbit without a length, as pgjdbc reports it
+		if t.Modifier >= 0 {
+			length = strconv.Itoa(int(t.Modifier))
+		}
+		s := semanticSchema("bytes", "io.debezium.data.Bits")
+		s.params = [][2]string{{"length", length}}
+		return s
+	case "bytea":
+		if d.BinaryHandling == BinaryBytes {
+			return plainSchema("bytes")
+		}
+		return plainSchema("string")
+	case "point":
+		s := semanticSchema("struct", "io.debezium.data.geometry.Point")
+		s.fields = []connectField{
+			{"x", plainSchema("double")},
+			{"y", plainSchema("double")},
+			{"wkb", optionalSchema(plainSchema("bytes"))},
+			{"srid", optionalSchema(plainSchema("int32"))},
+		}
+		s.doc = "Geometry (POINT)"
+		return s
+	}
+	// Text, character types, name, "char", inet, cidr, macaddr, enums and
+	// every other type pgcdc keeps as its text.
+	return plainSchema("string")
+}
+
+// debeziumSchemaName is the name Debezium gives a table's schemas
+// (topic.prefix, schema, table; suffix Key, Value or Envelope).
+func (d *DebeziumEncoder) debeziumSchemaName(e *Event, suffix string) string {
+	name := d.Name
+	if name == "" {
+		name = "kafkasink"
+	}
+	return name + "." + e.Schema + "." + e.Table + "." + suffix
+}
+
+// envelopeSchema is the value's schema of e's table: the Envelope struct
+// with before and after as the table's Value struct.
+func (d *DebeziumEncoder) envelopeSchema(e *Event) connectSchema {
+	row := connectSchema{typ: "struct", optional: true, name: d.debeziumSchemaName(e, "Value")}
+	for i := range e.Relation.Columns {
+		ci := &e.Relation.Columns[i]
+		if t := declaredBase(ci.Type); t != nil && t.Kind == 'c' {
+			continue // left out of the row, as appendDebeziumRow does
+		}
+		s := d.columnSchema(ci.Type)
+		s.optional = !ci.NotNull
+		row.fields = append(row.fields, connectField{ci.Name, s})
+	}
+	lsnType := "int64"
+	if d.LSNAsString {
+		lsnType = "string"
+	}
+	opt := func(typ string) connectSchema { return optionalSchema(plainSchema(typ)) }
+	return connectSchema{
+		typ: "struct",
+		fields: []connectField{
+			{"before", row},
+			{"after", row},
+			{"source", debeziumSourceSchema(lsnType)},
+			{"transaction", debeziumTransactionSchema},
+			{"op", plainSchema("string")},
+			{"ts_ms", opt("int64")},
+			{"ts_us", opt("int64")},
+			{"ts_ns", opt("int64")},
+		},
+		name:    d.debeziumSchemaName(e, "Envelope"),
+		version: 2,
+	}
+}
+
+// keySchema is the key's schema of e's table for the key columns: the
+// Key struct with one field per column, in key order. ok is false when a
+// column is not in the Relation.
+func (d *DebeziumEncoder) keySchema(e *Event, columns []string) (s connectSchema, ok bool) {
+	s = connectSchema{typ: "struct", name: d.debeziumSchemaName(e, "Key")}
+	for _, name := range columns {
+		ci, found := e.Relation.Column(name)
+		if !found {
+			return s, false
+		}
+		f := d.columnSchema(ci.Type)
+		f.optional = !ci.NotNull
+		s.fields = append(s.fields, connectField{name, f})
+	}
+	return s, true
+}
+
+// schemaDocument opens a schema-carrying document: {"schema":<s>,"payload":
+// (the caller appends the payload and the closing brace).
+func schemaDocument(s *connectSchema) []byte {
+	return append(s.appendJSON([]byte(`{"schema":`), ""), `,"payload":`...)
+}
+
+// debeziumSchemas are the opened documents of one table version under one
+// set of options. They never change once made: the cache replaces an
+// entry rather than modifying it.
+type debeziumSchemas struct {
+	value []byte // {"schema":<Envelope>,"payload":
+	// key is the Key document for the key columns it was last asked for;
+	// nil until then.
+	key atomic.Pointer[debeziumKeySchema]
+}
+
+type debeziumKeySchema struct {
+	columns []string
+	open    []byte // {"schema":<Key>,"payload":
+}
+
+// schemaCacheKey is what a table's schemas depend on: the table version
+// (its *Relation, which a source shares among the version's events),
+// its name, and the options that change a schema.
+type schemaCacheKey struct {
+	rel           *Relation
+	schema, table string
+	name          string
+	decimal       DecimalMode
+	time          TimePrecisionMode
+	interval      IntervalMode
+	binary        BinaryMode
+	lsnAsString   bool
+}
+
+// maxCachedSchemas bounds the schema cache: a process that sees more
+// table versions than this rebuilds some schemas, once per eviction.
+const maxCachedSchemas = 1024
+
+// schemaCache holds the schemas of the table versions encoded lately, for
+// every DebeziumEncoder of the process (encoders are values, so the cache
+// cannot live in one). Encode is safe for concurrent use, so is the cache.
+var schemaCache = struct {
+	sync.RWMutex
+	m map[schemaCacheKey]*debeziumSchemas
+}{m: make(map[schemaCacheKey]*debeziumSchemas)}
+
+// schemasOf returns the schemas of e's table version, from the cache or
+// made and cached. e.Relation must not be nil.
+func (d *DebeziumEncoder) schemasOf(e *Event) *debeziumSchemas {
+	k := schemaCacheKey{
+		rel: e.Relation, schema: e.Schema, table: e.Table, name: d.Name,
+		decimal: d.DecimalHandling, time: d.TimePrecision, interval: d.IntervalHandling,
+		binary: d.BinaryHandling, lsnAsString: d.LSNAsString,
+	}
+	schemaCache.RLock()
+	s := schemaCache.m[k]
+	schemaCache.RUnlock()
+	if s != nil {
+		return s
+	}
+	env := d.envelopeSchema(e)
+	s = &debeziumSchemas{value: schemaDocument(&env)}
+	schemaCache.Lock()
+	defer schemaCache.Unlock()
+	if old := schemaCache.m[k]; old != nil {
+		return old // another goroutine made it first
+	}
+	if len(schemaCache.m) >= maxCachedSchemas {
+		for old := range schemaCache.m { // evict an arbitrary entry
+			delete(schemaCache.m, old)
+			break
+		}
+	}
+	schemaCache.m[k] = s
+	return s
+}
+
+// errNoRelation is the error for an event without a Relation under
+// SchemasEnable.
+func errNoRelation(e *Event) error {
+	return &EncodeError{Schema: e.Schema, Table: e.Table, Err: fmt.Errorf(
+		"DebeziumEncoder.SchemasEnable (schemas.enable) writes each record's schema from the table's declared columns, " +
+			"and the event has none: set Event.Relation (pgcdc sets it), or turn SchemasEnable off")}
+}
+
+// encodeWithSchema is Encode with SchemasEnable: the envelope inside its
+// schema document. Nested arrays are written as null, as Debezium writes
+// them: the schema Debezium declares for an array column (an array of the
+// element type) cannot hold them, and JsonConverter would misread them
+// (each inner array of numbers as 0) rather than refuse them.
+func (d DebeziumEncoder) encodeWithSchema(dst []byte, e *Event) ([]byte, error) {
+	if e.Relation == nil {
+		return nil, errNoRelation(e)
+	}
+	dst = append(dst, d.schemasOf(e).value...)
+	d.NullNestedArrays = true
+	dst, err := d.appendEnvelope(dst, e)
+	if err != nil {
+		return nil, err
+	}
+	return append(dst, '}'), nil
+}
+
+// keyEncoder is an optional interface of an Encoder that, under its
+// options, writes the record keys itself in place of the sink's
+// AppendKey in Config.KeyFormat: DebeziumEncoder with SchemasEnable,
+// whose keys carry their Connect schema. The sink asks encodesKeys once
+// per Write. Config validation requires KeyFormat KeyJSON with it, the
+// form of the key's payload and of the __debezium.oldkey and newkey
+// headers, which stay schemaless as Debezium writes them.
+type keyEncoder interface {
+	// encodesKeys reports whether the encoder writes the record keys.
+	encodesKeys() bool
+	// appendKey appends e's record key to dst, with AppendKey's contract
+	// for columns and errors.
+	appendKey(dst []byte, e *Event, columns []string) ([]byte, error)
+}
+
+var _ keyEncoder = DebeziumEncoder{}
+
+func (d DebeziumEncoder) encodesKeys() bool { return d.SchemasEnable }
+
+// appendKey writes Debezium's key with its schema: the key columns'
+// values in Debezium's forms (appendTyped) under the Key struct. A
+// truncate, or a table without key columns, is keyed as AppendKey keys it
+// (its event id), in a string schema.
+func (d DebeziumEncoder) appendKey(dst []byte, e *Event, columns []string) ([]byte, error) {
+	if len(columns) == 0 {
+		columns = e.Key
+	}
+	if len(columns) == 0 || e.Op == OpTruncate {
+		dst = debeziumNoKeySchema.appendJSON(append(dst, `{"schema":`...), "")
+		dst = append(dst, `,"payload":`...)
+		var err error
+		if dst, err = AppendKey(dst, e, columns, KeyJSON); err != nil {
+			return nil, err
+		}
+		return append(dst, '}'), nil
+	}
+	if e.Relation == nil {
+		return nil, errNoRelation(e)
+	}
+	schemas := d.schemasOf(e)
+	ks := schemas.key.Load()
+	if ks == nil || !slices.Equal(ks.columns, columns) {
+		s, ok := d.keySchema(e, columns)
+		if !ok {
+			ks = nil
+		} else {
+			ks = &debeziumKeySchema{columns: slices.Clone(columns), open: schemaDocument(&s)}
+			schemas.key.Store(ks)
+		}
+	}
+	if ks == nil { // a key column the table does not have
+		for _, name := range columns {
+			if _, ok := e.Relation.Column(name); !ok {
+				return nil, missingKeyError(e, name, false)
+			}
+		}
+	}
+	row := e.Image()
+	dst = append(dst, ks.open...)
+	dst = append(dst, '{')
+	for i, name := range columns {
+		c, ok := row.Get(name)
+		if !ok || c.Unchanged {
+			return nil, missingKeyError(e, name, ok)
+		}
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = jsonw.AppendString(dst, name)
+		dst = append(dst, ':')
+		if c.Value == nil {
+			dst = append(dst, "null"...)
+			continue
+		}
+		ci, _ := e.Relation.Column(name)
+		var err error
+		if dst, err = d.appendTyped(dst, ci.Type, c.Value); err != nil {
+			return nil, &EncodeError{Schema: e.Schema, Table: e.Table, Column: name, Err: err}
+		}
+	}
+	return append(dst, "}}"...), nil
+}

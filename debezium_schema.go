@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -176,6 +177,11 @@ func (d *DebeziumEncoder) columnSchema(t *TypeInfo) connectSchema {
 		items.optional = elem == nil || elem.Kind != 'e'
 		return connectSchema{typ: "array", items: &items}
 	}
+	if t.Kind == 'e' && t.Labels != nil {
+		s := semanticSchema("string", "io.debezium.data.Enum")
+		s.params = [][2]string{{"allowed", strings.Join(t.Labels, ",")}}
+		return s
+	}
 	switch t.Name {
 	case "int2":
 		return plainSchema("int16")
@@ -284,8 +290,9 @@ func (d *DebeziumEncoder) columnSchema(t *TypeInfo) connectSchema {
 		s.doc = "Geometry (POINT)"
 		return s
 	}
-	// Text, character types, name, "char", inet, cidr, macaddr, enums and
-	// every other type pgcdc keeps as its text.
+	// Text, character types, name, "char", inet, cidr, macaddr, enums
+	// whose labels the source did not give, and every other type pgcdc
+	// keeps as its text.
 	return plainSchema("string")
 }
 

@@ -56,4 +56,7 @@ type TypeInfo struct {
 	// (arrays included), 'c' composite, 'd' domain, 'e' enum, 'r' range,
 	// 'm' multirange, 'p' pseudo; 0 when the source does not say.
 	Kind byte
+	// Labels are an enum's labels in their declared order (pg_enum), as
+	// DebeziumEncoder.SchemasEnable declares them; nil for other types.
+	Labels []string
 }

@@ -196,7 +196,8 @@ func (k *catalog) streamType(ctx context.Context, oid uint32) (customType, bool,
 func describeType(ctx context.Context, q querier, oid uint32) (t customType, found bool, err error) {
 	rows, err := q.Query(ctx, `SELECT t.typname::text, t.typtypmod, t.typtype::text, t.typbasetype, t.typelem <> 0 AND t.typlen = -1, t.typelem, coalesce(e.typdelim, ',')::text,
 			(SELECT array_agg(a.attname::text ORDER BY a.attnum) FROM pg_attribute a WHERE t.typtype = 'c' AND a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped),
-			(SELECT array_agg(a.atttypid ORDER BY a.attnum) FROM pg_attribute a WHERE t.typtype = 'c' AND a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped)
+			(SELECT array_agg(a.atttypid ORDER BY a.attnum) FROM pg_attribute a WHERE t.typtype = 'c' AND a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped),
+			(SELECT array_agg(l.enumlabel::text ORDER BY l.enumsortorder) FROM pg_enum l WHERE t.typtype = 'e' AND l.enumtypid = t.oid)
 		FROM pg_type t LEFT JOIN pg_type e ON e.oid = t.typelem
 		WHERE t.oid = $1::oid`, oid)
 	if err != nil {
@@ -211,7 +212,7 @@ func describeType(ctx context.Context, q querier, oid uint32) (t customType, fou
 		names       []string
 		types       []uint32
 	)
-	if err := rows.Scan(&t.name, &t.typmod, &kind, &t.base, &t.array, &t.elem, &delim, &names, &types); err != nil {
+	if err := rows.Scan(&t.name, &t.typmod, &kind, &t.base, &t.array, &t.elem, &delim, &names, &types, &t.labels); err != nil {
 		return t, false, fmt.Errorf("pgcdc: looking up type %d in pg_type: %w", oid, err)
 	}
 	if len(delim) == 1 {

@@ -698,8 +698,13 @@ var digitRuns = regexp.MustCompile(`[0-9]+`)
 // without a key (a truncate's): it differs from run to run.
 var eventID = regexp.MustCompile(`^[0-9A-F]+/[0-9A-F]+:[0-9]+$`)
 
-// normalizeEventID replaces a key that is an event id by "<event id>".
+// normalizeEventID replaces a key that is an event id by "<event id>",
+// the payload of a schema-carrying key (SchemasEnable) too.
 func normalizeEventID(key any) any {
+	if m, ok := key.(map[string]any); ok && isSchemaForm(m) {
+		m["payload"] = normalizeEventID(m["payload"])
+		return m
+	}
 	if s, ok := key.(string); ok && eventID.MatchString(s) {
 		return "<event id>"
 	}

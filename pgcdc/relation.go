@@ -72,7 +72,7 @@ func (c *valueConverter) typeInfo(oid uint32, typmod int32, depth int) *kafkasin
 				t.Elem = c.typeInfo(ac.ElementType.OID, typmod, depth+1)
 			}
 		} else if ct, ok := c.custom[oid]; ok {
-			t.Name, t.Kind = ct.name, ct.kind
+			t.Name, t.Kind, t.Labels = ct.name, ct.kind, ct.labels
 			switch {
 			case ct.base != 0:
 				t.Base = c.typeInfo(ct.base, ct.typmod, depth+1)

@@ -61,6 +61,7 @@ type customType struct {
 	delim     byte   // an array's element delimiter, its element type's typdelim
 	composite bool
 	attrs     []typeAttr // a composite's attributes, in order
+	labels    []string   // an enum's labels in order, for Event.Relation
 	// olderLayouts are attribute counts of values from before a change
 	// of the composite, which keep their text.
 	olderLayouts []int

@@ -187,7 +187,7 @@ func benchEncoder(b *testing.B, enc Encoder) { benchEncoderOn(b, enc, func(*Even
 func benchEncoderOn(b *testing.B, enc Encoder, prepare func(*Event)) {
 	e := benchEvent()
 	prepare(&e)
-	buf := make([]byte, 0, 2048)
+	buf := make([]byte, 0, 1<<14) // room for a schema-carrying value (BenchmarkEncodeDebezium_Schemas)
 	b.ReportAllocs()
 	var n int
 	for b.Loop() {
@@ -249,6 +249,12 @@ var benchRelation = func() *Relation {
 
 func BenchmarkEncodeDebezium_Declared(b *testing.B) {
 	benchEncoderOn(b, DebeziumEncoder{}, func(e *Event) { e.Relation = benchRelation })
+}
+
+// BenchmarkEncodeDebezium_Schemas is the declared path with
+// SchemasEnable: the cached schema document before the same envelope.
+func BenchmarkEncodeDebezium_Schemas(b *testing.B) {
+	benchEncoderOn(b, DebeziumEncoder{SchemasEnable: true}, func(e *Event) { e.Relation = benchRelation })
 }
 
 func BenchmarkEncodeDebezium_StdlibBaseline(b *testing.B) {

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -417,4 +419,116 @@ func TestDebeziumSchemaCacheBounded(t *testing.T) {
 	if got := string(enc.schemasOf(first).value); got != want {
 		t.Errorf("schemas after eviction differ:\n got %s\nwant %s", got, want)
 	}
+}
+
+// TestDebeziumSchemasReadByJsonConverter has Kafka Connect's own
+// JsonConverter (schemas.enable=true, from Kafka's libs:
+// KAFKASINK_TEST_KAFKA_CLASSPATH) read what SchemasEnable writes, as a
+// Kafka Connect sink reading the topic would: the key and value of each
+// streamed insert of the types table (typesRows, every converted type)
+// in every captured configuration. Each document must be accepted,
+// validated against its schema, and read as exactly its payload (a value
+// that contradicts its schema is read as something else, such as 0 for
+// text in an int32 field), but for non-finite floats (nonFiniteAsZero).
+// Debezium's own records go through first, as a control of the check.
+func TestDebeziumSchemasReadByJsonConverter(t *testing.T) {
+	classpath := os.Getenv("KAFKASINK_TEST_KAFKA_CLASSPATH")
+	java, err := exec.LookPath("java")
+	if classpath == "" || err != nil {
+		t.Skip("needs java and Kafka's libs in KAFKASINK_TEST_KAFKA_CLASSPATH (scripts/testenv.sh env sets it)")
+	}
+	var docs [][]byte
+	for _, g := range readGoldenSchemaRecords(t, "defaults") {
+		for _, d := range []json.RawMessage{g.Key, g.Value} {
+			if string(d) != "null" {
+				docs = append(docs, d)
+			}
+		}
+	}
+	control := len(docs)
+	rel := goldenRelations["types"].rel
+	for config, enc := range goldenConfigs {
+		enc.Name, enc.SchemasEnable = "dbz", true
+		for id, values := range typesRows {
+			row := Row{{Name: "id", Value: int32(id)}}
+			for _, c := range typesColumns[1:] {
+				if v, ok := values[c.Name]; ok {
+					row = append(row, Column{Name: c.Name, Value: v})
+				}
+			}
+			e := &Event{Op: OpInsert, Schema: "dbzconf", Table: "types", Relation: rel, Key: []string{"id"}, After: row}
+			value, err := enc.Encode(nil, e)
+			if err != nil {
+				t.Fatalf("%s id=%d: %v", config, id, err)
+			}
+			key, err := enc.appendKey(nil, e, nil)
+			if err != nil {
+				t.Fatalf("%s id=%d key: %v", config, id, err)
+			}
+			docs = append(docs, key, value)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "docs.jsonl")
+	if err := os.WriteFile(file, append(bytes.Join(docs, []byte("\n")), '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(java, "-cp", classpath, "testdata/jsonconverter/Check.java", file).Output()
+	if err != nil {
+		t.Fatalf("java Check.java: %v", err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if len(lines) != len(docs) {
+		t.Fatalf("JsonConverter answered %d lines for %d documents:\n%s", len(lines), len(docs), out)
+	}
+	for i, line := range lines {
+		who := "ours"
+		if i < control {
+			who = "Debezium's"
+		}
+		read, ok := strings.CutPrefix(line, "OK ")
+		if !ok {
+			t.Errorf("JsonConverter refused %s document %d: %s\n%s", who, i, line, docs[i])
+			continue
+		}
+		if doc := splitSchemaDoc(t, who, docs[i]); !sameJSONValue(nonFiniteAsZero(t, doc.Payload), []byte(read)) {
+			t.Errorf("JsonConverter read %s document %d as\n%s\nnot its payload\n%s", who, i, read, doc.Payload)
+		}
+	}
+}
+
+// nonFiniteAsZero returns a payload with the strings "NaN", "Infinity"
+// and "-Infinity" replaced by 0: JsonConverter reads a float or double
+// field's NaN and infinities, which JSON writes as those strings (in
+// Debezium's records too), as 0.0.
+func nonFiniteAsZero(t *testing.T, payload []byte) []byte {
+	t.Helper()
+	var walk func(v any) any
+	walk = func(v any) any {
+		switch x := v.(type) {
+		case string:
+			if x == "NaN" || x == "Infinity" || x == "-Infinity" {
+				return json.Number("0")
+			}
+		case map[string]any:
+			for k, e := range x {
+				x[k] = walk(e)
+			}
+		case []any:
+			for i, e := range x {
+				x[i] = walk(e)
+			}
+		}
+		return v
+	}
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatal(err)
+	}
+	out, err := json.Marshal(walk(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -12,10 +12,11 @@ import (
 )
 
 // DebeziumEncoder writes Debezium's PostgreSQL connector envelope in its
-// JSON form without schema (value.converter.schemas.enable=false), so
-// consumers written for Debezium read kafkasink topics unchanged. Its zero
-// value is ready to use and it is safe for concurrent use as long as Now
-// is.
+// JSON form without schema (value.converter.schemas.enable=false), or with
+// SchemasEnable in Kafka Connect's schema-carrying form
+// (schemas.enable=true, keys included), so consumers written for Debezium
+// read kafkasink topics unchanged. Its zero value is ready to use and it
+// is safe for concurrent use as long as Now is.
 //
 // The envelope and its source block are those Debezium 3.6.1 writes by
 // default (testdata/debezium holds its captured output; a format change

@@ -80,7 +80,9 @@
 // the broker auto-create one.
 //
 // Key: Config.KeyColumns for the table, else the event's key columns, else
-// the event id; in the text form of KeyText or as JSON (KeyJSON). Records are
+// the event id; in the text form of KeyText or as JSON (KeyJSON), or, with
+// DebeziumEncoder.SchemasEnable, as Debezium's key with its Kafka Connect
+// schema ({"schema","payload"}, which needs KeyJSON). Records are
 // partitioned by Kafka's murmur2 of the key, like the Java producer, so other
 // producers agree on partitions. An event of a table without a key that
 // says so (Event.Keyless) has no key instead of its event id: a null key,

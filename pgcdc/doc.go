@@ -375,10 +375,10 @@
 // stay apart, as columns and as array elements.
 //
 // Run learns what a type that is not built in is made of from the catalog
-// (pg_type: typbasetype, typelem, typdelim; pg_attribute for composites)
-// when a Relation message or the snapshot first uses it, and again at
-// every later Relation message, so arrays of enums and composites, domains
-// and composites convert as the table shows. The catalog is read at that
+// (pg_type: typbasetype, typelem, typdelim; pg_attribute for composites;
+// pg_enum for an enum's labels) when a Relation message or the snapshot
+// first uses it, and again at every later Relation message, so arrays of
+// enums and composites, domains and composites convert as the table shows. The catalog is read at that
 // moment, not at the change's. pgoutput announces no ALTER TYPE, so a
 // streamed composite value that does not fit its type as described (an
 // attribute added or dropped since) makes Run describe the type again; a
@@ -393,9 +393,11 @@
 // events of one table version (a new one at each Relation message, one
 // per table in the snapshot). A type is its OID, typname, typtype, the
 // column's atttypmod (a numeric's precision and scale, a time's
-// fractional precision, a bit length), an array's element type and a
-// domain's base type with the domain's typtypmod; names of types pgx does
-// not know come from the catalog (a Decoder without Run names only the
+// fractional precision, a bit length), an array's element type, a
+// domain's base type with the domain's typtypmod, and an enum's labels in
+// their order (an ALTER TYPE ... ADD VALUE shows at the next Relation
+// message, as a redefined type does); names of types pgx does not know
+// come from the catalog (a Decoder without Run names only the
 // built-in ones). NotNull is pg_attribute.attnotnull, which pgoutput does
 // not send: Run reads it from the catalog at each Relation message (a
 // Decoder without Run marks the replica identity columns of a table whose

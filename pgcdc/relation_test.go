@@ -15,10 +15,13 @@ import (
 // TestEventRelation runs a table of many declared types (modifiers,
 // arrays, a domain with its own modifier, an enum, money and timetz,
 // which pgx does not know) through a real PostgreSQL: a snapshot row, a
-// streamed insert, an ALTER TABLE, and another insert. Every event carries
-// a Relation that matches pg_attribute and pg_type at its table version,
-// all events of one version share one *Relation, and the ALTER gives a new
-// one. NotNull is attnotnull: the primary key and a NOT NULL column. The records are read back from the topic to check each was written.
+// streamed insert, an ALTER TYPE adding an enum label and an ALTER TABLE,
+// and another insert. Every event carries a Relation that matches
+// pg_attribute, pg_type and pg_enum (an enum's labels) at its table
+// version, all events of one version share one *Relation, and the ALTER
+// gives a new one. NotNull is attnotnull: the primary key and a NOT NULL
+// column. The records are read back from the topic to check each was
+// written.
 func TestEventRelation(t *testing.T) {
 	e := newPGEnv(t)
 	table := e.name + "_rel"
@@ -52,6 +55,10 @@ func TestEventRelation(t *testing.T) {
 	e.exec("INSERT INTO " + table + " VALUES (2, 2, 2, '01:02:03', '01:02:03+01', now(), 2, B'00000001', B'11', '(1,2)', '{1.5}', '{2024-01-01}', 3.5, 'happy', 'y')")
 	e.exec("INSERT INTO " + table + " VALUES (3, 3, 3, '01:02:03', '01:02:03+01', now(), 3, B'00000001', B'11', '(1,2)', '{1.5}', '{2024-01-01}', 3.5, 'happy', 'z')")
 	want1 := declaredColumns(t, e, table)
+	// The catalog is read when a Relation message is decoded, not at the
+	// change: let the stream describe the table before the ALTERs.
+	waitFor(t, 30*time.Second, "the streamed inserts", r, func() bool { return count() >= 3 })
+	e.exec("ALTER TYPE " + enum + " ADD VALUE 'ok' BEFORE 'happy'")
 	e.exec("ALTER TABLE " + table + " ALTER COLUMN n TYPE numeric(20,4), ADD COLUMN ts0 timestamptz(0)")
 	e.exec("INSERT INTO " + table + " (id, v, ts0) VALUES (4, 'w', now())")
 	want2 := declaredColumns(t, e, table)
@@ -80,7 +87,7 @@ func TestEventRelation(t *testing.T) {
 }
 
 // describeRelation writes a Relation one column a line: name, type name,
-// modifier, and the element or base type.
+// modifier, the element or base type, and an enum's labels.
 func describeRelation(r *kafkasink.Relation) string {
 	if r == nil {
 		return "<nil>"
@@ -97,6 +104,9 @@ func describeRelation(r *kafkasink.Relation) string {
 		if c.Type.Base != nil {
 			fmt.Fprintf(&b, " base=%s/%d", c.Type.Base.Name, c.Type.Base.Modifier)
 		}
+		if c.Type.Labels != nil {
+			fmt.Fprintf(&b, " labels=%s", strings.Join(c.Type.Labels, ","))
+		}
 		b.WriteByte('\n')
 	}
 	return b.String()
@@ -111,6 +121,7 @@ func declaredColumns(t *testing.T, e *pgEnv, table string) string {
 	rows, err := e.db.Query(ctx, `SELECT a.attname::text || ' ' || t.typname || ' ' || t.typtype::text || ' ' || a.atttypmod
 			|| coalesce(' elem=' || el.typname || '/' || a.atttypmod, '')
 			|| coalesce(' base=' || bt.typname || '/' || t.typtypmod, '')
+			|| coalesce(' labels=' || (SELECT string_agg(l.enumlabel::text, ',' ORDER BY l.enumsortorder) FROM pg_enum l WHERE l.enumtypid = t.oid), '')
 			|| CASE WHEN a.attnotnull THEN ' not null' ELSE '' END
 		FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
 		LEFT JOIN pg_type el ON el.oid = t.typelem AND t.typlen = -1 AND t.typelem <> 0

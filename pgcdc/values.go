@@ -114,8 +114,8 @@ func (c *valueConverter) resolve(oid uint32, seen map[uint32]bool) error {
 		delete(c.custom, oid)
 		return nil
 	}
-	if old, ok := c.custom[oid]; ok && (old.name != t.name || old.base != t.base || old.typmod != t.typmod) {
-		clear(c.typeInfos) // renamed or redefined: describe it anew
+	if old, ok := c.custom[oid]; ok && (old.name != t.name || old.base != t.base || old.typmod != t.typmod || !slices.Equal(old.labels, t.labels)) {
+		clear(c.typeInfos) // renamed, redefined or an enum label added: describe it anew
 	}
 	c.custom[oid] = t
 	for _, ref := range t.refs() {

@@ -342,20 +342,20 @@ func (d *DebeziumEncoder) envelopeSchema(e *Event) connectSchema {
 }
 
 // keySchema is the key's schema of e's table for the key columns: the
-// Key struct with one field per column, in key order. ok is false when a
-// column is not in the Relation.
-func (d *DebeziumEncoder) keySchema(e *Event, columns []string) (s connectSchema, ok bool) {
+// Key struct with one field per column, in key order. missing names a
+// column the Relation does not have; the schema is then incomplete.
+func (d *DebeziumEncoder) keySchema(e *Event, columns []string) (s connectSchema, missing string) {
 	s = connectSchema{typ: "struct", name: d.debeziumSchemaName(e, "Key")}
 	for _, name := range columns {
 		ci, found := e.Relation.Column(name)
 		if !found {
-			return s, false
+			return s, name
 		}
 		f := d.columnSchema(ci.Type)
 		f.optional = !ci.NotNull
 		s.fields = append(s.fields, connectField{name, f})
 	}
-	return s, true
+	return s, ""
 }
 
 // schemaDocument opens a schema-carrying document: {"schema":<s>,"payload":
@@ -365,12 +365,13 @@ func schemaDocument(s *connectSchema) []byte {
 }
 
 // debeziumSchemas are the opened documents of one table version under one
-// set of options. They never change once made: the cache replaces an
-// entry rather than modifying it.
+// set of options. value never changes once made; key is replaced whole,
+// never modified, so readers need no lock.
 type debeziumSchemas struct {
 	value []byte // {"schema":<Envelope>,"payload":
-	// key is the Key document for the key columns it was last asked for;
-	// nil until then.
+	// key is the Key document for the key columns it was last asked for
+	// (they are the same for every event of a table version, unless
+	// Config.KeyColumns names others); nil until then.
 	key atomic.Pointer[debeziumKeySchema]
 }
 
@@ -501,23 +502,16 @@ func (d DebeziumEncoder) appendKey(dst []byte, e *Event, columns []string) ([]by
 	if e.Relation == nil {
 		return nil, errNoRelation(e)
 	}
+	d.NullNestedArrays = true // as encodeWithSchema writes values
 	schemas := d.schemasOf(e)
 	ks := schemas.key.Load()
 	if ks == nil || !slices.Equal(ks.columns, columns) {
-		s, ok := d.keySchema(e, columns)
-		if !ok {
-			ks = nil
-		} else {
-			ks = &debeziumKeySchema{columns: slices.Clone(columns), open: schemaDocument(&s)}
-			schemas.key.Store(ks)
+		s, missing := d.keySchema(e, columns)
+		if missing != "" {
+			return nil, missingKeyError(e, missing, false)
 		}
-	}
-	if ks == nil { // a key column the table does not have
-		for _, name := range columns {
-			if _, ok := e.Relation.Column(name); !ok {
-				return nil, missingKeyError(e, name, false)
-			}
-		}
+		ks = &debeziumKeySchema{columns: slices.Clone(columns), open: schemaDocument(&s)}
+		schemas.key.Store(ks)
 	}
 	row := e.Image()
 	dst = append(dst, ks.open...)

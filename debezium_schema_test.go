@@ -5,10 +5,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -531,4 +533,48 @@ func nonFiniteAsZero(t *testing.T, payload []byte) []byte {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestDebeziumSchemaConcurrent encodes the events of fresh table versions
+// from several goroutines at once, as sinks sharing the process's schema
+// cache do (run it with -race): every value and key is the one a single
+// goroutine writes.
+func TestDebeziumSchemaConcurrent(t *testing.T) {
+	t.Parallel()
+	enc := DebeziumEncoder{SchemasEnable: true, Now: func() time.Time { return time.Unix(0, 0) }}
+	var events []*Event
+	for i := range 4 {
+		rel := &Relation{Columns: []ColumnInfo{{Name: "id", Type: tInt4, NotNull: true}, {Name: "v", Type: tText}}}
+		events = append(events, &Event{Op: OpInsert, Schema: "s", Table: fmt.Sprint("t", i), Relation: rel, Key: []string{"id"},
+			After: Row{{Name: "id", Value: int32(i)}, {Name: "v", Value: "x"}}})
+	}
+	encode := func(e *Event) string {
+		value, err := enc.Encode(nil, e)
+		if err != nil {
+			return err.Error()
+		}
+		key, err := enc.appendKey(nil, e, nil)
+		if err != nil {
+			return err.Error()
+		}
+		return string(key) + " " + string(value)
+	}
+	got := make([][]string, 8)
+	var wg sync.WaitGroup
+	for g := range got {
+		wg.Go(func() {
+			for _, e := range events {
+				got[g] = append(got[g], encode(e))
+			}
+		})
+	}
+	wg.Wait()
+	for i, e := range events {
+		want := encode(e)
+		for g := range got {
+			if got[g][i] != want {
+				t.Errorf("goroutine %d, table %s:\n got %s\nwant %s", g, e.Table, got[g][i], want)
+			}
+		}
+	}
 }

@@ -263,6 +263,12 @@ func (d *DebeziumEncoder) columnSchema(t *TypeInfo) connectSchema {
 		return semanticSchema("string", "io.debezium.data.Uuid")
 	case "json", "jsonb":
 		return semanticSchema("string", "io.debezium.data.Json")
+	case "xml":
+		return semanticSchema("string", "io.debezium.data.Xml")
+	case "tsvector":
+		return semanticSchema("string", "io.debezium.data.Tsvector")
+	case "ltree": // the extension's type, which Debezium knows by name
+		return semanticSchema("string", "io.debezium.data.Ltree")
 	case "bit", "varbit":
 		if t.Name == "bit" && t.Modifier == 1 {
 			return plainSchema("boolean") // as appendBits writes bit(1)

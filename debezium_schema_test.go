@@ -327,9 +327,10 @@ func TestDebeziumSchemaNestedArrays(t *testing.T) {
 	}
 }
 
-// TestDebeziumSchemaOptions pins the schema of the options' modes the
-// golden files do not capture, as Debezium 3.6.1's PostgresValueConverter
-// declares them (read from its source, not captured from a run).
+// TestDebeziumSchemaOptions pins the schema of the options' modes and the
+// types the golden files do not capture, as Debezium 3.6.1's
+// PostgresValueConverter declares them (read from its source, not
+// captured from a run).
 func TestDebeziumSchemaOptions(t *testing.T) {
 	t.Parallel()
 	numArr := &TypeInfo{Name: "_numeric", Modifier: 10<<16 | 2 + 4, Kind: 'b', Elem: &TypeInfo{Name: "numeric", Modifier: 10<<16 | 2 + 4, Kind: 'b'}}
@@ -350,6 +351,10 @@ func TestDebeziumSchemaOptions(t *testing.T) {
 		{DebeziumEncoder{BinaryHandling: BinaryHex}, tBytea, `{"type":"string","optional":false}`},
 		{DebeziumEncoder{BinaryHandling: BinaryBase64}, tBytea, `{"type":"string","optional":false}`},
 		{DebeziumEncoder{}, &TypeInfo{Name: "varbit", Modifier: 5, Kind: 'b'}, `{"type":"bytes","optional":false,"name":"io.debezium.data.Bits","version":1,"parameters":{"length":"5"}}`},
+		{DebeziumEncoder{}, &TypeInfo{Name: "xml", Modifier: -1, Kind: 'b'}, `{"type":"string","optional":false,"name":"io.debezium.data.Xml","version":1}`},
+		{DebeziumEncoder{}, &TypeInfo{Name: "tsvector", Modifier: -1, Kind: 'b'}, `{"type":"string","optional":false,"name":"io.debezium.data.Tsvector","version":1}`},
+		{DebeziumEncoder{}, &TypeInfo{Name: "ltree", Modifier: -1, Kind: 'b'}, `{"type":"string","optional":false,"name":"io.debezium.data.Ltree","version":1}`},
+		{DebeziumEncoder{}, &TypeInfo{Name: "int4range", Modifier: -1, Kind: 'r'}, `{"type":"string","optional":false}`},
 		{DebeziumEncoder{}, moodArr, `{"type":"array","items":{"type":"string","optional":false,"name":"io.debezium.data.Enum","version":1,"parameters":{"allowed":"sad,ok,happy"}},"optional":false}`},
 	} {
 		s := c.enc.columnSchema(c.typ)

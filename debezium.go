@@ -175,9 +175,10 @@ type DebeziumEncoder struct {
 	// org.apache.kafka.connect.data.Decimal with its scale and precision,
 	// io.debezium.data.Bits with its length, ...); the key's .Key struct
 	// of the key columns, whose values are written in the column forms
-	// above. It needs the sink's KeyFormat KeyJSON (the form of the
-	// schemaless __debezium.oldkey and __debezium.newkey headers) and
-	// events with a Relation: an event without one is rejected (an
+	// above (the encoder writes the keys: it needs the sink's KeyFormat
+	// KeyJSON); the __debezium.oldkey and __debezium.newkey headers are
+	// the other key's payload, without schema, as Debezium writes them.
+	// Events need a Relation: an event without one is rejected (an
 	// *EncodeError). Tombstones stay null values, as JsonConverter
 	// writes a null value whatever schemas.enable. A truncate, or a
 	// table without key columns, keeps its event-id key (Debezium's is
@@ -194,7 +195,8 @@ type DebeziumEncoder struct {
 const (
 	// On the two events of a key change (Event.Source.KeyChange): the
 	// delete's record names the new key, the insert's the old one, in
-	// the sink's key form (Config.KeyFormat; KeyJSON is Debezium's).
+	// the sink's key form (Config.KeyFormat; KeyJSON is Debezium's), or
+	// with SchemasEnable as the key's payload.
 	HeaderDebeziumNewKey = "__debezium.newkey"
 	HeaderDebeziumOldKey = "__debezium.oldkey"
 

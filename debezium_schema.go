@@ -473,30 +473,35 @@ func (d DebeziumEncoder) encodeWithSchema(dst []byte, e *Event) ([]byte, error) 
 // options, writes the record keys itself in place of the sink's
 // AppendKey in Config.KeyFormat: DebeziumEncoder with SchemasEnable,
 // whose keys carry their Connect schema. The sink asks encodesKeys once
-// per Write. Config validation requires KeyFormat KeyJSON with it, the
-// form of the key's payload and of the __debezium.oldkey and newkey
-// headers, which stay schemaless as Debezium writes them.
+// per Write, and then has it write the record keys and the other key of
+// a key change for the RecordShaper's headers. Config validation
+// requires KeyFormat KeyJSON with it.
 type keyEncoder interface {
 	// encodesKeys reports whether the encoder writes the record keys.
 	encodesKeys() bool
 	// appendKey appends e's record key to dst, with AppendKey's contract
-	// for columns and errors.
-	appendKey(dst []byte, e *Event, columns []string) ([]byte, error)
+	// for columns and errors; without withSchema only its payload, the
+	// form of the __debezium.oldkey and newkey headers, which Debezium
+	// writes without schema.
+	appendKey(dst []byte, e *Event, columns []string, withSchema bool) ([]byte, error)
 }
 
 var _ keyEncoder = DebeziumEncoder{}
 
 func (d DebeziumEncoder) encodesKeys() bool { return d.SchemasEnable }
 
-// appendKey writes Debezium's key with its schema: the key columns'
-// values in Debezium's forms (appendTyped) under the Key struct. A
-// truncate, or a table without key columns, is keyed as AppendKey keys it
-// (its event id), in a string schema.
-func (d DebeziumEncoder) appendKey(dst []byte, e *Event, columns []string) ([]byte, error) {
+// appendKey writes Debezium's key: the key columns' values in Debezium's
+// forms (appendTyped), with withSchema under the Key struct. A truncate,
+// or a table without key columns, is keyed as AppendKey keys it (its
+// event id), with withSchema in a string schema.
+func (d DebeziumEncoder) appendKey(dst []byte, e *Event, columns []string, withSchema bool) ([]byte, error) {
 	if len(columns) == 0 {
 		columns = e.Key
 	}
 	if len(columns) == 0 || e.Op == OpTruncate {
+		if !withSchema {
+			return AppendKey(dst, e, columns, KeyJSON)
+		}
 		dst = debeziumNoKeySchema.appendJSON(append(dst, `{"schema":`...), "")
 		dst = append(dst, `,"payload":`...)
 		var err error
@@ -509,18 +514,20 @@ func (d DebeziumEncoder) appendKey(dst []byte, e *Event, columns []string) ([]by
 		return nil, errNoRelation(e)
 	}
 	d.NullNestedArrays = true // as encodeWithSchema writes values
-	schemas := d.schemasOf(e)
-	ks := schemas.key.Load()
-	if ks == nil || !slices.Equal(ks.columns, columns) {
-		s, missing := d.keySchema(e, columns)
-		if missing != "" {
-			return nil, missingKeyError(e, missing, false)
+	if withSchema {
+		schemas := d.schemasOf(e)
+		ks := schemas.key.Load()
+		if ks == nil || !slices.Equal(ks.columns, columns) {
+			s, missing := d.keySchema(e, columns)
+			if missing != "" {
+				return nil, missingKeyError(e, missing, false)
+			}
+			ks = &debeziumKeySchema{columns: slices.Clone(columns), open: schemaDocument(&s)}
+			schemas.key.Store(ks)
 		}
-		ks = &debeziumKeySchema{columns: slices.Clone(columns), open: schemaDocument(&s)}
-		schemas.key.Store(ks)
+		dst = append(dst, ks.open...)
 	}
 	row := e.Image()
-	dst = append(dst, ks.open...)
 	dst = append(dst, '{')
 	for i, name := range columns {
 		c, ok := row.Get(name)
@@ -536,11 +543,18 @@ func (d DebeziumEncoder) appendKey(dst []byte, e *Event, columns []string) ([]by
 			dst = append(dst, "null"...)
 			continue
 		}
-		ci, _ := e.Relation.Column(name)
+		ci, found := e.Relation.Column(name)
+		if !found {
+			return nil, missingKeyError(e, name, false)
+		}
 		var err error
 		if dst, err = d.appendTyped(dst, ci.Type, c.Value); err != nil {
 			return nil, &EncodeError{Schema: e.Schema, Table: e.Table, Column: name, Err: err}
 		}
 	}
-	return append(dst, "}}"...), nil
+	dst = append(dst, '}')
+	if withSchema {
+		dst = append(dst, '}')
+	}
+	return dst, nil
 }

@@ -99,3 +99,46 @@ func TestDebeziumSchemaRefusals(t *testing.T) {
 		t.Errorf("Write without a Relation: %v, want the event rejected naming SchemasEnable and Event.Relation", err)
 	}
 }
+
+// TestDebeziumSchemaKeyChangeHeaders: with SchemasEnable, the
+// __debezium.newkey/oldkey headers of a key change are the other record's
+// key payload, in Debezium's value forms as the keys are (a date as days
+// since the epoch), without the schema, as Debezium writes them.
+func TestDebeziumSchemaKeyChangeHeaders(t *testing.T) {
+	t.Parallel()
+	_, brokers := sinktest.Cluster(t)
+	s := newSink(t, brokers, "dbzschemakeychange", func(c *kafkasink.Config) {
+		c.Encoder = kafkasink.DebeziumEncoder{Name: "dbz", SchemasEnable: true, DisableTombstones: true}
+		c.KeyFormat = kafkasink.KeyJSON
+		c.Topics.Partitions = 1
+	})
+	rel := &kafkasink.Relation{Columns: []kafkasink.ColumnInfo{{Name: "d", Type: &kafkasink.TypeInfo{Name: "date", Modifier: -1, Kind: 'b'}, NotNull: true}}}
+	event := func(op kafkasink.Op, index uint64, row, other string) kafkasink.Event {
+		e := kafkasink.Event{Op: op, Schema: "public", Table: "t", Key: []string{"d"}, Relation: rel,
+			Position: kafkasink.Position{LSN: 100, Index: index}, LSN: 100, Source: kafkasink.Source{KeyChange: kafkasink.Row{{Name: "d", Value: other}}}}
+		if op == kafkasink.OpDelete {
+			e.Before = kafkasink.Row{{Name: "d", Value: row}}
+		} else {
+			e.After = kafkasink.Row{{Name: "d", Value: row}}
+		}
+		return e
+	}
+	write(t, s, []kafkasink.Event{event(kafkasink.OpDelete, 0, "2024-02-29", "2024-03-01"), event(kafkasink.OpInsert, 1, "2024-03-01", "2024-02-29")})
+	recs := sinktest.ReadCommitted(t, brokers, "kafkasink.public.t")
+	const keyOpen = `{"schema":{"type":"struct","fields":[{"type":"int32","optional":false,"name":"io.debezium.time.Date","version":1,"field":"d"}],"optional":false,"name":"dbz.public.t.Key"},"payload":`
+	wants := []struct{ key, header, value string }{
+		{keyOpen + `{"d":19782}}`, kafkasink.HeaderDebeziumNewKey, `{"d":19783}`},
+		{keyOpen + `{"d":19783}}`, kafkasink.HeaderDebeziumOldKey, `{"d":19782}`},
+	}
+	if len(recs) != len(wants) {
+		t.Fatalf("read %d records, want %d", len(recs), len(wants))
+	}
+	for i, w := range wants {
+		if string(recs[i].Key) != w.key {
+			t.Errorf("record %d: key %s, want %s", i, recs[i].Key, w.key)
+		}
+		if got, _ := header(recs[i], w.header); got != w.value {
+			t.Errorf("record %d: header %s = %q, want %q", i, w.header, got, w.value)
+		}
+	}
+}

@@ -156,7 +156,7 @@ func TestDebeziumSchemasMatchDebezium(t *testing.T) {
 			if decl.key == nil {
 				continue // Debezium's key is null: see TestDebeziumSchemaKeyWithoutColumns
 			}
-			key, err := enc.appendKey(nil, e, nil)
+			key, err := enc.appendKey(nil, e, nil, true)
 			if err != nil {
 				t.Fatalf("%s %s key: %v", config, table, err)
 			}
@@ -231,7 +231,7 @@ func TestDebeziumSchemaRecordMatchesDebezium(t *testing.T) {
 		if !bytes.Equal(value, g.Value) {
 			t.Errorf("line %d value:\n got %s\nwant %s", c.line, value, g.Value)
 		}
-		key, err := enc.appendKey(nil, &e, nil)
+		key, err := enc.appendKey(nil, &e, nil, true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -261,7 +261,7 @@ func TestDebeziumSchemaKeyWithoutColumns(t *testing.T) {
 		{Op: OpTruncate, Schema: "s", Table: "t", Position: Position{LSN: 0x16, Index: 3}, Key: []string{"id"}, Relation: goldenRelations["truncated"].rel},
 		{Op: OpInsert, Schema: "s", Table: "t", Position: Position{LSN: 0x16, Index: 3}, Relation: goldenRelations["no_pk"].rel, After: Row{{Name: "a", Value: int32(1)}}},
 	} {
-		key, err := enc.appendKey(nil, e, nil)
+		key, err := enc.appendKey(nil, e, nil, true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -288,12 +288,12 @@ func TestDebeziumSchemaKeyErrors(t *testing.T) {
 		{"unchanged", Event{Op: OpUpdate, Relation: rel, Key: []string{"id"}, After: Row{{Name: "id", Unchanged: true}}}, nil},
 		{"not a column", Event{Op: OpInsert, Relation: rel, After: Row{{Name: "id", Value: int32(1)}}}, []string{"nope"}},
 	} {
-		if _, err := enc.appendKey(nil, &c.e, c.key); !errorIsMissingKey(err) {
+		if _, err := enc.appendKey(nil, &c.e, c.key, true); !errorIsMissingKey(err) {
 			t.Errorf("%s: %v, want the missing key column error", c.name, err)
 		}
 	}
 	e := &Event{Op: OpInsert, Schema: "s", Table: "t", Key: []string{"id"}, After: Row{{Name: "id", Value: int32(1)}}}
-	if _, err := enc.appendKey(nil, e, nil); err == nil || !strings.Contains(err.Error(), "DebeziumEncoder.SchemasEnable") || !strings.Contains(err.Error(), "Event.Relation") {
+	if _, err := enc.appendKey(nil, e, nil, true); err == nil || !strings.Contains(err.Error(), "DebeziumEncoder.SchemasEnable") || !strings.Contains(err.Error(), "Event.Relation") {
 		t.Errorf("key without a Relation: %v, want an error naming SchemasEnable and Event.Relation", err)
 	}
 	if _, err := enc.Encode(nil, e); err == nil || !strings.Contains(err.Error(), "DebeziumEncoder.SchemasEnable") {
@@ -393,13 +393,13 @@ func TestDebeziumSchemaAllocs(t *testing.T) {
 			if _, err := enc.Encode(buf[:0], e); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := enc.appendKey(buf[:0], e, nil); err != nil {
+			if _, err := enc.appendKey(buf[:0], e, nil, true); err != nil {
 				t.Fatal(err)
 			}
 			if n := testing.AllocsPerRun(50, func() { _, _ = enc.Encode(buf[:0], e) }); n != 0 {
 				t.Errorf("%s id=%d: Encode makes %v allocations per event, want 0", config, id, n)
 			}
-			if n := testing.AllocsPerRun(50, func() { _, _ = enc.appendKey(buf[:0], e, nil) }); n != 0 {
+			if n := testing.AllocsPerRun(50, func() { _, _ = enc.appendKey(buf[:0], e, nil, true) }); n != 0 {
 				t.Errorf("%s id=%d: appendKey makes %v allocations per event, want 0", config, id, n)
 			}
 		}
@@ -468,7 +468,7 @@ func TestDebeziumSchemasReadByJsonConverter(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s id=%d: %v", config, id, err)
 			}
-			key, err := enc.appendKey(nil, e, nil)
+			key, err := enc.appendKey(nil, e, nil, true)
 			if err != nil {
 				t.Fatalf("%s id=%d key: %v", config, id, err)
 			}
@@ -558,7 +558,7 @@ func TestDebeziumSchemaConcurrent(t *testing.T) {
 		if err != nil {
 			return err.Error()
 		}
-		key, err := enc.appendKey(nil, e, nil)
+		key, err := enc.appendKey(nil, e, nil, true)
 		if err != nil {
 			return err.Error()
 		}

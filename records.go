@@ -334,7 +334,7 @@ func (s *Sink) encodeEvent(ctx context.Context, es *encoderState, i int, e *Even
 	var keyOut []byte
 	var err error
 	if es.keys != nil {
-		keyOut, err = es.keys.appendKey(es.arena, e, rt.keyColumns)
+		keyOut, err = es.keys.appendKey(es.arena, e, rt.keyColumns, true)
 	} else {
 		keyOut, err = AppendKey(es.arena, e, rt.keyColumns, s.cfg.KeyFormat)
 	}
@@ -424,9 +424,16 @@ func (s *Sink) routeOf(e *Event) tableRoute {
 func (s *Sink) shapedHeaders(es *encoderState, hs []kgo.RecordHeader, e *Event, keyColumns []string) []kgo.RecordHeader {
 	var otherKey []byte
 	if e.Source.KeyChange != nil {
-		other := Event{Op: OpInsert, Schema: e.Schema, Table: e.Table, Position: e.Position, Key: e.Key, After: e.Source.KeyChange}
+		other := Event{Op: OpInsert, Schema: e.Schema, Table: e.Table, Position: e.Position, Key: e.Key, Relation: e.Relation, After: e.Source.KeyChange}
 		start := len(es.arena)
-		if out, err := AppendKey(es.arena, &other, keyColumns, s.cfg.KeyFormat); err == nil {
+		var out []byte
+		var err error
+		if es.keys != nil {
+			out, err = es.keys.appendKey(es.arena, &other, keyColumns, false)
+		} else {
+			out, err = AppendKey(es.arena, &other, keyColumns, s.cfg.KeyFormat)
+		}
+		if err == nil {
 			es.arena = out
 			otherKey = es.take(start)
 		}

@@ -150,7 +150,6 @@ func runChecker(t *testing.T, seed uint64, batches int) checkerStats {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	nodes := 1 + rng.IntN(3)
 	c, brokers := sinktest.Cluster(t, kfake.NumBrokers(nodes))
-	sinktest.FenceLikeKafka(c)
 	k := &checker{t: t, rng: rng, c: c, brokers: brokers, st: checkerStats{classes: map[string]int{}}, started: time.Now()}
 	k.cfg = kafkasink.Config{Brokers: brokers, SinkID: "checker", TransactionTimeout: 3 * time.Second}
 	if knob(t, "KAFKASINK_CHECKER_LOG", false, isSet) {
@@ -288,8 +287,9 @@ func (k *checker) maybeDisturb() {
 		k.sink = nil
 		k.restart("restart after a crash")
 	case r < 45 && len(k.zombies) > 0 && k.wroteSinceNew:
-		// After the newest instance wrote: FenceLikeKafka knows its
-		// epoch then, and refuses the old one's produce as Kafka does.
+		// After the newest instance wrote: the cluster's fencing
+		// (kafkasinktest.FenceLikeKafka) knows its epoch then, and
+		// refuses the old one's produce as Kafka does.
 		k.zombieWrite()
 	}
 }

@@ -67,7 +67,6 @@ func TestFailedRecoveryDoesNotCommitTwice(t *testing.T) {
 func TestZombieRecoveryNeverFencesNewerInstance(t *testing.T) {
 	t.Parallel()
 	c, brokers := sinktest.Cluster(t)
-	sinktest.FenceLikeKafka(c)
 	const topic = "kafkasink.public.orders"
 	a := sinktest.Inserts("public", "orders", 100, 1, 5)
 	b := sinktest.Inserts("public", "orders", 200, 6, 5)

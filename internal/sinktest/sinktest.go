@@ -5,30 +5,27 @@ package sinktest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/kafkasinktest"
 )
 
-// Cluster starts an in-process fake Kafka cluster for the test and closes
-// it at the end.
+// Cluster starts an in-process fake Kafka cluster for the test, as
+// kafkasinktest.NewCluster does (fencing like Kafka included), with one
+// broker and kfake's default of 10 partitions unless opts say otherwise:
+// the library's tests were written against those.
 func Cluster(t testing.TB, opts ...kfake.Opt) (*kfake.Cluster, []string) {
 	t.Helper()
-	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
-	if err != nil {
-		t.Fatalf("starting fake cluster: %v", err)
-	}
-	t.Cleanup(c.Close)
-	return c, c.ListenAddrs()
+	c := kafkasinktest.NewCluster(t, kafkasinktest.Brokers(1), kafkasinktest.Partitions(10), kafkasinktest.KfakeOptions(opts...))
+	return c.Kfake(), c.Brokers()
 }
 
 // UniqueName makes a name for the topics, sink ids and checkpoint topics of
@@ -92,12 +89,10 @@ func Stream(b, events, keys int) []kafkasink.Event {
 }
 
 // ReadCommitted reads every record of the topics that a consumer with
-// isolation.level=read_committed sees: everything committed below each
-// partition's last stable offset, taken when it is called. Control records
-// and aborted records are not returned.
+// isolation.level=read_committed sees (kafkasinktest.FetchCommitted).
 func ReadCommitted(t testing.TB, brokers []string, topics ...string) []*kgo.Record {
 	t.Helper()
-	recs, err := ReadCommittedErr(context.Background(), brokers, topics...)
+	recs, err := kafkasinktest.FetchCommitted(context.Background(), brokers, topics...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,136 +100,15 @@ func ReadCommitted(t testing.TB, brokers []string, topics ...string) []*kgo.Reco
 }
 
 // ReadUncommitted reads every data record of the topics up to their high
-// watermarks, as a read_uncommitted consumer does: records of aborted and
-// open transactions included. Tests use it to prove a crash left records
-// behind that read_committed readers must not see.
+// watermarks (kafkasinktest.FetchUncommitted). Tests use it to prove a
+// crash left records behind that read_committed readers must not see.
 func ReadUncommitted(t testing.TB, brokers []string, topics ...string) []*kgo.Record {
 	t.Helper()
-	recs, err := read(context.Background(), brokers, false, topics...)
+	recs, err := kafkasinktest.FetchUncommitted(context.Background(), brokers, topics...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return recs
-}
-
-// ReadCommittedErr is ReadCommitted returning its error.
-//
-// A partition is done when the reader passes its last stable offset. Its
-// last record below that offset can be an aborted one whose abort marker
-// lies above it; the reader then never sees that offset, so a partition
-// that yields nothing new for idle is done as well.
-func ReadCommittedErr(ctx context.Context, brokers []string, topics ...string) ([]*kgo.Record, error) {
-	return read(ctx, brokers, true, topics...)
-}
-
-// readUpTo returns where to stop reading: the high watermarks, or for
-// committed reads the last stable offsets. A broker acknowledges a commit
-// before it has written the commit markers, so right after a Write the last
-// stable offset can still stop short of it: wait a moment for it to reach
-// the high watermark, then take it as it is (a test may hold a transaction
-// open on purpose).
-func readUpTo(ctx context.Context, adm *kadm.Client, committed bool, topics []string) (kadm.ListedOffsets, error) {
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		hw, err := adm.ListEndOffsets(ctx, topics...)
-		if err != nil || !committed {
-			return hw, err
-		}
-		lso, err := adm.ListCommittedOffsets(ctx, topics...)
-		if err != nil {
-			return nil, err
-		}
-		caughtUp := true
-		lso.Each(func(o kadm.ListedOffset) {
-			if h, ok := hw.Lookup(o.Topic, o.Partition); ok && h.Offset != o.Offset {
-				caughtUp = false
-			}
-		})
-		if caughtUp || time.Now().After(deadline) {
-			return lso, nil
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// read reads topics to their last stable offsets (committed) or high
-// watermarks (uncommitted).
-func read(ctx context.Context, brokers []string, committed bool, topics ...string) ([]*kgo.Record, error) {
-	const idle = 5 * time.Second
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	adm, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		return nil, err
-	}
-	defer adm.Close()
-	isolation := kgo.ReadUncommitted()
-	if committed {
-		isolation = kgo.ReadCommitted()
-	}
-	ends, err := readUpTo(ctx, kadm.NewClient(adm), committed, topics)
-	if err != nil {
-		return nil, err
-	}
-	want := make(map[string]map[int32]int64)
-	starts := make(map[string]map[int32]kgo.Offset)
-	remaining := 0
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err != nil || o.Offset == 0 {
-			return
-		}
-		if want[o.Topic] == nil {
-			want[o.Topic] = make(map[int32]int64)
-			starts[o.Topic] = make(map[int32]kgo.Offset)
-		}
-		want[o.Topic][o.Partition] = o.Offset
-		starts[o.Topic][o.Partition] = kgo.NewOffset().AtStart()
-		remaining++
-	})
-	if remaining == 0 {
-		return nil, nil
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...),
-		kgo.ConsumePartitions(starts),
-		kgo.FetchIsolationLevel(isolation),
-		kgo.KeepControlRecords(),
-		kgo.FetchMaxWait(100*time.Millisecond),
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	var out []*kgo.Record
-	for remaining > 0 {
-		pctx, pcancel := context.WithTimeout(ctx, idle)
-		fetches := cl.PollFetches(pctx)
-		pcancel()
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("reading %v: %d partition(s) short of their last stable offsets %v: %w", topics, remaining, want, ctx.Err())
-		}
-		if pctx.Err() != nil && fetches.NumRecords() == 0 {
-			break // idle: nothing more is readable
-		}
-		for _, fe := range fetches.Errors() {
-			if errors.Is(fe.Err, context.DeadlineExceeded) {
-				continue
-			}
-			return nil, fmt.Errorf("fetching %s[%d]: %w", fe.Topic, fe.Partition, fe.Err)
-		}
-		fetches.EachRecord(func(r *kgo.Record) {
-			end, ok := want[r.Topic][r.Partition]
-			if !ok || r.Offset >= end {
-				return
-			}
-			if !r.Attrs.IsControl() {
-				out = append(out, r)
-			}
-			if r.Offset == end-1 {
-				remaining--
-			}
-		})
-	}
-	return out, nil
 }
 
 // Header returns the value of the record's header key, or "".
@@ -248,48 +122,19 @@ func Header(r *kgo.Record, key string) string {
 }
 
 // CheckExactlyOnce checks that records hold each event id of want exactly
-// once, nothing else, and that records of one key keep the order of want.
+// once, nothing else, and that records of one key keep the order of want
+// (kafkasinktest.AssertExactlyOnce, on the records' headers only, so any
+// encoder's records can be checked), and stops the test when they do not.
 func CheckExactlyOnce(t testing.TB, records []*kgo.Record, want []kafkasink.Event) {
 	t.Helper()
-	seen := make(map[string]int)
-	for _, r := range records {
-		seen[Header(r, kafkasink.HeaderID)]++
-	}
-	missing, dup := 0, 0
-	for i := range want {
-		id := want[i].ID()
-		switch seen[id] {
-		case 0:
-			missing++
-			if missing <= 5 {
-				t.Errorf("event %s missing", id)
-			}
-		case 1:
-		default:
-			dup++
-			if dup <= 5 {
-				t.Errorf("event %s seen %d times", id, seen[id])
-			}
+	got := make([]kafkasinktest.Record, len(records))
+	for i, r := range records {
+		var err error
+		if got[i], err = kafkasinktest.DecodeHeaders(r); err != nil {
+			t.Fatal(err)
 		}
-		delete(seen, id)
 	}
-	for id, n := range seen {
-		t.Errorf("unexpected record with id %q (%d times)", id, n)
-	}
-	if missing+dup > 0 {
-		t.Fatalf("%d of %d events missing, %d duplicated, among %d records", missing, len(want), dup, len(records))
-	}
-	// Order per key: the positions of one key's records must increase.
-	last := make(map[string]kafkasink.Position)
-	for _, r := range records {
-		pos, err := kafkasink.ParsePosition(Header(r, kafkasink.HeaderID))
-		if err != nil {
-			t.Fatalf("record id: %v", err)
-		}
-		k := r.Topic + "\x00" + string(r.Key)
-		if prev, ok := last[k]; ok && pos.Compare(prev) <= 0 {
-			t.Errorf("key %q of %s: position %s after %s", r.Key, r.Topic, pos, prev)
-		}
-		last[k] = pos
+	if !kafkasinktest.AssertExactlyOnce(t, got, want) {
+		t.FailNow()
 	}
 }

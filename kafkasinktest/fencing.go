@@ -1,4 +1,4 @@
-package sinktest
+package kafkasinktest
 
 import (
 	"encoding/binary"

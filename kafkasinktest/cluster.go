@@ -1,6 +1,8 @@
 package kafkasinktest
 
 import (
+	"slices"
+	"sync"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -18,9 +20,25 @@ type Cluster struct {
 	t       testing.TB
 	kc      *kfake.Cluster
 	brokers []string
+
+	mu sync.Mutex // guards addrs and nextNode
 	// addrs is each node's listen address, so a restarted node comes
 	// back where the clients look for it.
 	addrs map[int32]string
+	// nextNode is the id a restarted broker gets: one never used.
+	nextNode int32
+}
+
+// nodes returns the node ids of the brokers, in order.
+func (c *Cluster) nodes() []int32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]int32, 0, len(c.addrs))
+	for n := range c.addrs {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Option configures NewCluster.
@@ -83,6 +101,7 @@ func NewCluster(t testing.TB, opts ...Option) *Cluster {
 	for i, addr := range c.brokers {
 		c.addrs[int32(i)] = addr
 	}
+	c.nextNode = int32(len(c.brokers))
 	return c
 }
 

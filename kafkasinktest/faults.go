@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -158,49 +159,52 @@ func (c *Cluster) endTxn(r *kmsg.EndTxnRequest) error {
 }
 
 // FailProduce makes the broker refuse the records of the next produce
-// request to one partition of topic, with UNKNOWN_SERVER_ERROR (an error
-// the client does not retry by itself); the records of the same request
-// for other partitions are stored.
+// requests to one partition of topic, times requests (-1: until Remove),
+// with TRANSACTION_ABORTABLE, as Kafka answers a transactional produce it
+// cannot take (KIP-890); the client does not retry it. The records of the
+// same requests for other partitions are stored.
 //
-// What the sink does: it never commits a transaction that lost a record,
-// so it aborts the whole transaction (the records that other partitions
-// took are invisible to read_committed consumers), the checkpoint does not
-// move, and Write returns a retryable *kafkasink.WriteError naming the
-// topic and the partition. Writing the same batch again delivers it once.
-func (c *Cluster) FailProduce(topic string, partition int32) *Fault {
-	h := c.kc.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Partitions: []int32{partition}, Err: kerr.UnknownServerError, Count: 1})
+// What the sink does: it never commits a transaction that lost a record.
+// It aborts the transaction (what other partitions took stays invisible to
+// read_committed consumers) and writes the batch again in a new one, a few
+// times within the same Write, which then returns nil; when the partition
+// keeps refusing, Write returns a retryable *kafkasink.WriteError naming
+// the topic and the partition, and the checkpoint does not move. Writing
+// the same batch again delivers it once.
+func (c *Cluster) FailProduce(topic string, partition int32, times int) *Fault {
+	h := c.kc.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Partitions: []int32{partition}, Err: kerr.TransactionAbortable, Count: times})
 	return &Fault{hits: h.Hits, remove: h.Remove}
 }
 
 // RestartBroker stops the broker node, keeps it down for down, and starts
-// it again on the same address; it returns once the broker is back. While
-// it is down, every request reaching it is answered by a cut connection
-// and it accepts no connection; its partitions and the coordinators it
-// hosted move to the other brokers (kfake keeps the data: it models a
-// broker whose log survives). Call it from the test's goroutine; it fails
-// the test on a cluster of one broker (use Brokers).
+// it again on the same address; it returns once the broker is back, with
+// its new node id. While it is down, it accepts no connection and every
+// request reaching it on a connection opened before is answered by
+// cutting that connection; its partitions and the coordinators it hosted
+// move to the other brokers (kfake keeps the data: it models a broker
+// whose log survives). It comes back under a new node id, because kfake
+// would serve the connections opened before the restart as the old
+// broker; those stay cut. Call it from the test's goroutine; it fails the
+// test on a cluster of one broker (see Brokers).
 //
 // What the sink does: the client reconnects and finds the new leaders and
 // coordinator; a request cut mid-transaction makes the Write fail
 // retryably (the transaction is aborted, or resolved by reading the
 // checkpoint back when the commit was in flight) or succeed after the
 // client's own retries. Writing the same batch again delivers it once.
-func (c *Cluster) RestartBroker(node int32, down time.Duration) {
+func (c *Cluster) RestartBroker(node int32, down time.Duration) int32 {
 	c.t.Helper()
+	c.mu.Lock()
 	addr, ok := c.addrs[node]
+	c.mu.Unlock()
 	if !ok {
-		c.t.Fatalf("kafkasinktest: RestartBroker(%d): no such broker; the cluster's nodes are 0 to %d", node, len(c.addrs)-1)
+		c.t.Fatalf("kafkasinktest: RestartBroker(%d): no such broker; the cluster's nodes are %v", node, c.nodes())
 	}
 	_, portText, _ := net.SplitHostPort(addr)
-	var port int
-	fmt.Sscan(portText, &port)
-	var stopped atomic.Bool
-	stopped.Store(true)
+	port, _ := strconv.Atoi(portText)
+	// From now on, the old broker's connections are cut, whatever
+	// arrives on them.
 	c.kc.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
-		if !stopped.Load() {
-			c.kc.DropControl()
-			return nil, nil, false
-		}
 		if c.kc.CurrentNode() != node {
 			return nil, nil, false
 		}
@@ -208,14 +212,22 @@ func (c *Cluster) RestartBroker(node int32, down time.Duration) {
 		return nil, errBrokerDown, true
 	})
 	if err := c.kc.RemoveNode(node); err != nil {
-		stopped.Store(false)
 		c.t.Fatalf("kafkasinktest: RestartBroker(%d): %v (a restart needs at least two brokers: NewCluster(t, Brokers(3)))", node, err)
 	}
 	time.Sleep(down)
-	if _, _, err := c.kc.AddNode(node, port); err != nil {
+	c.mu.Lock()
+	restarted := c.nextNode
+	c.nextNode++
+	c.mu.Unlock()
+	_, _, err := c.kc.AddNode(restarted, port)
+	if err != nil {
 		c.t.Fatalf("kafkasinktest: RestartBroker(%d): starting it again on %s: %v", node, addr, err)
 	}
-	stopped.Store(false)
+	c.mu.Lock()
+	delete(c.addrs, node)
+	c.addrs[restarted] = addr
+	c.mu.Unlock()
+	return restarted
 }
 
 // MoveCoordinator moves the transaction coordinator of transactionalID

@@ -175,8 +175,9 @@ func diff(seen []sighting, want []kafkasink.Event) problems {
 	for _, s := range seen {
 		prev, ok := last[s.orderKey]
 		last[s.orderKey] = s
-		// A tombstone right after its own delete is in order.
-		if !ok || s.pos.Compare(prev.pos) > 0 || s.tombstone && !prev.tombstone && s.pos == prev.pos {
+		// The same position again is a duplicate, reported as such,
+		// or the tombstone after its own delete.
+		if !ok || s.pos.Compare(prev.pos) >= 0 {
 			continue
 		}
 		p.outOfOrder = append(p.outOfOrder, fmt.Sprintf("%s: %s at %s after %s at %s", s.orderName, s.pos, s.where, prev.pos, prev.where))

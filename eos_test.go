@@ -15,6 +15,7 @@ import (
 
 	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
+	"github.com/kafkasink/kafkasink/kafkasinktest"
 )
 
 func TestExactlyOnceWritesEachEventOnce(t *testing.T) {
@@ -162,32 +163,41 @@ func TestCommitOutcomeUnknown(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name   string
-		inject func(c *kfake.Cluster)
+		inject func(t *testing.T, c *kafkasinktest.Cluster)
 	}{
-		{"response lost after commit applied", func(c *kfake.Cluster) {
-			c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.RequestTimedOut, TopLevel: true, Count: 3})
+		{"response lost after commit applied", func(t *testing.T, c *kafkasinktest.Cluster) {
+			lost := c.LoseCommitAnswer()
+			t.Cleanup(func() {
+				if lost.Hits() == 0 {
+					t.Error("no commit answer was lost: the fault never fired")
+				}
+			})
 		}},
-		{"connection dropped before commit applied", func(c *kfake.Cluster) {
-			c.ControlKey(kmsg.EndTxn.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		{"commit answered REQUEST_TIMED_OUT before it applied", func(_ *testing.T, c *kafkasinktest.Cluster) {
+			c.Kfake().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.RequestTimedOut, TopLevel: true, Count: 3})
+		}},
+		{"connection dropped before commit applied", func(_ *testing.T, c *kafkasinktest.Cluster) {
+			c.Kfake().ControlKey(kmsg.EndTxn.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
 				return nil, errors.New("connection dropped by test"), true
 			})
 		}},
-		{"commit slower than CommitTimeout", func(c *kfake.Cluster) {
+		{"commit slower than CommitTimeout", func(_ *testing.T, c *kafkasinktest.Cluster) {
 			release := make(chan struct{})
-			pauseNext(c, kmsg.EndTxn, release)
+			pauseNext(c.Kfake(), kmsg.EndTxn, release)
 			go func() { time.Sleep(3 * time.Second); close(release) }()
 		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			c, brokers := sinktest.Cluster(t)
+			c := kafkasinktest.NewCluster(t, kafkasinktest.Brokers(1))
+			brokers := c.Brokers()
 			const topic = "kafkasink.public.orders"
 			s := newSink(t, brokers, "ambiguous", func(c *kafkasink.Config) { c.CommitTimeout = time.Second })
 			a := sinktest.Inserts("public", "orders", 100, 1, 3)
 			b := sinktest.Inserts("public", "orders", 200, 4, 3)
 			write(t, s, a)
-			tc.inject(c)
+			tc.inject(t, c)
 			if err := s.Write(ctxT(t), kafkasink.Batch{Events: b}); err != nil {
 				if !kafkasink.IsRetryable(err) {
 					t.Fatalf("Write: %v, want nil or a retryable error", err)
@@ -197,14 +207,16 @@ func TestCommitOutcomeUnknown(t *testing.T) {
 			if got := s.Checkpoint().Position; got != b[len(b)-1].Position {
 				t.Fatalf("checkpoint %s, want %s", got, b[len(b)-1].Position)
 			}
-			sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic), append(a, b...))
+			kafkasinktest.AssertExactlyOnce(t, kafkasinktest.ReadCommitted(t, brokers, topic), append(a, b...))
+			kafkasinktest.AssertCheckpoint(t, kafkasink.Config{Brokers: brokers, SinkID: "ambiguous"}, b[len(b)-1].Position)
 		})
 	}
 }
 
 func TestCheckpointReadWaitsForOtherSinksOpenTransaction(t *testing.T) {
 	t.Parallel()
-	_, brokers := sinktest.Cluster(t)
+	cluster := kafkasinktest.NewCluster(t, kafkasinktest.Brokers(1))
+	brokers := cluster.Brokers()
 	a := sinktest.Inserts("public", "orders", 100, 1, 2)
 	b := sinktest.Inserts("public", "orders", 200, 3, 2)
 	s := newSink(t, brokers, "shared")
@@ -212,17 +224,7 @@ func TestCheckpointReadWaitsForOtherSinksOpenTransaction(t *testing.T) {
 
 	// Another sink opens a transaction on the shared checkpoint
 	// partition and leaves it open: the last stable offset stops there.
-	other, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.TransactionalID("other-sink"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	if err := other.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	if err := other.ProduceSync(ctxT(t), &kgo.Record{Topic: kafkasink.DefaultCheckpointTopic, Key: []byte("other"), Value: []byte(`{}`)}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	other := cluster.HoldTransaction(kafkasink.DefaultCheckpointTopic, 0)
 	// Our newer checkpoint lands above it.
 	write(t, s, b)
 
@@ -240,9 +242,7 @@ func TestCheckpointReadWaitsForOtherSinksOpenTransaction(t *testing.T) {
 		t.Fatalf("New returned (checkpoint %v, err %v) while the last stable offset was below our checkpoint: it must read to the high watermark", r.s.Checkpoint().Position, r.err)
 	case <-time.After(1500 * time.Millisecond):
 	}
-	if err := other.EndTransaction(ctxT(t), kgo.TryAbort); err != nil {
-		t.Fatal(err)
-	}
+	other.Remove()
 	r := <-done
 	if r.err != nil {
 		t.Fatal(r.err)

@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/kafkasinktest"
 )
 
 func main() {
@@ -87,20 +87,31 @@ func run(ctx context.Context, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "redelivered the second batch plus one new event; checkpoint %s\n\n", restarted.Checkpoint().Position)
 
-	records, err := readCommitted(ctx, brokers, "shop.public.orders", "shop.public.customers")
+	// What a read_committed consumer sees, read and decoded with the
+	// test kit (kafkasinktest), as a service's tests read it.
+	raw, err := kafkasinktest.FetchCommitted(ctx, brokers, "shop.public.orders", "shop.public.customers")
 	if err != nil {
 		return err
 	}
-	sort.SliceStable(records, func(i, j int) bool {
-		return header(records[i], kafkasink.HeaderID) < header(records[j], kafkasink.HeaderID)
-	})
+	type seen struct {
+		kafkasinktest.Record
+		value []byte
+	}
+	records := make([]seen, len(raw))
+	for i, r := range raw {
+		if records[i].Record, err = kafkasinktest.Decode(r); err != nil {
+			return err
+		}
+		records[i].value = r.Value
+	}
+	sort.Slice(records, func(i, j int) bool { return records[i].Position.Compare(records[j].Position) < 0 })
 	fmt.Fprintf(out, "a read_committed consumer sees %d records, each event once:\n", len(records))
 	for _, r := range records {
-		value := string(r.Value)
-		if r.Value == nil {
+		value := string(r.value)
+		if r.Encoding == kafkasinktest.Tombstone {
 			value = "null (a tombstone: the upsert encoder's delete)"
 		}
-		fmt.Fprintf(out, "%-22s key=%-2s id=%-8s op=%-7s %s\n", r.Topic, r.Key, header(r, kafkasink.HeaderID), header(r, kafkasink.HeaderOp), value)
+		fmt.Fprintf(out, "%-22s key=%-2s id=%-8s op=%-7s %s\n", r.Topic, r.Key, r.Position, r.Op, value)
 	}
 	ck := restarted.Checkpoint()
 	fmt.Fprintf(out, "\ncheckpoint: position %s, mode %s\n", ck.Position, ck.Mode)
@@ -136,43 +147,4 @@ func remove(lsn kafkasink.LSN, idx uint64, commit time.Time, table string, befor
 	e := event(kafkasink.OpDelete, lsn, idx, commit, table)
 	e.Before = before
 	return e
-}
-
-// readCommitted reads the topics from the start as a consumer with
-// isolation.level=read_committed, until nothing new arrives for a second
-// after the first records (the first may take longer: the consumer finds
-// the partitions and their offsets first).
-func readCommitted(ctx context.Context, brokers []string, topics ...string) ([]*kgo.Record, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...),
-		kgo.ConsumeTopics(topics...),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	var out []*kgo.Record
-	for {
-		idle := time.Second
-		if len(out) == 0 {
-			idle = 10 * time.Second
-		}
-		pctx, cancel := context.WithTimeout(ctx, idle)
-		fetches := cl.PollFetches(pctx)
-		cancel()
-		if fetches.NumRecords() == 0 && pctx.Err() != nil {
-			return out, ctx.Err()
-		}
-		fetches.EachRecord(func(r *kgo.Record) { out = append(out, r) })
-	}
-}
-
-func header(r *kgo.Record, key string) string {
-	for _, h := range r.Headers {
-		if h.Key == key {
-			return string(h.Value)
-		}
-	}
-	return ""
 }

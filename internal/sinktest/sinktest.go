@@ -1,6 +1,7 @@
-// Package sinktest is the test kit of kafkasink: an in-process fake
-// cluster, event generators, and a read_committed reader that returns
-// exactly what a consumer would see.
+// Package sinktest is the library's own test kit: the public one,
+// kafkasinktest (fake cluster, readers, the exactly-once check), in the
+// shapes the library's tests use, plus event generators, the test
+// environment's variables and its external readers.
 package sinktest
 
 import (

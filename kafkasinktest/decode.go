@@ -28,7 +28,7 @@ type Record struct {
 	Topic     string
 	Partition int32
 	Offset    int64
-	Key       string             // the record key as text (see kafkasink.Config.Keys)
+	Key       string             // the record key as text (see kafkasink.Config.KeyFormat)
 	Op        kafkasink.Op       // the event's operation (the kafkasink.op header)
 	Position  kafkasink.Position // the event's position, its id (the kafkasink.id header)
 	Encoding  Encoding           // what wrote the value

@@ -13,8 +13,8 @@ import (
 )
 
 // ReadCommitted returns every record of topics that a consumer with
-// isolation.level=read_committed sees, decoded (see Decode), in partition
-// and offset order per topic. It reads each partition from its start up to
+// isolation.level=read_committed sees, decoded (see Decode), in offset
+// order within each partition. It reads each partition from its start up to
 // its last stable offset, taken when it is called: committed records are
 // returned, records of aborted transactions and control records are not,
 // and records after a transaction still open are not yet visible. It

@@ -63,13 +63,13 @@ var (
 // other EndTxn request (the client's abort, or the next transaction's
 // commit).
 //
-// What the sink does: the commit's outcome is unknown to it until
-// Config.CommitTimeout passes; it then ends the transaction, reads its
-// checkpoint back, finds the batch committed, and its Write returns nil or
-// a retryable error. Writing the same batch again writes nothing twice: a
-// read_committed consumer sees each event once. Give the sink a short
-// Config.TransactionTimeout in tests (a few seconds): CommitTimeout is a
-// third of it.
+// What the sink does: its commit request fails without an answer, so it
+// cannot tell whether the transaction committed; it reads its checkpoint
+// back, finds the batch committed, and Write returns nil ("commit outcome
+// was unknown; the checkpoint read back shows it committed", logged at
+// info), or a retryable error when the checkpoint cannot be read back in
+// time. Either way the batch is in the topic once: writing it again writes
+// nothing twice, and a read_committed consumer sees each event once.
 //
 // Hits counts the answers lost: the commit's and its retries'.
 func (c *Cluster) LoseCommitAnswer() *Fault {

@@ -28,8 +28,9 @@
 //
 // # Without Kafka
 //
-// Recorder satisfies kafkasink.Sink, so pgcdc.Run and a service's own
-// source can write to it; FailWrite makes the n-th Write fail retryably
+// Recorder stands in for the sink: it has its Write, Checkpoint and Close
+// and satisfies pgcdc.Sink, so pgcdc.Run and a service's own source can
+// write to it; FailWrite makes the n-th Write fail retryably
 // (ErrRetryable) or fatally (ErrFatal), and AssertEvents checks what it
 // received.
 //

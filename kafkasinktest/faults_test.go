@@ -166,7 +166,7 @@ func TestHoldTransactionOnCheckpointPartition(t *testing.T) {
 	s.Close(context.Background())
 
 	held := c.HoldTransaction(kafkasink.DefaultCheckpointTopic, 0)
-	started := make(chan kafkasink.Sink, 1)
+	started := make(chan *kafkasink.Sink, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()

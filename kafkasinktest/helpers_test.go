@@ -18,7 +18,7 @@ const ordersTopic = "kafkasink.public.orders"
 
 // newSink starts an exactly-once sink on c with a 3s transaction timeout
 // (so a 1s commit timeout) and closes it at the end of the test.
-func newSink(t *testing.T, c *kafkasinktest.Cluster, id string, edit ...func(*kafkasink.Config)) (kafkasink.Sink, kafkasink.Config) {
+func newSink(t *testing.T, c *kafkasinktest.Cluster, id string, edit ...func(*kafkasink.Config)) (*kafkasink.Sink, kafkasink.Config) {
 	t.Helper()
 	cfg := kafkasink.Config{Brokers: c.Brokers(), SinkID: id, TransactionTimeout: 3 * time.Second}
 	for _, e := range edit {
@@ -53,7 +53,7 @@ func orders(lsn kafkasink.LSN, from, n int) []kafkasink.Event {
 // writeAgain writes b until it is delivered, as a careful caller does:
 // a retryable error is retried, anything else fails the test. It returns
 // the retryable errors.
-func writeAgain(t *testing.T, s kafkasink.Sink, b []kafkasink.Event) []error {
+func writeAgain(t *testing.T, s *kafkasink.Sink, b []kafkasink.Event) []error {
 	t.Helper()
 	var retried []error
 	for attempt := 0; ; attempt++ {

@@ -23,17 +23,19 @@ var (
 	ErrFatal = fmt.Errorf("kafkasinktest: Write failed on purpose: %w", kafkasink.ErrFenced)
 )
 
-// Recorder is a kafkasink.Sink without Kafka, for tests of a source or of
-// pgcdc wiring (pgcdc.Run takes it as its sink): it keeps the events of
-// each successful Write in memory and keeps the sink's contract. A Write
-// returns nil once the batch is recorded and the checkpoint has moved to
-// its last event (with its cursor); events at or below the checkpoint are
-// skipped, as redelivered ones are; an invalid batch (positions not
-// strictly increasing, an invalid Op, no table) is refused with
-// kafkasink.ErrInvalidBatch; after a retryable failure, a batch that skips
-// past the failed batch's events is refused with ErrInvalidBatch, as the
-// sink refuses it; after a fatal one, every Write returns that error; a
-// concurrent Write returns kafkasink.ErrConcurrentWrite, and one after
+// Recorder stands in for a *kafkasink.Sink where no Kafka is wanted, for
+// tests of a source or of pgcdc wiring: it has the sink's Write,
+// Checkpoint and Close, so it satisfies pgcdc.Sink (pgcdc.Run writes to
+// it) and any interface a service declares for its sink. It keeps the
+// events of each successful Write in memory, and the sink's contract: a
+// Write returns nil once the batch is recorded and the checkpoint has
+// moved to its last event (with its cursor); events at or below the
+// checkpoint are skipped, as redelivered ones are; an invalid batch
+// (positions not strictly increasing, an invalid Op, no table) is refused
+// with kafkasink.ErrInvalidBatch; after a retryable failure, a batch that
+// skips past the failed batch's events is refused with ErrInvalidBatch, as
+// the sink refuses it; after a fatal one, every Write returns that error;
+// a concurrent Write returns kafkasink.ErrConcurrentWrite, and one after
 // Close kafkasink.ErrClosed.
 //
 // Write is not safe for concurrent use (it says so, as the sink does);
@@ -53,8 +55,6 @@ type Recorder struct {
 	batches []kafkasink.Batch
 	closed  bool
 }
-
-var _ kafkasink.Sink = (*Recorder)(nil)
 
 // NewRecorder returns a Recorder whose Checkpoint is start until the first
 // Write: what a sink would have read back from Kafka at start-up (the zero

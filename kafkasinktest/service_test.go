@@ -17,7 +17,7 @@ import (
 // README begin
 // syncOrders is the service under test: it writes each batch of its source
 // until it is delivered (back off between attempts in production).
-func syncOrders(ctx context.Context, sink kafkasink.Sink, batches <-chan kafkasink.Batch) error {
+func syncOrders(ctx context.Context, sink *kafkasink.Sink, batches <-chan kafkasink.Batch) error {
 	for b := range batches {
 		for err := sink.Write(ctx, b); err != nil; err = sink.Write(ctx, b) {
 			if !kafkasink.IsRetryable(err) {

@@ -2,6 +2,7 @@ package kafkasinktest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
@@ -31,8 +32,8 @@ var (
 // Write returns nil once the batch is recorded and the checkpoint has
 // moved to its last event (with its cursor); events at or below the
 // checkpoint are skipped, as redelivered ones are; an invalid batch
-// (positions not strictly increasing, an invalid Op, no table) is refused
-// with kafkasink.ErrInvalidBatch; after a retryable failure, a batch that
+// (positions not strictly increasing, an invalid Op, no schema or table, a
+// cursor that is not JSON) is refused with kafkasink.ErrInvalidBatch; after a retryable failure, a batch that
 // skips past the failed batch's events is refused with ErrInvalidBatch, as
 // the sink refuses it; after a fatal one, every Write returns that error;
 // a concurrent Write returns kafkasink.ErrConcurrentWrite, and one after
@@ -126,11 +127,14 @@ func validBatch(b kafkasink.Batch) error {
 	for i := range b.Events {
 		e := &b.Events[i]
 		switch {
-		case !e.Op.Valid() || e.Table == "" || e.Position.IsZero():
-			return fmt.Errorf("%w: event %d (%s): an Op, a Table and a Position are required (kafkasinktest.Recorder)", kafkasink.ErrInvalidBatch, i, e.Position)
+		case !e.Op.Valid() || e.Schema == "" || e.Table == "" || e.Position.IsZero():
+			return fmt.Errorf("%w: event %d (%s): an Op, a Schema, a Table and a Position are required (kafkasinktest.Recorder)", kafkasink.ErrInvalidBatch, i, e.Position)
 		case i > 0 && e.Position.Compare(b.Events[i-1].Position) <= 0:
 			return fmt.Errorf("%w: event %d at %s does not come after %s: positions must strictly increase (kafkasinktest.Recorder)", kafkasink.ErrInvalidBatch, i, e.Position, b.Events[i-1].Position)
 		}
+	}
+	if b.Cursor != nil && !json.Valid(b.Cursor) {
+		return fmt.Errorf("%w: Batch.Cursor is not valid JSON (kafkasinktest.Recorder)", kafkasink.ErrInvalidBatch)
 	}
 	return nil
 }

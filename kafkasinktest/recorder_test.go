@@ -45,18 +45,26 @@ func TestRecorderKeepsTheSinkContract(t *testing.T) {
 	if err := write(append(b, c...), ""); err != nil { // redelivered from before it: fine
 		t.Fatal(err)
 	}
-	if err := write([]kafkasink.Event{d[1], d[0]}, ""); !errors.Is(err, kafkasink.ErrInvalidBatch) {
-		t.Fatalf("Write of positions out of order: %v, want ErrInvalidBatch", err)
+	noSchema := d[0]
+	noSchema.Schema = ""
+	for name, bad := range map[string]error{
+		"positions out of order":    write([]kafkasink.Event{d[1], d[0]}, ""),
+		"an event without schema":   write([]kafkasink.Event{noSchema}, ""),
+		"a cursor that is not JSON": write(d, "{"),
+	} {
+		if !errors.Is(bad, kafkasink.ErrInvalidBatch) {
+			t.Fatalf("Write of %s: %v, want ErrInvalidBatch", name, bad)
+		}
 	}
 
-	rec.FailWrite(7, kafkasinktest.ErrFatal)
-	for n := 7; n <= 8; n++ {
+	rec.FailWrite(9, kafkasinktest.ErrFatal)
+	for n := 9; n <= 10; n++ {
 		if err := write(d, ""); !kafkasink.IsFatal(err) || !errors.Is(err, kafkasink.ErrFenced) {
 			t.Fatalf("Write %d: %v, want the fatal error", n, err)
 		}
 	}
-	if rec.Writes() != 8 {
-		t.Errorf("Writes() = %d, want 8", rec.Writes())
+	if rec.Writes() != 10 {
+		t.Errorf("Writes() = %d, want 10", rec.Writes())
 	}
 	kafkasinktest.AssertEvents(t, rec.Events(), join(a, b, c))
 	if got := len(rec.Batches()); got != 3 {

@@ -254,7 +254,8 @@ func TestCheckpointReadWaitsForOtherSinksOpenTransaction(t *testing.T) {
 
 func TestConcurrentTransactionsAndLeaderMovesAreRetriedInsideWrite(t *testing.T) {
 	t.Parallel()
-	c, brokers := sinktest.Cluster(t, kfake.NumBrokers(3))
+	cluster := kafkasinktest.NewCluster(t, kafkasinktest.Brokers(3))
+	c, brokers := cluster.Kfake(), cluster.Brokers()
 	const topic = "kafkasink.public.orders"
 	s := newSink(t, brokers, "churn", func(c *kafkasink.Config) {
 		c.Topics.Partitions = 3
@@ -274,7 +275,7 @@ func TestConcurrentTransactionsAndLeaderMovesAreRetriedInsideWrite(t *testing.T)
 			c.ShufflePartitionLeaders()
 		case 4:
 			c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.InitProducerID, kmsg.FindCoordinator}, Err: kerr.CoordinatorNotAvailable, TopLevel: true, Count: 2})
-			c.RehashCoordinators()
+			cluster.MoveCoordinator("kafkasink-churn")
 		case 5:
 			c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: kafkasink.DefaultCheckpointTopic, Err: kerr.NotEnoughReplicas, Count: 2})
 		}

@@ -73,7 +73,9 @@ func Topic(name string, partitions int32) Option {
 }
 
 // KfakeOptions passes options to kfake.NewCluster as they are, after the
-// ones the other options make (SASL, broker configs, ...).
+// ones the other options make (SASL, broker configs, ...). The kit's own
+// clients (its reader, LoseCommitAnswer and HoldTransaction) connect in
+// plain text without SASL, so they need a cluster that lets them.
 func KfakeOptions(opts ...kfake.Opt) Option {
 	return func(c *clusterConfig) { c.kfake = append(c.kfake, opts...) }
 }

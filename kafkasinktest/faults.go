@@ -55,7 +55,8 @@ var (
 	openTxnCounter atomic.Int64
 )
 
-// LoseCommitAnswer makes the next commit apply and its answer get lost:
+// LoseCommitAnswer makes the next commit on the cluster, of whichever
+// producer sends it first, apply and its answer get lost:
 // the broker commits the transaction, then cuts the connection without
 // answering, as when a broker fails right after writing the commit
 // markers. The client's retries of that commit are cut the same way, so it

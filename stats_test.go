@@ -90,8 +90,7 @@ func TestStats(t *testing.T) {
 // answer makes it fail retryably.
 func TestPing(t *testing.T) {
 	t.Parallel()
-	c, brokers := sinktest.Cluster(t)
-	sinktest.FenceLikeKafka(c)
+	c, brokers := sinktest.Cluster(t) // fences like Kafka (kafkasinktest.FenceLikeKafka)
 	old := newSink(t, brokers, "ping")
 	if err := old.Ping(ctxT(t)); err != nil {
 		t.Fatalf("Ping of a new sink: %v", err)

@@ -251,13 +251,13 @@ public final class Consume {
                 if (line.isBlank()) {
                     continue;
                 }
-                String where = file + " line " + n;
                 JsonNode rec;
                 try {
                     rec = JSON.readTree(line);
                 } catch (Exception e) {
-                    throw new RecordException(where + ": not a JSON line: " + e, e);
+                    throw new RecordException(file + " line " + n + ": not a JSON line: " + e, e);
                 }
+                String where = file + " line " + n + " (topic " + rec.path("topic").asText() + ")";
                 check(new Rec(where, rec.path("topic").asText(), embedded(rec.get("key")), embedded(rec.get("value"))));
             }
         }
@@ -316,7 +316,7 @@ public final class Consume {
     private void check(Rec r) throws RecordException {
         TopicStats s = stats.computeIfAbsent(r.topic(), k -> new TopicStats());
         s.records++;
-        String what = r.where() + " (topic " + r.topic() + ")";
+        String what = r.where();
         try {
             keyConverter.toConnectData(r.topic(), r.key());
             s.connectKeys++;

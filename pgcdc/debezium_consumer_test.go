@@ -56,11 +56,9 @@ var flinkTables = []flinkTable{
 		// arrays do not fix their dimension), which no Flink array type
 		// fits: read as JSON text, which Flink allows for any JSON value.
 		// c_date and c_date_arr (Debezium: INT, days since the epoch) are
-		// left out until DebeziumEncoder writes infinity dates as Debezium
-		// does: it writes "infinity" where Debezium writes a number
-		// (deviations-defaults-*.txt, types[6] c_date), and Flink's INT
-		// refuses that record (NumberFormatException). Add
-		// "c_date INT" and "c_date_arr ARRAY<INT>" then.
+		// left out: DebeziumEncoder writes an infinity date as the text
+		// "infinity" (a deliberate difference, deviations-*.txt types[6]
+		// c_date), which Flink's INT refuses; see flinkInfinityDate.
 		rowType: "ROW<id INT, c_int2 SMALLINT, c_int4 INT, c_int8 BIGINT, c_oid BIGINT, c_num_typmod BYTES, " +
 			"c_num ROW<scale INT, `value` BYTES>, c_num40 BYTES, c_money BYTES, c_float4 FLOAT, c_float8 DOUBLE, " +
 			"c_text STRING, c_varchar STRING, c_char STRING, c_bytea BYTES, c_bool BOOLEAN, " +
@@ -82,6 +80,15 @@ var flinkTables = []flinkTable{
 		table: "zz_end", key: "id", rowType: "ROW<id INT>",
 		compare: "'id', id",
 	},
+}
+
+// flinkInfinityDate is the types table declared with its date columns
+// as Debezium types them: Flink refuses our record of an infinity date.
+// TestDebeziumConsumerOurTopics checks it still does; when DebeziumEncoder
+// writes infinity dates as numbers, as Debezium does, declare c_date and
+// c_date_arr in flinkTables and drop this.
+var flinkInfinityDate = flinkTable{
+	table: "types", key: "id", rowType: "ROW<id INT, c_date INT, c_date_arr ARRAY<INT>>",
 }
 
 var (
@@ -366,6 +373,16 @@ func TestDebeziumConsumerOurTopics(t *testing.T) {
 		}
 		checkFlinkTable(t, r.e, r.schema, f, got.FlinkTable)
 		t.Logf("%s: %d records, %d tombstones, Flink rows %v", f.table, got.Records, got.Tombstones, got.FlinkRows)
+	}
+
+	// A known incompatibility, kept visible: a Flink table declaring the
+	// date columns as Debezium types them fails on our infinity date.
+	_, err = r.consume(t, []flinkTable{flinkInfinityDate})
+	const refusal = `Flink debezium-json refused the value: java.lang.NumberFormatException: For input string: "infinity"`
+	if err == nil || !strings.Contains(err.Error(), refusal) {
+		t.Errorf("Flink reading c_date as INT: %v; want the refusal of the infinity date (%s): "+
+			"if infinity dates are now numbers as Debezium writes them, declare c_date and c_date_arr in flinkTables "+
+			"and drop flinkInfinityDate", err, refusal)
 	}
 }
 

@@ -242,32 +242,48 @@ func checkAllAccepted(t *testing.T, summary map[string]consumerTopic, want map[s
 	}
 }
 
-// consumerRun is the workload delivered by Run with DebeziumEncoder to
-// the real test broker.
+// consumerForm is one Debezium JSON form a sink writes: its encoder, and
+// the schemas.enable its consumers read it with.
+type consumerForm struct {
+	schemas bool
+	enc     kafkasink.Encoder
+}
+
+// consumerForms are the forms TestDebeziumConsumerOurTopics delivers,
+// each to its own topics: Debezium's defaults with JsonConverter's
+// schemas.enable=false. (The schemas.enable=true form joins it when
+// DebeziumEncoder can write it.)
+var consumerForms = []consumerForm{
+	{schemas: false, enc: kafkasink.DebeziumEncoder{Name: "dbz"}},
+}
+
+// consumerRun is the workload delivered by Run to the real test broker,
+// in one or more forms.
 type consumerRun struct {
-	e       *pgEnv
-	schema  string
-	brokers []string
-	prefix  string   // of the topics: <prefix>.<schema>.<table>
-	tables  []string // the tables delivered
+	e        *pgEnv
+	schema   string
+	brokers  []string
+	forms    []consumerForm
+	prefixes []string // per form, of its topics: <prefix>.<schema>.<table>
+	tables   []string // the tables delivered
 }
 
 // deliverWorkload runs testdata/debezium's workload (less the table
 // without a primary key, which Run's snapshot refuses) through Run
-// (initial snapshot, then streaming) and an exactly-once sink with enc to
-// the real test broker, under names unique to the test, dropped and
-// deleted at its end. The types table gets REPLICA IDENTITY FULL, which
-// Flink needs (see flinkTables).
-func deliverWorkload(t *testing.T, enc kafkasink.Encoder) *consumerRun {
+// (initial snapshot, then streaming) and one exactly-once sink per form to
+// the real test broker, each batch written to all of them, under names
+// unique to the test, dropped and deleted at its end. The types table gets
+// REPLICA IDENTITY FULL, which Flink needs (see flinkTables).
+func deliverWorkload(t *testing.T, forms ...consumerForm) *consumerRun {
 	t.Helper()
 	e := newPGEnv(t)
-	r := &consumerRun{e: e, schema: e.name, brokers: sinktest.RealBrokers(t, sinktest.EnvBrokers), prefix: e.name}
+	r := &consumerRun{e: e, schema: e.name, brokers: sinktest.RealBrokers(t, sinktest.EnvBrokers), forms: forms}
 	t.Cleanup(func() { e.exec("DROP SCHEMA IF EXISTS " + r.schema + " CASCADE") })
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := sinktest.DeleteTopics(ctx, r.brokers, r.prefix); err != nil {
-			t.Logf("deleting the test's topics %s*: %v", r.prefix, err)
+		if err := sinktest.DeleteTopics(ctx, r.brokers, e.name); err != nil {
+			t.Logf("deleting the test's topics %s*: %v", e.name, err)
 		}
 	})
 	for _, stmt := range workloadStatements(t, "workload.sql", r.schema) {
@@ -288,21 +304,32 @@ func deliverWorkload(t *testing.T, enc kafkasink.Encoder) *consumerRun {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sink, err := kafkasink.New(ctx, kafkasink.Config{
-		Brokers:         r.brokers,
-		SinkID:          r.prefix,
-		CheckpointTopic: r.prefix + ".checkpoints",
-		Topics:          kafkasink.Topics{Prefix: r.prefix, Partitions: 3},
-		KeyFormat:       kafkasink.KeyJSON,
-		Encoder:         enc,
-	})
-	if err != nil {
-		t.Fatalf("kafkasink.New: %v", err)
+	var sinks []*kafkasink.Sink
+	for i, form := range forms {
+		prefix := fmt.Sprintf("%s_%d", e.name, i)
+		r.prefixes = append(r.prefixes, prefix)
+		sink, err := kafkasink.New(ctx, kafkasink.Config{
+			Brokers:         r.brokers,
+			SinkID:          prefix,
+			CheckpointTopic: prefix + ".checkpoints",
+			Topics:          kafkasink.Topics{Prefix: prefix, Partitions: 3},
+			KeyFormat:       kafkasink.KeyJSON,
+			Encoder:         form.enc,
+		})
+		if err != nil {
+			t.Fatalf("kafkasink.New: %v", err)
+		}
+		t.Cleanup(func() { sink.Close(context.Background()) })
+		sinks = append(sinks, sink)
 	}
-	t.Cleanup(func() { sink.Close(context.Background()) })
 	var reads atomic.Int64
 	var ended atomic.Bool
-	watched := &recSink{Sink: sink, tr: newTracker(), after: func(_ int, b *kafkasink.Batch) error {
+	watched := &recSink{Sink: sinks[0], tr: newTracker(), after: func(_ int, b *kafkasink.Batch) error {
+		for _, other := range sinks[1:] {
+			if err := other.Write(ctx, *b); err != nil {
+				return err
+			}
+		}
 		for i := range b.Events {
 			if b.Events[i].Op == kafkasink.OpRead {
 				reads.Add(1)
@@ -330,59 +357,65 @@ func deliverWorkload(t *testing.T, enc kafkasink.Encoder) *consumerRun {
 	return r
 }
 
-// topics returns the topics of the delivered tables.
-func (r *consumerRun) topics() []string {
+// topics returns the topics of form i.
+func (r *consumerRun) topics(i int) []string {
 	var out []string
 	for _, table := range r.tables {
-		out = append(out, r.prefix+"."+r.schema+"."+table)
+		out = append(out, r.prefixes[i]+"."+r.schema+"."+table)
 	}
 	return out
 }
 
-// consume runs the Java consumer over the run's topics on the broker,
+// consume runs the Java consumer over the topics of form i on the broker,
 // with Flink reading tables.
-func (r *consumerRun) consume(t *testing.T, tables []flinkTable) (map[string]consumerTopic, error) {
+func (r *consumerRun) consume(t *testing.T, i int, tables []flinkTable) (map[string]consumerTopic, error) {
 	t.Helper()
-	return runConsumer(t, false, r.prefix+"."+r.schema, tables,
-		"--brokers", strings.Join(r.brokers, ","), "--topics", strings.Join(r.topics(), ","))
+	return runConsumer(t, r.forms[i].schemas, r.prefixes[i]+"."+r.schema, tables,
+		"--brokers", strings.Join(r.brokers, ","), "--topics", strings.Join(r.topics(i), ","))
 }
 
 // TestDebeziumConsumerOurTopics runs testdata/debezium's workload through
-// Run and DebeziumEncoder (Debezium's defaults) exactly once into the real
-// test broker and has the real consumers read the topics read_committed:
-// JsonConverter must accept every key and value of every topic (as many
-// as our own read_committed reader finds), Flink's debezium-json every
-// change of the tables of flinkTables, and the table Flink's changelog
-// leaves must hold what the database holds at the end.
+// Run and DebeziumEncoder (Debezium's defaults, each form of
+// consumerForms) exactly once into the real test broker and has the real
+// consumers read the topics read_committed: JsonConverter must accept
+// every key and value of every topic (as many as our own read_committed
+// reader finds), Flink's debezium-json every change of the tables of
+// flinkTables, and the table Flink's changelog leaves must hold what the
+// database holds at the end.
 func TestDebeziumConsumerOurTopics(t *testing.T) {
 	debeziumConsumer(t) // skip early, before the workload, without Java
-	r := deliverWorkload(t, kafkasink.DebeziumEncoder{Name: "dbz"})
-	summary, err := r.consume(t, flinkTables)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := make(map[string]int)
-	for _, rec := range sinktest.ReadCommitted(t, r.brokers, r.topics()...) {
-		want[rec.Topic]++
-	}
-	checkAllAccepted(t, summary, want)
-	for _, f := range flinkTables {
-		got := summary[r.prefix+"."+r.schema+"."+f.table]
-		if len(got.FlinkTable) == 0 {
-			t.Errorf("%s: Flink's changelog left no row", f.table)
-		}
-		checkFlinkTable(t, r.e, r.schema, f, got.FlinkTable)
-		t.Logf("%s: %d records, %d tombstones, Flink rows %v", f.table, got.Records, got.Tombstones, got.FlinkRows)
-	}
+	r := deliverWorkload(t, consumerForms...)
+	for i, form := range r.forms {
+		t.Run(fmt.Sprintf("schemas.enable=%t", form.schemas), func(t *testing.T) {
+			summary, err := r.consume(t, i, flinkTables)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := make(map[string]int)
+			for _, rec := range sinktest.ReadCommitted(t, r.brokers, r.topics(i)...) {
+				want[rec.Topic]++
+			}
+			checkAllAccepted(t, summary, want)
+			for _, f := range flinkTables {
+				got := summary[r.prefixes[i]+"."+r.schema+"."+f.table]
+				if len(got.FlinkTable) == 0 {
+					t.Errorf("%s: Flink's changelog left no row", f.table)
+				}
+				checkFlinkTable(t, r.e, r.schema, f, got.FlinkTable)
+				t.Logf("%s: %d records, %d tombstones, Flink rows %v", f.table, got.Records, got.Tombstones, got.FlinkRows)
+			}
 
-	// A known incompatibility, kept visible: a Flink table declaring the
-	// date columns as Debezium types them fails on our infinity date.
-	_, err = r.consume(t, []flinkTable{flinkInfinityDate})
-	const refusal = `Flink debezium-json refused the value: java.lang.NumberFormatException: For input string: "infinity"`
-	if err == nil || !strings.Contains(err.Error(), refusal) {
-		t.Errorf("Flink reading c_date as INT: %v; want the refusal of the infinity date (%s): "+
-			"if infinity dates are now numbers as Debezium writes them, declare c_date and c_date_arr in flinkTables "+
-			"and drop flinkInfinityDate", err, refusal)
+			// A known incompatibility, kept visible: a Flink table declaring
+			// the date columns as Debezium types them fails on our infinity
+			// date.
+			_, err = r.consume(t, i, []flinkTable{flinkInfinityDate})
+			const refusal = `Flink debezium-json refused the value: java.lang.NumberFormatException: For input string: "infinity"`
+			if err == nil || !strings.Contains(err.Error(), refusal) {
+				t.Errorf("Flink reading c_date as INT: %v; want the refusal of the infinity date (%s): "+
+					"if infinity dates are now numbers as Debezium writes them, declare c_date and c_date_arr in flinkTables "+
+					"and drop flinkInfinityDate", err, refusal)
+			}
+		})
 	}
 }
 
@@ -508,11 +541,11 @@ func TestDebeziumConsumerRefusesMalformedRecord(t *testing.T) {
 					}
 					return out
 				}}
-			r := deliverWorkload(t, enc)
+			r := deliverWorkload(t, consumerForm{schemas: false, enc: enc})
 			if corrupted.Load() == 0 {
 				t.Fatal("the test's hook spoiled no record: its match or its corruption no longer fits the encoder's output")
 			}
-			_, err := r.consume(t, flinkTables)
+			_, err := r.consume(t, 0, flinkTables)
 			if err == nil {
 				t.Fatalf("the consumer accepted every record, one of which the test spoiled; want a failure saying %q", tc.refusal)
 			}

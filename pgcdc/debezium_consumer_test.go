@@ -250,8 +250,9 @@ type consumerForm struct {
 }
 
 // consumerForms are the forms TestDebeziumConsumerOurTopics delivers,
-// each to its own topics: Debezium's defaults with JsonConverter's
-// schemas.enable=false. (The schemas.enable=true form joins it when
+// each to its own topics: Debezium's defaults (the test compares record
+// counts with Debezium's for its default configuration) with
+// JsonConverter's schemas.enable=false. (The schemas.enable=true form joins it when
 // DebeziumEncoder can write it.)
 var consumerForms = []consumerForm{
 	{schemas: false, enc: kafkasink.DebeziumEncoder{Name: "dbz"}},
@@ -384,11 +385,14 @@ func (r *consumerRun) consume(t *testing.T, i int, tables []flinkTable) (map[str
 // consumerForms) exactly once into the real test broker and has the real
 // consumers read the topics read_committed: JsonConverter must accept
 // every key and value of every topic (as many as our own read_committed
-// reader finds), Flink's debezium-json every change of the tables of
+// reader finds, and per table as many as Debezium wrote for the same
+// changes), Flink's debezium-json every change of the tables of
 // flinkTables, and the table Flink's changelog leaves must hold what the
 // database holds at the end.
 func TestDebeziumConsumerOurTopics(t *testing.T) {
 	debeziumConsumer(t) // skip early, before the workload, without Java
+	const debeziumCountsFile = "defaults-schemas-false.jsonl"
+	debeziumCounts := countByTopic(readDebeziumGolden(t, debeziumCountsFile))
 	r := deliverWorkload(t, consumerForms...)
 	for i, form := range r.forms {
 		t.Run(fmt.Sprintf("schemas.enable=%t", form.schemas), func(t *testing.T) {
@@ -401,6 +405,15 @@ func TestDebeziumConsumerOurTopics(t *testing.T) {
 				want[rec.Topic]++
 			}
 			checkAllAccepted(t, summary, want)
+			// The same database changes made Debezium write this many
+			// records per table (its defaults, as every form here).
+			for _, table := range r.tables {
+				topic := r.prefixes[i] + "." + r.schema + "." + table
+				if got, dbz := summary[topic].Records, debeziumCounts["dbz."+debeziumSchema+"."+table]; got != dbz {
+					t.Errorf("%s: the consumer read %d records; Debezium wrote %d for the same changes (%s)",
+						table, got, dbz, debeziumCountsFile)
+				}
+			}
 			for _, f := range flinkTables {
 				got := summary[r.prefixes[i]+"."+r.schema+"."+f.table]
 				if len(got.FlinkTable) == 0 {

@@ -35,9 +35,12 @@ import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.connect.json.JsonConverter;
 
+import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.json.JsonMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 
 /**
@@ -81,6 +84,15 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
  */
 public final class Consume {
     private static final ObjectMapper JSON = new ObjectMapper();
+    /**
+     * LINES reads the golden files' lines keeping every number as written
+     * (no rounding through double), so an embedded key or value is
+     * re-serialized with the same numbers.
+     */
+    private static final ObjectMapper LINES = JsonMapper.builder()
+            .enable(DeserializationFeature.USE_BIG_DECIMAL_FOR_FLOATS)
+            .nodeFactory(JsonNodeFactory.withExactBigDecimals(true))
+            .build();
 
     /** One record to check, and where it came from (for the failure message). */
     private record Rec(String where, String topic, byte[] key, byte[] value) {
@@ -253,7 +265,7 @@ public final class Consume {
                 }
                 JsonNode rec;
                 try {
-                    rec = JSON.readTree(line);
+                    rec = LINES.readTree(line);
                 } catch (Exception e) {
                     throw new RecordException(file + " line " + n + ": not a JSON line: " + e, e);
                 }
@@ -265,7 +277,7 @@ public final class Consume {
 
     /** embedded returns the bytes of a key or value the golden files embed as JSON, null for JSON null. */
     private static byte[] embedded(JsonNode n) throws Exception {
-        return n == null || n.isNull() ? null : JSON.writeValueAsBytes(n);
+        return n == null || n.isNull() ? null : LINES.writeValueAsBytes(n);
     }
 
     private void readKafka(String brokers, List<String> topics) throws Exception {

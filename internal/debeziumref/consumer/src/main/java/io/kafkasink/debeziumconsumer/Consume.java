@@ -195,7 +195,7 @@ public final class Consume {
                 }
                 flink.put(parts[0], new FlinkTable(rowType, keyFields, schemas));
             }
-        } catch (IllegalArgumentException e) {
+        } catch (RuntimeException e) { // bad arguments, or a row type Flink cannot parse
             System.err.println("consume: " + e.getMessage());
             System.err.println("usage: Consume --schemas true|false (--file PATH | --brokers HOSTS --topics T1,T2)"
                     + " [--flink TOPIC=KEY1,KEY2=ROW<...>]...");
@@ -212,6 +212,7 @@ public final class Consume {
         } catch (RecordException e) {
             System.err.println("consume: FAILED: " + e.getMessage());
             e.getCause().printStackTrace();
+            // Again after the stack trace, so that the last line says it.
             System.err.println("consume: FAILED: " + e.getMessage());
             System.exit(1);
         }
@@ -237,11 +238,16 @@ public final class Consume {
         }
     }
 
+    private static final List<String> OPTIONS = List.of("--schemas", "--file", "--brokers", "--topics", "--flink");
+
     private static Map<String, List<String>> parseArgs(String[] args) {
         Map<String, List<String>> out = new HashMap<>();
         for (int i = 0; i < args.length; i += 2) {
-            if (!args[i].startsWith("--") || i + 1 >= args.length) {
-                throw new IllegalArgumentException("unexpected argument " + args[i]);
+            if (!OPTIONS.contains(args[i])) {
+                throw new IllegalArgumentException("unknown argument " + args[i] + ": want one of " + OPTIONS);
+            }
+            if (i + 1 >= args.length) {
+                throw new IllegalArgumentException(args[i] + " needs a value");
             }
             out.computeIfAbsent(args[i], k -> new ArrayList<>()).add(args[i + 1]);
         }

@@ -160,7 +160,8 @@ report() {
   # GNU time first notes a signal that ended the command, if one did.
   read -r secs rss < <(tail -n 1 "$WORK/time")
   printf '%s %s %s %s\n' "$1" "$2" "$secs" "$rss" >>"$RESULTS"
-  printf 'bench-debezium: %-9s run %s: %6.2f s, peak RSS %4d MiB\n' "$1" "$2" "$secs" $((rss / 1024)) >&2
+  awk -v k="$1" -v r="$2" -v s="$secs" -v m="$rss" \
+    'BEGIN { printf "bench-debezium: %-9s run %s: %6.2f s, peak RSS %4.0f MiB\n", k, r, s, m / 1024 }' >&2
 }
 
 for ((i = 1; i <= RUNS; i++)); do

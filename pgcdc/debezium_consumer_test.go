@@ -181,9 +181,15 @@ func runConsumer(t *testing.T, schemas bool, prefix string, tables []flinkTable,
 // an op "t" record for the TRUNCATE, which Flink's debezium-json refuses
 // ("Unknown op"): the consumer must fail on it, naming the record.
 func TestDebeziumConsumerReadsDebeziumGolden(t *testing.T) {
-	// types and toasty are REPLICA IDENTITY DEFAULT in the golden
-	// workload: Flink refuses their updates, whoever wrote them.
-	full := []flinkTable{flinkTables[1], flinkTables[2]}
+	// The golden workload's other tables with updates (types, toasty,
+	// ident_default, multi_pk) are REPLICA IDENTITY DEFAULT: Flink refuses
+	// those updates, whoever wrote them.
+	var full []flinkTable
+	for _, f := range flinkTables {
+		if f.table == "ident_full" || f.table == "zz_end" {
+			full = append(full, f)
+		}
+	}
 	for _, config := range []string{"defaults", "isostring"} {
 		for _, schemas := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/schemas.enable=%t", config, schemas), func(t *testing.T) {

@@ -73,8 +73,10 @@ const (
 	IntervalString
 )
 
-// BinaryMode is Debezium's binary.handling.mode: how bytea values, and the
-// bytes of bit(n) and varbit values, are written.
+// BinaryMode is Debezium's binary.handling.mode: how bytea values are
+// written. The bytes of bit(n) and varbit values are not bytea to
+// Debezium (their schema is io.debezium.data.Bits): they are standard
+// base64 in every mode.
 type BinaryMode uint8
 
 const (
@@ -296,7 +298,7 @@ func (d *DebeziumEncoder) appendTyped(dst []byte, t *TypeInfo, v any) ([]byte, e
 		}
 	case "bit", "varbit":
 		if isText {
-			if out, ok := d.appendBits(dst, s, t.Name == "bit" && t.Modifier == 1); ok {
+			if out, ok := appendBits(dst, s, t.Name == "bit" && t.Modifier == 1); ok {
 				return out, nil
 			}
 		}
@@ -315,12 +317,12 @@ func (d *DebeziumEncoder) appendTyped(dst []byte, t *TypeInfo, v any) ([]byte, e
 }
 
 // appendArray appends an array of element type elem. Debezium writes a
-// numeric array holding NaN or ±Infinity as null, in precise and string
-// mode alike. Arrays of more than one dimension are written nested, each
+// numeric array holding NaN or ±Infinity as null, in every decimal mode
+// (double too, where a scalar NaN is "NaN"). Arrays of more than one dimension are written nested, each
 // element in its form: Debezium writes each inner array as null, losing
 // the values (a documented deviation), which NullNestedArrays restores.
 func (d *DebeziumEncoder) appendArray(dst []byte, elem *TypeInfo, a []any) ([]byte, error) {
-	if elem != nil && elem.Name == "numeric" && d.DecimalHandling != DecimalDouble && hasSpecialNumeric(a) {
+	if elem != nil && elem.Name == "numeric" && hasSpecialNumeric(a) {
 		return append(dst, "null"...), nil
 	}
 	nestedNull := d.NullNestedArrays
@@ -909,8 +911,9 @@ func appendISODuration(dst []byte, years, months, days, clockUS int64) []byte {
 
 // appendBits appends a bit string ("10101010"): bit(1) as a boolean, others
 // as bytes the way Debezium reads them into a java.util.BitSet, the
-// rightmost bit first, little-endian, trailing zero bytes dropped.
-func (d *DebeziumEncoder) appendBits(dst []byte, s string, boolean bool) ([]byte, bool) {
+// rightmost bit first, little-endian, trailing zero bytes dropped, in
+// standard base64 whatever BinaryHandling says (see BinaryMode).
+func appendBits(dst []byte, s string, boolean bool) ([]byte, bool) {
 	if boolean {
 		switch s {
 		case "1":
@@ -940,7 +943,7 @@ func (d *DebeziumEncoder) appendBits(dst []byte, s string, boolean bool) ([]byte
 	for len(buf) > 0 && buf[len(buf)-1] == 0 {
 		buf = buf[:len(buf)-1]
 	}
-	return d.appendBinary(dst, buf), true
+	return appendBase64String(dst, buf, base64.StdEncoding), true
 }
 
 // appendBinary appends bytes in the binary handling mode.

@@ -55,6 +55,14 @@ var debeziumConfigs = []struct {
 	{"decimal-string", "dbzds", kafkasink.DebeziumEncoder{Name: "dbz", DecimalHandling: kafkasink.DecimalString, SkippedOperations: "none"}},
 	// time.precision.mode=isostring, interval.handling.mode=string.
 	{"isostring", "dbziso", kafkasink.DebeziumEncoder{Name: "dbz", TimePrecision: kafkasink.TimeIsostring, IntervalHandling: kafkasink.IntervalString}},
+	// decimal.handling.mode=double, time.precision.mode=connect,
+	// binary.handling.mode=hex.
+	{"double-connect-hex", "dbzdch", kafkasink.DebeziumEncoder{Name: "dbz", DecimalHandling: kafkasink.DecimalDouble, TimePrecision: kafkasink.TimeConnect, BinaryHandling: kafkasink.BinaryHex}},
+	// time.precision.mode=adaptive_time_microseconds,
+	// binary.handling.mode=base64-url-safe.
+	{"micros-urlsafe", "dbzmu", kafkasink.DebeziumEncoder{Name: "dbz", TimePrecision: kafkasink.TimeAdaptiveTimeMicroseconds, BinaryHandling: kafkasink.BinaryBase64URLSafe}},
+	// binary.handling.mode=base64.
+	{"base64", "dbzb64", kafkasink.DebeziumEncoder{Name: "dbz", BinaryHandling: kafkasink.BinaryBase64}},
 }
 
 // TestDebeziumConformance runs testdata/debezium's workload through a real

@@ -19,7 +19,7 @@
 # once.
 #
 # Usage:
-#   scripts/debezium-capture.sh [CONFIG...]    configs: defaults decimal-string isostring
+#   scripts/debezium-capture.sh [CONFIG...]    configs: the names of testdata/debezium/configs/*.properties
 #                                              (default: all of them)
 # Environment:
 #   KAFKASINK_TEST_PG   the PostgreSQL URL (default: from scripts/testenv.sh env)
@@ -32,7 +32,11 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 HARNESS="$ROOT/internal/debeziumref"
 DATA="$ROOT/testdata/debezium"
 CONFIGS=("$@")
-[[ ${#CONFIGS[@]} -gt 0 ]] || CONFIGS=(defaults decimal-string isostring)
+if [[ ${#CONFIGS[@]} -eq 0 ]]; then
+  for props in "$DATA"/configs/*.properties; do
+    CONFIGS+=("$(basename "$props" .properties)")
+  done
+fi
 read -r -a SCHEMAS <<<"${DEBEZIUM_SCHEMAS:-true false}"
 
 if [[ -z "${KAFKASINK_TEST_PG:-}" ]]; then

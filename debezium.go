@@ -101,6 +101,12 @@ import (
 // PostgreSQL (Debezium's snapshot uses the Julian one), and name columns
 // keep their value (Debezium's stream writes null). Without a Relation
 // (events built by hand) values are written as JSONEncoder writes them.
+// With one, a value not in the form pgcdc gives its type (a money or
+// interval text the server printed under other settings than pgcdc pins,
+// another Go type), an after image lacking one of the Relation's columns
+// and a row column the Relation does not list are each an *EncodeError:
+// the event is rejected or dead-lettered, never written in a form a
+// Debezium reader would misread.
 type DebeziumEncoder struct {
 	// Name is the logical server name written to source.name. Empty means
 	// "kafkasink".
@@ -325,11 +331,11 @@ func (d DebeziumEncoder) Encode(dst []byte, e *Event) ([]byte, error) {
 func (d DebeziumEncoder) appendEnvelope(dst []byte, e *Event) ([]byte, error) {
 	dst = append(dst, `{"before":`...)
 	var err error
-	if dst, err = d.appendDebeziumRow(dst, e, e.Before); err != nil {
+	if dst, err = d.appendDebeziumRow(dst, e, e.Before, true); err != nil {
 		return nil, err
 	}
 	dst = append(dst, `,"after":`...)
-	if dst, err = d.appendDebeziumRow(dst, e, e.After); err != nil {
+	if dst, err = d.appendDebeziumRow(dst, e, e.After, false); err != nil {
 		return nil, err
 	}
 	dst = append(dst, `,"source":{"version":"`+DebeziumVersion+`","connector":"postgresql","name":`...)

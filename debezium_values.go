@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"math"
 	"math/big"
 	"strconv"
@@ -171,13 +173,16 @@ func (d DebeziumEncoder) valueProblems() []string {
 const defaultUnavailablePlaceholder = "__debezium_unavailable_value"
 
 // appendDebeziumRow appends a row image. With a Relation it writes every
-// column of the relation in table order: a column the image lacks (the
-// non-key columns of a delete's before image under REPLICA IDENTITY
-// DEFAULT) is null, an unchanged TOAST column is the placeholder, and
-// composite columns are left out, as Debezium leaves them out. Without
-// one (events built by hand) it writes the row's columns in their forms
-// for JSONEncoder.
-func (d *DebeziumEncoder) appendDebeziumRow(dst []byte, e *Event, row Row) ([]byte, error) {
+// column of the relation in table order: an unchanged TOAST column is the
+// placeholder, and composite columns are left out, as Debezium leaves them
+// out. A column a before image lacks (the non-key columns of a delete's
+// old key under REPLICA IDENTITY DEFAULT) is null, as in Debezium's
+// record; one an after image lacks is an error, as is a row column the
+// Relation does not list: writing null for a value the event does not
+// carry, or leaving out one it does, would pass a wrong row for the row.
+// Without a Relation (events built by hand) it writes the row's columns
+// in their forms for JSONEncoder.
+func (d *DebeziumEncoder) appendDebeziumRow(dst []byte, e *Event, row Row, before bool) ([]byte, error) {
 	if row == nil {
 		return append(dst, "null"...), nil
 	}
@@ -186,19 +191,25 @@ func (d *DebeziumEncoder) appendDebeziumRow(dst []byte, e *Event, row Row) ([]by
 	}
 	dst = append(dst, '{')
 	first := true
-	next := 0 // row is in table order: where the next column should be
+	next, found := 0, 0 // row is in table order: where the next column should be
 	for i := range e.Relation.Columns {
 		ci := &e.Relation.Columns[i]
-		t := declaredBase(ci.Type)
-		if t != nil && t.Kind == 'c' {
-			continue
-		}
 		var c *Column
 		if next < len(row) && row[next].Name == ci.Name {
 			c = &row[next]
 			next++
-		} else if found, ok := row.Get(ci.Name); ok {
-			c = &found
+		} else if j := columnIndex(row, ci.Name); j >= 0 {
+			c = &row[j]
+		}
+		if c != nil {
+			found++
+		}
+		t := declaredBase(ci.Type)
+		if t != nil && t.Kind == 'c' {
+			continue
+		}
+		if c == nil && !before {
+			return nil, &EncodeError{Schema: e.Schema, Table: e.Table, Column: ci.Name, Err: errAfterLacksColumn}
 		}
 		if !first {
 			dst = append(dst, ',')
@@ -222,8 +233,34 @@ func (d *DebeziumEncoder) appendDebeziumRow(dst []byte, e *Event, row Row) ([]by
 			}
 		}
 	}
+	if found < len(row) {
+		for _, c := range row {
+			if _, ok := e.Relation.Column(c.Name); !ok {
+				return nil, &EncodeError{Schema: e.Schema, Table: e.Table, Column: c.Name, Err: errColumnNotInRelation}
+			}
+		}
+	}
 	return append(dst, '}'), nil
 }
+
+// columnIndex returns the index of the column named name in row, or -1.
+func columnIndex(row Row, name string) int {
+	for i := range row {
+		if row[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+var (
+	errAfterLacksColumn = errors.New("DebeziumEncoder: the after image has no such column, which Event.Relation lists: " +
+		"an after image must carry every column of the Relation (an unchanged TOAST column with Column.Unchanged set), " +
+		"as pgcdc's events do; Debezium's record would claim the column is NULL")
+	errColumnNotInRelation = errors.New("DebeziumEncoder: the row has this column but Event.Relation does not list it: " +
+		"the Relation must describe the columns of the table the row was read from, as pgcdc's events do; " +
+		"Debezium's record would leave the value out")
+)
 
 // declaredBase returns t, or the base type of a domain, through domains
 // over domains.
@@ -235,8 +272,11 @@ func declaredBase(t *TypeInfo) *TypeInfo {
 }
 
 // appendTyped appends v, a non-null value of declared type t, in
-// Debezium's form. Values whose Go type is not the one pgcdc gives that
-// type (events built by hand) are written as JSONEncoder writes them.
+// Debezium's form. A value it cannot write in that form, of a Go type
+// other than the one pgcdc gives the type or a text that is not
+// PostgreSQL's output under the settings pgcdc pins, is an error
+// (valueFormError): written in another form, a Debezium reader would
+// misread it (a money text decoded as a base64 Decimal).
 func (d *DebeziumEncoder) appendTyped(dst []byte, t *TypeInfo, v any) ([]byte, error) {
 	t = declaredBase(t)
 	if t == nil {
@@ -246,74 +286,145 @@ func (d *DebeziumEncoder) appendTyped(dst []byte, t *TypeInfo, v any) ([]byte, e
 		if a, ok := v.([]any); ok {
 			return d.appendArray(dst, declaredBase(t.Elem), a)
 		}
-		return appendValue(dst, v)
+		return nil, valueFormError(t, v)
 	}
 	s, isText := v.(string)
+	var (
+		out []byte
+		ok  bool
+	)
 	switch t.Name {
 	case "numeric":
-		if n, ok := v.(Decimal); ok {
-			if out, ok := d.appendNumeric(dst, string(n), t.Modifier); ok {
-				return out, nil
-			}
+		if n, isDecimal := v.(Decimal); isDecimal {
+			out, ok = d.appendNumeric(dst, string(n), t.Modifier)
 		}
 	case "money":
 		if isText {
-			if out, ok := d.appendMoney(dst, s); ok {
-				return out, nil
-			}
+			out, ok = d.appendMoney(dst, s)
 		}
 	case "date":
 		if isText {
-			if out, ok := d.appendDate(dst, s); ok {
-				return out, nil
-			}
+			out, ok = d.appendDate(dst, s)
 		}
 	case "time":
 		if isText {
-			if out, ok := d.appendTime(dst, s, t.Modifier); ok {
-				return out, nil
-			}
+			out, ok = d.appendTime(dst, s, t.Modifier)
 		}
 	case "timetz":
 		if isText {
-			if out, ok := appendTimetz(dst, s); ok {
-				return out, nil
-			}
+			out, ok = appendTimetz(dst, s)
 		}
 	case "timestamp":
 		if isText {
-			if out, ok := d.appendTimestamp(dst, s, t.Modifier); ok {
-				return out, nil
-			}
+			out, ok = d.appendTimestamp(dst, s, t.Modifier)
 		}
 	case "timestamptz":
-		if ts, ok := v.(time.Time); ok {
-			return appendTimestamptz(dst, ts), nil
+		if ts, isTime := v.(time.Time); isTime {
+			out, ok = appendTimestamptz(dst, ts), true
+		} else if isText && isInfinity(s) {
+			// Debezium writes PostgreSQL's text.
+			out, ok = jsonw.AppendString(dst, s), true
 		}
 	case "interval":
 		if isText {
-			if out, ok := d.appendInterval(dst, s); ok {
-				return out, nil
-			}
+			out, ok = d.appendInterval(dst, s)
 		}
 	case "bit", "varbit":
 		if isText {
-			if out, ok := appendBits(dst, s, t.Name == "bit" && t.Modifier == 1); ok {
-				return out, nil
-			}
+			out, ok = appendBits(dst, s, t.Name == "bit" && t.Modifier == 1)
 		}
 	case "bytea":
-		if b, ok := v.([]byte); ok {
-			return d.appendBinary(dst, b), nil
+		if b, isBytes := v.([]byte); isBytes {
+			out, ok = d.appendBinary(dst, b), true
 		}
 	case "point":
 		if isText {
-			if out, ok := appendPoint(dst, s); ok {
-				return out, nil
-			}
+			out, ok = appendPoint(dst, s)
+		}
+	default:
+		return appendValue(dst, v)
+	}
+	if !ok {
+		return nil, valueFormError(t, v)
+	}
+	return out, nil
+}
+
+func isInfinity(s string) bool { return s == "infinity" || s == "-infinity" }
+
+// valueFormError says that v, of declared type t, is not in the form
+// DebeziumEncoder reads that type from, which it names, and what to do.
+// A text is quoted with each digit shown as '#', which shows its form (a
+// locale's money, another IntervalStyle) but not the value: row data may
+// be confidential, and errors end up in logs and dead-letter headers.
+func valueFormError(t *TypeInfo, v any) error {
+	var given string
+	switch v := v.(type) {
+	case string:
+		given = "the text " + maskDigits(v)
+	case Decimal:
+		given = "the kafkasink.Decimal " + maskDigits(string(v))
+	default:
+		given = fmt.Sprintf("a Go %T", v)
+	}
+	want, setting := debeziumValueForm(t)
+	msg := fmt.Sprintf("DebeziumEncoder cannot write %s, given for a value of type %s, in Debezium's form: it reads that type from %s, as pgcdc gives it", given, t.Name, want)
+	if setting != "" {
+		msg += "; pgcdc.Run pins " + setting + " on its connections, and a pgcdc.Decoder on a connection of your own needs the same (a startup parameter, e.g. options=-c " + setting + ")"
+	}
+	return errors.New(msg + "; if PostgreSQL printed this text under the settings pgcdc pins, please report it as a kafkasink issue")
+}
+
+// debeziumValueForm names the form DebeziumEncoder reads a value of type
+// t from, and the server setting that text depends on, if any.
+func debeziumValueForm(t *TypeInfo) (form, setting string) {
+	if t.Elem != nil {
+		return "[]any of its elements", ""
+	}
+	switch t.Name {
+	case "numeric":
+		return `a kafkasink.Decimal of PostgreSQL's numeric text ("-123.45", "NaN", "Infinity")`, ""
+	case "money":
+		return `a string of PostgreSQL's money text with two decimals ("-$1,234.56")`, "lc_monetary=C"
+	case "date":
+		return `a string "2006-01-02" ("-0043-03-15" for 44 BC), "infinity" or "-infinity"`, ""
+	case "time":
+		return `a string "15:04:05.999999"`, ""
+	case "timetz":
+		return `a string "15:04:05.999999+05:30"`, ""
+	case "timestamp":
+		return `a string "2006-01-02T15:04:05.999999", "infinity" or "-infinity"`, ""
+	case "timestamptz":
+		return `a time.Time, or a string "infinity" or "-infinity"`, ""
+	case "interval":
+		return `a string of PostgreSQL's interval text ("1 year 2 mons 3 days 04:05:06.789")`, "IntervalStyle=postgres"
+	case "bit", "varbit":
+		return `a string of 0s and 1s`, ""
+	case "bytea":
+		return "a []byte", ""
+	case "point":
+		return `a string "(x,y)"`, ""
+	}
+	return "its JSON form", ""
+}
+
+// maskDigits quotes s, cut to 64 bytes, with each ASCII digit replaced
+// by '#', and says so when it replaced any.
+func maskDigits(s string) string {
+	if len(s) > 64 {
+		s = strings.ToValidUTF8(s[:64], "") + "..."
+	}
+	b := []byte(s)
+	masked := false
+	for i, c := range b {
+		if c >= '0' && c <= '9' {
+			b[i], masked = '#', true
 		}
 	}
-	return appendValue(dst, v)
+	if masked {
+		return strconv.Quote(string(b)) + " (digits shown as #)"
+	}
+	return strconv.Quote(string(b))
 }
 
 // appendArray appends an array of element type elem. Debezium writes a
@@ -731,6 +842,9 @@ func appendISODateText(dst []byte, y int, date string) []byte {
 // isostring mode. infinity and -infinity keep their text: Debezium
 // writes overflowed numbers that differ between snapshot and stream.
 func (d *DebeziumEncoder) appendDate(dst []byte, s string) ([]byte, bool) {
+	if isInfinity(s) {
+		return jsonw.AppendString(dst, s), true
+	}
 	y, m, day, rest, ok := civil(s)
 	if !ok || rest != "" {
 		return dst, false

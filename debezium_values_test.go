@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/big"
 	"os"
@@ -107,17 +108,11 @@ var goldenConfigs = map[string]DebeziumEncoder{
 // same value (Jackson writes -1.0E300 where Go writes -1e+300), absent
 // when Debezium left it out (composites).
 func TestDebeziumValuesMatchGolden(t *testing.T) {
-	rel := &Relation{Columns: typesColumns}
 	for config, enc := range goldenConfigs {
 		golden := goldenTypesAfter(t, config)
-		for id, values := range typesRows {
-			row := Row{{Name: "id", Value: int32(id)}}
-			for _, c := range typesColumns[1:] {
-				if v, ok := values[c.Name]; ok {
-					row = append(row, Column{Name: c.Name, Value: v})
-				}
-			}
-			e := &Event{Op: OpInsert, Schema: "dbzconf", Table: "types", Relation: rel, After: row}
+		for id := range typesRows {
+			e := typesInsert(id)
+			row := e.After
 			out, err := enc.Encode(nil, e)
 			if err != nil {
 				t.Fatalf("%s id=%d: %v", config, id, err)
@@ -136,6 +131,22 @@ func TestDebeziumValuesMatchGolden(t *testing.T) {
 			}
 		}
 	}
+}
+
+// typesInsert returns the insert of typesRows[id], with a Relation of the
+// columns it has values for (an after image carries every column of its
+// Relation).
+func typesInsert(id int) *Event {
+	values := typesRows[id]
+	row := Row{{Name: "id", Value: int32(id)}}
+	rel := &Relation{Columns: typesColumns[:1:1]}
+	for _, c := range typesColumns[1:] {
+		if v, ok := values[c.Name]; ok {
+			row = append(row, Column{Name: c.Name, Value: v})
+			rel.Columns = append(rel.Columns, c)
+		}
+	}
+	return &Event{Op: OpInsert, Schema: "dbzconf", Table: "types", Relation: rel, After: row}
 }
 
 func orAbsent(b json.RawMessage, ok bool) string {
@@ -314,16 +325,9 @@ func TestDebeziumValueOptions(t *testing.T) {
 // TestDebeziumValuesAllocs holds DebeziumEncoder to zero allocations for
 // an event of every converted type.
 func TestDebeziumValuesAllocs(t *testing.T) {
-	rel := &Relation{Columns: typesColumns}
 	var rows []*Event
-	for id, values := range typesRows {
-		row := Row{{Name: "id", Value: int32(id)}}
-		for _, c := range typesColumns[1:] {
-			if v, ok := values[c.Name]; ok {
-				row = append(row, Column{Name: c.Name, Value: v})
-			}
-		}
-		rows = append(rows, &Event{Op: OpInsert, Schema: "dbzconf", Table: "types", Relation: rel, After: row})
+	for id := range typesRows {
+		rows = append(rows, typesInsert(id))
 	}
 	now := time.Unix(0, 0)
 	for config, enc := range goldenConfigs {
@@ -365,5 +369,111 @@ func TestDebeziumModeNames(t *testing.T) {
 	}
 	if got := DecimalMode(7).String(); got != "invalid(7)" {
 		t.Errorf("DecimalMode(7).String() = %q", got)
+	}
+}
+
+// TestDebeziumValueFormErrors: a value DebeziumEncoder cannot write in
+// Debezium's form (a text PostgreSQL prints under other settings than
+// pgcdc pins, or a Go type pgcdc does not give the column's type) is an
+// *EncodeError naming the table, the column, the type, the text's form
+// without its digits, and what to do; never the value in another form
+// that a Debezium reader would misread.
+func TestDebeziumValueFormErrors(t *testing.T) {
+	cases := []struct {
+		typ  *TypeInfo
+		v    any
+		want []string // in the error, besides the table, column and type
+	}{
+		// money under lc_monetary ja_JP, which has no decimals.
+		{tMoney, "￥1,235", []string{`"￥#,###"`, "lc_monetary=C"}},
+		{tMoney, "1.234,567", []string{`"#.###,###"`, "lc_monetary=C"}},
+		// interval under IntervalStyle iso_8601, sql_standard and
+		// postgres_verbose.
+		{tInterval, "P1Y2M3DT4H5M6.789S", []string{`"P#Y#M#DT#H#M#.###S"`, "IntervalStyle=postgres"}},
+		{tInterval, "+1-2 +3 +4:05:06.789", []string{`"+#-# +# +#:##:##.###"`, "IntervalStyle=postgres"}},
+		{tInterval, "@ 1 year 2 mons", []string{`"@ # year # mons"`, "IntervalStyle=postgres"}},
+		{tNumeric, Decimal("1e5"), []string{`"#e#"`, "kafkasink.Decimal"}},
+		{tDate, "02/29/2024", []string{`"##/##/####"`, `"2006-01-02"`}},
+		{tTime, "1:02", []string{`"#:##"`}},
+		{tTimetz, "13:45:59", []string{`"##:##:##"`}},
+		{tTimestamp, "2024-02-29 13:45:59", []string{`"####-##-## ##:##:##"`}},
+		{tTstz, "2024-02-29T13:45:59Z", []string{`"####-##-##T##:##:##Z"`, "time.Time"}},
+		{tBit8, "1010x010", []string{`"####x###"`}},
+		{tPoint, "1.5,2", []string{`"#.#,#"`}},
+		// Go types pgcdc does not give these types.
+		{tNumeric, 1.5, []string{"a Go float64", "kafkasink.Decimal"}},
+		{tMoney, int64(123456), []string{"a Go int64"}},
+		{tBytea, "\\x00ff", []string{`"\\x##ff"`, "[]byte"}},
+		{tTstz, int64(1709214359), []string{"a Go int64", "time.Time"}},
+		{tInt4Arr, "{1,2}", []string{`"{#,#}"`, "[]any"}},
+		// Inside an array: the element's type.
+		{tDateArr, []any{"2024-02-29", "29.02.2024"}, []string{"date", `"##.##.####"`}},
+	}
+	for _, c := range cases {
+		rel := &Relation{Columns: []ColumnInfo{{Name: "id", Type: tInt4}, {Name: "v", Type: c.typ}}}
+		e := &Event{Op: OpInsert, Schema: "s", Table: "t", Relation: rel, After: Row{{Name: "id", Value: int32(1)}, {Name: "v", Value: c.v}}}
+		out, err := DebeziumEncoder{}.Encode(nil, e)
+		var ee *EncodeError
+		if !errors.As(err, &ee) {
+			t.Errorf("%s %#v: wrote %s (error %v), want an *EncodeError", c.typ.Name, c.v, out, err)
+			continue
+		}
+		if ee.Schema != "s" || ee.Table != "t" || ee.Column != "v" {
+			t.Errorf("%s %#v: EncodeError names %s.%s column %q, want s.t column \"v\"", c.typ.Name, c.v, ee.Schema, ee.Table, ee.Column)
+		}
+		msg := err.Error()
+		typeName := c.typ.Name
+		if c.typ.Elem != nil && c.typ.Name != "_int4" {
+			typeName = c.typ.Elem.Name
+		}
+		for _, w := range append(c.want, "value of type "+typeName+",", "as pgcdc gives it") {
+			if !strings.Contains(msg, w) {
+				t.Errorf("%s %#v: error %q does not say %q", c.typ.Name, c.v, msg, w)
+			}
+		}
+		if text := fmt.Sprint(c.v); strings.ContainsAny(text, "0123456789") && strings.Contains(msg, text) {
+			t.Errorf("%s %#v: error %q shows the value", c.typ.Name, c.v, msg)
+		}
+	}
+}
+
+// TestDebeziumRowMatchesRelation: with a Relation, an after image that
+// lacks one of its columns, or a row with a column it does not list, is
+// an *EncodeError naming the column, never written with a null it does
+// not know of or without the value it has; a before image that lacks
+// columns (an old key) writes them null, as Debezium does.
+func TestDebeziumRowMatchesRelation(t *testing.T) {
+	rel := &Relation{Columns: []ColumnInfo{{Name: "id", Type: tInt4, NotNull: true}, {Name: "name", Type: tText}, {Name: "c_pair", Type: tPair}}}
+	cases := []struct {
+		name          string
+		before, after Row
+		column        string // the column the error names; "" for none
+		want          string // the record's start when there is none
+	}{
+		{name: "after lacks a column", after: Row{{Name: "id", Value: int32(1)}, {Name: "c_pair", Value: map[string]any{}}}, column: "name"},
+		{name: "after has a column the Relation lacks", after: Row{{Name: "id", Value: int32(1)}, {Name: "name", Value: "a"}, {Name: "extra", Value: "x"}}, column: "extra"},
+		{name: "before has a column the Relation lacks", before: Row{{Name: "id", Value: int32(1)}, {Name: "extra", Value: "x"}}, column: "extra"},
+		{name: "after in another order", after: Row{{Name: "name", Value: "a"}, {Name: "c_pair", Value: nil}, {Name: "id", Value: int32(1)}},
+			want: `{"before":null,"after":{"id":1,"name":"a"},`},
+		{name: "before with the key alone", before: Row{{Name: "id", Value: int32(1)}},
+			want: `{"before":{"id":1,"name":null},"after":null,`},
+	}
+	for _, c := range cases {
+		op := OpInsert
+		if c.before != nil {
+			op = OpDelete
+		}
+		out, err := DebeziumEncoder{}.Encode(nil, &Event{Op: op, Schema: "s", Table: "t", Relation: rel, Before: c.before, After: c.after})
+		var ee *EncodeError
+		switch {
+		case c.column == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.column == "" && !strings.HasPrefix(string(out), c.want):
+			t.Errorf("%s: %s, want it to start %s", c.name, out, c.want)
+		case c.column != "" && !errors.As(err, &ee):
+			t.Errorf("%s: wrote %s (error %v), want an *EncodeError naming column %q", c.name, out, err, c.column)
+		case c.column != "" && (ee.Column != c.column || !strings.Contains(err.Error(), "Event.Relation")):
+			t.Errorf("%s: %v, want column %q named and Event.Relation", c.name, err, c.column)
+		}
 	}
 }

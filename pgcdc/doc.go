@@ -420,5 +420,9 @@
 // columns (regclass and the like, names qualified when not on the path),
 // which stay text. A value that does not parse for its type is an error;
 // the message never quotes the value, because row data may be
-// confidential.
+// confidential. A Decoder used without Run gets the text its connection's
+// settings print: interval and money text then stays text, which
+// DebeziumEncoder refuses (an *EncodeError: the event is rejected or
+// dead-lettered) unless the connection has IntervalStyle postgres and
+// lc_monetary C.
 package pgcdc

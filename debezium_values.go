@@ -562,6 +562,19 @@ const maxStackDigits = 384
 // hold its sign (Java's BigInteger.toByteArray, which Connect's Decimal
 // writes).
 func appendUnscaled(dst []byte, neg bool, digits [2]string) []byte {
+	if len(digits[0])+len(digits[1]) <= 19 {
+		// The common case, in a uint64: several times faster than
+		// decimalBytes.
+		var u uint64
+		for _, part := range digits {
+			for i := 0; i < len(part); i++ {
+				u = u*10 + uint64(part[i]-'0')
+			}
+		}
+		var buf [9]byte
+		binary.BigEndian.PutUint64(buf[1:], u)
+		return appendBase64String(dst, twosComplement(buf[:], 1, neg), base64.StdEncoding)
+	}
 	var stack [161]byte
 	buf, start := stack[:], 0
 	if len(digits[0])+len(digits[1]) <= maxStackDigits {

@@ -3,11 +3,14 @@ package kafkasink
 import (
 	"bufio"
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/big"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -474,6 +477,70 @@ func TestDebeziumRowMatchesRelation(t *testing.T) {
 			t.Errorf("%s: wrote %s (error %v), want an *EncodeError naming column %q", c.name, out, err, c.column)
 		case c.column != "" && (ee.Column != c.column || !strings.Contains(err.Error(), "Event.Relation")):
 			t.Errorf("%s: %v, want column %q named and Event.Relation", c.name, err, c.column)
+		}
+	}
+}
+
+// TestAppendScaled checks appendScaled, which cuts or pads one formatted
+// instant into Debezium's other units, against the arithmetic, at the
+// edges where the cut no longer holds (values below the divisor, zero,
+// negative values).
+func TestAppendScaled(t *testing.T) {
+	for _, n := range []int64{0, 1, 999, 1000, 1001, 999999, 1000000, 1234567, -1, -999, -1000, -1001, -1234567, 1709214359123456, 1764547200123456789, math.MaxInt64 / 1000, math.MinInt64 / 1000} {
+		text := strconv.AppendInt(nil, n, 10)
+		for _, exp := range []int{-6, -3, 3} {
+			want := floorDiv(n, 1000000)
+			switch exp {
+			case -3:
+				want = floorDiv(n, 1000)
+			case 3:
+				if n > math.MaxInt64/1000 || n < math.MinInt64/1000 {
+					continue // beyond int64 in ns; appendScaled is used on µs
+				}
+				want = n * 1000
+			}
+			if got := string(appendScaled(nil, text, n, exp)); got != strconv.FormatInt(want, 10) {
+				t.Errorf("appendScaled(%d, %d) = %s, want %d", n, exp, got, want)
+			}
+		}
+	}
+}
+
+// TestAppendUnscaled checks the unscaled bytes of a Connect Decimal
+// against Java's BigInteger.toByteArray (computed with math/big), on both
+// sides of the uint64 fast path (19 digits) and of a sign byte.
+func TestAppendUnscaled(t *testing.T) {
+	values := []string{"0", "1", "127", "128", "255", "256", "32767", "32768", "8388608",
+		"9223372036854775807", "9223372036854775808", "9999999999999999999", "10000000000000000000",
+		"18446744073709551615", "18446744073709551616", "123456789012345678901234567890"}
+	for _, v := range values {
+		for _, neg := range []bool{false, true} {
+			n, _ := new(big.Int).SetString(v, 10)
+			if neg {
+				n.Neg(n)
+			}
+			// Split the digits as a decimal point would.
+			digits := [2]string{v[:len(v)/2+1], v[len(v)/2+1:]}
+			got := string(appendUnscaled(nil, neg && v != "0", digits))
+			want := `"` + base64.StdEncoding.EncodeToString(javaBigIntegerBytes(n)) + `"`
+			if got != want {
+				t.Errorf("appendUnscaled(%s, neg %t) = %s, want %s", v, neg, got, want)
+			}
+		}
+	}
+}
+
+// javaBigIntegerBytes is BigInteger.toByteArray: the shortest big-endian
+// two's complement of n.
+func javaBigIntegerBytes(n *big.Int) []byte {
+	for size := 1; ; size++ {
+		limit := new(big.Int).Lsh(big.NewInt(1), uint(8*size-1)) // 2^(8·size-1)
+		if n.Cmp(limit) < 0 && n.Cmp(new(big.Int).Neg(limit)) >= 0 {
+			v := new(big.Int).Set(n)
+			if n.Sign() < 0 {
+				v.Add(v, new(big.Int).Lsh(limit, 1))
+			}
+			return v.FillBytes(make([]byte, size))
 		}
 	}
 }

@@ -191,7 +191,8 @@ func (d *DebeziumEncoder) appendDebeziumRow(dst []byte, e *Event, row Row, befor
 	}
 	dst = append(dst, '{')
 	first := true
-	next, found := 0, 0 // row is in table order: where the next column should be
+	next := 0  // row is in table order: where the next column should be
+	found := 0 // the row's columns the Relation lists
 	for i := range e.Relation.Columns {
 		ci := &e.Relation.Columns[i]
 		var c *Column
@@ -365,47 +366,60 @@ func valueFormError(t *TypeInfo, v any) error {
 	case Decimal:
 		given = "the kafkasink.Decimal " + maskDigits(string(v))
 	default:
-		given = fmt.Sprintf("a Go %T", v)
+		return fmt.Errorf("DebeziumEncoder cannot write a Go %T, given for a value of type %s, in Debezium's form: it reads that type from %s, as pgcdc gives it",
+			v, t.Name, debeziumValueForm(t))
 	}
-	want, setting := debeziumValueForm(t)
-	msg := fmt.Sprintf("DebeziumEncoder cannot write %s, given for a value of type %s, in Debezium's form: it reads that type from %s, as pgcdc gives it", given, t.Name, want)
-	if setting != "" {
+	msg := fmt.Sprintf("DebeziumEncoder cannot write %s, given for a value of type %s, in Debezium's form: it reads that type from %s, as pgcdc gives it",
+		given, t.Name, debeziumValueForm(t))
+	if setting := debeziumTextSetting(t); setting != "" {
 		msg += "; pgcdc.Run pins " + setting + " on its connections, and a pgcdc.Decoder on a connection of your own needs the same (a startup parameter, e.g. options=-c " + setting + ")"
 	}
 	return errors.New(msg + "; if PostgreSQL printed this text under the settings pgcdc pins, please report it as a kafkasink issue")
 }
 
+// debeziumTextSetting is the server setting a type's text depends on,
+// which pgcdc pins, or "".
+func debeziumTextSetting(t *TypeInfo) string {
+	switch t.Name {
+	case "money":
+		return "lc_monetary=C"
+	case "interval":
+		return "IntervalStyle=postgres"
+	}
+	return ""
+}
+
 // debeziumValueForm names the form DebeziumEncoder reads a value of type
-// t from, and the server setting that text depends on, if any.
-func debeziumValueForm(t *TypeInfo) (form, setting string) {
+// t from.
+func debeziumValueForm(t *TypeInfo) string {
 	if t.Elem != nil {
-		return "[]any of its elements", ""
+		return "a []any of its elements"
 	}
 	switch t.Name {
 	case "numeric":
-		return `a kafkasink.Decimal of PostgreSQL's numeric text ("-123.45", "NaN", "Infinity")`, ""
+		return `a kafkasink.Decimal of PostgreSQL's numeric text ("-123.45", "NaN", "Infinity")`
 	case "money":
-		return `a string of PostgreSQL's money text with two decimals ("-$1,234.56")`, "lc_monetary=C"
+		return `a string of PostgreSQL's money text with two decimals ("-$1,234.56")`
 	case "date":
-		return `a string "2006-01-02" ("-0043-03-15" for 44 BC), "infinity" or "-infinity"`, ""
+		return `a string "2006-01-02" ("-0043-03-15" for 44 BC), "infinity" or "-infinity"`
 	case "time":
-		return `a string "15:04:05.999999"`, ""
+		return `a string "15:04:05.999999"`
 	case "timetz":
-		return `a string "15:04:05.999999+05:30"`, ""
+		return `a string "15:04:05.999999+05:30"`
 	case "timestamp":
-		return `a string "2006-01-02T15:04:05.999999", "infinity" or "-infinity"`, ""
+		return `a string "2006-01-02T15:04:05.999999", "infinity" or "-infinity"`
 	case "timestamptz":
-		return `a time.Time, or a string "infinity" or "-infinity"`, ""
+		return `a time.Time, or a string "infinity" or "-infinity"`
 	case "interval":
-		return `a string of PostgreSQL's interval text ("1 year 2 mons 3 days 04:05:06.789")`, "IntervalStyle=postgres"
+		return `a string of PostgreSQL's interval text ("1 year 2 mons 3 days 04:05:06.789")`
 	case "bit", "varbit":
-		return `a string of 0s and 1s`, ""
+		return `a string of 0s and 1s`
 	case "bytea":
-		return "a []byte", ""
+		return "a []byte"
 	case "point":
-		return `a string "(x,y)"`, ""
+		return `a string "(x,y)"`
 	}
-	return "its JSON form", ""
+	return "its JSON form"
 }
 
 // maskDigits quotes s, cut to 64 bytes, with each ASCII digit replaced

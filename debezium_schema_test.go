@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -140,9 +141,15 @@ func TestDebeziumSchemasMatchDebezium(t *testing.T) {
 			}
 			enc := opts
 			enc.Name, enc.SchemasEnable = "dbz", true
+			// Every column (an after image carries them all), the key's 1,
+			// the others NULL.
 			after := Row{}
-			for _, k := range decl.key {
-				after = append(after, Column{Name: k, Value: int32(1)})
+			for _, c := range decl.rel.Columns {
+				col := Column{Name: c.Name}
+				if slices.Contains(decl.key, c.Name) {
+					col.Value = int32(1)
+				}
+				after = append(after, col)
 			}
 			e := &Event{Op: OpInsert, Schema: "dbzconf", Table: table, Relation: decl.rel, Key: decl.key, After: after}
 			value, err := enc.Encode(nil, e)
@@ -383,12 +390,13 @@ func TestDebeziumSchemaAllocs(t *testing.T) {
 	for config, enc := range goldenConfigs {
 		enc.SchemasEnable, enc.Now = true, func() time.Time { return now }
 		for id, values := range typesRows {
-			row := Row{{Name: "id", Value: int32(id)}}
-			for _, c := range typesColumns[1:] {
-				if v, ok := values[c.Name]; ok {
-					row = append(row, Column{Name: c.Name, Value: v})
-				}
+			// Every column of the table (an after image carries them
+			// all), NULL where typesRows has no value.
+			row := Row{}
+			for _, c := range rel.Columns {
+				row = append(row, Column{Name: c.Name, Value: values[c.Name]})
 			}
+			row[0].Value = int32(id)
 			e := &Event{Op: OpInsert, Schema: "dbzconf", Table: "types", Relation: rel, Key: []string{"id"}, After: row}
 			if _, err := enc.Encode(buf[:0], e); err != nil {
 				t.Fatal(err)
@@ -457,12 +465,13 @@ func TestDebeziumSchemasReadByJsonConverter(t *testing.T) {
 	for config, enc := range goldenConfigs {
 		enc.Name, enc.SchemasEnable = "dbz", true
 		for id, values := range typesRows {
-			row := Row{{Name: "id", Value: int32(id)}}
-			for _, c := range typesColumns[1:] {
-				if v, ok := values[c.Name]; ok {
-					row = append(row, Column{Name: c.Name, Value: v})
-				}
+			// Every column of the table (an after image carries them
+			// all), NULL where typesRows has no value.
+			row := Row{}
+			for _, c := range rel.Columns {
+				row = append(row, Column{Name: c.Name, Value: values[c.Name]})
 			}
+			row[0].Value = int32(id)
 			e := &Event{Op: OpInsert, Schema: "dbzconf", Table: "types", Relation: rel, Key: []string{"id"}, After: row}
 			value, err := enc.Encode(nil, e)
 			if err != nil {

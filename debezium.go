@@ -95,11 +95,12 @@ import (
 // Encoder (decimal strings, ISO dates and times). Deliberate deviations
 // from Debezium, each where Debezium loses or garbles the value: arrays of
 // more than one dimension keep their nested values (Debezium writes each
-// inner array as null; NullNestedArrays does the same), infinity and -infinity dates keep that text
-// (Debezium writes overflowed numbers that differ between snapshot and
-// stream), BC dates count days in the proleptic Gregorian calendar of
+// inner array as null; NullNestedArrays does the same), BC dates count
+// days in the proleptic Gregorian calendar of
 // PostgreSQL (Debezium's snapshot uses the Julian one), and name columns
-// keep their value (Debezium's stream writes null). Without a Relation
+// keep their value (Debezium's stream writes null). Infinite dates are
+// Debezium's overflowed numbers, which differ between snapshot and
+// stream as Debezium's do, so that typed readers read a number. Without a Relation
 // (events built by hand) values are written as JSONEncoder writes them.
 // With one, a value not in the form pgcdc gives its type (a money or
 // interval text the server printed under other settings than pgcdc pins,

@@ -548,7 +548,7 @@ func (d DebeziumEncoder) appendKey(dst []byte, e *Event, columns []string, withS
 			return nil, missingKeyError(e, name, false)
 		}
 		var err error
-		if dst, err = d.appendTyped(dst, ci.Type, c.Value); err != nil {
+		if dst, err = d.appendTyped(dst, ci.Type, c.Value, pathOf(e)); err != nil {
 			return nil, &EncodeError{Schema: e.Schema, Table: e.Table, Column: name, Err: err}
 		}
 	}

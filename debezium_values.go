@@ -229,7 +229,7 @@ func (d *DebeziumEncoder) appendDebeziumRow(dst []byte, e *Event, row Row, befor
 			dst = jsonw.AppendString(dst, p)
 		default:
 			var err error
-			if dst, err = d.appendTyped(dst, t, c.Value); err != nil {
+			if dst, err = d.appendTyped(dst, t, c.Value, pathOf(e)); err != nil {
 				return nil, &EncodeError{Schema: e.Schema, Table: e.Table, Column: c.Name, Err: err}
 			}
 		}
@@ -278,7 +278,7 @@ func declaredBase(t *TypeInfo) *TypeInfo {
 // PostgreSQL's output under the settings pgcdc pins, is an error
 // (valueFormError): written in another form, a Debezium reader would
 // misread it (a money text decoded as a base64 Decimal).
-func (d *DebeziumEncoder) appendTyped(dst []byte, t *TypeInfo, v any) ([]byte, error) {
+func (d *DebeziumEncoder) appendTyped(dst []byte, t *TypeInfo, v any, path readPath) ([]byte, error) {
 	t = declaredBase(t)
 	if t == nil {
 		return appendValue(dst, v)
@@ -305,7 +305,7 @@ func (d *DebeziumEncoder) appendTyped(dst []byte, t *TypeInfo, v any) ([]byte, e
 		}
 	case "date":
 		if isText {
-			out, ok = d.appendDate(dst, s)
+			out, ok = d.appendDate(dst, s, path)
 		}
 	case "time":
 		if isText {
@@ -467,7 +467,7 @@ func (d *DebeziumEncoder) appendArray(dst []byte, elem *TypeInfo, a []any) ([]by
 				dst, err = d.appendArray(dst, elem, v)
 			}
 		default:
-			dst, err = d.appendTyped(dst, elem, v)
+			dst, err = d.appendTyped(dst, elem, v, readByJDBC)
 		}
 		if err != nil {
 			return nil, err
@@ -866,11 +866,18 @@ func appendISODateText(dst []byte, y int, date string) []byte {
 // appendDate appends a date as days since 1970-01-01 (in the proleptic
 // Gregorian calendar PostgreSQL uses: Debezium's streamed records agree,
 // its snapshot records of BC dates do not), or "YYYY-MM-DDZ" in
-// isostring mode. infinity and -infinity keep their text: Debezium
-// writes overflowed numbers that differ between snapshot and stream.
-func (d *DebeziumEncoder) appendDate(dst []byte, s string) ([]byte, bool) {
+// isostring mode. infinity and -infinity are the days Debezium writes for
+// them (see infiniteDateDays), so that typed readers (a Connect INT32
+// Date, a Flink INT column) read a number as they do from Debezium.
+func (d *DebeziumEncoder) appendDate(dst []byte, s string, path readPath) ([]byte, bool) {
 	if isInfinity(s) {
-		return jsonw.AppendString(dst, s), true
+		days := infiniteDateDays(s == "infinity", path)
+		if d.TimePrecision == TimeIsostring {
+			dst = append(dst, '"')
+			dst = appendISODate(dst, days)
+			return append(dst, `Z"`...), true
+		}
+		return strconv.AppendInt(dst, int64(int32(days)), 10), true
 	}
 	y, m, day, rest, ok := civil(s)
 	if !ok || rest != "" {
@@ -883,6 +890,87 @@ func (d *DebeziumEncoder) appendDate(dst []byte, s string) ([]byte, bool) {
 	}
 	days := time.Date(y, time.Month(m), day, 0, 0, 0, 0, time.UTC).Unix() / 86400
 	return strconv.AppendInt(dst, days, 10), true
+}
+
+// pathOf is how Debezium reads the scalar values of e.
+func pathOf(e *Event) readPath {
+	if e.Op == OpRead {
+		return readByJDBC
+	}
+	return readStreamed
+}
+
+// readPath is how Debezium reads a value, which decides what it writes for
+// an infinite date: the snapshot's rows and every array element through
+// PostgreSQL's JDBC driver, a streamed scalar through its own parser of
+// pgoutput's text.
+type readPath uint8
+
+const (
+	readStreamed readPath = iota
+	readByJDBC
+)
+
+// infiniteDateDays returns the day since 1970-01-01 Debezium writes for
+// the date infinity (positive) or -infinity. Through JDBC it is the day of
+// the driver's infinite instant (PGStatement.DATE_POSITIVE_INFINITY and
+// DATE_NEGATIVE_INFINITY); streamed, PostgreSQL's own day number of it
+// (the int32 bound) moved from 2000-01-01 to 1970-01-01 in int32
+// arithmetic, which overflows. Debezium writes the int32 of either in
+// days mode and the whole day in isostring mode; the golden files have
+// infinity both ways (-622191234 and -2147472692, "+292278994-08-16Z" and
+// "-5877611-06-21Z"); -infinity follows the same arithmetic.
+func infiniteDateDays(positive bool, path readPath) int64 {
+	const postgresEpochDays = 10957 // 1970-01-01 to 2000-01-01
+	switch {
+	case path == readByJDBC && positive:
+		return floorDiv(pgjdbcPositiveInfinity, 86400000)
+	case path == readByJDBC:
+		return floorDiv(pgjdbcNegativeInfinity, 86400000)
+	}
+	pgDays := int32(math.MaxInt32) // PostgreSQL's day number of infinity, from 2000-01-01
+	if !positive {
+		pgDays = math.MinInt32
+	}
+	return int64(pgDays + postgresEpochDays) // wraps, as Java's int does
+}
+
+// appendISODate appends day n since 1970-01-01 as Java's LocalDate prints
+// it: at least four year digits, a sign before years past 9999 and
+// before years below zero (proleptic Gregorian, year 0 is 1 BC).
+func appendISODate(dst []byte, n int64) []byte {
+	// Howard Hinnant's civil_from_days, in int64 for Debezium's
+	// far-away infinite dates.
+	z := n + 719468
+	era := floorDiv(z, 146097)
+	doe := z - era*146097
+	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365
+	y := yoe + era*400
+	doy := doe - (365*yoe + yoe/4 - yoe/100)
+	mp := (5*doy + 2) / 153
+	day := doy - (153*mp+2)/5 + 1
+	m := mp + 3
+	if mp >= 10 {
+		m = mp - 9
+	}
+	if m <= 2 {
+		y++
+	}
+	switch {
+	case y > 9999:
+		dst = append(dst, '+')
+	case y < 0:
+		dst = append(dst, '-')
+		y = -y
+	}
+	for p := int64(1000); p > 1 && y < p; p /= 10 {
+		dst = append(dst, '0')
+	}
+	dst = strconv.AppendInt(dst, y, 10)
+	dst = append(dst, '-')
+	dst = appendTwo(dst, m)
+	dst = append(dst, '-')
+	return appendTwo(dst, day)
 }
 
 // PostgreSQL's JDBC driver reads timestamp ±infinity as these instants

@@ -58,8 +58,7 @@ var typesColumns = []ColumnInfo{
 }
 
 // typesRows are the values pgcdc gives the streamed inserts of workload
-// value sets 1, 2, 3 and 5 (ids 11, 12, 13, 15), by column. Values whose
-// Debezium form is a documented deviation (infinity dates) are left out.
+// value sets 1, 2, 3 and 5 (ids 11, 12, 13, 15), by column.
 var typesRows = map[int]map[string]any{
 	11: {
 		"c_num_typmod": Decimal("12345.678"), "c_num": Decimal("3.14159"),
@@ -77,6 +76,7 @@ var typesRows = map[int]map[string]any{
 		"c_timetz": "23:59:59.999999-08", "c_ts": "-infinity", "c_ts3": "infinity", "c_tstz": "infinity",
 		"c_interval": "-1 days -00:00:01", "c_bit1": "0", "c_bit8": "00000000", "c_varbit": "", "c_point": "(0,0)",
 		"c_domain": int32(1), "c_num_arr": []any{Decimal("NaN")}, "c_pair": map[string]any{"a": nil, "b": nil},
+		"c_date": "infinity", "c_date_arr": []any{"infinity"},
 	},
 	13: {
 		"c_num_typmod": Decimal("0.000"), "c_num": Decimal("-1234567890123456789012345678901234567890.0123456789"),
@@ -541,6 +541,51 @@ func javaBigIntegerBytes(n *big.Int) []byte {
 				v.Add(v, new(big.Int).Lsh(limit, 1))
 			}
 			return v.FillBytes(make([]byte, size))
+		}
+	}
+}
+
+// Infinite dates are the days Debezium writes for them, by the way it
+// reads them (the golden files hold the positive ones both ways), and
+// appendISODate prints days as Java's LocalDate does.
+func TestInfiniteDatesAndISODays(t *testing.T) {
+	for _, tc := range []struct {
+		positive bool
+		path     readPath
+		days     int32
+		iso      string
+	}{
+		{true, readByJDBC, -622191234, "+292278994-08-16"},
+		{true, readStreamed, -2147472692, "-5877611-06-21"},
+		{false, readByJDBC, 622191232, "-292275055-05-16"},
+		{false, readStreamed, -2147472691, "-5877611-06-22"},
+	} {
+		days := infiniteDateDays(tc.positive, tc.path)
+		if int32(days) != tc.days {
+			t.Errorf("infiniteDateDays(%t, %d) = %d as int32, want %d", tc.positive, tc.path, int32(days), tc.days)
+		}
+		if got := string(appendISODate(nil, days)); got != tc.iso {
+			t.Errorf("appendISODate(%d) = %s, want %s", days, got, tc.iso)
+		}
+	}
+	for _, tc := range []struct {
+		days int64
+		iso  string
+	}{
+		{0, "1970-01-01"}, {-1, "1969-12-31"}, {19782, "2024-02-29"}, {-735160, "-0043-03-15"},
+		{-719528, "0000-01-01"}, {2932896, "9999-12-31"}, {2932897, "+10000-01-01"},
+	} {
+		if got := string(appendISODate(nil, tc.days)); got != tc.iso {
+			t.Errorf("appendISODate(%d) = %s, want %s", tc.days, got, tc.iso)
+		}
+	}
+	for days := int64(-800000); days < 3000000; days += 997 {
+		want := time.Unix(days*86400, 0).UTC().Format("2006-01-02")
+		if y := time.Unix(days*86400, 0).UTC().Year(); y < 0 || y > 9999 {
+			continue
+		}
+		if got := string(appendISODate(nil, days)); got != want {
+			t.Fatalf("appendISODate(%d) = %s, want %s", days, got, want)
 		}
 	}
 }

@@ -55,14 +55,12 @@ var flinkTables = []flinkTable{
 		// c_int_arr2d holds 2-D and 3-D values in one column (PostgreSQL
 		// arrays do not fix their dimension), which no Flink array type
 		// fits: read as JSON text, which Flink allows for any JSON value.
-		// c_date and c_date_arr (Debezium: INT, days since the epoch) are
-		// left out: DebeziumEncoder writes an infinity date as the text
-		// "infinity" (a deliberate difference, deviations-*.txt types[6]
-		// c_date), which Flink's INT refuses; see flinkInfinityDate.
+		// c_date and c_date_arr are INT, days since the epoch, as
+		// Debezium types them, infinity dates included.
 		rowType: "ROW<id INT, c_int2 SMALLINT, c_int4 INT, c_int8 BIGINT, c_oid BIGINT, c_num_typmod BYTES, " +
 			"c_num ROW<scale INT, `value` BYTES>, c_num40 BYTES, c_money BYTES, c_float4 FLOAT, c_float8 DOUBLE, " +
 			"c_text STRING, c_varchar STRING, c_char STRING, c_bytea BYTES, c_bool BOOLEAN, " +
-			"c_time BIGINT, c_time3 INT, c_timetz STRING, c_ts BIGINT, c_ts3 BIGINT, c_tstz STRING, " +
+			"c_date INT, c_date_arr ARRAY<INT>, c_time BIGINT, c_time3 INT, c_timetz STRING, c_ts BIGINT, c_ts3 BIGINT, c_tstz STRING, " +
 			"c_interval BIGINT, c_uuid STRING, c_json STRING, c_jsonb STRING, c_inet STRING, c_cidr STRING, " +
 			"c_macaddr STRING, c_bit1 BOOLEAN, c_bit8 BYTES, c_varbit BYTES, " +
 			"c_point ROW<x DOUBLE, y DOUBLE, wkb BYTES, srid INT>, c_enum STRING, c_domain INT, " +
@@ -80,15 +78,6 @@ var flinkTables = []flinkTable{
 		table: "zz_end", key: "id", rowType: "ROW<id INT>",
 		compare: "'id', id",
 	},
-}
-
-// flinkInfinityDate is the types table declared with its date columns
-// as Debezium types them: Flink refuses our record of an infinity date.
-// TestDebeziumConsumerOurTopics checks it still does; when DebeziumEncoder
-// writes infinity dates as numbers, as Debezium does, declare c_date and
-// c_date_arr in flinkTables and drop this.
-var flinkInfinityDate = flinkTable{
-	table: "types", key: "id", rowType: "ROW<id INT, c_date INT, c_date_arr ARRAY<INT>>",
 }
 
 var (
@@ -141,7 +130,6 @@ type consumerTopic struct {
 	Tombstones    int              `json:"tombstones"`
 	ConnectKeys   int              `json:"connect_keys"`
 	ConnectValues int              `json:"connect_values"`
-	KnownMisreads map[string]int   `json:"known_misreads"`
 	FlinkRows     map[string]int   `json:"flink_rows"`
 	FlinkTable    []map[string]any `json:"flink_table"`
 }
@@ -254,10 +242,6 @@ func checkAllAccepted(t *testing.T, summary map[string]consumerTopic, want map[s
 type consumerForm struct {
 	schemas bool
 	enc     kafkasink.Encoder
-	// knownMisreads are differences, as the consumer words them, between
-	// a key or value and what JsonConverter reads of it, that are known
-	// and counted instead of failing the check. Each must still occur.
-	knownMisreads []string
 }
 
 // consumerForms are the forms TestDebeziumConsumerOurTopics delivers,
@@ -268,18 +252,7 @@ type consumerForm struct {
 // Flink reads with debezium-json.schema-include=true.
 var consumerForms = []consumerForm{
 	{schemas: false, enc: kafkasink.DebeziumEncoder{Name: "dbz"}},
-	// An infinity date is the text "infinity" in a field whose schema
-	// says int32 (io.debezium.time.Date): JsonConverter does not refuse
-	// it, it reads day 0, 1970-01-01, so a Kafka Connect sink stores a
-	// wrong date without an error. Debezium writes a number there. When
-	// DebeziumEncoder does too, these no longer occur and the test says
-	// to drop them.
-	{schemas: true, enc: kafkasink.DebeziumEncoder{Name: "dbz", SchemasEnable: true}, knownMisreads: []string{
-		`.payload.after.c_date: "infinity" read as 0`,
-		`.payload.after.c_date_arr[0]: "infinity" read as 0`,
-		`.payload.before.c_date: "infinity" read as 0`,
-		`.payload.before.c_date_arr[0]: "infinity" read as 0`,
-	}},
+	{schemas: true, enc: kafkasink.DebeziumEncoder{Name: "dbz", SchemasEnable: true}},
 }
 
 // consumerRun is the workload delivered by Run to the real test broker,
@@ -393,9 +366,6 @@ func (r *consumerRun) topics(i int) []string {
 func (r *consumerRun) consume(t *testing.T, i int, tables []flinkTable) (map[string]consumerTopic, error) {
 	t.Helper()
 	args := []string{"--brokers", strings.Join(r.brokers, ","), "--topics", strings.Join(r.topics(i), ",")}
-	for _, d := range r.forms[i].knownMisreads {
-		args = append(args, "--known-misread", d)
-	}
 	return runConsumer(t, r.forms[i].schemas, r.prefixes[i]+"."+r.schema, tables, args...)
 }
 
@@ -425,16 +395,6 @@ func TestDebeziumConsumerOurTopics(t *testing.T) {
 				want[rec.Topic]++
 			}
 			checkAllAccepted(t, summary, want)
-			for _, d := range form.knownMisreads {
-				n := 0
-				for _, topic := range summary {
-					n += topic.KnownMisreads[d]
-				}
-				if n == 0 {
-					t.Errorf("the known misread %q no longer occurs: drop it from consumerForms", d)
-				}
-				t.Logf("known misread, %d times: %s", n, d)
-			}
 			// The same database changes made Debezium write this many
 			// records per table (its defaults, as every form here).
 			for _, table := range r.tables {
@@ -451,17 +411,6 @@ func TestDebeziumConsumerOurTopics(t *testing.T) {
 				}
 				checkFlinkTable(t, r.e, r.schema, f, got.FlinkTable)
 				t.Logf("%s: %d records, %d tombstones, Flink rows %v", f.table, got.Records, got.Tombstones, got.FlinkRows)
-			}
-
-			// A known incompatibility, kept visible: a Flink table declaring
-			// the date columns as Debezium types them fails on our infinity
-			// date.
-			_, err = r.consume(t, i, []flinkTable{flinkInfinityDate})
-			const refusal = `Flink debezium-json refused the value: java.lang.NumberFormatException: For input string: "infinity"`
-			if err == nil || !strings.Contains(err.Error(), refusal) {
-				t.Errorf("Flink reading c_date as INT: %v; want the refusal of the infinity date (%s): "+
-					"if infinity dates are now numbers as Debezium writes them, declare c_date and c_date_arr in flinkTables "+
-					"and drop flinkInfinityDate", err, refusal)
 			}
 		})
 	}

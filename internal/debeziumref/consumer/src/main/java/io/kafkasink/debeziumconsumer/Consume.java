@@ -58,9 +58,7 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
  * values its schema does not fit without an error (the text "infinity"
  * in an int32 field as 0), which acceptance alone would let pass. The one
  * loss Kafka Connect has on Debezium's own records, a non-finite float
- * written as "NaN"/"Infinity" and read as 0, is not counted; differences
- * given with --known-misread are counted in the summary instead of
- * failing.</li>
+ * written as "NaN"/"Infinity" and read as 0, is not counted.</li>
  * <li>Flink's {@code debezium-json} format (flink-json's
  * DebeziumJsonDeserializationSchema, debezium-json.schema-include set to
  * the run's schemas.enable, ignore-parse-errors false, as a Flink SQL table
@@ -80,12 +78,11 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
  *
  * <pre>
  * Consume --schemas true|false (--file PATH | --brokers HOST:PORT,... --topics T1,T2,...)
- *         [--flink TOPIC=KEY1,KEY2=ROW&lt;...&gt;]... [--known-misread "PATH: WRITTEN read as READ"]...
+ *         [--flink TOPIC=KEY1,KEY2=ROW&lt;...&gt;]...
  * </pre>
  *
  * <p>On success it prints one JSON object to stdout: per topic, the records
- * read, tombstones, keys and values JsonConverter accepted, the known
- * misreads met, Flink's rows by
+ * read, tombstones, keys and values JsonConverter accepted, Flink's rows by
  * kind and the table they leave (each row an object of the declared
  * fields), and exits 0. It exits 1, naming the record (file line, or topic,
  * partition and offset) and the exception, on the first record a consumer
@@ -151,18 +148,14 @@ public final class Consume {
     /** What was read of one topic. */
     private static final class TopicStats {
         long records, tombstones, connectKeys, connectValues;
-        /** Each --known-misread difference, and how often it occurred. */
-        final Map<String, Long> knownMisreads = new TreeMap<>();
     }
 
     private final JsonConverter keyConverter = new JsonConverter();
     private final JsonConverter valueConverter = new JsonConverter();
     private final Map<String, FlinkTable> flink;
-    private final List<String> knownMisreads;
     private final Map<String, TopicStats> stats = new TreeMap<>();
 
-    private Consume(boolean schemasEnable, Map<String, FlinkTable> flink, List<String> knownMisreads) {
-        this.knownMisreads = knownMisreads;
+    private Consume(boolean schemasEnable, Map<String, FlinkTable> flink) {
         Map<String, Object> conf = Map.of("schemas.enable", Boolean.toString(schemasEnable));
         keyConverter.configure(conf, true);
         valueConverter.configure(conf, false);
@@ -211,11 +204,11 @@ public final class Consume {
         } catch (RuntimeException e) { // bad arguments, or a row type Flink cannot parse
             System.err.println("consume: " + e.getMessage());
             System.err.println("usage: Consume --schemas true|false (--file PATH | --brokers HOSTS --topics T1,T2)"
-                    + " [--flink TOPIC=KEY1,KEY2=ROW<...>]... [--known-misread DIFFERENCE]...");
+                    + " [--flink TOPIC=KEY1,KEY2=ROW<...>]...");
             System.exit(2);
             return;
         }
-        Consume c = new Consume(schemas, flink, opts.getOrDefault("--known-misread", List.of()));
+        Consume c = new Consume(schemas, flink);
         try {
             if (opts.containsKey("--file")) {
                 c.readFile(Path.of(single(opts, "--file")));
@@ -252,7 +245,7 @@ public final class Consume {
     }
 
     private static final List<String> OPTIONS =
-            List.of("--schemas", "--file", "--brokers", "--topics", "--flink", "--known-misread");
+            List.of("--schemas", "--file", "--brokers", "--topics", "--flink");
 
     private static Map<String, List<String>> parseArgs(String[] args) {
         Map<String, List<String>> out = new HashMap<>();
@@ -430,11 +423,8 @@ public final class Consume {
                         + " back as JSON that does not parse: " + rootCause(e), e);
             }
         }
-        for (String d : diffs) {
-            if (knownMisreads.contains(d)) {
-                s.knownMisreads.merge(d, 1L, Long::sum);
-                continue;
-            }
+        if (!diffs.isEmpty()) {
+            String d = diffs.get(0);
             throw new RecordException(what + ": Kafka Connect JsonConverter read the " + part
                     + " as something else than it holds: " + d, new IllegalStateException(d));
         }
@@ -593,10 +583,6 @@ public final class Consume {
             t.put("tombstones", s.tombstones);
             t.put("connect_keys", s.connectKeys);
             t.put("connect_values", s.connectValues);
-            if (!s.knownMisreads.isEmpty()) {
-                ObjectNode known = t.putObject("known_misreads");
-                s.knownMisreads.forEach(known::put);
-            }
             FlinkTable ft = flink.get(e.getKey());
             if (ft != null) {
                 ObjectNode kinds = t.putObject("flink_rows");

@@ -164,10 +164,9 @@ type Config struct {
 	// Topics routes events to topics.
 	Topics Topics
 	// KeyColumns maps a table, "schema.table", to the columns that form
-	// the record key; a name with a dot or a double quote is quoted as in
-	// Topics.Routes (see ParseTableName). Tables not listed use the
-	// event's key columns, else the event id.
-	KeyColumns map[string][]string
+	// the record key (see TableKeys). Tables not listed use the event's
+	// key columns, else the event id.
+	KeyColumns TableKeys
 	// KeyFormat is the key's encoding. Default KeyText.
 	KeyFormat KeyFormat
 	// Encoder turns events into record values. Default JSONEncoder{}.
@@ -357,13 +356,7 @@ func (c *Config) validate() error {
 		}
 	}
 	p = append(p, c.Topics.problems()...)
-	_, keyProblems := parseTableKeys("KeyColumns", c.KeyColumns)
-	p = append(p, keyProblems...)
-	for table, cols := range c.KeyColumns {
-		if len(cols) == 0 || slices.Contains(cols, "") {
-			add("KeyColumns[%q] needs at least one non-empty column name", table)
-		}
-	}
+	p = append(p, c.KeyColumns.Check("KeyColumns")...)
 	if c.KeyFormat > KeyJSON {
 		add("KeyFormat %d is unknown: use KeyText or KeyJSON", c.KeyFormat)
 	}

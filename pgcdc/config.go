@@ -191,18 +191,19 @@ type Config struct {
 	// the retries of a Write. Default DefaultReconnectMax.
 	ReconnectMax time.Duration
 
-	// KeyColumns, when set, names the key columns of a table (nil: no
-	// answer); see DecoderConfig.KeyColumns. Without an answer a table is
+	// KeyColumns names the key columns of tables, as the sink's
+	// kafkasink.Config.KeyColumns does (see kafkasink.TableKeys); see
+	// DecoderConfig.KeyColumns. A table it does not name is
 	// keyed by its replica identity columns (DEFAULT: the primary key;
 	// USING INDEX: the index's columns), and a table whose identity names
 	// no row (FULL, NOTHING) by its primary key from the catalog. A table
 	// with neither is keyed by event id, which is logged once per table,
 	// or has a null key (see KeylessTables).
 	// Key columns found by these rules are in their index's order
-	// (PRIMARY KEY (b, a): b, then a); an answer keeps its own order.
+	// (PRIMARY KEY (b, a): b, then a); KeyColumns keeps its own order.
 	// Snapshot rows use the same rules, so snapshot and stream events of a
 	// table have the same Key. The program's flag is -key-columns.
-	KeyColumns func(schema, table string) []string
+	KeyColumns kafkasink.TableKeys
 
 	// KeylessTables accepts tables without a key the way Debezium does.
 	// A table is keyless when KeyColumns has no answer for it and it has
@@ -283,6 +284,7 @@ func (cfg *Config) validate() error {
 	add := func(format string, args ...any) {
 		problems = append(problems, "pgcdc: "+fmt.Sprintf(format, args...))
 	}
+	problems = append(problems, cfg.KeyColumns.Check("pgcdc: Config.KeyColumns")...)
 	if cfg.ConnString == "" {
 		add("Config.ConnString is required: a postgres:// URL or keyword/value string")
 	} else if _, err := pgconn.ParseConfig(cfg.ConnString); err != nil {

@@ -72,6 +72,8 @@ func TestConfigValidate(t *testing.T) {
 		{"long publication", func(c *Config) { c.Publication = strings.Repeat("p", 64) }, []string{"longer than 63 bytes"}},
 		{"bad table", func(c *Config) { c.Tables = []string{"a.b.c", ".x"} }, []string{`table name "a.b.c" has 3 dot-separated parts`, `table name ".x": a part is empty`}},
 		{"bad slot gap", func(c *Config) { c.SlotGap = 7 }, []string{"Config.SlotGap 7 is not a SlotGap"}},
+		{"bad key columns", func(c *Config) { c.KeyColumns = kafkasink.TableKeys{"orders": {"id"}, "s.t": nil} },
+			[]string{`pgcdc: Config.KeyColumns key: table name "orders" has no schema`, `pgcdc: Config.KeyColumns["s.t"] needs at least one non-empty column name`}},
 		{"negative sizes", func(c *Config) { c.BatchMaxEvents, c.BatchMaxBytes, c.SnapshotChunkRows = -1, -2, -3 },
 			[]string{"BatchMaxEvents -1 is negative", "BatchMaxBytes -2 is negative", "SnapshotChunkRows -3 is negative"}},
 		{"negative durations", func(c *Config) { c.BatchMaxWait, c.StandbyInterval = -time.Second, -time.Second },

@@ -38,17 +38,17 @@ type DecoderConfig struct {
 	// but the disk's.
 	SpoolMaxBytes int64
 
-	// KeyColumns, when set, is asked for the key columns of every relation
-	// the server describes; a non-nil answer replaces the replica identity
-	// columns the Relation message flags. Tables with REPLICA IDENTITY
-	// FULL flag every column, which names no row: without an answer, a
+	// KeyColumns names the key columns of tables (see
+	// kafkasink.TableKeys): for a table it names, they replace the replica
+	// identity columns the Relation message flags. Tables with REPLICA
+	// IDENTITY FULL flag every column, which names no row: without them, a
 	// Decoder used alone gives their events no Key (and cannot detect
 	// their key changes), while Run looks up their primary key. Every
-	// name it returns must be a column of the relation. Without an
-	// answer, a Decoder used alone lists the replica identity columns in
+	// name it gives must be a column of the relation. Without them, a
+	// Decoder used alone lists the replica identity columns in
 	// the table's order, Run in their index's order (see the package
 	// documentation).
-	KeyColumns func(schema, table string) []string
+	KeyColumns kafkasink.TableKeys
 
 	// OnEvent receives every row change, in order. Required. The Event
 	// and its rows belong to the callee; Event.Key is shared between the
@@ -288,6 +288,7 @@ func NewDecoder(cfg DecoderConfig) (*Decoder, error) {
 	if cfg.OnEvent == nil {
 		problems = append(problems, "pgcdc: DecoderConfig.OnEvent is required")
 	}
+	problems = append(problems, cfg.KeyColumns.Check("pgcdc: DecoderConfig.KeyColumns")...)
 	if problems != nil {
 		return nil, &kafkasink.ConfigError{Problems: problems}
 	}
@@ -654,10 +655,8 @@ func (d *Decoder) newRelInfo(m *pglogrepl.RelationMessageV2) (rel *relInfo, conf
 			}
 		}
 	}
-	if d.cfg.KeyColumns != nil {
-		if names := d.cfg.KeyColumns(m.Namespace, m.RelationName); names != nil {
-			return rel, true, rel.setKey(names, "DecoderConfig.KeyColumns (Config.KeyColumns, flag -key-columns of examples/pglogrepl)")
-		}
+	if names, ok := d.cfg.KeyColumns.Columns(m.Namespace, m.RelationName); ok {
+		return rel, true, rel.setKey(names, "DecoderConfig.KeyColumns (Config.KeyColumns, flag -key-columns of examples/pglogrepl)")
 	}
 	return rel, false, rel.setKey(nil, "")
 }

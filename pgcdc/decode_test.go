@@ -156,12 +156,7 @@ func TestReplicaIdentityFull(t *testing.T) {
 
 	t.Run("KeyColumns", func(t *testing.T) {
 		t.Parallel()
-		d, rec := newTestDecoder(t, DecoderConfig{KeyColumns: func(schema, table string) []string {
-			if schema == "public" && table == "docs" {
-				return []string{"id"}
-			}
-			return nil
-		}})
+		d, rec := newTestDecoder(t, DecoderConfig{KeyColumns: kafkasink.TableKeys{"public.docs": {"id"}}})
 		feed(t, d, msgs...)
 		// The delete and insert a key change becomes each carry the other's
 		// row (Source.KeyChange).
@@ -188,7 +183,7 @@ func TestReplicaIdentityFull(t *testing.T) {
 	})
 	t.Run("unknown key column", func(t *testing.T) {
 		t.Parallel()
-		d, _ := newTestDecoder(t, DecoderConfig{KeyColumns: func(string, string) []string { return []string{"nope"} }})
+		d, _ := newTestDecoder(t, DecoderConfig{KeyColumns: kafkasink.TableKeys{"public.docs": {"nope"}}})
 		err := d.Decode(0x100, fullR)
 		var de *DecodeError
 		if !errors.As(err, &de) || !strings.Contains(err.Error(), `key column "nope"`) {
@@ -772,12 +767,7 @@ func FuzzDecode(f *testing.F) {
 		d, err := NewDecoder(DecoderConfig{
 			ProtocolVersion: 1 + int(version%2),
 			SpoolDir:        dir,
-			KeyColumns: func(schema, table string) []string {
-				if table == "u" {
-					return []string{"a"}
-				}
-				return nil
-			},
+			KeyColumns:      kafkasink.TableKeys{"s.u": {"a"}},
 			OnEvent: func(ev kafkasink.Event) error {
 				if !ev.Op.Valid() {
 					t.Fatalf("event with invalid op: %+v", ev)

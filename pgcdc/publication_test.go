@@ -359,13 +359,9 @@ func (e *pgEnv) runPublicationCase(c publicationCase) {
 	logs := newLogRecorder(t)
 	cfg.Logger = slog.New(logs)
 	if c.keys != nil {
-		cfg.KeyColumns = func(schema, table string) []string {
-			for name, k := range c.keys {
-				if fmt.Sprintf(name, e.name) == table {
-					return k
-				}
-			}
-			return nil
+		cfg.KeyColumns = make(kafkasink.TableKeys)
+		for name, k := range c.keys {
+			cfg.KeyColumns["public."+fmt.Sprintf(name, e.name)] = k
 		}
 	}
 	_, r := start(t, cfg, sink)
@@ -498,12 +494,7 @@ func TestSnapshotRefusesTableWithoutKeyBeforeSlot(t *testing.T) {
 	cfg.Snapshot = true
 	// A key column the publication leaves out is refused too, in the
 	// same error.
-	cfg.KeyColumns = func(schema, table string) []string {
-		if table == good {
-			return []string{"note"}
-		}
-		return nil
-	}
+	cfg.KeyColumns = kafkasink.TableKeys{"public." + good: {"note"}}
 	tr := newTracker()
 	sink := &recSink{Sink: e.newSink(e.name), tr: tr}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -461,20 +461,18 @@ func (ti *tableInfo) readColumns(ctx context.Context, q querier) (pk, ri []colum
 }
 
 // eventKey settles ti.key, the Event.Key of the table's rows, as the
-// stream does: Config.KeyColumns when it answers (the problem when it
+// stream does: Config.KeyColumns when it names the table (the problem when it
 // names a column the publication leaves out), else the replica identity
 // columns readColumns found, else the catalog's primary key.
 func (r *runner) eventKey(ctx context.Context, q querier, ti *tableInfo) (problem string, err error) {
-	if r.cfg.KeyColumns != nil {
-		if k := r.cfg.KeyColumns(ti.schema, ti.table); k != nil {
-			for _, col := range k {
-				if !slices.Contains(ti.columns, col) {
-					return fmt.Sprintf("pgcdc: Config.KeyColumns names column %q of table %s, which publication %q does not publish: add it to the publication's column list or name another key column",
-						col, ti.name(), r.cfg.Publication), nil
-				}
+	if k, ok := r.cfg.KeyColumns.Columns(ti.schema, ti.table); ok {
+		for _, col := range k {
+			if !slices.Contains(ti.columns, col) {
+				return fmt.Sprintf("pgcdc: Config.KeyColumns names column %q of table %s, which publication %q does not publish: add it to the publication's column list or name another key column",
+					col, ti.name(), r.cfg.Publication), nil
 			}
-			ti.key = k
 		}
+		ti.key = k
 	}
 	if ti.key != nil {
 		return "", nil

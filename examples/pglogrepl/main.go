@@ -314,9 +314,7 @@ func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, 
 		BatchMaxWait:            o.batchWait,
 		Logger:                  logger,
 	}
-	if keyColumns != nil {
-		pcfg.KeyColumns = func(schema, table string) []string { return keyColumns[schema+"."+table] }
-	}
+	pcfg.KeyColumns = keyColumns
 	if problems != nil {
 		return kcfg, pcfg, &kafkasink.ConfigError{Problems: problems}
 	}
@@ -382,13 +380,13 @@ func (d debeziumOptions) changed() []string {
 }
 
 // parseKeyColumns parses -key-columns: "schema.table=col1,col2" per table,
-// tables separated by ';'; a table without a schema is in public. Names
-// are taken literally, as Config.Tables takes them.
-func parseKeyColumns(s string) (map[string][]string, error) {
+// tables separated by ';'; a table without a schema is in public. Table
+// names are quoted as in -tables (see kafkasink.TableKeys).
+func parseKeyColumns(s string) (kafkasink.TableKeys, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}
-	out := make(map[string][]string)
+	out := make(kafkasink.TableKeys)
 	for _, part := range strings.Split(s, ";") {
 		if part = strings.TrimSpace(part); part == "" {
 			continue

@@ -351,7 +351,7 @@ func TestKeyColumnsFlag(t *testing.T) {
 		schema, table string
 		want          []string
 	}{{"shop", "orders", []string{"tenant", "id"}}, {"public", "items", []string{"sku"}}, {"public", "other", nil}} {
-		if got := pcfg.KeyColumns(tc.schema, tc.table); !slices.Equal(got, tc.want) {
+		if got, _ := pcfg.KeyColumns.Columns(tc.schema, tc.table); !slices.Equal(got, tc.want) {
 			t.Errorf("KeyColumns(%s, %s) = %q, want %q", tc.schema, tc.table, got, tc.want)
 		}
 	}

@@ -243,6 +243,10 @@ type Config struct {
 	// no bound but the disk's.
 	SpoolMaxBytes int64
 
+	// Monitor, when set, is where Run reports its state, reconnects and
+	// positions while it runs (see Monitor); read it with Monitor.Stats.
+	Monitor *Monitor
+
 	// Logger receives what Run does: connections, reconnects with their
 	// reason, slot and snapshot progress. Nil discards.
 	Logger *slog.Logger

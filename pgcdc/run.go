@@ -91,10 +91,13 @@ func Run(ctx context.Context, cfg Config, sink Sink) error {
 		wg.Wait()
 	}()
 
+	mon := cfg.Monitor
+	defer mon.setState(RunStopped)
 	wait := cfg.backoff()
 	var failed error // the last attempt's error while Run reconnects
 	for {
 		r.progress = false
+		mon.attempt()
 		err := r.attempt(ctx)
 		if r.progress {
 			failed = nil
@@ -105,9 +108,11 @@ func Run(ctx context.Context, cfg Config, sink Sink) error {
 		}
 		if !retryable(err) {
 			r.log.Error("stopped by a fatal error", "error", err)
+			mon.failed(err)
 			return err
 		}
 		failed = err
+		mon.failed(err)
 		r.log.Warn("replication interrupted; reconnecting", "error", err, "backoff", wait.Delay())
 		if !wait.Wait(ctx) {
 			return r.stopped(ctx, failed)

@@ -131,6 +131,7 @@ func (r *runner) snapshot(ctx context.Context, db *pgx.Conn, slot slotState, cre
 	case snapshotCurrent:
 		cur = snapshotCursor{Snapshot: rand.Text(), LSN: slot.confirmed.String(), DoneTables: []string{}}
 	}
+	r.cfg.Monitor.setState(RunSnapshotting)
 	lsn, err := kafkasink.ParseLSN(cur.LSN)
 	if err != nil {
 		return fmt.Errorf("%w: snapshot cursor: %v", kafkasink.ErrCheckpoint, err)

@@ -114,6 +114,8 @@ func (r *runner) stream(ctx context.Context, slot slotState) error {
 		return fmt.Errorf("pgcdc: starting replication from slot %q at %s: %w", r.cfg.Slot, start, err)
 	}
 	r.log.Info("replication started", "start", start.String(), "slot_confirmed", slot.confirmed.String(), "protocol", r.protocol)
+	r.cfg.Monitor.setState(RunStreaming)
+	r.cfg.Monitor.confirm(slot.confirmed)
 
 	s := &session{
 		cfg: r.cfg, sink: r.sink, conn: conn, log: r.log, in: newInbox(),
@@ -317,12 +319,14 @@ func (s *session) handle(data []byte) error {
 		if err != nil {
 			return &DecodeError{Err: err}
 		}
+		s.cfg.Monitor.serverWALEnd(uint64(x.ServerWALEnd))
 		return s.dec.Decode(kafkasink.LSN(x.WALStart), x.WALData)
 	case pglogrepl.PrimaryKeepaliveMessageByteID:
 		k, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
 		if err != nil {
 			return &DecodeError{Err: err}
 		}
+		s.cfg.Monitor.serverWALEnd(uint64(k.ServerWALEnd))
 		// The server has sent every transaction that commits before
 		// WALEnd, except one it is still streaming: between
 		// transactions, WALEnd may be confirmed once what came before
@@ -436,5 +440,6 @@ func (s *session) sendStatus(onlyNew bool) error {
 		s.log.Debug("confirmed flush position", "lsn", lsn.String())
 	}
 	s.confirmed = lsn
+	s.cfg.Monitor.confirm(lsn)
 	return nil
 }

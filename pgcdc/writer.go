@@ -100,6 +100,7 @@ func writeRetrying(ctx, sctx context.Context, cfg *Config, log *slog.Logger, sin
 	for {
 		err := sink.Write(ctx, b)
 		if err == nil {
+			cfg.Monitor.delivered(b.Events)
 			return nil
 		}
 		if ctx.Err() != nil {

@@ -1,0 +1,156 @@
+package pgcdc
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/kafkasink/kafkasink"
+)
+
+// Monitor reports what a Run is doing, for metrics and health checks: put
+// one in Config.Monitor and read it with Stats from any goroutine while Run
+// runs. One Monitor serves one Run at a time. The zero Monitor is ready to
+// use.
+type Monitor struct {
+	state      atomic.Int32
+	attempts   atomic.Int64
+	failure    atomic.Pointer[runFailure]
+	serverEnd  atomic.Uint64
+	confirmed  atomic.Uint64
+	events     atomic.Int64
+	snapshot   atomic.Int64
+	lastCommit atomic.Int64 // Unix nanoseconds; 0 before the first
+}
+
+// RunState is what a Run is doing.
+type RunState int32
+
+// The states of a Run, as Monitor reports them.
+const (
+	RunNotStarted   RunState = iota // Run has not begun with this Monitor
+	RunConnecting                   // connecting, checking the server, the slot and the checkpoint
+	RunSnapshotting                 // reading the tables (Config.Snapshot)
+	RunStreaming                    // the slot streams; changes are written as they come
+	RunWaiting                      // waiting to reconnect after a failed attempt (RunStats.LastError)
+	RunStopped                      // Run returned
+)
+
+var runStateNames = [...]string{"not started", "connecting", "snapshotting", "streaming", "waiting to reconnect", "stopped"}
+
+// String returns the state's name, such as "streaming".
+func (s RunState) String() string {
+	if s >= 0 && int(s) < len(runStateNames) {
+		return runStateNames[s]
+	}
+	return "RunState(?)"
+}
+
+// RunStats is what a Monitor reports.
+type RunStats struct {
+	State RunState
+	// Reconnects counts the attempts after Run's first: each follows a
+	// failed one, whose error is LastError (the newest), at
+	// LastErrorTime.
+	Reconnects    int64
+	LastError     string
+	LastErrorTime time.Time
+	// ServerWALEnd is the end of the server's WAL as its last message
+	// said; Confirmed the position last confirmed to the slot, below
+	// which every change is in Kafka. LagBytes is the WAL between them:
+	// what the slot holds that is not delivered yet (it also counts WAL
+	// of unpublished tables, which the next confirmation passes).
+	ServerWALEnd kafkasink.LSN
+	Confirmed    kafkasink.LSN
+	LagBytes     int64
+	// Events counts the events written (Writes that returned nil),
+	// SnapshotRows the snapshot rows among them. LastCommit is the commit
+	// time of the newest change written; now minus it is how far behind
+	// the database Kafka is while changes flow.
+	Events       int64
+	SnapshotRows int64
+	LastCommit   time.Time
+}
+
+// runFailure is a failed attempt of Run.
+type runFailure struct {
+	err string
+	at  time.Time
+}
+
+// Stats returns what the Run using m has done and is doing. It is safe to
+// call from any goroutine.
+func (m *Monitor) Stats() RunStats {
+	st := RunStats{
+		State:        RunState(m.state.Load()),
+		Reconnects:   max(m.attempts.Load()-1, 0),
+		ServerWALEnd: kafkasink.LSN(m.serverEnd.Load()),
+		Confirmed:    kafkasink.LSN(m.confirmed.Load()),
+		Events:       m.events.Load(),
+		SnapshotRows: m.snapshot.Load(),
+	}
+	if f := m.failure.Load(); f != nil {
+		st.LastError, st.LastErrorTime = f.err, f.at
+	}
+	if st.ServerWALEnd > st.Confirmed {
+		st.LagBytes = int64(st.ServerWALEnd - st.Confirmed)
+	}
+	if ns := m.lastCommit.Load(); ns != 0 {
+		st.LastCommit = time.Unix(0, ns)
+	}
+	return st
+}
+
+// The methods below are Run's; each does nothing on a nil Monitor, so Run
+// calls them whether Config.Monitor is set or not.
+
+func (m *Monitor) setState(s RunState) {
+	if m != nil {
+		m.state.Store(int32(s))
+	}
+}
+
+// attempt notes that Run begins an attempt.
+func (m *Monitor) attempt() {
+	if m != nil {
+		m.attempts.Add(1)
+		m.state.Store(int32(RunConnecting))
+	}
+}
+
+// failed notes the error of a failed attempt, after which Run waits.
+func (m *Monitor) failed(err error) {
+	if m != nil {
+		m.failure.Store(&runFailure{err: err.Error(), at: time.Now()})
+		m.state.Store(int32(RunWaiting))
+	}
+}
+
+func (m *Monitor) serverWALEnd(lsn uint64) {
+	if m != nil {
+		m.serverEnd.Store(lsn)
+	}
+}
+
+func (m *Monitor) confirm(lsn kafkasink.LSN) {
+	if m != nil {
+		m.confirmed.Store(uint64(lsn))
+	}
+}
+
+// delivered notes the events of a Write that returned nil.
+func (m *Monitor) delivered(events []kafkasink.Event) {
+	if m == nil || len(events) == 0 {
+		return
+	}
+	m.events.Add(int64(len(events)))
+	var rows int64
+	for i := range events {
+		if events[i].Op == kafkasink.OpRead {
+			rows++
+		}
+	}
+	m.snapshot.Add(rows)
+	if c := events[len(events)-1].Commit; !c.IsZero() {
+		m.lastCommit.Store(c.UnixNano())
+	}
+}

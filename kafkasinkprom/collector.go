@@ -1,7 +1,8 @@
-// Package kafkasinkprom exports a kafkasink.Sink's Stats as Prometheus
-// metrics.
+// Package kafkasinkprom exports a kafkasink.Sink's Stats, and a
+// pgcdc.Run's Monitor, as Prometheus metrics.
 //
 //	reg.MustRegister(kafkasinkprom.NewCollector(sink))
+//	reg.MustRegister(kafkasinkprom.NewRunCollector(monitor, cfg.Slot))
 //
 // It is a module of its own, so that the library does not depend on the
 // Prometheus client: import it only if you use Prometheus. Every metric

@@ -1,0 +1,83 @@
+package kafkasinkprom
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kafkasink/kafkasink/pgcdc"
+)
+
+// RunCollector collects the metrics of a pgcdc.Run from its Monitor at
+// each scrape.
+type RunCollector struct {
+	mon  *pgcdc.Monitor
+	slot string
+
+	state, reconnects, lastError     *prometheus.Desc
+	serverWALEnd, confirmed, lag     *prometheus.Desc
+	events, snapshotRows, lastCommit *prometheus.Desc
+}
+
+var _ prometheus.Collector = (*RunCollector)(nil)
+
+// runStates are the values of the state label, one series each.
+var runStates = []pgcdc.RunState{pgcdc.RunNotStarted, pgcdc.RunConnecting, pgcdc.RunSnapshotting,
+	pgcdc.RunStreaming, pgcdc.RunWaiting, pgcdc.RunStopped}
+
+// NewRunCollector returns the collector of the Run that reports to mon
+// (pgcdc.Config.Monitor); its metrics carry slot (pgcdc.Config.Slot) as
+// the label slot.
+func NewRunCollector(mon *pgcdc.Monitor, slot string) *RunCollector {
+	desc := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("kafkasink_pgcdc_"+name, help, append([]string{"slot"}, labels...), nil)
+	}
+	return &RunCollector{
+		mon: mon, slot: slot,
+		state:        desc("state", "1 for the state Run is in (not started, connecting, snapshotting, streaming, waiting to reconnect, stopped), 0 for the others.", "state"),
+		reconnects:   desc("reconnects_total", "Attempts after Run's first, each after a failed one."),
+		lastError:    desc("last_error_timestamp_seconds", "When the last attempt failed, as a Unix time; 0 before the first failure."),
+		serverWALEnd: desc("server_wal_end_lsn", "The end of the server's WAL as its last message said (a WAL byte position)."),
+		confirmed:    desc("confirmed_lsn", "The position last confirmed to the slot: every change below it is in Kafka."),
+		lag:          desc("lag_bytes", "WAL between the server's end and the confirmed position."),
+		events:       desc("events_total", "Events written."),
+		snapshotRows: desc("snapshot_rows_total", "Snapshot rows written."),
+		lastCommit:   desc("last_commit_timestamp_seconds", "Commit time of the newest change written, as a Unix time; 0 before the first."),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *RunCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.state, c.reconnects, c.lastError, c.serverWALEnd, c.confirmed, c.lag,
+		c.events, c.snapshotRows, c.lastCommit} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector: one Monitor.Stats per scrape.
+func (c *RunCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.mon.Stats()
+	for _, s := range runStates {
+		var v float64
+		if s == st.State {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.state, prometheus.GaugeValue, v, c.slot, s.String())
+	}
+	unix := func(d *prometheus.Desc, ns int64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(ns)/1e9, c.slot)
+	}
+	var lastError, lastCommit int64
+	if !st.LastErrorTime.IsZero() {
+		lastError = st.LastErrorTime.UnixNano()
+	}
+	if !st.LastCommit.IsZero() {
+		lastCommit = st.LastCommit.UnixNano()
+	}
+	ch <- prometheus.MustNewConstMetric(c.reconnects, prometheus.CounterValue, float64(st.Reconnects), c.slot)
+	unix(c.lastError, lastError)
+	ch <- prometheus.MustNewConstMetric(c.serverWALEnd, prometheus.GaugeValue, float64(st.ServerWALEnd), c.slot)
+	ch <- prometheus.MustNewConstMetric(c.confirmed, prometheus.GaugeValue, float64(st.Confirmed), c.slot)
+	ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(st.LagBytes), c.slot)
+	ch <- prometheus.MustNewConstMetric(c.events, prometheus.CounterValue, float64(st.Events), c.slot)
+	ch <- prometheus.MustNewConstMetric(c.snapshotRows, prometheus.CounterValue, float64(st.SnapshotRows), c.slot)
+	unix(c.lastCommit, lastCommit)
+}

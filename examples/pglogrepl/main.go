@@ -75,7 +75,7 @@ type options struct {
 	saslPassword                                   string
 	batchEvents, batchBytes                        int
 	batchWait, txnTimeout, progress                time.Duration
-	logLevel                                       string
+	logLevel, logFormat                            string
 	debezium                                       debeziumOptions
 }
 
@@ -195,6 +195,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	dur(&o.txnTimeout, "transaction-timeout", "KAFKASINK_TRANSACTION_TIMEOUT", 0, "Kafka transaction timeout (0: the sink's default)")
 	dur(&o.progress, "progress", "KAFKASINK_PROGRESS", 5*time.Second, "how often to log progress; 0 disables")
 	str(&o.logLevel, "log-level", "KAFKASINK_LOG_LEVEL", "info", "debug, info, warn or error")
+	str(&o.logFormat, "log-format", "KAFKASINK_LOG_FORMAT", "auto", "json, text, or auto: text on a terminal, JSON otherwise (for a log collector)")
 	o.saslPassword = getenv("KAFKASINK_SASL_PASSWORD")
 
 	if err := fs.Parse(args); err != nil {
@@ -491,7 +492,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		fmt.Fprintf(stderr, "pglogrepl: -log-level %q: want debug, info, warn or error\n", o.logLevel)
 		return 2
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	handler, err := logHandler(o.logFormat, stderr, &slog.HandlerOptions{Level: level})
+	if err != nil {
+		fmt.Fprintln(stderr, "pglogrepl:", err)
+		return 2
+	}
+	logger := slog.New(handler)
 	kcfg, pcfg, err := o.configs(logger)
 	if err != nil {
 		return fail(logger, err)
@@ -642,4 +648,25 @@ func slotLag(ctx context.Context, db **pgx.Conn, connString, slot string) (int64
 		return 0, "", fmt.Errorf("slot %q has no confirmed position yet", slot)
 	}
 	return *lag, *confirmed, nil
+}
+
+// logHandler returns the log handler of -log-format: auto is text when w is
+// a terminal, where a person reads it, and JSON otherwise, where a log
+// collector does.
+func logHandler(format string, w io.Writer, opts *slog.HandlerOptions) (slog.Handler, error) {
+	if format == "auto" {
+		format = "json"
+		if f, ok := w.(*os.File); ok {
+			if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+				format = "text"
+			}
+		}
+	}
+	switch format {
+	case "json":
+		return slog.NewJSONHandler(w, opts), nil
+	case "text":
+		return slog.NewTextHandler(w, opts), nil
+	}
+	return nil, fmt.Errorf("-log-format %q: want json, text or auto", format)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -56,7 +57,7 @@ func TestStreamsRowsIntoKafka(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	status := make(chan int, 1)
 	args := []string{"-pg", pg, "-tables", "public." + name, "-slot", name, "-publication", name,
-		"-topic-prefix", name, "-partitions", "3", "-batch-max-wait", "20ms", "-progress", "300ms"}
+		"-topic-prefix", name, "-partitions", "3", "-batch-max-wait", "20ms", "-progress", "300ms", "-log-format", "text"}
 	go func() { status <- run(runCtx, args, func(k string) string { return env(k, brokers) }, &out) }()
 	defer stop()
 
@@ -445,5 +446,32 @@ func TestDebeziumFlags(t *testing.T) {
 	_, err = encoder(t, []string{"-encoder", "json", "-time.precision.mode", "connect"}, nil)
 	if err == nil || !strings.Contains(err.Error(), "-time.precision.mode") || !strings.Contains(err.Error(), "-encoder debezium") {
 		t.Errorf("a Debezium flag with -encoder json: %v, want an error naming the flag and -encoder debezium", err)
+	}
+}
+
+// -log-format auto writes JSON where no person reads (a pipe, a file, a
+// buffer) and text on a terminal; json and text force it; others are
+// refused.
+func TestLogFormat(t *testing.T) {
+	var buf bytes.Buffer
+	for format, want := range map[string]string{"auto": `{"time":`, "json": `{"time":`, "text": "time="} {
+		buf.Reset()
+		h, err := logHandler(format, &buf, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slog.New(h).Info("hello")
+		if !strings.HasPrefix(buf.String(), want) {
+			t.Errorf("-log-format %s wrote %q, want it to start with %q", format, buf.String(), want)
+		}
+	}
+	if tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0); err == nil {
+		defer tty.Close()
+		if h, _ := logHandler("auto", tty, nil); fmt.Sprintf("%T", h) != "*slog.TextHandler" {
+			t.Errorf("-log-format auto on a terminal: %T, want text", h)
+		}
+	}
+	if _, err := logHandler("xml", &buf, nil); err == nil || !strings.Contains(err.Error(), "-log-format") {
+		t.Errorf("-log-format xml: %v, want an error naming the flag", err)
 	}
 }

@@ -192,9 +192,10 @@ func (s *checkpointStore) scan(ctx context.Context, cl *kgo.Client, known Checkp
 // record only when its transaction was aborted after all, and below end it
 // is gone only when the log was truncated: either way the broker lost what
 // it had confirmed. We saw Kafka 4.4 do the first after a fast broker
-// restart (TestBrokerRestartBetweenAndDuringWrites): its coordinator completed a commit without writing the commit
-// markers to a partition that had no leader yet, and the next aborted
-// transaction of the same producer took the committed records with it.
+// restart (TestBrokerRestartBetweenAndDuringWrites): its coordinator
+// completed a commit without writing the commit markers to a partition
+// that had no leader yet, and the next aborted transaction of the same
+// producer took the committed records with it.
 // Nothing the sink can do brings the events back, so it stops, and says
 // what to check.
 func (s *checkpointStore) lost(known Checkpoint, end int64) error {

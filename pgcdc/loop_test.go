@@ -386,14 +386,8 @@ func TestSpoolMaxBytesStopsRun(t *testing.T) {
 	t.Parallel()
 	e := newPGEnv(t)
 	table := e.createTable("")
-	u, err := url.Parse(e.conn)
-	if err != nil {
-		t.Fatalf("KAFKASINK_TEST_PG must be a postgres:// URL here: %v", err)
-	}
-	// pgx reads "+" in a URL as itself, not as a space.
-	u.RawQuery = strings.TrimPrefix(u.RawQuery+"&options=-c%20logical_decoding_work_mem%3D64kB", "&")
 	cfg := e.config("public." + table)
-	cfg.ConnString = u.String()
+	cfg.ConnString = streamingConnString(t, e)
 	cfg.SpoolMaxBytes = 256 << 10
 	tr := newTracker()
 	sink := &recSink{Sink: e.newSink(e.name), tr: tr}
@@ -412,4 +406,55 @@ func TestSpoolMaxBytesStopsRun(t *testing.T) {
 	if w := tr.written(); !w.IsZero() {
 		t.Errorf("Run wrote up to %s, want nothing of the transaction", w)
 	}
+}
+
+// streamingConnString is the test's connection string with
+// logical_decoding_work_mem at its 64kB minimum, so that the server streams
+// every transaction larger than that while it is in progress.
+func streamingConnString(t *testing.T, e *pgEnv) string {
+	t.Helper()
+	u, err := url.Parse(e.conn)
+	if err != nil {
+		t.Fatalf("KAFKASINK_TEST_PG must be a postgres:// URL here: %v", err)
+	}
+	// pgx reads "+" in a URL as itself, not as a space.
+	u.RawQuery = strings.TrimPrefix(u.RawQuery+"&options=-c%20logical_decoding_work_mem%3D64kB", "&")
+	return u.String()
+}
+
+// Monitor.Stats' SpoolBytes is what a transaction still in progress holds
+// in the spool, and nothing once it committed.
+func TestMonitorSpoolBytes(t *testing.T) {
+	t.Parallel()
+	e := newPGEnv(t)
+	table := e.createTable("")
+	cfg := e.config("public." + table)
+	cfg.ConnString = streamingConnString(t, e)
+	mon := &Monitor{}
+	cfg.Monitor = mon
+	_, done := start(t, cfg, e.newSink(e.name))
+	waitFor(t, 20*time.Second, "streaming", done, e.streaming)
+
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, e.conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "INSERT INTO "+table+" (id, seq, note) SELECT g, g, repeat('x', 1000) FROM generate_series(1, 1000) g"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the open transaction spooled", done, func() bool { return mon.Stats().SpoolBytes > 0 })
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the committed transaction written and its spool removed", done, func() bool {
+		st := mon.Stats()
+		return st.Events == 1000 && st.SpoolBytes == 0
+	})
 }

@@ -19,7 +19,8 @@ type Monitor struct {
 	confirmed  atomic.Uint64
 	events     atomic.Int64
 	snapshot   atomic.Int64
-	lastCommit atomic.Int64 // Unix nanoseconds; 0 before the first
+	lastCommit atomic.Int64                // Unix nanoseconds; 0 before the first
+	spool      atomic.Pointer[spoolBudget] // the session's decoder's
 }
 
 // RunState is what a Run is doing.
@@ -69,6 +70,9 @@ type RunStats struct {
 	Events       int64
 	SnapshotRows int64
 	LastCommit   time.Time
+	// SpoolBytes is what the spool holds on disk now: the streamed
+	// transactions not yet committed (see Config.SpoolMaxBytes).
+	SpoolBytes int64
 }
 
 // runFailure is a failed attempt of Run.
@@ -97,6 +101,9 @@ func (m *Monitor) Stats() RunStats {
 	if ns := m.lastCommit.Load(); ns != 0 {
 		st.LastCommit = time.Unix(0, ns)
 	}
+	if b := m.spool.Load(); b != nil {
+		st.SpoolBytes = b.used.Load()
+	}
 	return st
 }
 
@@ -122,6 +129,14 @@ func (m *Monitor) failed(err error) {
 	if m != nil {
 		m.failure.Store(&runFailure{err: err.Error(), at: time.Now()})
 		m.state.Store(int32(RunWaiting))
+	}
+}
+
+// watchSpool makes b, the spool budget of a session's decoder, what
+// SpoolBytes reports.
+func (m *Monitor) watchSpool(b *spoolBudget) {
+	if m != nil {
+		m.spool.Store(b)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/kafkasink/kafkasink"
 )
@@ -47,20 +48,21 @@ const spoolPattern = "kafkasink-pgcdc-xid*-*.spool"
 // disk, instead of failing on ENOSPC, reconnecting, being streamed again
 // from its start by the server, and failing again forever.
 type spoolBudget struct {
-	max  int64 // negative: no bound
-	used int64
-	dir  string // for the error
+	max  int64        // negative: no bound
+	used atomic.Int64 // read by Monitor.Stats from another goroutine
+	dir  string       // for the error
 }
 
 // take reserves n bytes for transaction xid, or says why it cannot.
 func (b *spoolBudget) take(n int64, xid uint32) error {
-	if b.max >= 0 && b.used+n > b.max {
+	used := b.used.Load()
+	if b.max >= 0 && used+n > b.max {
 		return &kafkasink.ConfigError{Problems: []string{fmt.Sprintf(
 			"pgcdc: streamed transaction %d needs more spool than SpoolMaxBytes allows (%d bytes; %d are spooled for transactions not yet committed): "+
 				"it cannot be delivered. Raise Config.SpoolMaxBytes (program flag -spool-max-bytes; negative: no bound) and make room in the spool directory %s, "+
-				"or split such transactions at the source", xid, b.max, b.used, b.dir)}}
+				"or split such transactions at the source", xid, b.max, used, b.dir)}}
 	}
-	b.used += n
+	b.used.Add(n)
 	return nil
 }
 
@@ -203,7 +205,7 @@ func (s *txnSpool) remove() error {
 	}
 	err := os.Remove(s.path)
 	s.path = ""
-	s.budget.used -= s.size
+	s.budget.used.Add(-s.size)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("pgcdc: removing spool file of streamed transaction %d: %w", s.xid, err)
 	}

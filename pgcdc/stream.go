@@ -169,6 +169,7 @@ func (r *runner) newDecoder(s *session) *Decoder {
 	// written, on an earlier connection or by an earlier Run.
 	dec.prevCommitEnd = kafkasink.LSN(r.cursor.LastCommitEnd)
 	dec.keyless = r.cfg.KeylessTables
+	r.cfg.Monitor.watchSpool(&dec.spooled)
 	dec.fallbackKey = func(oid uint32, schema, table string, columns []string) ([]string, error) {
 		return r.catalog.streamKey(ctx, oid, schema, table, columns)
 	}

@@ -12,9 +12,9 @@ type RunCollector struct {
 	mon  *pgcdc.Monitor
 	slot string
 
-	state, reconnects, lastError     *prometheus.Desc
-	serverWALEnd, confirmed, lag     *prometheus.Desc
-	events, snapshotRows, lastCommit *prometheus.Desc
+	state, reconnects, lastError            *prometheus.Desc
+	serverWALEnd, confirmed, lag            *prometheus.Desc
+	events, snapshotRows, lastCommit, spool *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*RunCollector)(nil)
@@ -41,13 +41,14 @@ func NewRunCollector(mon *pgcdc.Monitor, slot string) *RunCollector {
 		events:       desc("events_total", "Events written."),
 		snapshotRows: desc("snapshot_rows_total", "Snapshot rows written."),
 		lastCommit:   desc("last_commit_timestamp_seconds", "Commit time of the newest change written, as a Unix time; 0 before the first."),
+		spool:        desc("spool_bytes", "Bytes the spool holds on disk for streamed transactions not yet committed."),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *RunCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.state, c.reconnects, c.lastError, c.serverWALEnd, c.confirmed, c.lag,
-		c.events, c.snapshotRows, c.lastCommit} {
+		c.events, c.snapshotRows, c.lastCommit, c.spool} {
 		ch <- d
 	}
 }
@@ -80,4 +81,5 @@ func (c *RunCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.events, prometheus.CounterValue, float64(st.Events), c.slot)
 	ch <- prometheus.MustNewConstMetric(c.snapshotRows, prometheus.CounterValue, float64(st.SnapshotRows), c.slot)
 	unix(c.lastCommit, lastCommit)
+	ch <- prometheus.MustNewConstMetric(c.spool, prometheus.GaugeValue, float64(st.SpoolBytes), c.slot)
 }

@@ -15,6 +15,7 @@ type RunCollector struct {
 	state, reconnects, lastError            *prometheus.Desc
 	serverWALEnd, confirmed, lag            *prometheus.Desc
 	events, snapshotRows, lastCommit, spool *prometheus.Desc
+	tableRows, tableDone                    *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*RunCollector)(nil)
@@ -42,13 +43,15 @@ func NewRunCollector(mon *pgcdc.Monitor, slot string) *RunCollector {
 		snapshotRows: desc("snapshot_rows_total", "Snapshot rows written."),
 		lastCommit:   desc("last_commit_timestamp_seconds", "Commit time of the newest change written, as a Unix time; 0 before the first."),
 		spool:        desc("spool_bytes", "Bytes the spool holds on disk for streamed transactions not yet committed."),
+		tableRows:    desc("snapshot_table_rows_total", "Snapshot rows written by this Run, by table.", "table"),
+		tableDone:    desc("snapshot_table_done", "1 when the snapshot read the table to its end, else 0.", "table"),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *RunCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.state, c.reconnects, c.lastError, c.serverWALEnd, c.confirmed, c.lag,
-		c.events, c.snapshotRows, c.lastCommit, c.spool} {
+		c.events, c.snapshotRows, c.lastCommit, c.spool, c.tableRows, c.tableDone} {
 		ch <- d
 	}
 }
@@ -82,4 +85,12 @@ func (c *RunCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.snapshotRows, prometheus.CounterValue, float64(st.SnapshotRows), c.slot)
 	unix(c.lastCommit, lastCommit)
 	ch <- prometheus.MustNewConstMetric(c.spool, prometheus.GaugeValue, float64(st.SpoolBytes), c.slot)
+	for table, p := range st.SnapshotTables {
+		var done float64
+		if p.Done {
+			done = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.tableRows, prometheus.CounterValue, float64(p.Rows), c.slot, table)
+		ch <- prometheus.MustNewConstMetric(c.tableDone, prometheus.GaugeValue, done, c.slot, table)
+	}
 }

@@ -124,8 +124,15 @@ kafkasink_pgcdc_events_total{slot=%[1]q} 4
 # HELP kafkasink_pgcdc_snapshot_rows_total Snapshot rows written.
 # TYPE kafkasink_pgcdc_snapshot_rows_total counter
 kafkasink_pgcdc_snapshot_rows_total{slot=%[1]q} 3
+# HELP kafkasink_pgcdc_snapshot_table_done 1 when the snapshot read the table to its end, else 0.
+# TYPE kafkasink_pgcdc_snapshot_table_done gauge
+kafkasink_pgcdc_snapshot_table_done{slot=%[1]q,table="public.%[1]s"} 1
+# HELP kafkasink_pgcdc_snapshot_table_rows_total Snapshot rows written by this Run, by table.
+# TYPE kafkasink_pgcdc_snapshot_table_rows_total counter
+kafkasink_pgcdc_snapshot_table_rows_total{slot=%[1]q,table="public.%[1]s"} 3
 `, name)
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "kafkasink_pgcdc_events_total", "kafkasink_pgcdc_snapshot_rows_total"); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "kafkasink_pgcdc_events_total", "kafkasink_pgcdc_snapshot_rows_total",
+		"kafkasink_pgcdc_snapshot_table_done", "kafkasink_pgcdc_snapshot_table_rows_total"); err != nil {
 		t.Fatal(err)
 	}
 	families, err := reg.Gather()

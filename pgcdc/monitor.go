@@ -1,6 +1,8 @@
 package pgcdc
 
 import (
+	"maps"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,6 +23,15 @@ type Monitor struct {
 	snapshot   atomic.Int64
 	lastCommit atomic.Int64                // Unix nanoseconds; 0 before the first
 	spool      atomic.Pointer[spoolBudget] // the session's decoder's
+
+	mu     sync.Mutex
+	tables map[string]TableProgress // guarded by mu
+}
+
+// TableProgress is how far a snapshot got through one table in this Run.
+type TableProgress struct {
+	Rows int64 // rows written by this Run (a resumed snapshot counts from where it resumed)
+	Done bool  // the table is read to its end
 }
 
 // RunState is what a Run is doing.
@@ -73,6 +84,9 @@ type RunStats struct {
 	// SpoolBytes is what the spool holds on disk now: the streamed
 	// transactions not yet committed (see Config.SpoolMaxBytes).
 	SpoolBytes int64
+	// SnapshotTables is each table's progress in this Run's snapshot,
+	// by "schema.table"; nil when Run read no snapshot.
+	SnapshotTables map[string]TableProgress
 }
 
 // runFailure is a failed attempt of Run.
@@ -104,6 +118,9 @@ func (m *Monitor) Stats() RunStats {
 	if b := m.spool.Load(); b != nil {
 		st.SpoolBytes = b.used.Load()
 	}
+	m.mu.Lock()
+	st.SnapshotTables = maps.Clone(m.tables)
+	m.mu.Unlock()
 	return st
 }
 
@@ -150,6 +167,31 @@ func (m *Monitor) confirm(lsn kafkasink.LSN) {
 	if m != nil {
 		m.confirmed.Store(uint64(lsn))
 	}
+}
+
+// snapshotChunk notes a snapshot chunk of rows rows written, with cur, the
+// snapshot cursor after it: the table it read is the one in progress, or,
+// when none is, the one it finished.
+func (m *Monitor) snapshotChunk(rows int, cur snapshotCursor) {
+	if m == nil {
+		return
+	}
+	table, done := cur.Table, cur.Table == ""
+	if done && len(cur.DoneTables) > 0 {
+		table = cur.DoneTables[len(cur.DoneTables)-1]
+	}
+	if table == "" {
+		return // the run recorded before its first table
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.tables == nil {
+		m.tables = make(map[string]TableProgress)
+	}
+	p := m.tables[table]
+	p.Rows += int64(rows)
+	p.Done = done
+	m.tables[table] = p
 }
 
 // delivered notes the events of a Write that returned nil.

@@ -26,8 +26,9 @@ func TestMonitor(t *testing.T) {
 	cfg.Monitor = mon
 	stop, done := start(t, cfg, e.newSink(e.name))
 	waitFor(t, 20*time.Second, "streaming", done, func() bool { return mon.Stats().State == RunStreaming })
-	if st := mon.Stats(); st.SnapshotRows != 5 || st.Events != 5 || st.Reconnects != 0 || st.LastError != "" {
-		t.Fatalf("after the snapshot: %+v; want 5 snapshot rows, 5 events, no reconnect or error", st)
+	if st := mon.Stats(); st.SnapshotRows != 5 || st.Events != 5 || st.Reconnects != 0 || st.LastError != "" ||
+		st.SnapshotTables["public."+table] != (TableProgress{Rows: 5, Done: true}) || len(st.SnapshotTables) != 1 {
+		t.Fatalf("after the snapshot: %+v; want 5 snapshot rows of its one table, done, 5 events, no reconnect or error", st)
 	}
 
 	var committed time.Time

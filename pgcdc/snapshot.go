@@ -771,5 +771,9 @@ func (s *snapshotRun) chunk(ctx context.Context, tx pgx.Tx, ti *tableInfo, relat
 func (r *runner) writeChunk(ctx context.Context, events []kafkasink.Event, cur snapshotCursor) error {
 	next := r.cursor
 	next.snapshot = &cur
-	return r.writeCursor(ctx, next, events)
+	if err := r.writeCursor(ctx, next, events); err != nil {
+		return err
+	}
+	r.cfg.Monitor.snapshotChunk(len(events), cur)
+	return nil
 }

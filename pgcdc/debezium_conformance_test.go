@@ -122,6 +122,47 @@ func TestDebeziumConformance(t *testing.T) {
 			sinks = append(sinks, sink)
 		}
 	}
+	runDebeziumWorkload(t, ctx, e, schema, tables, snapshotRows, sinks)
+
+	for _, c := range debeziumConfigs {
+		for _, schemas := range []bool{false, true} {
+			prefix := debeziumPrefix(c.prefix, schemas)
+			var topics []string
+			for _, table := range tables {
+				topics = append(topics, prefix+"."+schema+"."+table)
+			}
+			ours := make([]dbzRecord, 0, len(golden[c.name][schemas]))
+			for _, rec := range sinktest.ReadCommitted(t, e.brokers, topics...) {
+				r := ourDebeziumRecord(rec, schema)
+				r.Topic = "dbz" + strings.TrimPrefix(r.Topic, prefix)
+				ours = append(ours, r)
+			}
+			t.Run(fmt.Sprintf("%s/schemas.enable=%t", c.name, schemas), func(t *testing.T) {
+				got := debeziumDeviations(golden[c.name][schemas], ours)
+				checkDeviations(t, c.name, fmt.Sprintf("deviations-%s-schemas-%t.txt", c.name, schemas), got)
+			})
+		}
+	}
+}
+
+// debeziumPrefix is the topic prefix of a configuration's sink with or
+// without SchemasEnable.
+func debeziumPrefix(prefix string, schemas bool) string {
+	if schemas {
+		return prefix + "s"
+	}
+	return prefix
+}
+
+// checkDeviations compares the differences found with the committed list
+
+// runDebeziumWorkload runs the workload's changes through Run into sinks:
+// an initial snapshot of tables (schema's, snapshotRows rows in all), then,
+// as Debezium's capture did once its snapshot was complete, the statements
+// of workload-changes.sql, until the end marker (zz_end) is written. Each
+// batch is written to every sink, in order.
+func runDebeziumWorkload(t *testing.T, ctx context.Context, e *pgEnv, schema string, tables []string, snapshotRows int, sinks []*kafkasink.Sink) {
+	t.Helper()
 	var reads atomic.Int64
 	var ended atomic.Bool
 	watched := &recSink{Sink: sinks[0], tr: newTracker(), after: func(_ int, b *kafkasink.Batch) error {
@@ -158,38 +199,8 @@ func TestDebeziumConformance(t *testing.T) {
 	if err := stop(); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run: %v, want context.Canceled", err)
 	}
-
-	for _, c := range debeziumConfigs {
-		for _, schemas := range []bool{false, true} {
-			prefix := debeziumPrefix(c.prefix, schemas)
-			var topics []string
-			for _, table := range tables {
-				topics = append(topics, prefix+"."+schema+"."+table)
-			}
-			ours := make([]dbzRecord, 0, len(golden[c.name][schemas]))
-			for _, rec := range sinktest.ReadCommitted(t, e.brokers, topics...) {
-				r := ourDebeziumRecord(rec, schema)
-				r.Topic = "dbz" + strings.TrimPrefix(r.Topic, prefix)
-				ours = append(ours, r)
-			}
-			t.Run(fmt.Sprintf("%s/schemas.enable=%t", c.name, schemas), func(t *testing.T) {
-				got := debeziumDeviations(golden[c.name][schemas], ours)
-				checkDeviations(t, c.name, fmt.Sprintf("deviations-%s-schemas-%t.txt", c.name, schemas), got)
-			})
-		}
-	}
 }
 
-// debeziumPrefix is the topic prefix of a configuration's sink with or
-// without SchemasEnable.
-func debeziumPrefix(prefix string, schemas bool) string {
-	if schemas {
-		return prefix + "s"
-	}
-	return prefix
-}
-
-// checkDeviations compares the differences found with the committed list
 // in file, or rewrites the file with -update.
 func checkDeviations(t *testing.T, config, file string, got []string) {
 	t.Helper()

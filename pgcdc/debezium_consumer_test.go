@@ -12,7 +12,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -315,40 +314,7 @@ func deliverWorkload(t *testing.T, forms ...consumerForm) *consumerRun {
 		t.Cleanup(func() { sink.Close(context.Background()) })
 		sinks = append(sinks, sink)
 	}
-	var reads atomic.Int64
-	var ended atomic.Bool
-	watched := &recSink{Sink: sinks[0], tr: newTracker(), after: func(_ int, b *kafkasink.Batch) error {
-		for _, other := range sinks[1:] {
-			if err := other.Write(ctx, *b); err != nil {
-				return err
-			}
-		}
-		for i := range b.Events {
-			if b.Events[i].Op == kafkasink.OpRead {
-				reads.Add(1)
-			}
-			if b.Events[i].Table == "zz_end" {
-				ended.Store(true)
-			}
-		}
-		return nil
-	}}
-	cfg := e.config()
-	for _, table := range r.tables {
-		cfg.Tables = append(cfg.Tables, r.schema+"."+table)
-	}
-	cfg.Snapshot = true
-	// no_pk has no key: Debezium writes its records with a null key.
-	cfg.KeylessTables = true
-	stop, run := start(t, cfg, watched)
-	waitFor(t, 60*time.Second, fmt.Sprintf("the %d snapshot rows", snapshotRows), run, func() bool { return reads.Load() >= int64(snapshotRows) })
-	for _, stmt := range workloadStatements(t, "workload-changes.sql", r.schema) {
-		e.exec(stmt)
-	}
-	waitFor(t, 60*time.Second, "the end marker (zz_end)", run, ended.Load)
-	if err := stop(); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Run: %v, want context.Canceled", err)
-	}
+	runDebeziumWorkload(t, ctx, e, r.schema, r.tables, snapshotRows, sinks)
 	return r
 }
 

@@ -55,6 +55,23 @@ func header(r *kgo.Record, key string) (string, bool) {
 // delete is followed by its tombstone (same key and headers, null value),
 // the TRUNCATE is left out but reported to the hook and covered by the
 // checkpoint, the key change carries __debezium.newkey/oldkey, and every
+// keyChangeRecords are the records, in order, of an insert of id 1, its
+// delete, and a key change from id 2 to 3 (a delete and an insert): each
+// delete followed by its tombstone, the key change's records carrying the
+// other key in Debezium's headers. Keys are the payloads; op "" is a
+// tombstone.
+var keyChangeRecords = []struct {
+	key, op        string
+	newKey, oldKey string
+}{
+	{key: `{"id":1}`, op: "c"},
+	{key: `{"id":1}`, op: "d"},
+	{key: `{"id":1}`},
+	{key: `{"id":2}`, op: "d", newKey: `{"id":3}`},
+	{key: `{"id":2}`, newKey: `{"id":3}`},
+	{key: `{"id":3}`, op: "c", oldKey: `{"id":2}`},
+}
+
 // record the extended headers.
 func TestDebeziumRecords(t *testing.T) {
 	t.Parallel()
@@ -93,19 +110,7 @@ func TestDebeziumRecords(t *testing.T) {
 	skips.mu.Unlock()
 
 	recs := sinktest.ReadCommitted(t, brokers, "kafkasink.public.t")
-	type want struct {
-		key, op string // op "" is a tombstone
-		newKey  string
-		oldKey  string
-	}
-	wants := []want{
-		{key: `{"id":1}`, op: "c"},
-		{key: `{"id":1}`, op: "d"},
-		{key: `{"id":1}`},
-		{key: `{"id":2}`, op: "d", newKey: `{"id":3}`},
-		{key: `{"id":2}`, newKey: `{"id":3}`},
-		{key: `{"id":3}`, op: "c", oldKey: `{"id":2}`},
-	}
+	wants := keyChangeRecords
 	if len(recs) != len(wants) {
 		t.Fatalf("read %d records, want %d", len(recs), len(wants))
 	}

@@ -656,7 +656,7 @@ func (d *Decoder) newRelInfo(m *pglogrepl.RelationMessageV2) (rel *relInfo, conf
 		}
 	}
 	if names, ok := d.cfg.KeyColumns.Columns(m.Namespace, m.RelationName); ok {
-		return rel, true, rel.setKey(names, "DecoderConfig.KeyColumns (Config.KeyColumns, flag -key-columns of examples/pglogrepl)")
+		return rel, true, rel.setKey(names, "DecoderConfig.KeyColumns (Config.KeyColumns, flag -key-columns of cmd/kafkasink)")
 	}
 	return rel, false, rel.setKey(nil, "")
 }

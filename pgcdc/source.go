@@ -139,7 +139,7 @@ func (e *SourceError) Error() string { return "pgcdc: " + e.Detail }
 
 // waysOut is the advice of every gap refusal.
 const waysOut = "Ways out: read the published tables again from the slot, keeping the gap on record " +
-	"(Config.SlotGap = SlotGapResnapshot; examples/pglogrepl: -slot-gap=resnapshot), or accept the gap " +
+	"(Config.SlotGap = SlotGapResnapshot; cmd/kafkasink: -slot-gap=resnapshot), or accept the gap " +
 	"(Config.SlotGap = SlotGapAccept; -slot-gap=accept), which is logged and recorded in the checkpoint's cursor; " +
 	"or start a new sink (a new kafkasink.Config.SinkID, -sink-id) with a snapshot (Config.Snapshot, -snapshot)"
 
@@ -241,7 +241,7 @@ func (p *sourcePlan) planSlot(f sourceFacts) {
 	case !f.slot.exists && f.streamed:
 		p.gap = gap(SourceSlotLost, f.slot.current)
 		p.refuse = fmt.Errorf("%w: slot %q no longer exists; the changes it held since the last confirmed position (%s) are gone. "+
-			"Run stops rather than skip them; started again, it applies Config.SlotGap (-slot-gap in examples/pglogrepl) to the gap",
+			"Run stops rather than skip them; started again, it applies Config.SlotGap (-slot-gap in cmd/kafkasink) to the gap",
 			ErrSlotLost, slot, kafkasink.LSN(f.cur.Confirmed))
 	case !f.slot.exists && !delivered:
 		if !f.cfg.CreateSlot {

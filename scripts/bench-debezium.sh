@@ -10,7 +10,7 @@
 #              JsonConverter and a Kafka producer with Kafka Connect's
 #              source-task settings (acks=all, one request in flight),
 #              until every record is acknowledged;
-#   kafkasink  examples/pglogrepl, -encoder debezium -key-format json,
+#   kafkasink  cmd/kafkasink, -encoder debezium -key-format json,
 #              exactly-once, until the slot's confirmed flush position
 #              (advanced only after a committed Kafka transaction) reaches
 #              the end of the backlog.
@@ -66,10 +66,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "bench-debezium: building the Debezium harness and examples/pglogrepl" >&2
+echo "bench-debezium: building the Debezium harness and cmd/kafkasink" >&2
 (cd "$HARNESS" && mvn -B -q compile dependency:build-classpath -Dmdep.outputFile=target/classpath.txt)
 CP="$HARNESS/target/classes:$(cat "$HARNESS/target/classpath.txt")"
-(cd "$ROOT" && go build -o "$WORK/pglogrepl" ./examples/pglogrepl)
+(cd "$ROOT/cmd/kafkasink" && go build -o "$WORK/kafkasink" .)
 
 echo "bench-debezium: backlog of $ROWS inserts into public.$NAME" >&2
 psql_ -c "CREATE TABLE public.$NAME (id bigint PRIMARY KEY, n integer NOT NULL, note text NOT NULL)" \
@@ -124,7 +124,7 @@ run_kafkasink() {
   # The shell writes its pid and becomes the program (exec), so that the
   # program, not GNU time, gets the SIGTERM below.
   /usr/bin/time -f "%e %M" -o "$WORK/time" bash -c 'echo $$ >"$0"; exec "$@"' "$WORK/pid" \
-    "$WORK/pglogrepl" -pg "$PG" -brokers "$BROKERS" \
+    "$WORK/kafkasink" -pg "$PG" -brokers "$BROKERS" \
     -slot "$slot" -publication "$NAME" -create=false -sink-id "$prefix" -checkpoint-topic "$prefix.checkpoints" \
     -topic-prefix "$prefix" -partitions "$PARTITIONS" -replication-factor 1 \
     -encoder debezium -key-format json -mode exactly-once -progress 0 -log-level warn 2>"$WORK/$slot.log" &

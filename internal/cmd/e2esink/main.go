@@ -2,7 +2,7 @@
 // pgcdc.Run streaming a publication into Kafka through an exactly-once
 // kafkasink sink, configured by its flags only, each named after the
 // Config field it sets. It is a test fixture, so that editing
-// examples/pglogrepl cannot break a library test; read the example, not
+// cmd/kafkasink cannot break a library test; read pgcdc's ExampleRun, not
 // this, to learn how to wire the two.
 //
 //	e2esink -pg postgres://... -brokers 127.0.0.1:19092 -tables public.t \

@@ -43,7 +43,7 @@ func TestStreamsRowsIntoKafka(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	name := fmt.Sprintf("pglogrepl_example_%06d", rand.IntN(1e6))
+	name := fmt.Sprintf("kafkasink_cmd_%06d", rand.IntN(1e6))
 	db, err := pgx.Connect(ctx, pg)
 	if err != nil {
 		t.Fatalf("connecting to KAFKASINK_TEST_PG: %v", err)
@@ -245,7 +245,7 @@ func TestQuotedTablesAndRejections(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	name := fmt.Sprintf("pglogrepl_quoted_%06d", rand.IntN(1e6))
+	name := fmt.Sprintf("kafkasink_quoted_%06d", rand.IntN(1e6))
 	routedTable, badTable := name+".a,b", name+" bad"
 	routedTopic := name + ".routed"
 	db, err := pgx.Connect(ctx, pg)

@@ -1,9 +1,9 @@
-// Command pglogrepl streams PostgreSQL logical replication into Kafka with
+// Command kafkasink streams PostgreSQL logical replication into Kafka with
 // pgcdc.Run and a kafkasink sink, exactly once by default, and logs its
 // progress: events per second, and how far behind the database it is in
 // bytes of WAL and in seconds.
 //
-//	go run ./examples/pglogrepl \
+//	go -C cmd/kafkasink run . \
 //	    -pg 'postgres://cdc:secret@db:5432/shop' -brokers kafka:9092 \
 //	    -tables public.orders,public.customers -slot shop -publication shop
 //
@@ -99,7 +99,7 @@ var debeziumDefaults = debeziumOptions{
 // parse reads args, with getenv supplying defaults: a flag given on the
 // command line wins over its environment variable.
 func parse(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
-	fs := flag.NewFlagSet("pglogrepl", flag.ContinueOnError)
+	fs := flag.NewFlagSet("kafkasink", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o := &options{}
 	var envErrs []string
@@ -484,17 +484,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "pglogrepl:", err)
+		fmt.Fprintln(stderr, "kafkasink:", err)
 		return 2
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
-		fmt.Fprintf(stderr, "pglogrepl: -log-level %q: want debug, info, warn or error\n", o.logLevel)
+		fmt.Fprintf(stderr, "kafkasink: -log-level %q: want debug, info, warn or error\n", o.logLevel)
 		return 2
 	}
 	handler, err := logHandler(o.logFormat, stderr, &slog.HandlerOptions{Level: level})
 	if err != nil {
-		fmt.Fprintln(stderr, "pglogrepl:", err)
+		fmt.Fprintln(stderr, "kafkasink:", err)
 		return 2
 	}
 	logger := slog.New(handler)
@@ -626,7 +626,7 @@ func slotLag(ctx context.Context, db **pgx.Conn, connString, slot string) (int64
 		// The connection string may ask for a replication connection;
 		// this query needs an ordinary one.
 		delete(cc.RuntimeParams, "replication")
-		cc.RuntimeParams["application_name"] = "kafkasink-pglogrepl-progress"
+		cc.RuntimeParams["application_name"] = "kafkasink-progress"
 		if *db, err = pgx.ConnectConfig(qctx, cc); err != nil {
 			*db = nil
 			return 0, "", err

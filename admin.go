@@ -49,7 +49,8 @@ func ensureTopic(ctx context.Context, cl *kgo.Client, topic string, mustExist bo
 	if err != nil || maxBytes <= 0 {
 		return topicInfo{}, fmt.Errorf("kafkasink: topic %q has no usable max.message.bytes (%q)", topic, cfgs["max.message.bytes"])
 	}
-	return topicInfo{partitions: n, maxMessageBytes: maxBytes}, nil
+	compact, _ := cleanupPolicies(cfgs)
+	return topicInfo{partitions: n, maxMessageBytes: maxBytes, compacted: compact}, nil
 }
 
 // setupCheckpointTopic makes sure the checkpoint topic exists and, in
@@ -92,16 +93,7 @@ func setupCheckpointTopic(ctx context.Context, cl *kgo.Client, topic, sinkID str
 // unsafeCheckpointSettings says why a topic's settings could delete the
 // latest checkpoint, or returns "".
 func unsafeCheckpointSettings(cfgs map[string]string) string {
-	policies := strings.Split(cfgs["cleanup.policy"], ",")
-	compact, del := false, false
-	for _, p := range policies {
-		switch strings.TrimSpace(p) {
-		case "compact":
-			compact = true
-		case "delete":
-			del = true
-		}
-	}
+	compact, del := cleanupPolicies(cfgs)
 	const fix = "; fix it with: kafka-configs.sh --alter --entity-type topics --entity-name <topic> --add-config cleanup.policy=compact (or choose another Config.CheckpointTopic)"
 	switch {
 	case !compact:
@@ -110,6 +102,20 @@ func unsafeCheckpointSettings(cfgs map[string]string) string {
 		return fmt.Sprintf("cleanup.policy=%s with retention.ms=%s deletes the latest checkpoint of a sink idle for longer%s", cfgs["cleanup.policy"], cfgs["retention.ms"], fix)
 	}
 	return ""
+}
+
+// cleanupPolicies reports which of Kafka's cleanup policies a topic's
+// cleanup.policy setting ("compact", "delete" or both) names.
+func cleanupPolicies(cfgs map[string]string) (compact, del bool) {
+	for _, p := range strings.Split(cfgs["cleanup.policy"], ",") {
+		switch strings.TrimSpace(p) {
+		case "compact":
+			compact = true
+		case "delete":
+			del = true
+		}
+	}
+	return compact, del
 }
 
 // topicMetadata asks a broker for a topic's metadata, bypassing the

@@ -114,7 +114,7 @@ type Reason string
 const (
 	ReasonUnencodable Reason = "unencodable" // the Encoder refused a value
 	ReasonUnroutable  Reason = "unroutable"  // no valid topic name for the event's table
-	ReasonNoKey       Reason = "no_key"      // a key column is missing from the row
+	ReasonNoKey       Reason = "no_key"      // a key column is missing from the row, or a keyless row's topic is compacted
 	ReasonTooLarge    Reason = "too_large"   // the record exceeds the topic's max.message.bytes
 )
 

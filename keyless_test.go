@@ -1,6 +1,7 @@
 package kafkasink_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/kafkasink/kafkasink"
@@ -59,4 +60,53 @@ func TestKeylessEventsHaveNullKey(t *testing.T) {
 	if r := sinktest.ReadCommitted(t, brokers, "t.public.eventid"); len(r) != 1 || string(r[0].Key) != "0/100:8" {
 		t.Errorf("event without key columns, not Keyless: %d records, first key %q, want one keyed by its event id", len(r), r[0].Key)
 	}
+}
+
+// TestKeylessEventOnCompactedTopicIsRejected: a keyless event (null key)
+// bound for a compacted topic is rejected as no_key, with an error naming
+// the table, the topic and the fix, and dead-lettered when the sink has a
+// dead-letter topic; the Write's other events, keyed ones on the same
+// topic included, are delivered. Without the check, the real broker refuses
+// the record with INVALID_RECORD, which fails the whole transaction and
+// stops the sink; the fake cluster stores it. Runs on the fake cluster,
+// and on the real broker when KAFKASINK_TEST_BROKERS is set.
+func TestKeylessEventOnCompactedTopicIsRejected(t *testing.T) {
+	t.Parallel()
+	run := func(t *testing.T, brokers []string, name string) {
+		topic, dlq := name+".public.nokey", name+".dead"
+		s := newSink(t, brokers, name, func(c *kafkasink.Config) {
+			c.Topics = kafkasink.Topics{Prefix: name, Configs: map[string]string{"cleanup.policy": "compact"}}
+			c.DeadLetterTopic = dlq
+		})
+		row := kafkasink.Row{{Name: "a", Value: 1}}
+		events := []kafkasink.Event{
+			{Op: kafkasink.OpInsert, Schema: "public", Table: "nokey", Position: kafkasink.Position{LSN: 0x100, Index: 0}, Keyless: true, After: row},
+			{Op: kafkasink.OpInsert, Schema: "public", Table: "nokey", Position: kafkasink.Position{LSN: 0x100, Index: 1}, Key: []string{"a"}, After: row},
+		}
+		write(t, s, events)
+
+		dead := sinktest.ReadCommitted(t, brokers, dlq)
+		if len(dead) != 1 {
+			t.Fatalf("%s holds %d records, want the keyless event dead-lettered", dlq, len(dead))
+		}
+		reason, _ := header(dead[0], kafkasink.HeaderReason)
+		cause, _ := header(dead[0], kafkasink.HeaderError)
+		if reason != string(kafkasink.ReasonNoKey) || !strings.Contains(cause, `"`+topic+`" is compacted`) || !strings.Contains(cause, "Config.KeyColumns") {
+			t.Errorf("dead-letter record: reason %q, error %q; want no_key naming the compacted topic and Config.KeyColumns", reason, cause)
+		}
+		recs := sinktest.ReadCommitted(t, brokers, topic)
+		if len(recs) != 1 || string(recs[0].Key) != "1" {
+			t.Errorf("%s holds %d records, want the keyed event's alone (key 1)", topic, len(recs))
+		}
+	}
+	t.Run("fake", func(t *testing.T) {
+		t.Parallel()
+		_, brokers := sinktest.Cluster(t)
+		run(t, brokers, "compacted")
+	})
+	t.Run("real", func(t *testing.T) {
+		t.Parallel()
+		brokers, name := onRealBrokers(t, sinktest.EnvBrokers)
+		run(t, brokers, name)
+	})
 }

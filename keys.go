@@ -153,6 +153,14 @@ func nullKey(e *Event, columns []string) bool {
 	return e.Keyless && len(columns) == 0 && len(e.Key) == 0 && e.Op != OpTruncate
 }
 
+// nullKeyOnCompactedTopic says why a keyless event cannot go to topic.
+func nullKeyOnCompactedTopic(e *Event, topic string) error {
+	return fmt.Errorf("kafkasink: %s has no key, so its events have a null Kafka key (Event.Keyless; pgcdc Config.KeylessTables, "+
+		"flag -keyless-tables), and topic %q is compacted (cleanup.policy), which refuses records without a key; "+
+		"give the table key columns with Config.KeyColumns (flag -key-columns), or route it to a topic that is not compacted",
+		TableName(e.Schema, e.Table), topic)
+}
+
 func missingKeyError(e *Event, name string, present bool) error {
 	image := "after"
 	if e.After == nil {

@@ -297,7 +297,9 @@ type draft struct {
 
 // encodeEvent builds the record of e, or says why e is rejected. The
 // first reason found is the rejection's: unroutable, then no_key or
-// unencodable (key, then value), then too_large. A record that cannot fit
+// unencodable (key, then value), then too_large. A keyless event (a null
+// key) bound for a compacted topic is no_key too: the broker would refuse
+// it with INVALID_RECORD and fail its whole transaction. A record that cannot fit
 // its topic by the lengths of its values alone is rejected before the
 // value is encoded (see minValueSize); so is a rejected one, whose value
 // only the dead-letter topic may need. Two tables routed to one topic are
@@ -343,6 +345,8 @@ func (s *Sink) encodeEvent(ctx context.Context, es *encoderState, i int, e *Even
 		reject(ReasonNoKey, err)
 	case err != nil:
 		reject(ReasonUnencodable, err)
+	case nullKey(e, rt.keyColumns) && info.compacted:
+		reject(ReasonNoKey, nullKeyOnCompactedTopic(e, rt.topic))
 	default:
 		es.arena = keyOut
 		if !nullKey(e, rt.keyColumns) {

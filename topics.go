@@ -236,6 +236,9 @@ func (r *router) check(topic, schema, table string, kind routeKind) error {
 type topicInfo struct {
 	partitions      int
 	maxMessageBytes int
+	// compacted: cleanup.policy includes compact, so the broker refuses a
+	// record without a key (INVALID_RECORD), failing its whole transaction.
+	compacted bool
 }
 
 // topicCache ensures each destination topic exists (creating it when

@@ -217,7 +217,9 @@ type Config struct {
 	// keyed by event id, and Snapshot refuses them.
 	//
 	// It is an opt-in because a compacted topic refuses records with a
-	// null key (give such a table KeyColumns there), because it changes
+	// null key (the sink rejects such events, reason no_key, and
+	// dead-letters them or fails the Write; give such a table KeyColumns
+	// there), because it changes
 	// the keys and partitions existing pipelines write, and because the
 	// snapshot can read a keyless table only from the snapshot the slot
 	// exports as Run creates it: a run that resumes after an interruption,

@@ -306,7 +306,8 @@
 // records are keyed by event id; Run logs that once per table. With
 // Config.KeylessTables its events are kafkasink.Event.Keyless instead,
 // which the sink writes with a null key to partition 0, as Debezium
-// writes them (a compacted topic refuses such records). PostgreSQL
+// writes them (a compacted topic refuses such records, so the sink rejects
+// them there, reason no_key, naming the fix). PostgreSQL
 // refuses UPDATE and DELETE on a published table whose replica identity
 // is DEFAULT without a primary key, or NOTHING: only its inserts stream;
 // with REPLICA IDENTITY FULL its updates and deletes carry the whole old

@@ -95,10 +95,10 @@ import (
 // Encoder (decimal strings, ISO dates and times). Deliberate deviations
 // from Debezium, each where Debezium loses or garbles the value: arrays of
 // more than one dimension keep their nested values (Debezium writes each
-// inner array as null; NullNestedArrays does the same), BC dates count
-// days in the proleptic Gregorian calendar of
-// PostgreSQL (Debezium's snapshot uses the Julian one), and name columns
-// keep their value (Debezium's stream writes null). Infinite dates are
+// inner array as null), BC dates of snapshot rows stay BC (Debezium's
+// snapshot drops the era: 44 BC becomes 44 AD), and name columns of
+// streamed changes keep their value (Debezium's stream writes null);
+// MatchDebeziumLosses reproduces all three, NullNestedArrays the first. Infinite dates are
 // Debezium's overflowed numbers, which differ between snapshot and
 // stream as Debezium's do, so that typed readers read a number. Without a Relation
 // (events built by hand) values are written as JSONEncoder writes them.
@@ -169,6 +169,15 @@ type DebeziumEncoder struct {
 	// values: a deliberate deviation from Debezium. SchemasEnable implies
 	// it.
 	NullNestedArrays bool
+	// MatchDebeziumLosses writes what Debezium 3.6.1 writes where it
+	// loses a value, for consumers that must see exactly Debezium's
+	// output: it implies NullNestedArrays, writes a name column of a
+	// streamed change as null (Debezium's stream does not read the name
+	// type) and a BC date of a snapshot row as the same day AD (Debezium
+	// reads snapshot dates through JDBC, which drops the era). Not a
+	// Debezium property. false (the default) keeps the values: the
+	// deliberate deviations listed in the type's doc.
+	MatchDebeziumLosses bool
 
 	// SchemasEnable is JsonConverter's schemas.enable for key and value:
 	// every value is {"schema":<schema>,"payload":<the envelope above>}

@@ -342,6 +342,11 @@ func (d *DebeziumEncoder) appendTyped(dst []byte, t *TypeInfo, v any, path readP
 		if isText {
 			out, ok = appendPoint(dst, s)
 		}
+	case "name":
+		if d.MatchDebeziumLosses && path == readStreamed {
+			return append(dst, "null"...), nil
+		}
+		return appendValue(dst, v)
 	default:
 		return appendValue(dst, v)
 	}
@@ -445,12 +450,13 @@ func maskDigits(s string) string {
 // numeric array holding NaN or ±Infinity as null, in every decimal mode
 // (double too, where a scalar NaN is "NaN"). Arrays of more than one dimension are written nested, each
 // element in its form: Debezium writes each inner array as null, losing
-// the values (a documented deviation), which NullNestedArrays restores.
+// the values (a documented deviation), which NullNestedArrays and
+// MatchDebeziumLosses reproduce.
 func (d *DebeziumEncoder) appendArray(dst []byte, elem *TypeInfo, a []any) ([]byte, error) {
 	if elem != nil && elem.Name == "numeric" && hasSpecialNumeric(a) {
 		return append(dst, "null"...), nil
 	}
-	nestedNull := d.NullNestedArrays
+	nestedNull := d.NullNestedArrays || d.MatchDebeziumLosses
 	dst = append(dst, '[')
 	for i, v := range a {
 		if i > 0 {
@@ -882,6 +888,11 @@ func (d *DebeziumEncoder) appendDate(dst []byte, s string, path readPath) ([]byt
 	y, m, day, rest, ok := civil(s)
 	if !ok || rest != "" {
 		return dst, false
+	}
+	if y <= 0 && path == readByJDBC && d.MatchDebeziumLosses {
+		// Debezium's snapshot keeps the year of era and drops the era:
+		// ISO year 0 is 1 BC, written as year 1.
+		return d.appendDate(dst, fmt.Sprintf("%04d-%02d-%02d", 1-y, m, day), readStreamed)
 	}
 	if d.TimePrecision == TimeIsostring {
 		dst = append(dst, '"')

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/pgcdc"
+)
+
+// configs turns options into the sink's and pgcdc's Configs. Problems of
+// the values themselves are left to kafkasink.New and pgcdc.Run, which
+// report them all at once.
+func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, error) {
+	var problems []string
+	mode, err := kafkasink.ParseMode(o.mode)
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
+	var enc kafkasink.Encoder
+	switch o.encoder {
+	case "json":
+		enc = kafkasink.JSONEncoder{}
+	case "upsert":
+		enc = kafkasink.UpsertEncoder{}
+	case "debezium":
+		dbz, dbzProblems := o.debezium.encoder()
+		dbz.Name = o.slot
+		enc, problems = dbz, append(problems, dbzProblems...)
+	default:
+		problems = append(problems, fmt.Sprintf("-encoder %q: want json, upsert or debezium", o.encoder))
+	}
+	if o.encoder != "debezium" && o.debezium != debeziumDefaults {
+		problems = append(problems, fmt.Sprintf("the Debezium encoder's flags (%s) apply to -encoder debezium only, not %q", strings.Join(o.debezium.changed(), ", "), o.encoder))
+	}
+	var kf kafkasink.KeyFormat
+	switch o.keyFormat {
+	case "text":
+		kf = kafkasink.KeyText
+	case "json":
+		kf = kafkasink.KeyJSON
+	default:
+		problems = append(problems, fmt.Sprintf("-key-format %q: want text or json", o.keyFormat))
+	}
+	routes := make(map[string]string)
+	for _, r := range splitNames(o.topicRoutes) {
+		i := strings.LastIndexByte(r, '=')
+		if i < 0 {
+			problems = append(problems, fmt.Sprintf("-topic-routes entry %q: want schema.table=topic", r))
+			continue
+		}
+		routes[strings.TrimSpace(r[:i])] = strings.TrimSpace(r[i+1:])
+	}
+	if o.pg == "" {
+		problems = append(problems, "-pg (or $KAFKASINK_PG) is required: a PostgreSQL connection string")
+	}
+	if o.brokers == "" {
+		problems = append(problems, "-brokers (or $KAFKASINK_BROKERS) is required")
+	}
+	keyColumns, err := parseKeyColumns(o.keyColumns)
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
+	sinkID := o.sinkID
+	if sinkID == "" {
+		sinkID = o.slot
+	}
+	kcfg := kafkasink.Config{
+		Brokers:            splitList(o.brokers),
+		SinkID:             sinkID,
+		Mode:               mode,
+		TransactionTimeout: o.txnTimeout,
+		CheckpointTopic:    o.checkpointTopic,
+		Topics: kafkasink.Topics{
+			Prefix: o.prefix, Template: o.template, Routes: routes,
+			Partitions: int32(o.partitions), ReplicationFactor: int16(o.replicationFactor),
+		},
+		KeyFormat:       kf,
+		Encoder:         enc,
+		DeadLetterTopic: o.deadLetter,
+		Logger:          logger,
+	}
+	if o.tlsCA != "" || o.tlsCert != "" || o.tlsKey != "" || o.tlsServerName != "" {
+		kcfg.TLS = &kafkasink.TLS{CAFile: o.tlsCA, CertFile: o.tlsCert, KeyFile: o.tlsKey, ServerName: o.tlsServerName}
+	}
+	if o.saslMechanism != "" {
+		kcfg.SASL = &kafkasink.SASL{
+			Mechanism: kafkasink.SASLMechanism(strings.ToUpper(o.saslMechanism)),
+			Username:  o.saslUser,
+			Password:  kafkasink.Secret(o.saslPassword),
+		}
+	}
+	pcfg := pgcdc.Config{
+		ConnString:              o.pg,
+		Slot:                    o.slot,
+		Publication:             o.publication,
+		Tables:                  splitNames(o.tables),
+		CreateSlot:              o.create,
+		CreatePublication:       o.create,
+		Snapshot:                o.snapshot,
+		AcceptPublicationTables: o.acceptPublicationTables,
+		KeylessTables:           o.keylessTables,
+		SlotGap:                 o.slotGap,
+		RetainedWALWarn:         o.retainedWALWarn,
+		SpoolMaxBytes:           o.spoolMaxBytes,
+		BatchMaxEvents:          o.batchEvents,
+		BatchMaxBytes:           o.batchBytes,
+		BatchMaxWait:            o.batchWait,
+		Logger:                  logger,
+	}
+	pcfg.KeyColumns = keyColumns
+	if problems != nil {
+		return kcfg, pcfg, &kafkasink.ConfigError{Problems: problems}
+	}
+	return kcfg, pcfg, nil
+}
+
+// encoder returns the DebeziumEncoder the options describe, and a
+// problem for each mode flag whose value is not one of Debezium's. The
+// other values are checked by kafkasink.New.
+func (d debeziumOptions) encoder() (kafkasink.DebeziumEncoder, []string) {
+	var problems []string
+	mode := func(flag, value, want string, ok bool) {
+		if !ok {
+			problems = append(problems, fmt.Sprintf("-%s %q: want %s", flag, value, want))
+		}
+	}
+	enc := kafkasink.DebeziumEncoder{
+		DisableTombstones:           !d.tombstonesOnDelete,
+		SkippedOperations:           d.skippedOperations,
+		DisableExtendedHeaders:      !d.extendedHeaders,
+		RunID:                       d.runID,
+		LSNAsString:                 d.lsnAsString,
+		UnavailableValuePlaceholder: d.unavailablePlaceholder,
+		NullNestedArrays:            d.nullNestedArrays,
+	}
+	var ok bool
+	enc.DecimalHandling, ok = kafkasink.ParseDecimalMode(d.decimalHandling)
+	mode("decimal.handling.mode", d.decimalHandling, "precise, double or string", ok)
+	enc.TimePrecision, ok = kafkasink.ParseTimePrecisionMode(d.timePrecision)
+	mode("time.precision.mode", d.timePrecision, "adaptive, adaptive_time_microseconds, connect or isostring", ok)
+	enc.IntervalHandling, ok = kafkasink.ParseIntervalMode(d.intervalHandling)
+	mode("interval.handling.mode", d.intervalHandling, "numeric or string", ok)
+	enc.BinaryHandling, ok = kafkasink.ParseBinaryMode(d.binaryHandling)
+	mode("binary.handling.mode", d.binaryHandling, "bytes, base64, base64-url-safe or hex", ok)
+	return enc, problems
+}
+
+// changed names the flags whose values differ from Debezium's defaults.
+func (d debeziumOptions) changed() []string {
+	def := debeziumDefaults
+	var names []string
+	for _, f := range []struct {
+		name    string
+		changed bool
+	}{
+		{"-decimal.handling.mode", d.decimalHandling != def.decimalHandling},
+		{"-time.precision.mode", d.timePrecision != def.timePrecision},
+		{"-interval.handling.mode", d.intervalHandling != def.intervalHandling},
+		{"-binary.handling.mode", d.binaryHandling != def.binaryHandling},
+		{"-tombstones.on.delete", d.tombstonesOnDelete != def.tombstonesOnDelete},
+		{"-skipped.operations", d.skippedOperations != def.skippedOperations},
+		{"-unavailable.value.placeholder", d.unavailablePlaceholder != def.unavailablePlaceholder},
+		{"-extended.headers.enabled", d.extendedHeaders != def.extendedHeaders},
+		{"-debezium-lsn-as-string", d.lsnAsString != def.lsnAsString},
+		{"-debezium-null-nested-arrays", d.nullNestedArrays != def.nullNestedArrays},
+		{"-debezium-run-id", d.runID != def.runID},
+	} {
+		if f.changed {
+			names = append(names, f.name)
+		}
+	}
+	return names
+}
+
+// fieldFlags names the program's flag for each Config field that the
+// library's errors name.
+var fieldFlags = []struct{ field, flag string }{
+	{"DeadLetterTopic", "-dead-letter-topic"},
+	{"Topics.Routes", "-topic-routes"},
+	{"Topics.Prefix", "-topic-prefix"},
+	{"Topics.Template", "-topic-template"},
+	{"Config.Tables", "-tables"},
+	{"Config.AcceptPublicationTables", "-accept-publication-tables"},
+	{"Config.SpoolMaxBytes", "-spool-max-bytes"},
+}
+
+// withFlagNames adds to err the program's flags for the Config fields it
+// names, so that the advice in the library's errors can be followed here.
+func withFlagNames(err error) error {
+	if err == nil {
+		return nil
+	}
+	var hints []string
+	for _, f := range fieldFlags {
+		if strings.Contains(err.Error(), f.field) {
+			hints = append(hints, f.field+" is "+f.flag)
+		}
+	}
+	if hints == nil {
+		return err
+	}
+	return fmt.Errorf("%w [in this program: %s]", err, strings.Join(hints, "; "))
+}

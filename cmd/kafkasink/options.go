@@ -1,0 +1,238 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/pgcdc"
+)
+
+// options are the program's settings after flags and environment.
+type options struct {
+	pg, brokers, tables, slot, publication, sinkID string
+	keyColumns                                     string
+	create, snapshot, acceptPublicationTables      bool
+	keylessTables                                  bool
+	slotGap                                        pgcdc.SlotGap
+	retainedWALWarn, spoolMaxBytes                 int64
+	mode, prefix, template, encoder, keyFormat     string
+	topicRoutes                                    string
+	checkpointTopic, deadLetter                    string
+	partitions, replicationFactor                  int
+	tlsCA, tlsCert, tlsKey, tlsServerName          string
+	saslMechanism, saslUser                        string
+	saslPassword                                   string
+	batchEvents, batchBytes                        int
+	batchWait, txnTimeout, progress                time.Duration
+	logLevel, logFormat                            string
+	debezium                                       debeziumOptions
+}
+
+// debeziumOptions are the flags of kafkasink.DebeziumEncoder's options,
+// each named after the Debezium connector property it mirrors (or, for
+// the options Debezium lacks, prefixed debezium-).
+type debeziumOptions struct {
+	decimalHandling, timePrecision, intervalHandling, binaryHandling string
+	tombstonesOnDelete, extendedHeaders                              bool
+	skippedOperations, unavailablePlaceholder                        string
+	lsnAsString, nullNestedArrays                                    bool
+	runID                                                            string
+}
+
+// debeziumDefaults are the flags' defaults: Debezium's.
+var debeziumDefaults = debeziumOptions{
+	decimalHandling: "precise", timePrecision: "adaptive", intervalHandling: "numeric", binaryHandling: "bytes",
+	tombstonesOnDelete: true, extendedHeaders: true,
+}
+
+// parse reads args, with getenv supplying defaults: a flag given on the
+// command line wins over its environment variable.
+func parse(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
+	fs := flag.NewFlagSet("kafkasink", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := &options{}
+	var envErrs []string
+	str := func(p *string, name, env, def, usage string) {
+		if v := getenv(env); v != "" {
+			def = v
+		}
+		fs.StringVar(p, name, def, usage+" ($"+env+")")
+	}
+	num := func(p *int, name, env string, def int, usage string) {
+		if v := getenv(env); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				envErrs = append(envErrs, fmt.Sprintf("$%s=%q is not an integer", env, v))
+			}
+			def = n
+		}
+		fs.IntVar(p, name, def, usage+" ($"+env+")")
+	}
+	dur := func(p *time.Duration, name, env string, def time.Duration, usage string) {
+		if v := getenv(env); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				envErrs = append(envErrs, fmt.Sprintf("$%s=%q is not a duration such as 250ms", env, v))
+			}
+			def = d
+		}
+		fs.DurationVar(p, name, def, usage+" ($"+env+")")
+	}
+	boolean := func(p *bool, name, env string, def bool, usage string) {
+		if v := getenv(env); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				envErrs = append(envErrs, fmt.Sprintf("$%s=%q is not a boolean", env, v))
+			}
+			def = b
+		}
+		fs.BoolVar(p, name, def, usage+" ($"+env+")")
+	}
+
+	str(&o.pg, "pg", "KAFKASINK_PG", "", "PostgreSQL connection string (postgres:// URL or keyword/value); the role needs REPLICATION")
+	str(&o.brokers, "brokers", "KAFKASINK_BROKERS", "", "Kafka seed brokers, comma-separated host:port")
+	str(&o.tables, "tables", "KAFKASINK_TABLES", "", `tables of the publication to create (an existing publication must have these tables, see -accept-publication-tables), comma-separated schema.table, names as stored; quote a name with a dot, comma or double quote as in SQL: public."a.b"; empty means FOR ALL TABLES`)
+	str(&o.slot, "slot", "KAFKASINK_SLOT", "kafkasink", "logical replication slot")
+	str(&o.publication, "publication", "KAFKASINK_PUBLICATION", "kafkasink", "publication")
+	str(&o.keyColumns, "key-columns", "KAFKASINK_KEY_COLUMNS", "", "key columns of tables, as schema.table=col1,col2 separated by ';' (default: the replica identity, else the primary key)")
+	boolean(&o.keylessTables, "keyless-tables", "KAFKASINK_KEYLESS_TABLES", false, "write the changes of tables without a primary key or replica identity index with a null key, "+
+		"in partition 0, as Debezium does, and read them in the snapshot (which then cannot resume inside such a table); "+
+		"default: keyed by event id, and the snapshot refuses them")
+	boolean(&o.create, "create", "KAFKASINK_CREATE", true, "create the slot and the publication when missing")
+	boolean(&o.acceptPublicationTables, "accept-publication-tables", "KAFKASINK_ACCEPT_PUBLICATION_TABLES", false,
+		"stream an existing publication whose tables differ from -tables as it is, with a warning (default: refuse to start, naming the tables)")
+	boolean(&o.snapshot, "snapshot", "KAFKASINK_SNAPSHOT", false, "deliver the tables' existing rows before the changes")
+	var slotGap string
+	str(&slotGap, "slot-gap", "KAFKASINK_SLOT_GAP", "refuse", "when the slot cannot continue from the checkpoint (dropped, invalidated, moved by someone else): "+
+		"refuse, resnapshot (read the tables again from the new slot) or accept (stream on, the gap recorded in the checkpoint)")
+	var retainedWarn int
+	num(&retainedWarn, "retained-wal-warn", "KAFKASINK_RETAINED_WAL_WARN", 0, "warn when the slot retains more WAL than this many bytes (0: 1 GiB; negative: never)")
+	var spoolMax int
+	num(&spoolMax, "spool-max-bytes", "KAFKASINK_SPOOL_MAX_BYTES", 0, "bound on the bytes spooled to disk for streamed transactions not yet committed; a larger transaction stops the program (0: 16 GiB; negative: no bound)")
+	str(&o.sinkID, "sink-id", "KAFKASINK_SINK_ID", "", "sink id: checkpoint key and base of the transactional id; default the slot name")
+	str(&o.mode, "mode", "KAFKASINK_MODE", "exactly-once", "exactly-once, idempotent or plain")
+	str(&o.prefix, "topic-prefix", "KAFKASINK_TOPIC_PREFIX", "", "topics are <prefix>.<schema>.<table> (default prefix kafkasink)")
+	str(&o.topicRoutes, "topic-routes", "KAFKASINK_TOPIC_ROUTES", "", `explicit topics, comma-separated schema.table=topic (names quoted as in -tables); they win over -topic-prefix and -topic-template, and tables listed with the same topic share it`)
+	str(&o.template, "topic-template", "KAFKASINK_TOPIC_TEMPLATE", "", "topic template with {schema} and {table}; conflicts with -topic-prefix")
+	num(&o.partitions, "partitions", "KAFKASINK_PARTITIONS", 0, "partitions of topics the sink creates (0: the broker's default)")
+	num(&o.replicationFactor, "replication-factor", "KAFKASINK_REPLICATION_FACTOR", 0, "replication factor of topics the sink creates (0: the broker's default)")
+	str(&o.encoder, "encoder", "KAFKASINK_ENCODER", "json", "record value: json (change event), upsert (row, tombstone on delete) or debezium")
+	d, def := &o.debezium, debeziumDefaults
+	str(&d.decimalHandling, "decimal.handling.mode", "KAFKASINK_DECIMAL_HANDLING_MODE", def.decimalHandling, "-encoder debezium: numeric and money as precise (Connect Decimal), double or string")
+	str(&d.timePrecision, "time.precision.mode", "KAFKASINK_TIME_PRECISION_MODE", def.timePrecision, "-encoder debezium: dates and times as adaptive, adaptive_time_microseconds, connect or isostring")
+	str(&d.intervalHandling, "interval.handling.mode", "KAFKASINK_INTERVAL_HANDLING_MODE", def.intervalHandling, "-encoder debezium: intervals as numeric (microseconds) or string (ISO 8601)")
+	str(&d.binaryHandling, "binary.handling.mode", "KAFKASINK_BINARY_HANDLING_MODE", def.binaryHandling, "-encoder debezium: bytea as bytes, base64, base64-url-safe or hex")
+	boolean(&d.tombstonesOnDelete, "tombstones.on.delete", "KAFKASINK_TOMBSTONES_ON_DELETE", def.tombstonesOnDelete, "-encoder debezium: follow each delete with a tombstone")
+	str(&d.skippedOperations, "skipped.operations", "KAFKASINK_SKIPPED_OPERATIONS", def.skippedOperations, `-encoder debezium: operations not written, comma-separated c, u, d, t, or none (default t)`)
+	str(&d.unavailablePlaceholder, "unavailable.value.placeholder", "KAFKASINK_UNAVAILABLE_VALUE_PLACEHOLDER", def.unavailablePlaceholder, "-encoder debezium: value of an unchanged TOAST column (default __debezium_unavailable_value)")
+	boolean(&d.extendedHeaders, "extended.headers.enabled", "KAFKASINK_EXTENDED_HEADERS_ENABLED", def.extendedHeaders, "-encoder debezium: add the __debezium.context.* headers")
+	boolean(&d.lsnAsString, "debezium-lsn-as-string", "KAFKASINK_DEBEZIUM_LSN_AS_STRING", def.lsnAsString, "-encoder debezium: write source.lsn as a string (not a Debezium property), for readers that round numbers above 2^53")
+	boolean(&d.nullNestedArrays, "debezium-null-nested-arrays", "KAFKASINK_DEBEZIUM_NULL_NESTED_ARRAYS", def.nullNestedArrays, "-encoder debezium: write the inner arrays of a multi-dimensional array as null, as Debezium does (not a Debezium property)")
+	str(&d.runID, "debezium-run-id", "KAFKASINK_DEBEZIUM_RUN_ID", def.runID, "-encoder debezium: the __debezium.context.runId header (default: new for every run, as Debezium's)")
+	str(&o.keyFormat, "key-format", "KAFKASINK_KEY_FORMAT", "text", "record key: text or json")
+	str(&o.checkpointTopic, "checkpoint-topic", "KAFKASINK_CHECKPOINT_TOPIC", "", "checkpoint topic (default "+kafkasink.DefaultCheckpointTopic+")")
+	str(&o.deadLetter, "dead-letter-topic", "KAFKASINK_DEAD_LETTER_TOPIC", "", "topic for events that cannot be delivered (unroutable, unencodable, no key, too large), with headers naming the reason; empty stops the program on such an event instead")
+	str(&o.tlsCA, "tls-ca", "KAFKASINK_TLS_CA", "", "PEM file of the CAs to trust; setting any -tls-* flag enables TLS")
+	str(&o.tlsCert, "tls-cert", "KAFKASINK_TLS_CERT", "", "client certificate PEM file, for mutual TLS")
+	str(&o.tlsKey, "tls-key", "KAFKASINK_TLS_KEY", "", "client key PEM file, for mutual TLS")
+	str(&o.tlsServerName, "tls-server-name", "KAFKASINK_TLS_SERVER_NAME", "", "name to verify in the broker's certificate")
+	str(&o.saslMechanism, "sasl-mechanism", "KAFKASINK_SASL_MECHANISM", "", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; the password comes from $KAFKASINK_SASL_PASSWORD")
+	str(&o.saslUser, "sasl-user", "KAFKASINK_SASL_USER", "", "SASL user name")
+	num(&o.batchEvents, "batch-max-events", "KAFKASINK_BATCH_MAX_EVENTS", 0, "events per Write (0: pgcdc's default)")
+	num(&o.batchBytes, "batch-max-bytes", "KAFKASINK_BATCH_MAX_BYTES", 0, "estimated bytes per Write (0: pgcdc's default)")
+	dur(&o.batchWait, "batch-max-wait", "KAFKASINK_BATCH_MAX_WAIT", 0, "how long a batch waits for more transactions (0: none, written as soon as the previous Write returns)")
+	dur(&o.txnTimeout, "transaction-timeout", "KAFKASINK_TRANSACTION_TIMEOUT", 0, "Kafka transaction timeout (0: the sink's default)")
+	dur(&o.progress, "progress", "KAFKASINK_PROGRESS", 5*time.Second, "how often to log progress; 0 disables")
+	str(&o.logLevel, "log-level", "KAFKASINK_LOG_LEVEL", "info", "debug, info, warn or error")
+	str(&o.logFormat, "log-format", "KAFKASINK_LOG_FORMAT", "auto", "json, text, or auto: text on a terminal, JSON otherwise (for a log collector)")
+	o.saslPassword = getenv("KAFKASINK_SASL_PASSWORD")
+
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if err := o.slotGap.UnmarshalText([]byte(slotGap)); err != nil {
+		envErrs = append(envErrs, "-slot-gap: "+err.Error())
+	}
+	o.retainedWALWarn = int64(retainedWarn)
+	o.spoolMaxBytes = int64(spoolMax)
+	if fs.NArg() > 0 {
+		envErrs = append(envErrs, fmt.Sprintf("unexpected arguments %q: every setting is a flag", fs.Args()))
+	}
+	if envErrs != nil {
+		return nil, errors.New(strings.Join(envErrs, "; "))
+	}
+	return o, nil
+}
+
+// parseKeyColumns parses -key-columns: "schema.table=col1,col2" per table,
+// tables separated by ';'; a table without a schema is in public. Table
+// names are quoted as in -tables (see kafkasink.TableKeys).
+func parseKeyColumns(s string) (kafkasink.TableKeys, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	out := make(kafkasink.TableKeys)
+	for _, part := range strings.Split(s, ";") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
+		}
+		table, cols, ok := strings.Cut(part, "=")
+		table = strings.TrimSpace(table)
+		if !strings.Contains(table, ".") {
+			table = "public." + table
+		}
+		names := splitList(cols)
+		if !ok || table == "public." || len(names) == 0 {
+			return nil, fmt.Errorf("-key-columns %q: want schema.table=col1,col2 for each table, separated by ';'", part)
+		}
+		if _, dup := out[table]; dup {
+			return nil, fmt.Errorf("-key-columns names %s twice", table)
+		}
+		out[table] = names
+	}
+	return out, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// splitNames splits a comma-separated list of table names, or of
+// table=topic pairs, at the commas outside double quotes.
+func splitNames(s string) []string {
+	var (
+		out    []string
+		quoted bool
+		start  int
+	)
+	add := func(p string) {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '"':
+			quoted = !quoted // a doubled quote toggles twice
+		case ',':
+			if !quoted {
+				add(s[start:i])
+				start = i + 1
+			}
+		}
+	}
+	add(s[start:])
+	return out
+}

@@ -134,6 +134,7 @@ func (d debeziumOptions) encoder() (kafkasink.DebeziumEncoder, []string) {
 		LSNAsString:                 d.lsnAsString,
 		UnavailableValuePlaceholder: d.unavailablePlaceholder,
 		NullNestedArrays:            d.nullNestedArrays,
+		MatchDebeziumLosses:         d.matchLosses,
 	}
 	var ok bool
 	enc.DecimalHandling, ok = kafkasink.ParseDecimalMode(d.decimalHandling)
@@ -165,6 +166,7 @@ func (d debeziumOptions) changed() []string {
 		{"-extended.headers.enabled", d.extendedHeaders != def.extendedHeaders},
 		{"-debezium-lsn-as-string", d.lsnAsString != def.lsnAsString},
 		{"-debezium-null-nested-arrays", d.nullNestedArrays != def.nullNestedArrays},
+		{"-debezium-match-losses", d.matchLosses != def.matchLosses},
 		{"-debezium-run-id", d.runID != def.runID},
 	} {
 		if f.changed {

@@ -41,7 +41,7 @@ type debeziumOptions struct {
 	decimalHandling, timePrecision, intervalHandling, binaryHandling string
 	tombstonesOnDelete, extendedHeaders                              bool
 	skippedOperations, unavailablePlaceholder                        string
-	lsnAsString, nullNestedArrays                                    bool
+	lsnAsString, nullNestedArrays, matchLosses                       bool
 	runID                                                            string
 }
 
@@ -134,6 +134,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	boolean(&d.extendedHeaders, "extended.headers.enabled", "KAFKASINK_EXTENDED_HEADERS_ENABLED", def.extendedHeaders, "-encoder debezium: add the __debezium.context.* headers")
 	boolean(&d.lsnAsString, "debezium-lsn-as-string", "KAFKASINK_DEBEZIUM_LSN_AS_STRING", def.lsnAsString, "-encoder debezium: write source.lsn as a string (not a Debezium property), for readers that round numbers above 2^53")
 	boolean(&d.nullNestedArrays, "debezium-null-nested-arrays", "KAFKASINK_DEBEZIUM_NULL_NESTED_ARRAYS", def.nullNestedArrays, "-encoder debezium: write the inner arrays of a multi-dimensional array as null, as Debezium does (not a Debezium property)")
+	boolean(&d.matchLosses, "debezium-match-losses", "KAFKASINK_DEBEZIUM_MATCH_LOSSES", def.matchLosses, "-encoder debezium: write what Debezium writes where it loses a value (nested arrays, streamed name columns, BC dates of snapshot rows), for consumers that must see exactly its output (not a Debezium property)")
 	str(&d.runID, "debezium-run-id", "KAFKASINK_DEBEZIUM_RUN_ID", def.runID, "-encoder debezium: the __debezium.context.runId header (default: new for every run, as Debezium's)")
 	str(&o.keyFormat, "key-format", "KAFKASINK_KEY_FORMAT", "text", "record key: text or json")
 	str(&o.checkpointTopic, "checkpoint-topic", "KAFKASINK_CHECKPOINT_TOPIC", "", "checkpoint topic (default "+kafkasink.DefaultCheckpointTopic+")")

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/pgcdc"
 )
@@ -84,11 +87,15 @@ func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, 
 	if o.tlsCA != "" || o.tlsCert != "" || o.tlsKey != "" || o.tlsServerName != "" {
 		kcfg.TLS = &kafkasink.TLS{CAFile: o.tlsCA, CertFile: o.tlsCert, KeyFile: o.tlsKey, ServerName: o.tlsServerName}
 	}
+	saslPassword, err := o.saslPasswordValue()
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
 	if o.saslMechanism != "" {
 		kcfg.SASL = &kafkasink.SASL{
 			Mechanism: kafkasink.SASLMechanism(strings.ToUpper(o.saslMechanism)),
 			Username:  o.saslUser,
-			Password:  kafkasink.Secret(o.saslPassword),
+			Password:  kafkasink.Secret(saslPassword),
 		}
 	}
 	pcfg := pgcdc.Config{
@@ -110,10 +117,47 @@ func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, 
 		Logger:                  logger,
 	}
 	pcfg.KeyColumns = keyColumns
+	if o.pgPasswordFile != "" {
+		if connStringHasPassword(o.pg) {
+			problems = append(problems, "-pg holds a password and -pg-password-file is set: give the password one way")
+		}
+		if _, err := readSecretFile("-pg-password-file", o.pgPasswordFile); err != nil {
+			problems = append(problems, err.Error())
+		}
+		pcfg.ConfigureConn = o.setPGPassword
+	}
+	problems = append(problems, o.httpProblems()...)
 	if problems != nil {
 		return kcfg, pcfg, &kafkasink.ConfigError{Problems: problems}
 	}
 	return kcfg, pcfg, nil
+}
+
+// saslPasswordValue is the SASL password: from -sasl-password-file or
+// $KAFKASINK_SASL_PASSWORD.
+func (o *options) saslPasswordValue() (string, error) {
+	if o.saslPasswordFile == "" {
+		return o.saslPassword, nil
+	}
+	if o.saslPassword != "" {
+		return "", errors.New("$KAFKASINK_SASL_PASSWORD and -sasl-password-file are both set: give the password one way")
+	}
+	if o.saslMechanism == "" {
+		return "", errors.New("-sasl-password-file is set without -sasl-mechanism")
+	}
+	return readSecretFile("-sasl-password-file", o.saslPasswordFile)
+}
+
+// setPGPassword is pgcdc.Config.ConfigureConn with -pg-password-file: the
+// file is read for every connection, so that a rotated password is used
+// from the next connection on.
+func (o *options) setPGPassword(_ context.Context, c *pgconn.Config) error {
+	password, err := readSecretFile("-pg-password-file", o.pgPasswordFile)
+	if err != nil {
+		return err
+	}
+	c.Password = password
+	return nil
 }
 
 // encoder returns the DebeziumEncoder the options describe, and a

@@ -4,13 +4,29 @@
 // bytes of WAL and in seconds.
 //
 //	go -C cmd/kafkasink run . \
-//	    -pg 'postgres://cdc:secret@db:5432/shop' -brokers kafka:9092 \
+//	    -pg 'postgres://cdc@db:5432/shop' -brokers kafka:9092 \
 //	    -tables public.orders,public.customers -slot shop -publication shop
 //
 // Every flag falls back to an environment variable, named in -h
-// (KAFKASINK_PG, KAFKASINK_BROKERS, ...), so the program fits a container.
-// The SASL password is read from KAFKASINK_SASL_PASSWORD only: a flag would
-// show it in the process list.
+// (KAFKASINK_PG, KAFKASINK_BROKERS, ...), which falls back to a key of the
+// YAML configuration file -config (the flag's name with '_' for '-' and
+// '.'; kafkasink.example.yaml has them all), which falls back to the
+// default. Secrets come from files or the environment only: the SASL
+// password from -sasl-password-file or KAFKASINK_SASL_PASSWORD, the
+// PostgreSQL password from -pg-password-file (read again for every
+// connection) or PGPASSWORD, never from a flag (the process list shows
+// it) nor the configuration file, which refuses them.
+//
+// With -http-addr (such as 127.0.0.1:9187; a loopback address unless
+// -http-allow-remote) it serves /metrics (Prometheus: kafkasinkprom's
+// collectors, the Go runtime's and the process's), /healthz (200 unless a
+// Kafka transaction has been open past the transaction timeout), /readyz
+// (200 while streaming, the sink answers Ping, and the lag is within
+// -ready-max-lag-bytes and -ready-max-lag; 503 and the reason otherwise)
+// and /status (JSON: the Monitor's and the sink's Stats).
+//
+// Logs are JSON unless stderr is a terminal; there they are text, and the
+// progress is one line rewritten in place below them.
 //
 // SIGINT and SIGTERM stop it cleanly: the Write in progress commits or
 // aborts as a whole, the sink is closed, and the exit status is 0. A run
@@ -63,7 +79,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		fmt.Fprintln(stderr, "kafkasink:", err)
 		return 2
 	}
-	logger, err := newLogger(o.logLevel, o.logFormat, stderr)
+	logger, term, err := newLogger(o.logLevel, o.logFormat, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "kafkasink:", err)
 		return 2
@@ -72,36 +88,49 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return fail(logger, err)
 	}
+	mon := new(pgcdc.Monitor)
+	pcfg.Monitor = mon
+	var web *httpServer
+	if o.httpAddr != "" {
+		web = newHTTPServer(mon, pcfg.Slot, kcfg.TransactionTimeout, lagBounds{bytes: o.readyMaxLagBytes, age: o.readyMaxLag})
+		stopWeb, err := web.serve(o.httpAddr, logger)
+		if err != nil {
+			return fail(logger, err)
+		}
+		defer stopWeb()
+	}
 
 	// New reads the checkpoint back; bound it so an unreachable cluster
 	// ends the program instead of hanging it, but let a signal end it
 	// sooner.
 	nctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	inner, err := kafkasink.New(nctx, kcfg)
+	sink, err := kafkasink.New(nctx, kcfg)
 	cancel()
 	if err != nil {
 		return fail(logger, err)
 	}
-	sink := &countingSink{Sink: inner}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := inner.Close(cctx); err != nil {
+		if err := sink.Close(cctx); err != nil {
 			logger.Warn("closing the sink", "error", err)
 		}
 	}()
-	logger.Info("sink started", "sink_id", kcfg.SinkID, "mode", kcfg.Mode.String(), "checkpoint", inner.Checkpoint().Position.String())
+	if web != nil {
+		web.setSink(sink)
+	}
+	logger.Info("sink started", "sink_id", kcfg.SinkID, "mode", kcfg.Mode.String(), "checkpoint", sink.Checkpoint().Position.String())
 
 	var wg sync.WaitGroup
 	pctx, stopProgress := context.WithCancel(ctx)
 	if o.progress > 0 {
-		wg.Go(func() { reportProgress(pctx, logger, pcfg.ConnString, pcfg.Slot, o.progress, sink) })
+		wg.Go(func() { reportProgress(pctx, logger, term, o.progress, mon, sink) })
 	}
 	err = pgcdc.Run(ctx, pcfg, sink)
 	stopProgress()
 	wg.Wait()
 	if ctx.Err() != nil && errors.Is(err, context.Cause(ctx)) {
-		logger.Info("stopped by signal", "events", sink.events.Load(), "checkpoint", inner.Checkpoint().Position.String())
+		logger.Info("stopped by signal", "events", mon.Stats().Events, "checkpoint", sink.Checkpoint().Position.String())
 		return 0
 	}
 	return fail(logger, err)

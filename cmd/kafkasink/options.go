@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"time"
 
@@ -13,25 +12,32 @@ import (
 	"github.com/kafkasink/kafkasink/pgcdc"
 )
 
-// options are the program's settings after flags and environment.
+// options are the program's settings after flags, environment and
+// configuration file.
 type options struct {
-	pg, brokers, tables, slot, publication, sinkID string
-	keyColumns                                     string
-	create, snapshot, acceptPublicationTables      bool
-	keylessTables                                  bool
-	slotGap                                        pgcdc.SlotGap
-	retainedWALWarn, spoolMaxBytes                 int64
-	mode, prefix, template, encoder, keyFormat     string
-	topicRoutes                                    string
-	checkpointTopic, deadLetter                    string
-	partitions, replicationFactor                  int
-	tlsCA, tlsCert, tlsKey, tlsServerName          string
-	saslMechanism, saslUser                        string
-	saslPassword                                   string
-	batchEvents, batchBytes                        int
-	batchWait, txnTimeout, progress                time.Duration
-	logLevel, logFormat                            string
-	debezium                                       debeziumOptions
+	configFile                                 string
+	pg, pgPasswordFile                         string
+	brokers, tables, slot, publication, sinkID string
+	keyColumns                                 string
+	create, snapshot, acceptPublicationTables  bool
+	keylessTables                              bool
+	slotGap                                    pgcdc.SlotGap
+	retainedWALWarn, spoolMaxBytes             int64
+	mode, prefix, template, encoder, keyFormat string
+	topicRoutes                                string
+	checkpointTopic, deadLetter                string
+	partitions, replicationFactor              int
+	tlsCA, tlsCert, tlsKey, tlsServerName      string
+	saslMechanism, saslUser                    string
+	saslPassword, saslPasswordFile             string
+	batchEvents, batchBytes                    int
+	batchWait, txnTimeout, progress            time.Duration
+	httpAddr                                   string
+	httpAllowRemote                            bool
+	readyMaxLagBytes                           int64
+	readyMaxLag                                time.Duration
+	logLevel, logFormat                        string
+	debezium                                   debeziumOptions
 }
 
 // debeziumOptions are the flags of kafkasink.DebeziumEncoder's options,
@@ -51,51 +57,45 @@ var debeziumDefaults = debeziumOptions{
 	tombstonesOnDelete: true, extendedHeaders: true,
 }
 
-// parse reads args, with getenv supplying defaults: a flag given on the
-// command line wins over its environment variable.
-func parse(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
+// setting is where a flag's value may come from besides the command line.
+type setting struct {
+	env  string // its environment variable
+	want string // what a valid value is, for errors; "" for strings, which all are
+}
+
+// defineFlags returns the program's flags, which set o, and the setting of
+// each by name. Every flag has an environment variable and, but -config,
+// a key in the configuration file (configKey).
+func defineFlags(o *options, stderr io.Writer) (*flag.FlagSet, map[string]setting) {
 	fs := flag.NewFlagSet("kafkasink", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	o := &options{}
-	var envErrs []string
+	settings := make(map[string]setting)
 	str := func(p *string, name, env, def, usage string) {
-		if v := getenv(env); v != "" {
-			def = v
-		}
 		fs.StringVar(p, name, def, usage+" ($"+env+")")
+		settings[name] = setting{env: env}
 	}
 	num := func(p *int, name, env string, def int, usage string) {
-		if v := getenv(env); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				envErrs = append(envErrs, fmt.Sprintf("$%s=%q is not an integer", env, v))
-			}
-			def = n
-		}
 		fs.IntVar(p, name, def, usage+" ($"+env+")")
+		settings[name] = setting{env: env, want: "an integer"}
+	}
+	num64 := func(p *int64, name, env string, def int64, usage string) {
+		fs.Int64Var(p, name, def, usage+" ($"+env+")")
+		settings[name] = setting{env: env, want: "an integer"}
 	}
 	dur := func(p *time.Duration, name, env string, def time.Duration, usage string) {
-		if v := getenv(env); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				envErrs = append(envErrs, fmt.Sprintf("$%s=%q is not a duration such as 250ms", env, v))
-			}
-			def = d
-		}
 		fs.DurationVar(p, name, def, usage+" ($"+env+")")
+		settings[name] = setting{env: env, want: "a duration such as 250ms"}
 	}
 	boolean := func(p *bool, name, env string, def bool, usage string) {
-		if v := getenv(env); v != "" {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				envErrs = append(envErrs, fmt.Sprintf("$%s=%q is not a boolean", env, v))
-			}
-			def = b
-		}
 		fs.BoolVar(p, name, def, usage+" ($"+env+")")
+		settings[name] = setting{env: env, want: "a boolean"}
 	}
 
-	str(&o.pg, "pg", "KAFKASINK_PG", "", "PostgreSQL connection string (postgres:// URL or keyword/value); the role needs REPLICATION")
+	str(&o.configFile, "config", "KAFKASINK_CONFIG", "", "YAML configuration file: a key for each flag, named as the flag with _ for - and . (see kafkasink.example.yaml); "+
+		"flags win over environment variables, which win over the file")
+	str(&o.pg, "pg", "KAFKASINK_PG", "", "PostgreSQL connection string (postgres:// URL or keyword/value); the role needs REPLICATION; "+
+		"the password is best left out of it and given by -pg-password-file or $PGPASSWORD")
+	str(&o.pgPasswordFile, "pg-password-file", "KAFKASINK_PG_PASSWORD_FILE", "", "file holding the PostgreSQL password (a trailing newline is dropped), read again for every connection, so it can rotate")
 	str(&o.brokers, "brokers", "KAFKASINK_BROKERS", "", "Kafka seed brokers, comma-separated host:port")
 	str(&o.tables, "tables", "KAFKASINK_TABLES", "", `tables of the publication to create (an existing publication must have these tables, see -accept-publication-tables), comma-separated schema.table, names as stored; quote a name with a dot, comma or double quote as in SQL: public."a.b"; empty means FOR ALL TABLES`)
 	str(&o.slot, "slot", "KAFKASINK_SLOT", "kafkasink", "logical replication slot")
@@ -108,13 +108,11 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	boolean(&o.acceptPublicationTables, "accept-publication-tables", "KAFKASINK_ACCEPT_PUBLICATION_TABLES", false,
 		"stream an existing publication whose tables differ from -tables as it is, with a warning (default: refuse to start, naming the tables)")
 	boolean(&o.snapshot, "snapshot", "KAFKASINK_SNAPSHOT", false, "deliver the tables' existing rows before the changes")
-	var slotGap string
-	str(&slotGap, "slot-gap", "KAFKASINK_SLOT_GAP", "refuse", "when the slot cannot continue from the checkpoint (dropped, invalidated, moved by someone else): "+
-		"refuse, resnapshot (read the tables again from the new slot) or accept (stream on, the gap recorded in the checkpoint)")
-	var retainedWarn int
-	num(&retainedWarn, "retained-wal-warn", "KAFKASINK_RETAINED_WAL_WARN", 0, "warn when the slot retains more WAL than this many bytes (0: 1 GiB; negative: never)")
-	var spoolMax int
-	num(&spoolMax, "spool-max-bytes", "KAFKASINK_SPOOL_MAX_BYTES", 0, "bound on the bytes spooled to disk for streamed transactions not yet committed; a larger transaction stops the program (0: 16 GiB; negative: no bound)")
+	fs.TextVar(&o.slotGap, "slot-gap", pgcdc.SlotGapRefuse, "when the slot cannot continue from the checkpoint (dropped, invalidated, moved by someone else): "+
+		"refuse, resnapshot (read the tables again from the new slot) or accept (stream on, the gap recorded in the checkpoint) ($KAFKASINK_SLOT_GAP)")
+	settings["slot-gap"] = setting{env: "KAFKASINK_SLOT_GAP", want: "refuse, resnapshot or accept"}
+	num64(&o.retainedWALWarn, "retained-wal-warn", "KAFKASINK_RETAINED_WAL_WARN", 0, "warn when the slot retains more WAL than this many bytes (0: 1 GiB; negative: never)")
+	num64(&o.spoolMaxBytes, "spool-max-bytes", "KAFKASINK_SPOOL_MAX_BYTES", 0, "bound on the bytes spooled to disk for streamed transactions not yet committed; a larger transaction stops the program (0: 16 GiB; negative: no bound)")
 	str(&o.sinkID, "sink-id", "KAFKASINK_SINK_ID", "", "sink id: checkpoint key and base of the transactional id; default the slot name")
 	str(&o.mode, "mode", "KAFKASINK_MODE", "exactly-once", "exactly-once, idempotent or plain")
 	str(&o.prefix, "topic-prefix", "KAFKASINK_TOPIC_PREFIX", "", "topics are <prefix>.<schema>.<table> (default prefix kafkasink)")
@@ -143,30 +141,71 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	str(&o.tlsCert, "tls-cert", "KAFKASINK_TLS_CERT", "", "client certificate PEM file, for mutual TLS")
 	str(&o.tlsKey, "tls-key", "KAFKASINK_TLS_KEY", "", "client key PEM file, for mutual TLS")
 	str(&o.tlsServerName, "tls-server-name", "KAFKASINK_TLS_SERVER_NAME", "", "name to verify in the broker's certificate")
-	str(&o.saslMechanism, "sasl-mechanism", "KAFKASINK_SASL_MECHANISM", "", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; the password comes from $KAFKASINK_SASL_PASSWORD")
+	str(&o.saslMechanism, "sasl-mechanism", "KAFKASINK_SASL_MECHANISM", "", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; the password comes from -sasl-password-file or $KAFKASINK_SASL_PASSWORD")
 	str(&o.saslUser, "sasl-user", "KAFKASINK_SASL_USER", "", "SASL user name")
+	str(&o.saslPasswordFile, "sasl-password-file", "KAFKASINK_SASL_PASSWORD_FILE", "", "file holding the SASL password (a trailing newline is dropped); conflicts with $KAFKASINK_SASL_PASSWORD")
 	num(&o.batchEvents, "batch-max-events", "KAFKASINK_BATCH_MAX_EVENTS", 0, "events per Write (0: pgcdc's default)")
 	num(&o.batchBytes, "batch-max-bytes", "KAFKASINK_BATCH_MAX_BYTES", 0, "estimated bytes per Write (0: pgcdc's default)")
 	dur(&o.batchWait, "batch-max-wait", "KAFKASINK_BATCH_MAX_WAIT", 0, "how long a batch waits for more transactions (0: none, written as soon as the previous Write returns)")
 	dur(&o.txnTimeout, "transaction-timeout", "KAFKASINK_TRANSACTION_TIMEOUT", 0, "Kafka transaction timeout (0: the sink's default)")
-	dur(&o.progress, "progress", "KAFKASINK_PROGRESS", 5*time.Second, "how often to log progress; 0 disables")
+	str(&o.httpAddr, "http-addr", "KAFKASINK_HTTP_ADDR", "", "address of the HTTP listener serving /metrics, /healthz, /readyz and /status, such as 127.0.0.1:9187 (empty: none); a loopback address unless -http-allow-remote")
+	boolean(&o.httpAllowRemote, "http-allow-remote", "KAFKASINK_HTTP_ALLOW_REMOTE", false, "allow -http-addr to listen on other than a loopback address (its endpoints have no authentication)")
+	num64(&o.readyMaxLagBytes, "ready-max-lag-bytes", "KAFKASINK_READY_MAX_LAG_BYTES", 0, "/readyz fails while the slot holds more WAL than this many bytes not yet in Kafka (0: no bound)")
+	dur(&o.readyMaxLag, "ready-max-lag", "KAFKASINK_READY_MAX_LAG", 0, "/readyz fails while WAL is pending and the newest change in Kafka committed longer ago than this (0: no bound)")
+	dur(&o.progress, "progress", "KAFKASINK_PROGRESS", 5*time.Second, "how often to report progress (a log record, or on a terminal the progress line); 0 disables")
 	str(&o.logLevel, "log-level", "KAFKASINK_LOG_LEVEL", "info", "debug, info, warn or error")
-	str(&o.logFormat, "log-format", "KAFKASINK_LOG_FORMAT", "auto", "json, text, or auto: text on a terminal, JSON otherwise (for a log collector)")
-	o.saslPassword = getenv("KAFKASINK_SASL_PASSWORD")
+	str(&o.logFormat, "log-format", "KAFKASINK_LOG_FORMAT", "auto", "json, text, or auto: text and a progress line on a terminal, JSON otherwise (for a log collector)")
+	return fs, settings
+}
 
+// parse reads the settings. Each comes from the first of: the command line
+// (args), its environment variable (getenv), the configuration file
+// (-config), the default. The SASL password comes from the environment or
+// a file only: a flag would show it in the process list.
+func parse(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs, settings := defineFlags(o, stderr)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	if err := o.slotGap.UnmarshalText([]byte(slotGap)); err != nil {
-		envErrs = append(envErrs, "-slot-gap: "+err.Error())
-	}
-	o.retainedWALWarn = int64(retainedWarn)
-	o.spoolMaxBytes = int64(spoolMax)
+	var problems []string
 	if fs.NArg() > 0 {
-		envErrs = append(envErrs, fmt.Sprintf("unexpected arguments %q: every setting is a flag", fs.Args()))
+		problems = append(problems, fmt.Sprintf("unexpected arguments %q: every setting is a flag", fs.Args()))
 	}
-	if envErrs != nil {
-		return nil, errors.New(strings.Join(envErrs, "; "))
+	onCommandLine := make(map[string]bool)
+	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
+	set := func(name, value, from string) {
+		if err := fs.Set(name, value); err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %q is not %s", from, value, settings[name].want))
+		}
+	}
+	if !onCommandLine["config"] {
+		if v := getenv(settings["config"].env); v != "" {
+			set("config", v, "$"+settings["config"].env)
+		}
+	}
+	var file map[string]fileValue
+	if o.configFile != "" {
+		keys := make(map[string]bool)
+		fs.VisitAll(func(f *flag.Flag) { keys[configKey(f.Name)] = f.Name != "config" })
+		var err error
+		if file, err = loadConfigFile(o.configFile, keys); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	fs.VisitAll(func(f *flag.Flag) {
+		if onCommandLine[f.Name] || f.Name == "config" {
+			return
+		}
+		if v := getenv(settings[f.Name].env); v != "" {
+			set(f.Name, v, "$"+settings[f.Name].env)
+		} else if v, ok := file[configKey(f.Name)]; ok {
+			set(f.Name, v.value, fmt.Sprintf("%s:%d: %s", o.configFile, v.line, configKey(f.Name)))
+		}
+	})
+	o.saslPassword = getenv("KAFKASINK_SASL_PASSWORD")
+	if problems != nil {
+		return nil, errors.New(strings.Join(problems, "; "))
 	}
 	return o, nil
 }

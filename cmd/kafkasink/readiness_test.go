@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/internal/sinktest"
+	"github.com/kafkasink/kafkasink/pgcdc"
+)
+
+// TestReadiness checks each reason /readyz gives, on a sink of the fake
+// cluster: no sink yet, PostgreSQL not streaming (with the last error),
+// lag above either bound, and the sink fenced by a newer instance with
+// its id; and that a lag in bytes with nothing pending in time, or an old
+// commit with nothing pending, is ready.
+func TestReadiness(t *testing.T) {
+	_, brokers := sinktest.Cluster(t)
+	ctx := context.Background()
+	cfg := kafkasink.Config{Brokers: brokers, SinkID: sinktest.UniqueName(t)}
+	sink, err := kafkasink.New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close(ctx)
+	s := newHTTPServer(new(pgcdc.Monitor), "slot", 0, lagBounds{bytes: 1000, age: time.Minute})
+	now := time.Now()
+	streaming := pgcdc.RunStats{State: pgcdc.RunStreaming, LagBytes: 10, LastCommit: now.Add(-time.Second)}
+	if got := s.notReady(ctx, streaming, now); !strings.Contains(got, "the Kafka sink is not started yet") {
+		t.Errorf("before the sink: %q", got)
+	}
+	s.setSink(sink)
+	for _, tc := range []struct {
+		name string
+		st   pgcdc.RunStats
+		want string
+	}{
+		{"streaming", streaming, ""},
+		{"connecting", pgcdc.RunStats{State: pgcdc.RunConnecting}, "PostgreSQL: connecting"},
+		{"waiting", pgcdc.RunStats{State: pgcdc.RunWaiting, LastError: "pgcdc: connection refused"}, "PostgreSQL: waiting to reconnect (last error: pgcdc: connection refused)"},
+		{"lag bytes", pgcdc.RunStats{State: pgcdc.RunStreaming, LagBytes: 1001, LastCommit: now}, "lag 1001 bytes of WAL, above -ready-max-lag-bytes 1000"},
+		{"lag time", pgcdc.RunStats{State: pgcdc.RunStreaming, LagBytes: 1, LastCommit: now.Add(-2 * time.Minute)}, "lag 2m0s, above -ready-max-lag 1m0s"},
+		{"idle since long", pgcdc.RunStats{State: pgcdc.RunStreaming, LagBytes: 0, LastCommit: now.Add(-time.Hour)}, ""},
+	} {
+		got := s.notReady(ctx, tc.st, now)
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: not ready because %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	unbounded := newHTTPServer(new(pgcdc.Monitor), "slot", 0, lagBounds{})
+	unbounded.setSink(sink)
+	if got := unbounded.notReady(ctx, pgcdc.RunStats{State: pgcdc.RunStreaming, LagBytes: 1 << 40, LastCommit: now.Add(-time.Hour)}, now); got != "" {
+		t.Errorf("no bounds: not ready because %q", got)
+	}
+
+	newer, err := kafkasink.New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer newer.Close(ctx)
+	// The broker fenced the first sink at once; it learns so from its
+	// next transaction.
+	if err := sink.Write(ctx, kafkasink.Batch{Events: sinktest.Inserts("public", "t", 100, 1, 1)}); err == nil {
+		t.Fatal("a fenced sink wrote")
+	}
+	if got := s.notReady(ctx, streaming, now); !strings.Contains(got, "Kafka: kafkasink: fenced") {
+		t.Errorf("fenced: not ready because %q, want the sink's ErrFenced", got)
+	}
+}
+
+// TestHealthzStuckWriter: /healthz answers 503 while a Kafka transaction
+// has been open longer than the transaction timeout (the fake broker holds
+// the Write's first produce request), and 200 again once the Write ends.
+func TestHealthzStuckWriter(t *testing.T) {
+	c, brokers := sinktest.Cluster(t)
+	ctx := context.Background()
+	sink, err := kafkasink.New(ctx, kafkasink.Config{Brokers: brokers, SinkID: sinktest.UniqueName(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close(ctx)
+	s := newHTTPServer(new(pgcdc.Monitor), "slot", 50*time.Millisecond, lagBounds{})
+	s.setSink(sink)
+	healthz := func() (int, string) {
+		rec := httptest.NewRecorder()
+		s.healthz(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+		return rec.Code, rec.Body.String()
+	}
+	if code, body := healthz(); code != 200 {
+		t.Fatalf("idle: %d %q, want 200", code, body)
+	}
+
+	release, arrived := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	c.ControlKey(kmsg.Produce.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		once.Do(func() {
+			close(arrived)
+			c.SleepControl(func() { <-release })
+		})
+		c.DropControl()
+		return nil, nil, false
+	})
+	written := make(chan error, 1)
+	go func() {
+		written <- sink.Write(ctx, kafkasink.Batch{Events: sinktest.Inserts("public", "t", 100, 1, 3)})
+	}()
+	<-arrived
+	time.Sleep(100 * time.Millisecond)
+	code, body := healthz()
+	close(release)
+	if code != 503 || !strings.Contains(body, "longer than the transaction timeout 50ms: the writer is stuck") {
+		t.Errorf("a Write held at the broker past the transaction timeout: %d %q, want 503 saying the writer is stuck", code, body)
+	}
+	if err := <-written; err != nil {
+		t.Fatal(err)
+	}
+	if code, body := healthz(); code != 200 {
+		t.Errorf("after the Write: %d %q, want 200", code, body)
+	}
+}

@@ -5,16 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -29,21 +26,9 @@ import (
 // decodes and agrees with the topic, and the listener ends with the
 // program.
 func TestHTTPEndpoints(t *testing.T) {
-	pg, brokers := os.Getenv("KAFKASINK_TEST_PG"), os.Getenv("KAFKASINK_TEST_BROKERS")
-	if pg == "" || brokers == "" {
-		t.Skip("KAFKASINK_TEST_PG or KAFKASINK_TEST_BROKERS not set: start scripts/testenv.sh and eval \"$(scripts/testenv.sh env)\"")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	name := fmt.Sprintf("kafkasink_http_%06d", rand.IntN(1e6))
-	db, err := pgx.Connect(ctx, pg)
-	if err != nil {
-		t.Fatalf("connecting to KAFKASINK_TEST_PG: %v", err)
-	}
-	t.Cleanup(func() { dropAll(db, name, brokers) })
-	if _, err := db.Exec(ctx, "CREATE TABLE "+name+" (id int PRIMARY KEY, note text)"); err != nil {
-		t.Fatal(err)
-	}
+	pg, brokers, name, db := realTable(ctx, t, "kafkasink_http")
 	u, err := url.Parse(pg)
 	if err != nil {
 		t.Fatal(err)

@@ -25,28 +25,9 @@ import (
 // the table's topic once each, progress is logged with the lag, and a
 // cancelled context (what SIGTERM does) stops it with status 0.
 func TestStreamsRowsIntoKafka(t *testing.T) {
-	pg, brokers := os.Getenv("KAFKASINK_TEST_PG"), os.Getenv("KAFKASINK_TEST_BROKERS")
-	var missing []string
-	if pg == "" {
-		missing = append(missing, "KAFKASINK_TEST_PG")
-	}
-	if brokers == "" {
-		missing = append(missing, "KAFKASINK_TEST_BROKERS")
-	}
-	if missing != nil {
-		t.Skipf("%s not set: start scripts/testenv.sh and eval \"$(scripts/testenv.sh env)\"", strings.Join(missing, " and "))
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	name := fmt.Sprintf("kafkasink_cmd_%06d", rand.IntN(1e6))
-	db, err := pgx.Connect(ctx, pg)
-	if err != nil {
-		t.Fatalf("connecting to KAFKASINK_TEST_PG: %v", err)
-	}
-	t.Cleanup(func() { dropAll(db, name, brokers) })
-	if _, err := db.Exec(ctx, "CREATE TABLE "+name+" (id int PRIMARY KEY, note text)"); err != nil {
-		t.Fatal(err)
-	}
+	pg, brokers, name, db := realTable(ctx, t, "kafkasink_cmd")
 
 	var out sinktest.SyncBuffer
 	runCtx, stop := context.WithCancel(ctx)
@@ -56,13 +37,7 @@ func TestStreamsRowsIntoKafka(t *testing.T) {
 	go func() { status <- run(runCtx, args, func(k string) string { return env(k, brokers) }, &out) }()
 	defer stop()
 
-	// The slot is created by the program; changes made before it exists
-	// are not in it, so wait for it.
-	waitFor(t, 60*time.Second, "the replication slot", status, &out, func() bool {
-		var n int
-		db.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", name).Scan(&n)
-		return n == 1
-	})
+	waitForSlot(ctx, t, db, name, status, &out)
 	for _, sql := range []string{
 		"INSERT INTO " + name + " SELECT g, 'row ' || g FROM generate_series(1, 20) g",
 		"UPDATE " + name + " SET note = 'changed' WHERE id <= 5",
@@ -114,6 +89,46 @@ func TestStreamsRowsIntoKafka(t *testing.T) {
 		}
 	}
 	t.Log("last progress line: ", progress)
+}
+
+// realTable skips the test unless the real PostgreSQL and Kafka are
+// there, and makes a table there with a unique name, starting with prefix,
+// for the test to stream; its slot, publication and topic are named after
+// it too, and all are dropped at the end of the test.
+func realTable(ctx context.Context, t *testing.T, prefix string) (pg, brokers, name string, db *pgx.Conn) {
+	t.Helper()
+	pg, brokers = os.Getenv("KAFKASINK_TEST_PG"), os.Getenv("KAFKASINK_TEST_BROKERS")
+	var missing []string
+	if pg == "" {
+		missing = append(missing, "KAFKASINK_TEST_PG")
+	}
+	if brokers == "" {
+		missing = append(missing, "KAFKASINK_TEST_BROKERS")
+	}
+	if missing != nil {
+		t.Skipf("%s not set: start scripts/testenv.sh and eval \"$(scripts/testenv.sh env)\"", strings.Join(missing, " and "))
+	}
+	name = fmt.Sprintf("%s_%06d", prefix, rand.IntN(1e6))
+	db, err := pgx.Connect(ctx, pg)
+	if err != nil {
+		t.Fatalf("connecting to KAFKASINK_TEST_PG: %v", err)
+	}
+	t.Cleanup(func() { dropAll(db, name, brokers) })
+	if _, err := db.Exec(ctx, "CREATE TABLE "+name+" (id int PRIMARY KEY, note text)"); err != nil {
+		t.Fatal(err)
+	}
+	return pg, brokers, name, db
+}
+
+// waitForSlot waits for the program to create its slot: changes made
+// before it exists are not in it.
+func waitForSlot(ctx context.Context, t *testing.T, db *pgx.Conn, slot string, status chan int, out *sinktest.SyncBuffer) {
+	t.Helper()
+	waitFor(t, 60*time.Second, "the replication slot", status, out, func() bool {
+		var n int
+		db.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&n)
+		return n == 1
+	})
 }
 
 // env is the test's environment: the broker, nothing else, so settings of
@@ -201,11 +216,7 @@ func TestQuotedTablesAndRejections(t *testing.T) {
 		"-tables", fmt.Sprintf(`public."%s", public."%s"`, routedTable, badTable),
 		"-topic-routes", fmt.Sprintf(`public."%s"=%s`, routedTable, routedTopic)}
 	go func() { status <- run(ctx, args, func(k string) string { return env(k, brokers) }, &out) }()
-	waitFor(t, 60*time.Second, "the replication slot", status, &out, func() bool {
-		var n int
-		db.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", name).Scan(&n)
-		return n == 1
-	})
+	waitForSlot(ctx, t, db, name, status, &out)
 	if _, err := db.Exec(ctx, "INSERT INTO "+pgx.Identifier{routedTable}.Sanitize()+" SELECT g, 'row ' || g FROM generate_series(1, 3) g"); err != nil {
 		t.Fatal(err)
 	}

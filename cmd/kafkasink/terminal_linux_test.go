@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"regexp"
@@ -11,6 +12,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/kafkasink/kafkasink/internal/sinktest"
 )
 
 // openPTY returns the two ends of a new pseudo-terminal: what is written
@@ -95,5 +98,51 @@ func TestTerminal(t *testing.T) {
 			t.Fatalf("the terminal shows %q, want it to match %q", shown.String(), want)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestProgressLineOnTerminal runs the program against the real PostgreSQL
+// and Kafka with a terminal as stderr: its log is text, and its progress a
+// status line rewritten in place, which counts the rows inserted and is
+// left on the screen when the program stops.
+func TestProgressLineOnTerminal(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pg, brokers, name, db := realTable(ctx, t, "kafkasink_tty")
+	pty, tty := openPTY(t)
+	shown := newReadTerminal(pty)
+	var out sinktest.SyncBuffer // what waitFor shows on failure
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	status := make(chan int, 1)
+	args := []string{"-pg", pg, "-brokers", brokers, "-tables", "public." + name, "-slot", name, "-publication", name,
+		"-topic-prefix", name, "-batch-max-wait", "20ms", "-progress", "100ms"}
+	go func() { status <- run(runCtx, args, noEnv, tty) }()
+	waitForSlot(ctx, t, db, name, status, &out)
+	if _, err := db.Exec(ctx, "INSERT INTO "+name+" SELECT g, 'row ' || g FROM generate_series(1, 7) g"); err != nil {
+		t.Fatal(err)
+	}
+	line := regexp.MustCompile(`\r\x1b\[Kstreaming: 7 events, \d+/s, lag \d+ bytes [0-9.]+s, checkpoint \S+$`)
+	deadline := time.Now().Add(60 * time.Second)
+	for !line.MatchString(shown.String()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the terminal does not end with a status line counting 7 events:\n%q", shown.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop()
+	if code := <-status; code != 0 {
+		t.Fatalf("exit status %d after cancellation, want 0:\n%q", code, shown.String())
+	}
+	final := regexp.MustCompile(`streaming: 7 events, [^\n]*\n(time=[^\n]*\n)*time=\S+ level=INFO msg="stopped by signal" events=7`)
+	deadline = time.Now().Add(10 * time.Second)
+	for !final.MatchString(shown.String()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the program stopped, the terminal shows:\n%q\nwant the last status line kept above the final log record", shown.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if strings.Contains(shown.String(), `{"time"`) || strings.Contains(shown.String(), "msg=progress") {
+		t.Errorf("the terminal shows JSON or progress log records:\n%q", shown.String())
 	}
 }

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -123,5 +126,49 @@ func TestHealthzStuckWriter(t *testing.T) {
 	}
 	if code, body := healthz(); code != 200 {
 		t.Errorf("after the Write: %d %q, want 200", code, body)
+	}
+}
+
+// TestHTTPAddr: the listener is on a loopback address unless
+// -http-allow-remote, the readiness bounds need it, and a listener that
+// cannot start is a configuration error (status 2).
+func TestHTTPAddr(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // "" for accepted
+	}{
+		{nil, ""},
+		{[]string{"-http-addr", "127.0.0.1:9187"}, ""},
+		{[]string{"-http-addr", "localhost:9187"}, ""},
+		{[]string{"-http-addr", "[::1]:9187"}, ""},
+		{[]string{"-http-addr", ":9187"}, `-http-addr ":9187" is not a loopback address`},
+		{[]string{"-http-addr", "0.0.0.0:9187"}, "set -http-allow-remote"},
+		{[]string{"-http-addr", "10.1.2.3:9187"}, "not a loopback address"},
+		{[]string{"-http-addr", "metrics.example.com:9187"}, "not a loopback address"},
+		{[]string{"-http-addr", ":9187", "-http-allow-remote"}, ""},
+		{[]string{"-http-addr", "9187"}, `-http-addr "9187": want host:port`},
+		{[]string{"-ready-max-lag", "1m"}, "set -http-addr"},
+		{[]string{"-http-allow-remote"}, "set -http-addr"},
+		{[]string{"-http-addr", "127.0.0.1:9187", "-ready-max-lag-bytes", "-1"}, "want 0 (no bound) or more"},
+	} {
+		o, err := parse(append([]string{"-pg", "postgres://h/db", "-brokers", "b:9092"}, tc.args...), noEnv, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = o.configs(nil)
+		if (tc.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	var stderr bytes.Buffer
+	args := []string{"-pg", "postgres://h/db", "-brokers", "b:9092", "-http-addr", busy.Addr().String()}
+	if code := run(context.Background(), args, noEnv, &stderr); code != 2 || !strings.Contains(stderr.String(), "-http-addr: listen tcp") {
+		t.Errorf("-http-addr in use: status %d, output %q; want 2 and the listener's error", code, stderr.String())
 	}
 }

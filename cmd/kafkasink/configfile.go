@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -31,6 +32,17 @@ type fileValue struct {
 // configKey is the key of the flag name in the configuration file.
 func configKey(flagName string) string {
 	return strings.NewReplacer("-", "_", ".", "_").Replace(flagName)
+}
+
+// fileKeys are the keys the file may have: every flag's but -config's.
+func fileKeys(fs *flag.FlagSet) map[string]bool {
+	keys := make(map[string]bool)
+	fs.VisitAll(func(f *flag.Flag) {
+		if f.Name != "config" {
+			keys[configKey(f.Name)] = true
+		}
+	})
+	return keys
 }
 
 // sequenceKeys are the keys whose flags take a comma-separated list: the

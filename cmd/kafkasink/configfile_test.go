@@ -37,9 +37,7 @@ func noEnv(string) string { return "" }
 func TestExampleConfigSetsEveryOption(t *testing.T) {
 	const sample = "kafkasink.example.yaml"
 	fs, _ := defineFlags(new(options), io.Discard)
-	keys := make(map[string]bool)
-	fs.VisitAll(func(f *flag.Flag) { keys[configKey(f.Name)] = f.Name != "config" })
-	values, err := loadConfigFile(sample, keys)
+	values, err := loadConfigFile(sample, fileKeys(fs))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -143,7 +143,7 @@ func defineFlags(o *options, stderr io.Writer) (*flag.FlagSet, map[string]settin
 	str(&o.tlsServerName, "tls-server-name", "KAFKASINK_TLS_SERVER_NAME", "", "name to verify in the broker's certificate")
 	str(&o.saslMechanism, "sasl-mechanism", "KAFKASINK_SASL_MECHANISM", "", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; the password comes from -sasl-password-file or $KAFKASINK_SASL_PASSWORD")
 	str(&o.saslUser, "sasl-user", "KAFKASINK_SASL_USER", "", "SASL user name")
-	str(&o.saslPasswordFile, "sasl-password-file", "KAFKASINK_SASL_PASSWORD_FILE", "", "file holding the SASL password (a trailing newline is dropped); conflicts with $KAFKASINK_SASL_PASSWORD")
+	str(&o.saslPasswordFile, "sasl-password-file", "KAFKASINK_SASL_PASSWORD_FILE", "", "file holding the SASL password (a trailing newline is dropped), read at start-up; conflicts with $KAFKASINK_SASL_PASSWORD")
 	num(&o.batchEvents, "batch-max-events", "KAFKASINK_BATCH_MAX_EVENTS", 0, "events per Write (0: pgcdc's default)")
 	num(&o.batchBytes, "batch-max-bytes", "KAFKASINK_BATCH_MAX_BYTES", 0, "estimated bytes per Write (0: pgcdc's default)")
 	dur(&o.batchWait, "batch-max-wait", "KAFKASINK_BATCH_MAX_WAIT", 0, "how long a batch waits for more transactions (0: none, written as soon as the previous Write returns)")
@@ -186,10 +186,8 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	}
 	var file map[string]fileValue
 	if o.configFile != "" {
-		keys := make(map[string]bool)
-		fs.VisitAll(func(f *flag.Flag) { keys[configKey(f.Name)] = f.Name != "config" })
 		var err error
-		if file, err = loadConfigFile(o.configFile, keys); err != nil {
+		if file, err = loadConfigFile(o.configFile, fileKeys(fs)); err != nil {
 			problems = append(problems, err.Error())
 		}
 	}

@@ -13,7 +13,7 @@ import (
 
 // TestFlagsOverrideEnvironment pins the precedence: a flag on the command
 // line wins over its environment variable, which wins over the default;
-// the SASL password comes from the environment only.
+// the SASL password is never a flag.
 func TestFlagsOverrideEnvironment(t *testing.T) {
 	environ := map[string]string{
 		"KAFKASINK_BROKERS":          "env:9092",

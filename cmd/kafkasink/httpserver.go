@@ -112,9 +112,10 @@ func (s *httpServer) serve(addr string, logger *slog.Logger) (stop func(), err e
 
 // healthz answers 200 while the process can make progress: no Kafka
 // transaction has been open longer than the transaction timeout (after
-// which the broker aborts it, so a Write still in it is stuck). Kafka or
-// PostgreSQL being unreachable is /readyz's business, not a reason to
-// restart the process.
+// which the broker aborts it, so a Write still in it is stuck). Only the
+// exactly-once mode has transactions: in the others /healthz says only
+// that the process answers. Kafka or PostgreSQL being unreachable is
+// /readyz's business, not a reason to restart the process.
 func (s *httpServer) healthz(w http.ResponseWriter, _ *http.Request) {
 	if sink := s.sink.Load(); sink != nil {
 		if open := sink.Stats().OpenTransaction; open > s.txnTimeout {

@@ -3,7 +3,6 @@ package pgcdc
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -15,7 +14,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkasink/kafkasink"
@@ -707,12 +705,6 @@ func containsAll(s string, parts ...string) bool {
 		}
 	}
 	return true
-}
-
-// isPgCode reports whether err is a server error with code.
-func isPgCode(err error, code string) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == code
 }
 
 // seqs hands out unique seq values, so every change is recognisable in

@@ -13,7 +13,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 
 	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/internal/backoff"
@@ -243,11 +242,6 @@ func acquire(ctx context.Context, cfg LeaseConfig, log *slog.Logger) (*Lease, er
 		return nil, err
 	}
 	cc.RuntimeParams["application_name"] = cfg.Holder
-	// A cancelled wait for the lock is cancelled on the server too, so
-	// that it does not stay queued for the lock.
-	cc.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
-		return &pgconn.CancelRequestContextWatcherHandler{Conn: pc, DeadlineDelay: time.Second}
-	}
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
 		return nil, fmt.Errorf("pgcdc: lease connection: %w", err)
@@ -391,8 +385,8 @@ func (l *Lease) renew() {
 type renewal int
 
 const (
-	renewNow   renewal = iota
-	renewTooLate       // the server has ended the session by now
+	renewNow     renewal = iota
+	renewTooLate         // the server has ended the session by now
 )
 
 // planRenewal decides what to do at now, the last renewal sent at renewed:

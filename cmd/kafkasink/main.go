@@ -41,9 +41,16 @@
 // (resnapshot) or to go on across the gap (accept); either is logged and
 // recorded in the checkpoint.
 //
+// Two replicas with the same configuration give high availability (-ha,
+// on by default): each waits for the slot's lease, a lock in PostgreSQL,
+// before it creates its sink, so one streams and the other waits, logging
+// who holds the lease; the standby takes over when the active one exits,
+// dies, or stops renewing the lease for -lease-timeout (frozen, cut off).
+// A replica that lost its lease, or whose sink a newer one fenced, stops.
+//
 // Exit status: 0 after a signal, 1 on a runtime error, 2 on a
-// configuration error, 3 when another instance with the same sink id
-// fenced this one.
+// configuration error, 3 when another instance took over: it fenced this
+// one, or this one lost its lease.
 package main
 
 import (
@@ -100,10 +107,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		defer stopWeb()
 	}
 
+	lctx, release, err := lead(ctx, o.lease, pcfg, logger)
+	if err != nil {
+		if ctx.Err() != nil {
+			logger.Info("stopped by signal while waiting for the lease")
+			return 0
+		}
+		return fail(logger, err)
+	}
+	defer release()
+
 	// New reads the checkpoint back; bound it so an unreachable cluster
 	// ends the program instead of hanging it, but let a signal end it
 	// sooner.
-	nctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	nctx, cancel := context.WithTimeout(lctx, 2*time.Minute)
 	sink, err := kafkasink.New(nctx, kcfg)
 	cancel()
 	if err != nil {
@@ -122,11 +139,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	logger.Info("sink started", "sink_id", kcfg.SinkID, "mode", kcfg.Mode.String(), "checkpoint", sink.Checkpoint().Position.String())
 
 	var wg sync.WaitGroup
-	pctx, stopProgress := context.WithCancel(ctx)
+	pctx, stopProgress := context.WithCancel(lctx)
 	if o.progress > 0 {
 		wg.Go(func() { reportProgress(pctx, logger, term, o.progress, mon, sink) })
 	}
-	err = pgcdc.Run(ctx, pcfg, sink)
+	err = pgcdc.Run(lctx, pcfg, sink)
 	stopProgress()
 	wg.Wait()
 	if ctx.Err() != nil && errors.Is(err, context.Cause(ctx)) {
@@ -138,12 +155,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 
 // fail logs err and returns the exit status for it.
 func fail(logger *slog.Logger, err error) int {
-	logger.Error("stopped", "error", withFlagNames(err), "fenced", errors.Is(err, kafkasink.ErrFenced))
+	msg := "stopped"
+	if takenOver(err) {
+		msg = "stopped: another instance took over"
+	}
+	logger.Error(msg, "error", withFlagNames(err), "fenced", errors.Is(err, kafkasink.ErrFenced), "lease_lost", errors.Is(err, pgcdc.ErrLeaseLost))
 	var ce *kafkasink.ConfigError
 	switch {
 	case errors.As(err, &ce):
 		return 2
-	case errors.Is(err, kafkasink.ErrFenced):
+	case takenOver(err):
 		return 3
 	}
 	return 1

@@ -38,6 +38,7 @@ type options struct {
 	readyMaxLag                                time.Duration
 	logLevel, logFormat                        string
 	debezium                                   debeziumOptions
+	lease                                      leaseOptions
 }
 
 // debeziumOptions are the flags of kafkasink.DebeziumEncoder's options,
@@ -155,6 +156,9 @@ func defineFlags(o *options, stderr io.Writer) (*flag.FlagSet, map[string]settin
 	dur(&o.progress, "progress", "KAFKASINK_PROGRESS", 5*time.Second, "how often to report progress (a log record, or on a terminal the progress line); 0 disables")
 	str(&o.logLevel, "log-level", "KAFKASINK_LOG_LEVEL", "info", "debug, info, warn or error")
 	str(&o.logFormat, "log-format", "KAFKASINK_LOG_FORMAT", "auto", "json, text, or auto: text and a progress line on a terminal, JSON otherwise (for a log collector)")
+	boolean(&o.lease.enabled, "ha", "KAFKASINK_HA", true, "high availability: stream only while holding the slot's lease in PostgreSQL, so that replicas with the same configuration wait in turn "+
+		"(false: no lease, for a single instance; a second one would fence it)")
+	dur(&o.lease.timeout, "lease-timeout", "KAFKASINK_LEASE_TIMEOUT", pgcdc.DefaultLeaseTimeout, "-ha: how long a replica that stopped renewing its lease (frozen, cut off) keeps it before a standby takes over; at least 1s")
 	return fs, settings
 }
 

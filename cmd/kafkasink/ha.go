@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/pgcdc"
+)
+
+// leaseOptions are the flags of high availability: -ha and
+// -lease-timeout.
+type leaseOptions struct {
+	enabled bool
+	timeout time.Duration
+}
+
+// lead waits, with -ha, until this replica holds the slot's lease (see
+// pgcdc.AcquireLease), which it must before kafkasink.New claims the
+// sink's transactional id: a standby that created its sink first would
+// fence the active replica. It returns a context that ends when the lease
+// is lost, with the lease's error as its cause, and the function that
+// releases the lease. Without -ha it returns ctx and nothing to release.
+func lead(ctx context.Context, o leaseOptions, pcfg pgcdc.Config, logger *slog.Logger) (context.Context, func(), error) {
+	if !o.enabled {
+		logger.Info("-ha=false: no lease; a second instance with the same configuration would fence this one")
+		return ctx, func() {}, nil
+	}
+	lease, err := pgcdc.AcquireLease(ctx, pgcdc.LeaseConfig{
+		ConnString:    pcfg.ConnString,
+		ConfigureConn: pcfg.ConfigureConn,
+		Slot:          pcfg.Slot,
+		Timeout:       o.timeout,
+		Logger:        logger,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	lctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		select {
+		case <-lease.Lost():
+			cancel(lease.Err())
+		case <-lctx.Done():
+		}
+	}()
+	return lctx, func() {
+		cancel(nil)
+		lease.Release()
+	}, nil
+}
+
+// takenOver reports whether err says another instance took over: it
+// fenced this one's sink, or this one lost its lease. Either way this
+// one must stop and write nothing more; exit status 3.
+func takenOver(err error) bool {
+	return errors.Is(err, kafkasink.ErrFenced) || errors.Is(err, pgcdc.ErrLeaseLost)
+}

@@ -109,11 +109,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 
 	lctx, release, err := lead(ctx, o.lease, pcfg, logger)
 	if err != nil {
-		if ctx.Err() != nil {
-			logger.Info("stopped by signal while waiting for the lease")
-			return 0
-		}
-		return fail(logger, err)
+		return failOrStopped(ctx, logger, err)
 	}
 	defer release()
 
@@ -124,7 +120,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	sink, err := kafkasink.New(nctx, kcfg)
 	cancel()
 	if err != nil {
-		return fail(logger, err)
+		return failOrStopped(ctx, logger, err)
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -148,6 +144,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	wg.Wait()
 	if ctx.Err() != nil && errors.Is(err, context.Cause(ctx)) {
 		logger.Info("stopped by signal", "events", mon.Stats().Events, "checkpoint", sink.Checkpoint().Position.String())
+		return 0
+	}
+	return fail(logger, err)
+}
+
+// failOrStopped is fail, except for an error that a signal caused by
+// ending ctx before streaming began (waiting for the lease, starting the
+// sink): that is a clean stop, status 0.
+func failOrStopped(ctx context.Context, logger *slog.Logger, err error) int {
+	if ctx.Err() != nil && errors.Is(err, context.Cause(ctx)) {
+		logger.Info("stopped by signal before streaming", "error", err)
 		return 0
 	}
 	return fail(logger, err)

@@ -233,6 +233,11 @@ func startReplica(t *testing.T, bin string, args []string, name string) *replica
 
 func (r *replica) signal(t *testing.T, sig syscall.Signal) {
 	t.Helper()
+	select {
+	case <-r.done:
+		t.Fatalf("%s exited with status %d before it was sent %v:\n%s", r.name, r.code, sig, r.out.String())
+	default:
+	}
 	if err := r.cmd.Process.Signal(sig); err != nil {
 		t.Fatalf("%s: %v: %v", r.name, sig, err)
 	}

@@ -57,7 +57,9 @@ type Sink interface {
 // its transaction is aborted, or committed if the commit was already under
 // way, and never half visible. Run does not close sink.
 //
-// Run must be the only writer of sink; one Run per slot.
+// Run must be the only writer of sink; one Run per slot. Replicas that
+// share a slot take turns with AcquireLease (see the package
+// documentation, "High availability").
 func Run(ctx context.Context, cfg Config, sink Sink) error {
 	cfg = cfg.withDefaults()
 	err := cfg.validate()

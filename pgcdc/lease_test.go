@@ -83,15 +83,16 @@ func waitAcquired(t *testing.T, ch chan acquired, within time.Duration, what str
 	return acquired{}
 }
 
-// notAcquired checks that the background AcquireLease still waits after for.
+// notAcquired checks that the background AcquireLease still waits after wait.
 func notAcquired(t *testing.T, ch chan acquired, wait time.Duration, why string) {
 	t.Helper()
 	select {
 	case a := <-ch:
-		if a.err == nil {
-			a.lease.Release()
+		if a.err != nil {
+			t.Fatalf("AcquireLease returned %v %s, want it waiting", a.err, why)
 		}
-		t.Fatalf("a second lease was acquired (err %v) %s", a.err, why)
+		a.lease.Release()
+		t.Fatalf("a second lease was acquired %s", why)
 	case <-time.After(wait):
 	}
 }
@@ -186,6 +187,32 @@ func TestLeaseLostWithItsSession(t *testing.T) {
 	}
 }
 
+// TestLeaseWaitSurvivesALostConnection terminates the session of a
+// waiting AcquireLease: it connects again and goes on waiting, and takes
+// the lease when the holder releases it.
+func TestLeaseWaitSurvivesALostConnection(t *testing.T) {
+	e := newLeaseEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var logA, logB sinktest.SyncBuffer
+	a, err := AcquireLease(ctx, e.config("lease-test-holding", 2*time.Second, &logA))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Release()
+	b := acquireAsync(ctx, e.config("lease-test-retrying", 2*time.Second, &logB))
+	notAcquired(t, b, 500*time.Millisecond, "while the first was held")
+	if _, err := e.db.Exec(ctx, "SELECT pg_terminate_backend($1)", e.backendPID("lease-test-retrying")); err != nil {
+		t.Fatal(err)
+	}
+	notAcquired(t, b, 2*time.Second, "after the waiter's session was terminated, while the first was held")
+	if s := logB.String(); strings.Count(s, "waiting for the lease: another instance") != 2 {
+		t.Errorf("the waiter did not wait again after its session was terminated:\n%s", s)
+	}
+	a.Release()
+	waitAcquired(t, b, 5*time.Second, "after the first was released")
+}
+
 // TestLeaseFrozenHolderExpires holds a lease that is never renewed, as a
 // process stopped by SIGSTOP would: the server ends its session after
 // the lease's timeout, a waiting AcquireLease takes the lease, and the
@@ -218,14 +245,12 @@ func TestLeaseFrozenHolderExpires(t *testing.T) {
 	}
 }
 
-// TestLeaseFreesTheSlot leaves a walsender streaming the slot from a
-// client that reads nothing, as a frozen former holder's would:
-// AcquireLease terminates it, so the slot is free at once instead of
-// after wal_sender_timeout.
-func TestLeaseFreesTheSlot(t *testing.T) {
-	e := newLeaseEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+// startWalsender creates the slot and streams it from a client that reads
+// nothing, as a frozen former holder would; it returns whether the slot
+// is active.
+func (e *leaseEnv) startWalsender(ctx context.Context) (active func() bool) {
+	t := e.t
+	t.Helper()
 	if _, err := e.db.Exec(ctx, "CREATE PUBLICATION "+e.slot); err != nil {
 		t.Fatal(err)
 	}
@@ -236,12 +261,12 @@ func TestLeaseFreesTheSlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closeConn(rc)
+	t.Cleanup(func() { closeConn(rc) })
 	if err := pglogrepl.StartReplication(ctx, rc, e.slot, 0, pglogrepl.StartReplicationOptions{
 		PluginArgs: []string{"proto_version '1'", "publication_names '" + e.slot + "'"}}); err != nil {
 		t.Fatal(err)
 	}
-	active := func() bool {
+	active = func() bool {
 		var active bool
 		if err := e.db.QueryRow(ctx, "SELECT active FROM pg_replication_slots WHERE slot_name = $1", e.slot).Scan(&active); err != nil {
 			t.Fatal(err)
@@ -251,6 +276,18 @@ func TestLeaseFreesTheSlot(t *testing.T) {
 	if !active() {
 		t.Fatal("the slot is not active after START_REPLICATION")
 	}
+	return active
+}
+
+// TestLeaseFreesTheSlot leaves a walsender streaming the slot from a
+// client that reads nothing, as a frozen former holder's would:
+// AcquireLease terminates it, so the slot is free at once instead of
+// after wal_sender_timeout.
+func TestLeaseFreesTheSlot(t *testing.T) {
+	e := newLeaseEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	active := e.startWalsender(ctx)
 	var log sinktest.SyncBuffer
 	l, err := AcquireLease(ctx, e.config("lease-test-taker", 2*time.Second, &log))
 	if err != nil {
@@ -266,6 +303,46 @@ func TestLeaseFreesTheSlot(t *testing.T) {
 	}
 	if s := log.String(); !strings.Contains(s, "terminated the walsender") || !strings.Contains(s, "walsender_application=lease-test-walsender") {
 		t.Errorf("the termination was not logged with whose walsender it was:\n%s", s)
+	}
+}
+
+// TestLeaseWithoutTheRightToTerminate takes the lease as a role that may
+// not terminate the slot's walsender (another role's, no
+// pg_signal_backend): AcquireLease still succeeds, and warns naming the
+// fix and wal_sender_timeout, after which the slot is free.
+func TestLeaseWithoutTheRightToTerminate(t *testing.T) {
+	e := newLeaseEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	role, password := e.slot+"_role", fmt.Sprintf("pw%d", rand.Int64())
+	if _, err := e.db.Exec(ctx, "CREATE ROLE "+role+" LOGIN PASSWORD '"+password+"'"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		e.db.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", role)
+		e.db.Exec(ctx, "DROP ROLE IF EXISTS "+role)
+	})
+	active := e.startWalsender(ctx)
+	var log sinktest.SyncBuffer
+	cfg := e.config("lease-test-unprivileged", 2*time.Second, &log)
+	cfg.ConfigureConn = func(_ context.Context, c *pgconn.Config) error {
+		c.User, c.Password = role, password
+		return nil
+	}
+	l, err := AcquireLease(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	if !active() {
+		t.Error("the slot is free: the walsender was terminated by a role that should not be able to")
+	}
+	for _, want := range []string{"may not terminate it", "pg_signal_backend", "wal_sender_timeout=1min", "walsender_application=lease-test-walsender"} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("the warning does not say %q:\n%s", want, log.String())
+		}
 	}
 }
 

@@ -61,8 +61,8 @@ type LeaseConfig struct {
 }
 
 // LeaseKey returns the key of the advisory lock that is the lease of slot:
-// the first 8 bytes of the 64-bit FNV-1a hash of "kafkasink.pgcdc.lease:"
-// followed by slot, as a signed integer. The lock is taken in the database
+// the 64-bit FNV-1a hash of "kafkasink.pgcdc.lease:" followed by slot,
+// read as a two's complement signed integer. The lock is taken in the database
 // the connection string names (advisory locks are per database, and a
 // logical slot belongs to one database), so the key and the database
 // together name the lease. In pg_locks it is the row with locktype

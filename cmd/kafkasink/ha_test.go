@@ -543,3 +543,34 @@ func TestSignalBeforeStreaming(t *testing.T) {
 		})
 	}
 }
+
+// TestHAFlags pins -ha (on by default) and -lease-timeout (pgcdc's
+// default), their environment variables, and the refusal of a lease
+// timeout below a second, which names the flag and exits with status 2
+// before connecting anywhere.
+func TestHAFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want leaseOptions
+	}{
+		{nil, nil, leaseOptions{enabled: true, timeout: pgcdc.DefaultLeaseTimeout}},
+		{nil, map[string]string{"KAFKASINK_HA": "false", "KAFKASINK_LEASE_TIMEOUT": "3s"}, leaseOptions{enabled: false, timeout: 3 * time.Second}},
+		{[]string{"-ha", "-lease-timeout", "20s"}, map[string]string{"KAFKASINK_HA": "false", "KAFKASINK_LEASE_TIMEOUT": "3s"}, leaseOptions{enabled: true, timeout: 20 * time.Second}},
+	} {
+		var stderr strings.Builder
+		o, err := parse(tc.args, func(k string) string { return tc.env[k] }, &stderr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.lease != tc.want {
+			t.Errorf("%q with %v: %+v, want %+v", tc.args, tc.env, o.lease, tc.want)
+		}
+	}
+	var out sinktest.SyncBuffer
+	code := run(context.Background(), []string{"-pg", "postgres://nobody@127.0.0.1:1/none", "-brokers", "127.0.0.1:1", "-lease-timeout", "100ms", "-log-format", "text"},
+		func(string) string { return "" }, &out)
+	if code != 2 || !strings.Contains(out.String(), "-lease-timeout") {
+		t.Errorf("-lease-timeout 100ms: status %d, want 2 with an error naming the flag:\n%s", code, out.String())
+	}
+}

@@ -53,7 +53,7 @@ type LeaseConfig struct {
 	Timeout time.Duration
 	// Holder names this process to the others, as the lease session's
 	// application_name (at most 63 bytes): a waiting process logs it.
-	// Default "kafkasink-lease <host name> <process id>".
+	// Default "kafkasink-lease <process id>@<host name>".
 	Holder string
 	// Logger receives what the lease does: waiting and for whom,
 	// acquired, the slot's walsender terminated, lost. Nil discards.
@@ -166,7 +166,8 @@ func (cfg LeaseConfig) withDefaults() LeaseConfig {
 	}
 	if cfg.Holder == "" {
 		host, _ := os.Hostname()
-		cfg.Holder = "kafkasink-lease " + host + " " + strconv.Itoa(os.Getpid())
+		// The process id first: a long host name is cut at 63 bytes.
+		cfg.Holder = "kafkasink-lease " + strconv.Itoa(os.Getpid()) + "@" + host
 	}
 	if len(cfg.Holder) > 63 {
 		// The server would cut it there too; do it here so that the

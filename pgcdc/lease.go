@@ -258,11 +258,9 @@ func acquire(ctx context.Context, cfg LeaseConfig, log *slog.Logger) (*Lease, er
 // lock prepares the session, takes the lock, waiting for it when another
 // session holds it, and frees the slot.
 func (l *Lease) lock(ctx context.Context) error {
-	version, err := strconv.Atoi(l.conn.PgConn().ParameterStatus("server_version_num"))
-	if err != nil {
-		if err := l.conn.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version); err != nil {
-			return fmt.Errorf("pgcdc: lease: reading the server's version: %w", err)
-		}
+	var version int
+	if err := l.conn.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version); err != nil {
+		return fmt.Errorf("pgcdc: lease: reading the server's version: %w", err)
 	}
 	settings, err := leaseSettings(version, l.cfg.Timeout)
 	if err != nil {

@@ -20,7 +20,8 @@ import (
 )
 
 // TestReadiness checks each reason /readyz gives, on a sink of the fake
-// cluster: no sink yet, PostgreSQL not streaming (with the last error),
+// cluster: no sink yet (a standby waiting for the lease, or starting),
+// PostgreSQL not streaming (with the last error),
 // lag above either bound, and the sink fenced by a newer instance with
 // its id; and that a lag in bytes with nothing pending in time, or an old
 // commit with nothing pending, is ready.
@@ -39,6 +40,11 @@ func TestReadiness(t *testing.T) {
 	if got := s.notReady(ctx, streaming, now); !strings.Contains(got, "the Kafka sink is not started yet") {
 		t.Errorf("before the sink: %q", got)
 	}
+	s.standby.Store(true)
+	if got := s.notReady(ctx, streaming, now); !strings.Contains(got, "standby: waiting for the slot's lease") {
+		t.Errorf("a standby before the sink: %q", got)
+	}
+	s.standby.Store(false)
 	s.setSink(sink)
 	for _, tc := range []struct {
 		name string

@@ -54,6 +54,7 @@ func (o *options) httpProblems() []string {
 type httpServer struct {
 	mon        *pgcdc.Monitor
 	sink       atomic.Pointer[kafkasink.Sink] // nil until setSink
+	standby    atomic.Bool                    // waiting for the slot's lease (-ha)
 	reg        *prometheus.Registry
 	txnTimeout time.Duration // the sink's transaction timeout: a Write open longer is stuck
 	maxLag     lagBounds
@@ -145,6 +146,8 @@ func (s *httpServer) readyz(w http.ResponseWriter, r *http.Request) {
 func (s *httpServer) notReady(ctx context.Context, st pgcdc.RunStats, now time.Time) string {
 	sink := s.sink.Load()
 	switch {
+	case sink == nil && s.standby.Load():
+		return "standby: waiting for the slot's lease (the log names its holder)"
 	case sink == nil:
 		return "the Kafka sink is not started yet"
 	case st.State != pgcdc.RunStreaming && st.LastError != "":

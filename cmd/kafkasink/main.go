@@ -107,7 +107,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		defer stopWeb()
 	}
 
+	if web != nil {
+		web.standby.Store(true)
+	}
 	lctx, release, err := lead(ctx, o.lease, pcfg, logger)
+	if web != nil {
+		web.standby.Store(false)
+	}
 	if err != nil {
 		return failOrStopped(ctx, logger, err)
 	}

@@ -45,6 +45,11 @@ func IsRetryable(err error) bool {
 	if _, ok := IsRejected(err); ok {
 		return false
 	}
+	// An Encoder's verdict on its own failure stands.
+	var pe *PrepareError
+	if errors.As(err, &pe) {
+		return pe.Retryable
+	}
 	// The sink's own verdicts come first: an aborted transaction can be
 	// written again whatever the broker's code in it says.
 	var te *timeoutError
@@ -100,6 +105,10 @@ func IsFatal(err error) bool {
 	var ce *ConfigError
 	if errors.As(err, &ce) {
 		return true
+	}
+	var pe *PrepareError
+	if errors.As(err, &pe) {
+		return !pe.Retryable
 	}
 	for _, ke := range fatalKafkaErrors {
 		if errors.Is(err, ke) {

@@ -162,6 +162,23 @@ func (e *RejectedError) Error() string {
 	return b.String()
 }
 
+// PrepareError is what an Encoder's Prepare (see Preparer) returns for a
+// failure, and Write then: the batch was not written, and nothing of it
+// was sent. Retryable says whether the same batch may succeed later (a
+// Schema Registry that is down or answers 5xx); otherwise it is fatal (a
+// schema the registry refuses as incompatible: the fix is a change of
+// the table or of the registry's compatibility setting).
+type PrepareError struct {
+	Retryable bool
+	Err       error // what failed, naming the table, and the fix
+}
+
+// Error returns Err's text.
+func (e *PrepareError) Error() string { return "kafkasink: preparing the batch: " + e.Err.Error() }
+
+// Unwrap returns Err.
+func (e *PrepareError) Unwrap() error { return e.Err }
+
 // EncodeError is returned by an Encoder, or by key rendering, for a value it
 // cannot encode. It names the table and the column.
 type EncodeError struct {

@@ -40,6 +40,12 @@ func TestClassification(t *testing.T) {
 		{"ErrTransactionAborted wrapping a non-retriable code", fmt.Errorf("%w: %w", kafkasink.ErrTransactionAborted, kerr.InvalidTxnState), true, false, false},
 		{"ConfigError", &kafkasink.ConfigError{Problems: []string{"SinkID is empty"}}, false, true, false},
 		{"RejectedError", rejected, false, false, true},
+		// An Encoder's Preparer decides: a registry that answered 5xx
+		// (retryable), or refused a schema (fatal); a retryable one
+		// wrapping an error that is fatal on its own stays retryable.
+		{"PrepareError retryable", &kafkasink.PrepareError{Retryable: true, Err: errors.New("registry answered 503")}, true, false, false},
+		{"PrepareError fatal", &kafkasink.PrepareError{Err: errors.New("registry refused the schema: incompatible")}, false, true, false},
+		{"PrepareError retryable wrapping an x509 error", &kafkasink.PrepareError{Retryable: true, Err: unknownCA}, true, false, false},
 		{"ProducerFenced", kerr.ProducerFenced, false, true, false},
 		{"NotLeaderForPartition", kerr.NotLeaderForPartition, true, false, false},
 		{"RequestTimedOut", kerr.RequestTimedOut, true, false, false},

@@ -144,6 +144,12 @@ func (s *Sink) encodeParts(ctx context.Context, p *plan, events []Event, send fu
 	if k, ok := s.cfg.Encoder.(keyEncoder); ok && k.encodesKeys() {
 		enc.keys = k
 	}
+	enc.keyEncoder, _ = s.cfg.Encoder.(KeyEncoder)
+	if pr, ok := s.cfg.Encoder.(Preparer); ok {
+		if err := s.prepare(ctx, pr, events); err != nil {
+			return nil, err
+		}
+	}
 	if shaper != nil {
 		// Room for a tombstone per event, at len(events)+i, and the
 		// encoder's headers.
@@ -276,7 +282,9 @@ type encoderState struct {
 	arena   []byte
 	shaper  RecordShaper // the Encoder's, when it has one
 	keys    keyEncoder   // the Encoder's, when it writes the keys
-	shaped  []Header     // its headers of one event, reused
+	// keyEncoder is the Encoder's KeyEncoder, when it has one.
+	keyEncoder KeyEncoder
+	shaped     []Header // its headers of one event, reused
 }
 
 // take returns the bytes appended to the arena since start, capped so a
@@ -335,9 +343,12 @@ func (s *Sink) encodeEvent(ctx context.Context, es *encoderState, i int, e *Even
 	start := len(es.arena)
 	var keyOut []byte
 	var err error
-	if es.keys != nil {
+	switch {
+	case es.keys != nil:
 		keyOut, err = es.keys.appendKey(es.arena, e, rt.keyColumns, true)
-	} else {
+	case es.keyEncoder != nil:
+		keyOut, err = appendEncodedKey(es.arena, es.keyEncoder, e, rt.keyColumns, s.cfg.KeyFormat)
+	default:
 		keyOut, err = AppendKey(es.arena, e, rt.keyColumns, s.cfg.KeyFormat)
 	}
 	switch {

@@ -11,11 +11,10 @@ import "context"
 // Write calls Prepare once per batch, after dropping the events its
 // checkpoint covers and before it produces any record of the batch (in
 // ExactlyOnce mode, before the transaction begins), with the events it
-// will encode and, for each, the topic it is routed to: topics[i] is the
-// topic of events[i], "" when the event is unroutable (it is then
-// rejected). A Topics.Route function must give an event's table the same
-// topic throughout one Write. Encode and EncodeKey then find what Prepare
-// made ready; an event Prepare was not given is never encoded.
+// will encode and where each goes: routes[i] is the route of events[i].
+// A Topics.Route function must give an event's table the same topic
+// throughout one Write. Encode and EncodeKey then find what Prepare made
+// ready; an event Prepare was not given is never encoded.
 //
 // What Prepare does must be idempotent: a Write that fails after it, or a
 // crash before the commit, leaves it done without the records (for a
@@ -26,7 +25,19 @@ import "context"
 // Prepare is called from Write, never concurrently with itself on one
 // sink; an Encoder shared by several sinks must be safe for that.
 type Preparer interface {
-	Prepare(ctx context.Context, events []Event, topics []string) error
+	Prepare(ctx context.Context, events []Event, routes []EventRoute) error
+}
+
+// EventRoute is where the sink writes an event, as Preparer sees it.
+type EventRoute struct {
+	// Topic is the event's topic; "" when the event is unroutable (it
+	// is then rejected).
+	Topic string
+	// KeyColumns are the columns the sink will give the Encoder's
+	// KeyEncoder for the event's key (Config.KeyColumns for the table,
+	// else Event.Key); empty when the sink keys the record itself: a
+	// truncate, or a table without key columns (see KeyEncoder).
+	KeyColumns []string
 }
 
 // KeyEncoder is an optional interface of an Encoder that writes the record
@@ -45,29 +56,43 @@ type KeyEncoder interface {
 	EncodeKey(dst []byte, e *Event, columns []string) ([]byte, error)
 }
 
-// prepare gives the Encoder's Preparer the events and their topics.
+// prepare gives the Encoder's Preparer the events and their routes.
 func (s *Sink) prepare(ctx context.Context, pr Preparer, events []Event) error {
 	if len(events) == 0 {
 		return nil
 	}
-	topics := make([]string, len(events))
+	routes := make([]EventRoute, len(events))
 	for i := range events {
-		if rt := s.routeOf(&events[i]); rt.err == nil && rt.collision == nil {
-			topics[i] = rt.topic
+		e := &events[i]
+		rt := s.routeOf(e)
+		if rt.err != nil || rt.collision != nil {
+			continue
 		}
+		routes[i] = EventRoute{Topic: rt.topic, KeyColumns: encodedKeyColumns(e, rt.keyColumns)}
 	}
-	return pr.Prepare(ctx, events, topics)
+	return pr.Prepare(ctx, events, routes)
+}
+
+// encodedKeyColumns returns the key columns a KeyEncoder writes e's key
+// from: the configured columns, else e.Key; nil when the sink keys e
+// itself.
+func encodedKeyColumns(e *Event, columns []string) []string {
+	if len(columns) == 0 {
+		columns = e.Key
+	}
+	if len(columns) == 0 || e.Op == OpTruncate {
+		return nil
+	}
+	return columns
 }
 
 // appendEncodedKey appends e's key as the Encoder's KeyEncoder writes it,
 // or as AppendKey does for the records it leaves to the sink (see
 // KeyEncoder).
-func appendEncodedKey(dst []byte, ke KeyEncoder, e *Event, columns []string, format KeyFormat) ([]byte, error) {
-	if len(columns) == 0 {
-		columns = e.Key
-	}
-	if len(columns) == 0 || e.Op == OpTruncate {
-		return AppendKey(dst, e, columns, format)
+func appendEncodedKey(dst []byte, ke KeyEncoder, e *Event, configured []string, format KeyFormat) ([]byte, error) {
+	columns := encodedKeyColumns(e, configured)
+	if columns == nil {
+		return AppendKey(dst, e, configured, format)
 	}
 	row := e.Image()
 	for _, name := range columns {

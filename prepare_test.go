@@ -22,11 +22,11 @@ type preparingEncoder struct {
 	mu       sync.Mutex
 	log      *[]string
 	prepared [][]kafkasink.Position
-	topics   [][]string
+	routes   [][]kafkasink.EventRoute
 	fail     error
 }
 
-func (p *preparingEncoder) Prepare(_ context.Context, events []kafkasink.Event, topics []string) error {
+func (p *preparingEncoder) Prepare(_ context.Context, events []kafkasink.Event, routes []kafkasink.EventRoute) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	*p.log = append(*p.log, "prepare")
@@ -35,7 +35,7 @@ func (p *preparingEncoder) Prepare(_ context.Context, events []kafkasink.Event, 
 		pos = append(pos, events[i].Position)
 	}
 	p.prepared = append(p.prepared, pos)
-	p.topics = append(p.topics, slices.Clone(topics))
+	p.routes = append(p.routes, slices.Clone(routes))
 	return p.fail
 }
 
@@ -88,12 +88,10 @@ func TestPreparer(t *testing.T) {
 	if !slices.EqualFunc(enc.prepared, wantPrepared, slices.Equal) {
 		t.Errorf("Prepare was given %v, want %v (the checkpoint covers the redelivered event)", enc.prepared, wantPrepared)
 	}
-	for _, topics := range enc.topics {
-		for _, topic := range topics {
-			if topic != "kafkasink.public.a" {
-				t.Errorf("Prepare was given topic %q, want kafkasink.public.a", topic)
-			}
-		}
+	keyed := kafkasink.EventRoute{Topic: "kafkasink.public.a", KeyColumns: []string{"id"}}
+	wantRoutes := [][]kafkasink.EventRoute{{keyed, keyed}, {{Topic: keyed.Topic}, keyed}}
+	if !slices.EqualFunc(enc.routes, wantRoutes, func(a, b []kafkasink.EventRoute) bool { return slices.EqualFunc(a, b, sameRoute) }) {
+		t.Errorf("Prepare was given routes %v, want %v (a truncate has no key columns)", enc.routes, wantRoutes)
 	}
 	recs := sinktest.ReadCommitted(t, brokers, "kafkasink.public.a")
 	var keys []string
@@ -114,11 +112,11 @@ func TestPreparer(t *testing.T) {
 	if rej, ok := kafkasink.IsRejected(err); !ok || len(rej) != 2 || rej[0].Reason != kafkasink.ReasonUnroutable || rej[1].Reason != kafkasink.ReasonNoKey {
 		t.Fatalf("Write of an unroutable event and one without its key column: %v, want both rejected (unroutable, no_key)", err)
 	}
-	if len(enc.topics) != 3 {
-		t.Fatalf("Prepare was called %d times, want 3", len(enc.topics))
+	if len(enc.routes) != 3 {
+		t.Fatalf("Prepare was called %d times, want 3", len(enc.routes))
 	}
-	if last := enc.topics[2]; !slices.Equal(last, []string{"", "kafkasink.public.a"}) {
-		t.Errorf("Prepare was given topics %q, want [\"\" kafkasink.public.a]", last)
+	if last := enc.routes[2]; !slices.EqualFunc(last, []kafkasink.EventRoute{{}, keyed}, sameRoute) {
+		t.Errorf("Prepare was given routes %v, want [{} %v] (an unroutable event has none)", last, keyed)
 	}
 
 	// A failing Prepare: its class, and no produce request at all.
@@ -147,4 +145,8 @@ func TestPreparer(t *testing.T) {
 	if n := len(sinktest.ReadUncommitted(t, brokers, "kafkasink.public.a")); n != 4 {
 		t.Errorf("the topic holds %d records, want the 4 of the first two batches", n)
 	}
+}
+
+func sameRoute(a, b kafkasink.EventRoute) bool {
+	return a.Topic == b.Topic && slices.Equal(a.KeyColumns, b.KeyColumns)
 }

@@ -784,6 +784,10 @@ up_registry() {
   if pid_alive "$(pid_of "$d/pid")"; then
     log "Schema Registry already running (pid $(cat "$d/pid"))"
   else
+    # Whatever answers there is not ours, and would answer the wait below.
+    if curl -s -o /dev/null "http://$HOST:$REGISTRY_PORT/"; then
+      die "port $HOST:$REGISTRY_PORT is taken by another process; the Schema Registry needs it"
+    fi
     rm -f "$d/pid"
     # setsid and 9>&-: as for Kafka (start_node). The testenv.dir property
     # puts $DIR on the command line, which pid_alive looks for.

@@ -11,7 +11,8 @@ import (
 // modulesKeptOut are module path prefixes that must never reach a user's
 // module graph: the container tooling only the project's own Docker test
 // runner uses (internal/dockertest, a module of its own), and what it
-// pulls in.
+// pulls in; the Schema Registry client and Avro libraries of
+// kafkasinkavro, for users who do not use Avro.
 var modulesKeptOut = []string{
 	"github.com/testcontainers/",
 	"github.com/docker/",
@@ -19,6 +20,10 @@ var modulesKeptOut = []string{
 	"github.com/containerd/",
 	"google.golang.org/grpc",
 	"go.opentelemetry.io/",
+	// The Avro encoder's module (kafkasinkavro) and its tests' readers.
+	"github.com/twmb/franz-go/pkg/sr",
+	"github.com/hamba/",
+	"github.com/twmb/avro",
 }
 
 // TestUserModuleGraph builds a user's module that imports the library and

@@ -26,6 +26,9 @@ const (
 	EnvKcat          = "KAFKASINK_TEST_KCAT"
 	EnvKafkaCP       = "KAFKASINK_TEST_KAFKA_CLASSPATH"
 	EnvKafkaToolsLog = "KAFKASINK_TEST_KAFKA_TOOLS_LOG4J"
+	// EnvSchemaRegistry is the Schema Registry's Confluent-compatible API
+	// (Apicurio Registry's /apis/ccompat/v7).
+	EnvSchemaRegistry = "KAFKASINK_TEST_SCHEMA_REGISTRY"
 )
 
 // Env returns the values of the named variables, in order, or skips t

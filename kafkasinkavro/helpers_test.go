@@ -1,0 +1,305 @@
+package kafkasinkavro_test
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	hamba "github.com/hamba/avro/v2"
+	"github.com/jackc/pgx/v5"
+	twmb "github.com/twmb/avro"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/internal/sinktest"
+	"github.com/kafkasink/kafkasink/kafkasinkavro"
+	"github.com/kafkasink/kafkasink/pgcdc"
+)
+
+// avroEnv is one test's share of the real environment: PostgreSQL, the
+// single broker and the Schema Registry, with names of its own (name:
+// the slot, the publication, the sink id and the topic prefix) and a
+// cleanup that drops what the test made.
+type avroEnv struct {
+	t        *testing.T
+	name     string
+	pg       string
+	brokers  []string
+	registry *sr.Client
+	db       *pgx.Conn
+}
+
+func newAvroEnv(t *testing.T) *avroEnv {
+	t.Helper()
+	vals := sinktest.Env(t, sinktest.EnvPG, sinktest.EnvBrokers, sinktest.EnvSchemaRegistry)
+	reg, err := sr.NewClient(sr.URLs(vals[2]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &avroEnv{t: t, pg: vals[0], brokers: strings.Split(vals[1], ","), registry: reg,
+		name: strings.NewReplacer("-", "_").Replace(sinktest.UniqueName(t))}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if e.db, err = pgx.Connect(ctx, e.pg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		sinktest.DropSlot(ctx, e.db, e.name)
+		e.db.Exec(ctx, "DROP PUBLICATION IF EXISTS "+e.name)
+		e.db.Close(ctx)
+		sinktest.DeleteTopics(ctx, e.brokers, e.name+".")
+		subjects, _ := e.registry.Subjects(ctx)
+		for _, s := range subjects {
+			if strings.HasPrefix(s, e.name+".") {
+				e.registry.DeleteSubject(ctx, s, sr.SoftDelete)
+				e.registry.DeleteSubject(ctx, s, sr.HardDelete)
+			}
+		}
+	})
+	return e
+}
+
+// exec runs SQL statements, failing the test on an error.
+func (e *avroEnv) exec(sql string) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := e.db.Exec(ctx, sql); err != nil {
+		e.t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// table creates a table of the test's from its column list, dropped at the
+// end of the test, and returns its name.
+func (e *avroEnv) table(suffix, columns string) string {
+	e.t.Helper()
+	name := e.name + "_" + suffix
+	e.exec("CREATE TABLE " + name + " (" + columns + ")")
+	e.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		e.db.Exec(ctx, "DROP TABLE IF EXISTS "+name)
+	})
+	return name
+}
+
+// run streams tables through pgcdc.Run into an exactly-once sink with the
+// Avro encoder until stop; stop returns Run's error. done is closed when
+// Run returns by itself.
+func (e *avroEnv) run(tables ...string) (stop func() error, done <-chan struct{}, runErr func() error) {
+	e.t.Helper()
+	enc, err := kafkasinkavro.New(kafkasinkavro.Config{Registry: e.registry})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sink, err := kafkasink.New(ctx, kafkasink.Config{Brokers: e.brokers, SinkID: e.name, Encoder: enc,
+		Topics: kafkasink.Topics{Prefix: e.name, Partitions: 1}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { sink.Close(context.Background()) })
+	qualified := make([]string, len(tables))
+	for i, t := range tables {
+		qualified[i] = "public." + t
+	}
+	runCtx, stopRun := context.WithCancel(context.Background())
+	var (
+		mu     sync.Mutex
+		result error
+	)
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		err := pgcdc.Run(runCtx, pgcdc.Config{
+			ConnString: e.pg, Slot: e.name, Publication: e.name, Tables: qualified,
+			CreateSlot: true, CreatePublication: true,
+			BatchMaxWait: 20 * time.Millisecond, StandbyInterval: time.Second, HeartbeatInterval: -1,
+			ReconnectBackoff: 50 * time.Millisecond, ReconnectMax: time.Second,
+			Logger: slog.New(slog.NewTextHandler(testWriter{e.t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		}, sink)
+		mu.Lock()
+		result = err
+		mu.Unlock()
+	}()
+	var once sync.Once
+	stop = func() error {
+		once.Do(func() {
+			stopRun()
+			<-finished
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		return result
+	}
+	e.t.Cleanup(func() { stop() })
+	// The slot exists once Run streams: changes made from then on are
+	// streamed, not snapshotted.
+	waitFor(e.t, 30*time.Second, "the slot", func() bool {
+		var n int
+		e.db.QueryRow(context.Background(), "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND active", e.name).Scan(&n)
+		return n == 1
+	}, finished)
+	return stop, finished, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		return result
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+// waitFor polls cond until it holds, failing the test after timeout or
+// when done closes first.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool, done <-chan struct{}) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		select {
+		case <-done:
+			t.Fatalf("the pipeline stopped while waiting for %s", what)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// readRecords waits until the topic holds n records for read_committed
+// consumers and returns them.
+func (e *avroEnv) readRecords(topic string, n int, done <-chan struct{}) []*kgo.Record {
+	e.t.Helper()
+	var recs []*kgo.Record
+	waitFor(e.t, 60*time.Second, fmt.Sprintf("%d records in %s", n, topic), func() bool {
+		recs = sinktest.ReadCommitted(e.t, e.brokers, topic)
+		return len(recs) >= n
+	}, done)
+	if len(recs) != n {
+		e.t.Fatalf("%s holds %d records, want %d", topic, len(recs), n)
+	}
+	return recs
+}
+
+// decoded is a record's key or value decoded by both independent Avro
+// libraries with the schema the registry has under the record's id.
+type decoded struct {
+	id     int
+	schema string
+	value  map[string]any // canonical form (see canonical), the same from both
+}
+
+// decode reads the Confluent wire format of b, fetches the schema of its
+// id from the registry, decodes the payload with hamba/avro and with
+// twmb/avro (neither is what the encoder uses), and checks they agree.
+func (e *avroEnv) decode(b []byte) decoded {
+	e.t.Helper()
+	if len(b) < 5 || b[0] != 0 {
+		e.t.Fatalf("not the Confluent wire format (magic byte 0, 4-byte id): %x", b)
+	}
+	id := int(binary.BigEndian.Uint32(b[1:5]))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := e.registry.SchemaByID(ctx, id)
+	if err != nil {
+		e.t.Fatalf("schema id %d: %v", id, err)
+	}
+	hs, err := hamba.Parse(s.Schema)
+	if err != nil {
+		e.t.Fatalf("hamba/avro cannot parse schema %d: %v\n%s", id, err, s.Schema)
+	}
+	var hv map[string]any
+	if err := hamba.Unmarshal(hs, b[5:], &hv); err != nil {
+		e.t.Fatalf("hamba/avro cannot decode with schema %d: %v\n%s", id, err, s.Schema)
+	}
+	ts, err := twmb.Parse(s.Schema)
+	if err != nil {
+		e.t.Fatalf("twmb/avro cannot parse schema %d: %v", id, err)
+	}
+	var tv map[string]any
+	rest, err := ts.Decode(b[5:], &tv)
+	if err != nil {
+		e.t.Fatalf("twmb/avro cannot decode with schema %d: %v", id, err)
+	}
+	if len(rest) != 0 {
+		e.t.Fatalf("twmb/avro left %d bytes after the record", len(rest))
+	}
+	h, w := canonical(hv).(map[string]any), canonical(tv).(map[string]any)
+	if fmt.Sprint(h) != fmt.Sprint(w) {
+		e.t.Fatalf("the two Avro libraries read schema %d's record differently:\nhamba %v\ntwmb  %v", id, h, w)
+	}
+	return decoded{id: id, schema: s.Schema, value: h}
+}
+
+// canonical turns a decoded value into one form whatever the library:
+// hamba's union maps ({"int": 5}) unwrapped, integers int64, floats in
+// their shortest text, times RFC 3339 in UTC, decimals as exact text,
+// bytes in hex.
+func canonical(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		if len(v) == 1 {
+			for k, inner := range v {
+				if unionBranch(k) {
+					return canonical(inner)
+				}
+			}
+		}
+		out := make(map[string]any, len(v))
+		for k, x := range v {
+			out[k] = canonical(x)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = canonical(x)
+		}
+		return out
+	case int:
+		return int64(v)
+	case int32:
+		return int64(v)
+	case float32:
+		return "float:" + strconv.FormatFloat(float64(v), 'g', -1, 32)
+	case float64:
+		return "double:" + strconv.FormatFloat(v, 'g', -1, 64)
+	case []byte:
+		return "bytes:" + hex.EncodeToString(v)
+	case time.Time:
+		return v.UTC().Format(time.RFC3339Nano)
+	case time.Duration:
+		return "time:" + v.String()
+	case *big.Rat:
+		return "decimal:" + v.RatString()
+	}
+	return v
+}
+
+// unionBranch reports whether k names a union branch as hamba/avro keys
+// a decoded union: a primitive type, with its logical type, or a record's
+// full name.
+func unionBranch(k string) bool {
+	base, _, _ := strings.Cut(k, ".")
+	return slices.Contains([]string{"null", "boolean", "int", "long", "float", "double", "bytes", "string", "array", "map"}, base) ||
+		strings.HasSuffix(k, ".Value") || strings.HasSuffix(k, ".Truncate")
+}

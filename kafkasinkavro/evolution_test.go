@@ -1,0 +1,88 @@
+package kafkasinkavro_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kafkasink/kafkasink"
+)
+
+// TestSchemaEvolution changes a table while it is streamed, ADD COLUMN
+// then DROP COLUMN, with a row written after each change: each change
+// makes a new version of the value subject, registered before the first
+// record that needs it, and every record carries the id of its own table
+// version's schema, with the row as the database had it.
+func TestSchemaEvolution(t *testing.T) {
+	e := newAvroEnv(t)
+	table := e.table("evo", "id int PRIMARY KEY, a text")
+	_, done, _ := e.run(table)
+	e.exec("INSERT INTO " + table + " VALUES (1, 'one')")
+	e.exec("ALTER TABLE " + table + " ADD COLUMN b int")
+	e.exec("INSERT INTO " + table + " VALUES (2, 'two', 22)")
+	e.exec("ALTER TABLE " + table + " DROP COLUMN a")
+	e.exec("INSERT INTO " + table + " VALUES (3, 33)")
+	topic := e.name + ".public." + table
+	recs := e.readRecords(topic, 3, done)
+
+	want := []string{"map[a:one id:1]", "map[a:two b:22 id:2]", "map[b:33 id:3]"}
+	ids := make([]int, len(recs))
+	for i, r := range recs {
+		d := e.decode(r.Value)
+		ids[i] = d.id
+		if got := fmt.Sprint(d.value["after"]); got != want[i] {
+			t.Errorf("record %d: after %s, want %s", i, got, want[i])
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	versions, err := e.registry.Schemas(ctx, topic+"-value")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var registered []int
+	for _, v := range versions {
+		registered = append(registered, v.ID)
+	}
+	if fmt.Sprint(registered) != fmt.Sprint(ids) {
+		t.Errorf("subject %s-value has schema ids %v (by version), the records %v: want one version per table version, in order", topic, registered, ids)
+	}
+}
+
+// TestIncompatibleChangeIsFatal adds a NOT NULL column while the table is
+// streamed: its schema is not BACKWARD compatible with the subject's
+// (a reader of the new schema has no value for old records), so the
+// registry refuses it and Run stops with a fatal error naming the table,
+// the subject, the registry's message, the compatibility level and the
+// column; nothing of the refused transaction reaches the topic.
+func TestIncompatibleChangeIsFatal(t *testing.T) {
+	e := newAvroEnv(t)
+	table := e.table("incompat", "id int PRIMARY KEY")
+	_, done, runErr := e.run(table)
+	e.exec("INSERT INTO " + table + " VALUES (1)")
+	topic := e.name + ".public." + table
+	e.readRecords(topic, 1, done)
+	e.exec("ALTER TABLE " + table + " ADD COLUMN c int NOT NULL DEFAULT 0")
+	e.exec("INSERT INTO " + table + " VALUES (2, 5)")
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("Run did not stop after the registry refused the new schema")
+	}
+	err := runErr()
+	var pe *kafkasink.PrepareError
+	if !errors.As(err, &pe) || !kafkasink.IsFatal(err) {
+		t.Fatalf("Run stopped with %v; want a fatal *kafkasink.PrepareError", err)
+	}
+	for _, part := range []string{"public." + table, topic + "-value", "HTTP 409", "global BACKWARD", `added "c" (NOT NULL int)`} {
+		if !strings.Contains(err.Error(), part) {
+			t.Errorf("the error does not name %q: %v", part, err)
+		}
+	}
+	if n := len(e.readRecords(topic, 1, nil)); n != 1 {
+		t.Errorf("the topic holds %d records, want only the one before the change", n)
+	}
+}

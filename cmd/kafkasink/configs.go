@@ -8,8 +8,10 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/kafkasinkavro"
 	"github.com/kafkasink/kafkasink/pgcdc"
 )
 
@@ -32,8 +34,17 @@ func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, 
 		dbz, dbzProblems := o.debezium.encoder()
 		dbz.Name = o.slot
 		enc, problems = dbz, append(problems, dbzProblems...)
+	case "avro":
+		avro, err := o.avroEncoder()
+		if err != nil {
+			problems = append(problems, err.Error())
+		}
+		enc = avro
 	default:
-		problems = append(problems, fmt.Sprintf("-encoder %q: want json, upsert or debezium", o.encoder))
+		problems = append(problems, fmt.Sprintf("-encoder %q: want json, upsert, debezium or avro", o.encoder))
+	}
+	if o.encoder != "avro" && o.schemaRegistry != "" {
+		problems = append(problems, fmt.Sprintf("-schema-registry applies to -encoder avro only, not %q", o.encoder))
 	}
 	if o.encoder != "debezium" && o.debezium != debeziumDefaults {
 		problems = append(problems, fmt.Sprintf("the Debezium encoder's flags (%s) apply to -encoder debezium only, not %q", strings.Join(o.debezium.changed(), ", "), o.encoder))
@@ -132,6 +143,18 @@ func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, 
 		return kcfg, pcfg, &kafkasink.ConfigError{Problems: problems}
 	}
 	return kcfg, pcfg, nil
+}
+
+// avroEncoder returns the Avro encoder of -schema-registry.
+func (o *options) avroEncoder() (*kafkasinkavro.Encoder, error) {
+	if o.schemaRegistry == "" {
+		return nil, errors.New("-encoder avro needs -schema-registry (or $KAFKASINK_SCHEMA_REGISTRY): the Schema Registry's URL")
+	}
+	reg, err := sr.NewClient(sr.URLs(splitList(o.schemaRegistry)...), sr.UserAgent("kafkasink"))
+	if err != nil {
+		return nil, fmt.Errorf("-schema-registry: %w", err)
+	}
+	return kafkasinkavro.New(kafkasinkavro.Config{Registry: reg})
 }
 
 // saslPasswordValue is the SASL password: from -sasl-password-file or

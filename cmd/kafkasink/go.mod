@@ -5,12 +5,15 @@ go 1.26.0
 require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/kafkasink/kafkasink v0.0.0
+	github.com/kafkasink/kafkasink/kafkasinkavro v0.0.0
 	github.com/kafkasink/kafkasink/kafkasinkprom v0.0.0
 	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/common v0.66.1
+	github.com/twmb/avro v1.9.1
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1
+	github.com/twmb/franz-go/pkg/sr v1.8.0
 	go.yaml.in/yaml/v3 v3.0.6
 )
 
@@ -35,5 +38,6 @@ require (
 
 replace (
 	github.com/kafkasink/kafkasink => ../..
+	github.com/kafkasink/kafkasink/kafkasinkavro => ../../kafkasinkavro
 	github.com/kafkasink/kafkasink/kafkasinkprom => ../../kafkasinkprom
 )

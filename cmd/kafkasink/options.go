@@ -24,6 +24,7 @@ type options struct {
 	slotGap                                    pgcdc.SlotGap
 	retainedWALWarn, spoolMaxBytes             int64
 	mode, prefix, template, encoder, keyFormat string
+	schemaRegistry                             string
 	topicRoutes                                string
 	checkpointTopic, deadLetter                string
 	partitions, replicationFactor              int
@@ -121,7 +122,8 @@ func defineFlags(o *options, stderr io.Writer) (*flag.FlagSet, map[string]settin
 	str(&o.template, "topic-template", "KAFKASINK_TOPIC_TEMPLATE", "", "topic template with {schema} and {table}; conflicts with -topic-prefix")
 	num(&o.partitions, "partitions", "KAFKASINK_PARTITIONS", 0, "partitions of topics the sink creates (0: the broker's default)")
 	num(&o.replicationFactor, "replication-factor", "KAFKASINK_REPLICATION_FACTOR", 0, "replication factor of topics the sink creates (0: the broker's default)")
-	str(&o.encoder, "encoder", "KAFKASINK_ENCODER", "json", "record value: json (change event), upsert (row, tombstone on delete) or debezium")
+	str(&o.encoder, "encoder", "KAFKASINK_ENCODER", "json", "record value: json (change event), upsert (row, tombstone on delete), debezium, or avro (the change event, and the key, in Avro with their schemas in -schema-registry)")
+	str(&o.schemaRegistry, "schema-registry", "KAFKASINK_SCHEMA_REGISTRY", "", "-encoder avro: the Schema Registry's URL, comma-separated for several (Confluent's API; Apicurio Registry's ends in /apis/ccompat/v7); schemas are registered under <topic>-key and <topic>-value")
 	d, def := &o.debezium, debeziumDefaults
 	str(&d.decimalHandling, "decimal.handling.mode", "KAFKASINK_DECIMAL_HANDLING_MODE", def.decimalHandling, "-encoder debezium: numeric and money as precise (Connect Decimal), double or string")
 	str(&d.timePrecision, "time.precision.mode", "KAFKASINK_TIME_PRECISION_MODE", def.timePrecision, "-encoder debezium: dates and times as adaptive, adaptive_time_microseconds, connect or isostring")

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/avro"
+	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/internal/sinktest"
+	"github.com/kafkasink/kafkasink/kafkasinkavro"
+)
+
+// TestAvroFlags: -encoder avro makes the Avro encoder of
+// -schema-registry, and refuses to run without one; -schema-registry
+// with another encoder is refused too.
+func TestAvroFlags(t *testing.T) {
+	base := []string{"-pg", "postgres://localhost/db", "-brokers", "localhost:9092"}
+	for _, tt := range []struct {
+		args    []string
+		problem string // "" when valid
+	}{
+		{[]string{"-encoder", "avro", "-schema-registry", "http://registry:8081,http://registry2:8081"}, ""},
+		{[]string{"-encoder", "avro"}, "-encoder avro needs -schema-registry"},
+		{[]string{"-schema-registry", "http://registry:8081"}, `-schema-registry applies to -encoder avro only, not "json"`},
+	} {
+		o, err := parse(append(base, tt.args...), noEnv, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kcfg, _, err := o.configs(nil)
+		switch {
+		case tt.problem == "" && err != nil:
+			t.Errorf("%q: %v", tt.args, err)
+		case tt.problem == "":
+			if _, ok := kcfg.Encoder.(*kafkasinkavro.Encoder); !ok {
+				t.Errorf("%q: Encoder %T, want *kafkasinkavro.Encoder", tt.args, kcfg.Encoder)
+			}
+		case err == nil || !strings.Contains(err.Error(), tt.problem):
+			t.Errorf("%q: %v, want a problem %q", tt.args, err, tt.problem)
+		}
+	}
+}
+
+// TestStreamsAvro runs the program with -encoder avro against the real
+// PostgreSQL, Kafka and Schema Registry: each row arrives in its topic as
+// Avro in the Confluent wire format, key and value, and decodes (with
+// twmb/avro, not the encoder's code) with the schema the registry has
+// under the record's id into the row the database holds.
+func TestStreamsAvro(t *testing.T) {
+	registry := os.Getenv(sinktest.EnvSchemaRegistry)
+	if registry == "" {
+		t.Skipf("%s not set: start scripts/testenv.sh (up-registry) and eval \"$(scripts/testenv.sh env)\"", sinktest.EnvSchemaRegistry)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pg, brokers, name, db := realTable(ctx, t, "kafkasink_avro")
+
+	var out sinktest.SyncBuffer
+	runCtx, stop := context.WithCancel(ctx)
+	status := make(chan int, 1)
+	args := []string{"-pg", pg, "-tables", "public." + name, "-slot", name, "-publication", name,
+		"-topic-prefix", name, "-partitions", "1", "-encoder", "avro", "-schema-registry", registry,
+		"-batch-max-wait", "20ms", "-log-format", "text"}
+	go func() { status <- run(runCtx, args, func(k string) string { return env(k, brokers) }, &out) }()
+	defer stop()
+	waitForSlot(ctx, t, db, name, status, &out)
+	if _, err := db.Exec(ctx, "INSERT INTO "+name+" VALUES (1, 'one'), (2, NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	topic := name + ".public." + name
+	waitFor(t, 60*time.Second, "2 records in "+topic, status, &out, func() bool {
+		return len(sinktest.ReadCommitted(t, []string{brokers}, topic)) >= 2
+	})
+	reg, err := sr.NewClient(sr.URLs(registry))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, s := range []string{topic + "-key", topic + "-value"} {
+			reg.DeleteSubject(context.Background(), s, sr.SoftDelete)
+			reg.DeleteSubject(context.Background(), s, sr.HardDelete)
+		}
+	})
+	decode := func(b []byte) map[string]any {
+		t.Helper()
+		if len(b) < 5 || b[0] != 0 {
+			t.Fatalf("not the Confluent wire format: %x", b)
+		}
+		s, err := reg.SchemaByID(ctx, int(binary.BigEndian.Uint32(b[1:5])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v map[string]any
+		if _, err := avro.MustParse(s.Schema).Decode(b[5:], &v); err != nil {
+			t.Fatalf("decoding with the registry's schema: %v", err)
+		}
+		return v
+	}
+	var got []string
+	for _, r := range sinktest.ReadCommitted(t, []string{brokers}, topic) {
+		v := decode(r.Value)
+		got = append(got, fmt.Sprintf("%v %v %v", decode(r.Key), v["op"], v["after"]))
+		if id := sinktest.Header(r, kafkasink.HeaderID); v["id"] != id {
+			t.Errorf("the value's id %v, the header's %s", v["id"], id)
+		}
+	}
+	want := []string{"map[id:1] insert map[id:1 note:one]", "map[id:2] insert map[id:2 note:<nil>]"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("records (key, op, after):\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	stop()
+	if code := <-status; code != 0 {
+		t.Fatalf("exit status %d after cancellation, want 0:\n%s", code, out.String())
+	}
+}

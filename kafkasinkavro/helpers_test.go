@@ -1,12 +1,17 @@
 package kafkasinkavro_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math/big"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -302,4 +307,71 @@ func unionBranch(k string) bool {
 	base, _, _ := strings.Cut(k, ".")
 	return slices.Contains([]string{"null", "boolean", "int", "long", "float", "double", "bytes", "string", "array", "map"}, base) ||
 		strings.HasSuffix(k, ".Value") || strings.HasSuffix(k, ".Truncate")
+}
+
+// javaReaderModule is the Maven module of the Java reader.
+const javaReaderModule = "internal/javareader"
+
+var (
+	javaReaderBuild sync.Once
+	javaReaderCP    string
+	javaReaderErr   error
+)
+
+// javaRead decodes records (Confluent wire format) with the Apache Avro
+// Java library, the schema of each fetched from the registry by its id,
+// and returns each as its top-level fields rendered as text by Java (a
+// row image as a map of its fields). It skips t when java or mvn is
+// missing; .ci/run's machine has both.
+func (e *avroEnv) javaRead(t *testing.T, records [][]byte) []map[string]any {
+	t.Helper()
+	for _, tool := range []string{"java", "mvn"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("the Java reader needs %s (Java 17+ and Maven): %v", tool, err)
+		}
+	}
+	javaReaderBuild.Do(func() {
+		cmd := exec.Command("mvn", "-B", "-q", "compile", "dependency:build-classpath", "-Dmdep.outputFile=target/classpath.txt")
+		cmd.Dir = javaReaderModule
+		if out, err := cmd.CombinedOutput(); err != nil {
+			javaReaderErr = fmt.Errorf("building %s with Maven: %v\n%s", javaReaderModule, err, out)
+			return
+		}
+		cp, err := os.ReadFile(filepath.Join(javaReaderModule, "target", "classpath.txt"))
+		if err != nil {
+			javaReaderErr = err
+			return
+		}
+		abs, err := filepath.Abs(filepath.Join(javaReaderModule, "target", "classes"))
+		javaReaderCP, javaReaderErr = abs+string(os.PathListSeparator)+strings.TrimSpace(string(cp)), err
+	})
+	if javaReaderErr != nil {
+		t.Fatal(javaReaderErr)
+	}
+	var in bytes.Buffer
+	for _, r := range records {
+		in.WriteString(hex.EncodeToString(r) + "\n")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "java", "-cp", javaReaderCP, "io.kafkasink.avroreader.Read", sinktest.Env(t, sinktest.EnvSchemaRegistry)[0])
+	cmd.Stdin = &in
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("the Java reader: %v\n%s", err, stderr.String())
+	}
+	var recs []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("the Java reader's line %q: %v", line, err)
+		}
+		recs = append(recs, m)
+	}
+	if len(recs) != len(records) {
+		t.Fatalf("the Java reader read %d records, want %d", len(recs), len(records))
+	}
+	return recs
 }

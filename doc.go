@@ -96,6 +96,11 @@
 // floats are the strings "NaN", "Infinity" and "-Infinity"; invalid UTF-8 in
 // a string becomes U+FFFD, as encoding/json does.
 //
+// An Encoder may also write the keys (KeyEncoder) and prepare each batch
+// before its records are produced (Preparer): the kafkasinkavro module's
+// Avro encoder registers each table version's schemas in a Schema Registry
+// that way, and writes keys and values in the Confluent wire format.
+//
 // Headers: every record carries kafkasink.id, kafkasink.op, kafkasink.table,
 // kafkasink.lsn and kafkasink.commit_lsn.
 //

@@ -2,7 +2,8 @@
 # testenv_smoke.sh - end-to-end check that `scripts/testenv.sh up` produced a
 # usable environment: a record goes through every Kafka listener and auth
 # mechanism with kcat, the Java console consumer reads committed transactional
-# data, and PostgreSQL can create (and drop) a pgoutput logical slot.
+# data, PostgreSQL can create (and drop) a pgoutput logical slot, and the
+# Schema Registry registers an Avro schema and refuses an incompatible one.
 #
 # Usage: scripts/testenv.sh up [--brokers 3] && scripts/testenv_smoke.sh
 # Exits non-zero if any check fails; prints "smoke: N passed, N failed".
@@ -118,6 +119,17 @@ SELECT pg_drop_replication_slot('$slot');
 EOF
 }
 
+# The Schema Registry registers an Avro schema, refuses a change its
+# global compatibility level (BACKWARD) forbids, and forgets the subject.
+registry_avro() {
+  local url="$KAFKASINK_TEST_SCHEMA_REGISTRY" subject="smoke-$RUN-value" ct='Content-Type: application/vnd.schemaregistry.v1+json'
+  local v1='{"schema":"{\"type\":\"record\",\"name\":\"R\",\"fields\":[{\"name\":\"a\",\"type\":\"int\"}]}"}'
+  local v2='{"schema":"{\"type\":\"record\",\"name\":\"R\",\"fields\":[{\"name\":\"a\",\"type\":\"int\"},{\"name\":\"b\",\"type\":\"int\"}]}"}'
+  curl -sf -X POST -H "$ct" --data "$v1" "$url/subjects/$subject/versions" | grep -q '"id"' || return 1
+  [[ "$(curl -s -o /dev/null -w '%{http_code}' -X POST -H "$ct" --data "$v2" "$url/subjects/$subject/versions")" == 409 ]] || return 1
+  curl -sf -X DELETE "$url/subjects/$subject" >/dev/null
+}
+
 check "create topic $TOPIC (PLAINTEXT, Java TopicCommand)" create_topic "$KAFKASINK_TEST_BROKERS" "$TOPIC" 1 1
 check "kcat PLAINTEXT $KAFKASINK_TEST_BROKERS" roundtrip plaintext "$TOPIC"
 for mech in SCRAM-SHA-256 SCRAM-SHA-512 PLAIN OAUTHBEARER; do
@@ -132,6 +144,9 @@ if [[ -n "${KAFKASINK_TEST_BROKERS3:-}" ]]; then
   check "kcat 3-node cluster $KAFKASINK_TEST_BROKERS3 acks=all" roundtrip cluster "$TOPIC-rf3"
 fi
 check "PostgreSQL pgoutput logical slot create/drop" pg_slot
+if [[ -n "${KAFKASINK_TEST_SCHEMA_REGISTRY:-}" ]]; then
+  check "Schema Registry $KAFKASINK_TEST_SCHEMA_REGISTRY: Avro schema registered, incompatible one refused" registry_avro
+fi
 
 echo "smoke: took $(($(date +%s) - T0))s"
 echo "smoke: $passed passed, $failed failed"

@@ -153,7 +153,7 @@ func (enc *Encoder) register(ctx context.Context, e *kafkasink.Event, route kafk
 	for i, name := range route.KeyColumns {
 		j := slices.IndexFunc(next.columns, func(c column) bool { return c.name == name })
 		if j < 0 {
-			return nil, &kafkasink.PrepareError{Err: fmt.Errorf("kafkasinkavro: key column %q is not a column of %s; fix kafkasink.Config.KeyColumns for the table",
+			return nil, &kafkasink.PrepareError{Err: fmt.Errorf("kafkasinkavro: key column %q is not a column of %s; fix kafkasink.Config.KeyColumns (-key-columns) for the table",
 				name, kafkasink.TableName(e.Schema, e.Table))}
 		}
 		key[i] = next.columns[j]
@@ -191,7 +191,7 @@ func (enc *Encoder) registerSchema(ctx context.Context, e *kafkasink.Event, subj
 	case 409:
 		fix = fmt.Sprintf("the table changed in a way the subject's compatibility level (%s) does not allow%s; "+
 			"undo the change (under BACKWARD a new column must be nullable, and no column may change its type), "+
-			"let the subject accept it (PUT /config/%s with the registry), or route the table to a new topic (kafkasink.Config.Topics)",
+			"let the subject accept it (PUT /config/%s with the registry), or route the table to a new topic (kafkasink.Config.Topics; -topic-routes)",
 			enc.compatibility(ctx, subject), changes(enc.previous(e), cols, strings.HasSuffix(subject, "-key")), subject)
 	case 401, 403:
 		fix = "check the registry's credentials (sr.BasicAuth, sr.BearerToken) and that they may register schemas"

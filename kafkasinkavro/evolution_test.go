@@ -86,3 +86,25 @@ func TestIncompatibleChangeIsFatal(t *testing.T) {
 		t.Errorf("the topic holds %d records, want only the one before the change", n)
 	}
 }
+
+// TestSnapshotRows reads a table's rows in pgcdc's initial snapshot: they
+// are Avro records like streamed ones, op "read" with the snapshot's run
+// id, keyed by the primary key.
+func TestSnapshotRows(t *testing.T) {
+	e := newAvroEnv(t)
+	table := e.table("snap", "id int PRIMARY KEY, note text")
+	e.exec("INSERT INTO " + table + " SELECT g, 'row ' || g FROM generate_series(1, 3) g")
+	e.snapshot = true
+	_, done, _ := e.run(table)
+	recs := e.readRecords(e.name+".public."+table, 3, done)
+	for i, r := range recs {
+		v := e.decode(r.Value).value
+		want := fmt.Sprintf("map[id:%d note:row %d]", i+1, i+1)
+		if v["op"] != "read" || fmt.Sprint(v["after"]) != want || v["backfill_run_id"] == nil {
+			t.Errorf("record %d: op %v, after %v, backfill_run_id %v; want read, %s and a run id", i, v["op"], v["after"], v["backfill_run_id"], want)
+		}
+		if k := fmt.Sprint(e.decode(r.Key).value); k != fmt.Sprintf("map[id:%d]", i+1) {
+			t.Errorf("record %d: key %s", i, k)
+		}
+	}
+}

@@ -42,6 +42,7 @@ type avroEnv struct {
 	brokers  []string
 	registry *sr.Client
 	db       *pgx.Conn
+	snapshot bool // run takes an initial snapshot of the tables
 }
 
 func newAvroEnv(t *testing.T) *avroEnv {
@@ -131,7 +132,7 @@ func (e *avroEnv) run(tables ...string) (stop func() error, done <-chan struct{}
 		defer close(finished)
 		err := pgcdc.Run(runCtx, pgcdc.Config{
 			ConnString: e.pg, Slot: e.name, Publication: e.name, Tables: qualified,
-			CreateSlot: true, CreatePublication: true,
+			CreateSlot: true, CreatePublication: true, Snapshot: e.snapshot,
 			BatchMaxWait: 20 * time.Millisecond, StandbyInterval: time.Second, HeartbeatInterval: -1,
 			ReconnectBackoff: 50 * time.Millisecond, ReconnectMax: time.Second,
 			Logger: slog.New(slog.NewTextHandler(testWriter{e.t}, &slog.HandlerOptions{Level: slog.LevelWarn})),

@@ -11,8 +11,9 @@ import (
 	"github.com/kafkasink/kafkasink"
 )
 
-// TestSchemaEvolution changes a table while it is streamed, ADD COLUMN
-// then DROP COLUMN, with a row written after each change: each change
+// TestSchemaEvolution changes a table while it is streamed, ADD COLUMN,
+// DROP COLUMN, then ALTER TYPE int to bigint (Avro's int to long, which
+// BACKWARD allows), with a row written after each change: each change
 // makes a new version of the value subject, registered before the first
 // record that needs it, and every record carries the id of its own table
 // version's schema, with the row as the database had it.
@@ -25,10 +26,12 @@ func TestSchemaEvolution(t *testing.T) {
 	e.exec("INSERT INTO " + table + " VALUES (2, 'two', 22)")
 	e.exec("ALTER TABLE " + table + " DROP COLUMN a")
 	e.exec("INSERT INTO " + table + " VALUES (3, 33)")
+	e.exec("ALTER TABLE " + table + " ALTER COLUMN b TYPE bigint")
+	e.exec("INSERT INTO " + table + " VALUES (4, 9223372036854775807)")
 	topic := e.name + ".public." + table
-	recs := e.readRecords(topic, 3, done)
+	recs := e.readRecords(topic, 4, done)
 
-	want := []string{"map[a:one id:1]", "map[a:two b:22 id:2]", "map[b:33 id:3]"}
+	want := []string{"map[a:one id:1]", "map[a:two b:22 id:2]", "map[b:33 id:3]", "map[b:9223372036854775807 id:4]"}
 	ids := make([]int, len(recs))
 	for i, r := range recs {
 		d := e.decode(r.Value)

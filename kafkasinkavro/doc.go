@@ -18,7 +18,9 @@
 // Every key and value is the Confluent wire format: a zero byte, the
 // schema's id in four bytes (big-endian), and the Avro binary encoding of
 // the record. Schemas are registered under the subjects <topic>-value and
-// <topic>-key (TopicNameStrategy).
+// <topic>-key (TopicNameStrategy), so tables that share a topic (see
+// kafkasink.Topics) share its subjects: their schemas are versions of one
+// subject, which the registry's compatibility level must allow.
 //
 // The value is the change event, with the fields of kafkasink.JSONEncoder
 // in the same order (see there for their meaning), as the record

@@ -246,7 +246,8 @@ EOF
   # the Quarkus platform BOM would otherwise supply (no native build here).
   app_jar="$CACHE/m2/io/apicurio/apicurio-registry-app/$APICURIO_VERSION/apicurio-registry-app-$APICURIO_VERSION.jar"
   {
-    unzip -p "$app_jar" application.properties
+    # python3, not unzip: a fresh machine may lack unzip (ensure_kcat needs python3 too).
+    python3 -c 'import sys, zipfile; sys.stdout.buffer.write(zipfile.ZipFile(sys.argv[1]).read("application.properties"))' "$app_jar"
     echo "quarkus.native.builder-image=none"
     local a
     for a in $(sed -n 's/^ *io\.apicurio:\([^:]*\):jar:.*/\1/p' "$work/deps.txt" | grep -v '^apicurio-common-app-components-config-index$'); do

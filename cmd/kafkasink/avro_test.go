@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/twmb/avro"
 	"github.com/twmb/franz-go/pkg/sr"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
@@ -20,7 +22,8 @@ import (
 
 // TestAvroFlags: -encoder avro makes the Avro encoder of
 // -schema-registry, and refuses to run without one; -schema-registry
-// with another encoder is refused too.
+// with another encoder is refused too, and so is half of the basic
+// authentication.
 func TestAvroFlags(t *testing.T) {
 	base := []string{"-pg", "postgres://localhost/db", "-brokers", "localhost:9092"}
 	for _, tt := range []struct {
@@ -29,7 +32,8 @@ func TestAvroFlags(t *testing.T) {
 	}{
 		{[]string{"-encoder", "avro", "-schema-registry", "http://registry:8081,http://registry2:8081"}, ""},
 		{[]string{"-encoder", "avro"}, "-encoder avro needs -schema-registry"},
-		{[]string{"-schema-registry", "http://registry:8081"}, `-schema-registry applies to -encoder avro only, not "json"`},
+		{[]string{"-schema-registry", "http://registry:8081"}, `-schema-registry-password-file apply to -encoder avro only, not "json"`},
+		{[]string{"-encoder", "avro", "-schema-registry", "http://registry:8081", "-schema-registry-user", "u"}, "-schema-registry-user and -schema-registry-password-file go together"},
 	} {
 		o, err := parse(append(base, tt.args...), noEnv, io.Discard)
 		if err != nil {
@@ -119,5 +123,39 @@ func TestStreamsAvro(t *testing.T) {
 	stop()
 	if code := <-status; code != 0 {
 		t.Fatalf("exit status %d after cancellation, want 0:\n%s", code, out.String())
+	}
+}
+
+// TestSchemaRegistryBasicAuth: -schema-registry-user and
+// -schema-registry-password-file authenticate the encoder's registry
+// calls (a registry that demands them accepts its schemas); a wrong
+// password is a fatal refusal naming the credentials.
+func TestSchemaRegistryBasicAuth(t *testing.T) {
+	reg := srfake.New(srfake.WithAuth("Basic " + base64.StdEncoding.EncodeToString([]byte("cdc:s3cret"))))
+	defer reg.Close()
+	e := kafkasink.Event{Op: kafkasink.OpInsert, Schema: "public", Table: "t", Position: kafkasink.Position{LSN: 1},
+		Key: []string{"id"}, After: kafkasink.Row{{Name: "id", Value: int32(1)}},
+		Relation: &kafkasink.Relation{Columns: []kafkasink.ColumnInfo{{Name: "id", Type: &kafkasink.TypeInfo{Name: "int4", Modifier: -1}, NotNull: true}}}}
+	for _, tt := range []struct {
+		password string
+		ok       bool
+	}{{"s3cret\n", true}, {"wrong\n", false}} {
+		o, err := parse([]string{"-pg", "postgres://localhost/db", "-brokers", "localhost:9092", "-encoder", "avro",
+			"-schema-registry", reg.URL(), "-schema-registry-user", "cdc", "-schema-registry-password-file", writeFile(t, "registry", tt.password)}, noEnv, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kcfg, _, err := o.configs(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		enc := kcfg.Encoder.(*kafkasinkavro.Encoder)
+		err = enc.Prepare(context.Background(), []kafkasink.Event{e}, []kafkasink.EventRoute{{Topic: "shop.public.t", KeyColumns: e.Key}})
+		switch {
+		case tt.ok && err != nil:
+			t.Errorf("with the right password: %v", err)
+		case !tt.ok && (err == nil || !kafkasink.IsFatal(err) || !strings.Contains(err.Error(), "credentials")):
+			t.Errorf("with a wrong password: %v, want a fatal error naming the credentials", err)
+		}
 	}
 }

@@ -43,8 +43,8 @@ func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, 
 	default:
 		problems = append(problems, fmt.Sprintf("-encoder %q: want json, upsert, debezium or avro", o.encoder))
 	}
-	if o.encoder != "avro" && o.schemaRegistry != "" {
-		problems = append(problems, fmt.Sprintf("-schema-registry applies to -encoder avro only, not %q", o.encoder))
+	if o.encoder != "avro" && (o.schemaRegistry != "" || o.schemaRegistryUser != "" || o.schemaRegistryPasswordFile != "") {
+		problems = append(problems, fmt.Sprintf("-schema-registry, -schema-registry-user and -schema-registry-password-file apply to -encoder avro only, not %q", o.encoder))
 	}
 	if o.encoder != "debezium" && o.debezium != debeziumDefaults {
 		problems = append(problems, fmt.Sprintf("the Debezium encoder's flags (%s) apply to -encoder debezium only, not %q", strings.Join(o.debezium.changed(), ", "), o.encoder))
@@ -150,7 +150,18 @@ func (o *options) avroEncoder() (*kafkasinkavro.Encoder, error) {
 	if o.schemaRegistry == "" {
 		return nil, errors.New("-encoder avro needs -schema-registry (or $KAFKASINK_SCHEMA_REGISTRY): the Schema Registry's URL")
 	}
-	reg, err := sr.NewClient(sr.URLs(splitList(o.schemaRegistry)...), sr.UserAgent("kafkasink"))
+	opts := []sr.ClientOpt{sr.URLs(splitList(o.schemaRegistry)...), sr.UserAgent("kafkasink")}
+	if o.schemaRegistryUser != "" || o.schemaRegistryPasswordFile != "" {
+		if o.schemaRegistryUser == "" || o.schemaRegistryPasswordFile == "" {
+			return nil, errors.New("-schema-registry-user and -schema-registry-password-file go together (basic authentication)")
+		}
+		password, err := readSecretFile("-schema-registry-password-file", o.schemaRegistryPasswordFile)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, sr.BasicAuth(o.schemaRegistryUser, password))
+	}
+	reg, err := sr.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("-schema-registry: %w", err)
 	}

@@ -24,7 +24,8 @@ type options struct {
 	slotGap                                    pgcdc.SlotGap
 	retainedWALWarn, spoolMaxBytes             int64
 	mode, prefix, template, encoder, keyFormat string
-	schemaRegistry                             string
+	schemaRegistry, schemaRegistryUser         string
+	schemaRegistryPasswordFile                 string
 	topicRoutes                                string
 	checkpointTopic, deadLetter                string
 	partitions, replicationFactor              int
@@ -124,6 +125,8 @@ func defineFlags(o *options, stderr io.Writer) (*flag.FlagSet, map[string]settin
 	num(&o.replicationFactor, "replication-factor", "KAFKASINK_REPLICATION_FACTOR", 0, "replication factor of topics the sink creates (0: the broker's default)")
 	str(&o.encoder, "encoder", "KAFKASINK_ENCODER", "json", "record value: json (change event), upsert (row, tombstone on delete), debezium, or avro (the change event, and the key, in Avro with their schemas in -schema-registry)")
 	str(&o.schemaRegistry, "schema-registry", "KAFKASINK_SCHEMA_REGISTRY", "", "-encoder avro: the Schema Registry's URL, comma-separated for several (Confluent's API; Apicurio Registry's ends in /apis/ccompat/v7); schemas are registered under <topic>-key and <topic>-value")
+	str(&o.schemaRegistryUser, "schema-registry-user", "KAFKASINK_SCHEMA_REGISTRY_USER", "", "-encoder avro: user name for the Schema Registry's basic authentication, with -schema-registry-password-file")
+	str(&o.schemaRegistryPasswordFile, "schema-registry-password-file", "KAFKASINK_SCHEMA_REGISTRY_PASSWORD_FILE", "", "-encoder avro: file holding the Schema Registry password (a trailing newline is dropped), read at start-up")
 	d, def := &o.debezium, debeziumDefaults
 	str(&d.decimalHandling, "decimal.handling.mode", "KAFKASINK_DECIMAL_HANDLING_MODE", def.decimalHandling, "-encoder debezium: numeric and money as precise (Connect Decimal), double or string")
 	str(&d.timePrecision, "time.precision.mode", "KAFKASINK_TIME_PRECISION_MODE", def.timePrecision, "-encoder debezium: dates and times as adaptive, adaptive_time_microseconds, connect or isostring")

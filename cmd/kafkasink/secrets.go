@@ -14,9 +14,10 @@ import (
 
 // secretKeys are keys the file must not have, and what to use instead.
 var secretKeys = map[string]string{
-	"sasl_password": "sasl_password_file (-sasl-password-file) or $KAFKASINK_SASL_PASSWORD",
-	"pg_password":   "pg_password_file (-pg-password-file) or $PGPASSWORD",
-	"password":      "sasl_password_file or $KAFKASINK_SASL_PASSWORD for Kafka, pg_password_file or $PGPASSWORD for PostgreSQL",
+	"sasl_password":            "sasl_password_file (-sasl-password-file) or $KAFKASINK_SASL_PASSWORD",
+	"pg_password":              "pg_password_file (-pg-password-file) or $PGPASSWORD",
+	"schema_registry_password": "schema_registry_password_file (-schema-registry-password-file)",
+	"password":                 "sasl_password_file or $KAFKASINK_SASL_PASSWORD for Kafka, pg_password_file or $PGPASSWORD for PostgreSQL",
 }
 
 // readSecretFile returns the secret in the file at path, without a

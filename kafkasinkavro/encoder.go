@@ -194,7 +194,7 @@ func (enc *Encoder) registerSchema(ctx context.Context, e *kafkasink.Event, subj
 			"let the subject accept it (PUT /config/%s with the registry), or route the table to a new topic (kafkasink.Config.Topics; -topic-routes)",
 			enc.compatibility(ctx, subject), changes(enc.previous(e), cols, strings.HasSuffix(subject, "-key")), subject)
 	case 401, 403:
-		fix = "check the registry's credentials (sr.BasicAuth, sr.BearerToken) and that they may register schemas"
+		fix = "check the registry's credentials (sr.BasicAuth, sr.BearerToken; -schema-registry-user, -schema-registry-password-file) and that they may register schemas"
 	default:
 		fix = "the registry refused the schema; report it with the schema text: " + text
 	}

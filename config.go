@@ -347,6 +347,9 @@ func (c *Config) validate() error {
 	if err := validateTopicName(c.CheckpointTopic); err != nil {
 		add("CheckpointTopic: %v", err)
 	}
+	if t := frameTopic(c.Encoder); t != "" && (t == c.CheckpointTopic || t == c.DeadLetterTopic) {
+		add("the Encoder's transaction topic (DebeziumEncoder.TransactionTopic) %q is also CheckpointTopic or DeadLetterTopic: use a topic of its own", t)
+	}
 	if c.DeadLetterTopic != "" {
 		if err := validateTopicName(c.DeadLetterTopic); err != nil {
 			add("DeadLetterTopic: %v", err)

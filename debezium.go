@@ -58,7 +58,8 @@ import (
 //	  xmin         null
 //	  origin       null
 //	  origin_lsn   null
-//	transaction  null
+//	transaction  null; with ProvideTransactionMetadata, on a change,
+//	             {"id","total_order","data_collection_order"}
 //	op           "c" insert, "u" update, "d" delete, "r" snapshot read,
 //	             "t" truncate
 //	ts_ms        the time the event was encoded (Now) in Unix milliseconds
@@ -140,6 +141,33 @@ type DebeziumEncoder struct {
 	// new for every start of the connector. "" means an id made once per
 	// process.
 	RunID string
+	// ProvideTransactionMetadata is provide.transaction.metadata: each
+	// change's transaction field is {"id","total_order",
+	// "data_collection_order"} instead of null, and a BEGIN record
+	// before a transaction's first event and an END record after its
+	// last go to TransactionTopic, keyed {"id":<id>}, valued
+	// {"status","id","event_count","data_collections","ts_ms"}, in the
+	// same Write (with ExactlyOnce, the same Kafka transaction) as the
+	// events. The id is "<txId>:<LSN>" (Debezium's: the event's LSN in
+	// its block, the first event's in BEGIN, the end of the commit
+	// record in END); ts_ms is the commit time. It needs the source to
+	// place events in their transactions (Event.Txn, which pgcdc fills);
+	// events it does not place, and snapshot rows, get a null block and
+	// no BEGIN or END. The counts and orders leave out the events the
+	// encoder skips (SkippedOperations), as Debezium's do; a
+	// transaction whose events are all skipped (a TRUNCATE) still gets
+	// its BEGIN and END, with event_count 0, as Debezium writes them. A
+	// dead-lettered event keeps its place: BEGIN and END are written
+	// around its dead-letter record and count it. END lists the tables
+	// in the order of their first event (Debezium's order is that of a
+	// Java HashMap).
+	ProvideTransactionMetadata bool
+	// TransactionTopic is transaction.topic: the topic of the BEGIN and
+	// END records. Empty means Debezium's default, "<Name>.transaction"
+	// ("kafkasink.transaction" when Name is empty). The sink creates or
+	// checks it as its other topics (Topics), and refuses a table routed
+	// to it.
+	TransactionTopic string
 	// LSNAsString writes source.lsn as a decimal string, the form earlier
 	// kafkasink versions wrote, for readers that parse JSON numbers as
 	// floats (JavaScript) and would round LSNs above 2^53. Not a Debezium
@@ -235,12 +263,14 @@ var debeziumRunID = func() string {
 
 var _ RecordShaper = DebeziumEncoder{}
 
-// Shape implements RecordShaper: SkippedOperations and the tombstone
-// after a delete.
+// Shape implements RecordShaper: SkippedOperations, the tombstone after a
+// delete, and with ProvideTransactionMetadata the BEGIN and END records.
 func (d DebeziumEncoder) Shape(e *Event) RecordShape {
 	return RecordShape{
-		Skip:      d.skips(e.Op),
-		Tombstone: e.Op == OpDelete && !d.DisableTombstones,
+		Skip:         d.skips(e.Op),
+		Tombstone:    e.Op == OpDelete && !d.DisableTombstones,
+		RecordBefore: d.ProvideTransactionMetadata && e.Txn.First,
+		RecordAfter:  d.ProvideTransactionMetadata && e.Txn.End != nil,
 	}
 }
 
@@ -301,6 +331,11 @@ func (d DebeziumEncoder) AppendHeaders(dst []Header, arena []byte, e *Event, oth
 // validate returns the problems of the options, for Config validation.
 func (d DebeziumEncoder) validate() []string {
 	p := d.valueProblems()
+	if t := d.FrameTopic(); t != "" {
+		if err := validateTopicName(t); err != nil {
+			p = append(p, fmt.Sprintf("Encoder: DebeziumEncoder.TransactionTopic (transaction.topic) %q: %v", t, err))
+		}
+	}
 	list := d.SkippedOperations
 	if list == "" || list == "none" {
 		return p
@@ -373,10 +408,7 @@ func (d DebeziumEncoder) appendEnvelope(dst []byte, e *Event) ([]byte, error) {
 	dst = append(dst, debeziumSnapshot(e)...)
 	dst = append(dst, `","db":`...)
 	dst = jsonw.AppendString(dst, src.Database)
-	lsn := e.LSN
-	if lsn == 0 {
-		lsn = e.Position.LSN
-	}
+	lsn := debeziumLSN(e)
 	lsnText := strconv.AppendUint(lsnBuf[:0], uint64(lsn), 10)
 	// sequence is a string holding a JSON array of two strings: the end
 	// of the previous transaction's commit record (null when unknown)
@@ -409,7 +441,9 @@ func (d DebeziumEncoder) appendEnvelope(dst []byte, e *Event) ([]byte, error) {
 	} else {
 		dst = append(dst, lsnText...)
 	}
-	dst = append(dst, `,"xmin":null,"origin":null,"origin_lsn":null},"transaction":null,"op":"`...)
+	dst = append(dst, `,"xmin":null,"origin":null,"origin_lsn":null},"transaction":`...)
+	dst = d.appendTxnBlock(dst, e, lsn)
+	dst = append(dst, `,"op":"`...)
 	dst = append(dst, debeziumOps[e.Op]...)
 	now := d.Now
 	if now == nil {

@@ -106,7 +106,7 @@ func (s *txnSink) deliver(ctx context.Context, p *plan, early *earlyTxn) (int, e
 	n := 0
 	for i := range p.parts {
 		pt := &p.parts[i]
-		if pt.events > 0 && pt.last.Compare(s.Checkpoint().Position) <= 0 {
+		if len(pt.records) > 0 && pt.last.Compare(s.Checkpoint().Position) <= 0 {
 			// A recovery inside this Write found the part committed.
 			continue
 		}
@@ -151,7 +151,7 @@ func (s *txnSink) commitPart(ctx context.Context, p *plan, i int, early *earlyTx
 				return fmt.Errorf("%w (recovering after: %v)", rerr, err)
 			}
 		}
-		if pt.events > 0 && pt.last.Compare(s.Checkpoint().Position) <= 0 {
+		if len(pt.records) > 0 && pt.last.Compare(s.Checkpoint().Position) <= 0 {
 			return nil // the failed attempt had committed after all
 		}
 	}

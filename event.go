@@ -209,6 +209,57 @@ type Event struct {
 	// beyond its transaction; each field's zero value means "the source
 	// does not say".
 	Source Source
+	// Txn is where the event stands in its source transaction, for
+	// encoders that describe transactions (DebeziumEncoder's
+	// ProvideTransactionMetadata). The zero value means the source does
+	// not say; pgcdc fills it for every change, not for snapshot rows.
+	Txn TxnPlace
+}
+
+// TxnPlace is where an event stands in its source transaction. The
+// orders and counts are over the transaction's counted events: every
+// event the source delivers, except those the sink says it leaves out
+// (Sink.Delivers; DebeziumEncoder's SkippedOperations), as Debezium
+// counts only the events it emits. Its zero value means the source does
+// not say.
+//
+// A source can fill it only once it knows the transaction's last event,
+// which pgcdc learns from the next change or the commit: the event is
+// delivered then. End is set on that last event alone, so no event
+// shares anything with a transaction still being read.
+type TxnPlace struct {
+	// Order is the event's place among the transaction's counted
+	// events, from 1; 0 on an event that is not counted.
+	Order int
+	// TableOrder is its place among the counted events of its own table
+	// in the transaction, from 1; 0 on an event that is not counted.
+	TableOrder int
+	// First marks the transaction's first event the source delivers,
+	// counted or not.
+	First bool
+	// End is set on the transaction's last event the source delivers,
+	// counted or not: the transaction as a whole. nil on every other
+	// event.
+	End *TxnSummary
+}
+
+// TxnSummary is a committed source transaction as a whole, on its last
+// event (TxnPlace.End).
+type TxnSummary struct {
+	// CommitEnd is the end of the transaction's commit record: the
+	// position after which it is complete (pgcdc's Txn.EndLSN).
+	CommitEnd LSN
+	// Events is the number of counted events.
+	Events int
+	// Tables are the counted events per table, in the order of each
+	// table's first counted event; tables with none are not listed.
+	Tables []TableEvents
+}
+
+// TableEvents is how many counted events of a transaction one table has.
+type TableEvents struct {
+	Schema, Table string
+	Events        int
 }
 
 // Source describes where an event comes from, for encoders that write a

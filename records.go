@@ -156,6 +156,23 @@ func (s *Sink) encodeParts(ctx context.Context, p *plan, events []Event, send fu
 		enc.records = make([]kgo.Record, 2*len(events))
 		enc.headers = make([]kgo.RecordHeader, 0, 10*len(events))
 	}
+	if f, ok := shaper.(Framer); ok {
+		enc.framer = f
+		// Room for the records around events, so that their pointers
+		// stay valid: at most one before and one after a transaction.
+		n := 0
+		for i := range events {
+			if events[i].Txn.First {
+				n++
+			}
+			if events[i].Txn.End != nil {
+				n++
+			}
+		}
+		if n > 0 {
+			enc.frames = make([]kgo.Record, 0, n)
+		}
+	}
 	var (
 		rejections []Rejection
 		omitted    SkipInfo
@@ -164,24 +181,30 @@ func (s *Sink) encodeParts(ctx context.Context, p *plan, events []Event, send fu
 		e := &events[i]
 		var shape RecordShape
 		if shaper != nil {
-			if shape = shaper.Shape(e); shape.Skip {
-				p.omit(e.Position, &omitted)
-				continue
+			shape = shaper.Shape(e)
+		}
+		before, after, err := s.frames(ctx, &enc, e, shape)
+		if err != nil {
+			return nil, err
+		}
+		if shape.Skip {
+			omitted.note(e.Position)
+			if before == nil && after == nil {
+				p.omit(e.Position)
+			} else {
+				p.add(e.Position, false, s.cfg.MaxTransactionRecords, s.cfg.MaxTransactionBytes, send, before, after)
 			}
+			continue
 		}
 		d, rej, err := s.encodeEvent(ctx, &enc, i, e)
 		if err != nil {
 			return nil, err
 		}
 		r := d.record
+		var tomb *kgo.Record
 		if rej == nil && shape.Tombstone {
-			tomb := &enc.records[len(events)+i]
+			tomb = &enc.records[len(events)+i]
 			*tomb = kgo.Record{Topic: r.Topic, Key: r.Key, Headers: r.Headers}
-			if p.add(e.Position, s.cfg.MaxTransactionRecords, s.cfg.MaxTransactionBytes, r, tomb) && send != nil {
-				send(r)
-				send(tomb)
-			}
-			continue
 		}
 		if rej != nil {
 			rejections = append(rejections, *rej)
@@ -193,9 +216,7 @@ func (s *Sink) encodeParts(ctx context.Context, p *plan, events []Event, send fu
 			}
 			p.rejected++
 		}
-		if p.add(e.Position, s.cfg.MaxTransactionRecords, s.cfg.MaxTransactionBytes, r) && send != nil {
-			send(r)
-		}
+		p.add(e.Position, true, s.cfg.MaxTransactionRecords, s.cfg.MaxTransactionBytes, send, before, r, tomb, after)
 	}
 	if omitted.Events > 0 {
 		p.skipped += omitted.Events
@@ -205,15 +226,19 @@ func (s *Sink) encodeParts(ctx context.Context, p *plan, events []Event, send fu
 	return rejections, nil
 }
 
-// add appends rs, the records of the event at pos (its record, and the
-// tombstone a RecordShaper asked for), to the last part of p, or to a new
-// part when the last one is full: at maxRecords events, or maxBytes bytes
-// with rs. The records of one event are never split across parts. It
-// reports whether they are in the first part.
-func (p *plan) add(pos Position, maxRecords, maxBytes int, rs ...*kgo.Record) (first bool) {
+// add appends rs, the records of the event at pos (its record, and those
+// a RecordShaper asked for; nil ones are left out), to the last part of
+// p, or to a new part when the last one is full: at maxRecords events,
+// or maxBytes bytes with rs. The records of one event are never split
+// across parts. An event the Encoder leaves out adds only the records
+// around it, and is not counted (counted false). The records of the
+// first part are given to send, when not nil.
+func (p *plan) add(pos Position, counted bool, maxRecords, maxBytes int, send func(*kgo.Record), rs ...*kgo.Record) {
 	size := 0
 	for _, r := range rs {
-		size += recordSize(r)
+		if r != nil {
+			size += recordSize(r)
+		}
 	}
 	last := len(p.parts) - 1
 	if last < 0 || p.parts[last].events >= maxRecords || p.parts[last].bytes+size > maxBytes {
@@ -222,28 +247,84 @@ func (p *plan) add(pos Position, maxRecords, maxBytes int, rs ...*kgo.Record) (f
 	}
 	pt := &p.parts[last]
 	for _, r := range rs {
+		if r == nil {
+			continue
+		}
 		pt.records = append(pt.records, r)
 		pt.positions = append(pt.positions, pos)
+		if last == 0 && send != nil {
+			send(r)
+		}
 	}
-	pt.events++
+	if counted {
+		pt.events++
+	}
 	pt.bytes += size
 	pt.last = pos
-	return last == 0
 }
 
 // omit records that the Encoder leaves the event at pos out (a
-// RecordShape's Skip): the checkpoint moves past it, in the last part or
-// a part of its own when there is none, and info counts it.
-func (p *plan) omit(pos Position, info *SkipInfo) {
+// RecordShape's Skip) with no record around it: the checkpoint moves past
+// it, in the last part or a part of its own when there is none.
+func (p *plan) omit(pos Position) {
 	if len(p.parts) == 0 {
 		p.parts = append(p.parts, part{first: pos})
 	}
 	p.parts[len(p.parts)-1].last = pos
+}
+
+// note counts an event the Encoder leaves out in info.
+func (info *SkipInfo) note(pos Position) {
 	if info.Events == 0 {
 		info.First, info.ByEncoder = pos, true
 	}
 	info.Last = pos
 	info.Events++
+}
+
+// frames makes the records the Encoder's Framer writes around e, as
+// shape asks: nil where it asks for none. Each is checked against its
+// topic's size limit; one too large fails the Write with a fatal
+// *ConfigError, since its transaction would be described wrongly without
+// it, whatever becomes of the event.
+func (s *Sink) frames(ctx context.Context, es *encoderState, e *Event, shape RecordShape) (before, after *kgo.Record, err error) {
+	if es.framer == nil || !shape.RecordBefore && !shape.RecordAfter {
+		return nil, nil, nil
+	}
+	topic := s.frameTopic
+	info, err := s.topics.get(ctx, s.cl, topic)
+	if err != nil {
+		return nil, nil, err
+	}
+	frame := func(last bool) (*kgo.Record, error) {
+		start := len(es.arena)
+		out, keyLen := es.framer.AppendFrame(es.arena, e, last)
+		es.arena = out
+		es.frames = append(es.frames, kgo.Record{Topic: topic,
+			Key:   es.arena[start : start+keyLen : start+keyLen],
+			Value: es.take(start + keyLen)})
+		r := &es.frames[len(es.frames)-1]
+		if err := s.cfg.checkRecordSize(recordSize(r), true, topic, info); err != nil {
+			where := "before"
+			if last {
+				where = "after"
+			}
+			return nil, &ConfigError{Problems: []string{fmt.Sprintf("the record the Encoder writes %s the event at %s (table %s.%s) on topic %s: %v; raise the topic's max.message.bytes (and Config.MaxRecordBytes)",
+				where, e.Position, e.Schema, e.Table, topic, err)}}
+		}
+		return r, nil
+	}
+	if shape.RecordBefore {
+		if before, err = frame(false); err != nil {
+			return nil, nil, err
+		}
+	}
+	if shape.RecordAfter {
+		if after, err = frame(true); err != nil {
+			return nil, nil, err
+		}
+	}
+	return before, after, nil
 }
 
 // reportRejections reports every rejected event to the hooks and the log.
@@ -281,6 +362,8 @@ type encoderState struct {
 	headers []kgo.RecordHeader
 	arena   []byte
 	shaper  RecordShaper // the Encoder's, when it has one
+	framer  Framer       // the Encoder's, when it has one
+	frames  []kgo.Record // the records around events, capacity fixed
 	keys    keyEncoder   // the Encoder's, when it writes the keys
 	// keyEncoder is the Encoder's KeyEncoder, when it has one.
 	keyEncoder KeyEncoder

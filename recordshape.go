@@ -37,10 +37,34 @@ type Header struct {
 // RecordShape is how the sink writes one event.
 type RecordShape struct {
 	// Skip leaves the event out: no record is written for it (see
-	// RecordShaper on how it is counted).
+	// RecordShaper on how it is counted), except the records
+	// RecordBefore and RecordAfter ask for.
 	Skip bool
 	// Tombstone writes, right after the event's record, a record with the
 	// same key, the same headers and a null value, which lets a compacted
 	// topic remove the key.
 	Tombstone bool
+	// RecordBefore and RecordAfter write a record before the event's
+	// records and one after them (after its tombstone) on the topic the
+	// Encoder's Framer names, made by its AppendFrame: DebeziumEncoder's
+	// transaction BEGIN and END. They are part of the event (see
+	// RecordShaper); a dead-lettered event keeps them around its
+	// dead-letter record, and a skipped event still gets them. The
+	// Encoder must implement Framer to ask for them.
+	RecordBefore, RecordAfter bool
+}
+
+// Framer is the interface of a RecordShaper whose shapes ask for records
+// around an event (RecordShape.RecordBefore and RecordAfter). The sink
+// creates or checks its topic as it does the others (Topics), and no
+// table may be routed to it.
+type Framer interface {
+	// FrameTopic is the topic of the records around events, "" when the
+	// Encoder's options ask for none. The sink asks once, in New.
+	FrameTopic() string
+	// AppendFrame appends the key and then the value of the record
+	// before e's records (after false) or after them (after true) to
+	// dst, and returns dst and the key's length. The record carries no
+	// header; the sink partitions it by its key, as every record.
+	AppendFrame(dst []byte, e *Event, after bool) (out []byte, keyLen int)
 }

@@ -67,6 +67,10 @@ type Sink struct {
 
 	mu   sync.Mutex // guards ckpt
 	ckpt Checkpoint
+
+	// frameTopic is the topic of the records the Encoder writes around
+	// events (Framer), "" when it writes none.
+	frameTopic string
 }
 
 // mode is what differs between the delivery modes, one file each:
@@ -80,6 +84,16 @@ type mode interface {
 	// settleClient ends whatever the client may still have open after an
 	// unclear outcome, before recover reads the checkpoint back.
 	settleClient(ctx context.Context) error
+}
+
+// Delivers reports whether Write writes e to its table's topic: false for
+// an event the Encoder leaves out (a RecordShaper's Skip, such as
+// DebeziumEncoder's SkippedOperations). A source counting the events of a
+// transaction (Event.Txn) asks it, as pgcdc's Run does. Safe for
+// concurrent use.
+func (s *Sink) Delivers(e *Event) bool {
+	sh, ok := s.cfg.Encoder.(RecordShaper)
+	return !ok || !sh.Shape(e).Skip
 }
 
 // New starts a sink: it checks cfg, connects, prepares the checkpoint
@@ -102,6 +116,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	}
 	b.hooks = newHooks(append([]Hook{&b.counters}, cfg.Hooks...))
 	b.router = newRouter(&b.cfg)
+	b.frameTopic = frameTopic(cfg.Encoder)
 	if cfg.Mode == ExactlyOnce {
 		b.store.txnID = cfg.TransactionalID
 		b.mode = &txnSink{Sink: b}

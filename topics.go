@@ -187,7 +187,19 @@ func newRouter(cfg *Config) *router {
 	if cfg.DeadLetterTopic != "" {
 		r.claims[collisionName(cfg.DeadLetterTopic)] = topicClaim{topic: cfg.DeadLetterTopic, owner: "Config.DeadLetterTopic"}
 	}
+	if t := frameTopic(cfg.Encoder); t != "" {
+		r.claims[collisionName(t)] = topicClaim{topic: t, owner: "Encoder's transaction topic (Framer)"}
+	}
 	return r
+}
+
+// frameTopic is the topic of the records enc writes around events (see
+// Framer), "" when it writes none.
+func frameTopic(enc Encoder) string {
+	if f, ok := enc.(Framer); ok {
+		return f.FrameTopic()
+	}
+	return ""
 }
 
 // collisionName is the name under which Kafka tells topics apart in its

@@ -60,6 +60,14 @@ type DecoderConfig struct {
 	// transaction. Only then is the transaction complete: see Decoder.
 	OnCommit func(Txn) error
 
+	// Counted, when set, says whether an event counts in the orders and
+	// totals of its transaction (Event.Txn): those of the events a sink
+	// delivers, as Debezium counts the events it emits. Run sets it to
+	// its sink's Delivers method when the sink has one (*kafkasink.Sink
+	// has: it leaves out the events its Encoder skips, such as
+	// DebeziumEncoder's SkippedOperations). nil counts every event.
+	Counted func(*kafkasink.Event) bool
+
 	// OnMessage, when set, receives logical decoding messages
 	// (pg_logical_emit_message). Nil ignores them.
 	OnMessage func(Message) error
@@ -139,7 +147,9 @@ func (e *DecodeError) Unwrap() error { return e.Err }
 // open transaction, and the spool files of streamed transactions.
 //
 // Events of an ordinary transaction are delivered as its changes arrive,
-// then OnCommit. Events of a streamed transaction are spooled to disk and
+// each once the next change or the commit shows whether it is the
+// transaction's last (see Event.Txn, which the Decoder fills), then
+// OnCommit. Events of a streamed transaction are spooled to disk and
 // delivered at its StreamCommit, followed by OnCommit; aborted streamed
 // changes are never delivered. Either way a transaction is complete only
 // when OnCommit is called. Each event's Position is (commit LSN, index from
@@ -238,6 +248,39 @@ type txnState struct {
 	commit    time.Time
 	origin    string
 	next      uint64 // index of the next event
+
+	// held is the transaction's latest event, not yet delivered: only
+	// the next change or the commit tells whether it is the last
+	// (Event.Txn.End). holding says whether held is set.
+	held    kafkasink.Event
+	holding bool
+	// counted is how many events count in the transaction's orders
+	// (DecoderConfig.Counted), tables how many of each table, in the
+	// order of their first; lastTable indexes the one counted last.
+	counted   int
+	tables    []kafkasink.TableEvents
+	lastTable int
+}
+
+// place sets ev.Txn, but for End: ev is t's next event, and counts
+// when counted says so.
+func (t *txnState) place(ev *kafkasink.Event, counted bool) {
+	ev.Txn = kafkasink.TxnPlace{First: t.next == 0}
+	if !counted {
+		return
+	}
+	t.counted++
+	i := t.lastTable
+	if i >= len(t.tables) || t.tables[i].Table != ev.Table || t.tables[i].Schema != ev.Schema {
+		i = slices.IndexFunc(t.tables, func(te kafkasink.TableEvents) bool { return te.Table == ev.Table && te.Schema == ev.Schema })
+		if i < 0 {
+			i = len(t.tables)
+			t.tables = append(t.tables, kafkasink.TableEvents{Schema: ev.Schema, Table: ev.Table})
+		}
+		t.lastTable = i
+	}
+	t.tables[i].Events++
+	ev.Txn.Order, ev.Txn.TableOrder = t.counted, t.tables[i].Events
 }
 
 // committed is the Txn that OnCommit receives for t, whose commit record
@@ -463,7 +506,7 @@ func (d *Decoder) commitTxn(lsn kafkasink.LSN, typ byte, m *pglogrepl.CommitMess
 			kafkasink.LSN(m.CommitLSN), t.commitLSN, t.xid)
 	}
 	d.toIdle()
-	return d.commit(t.committed(kafkasink.LSN(m.TransactionEndLSN), false))
+	return d.commit(t, t.committed(kafkasink.LSN(m.TransactionEndLSN), false))
 }
 
 // setOrigin records the replication origin of the transaction in progress.
@@ -923,18 +966,36 @@ func (d *Decoder) event(t *txnState, rel *relInfo, lsn kafkasink.LSN, op kafkasi
 	}
 }
 
-// deliver hands ev to OnEvent and moves t to the next index.
+// deliver places ev in t (Event.Txn), moves t to the next index, and
+// hands the event held before it to OnEvent: ev is held until the next
+// change or the commit shows whether it is the last.
 func (d *Decoder) deliver(t *txnState, ev kafkasink.Event) error {
+	t.place(&ev, d.cfg.Counted == nil || d.cfg.Counted(&ev))
 	t.next++
-	return d.cfg.OnEvent(ev)
+	held, holding := t.held, t.holding
+	t.held, t.holding = ev, true
+	if holding {
+		return d.cfg.OnEvent(held)
+	}
+	return nil
 }
 
-func (d *Decoder) commit(t Txn) error {
-	d.prevCommitEnd = t.EndLSN
+// commit delivers the last event of transaction t, which ends at c, with
+// the transaction as a whole (Event.Txn.End), then calls OnCommit.
+func (d *Decoder) commit(t *txnState, c Txn) error {
+	if t.holding {
+		ev := t.held
+		t.held, t.holding = kafkasink.Event{}, false
+		ev.Txn.End = &kafkasink.TxnSummary{CommitEnd: c.EndLSN, Events: t.counted, Tables: t.tables}
+		if err := d.cfg.OnEvent(ev); err != nil {
+			return err
+		}
+	}
+	d.prevCommitEnd = c.EndLSN
 	if d.cfg.OnCommit == nil {
 		return nil
 	}
-	return d.cfg.OnCommit(t)
+	return d.cfg.OnCommit(c)
 }
 
 func (d *Decoder) message(m *pglogrepl.LogicalDecodingMessageV2, xid uint32) error {
@@ -1007,5 +1068,5 @@ func (d *Decoder) replay(s *txnSpool, c *pglogrepl.StreamCommitMessageV2) (err e
 	if err != nil {
 		return err
 	}
-	return d.commit(t.committed(kafkasink.LSN(c.TransactionEndLSN), true))
+	return d.commit(t, t.committed(kafkasink.LSN(c.TransactionEndLSN), true))
 }

@@ -161,6 +161,7 @@ func (r *runner) newDecoder(s *session) *Decoder {
 		OnEvent:         s.onEvent,
 		OnCommit:        s.onCommit,
 		OnMessage:       s.onMessage,
+		Counted:         counted(r.sink),
 		OnRelation: func(schema, table string, columns []string) {
 			r.noteColumns(schema, table, columns, "Relation message")
 		},
@@ -178,6 +179,15 @@ func (r *runner) newDecoder(s *session) *Decoder {
 	}
 	dec.notNull = func(oid uint32) ([]string, error) { return r.catalog.streamNotNull(ctx, oid) }
 	return dec
+}
+
+// counted is DecoderConfig.Counted for sink: its Delivers method, when it
+// has one, so that Event.Txn counts what the sink writes.
+func counted(sink Sink) func(*kafkasink.Event) bool {
+	if d, ok := sink.(interface{ Delivers(*kafkasink.Event) bool }); ok {
+		return d.Delivers
+	}
+	return nil
 }
 
 // pluginArgs are pgoutput's options: protocol 2 with streamed in-progress

@@ -1,0 +1,152 @@
+package pgcdc
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// transactionDeviations compares, for provide.transaction.metadata, how
+// the records of each transaction stand between its BEGIN and its END
+// (TestDebeziumConformance compares the records themselves topic by
+// topic). Debezium's records are taken in the order it emitted them;
+// ours, which Kafka orders only within a topic, in the order of the
+// transaction topic, each BEGIN followed by the records whose
+// transaction block has its txId, by total_order. Records without a
+// block (snapshot rows, tombstones) are left out on both sides. Each
+// side is then written one line per record, with every txId, LSN and
+// time replaced by a name given in order of first appearance within its
+// transaction (X1, L1, T1, ...; the previous END's LSN is Lprev), so
+// that the lines keep what ties them together (BEGIN's id is the first
+// event's LSN, END's the next transaction's source.sequence, ts_ms the
+// commit time) but not what differs from run to run (other sessions'
+// WAL between two transactions, two commits in one millisecond).
+func transactionDeviations(want, ours []dbzRecord) []string {
+	w := transactionLines(want)
+	o := transactionLines(inTransactionOrder(ours))
+	var out []string
+	i, j := 0, 0
+	for _, p := range lcsPairs(w, o) {
+		for ; i < p[0]; i++ {
+			out = append(out, fmt.Sprintf("transactions[%d] %s: missing in ours", i, w[i]))
+		}
+		for ; j < p[1]; j++ {
+			out = append(out, fmt.Sprintf("transactions ours[%d] %s: not in Debezium's output", j, o[j]))
+		}
+		i, j = i+1, j+1
+	}
+	for ; i < len(w); i++ {
+		out = append(out, fmt.Sprintf("transactions[%d] %s: missing in ours", i, w[i]))
+	}
+	for ; j < len(o); j++ {
+		out = append(out, fmt.Sprintf("transactions ours[%d] %s: not in Debezium's output", j, o[j]))
+	}
+	return out
+}
+
+// txnFields returns a record's transaction block, or, for a BEGIN or
+// END, its value, and whether it is one of these; nil for other records.
+func txnFields(r dbzRecord) (fields map[string]any, frame bool) {
+	v, _ := unwrapPayload(decodeJSON(r.Value)).(map[string]any)
+	if _, ok := v["status"]; ok {
+		return v, true
+	}
+	block, _ := v["transaction"].(map[string]any)
+	return block, false
+}
+
+// inTransactionOrder arranges our records as Debezium emits them: each
+// BEGIN of the transaction topic, then the records of its transaction by
+// total_order, then its END.
+func inTransactionOrder(rs []dbzRecord) []dbzRecord {
+	byTxID := make(map[string][]dbzRecord)
+	var frames []dbzRecord
+	for _, r := range rs {
+		f, frame := txnFields(r)
+		switch {
+		case frame:
+			frames = append(frames, r)
+		case f != nil:
+			x, _, _ := strings.Cut(fmt.Sprint(f["id"]), ":")
+			byTxID[x] = append(byTxID[x], r)
+		}
+	}
+	var out []dbzRecord
+	for _, r := range frames {
+		out = append(out, r)
+		f, _ := txnFields(r)
+		if f["status"] != "BEGIN" {
+			continue
+		}
+		x, _, _ := strings.Cut(fmt.Sprint(f["id"]), ":")
+		events := byTxID[x]
+		slices.SortStableFunc(events, func(a, b dbzRecord) int {
+			fa, _ := txnFields(a)
+			fb, _ := txnFields(b)
+			oa, _ := strconv.Atoi(fmt.Sprint(fa["total_order"]))
+			ob, _ := strconv.Atoi(fmt.Sprint(fb["total_order"]))
+			return cmp.Compare(oa, ob)
+		})
+		out = append(out, events...)
+	}
+	return out
+}
+
+// transactionLines writes the BEGINs, ENDs and records with a
+// transaction block of rs, in order, one line each, with txIds, LSNs
+// and times named in order of first appearance within their
+// transaction, but for the end of the previous transaction's commit
+// (END's LSN), "Lprev".
+func transactionLines(rs []dbzRecord) []string {
+	var (
+		names  map[string]string
+		counts map[string]int
+		prev   string // the LSN of the last END's id
+	)
+	name := func(kind string, v any) string {
+		k := kind + fmt.Sprint(v)
+		if n, ok := names[k]; ok {
+			return n
+		}
+		counts[kind]++
+		names[k] = fmt.Sprintf("%s%d", kind, counts[kind])
+		return names[k]
+	}
+	id := func(v any) (string, string) {
+		x, l, _ := strings.Cut(fmt.Sprint(v), ":")
+		return name("X", x) + ":" + name("L", l), l
+	}
+	var out []string
+	for _, r := range rs {
+		f, frame := txnFields(r)
+		switch {
+		case frame:
+			if f["status"] == "BEGIN" || names == nil {
+				names, counts = map[string]string{"L" + prev: "Lprev"}, make(map[string]int)
+			}
+			txID, lsn := id(f["id"])
+			if f["status"] == "END" {
+				prev = lsn
+			}
+			out = append(out, fmt.Sprintf("%s id=%s event_count=%s data_collections=%s ts_ms=%s",
+				f["status"], txID, renderJSON(f["event_count"]), renderJSON(f["data_collections"]), name("T", f["ts_ms"])))
+		case f != nil && names != nil:
+			v := unwrapPayload(decodeJSON(r.Value)).(map[string]any)
+			src, _ := v["source"].(map[string]any)
+			seq := "null"
+			var pair []any
+			if json.Unmarshal([]byte(fmt.Sprint(src["sequence"])), &pair) == nil && len(pair) == 2 && pair[0] != nil {
+				seq = name("L", pair[0])
+			}
+			txID, _ := id(f["id"])
+			out = append(out, fmt.Sprintf("  %s %s %s: transaction id=%s total_order=%s data_collection_order=%s; source txId=%s lsn=%s sequence[0]=%s ts_ms=%s",
+				strings.TrimPrefix(r.Topic, "dbz."+debeziumSchema+"."), v["op"], renderJSON(unwrapPayload(decodeJSON(r.Key))),
+				txID, renderJSON(f["total_order"]), renderJSON(f["data_collection_order"]),
+				name("X", src["txId"]), name("L", src["lsn"]), seq, name("T", src["ts_ms"])))
+		}
+	}
+	return out
+}

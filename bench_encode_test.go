@@ -266,3 +266,14 @@ func BenchmarkEncodeDebezium_StdlibBaseline(b *testing.B) {
 		return v
 	})
 }
+
+// BenchmarkEncodeDebezium_TxnMetadata is the declared path with
+// ProvideTransactionMetadata: the transaction block of an event in the
+// middle of its transaction (BEGIN and END are records of their own,
+// made once per transaction).
+func BenchmarkEncodeDebezium_TxnMetadata(b *testing.B) {
+	benchEncoderOn(b, DebeziumEncoder{ProvideTransactionMetadata: true}, func(e *Event) {
+		e.Relation = benchRelation
+		e.Txn = TxnPlace{Order: 1234, TableOrder: 56}
+	})
+}

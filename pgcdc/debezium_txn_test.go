@@ -2,11 +2,19 @@ package pgcdc
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/internal/sinktest"
 )
 
 // transactionDeviations compares, for provide.transaction.metadata, how
@@ -149,4 +157,129 @@ func transactionLines(rs []dbzRecord) []string {
 		}
 	}
 	return out
+}
+
+// A transaction the server streams while in progress (beyond
+// logical_decoding_work_mem, 64kB for this test's connections), spooled,
+// replayed at its commit and written in several Writes (BatchMaxEvents
+// 500), gets DebeziumEncoder's transaction metadata right: one BEGIN and
+// one END, END counting what the database holds per table and leaving
+// out the TRUNCATE the encoder skips (skipped.operations "t"), and each
+// record's block a distinct total_order and data_collection_order, read
+// back read_committed.
+func TestStreamedTransactionMetadata(t *testing.T) {
+	t.Parallel()
+	e := newPGEnv(t)
+	a, b := e.createTable(""), e.createTable("_b")
+	cfg := e.config("public."+a, "public."+b)
+	cfg.ConnString = streamingConnString(t, e)
+	cfg.BatchMaxEvents = 500
+	mon := &Monitor{}
+	cfg.Monitor = mon
+	ctx := context.Background()
+	txnTopic := e.name + ".transaction"
+	sink, err := kafkasink.New(ctx, kafkasink.Config{
+		Brokers:   e.brokers,
+		SinkID:    e.name,
+		Topics:    kafkasink.Topics{Prefix: "t", Partitions: 1},
+		KeyFormat: kafkasink.KeyJSON,
+		Encoder:   kafkasink.DebeziumEncoder{Name: "t", ProvideTransactionMetadata: true, TransactionTopic: txnTopic},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sink.Close(context.Background()) })
+	tr := newTracker()
+	_, r := start(t, cfg, &recSink{Sink: sink, tr: tr})
+	waitFor(t, 20*time.Second, "streaming", r, e.streaming)
+
+	conn, err := pgx.Connect(ctx, e.conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var xid uint32
+	for _, sql := range []string{
+		"TRUNCATE " + b,
+		"INSERT INTO " + a + " (id, seq, note) SELECT g, g, repeat('x', 1000) FROM generate_series(1, 1500) g",
+		"INSERT INTO " + b + " (id, seq, note) SELECT g, g, 'b' FROM generate_series(1, 3) g",
+		"UPDATE " + a + " SET seq = seq + 1 WHERE id <= 10",
+	} {
+		if _, err := tx.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.QueryRow(ctx, "SELECT txid_current()::bigint::int4").Scan(&xid); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the open transaction spooled", r, func() bool { return mon.Stats().SpoolBytes > 0 })
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the transaction's 1514 events written", r, func() bool { return mon.Stats().Events >= 1514 })
+	if tr.writes < 4 {
+		t.Errorf("the transaction took %d Writes, want at least 4 (BatchMaxEvents 500)", tr.writes)
+	}
+
+	var rows = map[string]int{}
+	for _, table := range []string{a, b} {
+		var n int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		rows[table] = n
+	}
+	// Every change of the transaction is a record: 1500 inserts and 10
+	// updates of a, 3 inserts of b.
+	wantEnd := fmt.Sprintf(`{"status":"END","event_count":%d,"data_collections":[{"data_collection":"public.%s","event_count":%d},{"data_collection":"public.%s","event_count":%d}]}`,
+		rows[a]+10+rows[b], a, rows[a]+10, b, rows[b])
+	frames := sinktest.ReadCommitted(t, e.brokers, txnTopic)
+	if len(frames) != 2 {
+		t.Fatalf("transaction topic holds %d records, want one BEGIN and one END", len(frames))
+	}
+	prefix := fmt.Sprintf(`"%d:`, xid)
+	for i, status := range []string{"BEGIN", "END"} {
+		var v map[string]json.RawMessage
+		if err := json.Unmarshal(frames[i].Value, &v); err != nil {
+			t.Fatal(err)
+		}
+		if string(v["status"]) != `"`+status+`"` || !strings.HasPrefix(string(v["id"]), prefix) || string(frames[i].Key) != `{"id":`+string(v["id"])+`}` {
+			t.Errorf("transaction record %d: key %s value %s, want %s of transaction %d", i, frames[i].Key, frames[i].Value, status, xid)
+		}
+		if status == "END" {
+			got := fmt.Sprintf(`{"status":"END","event_count":%s,"data_collections":%s}`, v["event_count"], v["data_collections"])
+			if got != wantEnd {
+				t.Errorf("END counts %s, want %s", got, wantEnd)
+			}
+		}
+	}
+	total := map[int]bool{}
+	for _, table := range []string{a, b} {
+		recs := sinktest.ReadCommitted(t, e.brokers, "t.public."+table)
+		for i, rec := range recs {
+			var v struct {
+				Transaction struct {
+					ID                  string `json:"id"`
+					TotalOrder          int    `json:"total_order"`
+					DataCollectionOrder int    `json:"data_collection_order"`
+				} `json:"transaction"`
+			}
+			if err := json.Unmarshal(rec.Value, &v); err != nil {
+				t.Fatal(err)
+			}
+			tb := v.Transaction
+			if !strings.HasPrefix(`"`+tb.ID, prefix) || tb.DataCollectionOrder != i+1 || total[tb.TotalOrder] || tb.TotalOrder < 1 || tb.TotalOrder > rows[a]+10+rows[b] {
+				t.Fatalf("%s record %d: transaction block %+v, want transaction %d, data_collection_order %d and a total_order of its own", table, i, tb, xid, i+1)
+			}
+			total[tb.TotalOrder] = true
+		}
+	}
+	if len(total) != rows[a]+10+rows[b] {
+		t.Errorf("%d records with a transaction block, want %d", len(total), rows[a]+10+rows[b])
+	}
 }

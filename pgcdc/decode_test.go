@@ -76,6 +76,13 @@ func TestDecodeTransaction(t *testing.T) {
 			for i := 3; i < 5; i++ {
 				want[i].Truncate = kafkasink.TruncateOptions{Cascade: true, RestartIdentity: true}
 			}
+			// Every event counts (no DecoderConfig.Counted); the last
+			// carries the whole transaction.
+			for i, tableOrder := range []int{1, 2, 3, 4, 1} {
+				want[i].Txn = kafkasink.TxnPlace{Order: i + 1, TableOrder: tableOrder, First: i == 0}
+			}
+			want[4].Txn.End = &kafkasink.TxnSummary{CommitEnd: 0x530, Events: 5,
+				Tables: []kafkasink.TableEvents{{Schema: "public", Table: "users", Events: 4}, {Schema: "shop", Table: "orders", Events: 1}}}
 			checkEvents(t, rec.events, want)
 			wantTxn := []Txn{{XID: 700, CommitLSN: 0x500, EndLSN: 0x530, Commit: t0, Events: 5}}
 			if !reflect.DeepEqual(rec.txns, wantTxn) {
@@ -714,6 +721,7 @@ func TestDecodeReusesNoInput(t *testing.T) {
 	for i := range ins {
 		ins[i] = 0
 	}
+	feed(t, d, wal{9, commit(9, 10, t0)}) // delivers the event
 	if !bytes.Equal([]byte(rec.events[0].After[1].Value.(string)), []byte("abc")) {
 		t.Fatal("event aliases the input buffer")
 	}

@@ -214,6 +214,8 @@ func (d debeziumOptions) encoder() (kafkasink.DebeziumEncoder, []string) {
 		UnavailableValuePlaceholder: d.unavailablePlaceholder,
 		NullNestedArrays:            d.nullNestedArrays,
 		MatchDebeziumLosses:         d.matchLosses,
+		ProvideTransactionMetadata:  d.provideTxnMetadata,
+		TransactionTopic:            d.transactionTopic,
 	}
 	var ok bool
 	enc.DecimalHandling, ok = kafkasink.ParseDecimalMode(d.decimalHandling)
@@ -246,6 +248,8 @@ func (d debeziumOptions) changed() []string {
 		{"-debezium-lsn-as-string", d.lsnAsString != def.lsnAsString},
 		{"-debezium-null-nested-arrays", d.nullNestedArrays != def.nullNestedArrays},
 		{"-debezium-match-losses", d.matchLosses != def.matchLosses},
+		{"-provide.transaction.metadata", d.provideTxnMetadata != def.provideTxnMetadata},
+		{"-transaction.topic", d.transactionTopic != def.transactionTopic},
 		{"-debezium-run-id", d.runID != def.runID},
 	} {
 		if f.changed {

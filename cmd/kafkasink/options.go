@@ -52,6 +52,8 @@ type debeziumOptions struct {
 	skippedOperations, unavailablePlaceholder                        string
 	lsnAsString, nullNestedArrays, matchLosses                       bool
 	runID                                                            string
+	provideTxnMetadata                                               bool
+	transactionTopic                                                 string
 }
 
 // debeziumDefaults are the flags' defaults: Debezium's.
@@ -134,6 +136,8 @@ func defineFlags(o *options, stderr io.Writer) (*flag.FlagSet, map[string]settin
 	str(&d.binaryHandling, "binary.handling.mode", "KAFKASINK_BINARY_HANDLING_MODE", def.binaryHandling, "-encoder debezium: bytea as bytes, base64, base64-url-safe or hex")
 	boolean(&d.tombstonesOnDelete, "tombstones.on.delete", "KAFKASINK_TOMBSTONES_ON_DELETE", def.tombstonesOnDelete, "-encoder debezium: follow each delete with a tombstone")
 	str(&d.skippedOperations, "skipped.operations", "KAFKASINK_SKIPPED_OPERATIONS", def.skippedOperations, `-encoder debezium: operations not written, comma-separated c, u, d, t, or none (default t)`)
+	boolean(&d.provideTxnMetadata, "provide.transaction.metadata", "KAFKASINK_PROVIDE_TRANSACTION_METADATA", def.provideTxnMetadata, "-encoder debezium: a transaction block in each change, and BEGIN and END records around each transaction on -transaction.topic")
+	str(&d.transactionTopic, "transaction.topic", "KAFKASINK_TRANSACTION_TOPIC", def.transactionTopic, "-encoder debezium: the topic of the BEGIN and END records (default <-slot>.transaction: Debezium's <topic.prefix>.transaction, the slot being source.name)")
 	str(&d.unavailablePlaceholder, "unavailable.value.placeholder", "KAFKASINK_UNAVAILABLE_VALUE_PLACEHOLDER", def.unavailablePlaceholder, "-encoder debezium: value of an unchanged TOAST column (default __debezium_unavailable_value)")
 	boolean(&d.extendedHeaders, "extended.headers.enabled", "KAFKASINK_EXTENDED_HEADERS_ENABLED", def.extendedHeaders, "-encoder debezium: add the __debezium.context.* headers")
 	boolean(&d.lsnAsString, "debezium-lsn-as-string", "KAFKASINK_DEBEZIUM_LSN_AS_STRING", def.lsnAsString, "-encoder debezium: write source.lsn as a string (not a Debezium property), for readers that round numbers above 2^53")

@@ -177,7 +177,8 @@ func TestDebeziumFlags(t *testing.T) {
 		"-decimal.handling.mode", "string", "-time.precision.mode", "isostring", "-interval.handling.mode", "string",
 		"-binary.handling.mode", "hex", "-tombstones.on.delete=false", "-skipped.operations", "none",
 		"-unavailable.value.placeholder", "??", "-extended.headers.enabled=false",
-		"-debezium-lsn-as-string", "-debezium-null-nested-arrays", "-debezium-match-losses", "-debezium-run-id", "run-1"}, nil)
+		"-debezium-lsn-as-string", "-debezium-null-nested-arrays", "-debezium-match-losses", "-debezium-run-id", "run-1",
+		"-provide.transaction.metadata", "-transaction.topic", "shop.txns"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +186,8 @@ func TestDebeziumFlags(t *testing.T) {
 		DecimalHandling: kafkasink.DecimalString, TimePrecision: kafkasink.TimeIsostring, IntervalHandling: kafkasink.IntervalString,
 		BinaryHandling: kafkasink.BinaryHex, DisableTombstones: true, SkippedOperations: "none",
 		UnavailableValuePlaceholder: "??", DisableExtendedHeaders: true,
-		LSNAsString: true, NullNestedArrays: true, MatchDebeziumLosses: true, RunID: "run-1"}
+		LSNAsString: true, NullNestedArrays: true, MatchDebeziumLosses: true, RunID: "run-1",
+		ProvideTransactionMetadata: true, TransactionTopic: "shop.txns"}
 	if !reflect.DeepEqual(enc, want) {
 		t.Errorf("every flag set:\n got %+v\nwant %+v", enc, want)
 	}

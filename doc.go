@@ -101,8 +101,10 @@
 // Avro encoder registers each table version's schemas in a Schema Registry
 // that way, and writes keys and values in the Confluent wire format.
 //
-// Headers: every record carries kafkasink.id, kafkasink.op, kafkasink.table,
-// kafkasink.lsn and kafkasink.commit_lsn.
+// Headers: every record of an event carries kafkasink.id, kafkasink.op,
+// kafkasink.table, kafkasink.lsn and kafkasink.commit_lsn. The BEGIN and
+// END records of DebeziumEncoder.ProvideTransactionMetadata (on its
+// TransactionTopic, a Framer's records) carry none, as Debezium's.
 //
 // Dead letters: with Config.DeadLetterTopic, a rejected event's record goes
 // there instead, and always carries the event: its key (the event id when
@@ -112,7 +114,9 @@
 // (ValueEncoded, ValueEvent or ValueOmitted). Only a value too large for
 // the dead-letter topic itself is left out, never cut short: the record
 // keeps its key and headers, kafkasink.value says "omitted", and the sink
-// logs an Error.
+// logs an Error. A dead-lettered event keeps the BEGIN and END records
+// around it (DebeziumEncoder.ProvideTransactionMetadata), which count
+// it: its transaction is still described whole.
 //
 // Large values: a record that cannot fit its topic by the lengths of its
 // column values alone is rejected before it is encoded, so a huge value

@@ -388,6 +388,21 @@
 // key. The upsert encoder marks documents that leave columns out as
 // "partial".
 //
+// Every change also says where it stands in its transaction
+// (kafkasink.Event.Txn), for encoders that describe transactions
+// (DebeziumEncoder's ProvideTransactionMetadata): its place among the
+// transaction's counted events and among those of its table, whether it
+// is the transaction's first, and, on its last, the transaction as a
+// whole (the end of its commit record, the counted events in all and per
+// table). Which events count is DecoderConfig.Counted's to say; Run asks
+// its sink (kafkasink.Sink.Delivers), so that the events the sink's
+// Encoder skips (a TRUNCATE under DebeziumEncoder's default
+// SkippedOperations) are not counted, as Debezium counts only what it
+// emits. To know which event is the last, the Decoder holds each event
+// until the next change or the commit arrives, and delivers it then: a
+// Decoder used alone fills Event.Txn too, for ordinary and streamed
+// transactions alike. Snapshot rows have none.
+//
 // Logical decoding messages (pg_logical_emit_message) are not row events; they
 // go to DecoderConfig.OnMessage.
 //

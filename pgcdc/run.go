@@ -21,7 +21,10 @@ import (
 var ErrSlotLost = errors.New("pgcdc: replication slot lost")
 
 // Sink is what Run needs of a sink: *kafkasink.Sink is one. A wrapper that
-// counts or traces, or a test's recorder, may stand in for it.
+// counts or traces, or a test's recorder, may stand in for it. A Sink
+// that also has kafkasink.Sink's Delivers method (a wrapper embedding
+// *kafkasink.Sink has it) gets Event.Txn counting only the events it
+// delivers (DecoderConfig.Counted); without it every event counts.
 type Sink interface {
 	// Write delivers a batch; see kafkasink.Sink.Write, whose contract
 	// Run relies on: nil means every event is durable and the checkpoint

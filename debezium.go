@@ -159,8 +159,7 @@ type DebeziumEncoder struct {
 	// its BEGIN and END, with event_count 0, as Debezium writes them. A
 	// dead-lettered event keeps its place: BEGIN and END are written
 	// around its dead-letter record and count it. END lists the tables
-	// in the order of their first event (Debezium's order is that of a
-	// Java HashMap).
+	// in Debezium's order, a Java HashMap's (see javaHashMapOrder).
 	ProvideTransactionMetadata bool
 	// TransactionTopic is transaction.topic: the topic of the BEGIN and
 	// END records. Empty means Debezium's default, "<Name>.transaction"

@@ -80,7 +80,9 @@ func (d DebeziumEncoder) AppendFrame(dst []byte, e *Event, after bool) ([]byte, 
 		dst = append(dst, `,"event_count":`...)
 		dst = strconv.AppendInt(dst, int64(end.Events), 10)
 		dst = append(dst, `,"data_collections":[`...)
-		for i, t := range end.Tables {
+		var small [8]int
+		for i, ti := range javaHashMapOrder(end.Tables, small[:0]) {
+			t := end.Tables[ti]
 			if i > 0 {
 				dst = append(dst, ',')
 			}
@@ -148,4 +150,70 @@ func debeziumLSN(e *Event) LSN {
 		return e.LSN
 	}
 	return e.Position.LSN
+}
+
+// javaHashMapOrder appends to order the indexes of tables in the order in
+// which Debezium lists them in END's data_collections: that of a
+// java.util.HashMap<String, Long> (Debezium's TransactionContext) into
+// which their names, "schema.table", were put in the order of tables
+// (each table's first event). Such a map iterates its buckets in order,
+// each bucket's keys in insertion order; a key's bucket is its
+// String.hashCode, spread (h ^ h>>>16), modulo the table size, 16 doubled
+// each time the map passes three quarters full, or when a key is put into
+// a bucket of 8 while the table is below 64. (A bucket of more than 8
+// keys in a table of 64 or more becomes a tree whose order is not
+// modelled here: it takes 9 table names that collide.) Checked against Debezium 3.6.1 on
+// a transaction of 7 tables.
+func javaHashMapOrder(tables []TableEvents, order []int) []int {
+	n := len(tables)
+	for i := range n {
+		order = append(order, i)
+	}
+	if n < 2 {
+		return order
+	}
+	hash := func(t TableEvents) uint32 {
+		h := javaStringHash(javaStringHash(0, t.Schema)*31+'.', t.Table)
+		return h ^ h>>16
+	}
+	size := 16
+	if n >= 8 {
+		counts := make(map[uint32]int)
+		for i, t := range tables {
+			b := hash(t) & uint32(size-1)
+			if counts[b] >= 8 && size < 64 {
+				size *= 2
+			}
+			if i+1 > size*3/4 {
+				size *= 2
+			}
+			clear(counts)
+			for _, u := range tables[:i+1] {
+				counts[hash(u)&uint32(size-1)]++
+			}
+		}
+	}
+	bucket := func(i int) uint32 { return hash(tables[i]) & uint32(size-1) }
+	// Insertion sort: stable, and n is small.
+	for i := 1; i < n; i++ {
+		for j := i; j > 0 && bucket(order[j-1]) > bucket(order[j]); j-- {
+			order[j-1], order[j] = order[j], order[j-1]
+		}
+	}
+	return order
+}
+
+// javaStringHash continues Java's String.hashCode h over s, counted in
+// UTF-16 code units.
+func javaStringHash(h uint32, s string) uint32 {
+	for _, r := range s {
+		if r >= 0x10000 {
+			r -= 0x10000
+			h = h*31 + uint32(0xD800+r>>10)
+			h = h*31 + uint32(0xDC00+r&0x3FF)
+			continue
+		}
+		h = h*31 + uint32(r)
+	}
+	return h
 }

@@ -394,3 +394,29 @@ func TestDebeziumTransactionSkippedOnlyCommitLost(t *testing.T) {
 		t.Errorf("transaction topic holds %d records, want its BEGIN and END once", got)
 	}
 }
+
+// END lists the tables of a transaction in Debezium's order, that of a
+// Java HashMap. The expected value is what Debezium 3.6.1 wrote for one
+// transaction of 7 tables (scripts/debezium-capture.sh txmeta, run with a
+// workload-changes.sql of that one transaction: inserts and updates of
+// no_pk, ident_full, multi_pk, truncated, toasty, no_pk again,
+// ident_default and zz_end, in this order).
+func TestDebeziumTransactionEndTableOrder(t *testing.T) {
+	t.Parallel()
+	enc := kafkasink.DebeziumEncoder{Name: "dbz", ProvideTransactionMetadata: true}
+	e := kafkasink.Event{XID: 12815, Commit: time.UnixMilli(1796098061035)}
+	sum := &kafkasink.TxnSummary{CommitEnd: 43375440, Events: 8}
+	for _, table := range []string{"no_pk", "ident_full", "multi_pk", "truncated", "toasty", "ident_default", "zz_end"} {
+		events := 1
+		if table == "no_pk" {
+			events = 2
+		}
+		sum.Tables = append(sum.Tables, kafkasink.TableEvents{Schema: "dbzconf", Table: table, Events: events})
+	}
+	e.Txn.End = sum
+	out, keyLen := enc.AppendFrame(nil, &e, true)
+	want := `{"status":"END","id":"12815:43375440","event_count":8,"data_collections":[{"data_collection":"dbzconf.zz_end","event_count":1},{"data_collection":"dbzconf.truncated","event_count":1},{"data_collection":"dbzconf.no_pk","event_count":2},{"data_collection":"dbzconf.multi_pk","event_count":1},{"data_collection":"dbzconf.toasty","event_count":1},{"data_collection":"dbzconf.ident_full","event_count":1},{"data_collection":"dbzconf.ident_default","event_count":1}],"ts_ms":1796098061035}`
+	if got := string(out[keyLen:]); got != want {
+		t.Errorf("END\n got %s\nwant %s", got, want)
+	}
+}

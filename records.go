@@ -158,8 +158,10 @@ func (s *Sink) encodeParts(ctx context.Context, p *plan, events []Event, send fu
 	}
 	if f, ok := shaper.(Framer); ok {
 		enc.framer = f
-		// Room for the records around events, so that their pointers
-		// stay valid: at most one before and one after a transaction.
+		// Room for the records around events, as DebeziumEncoder asks
+		// for them: one before a transaction's first event, one after
+		// its last. (A Framer asking for more costs a reallocation; the
+		// records already made stay valid where they are.)
 		n := 0
 		for i := range events {
 			if events[i].Txn.First {
@@ -363,7 +365,7 @@ type encoderState struct {
 	arena   []byte
 	shaper  RecordShaper // the Encoder's, when it has one
 	framer  Framer       // the Encoder's, when it has one
-	frames  []kgo.Record // the records around events, capacity fixed
+	frames  []kgo.Record // the records around events
 	keys    keyEncoder   // the Encoder's, when it writes the keys
 	// keyEncoder is the Encoder's KeyEncoder, when it has one.
 	keyEncoder KeyEncoder

@@ -254,6 +254,9 @@ type txnState struct {
 	// (Event.Txn.End). holding says whether held is set.
 	held    kafkasink.Event
 	holding bool
+	// after are the transactional messages that came after held, which
+	// follow it (DecoderConfig.OnMessage's order).
+	after []Message
 	// counted is how many events count in the transaction's orders
 	// (DecoderConfig.Counted), tables how many of each table, in the
 	// order of their first; lastTable indexes the one counted last.
@@ -527,13 +530,13 @@ func (d *Decoder) setOrigin(lsn kafkasink.LSN, typ byte, m *pglogrepl.OriginMess
 // one at once.
 func (d *Decoder) logicalMessage(lsn kafkasink.LSN, data []byte, m *pglogrepl.LogicalDecodingMessageV2) error {
 	if !m.Transactional {
-		return d.message(m, 0)
+		return d.message(m, nil)
 	}
 	switch d.state.phase {
 	case phaseStream:
 		return d.spoolMessage(lsn, data, m)
 	case phaseTxn:
-		return d.message(m, d.state.txn.xid)
+		return d.message(m, d.state.txn)
 	}
 	return malformed(lsn, data[0], "transactional message outside a transaction")
 }
@@ -973,10 +976,12 @@ func (d *Decoder) deliver(t *txnState, ev kafkasink.Event) error {
 	t.place(&ev, d.cfg.Counted == nil || d.cfg.Counted(&ev))
 	t.next++
 	held, holding := t.held, t.holding
-	t.held, t.holding = ev, true
 	if holding {
-		return d.cfg.OnEvent(held)
+		if err := d.release(t, held); err != nil {
+			return err
+		}
 	}
+	t.held, t.holding = ev, true
 	return nil
 }
 
@@ -987,7 +992,7 @@ func (d *Decoder) commit(t *txnState, c Txn) error {
 		ev := t.held
 		t.held, t.holding = kafkasink.Event{}, false
 		ev.Txn.End = &kafkasink.TxnSummary{CommitEnd: c.EndLSN, Events: t.counted, Tables: t.tables}
-		if err := d.cfg.OnEvent(ev); err != nil {
+		if err := d.release(t, ev); err != nil {
 			return err
 		}
 	}
@@ -998,18 +1003,45 @@ func (d *Decoder) commit(t *txnState, c Txn) error {
 	return d.cfg.OnCommit(c)
 }
 
-func (d *Decoder) message(m *pglogrepl.LogicalDecodingMessageV2, xid uint32) error {
+// message delivers a logical decoding message: a transactional one of t,
+// when t holds an event, after that event (see deliver), so that it stays
+// in order among t's events; nil t for a non-transactional one.
+func (d *Decoder) message(m *pglogrepl.LogicalDecodingMessageV2, t *txnState) error {
 	if d.cfg.OnMessage == nil {
 		return nil
 	}
-	return d.cfg.OnMessage(Message{
+	msg := Message{
 		LSN:           kafkasink.LSN(m.LSN),
 		Transactional: m.Transactional,
-		XID:           xid,
 		Prefix:        m.Prefix,
 		// pglogrepl's Content aliases the caller's buffer.
 		Content: bytes.Clone(m.Content),
-	})
+	}
+	if t == nil {
+		return d.cfg.OnMessage(msg)
+	}
+	msg.XID = t.xid
+	if t.holding {
+		t.after = append(t.after, msg)
+		return nil
+	}
+	return d.cfg.OnMessage(msg)
+}
+
+// release hands t's held event to OnEvent, then the messages that came
+// after it.
+func (d *Decoder) release(t *txnState, ev kafkasink.Event) error {
+	if err := d.cfg.OnEvent(ev); err != nil {
+		return err
+	}
+	after := t.after
+	t.after = nil
+	for _, m := range after {
+		if err := d.cfg.OnMessage(m); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // spoolMessage appends a message of the stream in progress to its spool,
@@ -1057,7 +1089,7 @@ func (d *Decoder) replay(s *txnSpool, c *pglogrepl.StreamCommitMessageV2) (err e
 			if s.aborted(sub) {
 				return nil
 			}
-			return d.message(m, t.xid)
+			return d.message(m, t)
 		default:
 			if s.aborted(sub) {
 				return nil

@@ -26,7 +26,9 @@ var (
 
 // checkEvents compares the events with want, whose Relation is left nil:
 // every event must carry a Relation, listing every column its row images
-// name, which TestEventRelation checks against the catalog.
+// name, which TestEventRelation checks against the catalog. Event.Txn is
+// compared where want sets it (TestDecodeTransaction; TestDecodeTxnPlace
+// checks it further).
 func checkEvents(t *testing.T, got, want []kafkasink.Event) {
 	t.Helper()
 	if len(got) != len(want) {
@@ -43,6 +45,9 @@ func checkEvents(t *testing.T, got, want []kafkasink.Event) {
 			}
 		}
 		g.Relation = nil
+		if want[i].Txn == (kafkasink.TxnPlace{}) {
+			g.Txn = kafkasink.TxnPlace{}
+		}
 		if !reflect.DeepEqual(g, want[i]) {
 			t.Errorf("event %d:\n got %+v\nwant %+v", i, g, want[i])
 		}
@@ -487,7 +492,7 @@ func TestCallbackErrorsReturnedUnchanged(t *testing.T) {
 		msgs []wal
 	}{
 		{"OnEvent", DecoderConfig{OnEvent: func(kafkasink.Event) error { return boom }},
-			[]wal{{1, begin(9, t0, 1)}, {2, ordersR}, {3, insert(0, 16390, txt("1"))}}},
+			[]wal{{1, begin(9, t0, 1)}, {2, ordersR}, {3, insert(0, 16390, txt("1"))}, {9, commit(9, 10, t0)}}},
 		{"OnCommit", DecoderConfig{OnCommit: func(Txn) error { return boom }},
 			[]wal{{1, begin(9, t0, 1)}, {9, commit(9, 10, t0)}}},
 		{"OnMessage", DecoderConfig{OnMessage: func(Message) error { return boom }},
@@ -643,6 +648,7 @@ func TestEventKeyIsNotAliased(t *testing.T) {
 		wal{2, usersR},
 		wal{3, insert(0, 16384, txt("1"), null(), null())},
 		wal{4, insert(0, 16384, txt("2"), null(), null())},
+		wal{9, commit(9, 10, t0)}, // delivers the last event
 	)
 	k := append(rec.events[0].Key, "extra")
 	k[0] = "changed"
@@ -692,6 +698,7 @@ func TestBinaryTuple(t *testing.T) {
 			encode(pgtype.TextOID, "héllo"),
 			bin([]byte{0xde, 0xad}),
 		)},
+		wal{9, commit(9, 10, t0)},
 	)
 	want := row("i4", int32(-5), "num", kafkasink.Decimal("12345678901234567890.000001"), "tz", ts,
 		"ts", "2024-02-29T23:59:58.5", "d", "2024-02-29", "u", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
@@ -707,7 +714,8 @@ func TestBinaryTuple(t *testing.T) {
 		}
 	}
 	// A binary value that does not decode for its type is an error.
-	err := d.Decode(4, insert(0, 1, bin([]byte{1, 2}), null(), null(), null(), null(), null(), null(), null(), null(), null(), null(), null()))
+	feed(t, d, wal{11, begin(19, t0, 2)})
+	err := d.Decode(12, insert(0, 1, bin([]byte{1, 2}), null(), null(), null(), null(), null(), null(), null(), null(), null(), null(), null()))
 	if err == nil || !strings.Contains(err.Error(), `column "i4"`) {
 		t.Fatalf("err = %v, want a DecodeError for column i4", err)
 	}
@@ -866,5 +874,69 @@ func TestRepeatedRelationMessageKeepsRelation(t *testing.T) {
 	}
 	if rec.events[2].Relation == rec.events[1].Relation || len(rec.events[2].Relation.Columns) != 2 {
 		t.Errorf("the widened table's event carries the old Relation")
+	}
+}
+
+// TestDecodeTxnPlace: with DecoderConfig.Counted leaving TRUNCATEs out,
+// Event.Txn counts the other events only, in all and per table, while
+// the first and last events are those delivered, counted or not; a
+// transactional message stays in its place among the events although
+// each event waits for the next change or the commit; and a streamed
+// transaction is placed the same way.
+func TestDecodeTxnPlace(t *testing.T) {
+	t.Parallel()
+	var log []string
+	cfg := DecoderConfig{
+		Counted: func(e *kafkasink.Event) bool { return e.Op != kafkasink.OpTruncate },
+		OnEvent: func(e kafkasink.Event) error {
+			end := ""
+			if s := e.Txn.End; s != nil {
+				end = fmt.Sprintf(" end=%s/%d%v", s.CommitEnd, s.Events, s.Tables)
+			}
+			log = append(log, fmt.Sprintf("%s %s.%s order=%d/%d first=%t%s", e.Op, e.Schema, e.Table, e.Txn.Order, e.Txn.TableOrder, e.Txn.First, end))
+			return nil
+		},
+		OnMessage: func(m Message) error { log = append(log, "message "+string(m.Content)); return nil },
+		OnCommit:  func(tx Txn) error { log = append(log, fmt.Sprintf("commit %d events", tx.Events)); return nil },
+		SpoolDir:  t.TempDir(),
+	}
+	d, err := NewDecoder(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	feed(t, d,
+		wal{0x100, begin(0x500, t0, 700)},
+		wal{0x100, usersR},
+		wal{0x100, ordersR},
+		wal{0x105, truncate(0, 0, 16390)},
+		wal{0x110, insert(0, 16384, txt("1"), txt("ann"), txt("1"))},
+		wal{0x115, logical(0, true, 0x115, "app", "between")},
+		wal{0x120, insert(0, 16390, txt("7"))},
+		wal{0x130, insert(0, 16384, txt("2"), txt("bob"), txt("2"))},
+		wal{0x140, truncate(0, 0, 16384)},
+		wal{0x500, commit(0x500, 0x530, t0)},
+		// Streamed: the same places, made at the replay.
+		wal{0x600, streamStart(800, true)},
+		wal{0x600, usersR},
+		wal{0x610, insert(800, 16384, txt("3"), txt("cy"), txt("3"))},
+		wal{0x620, insert(800, 16384, txt("4"), txt("di"), txt("4"))},
+		wal{0x620, streamStop()},
+		wal{0x700, streamCommit(800, 0x700, 0x730, t0)},
+	)
+	want := []string{
+		"truncate shop.orders order=0/0 first=true",
+		"insert public.users order=1/1 first=false",
+		"message between",
+		"insert shop.orders order=2/1 first=false",
+		"insert public.users order=3/2 first=false",
+		"truncate public.users order=0/0 first=false end=0/530/3[{public users 2} {shop orders 1}]",
+		"commit 5 events",
+		"insert public.users order=1/1 first=true",
+		"insert public.users order=2/2 first=false end=0/730/2[{public users 2}]",
+		"commit 2 events",
+	}
+	if strings.Join(log, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got:\n%s\nwant:\n%s", strings.Join(log, "\n"), strings.Join(want, "\n"))
 	}
 }

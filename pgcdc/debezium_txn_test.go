@@ -236,7 +236,9 @@ func TestStreamedTransactionMetadata(t *testing.T) {
 	}
 	// Every change of the transaction is a record: 1500 inserts and 10
 	// updates of a, 3 inserts of b.
-	wantEnd := fmt.Sprintf(`{"status":"END","event_count":%d,"data_collections":[{"data_collection":"public.%s","event_count":%d},{"data_collection":"public.%s","event_count":%d}]}`,
+	// (END lists the tables in Debezium's order, a Java HashMap's, which
+	// TestDebeziumTransactionEndTableOrder checks.)
+	wantEnd := fmt.Sprintf(`event_count=%d data_collections=map[public.%s:%d public.%s:%d]`,
 		rows[a]+10+rows[b], a, rows[a]+10, b, rows[b])
 	frames := sinktest.ReadCommitted(t, e.brokers, txnTopic)
 	if len(frames) != 2 {
@@ -252,8 +254,19 @@ func TestStreamedTransactionMetadata(t *testing.T) {
 			t.Errorf("transaction record %d: key %s value %s, want %s of transaction %d", i, frames[i].Key, frames[i].Value, status, xid)
 		}
 		if status == "END" {
-			got := fmt.Sprintf(`{"status":"END","event_count":%s,"data_collections":%s}`, v["event_count"], v["data_collections"])
-			if got != wantEnd {
+			var dcs []struct {
+				DataCollection string `json:"data_collection"`
+				EventCount     int    `json:"event_count"`
+			}
+			if err := json.Unmarshal(v["data_collections"], &dcs); err != nil {
+				t.Fatal(err)
+			}
+			counts := make(map[string]int)
+			for _, dc := range dcs {
+				counts[dc.DataCollection] = dc.EventCount
+			}
+			got := fmt.Sprintf("event_count=%s data_collections=%v", v["event_count"], counts)
+			if got != wantEnd || len(dcs) != 2 {
 				t.Errorf("END counts %s, want %s", got, wantEnd)
 			}
 		}

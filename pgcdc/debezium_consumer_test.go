@@ -249,9 +249,14 @@ type consumerForm struct {
 // JsonConverter's schemas.enable false and true. With true, JsonConverter
 // checks every key and value against the Connect schema it carries, and
 // Flink reads with debezium-json.schema-include=true.
+//
+// Both also write transaction metadata (provide.transaction.metadata),
+// which adds a block to every change and BEGIN and END records on the
+// form's transaction topic, <prefix>.transaction, which the consumers
+// read as well.
 var consumerForms = []consumerForm{
-	{schemas: false, enc: kafkasink.DebeziumEncoder{Name: "dbz"}},
-	{schemas: true, enc: kafkasink.DebeziumEncoder{Name: "dbz", SchemasEnable: true}},
+	{schemas: false, enc: kafkasink.DebeziumEncoder{Name: "dbz", ProvideTransactionMetadata: true}},
+	{schemas: true, enc: kafkasink.DebeziumEncoder{Name: "dbz", SchemasEnable: true, ProvideTransactionMetadata: true}},
 }
 
 // consumerRun is the workload delivered by Run to the real test broker,
@@ -262,6 +267,9 @@ type consumerRun struct {
 	brokers  []string
 	forms    []consumerForm
 	prefixes []string // per form, of its topics: <prefix>.<schema>.<table>
+	// txnTopics are, per form, its transaction topic, "" for a form
+	// without transaction metadata.
+	txnTopics []string
 	tables   []string // the tables delivered
 }
 
@@ -300,13 +308,19 @@ func deliverWorkload(t *testing.T, forms ...consumerForm) *consumerRun {
 	for i, form := range forms {
 		prefix := fmt.Sprintf("%s_%d", e.name, i)
 		r.prefixes = append(r.prefixes, prefix)
+		enc := form.enc
+		if d, ok := enc.(kafkasink.DebeziumEncoder); ok && d.ProvideTransactionMetadata {
+			d.TransactionTopic = prefix + ".transaction"
+			enc = d
+		}
+		r.txnTopics = append(r.txnTopics, frameTopic(enc))
 		sink, err := kafkasink.New(ctx, kafkasink.Config{
 			Brokers:         r.brokers,
 			SinkID:          prefix,
 			CheckpointTopic: prefix + ".checkpoints",
 			Topics:          kafkasink.Topics{Prefix: prefix, Partitions: 3},
 			KeyFormat:       kafkasink.KeyJSON,
-			Encoder:         form.enc,
+			Encoder:         enc,
 		})
 		if err != nil {
 			t.Fatalf("kafkasink.New: %v", err)
@@ -318,13 +332,25 @@ func deliverWorkload(t *testing.T, forms ...consumerForm) *consumerRun {
 	return r
 }
 
-// topics returns the topics of form i.
+// topics returns the topics of form i: its tables', and its transaction
+// topic when it has one.
 func (r *consumerRun) topics(i int) []string {
 	var out []string
 	for _, table := range r.tables {
 		out = append(out, r.prefixes[i]+"."+r.schema+"."+table)
 	}
+	if r.txnTopics[i] != "" {
+		out = append(out, r.txnTopics[i])
+	}
 	return out
+}
+
+// frameTopic is the transaction topic of enc, "" when it writes none.
+func frameTopic(enc kafkasink.Encoder) string {
+	if f, ok := enc.(kafkasink.Framer); ok {
+		return f.FrameTopic()
+	}
+	return ""
 }
 
 // consume runs the Java consumer over the topics of form i on the broker,
@@ -368,6 +394,13 @@ func TestDebeziumConsumerOurTopics(t *testing.T) {
 				if got, dbz := summary[topic].Records, debeziumCounts["dbz."+debeziumSchema+"."+table]; got != dbz {
 					t.Errorf("%s: the consumer read %d records; Debezium wrote %d for the same changes (%s)",
 						table, got, dbz, debeziumCountsFile)
+				}
+			}
+			// With provide.transaction.metadata Debezium wrote this many
+			// BEGIN and END records for the same changes.
+			if topic := r.txnTopics[i]; topic != "" {
+				if got, dbz := summary[topic].Records, countByTopic(readDebeziumGolden(t, "txmeta-schemas-false.jsonl"))["dbz.transaction"]; got != dbz {
+					t.Errorf("%s: the consumer read %d records; Debezium wrote %d BEGIN and END records for the same changes", topic, got, dbz)
 				}
 			}
 			for _, f := range flinkTables {
@@ -509,7 +542,11 @@ func TestDebeziumConsumerRefusesMalformedRecord(t *testing.T) {
 	var forms []consumerForm
 	for i, tc := range cases {
 		form := tc.form
-		form.enc = corruptingEncoder{DebeziumEncoder: tc.form.enc.(kafkasink.DebeziumEncoder), match: tc.match,
+		// Without transaction metadata: a corruptingEncoder's
+		// transaction topic would be the same for every form.
+		dbz := tc.form.enc.(kafkasink.DebeziumEncoder)
+		dbz.ProvideTransactionMetadata = false
+		form.enc = corruptingEncoder{DebeziumEncoder: dbz, match: tc.match,
 			corrupt: func(v []byte) []byte {
 				out := tc.corrupt(v)
 				if !bytes.Equal(out, v) {

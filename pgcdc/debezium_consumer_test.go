@@ -270,7 +270,7 @@ type consumerRun struct {
 	// txnTopics are, per form, its transaction topic, "" for a form
 	// without transaction metadata.
 	txnTopics []string
-	tables   []string // the tables delivered
+	tables    []string // the tables delivered
 }
 
 // deliverWorkload runs testdata/debezium's workload through Run

@@ -196,6 +196,18 @@ func TestDebeziumTransactionBlock(t *testing.T) {
 	if blocks != 27 || nulls != 17 {
 		t.Errorf("%d records with a block and %d snapshot rows, want 27 and 17", blocks, nulls)
 	}
+	// Debezium's transactions above touch one table each, where both
+	// orders are the same: here they differ.
+	e := dbzEvent(kafkasink.OpInsert, 0x500, 6, 1)
+	e.XID, e.LSN = 9, 0x400
+	e.Txn = kafkasink.TxnPlace{Order: 7, TableOrder: 3}
+	out, err := enc.Encode(nil, &e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(payload(t, out)["transaction"]), `{"id":"9:1024","total_order":7,"data_collection_order":3}`; got != want {
+		t.Errorf("transaction %s, want %s", got, want)
+	}
 }
 
 // txnEvents are the five events of one source transaction of table

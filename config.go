@@ -195,6 +195,20 @@ type Config struct {
 	// interfaces in hooks.go.
 	Hooks []Hook
 
+	// Guard, when set, is asked in ExactlyOnce mode before each request
+	// that could touch the transaction of another instance with this
+	// sink's transactional id: beginning, committing and aborting a
+	// transaction, and re-initialising the producer id after an unclear
+	// outcome (KIP-360), which makes the broker abort whatever
+	// transaction is open under the id, a newer instance's included,
+	// before it answers that this one is fenced. An error stops the sink
+	// as fenced (ErrFenced, wrapping it) without sending the request.
+	// Instances that take turns on a lease give its check (pgcdc's
+	// Lease.Check), so that one resumed after a freeze stops before it
+	// disturbs its successor. nil asks nothing; the other modes, which
+	// have no transactions, never ask.
+	Guard func() error
+
 	// TLS, when set, encrypts connections to the brokers; see TLS.
 	TLS *TLS
 	// SASL, when set, authenticates the sink; see SASL.

@@ -193,6 +193,9 @@ func (s *txnSink) transact(ctx context.Context, pt *part, ck Checkpoint, t *open
 		return s.abort(ctx, info, started, s.writeError(tctx, pt, ck, failed, perr), nil)
 	}
 
+	if err := s.guard(); err != nil {
+		return err // left open: the successor's fencing, or the broker's timeout, aborts it
+	}
 	cctx, ccancel := context.WithTimeoutCause(tctx, s.cfg.CommitTimeout, errCommitTimeout)
 	defer ccancel()
 	if err := s.cl.EndTransaction(cctx, kgo.TryCommit); err != nil {
@@ -220,6 +223,9 @@ type openTxn struct {
 // its timeout; the transaction's context ends a tenth early, so that
 // neither producing nor the commit request runs into the broker's abort.
 func (s *txnSink) begin(ctx context.Context) (*openTxn, error) {
+	if err := s.guard(); err != nil {
+		return nil, err
+	}
 	if err := s.cl.BeginTransaction(); err != nil {
 		return nil, fmt.Errorf("kafkasink: beginning a transaction: %w", err)
 	}
@@ -250,6 +256,9 @@ func (s *txnSink) abort(ctx context.Context, info TransactionInfo, started time.
 	actx, cancel := context.WithTimeoutCause(context.WithoutCancel(ctx), s.cfg.CommitTimeout, errAbortTimeout)
 	defer cancel()
 	aerr := s.cl.AbortBufferedRecords(actx)
+	if aerr == nil {
+		aerr = s.guard()
+	}
 	if aerr == nil {
 		aerr = s.cl.EndTransaction(actx, kgo.TryAbort)
 	}
@@ -307,8 +316,13 @@ func (s *txnSink) resolveCommit(ctx context.Context, info TransactionInfo, start
 // That re-initialisation aborts anything of ours still open at the broker,
 // and the broker answers it PRODUCER_FENCED when a newer instance has
 // claimed the transactional id since: then this instance is the zombie,
-// and stops.
+// and stops. The broker aborts the newer instance's open transaction
+// before it answers so (Kafka 4.4 was seen to): Config.Guard, asked first,
+// keeps an instance that knows it lost its turn from sending it.
 func (s *txnSink) settleClient(ctx context.Context) error {
+	if err := s.guard(); err != nil {
+		return err
+	}
 	if err := s.cl.AbortBufferedRecords(ctx); err != nil {
 		return fmt.Errorf("kafkasink: recovering: failing the records still buffered: %w", withCause(ctx, err))
 	}

@@ -348,6 +348,19 @@ func (s *Sink) recover(ctx context.Context) error {
 	return nil
 }
 
+// guard asks Config.Guard whether this instance may still send requests
+// under its transactional id; a refusal stops the sink as fenced.
+func (s *Sink) guard() error {
+	if s.cfg.Guard == nil {
+		return nil
+	}
+	if err := s.cfg.Guard(); err != nil {
+		return s.follow(verdict{fmt.Errorf("%w: Config.Guard refused to let this instance go on (%w); it sent nothing more under transactional id %q",
+			ErrFenced, err, s.cfg.TransactionalID), actFatal})
+	}
+	return nil
+}
+
 // follow acts on a verdict: it is where a decided failure changes the
 // sink's state. actRecover makes the checkpoint unverified; actFatal
 // stops the sink for good, so that every later Write returns the error.

@@ -85,7 +85,8 @@ type Lease struct {
 	log  *slog.Logger
 	// renewed is when the last successful renewal was sent: the server
 	// started its idle timer after that, so a holder that counts from it
-	// gives up no later than the server does.
+	// gives up no later than the server does. Guarded by mu: Check reads
+	// it beside the renewal loop.
 	renewed time.Time
 
 	stop     context.CancelFunc // ends the renewal
@@ -416,13 +417,12 @@ func (l *Lease) renewLoop() {
 
 // renewOnce renews the lease, or ends it lost and returns why.
 func (l *Lease) renewOnce() error {
-	now := time.Now()
-	if planRenewal(l.renewed, now, l.cfg.Timeout) == renewTooLate {
-		return l.lose(fmt.Errorf("%w: slot %q: the lease was last renewed %v ago, more than its Timeout %v (this process was frozen or cut off), so the server has ended its session",
-			ErrLeaseLost, l.cfg.Slot, now.Sub(l.renewed).Round(time.Millisecond), l.cfg.Timeout))
+	now, renewed := time.Now(), l.lastRenewed()
+	if planRenewal(renewed, now, l.cfg.Timeout) == renewTooLate {
+		return l.lose(l.tooLate(now, renewed, "its Timeout", "so the server has ended its session"))
 	}
 	// The renewal must answer before the server could end the session.
-	ctx, cancel := context.WithDeadline(l.ctx, l.renewed.Add(l.cfg.Timeout))
+	ctx, cancel := context.WithDeadline(l.ctx, renewed.Add(l.cfg.Timeout))
 	defer cancel()
 	if _, err := l.conn.Exec(ctx, "SELECT 1"); err != nil {
 		if l.ctx.Err() != nil {
@@ -430,7 +430,48 @@ func (l *Lease) renewOnce() error {
 		}
 		return l.lose(fmt.Errorf("%w: slot %q: renewing it failed, its session is gone: %w", ErrLeaseLost, l.cfg.Slot, err))
 	}
+	l.mu.Lock()
 	l.renewed = now
+	l.mu.Unlock()
+	return nil
+}
+
+func (l *Lease) lastRenewed() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.renewed
+}
+
+// tooLate is the loss of a lease last renewed at renewed, seen at now
+// past limit (a part of Timeout, named).
+func (l *Lease) tooLate(now, renewed time.Time, limit, consequence string) error {
+	return fmt.Errorf("%w: slot %q: the lease was last renewed %v ago, more than %s %v (this process was frozen or cut off), %s",
+		ErrLeaseLost, l.cfg.Slot, now.Sub(renewed).Round(time.Millisecond), limit, l.cfg.Timeout, consequence)
+}
+
+// Check returns nil while this process may act as the holder: the lease
+// is held, and its last renewal is recent enough that the server cannot
+// be about to end its session. Otherwise it returns the loss Err gives,
+// ending the lease lost first when it was still held. It judges from the
+// clock, not from the renewal loop, so a process resumed after a freeze
+// longer than its margin sees the loss on its first call, whatever its
+// goroutines run first. The margin is a quarter of Timeout (three
+// renewals' worth are allowed to pass), so that a request sent right after
+// Check succeeds still reaches the server before the session could end.
+//
+// Give it to kafkasink.Config.Guard: the sink then asks it before every
+// request that could touch the transaction of an instance that took over
+// (beginning, committing and aborting a transaction, and re-initialising
+// its producer id, which would abort the new holder's open transaction),
+// and stops as fenced instead.
+func (l *Lease) Check() error {
+	if err := l.Err(); err != nil {
+		return err
+	}
+	now, renewed := time.Now(), l.lastRenewed()
+	if planRenewal(renewed, now, l.cfg.Timeout*3/4) == renewTooLate {
+		return l.lose(l.tooLate(now, renewed, "three quarters of its Timeout", "so the server may end its session before a request sent now arrives"))
+	}
 	return nil
 }
 

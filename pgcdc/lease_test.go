@@ -435,3 +435,48 @@ func TestLeaseKey(t *testing.T) {
 // leaseKeyKafkasink is LeaseKey("kafkasink"), computed apart from Go's
 // hash/fnv (FNV-1a, 64 bits, by hand in Python).
 const leaseKeyKafkasink = -59109474727373208
+
+// TestLeaseCheck: Check passes while the lease is renewed, for longer
+// than its Timeout; a holder that stopped renewing fails it once three
+// quarters of Timeout have passed since its last renewal (before the
+// server could end its session), and the lease is then lost.
+func TestLeaseCheck(t *testing.T) {
+	e := newLeaseEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var logA, logB sinktest.SyncBuffer
+	const timeout = 2 * time.Second
+
+	renewed, err := AcquireLease(ctx, e.config("lease-test-check", timeout, &logA))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(timeout + timeout/2)
+	if err := renewed.Check(); err != nil {
+		t.Errorf("Check of a renewed lease after %v: %v, want nil", timeout+timeout/2, err)
+	}
+	renewed.Release()
+	if err := renewed.Check(); !errors.Is(err, ErrLeaseReleased) {
+		t.Errorf("Check after Release: %v, want ErrLeaseReleased", err)
+	}
+
+	cfg := e.config("lease-test-check-frozen", timeout, &logB).withDefaults()
+	frozen, err := acquire(ctx, cfg, cfg.Logger) // no renewals
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer frozen.Release()
+	if err := frozen.Check(); err != nil {
+		t.Fatalf("Check right after acquiring: %v, want nil", err)
+	}
+	time.Sleep(timeout * 3 / 4)
+	err = frozen.Check()
+	if !errors.Is(err, ErrLeaseLost) || !strings.Contains(err.Error(), "three quarters of its Timeout") {
+		t.Fatalf("Check %v after the last renewal (Timeout %v): %v, want ErrLeaseLost", timeout*3/4, timeout, err)
+	}
+	select {
+	case <-frozen.Lost():
+	default:
+		t.Error("Check found the lease lost, but Lost is not closed")
+	}
+}

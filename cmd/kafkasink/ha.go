@@ -21,12 +21,15 @@ type leaseOptions struct {
 // pgcdc.AcquireLease), which it must before kafkasink.New claims the
 // sink's transactional id: a standby that created its sink first would
 // fence the active replica. It returns a context that ends when the lease
-// is lost, with the lease's error as its cause, and the function that
-// releases the lease. Without -ha it returns ctx and nothing to release.
-func lead(ctx context.Context, o leaseOptions, pcfg pgcdc.Config, logger *slog.Logger) (context.Context, func(), error) {
+// is lost, with the lease's error as its cause, the lease's check for the
+// sink's Config.Guard (so that a replica resumed after a freeze sends
+// nothing that would abort its successor's transaction), and the function
+// that releases the lease. Without -ha it returns ctx, no check and
+// nothing to release.
+func lead(ctx context.Context, o leaseOptions, pcfg pgcdc.Config, logger *slog.Logger) (context.Context, func() error, func(), error) {
 	if !o.enabled {
 		logger.Info("-ha=false: no lease; a second instance with the same configuration would fence this one")
-		return ctx, func() {}, nil
+		return ctx, nil, func() {}, nil
 	}
 	lease, err := pgcdc.AcquireLease(ctx, pgcdc.LeaseConfig{
 		ConnString:    pcfg.ConnString,
@@ -36,7 +39,7 @@ func lead(ctx context.Context, o leaseOptions, pcfg pgcdc.Config, logger *slog.L
 		Logger:        logger,
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	lctx, cancel := context.WithCancelCause(ctx)
 	go func() {
@@ -46,7 +49,7 @@ func lead(ctx context.Context, o leaseOptions, pcfg pgcdc.Config, logger *slog.L
 		case <-lctx.Done():
 		}
 	}()
-	return lctx, func() {
+	return lctx, lease.Check, func() {
 		cancel(nil)
 		lease.Release()
 	}, nil

@@ -90,6 +90,9 @@ func TestHighAvailabilityTakeover(t *testing.T) {
 	t.Cleanup(func() {
 		for _, r := range replicas {
 			r.kill()
+			if t.Failed() {
+				t.Logf("%s's log:\n%s", r.name, r.out.String())
+			}
 		}
 		if cl, err := kgo.NewClient(kgo.SeedBrokers(brokers)); err == nil {
 			kadm.NewClient(cl).DeleteTopics(context.Background(), checkpoints)
@@ -114,7 +117,7 @@ func TestHighAvailabilityTakeover(t *testing.T) {
 	active := start()
 	active.waitLog(t, 60*time.Second, "lease acquired")
 	standby := start()
-	standby.waitLog(t, 30*time.Second, "waiting for the lease")
+	waitForStandby(t, active, standby)
 	waitFor(t, 60*time.Second, "the replication slot", nil, &active.out, func() bool {
 		var n int
 		db.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", name).Scan(&n)
@@ -141,7 +144,7 @@ func TestHighAvailabilityTakeover(t *testing.T) {
 		kills = append(kills, took)
 		t.Logf("round %d: SIGKILL of %s: %s delivered the rows inserted after it %v later", round, active.name, standby.name, took)
 		active, standby = standby, start()
-		standby.waitLog(t, 30*time.Second, "waiting for the lease")
+		waitForStandby(t, active, standby)
 
 		time.Sleep(time.Second + time.Duration(rng.Int64N(int64(2*time.Second))))
 		stopped, inFlight := active.stopInFlight(t, ctx, adm, "kafkasink-"+name, 5*time.Second)
@@ -166,7 +169,7 @@ func TestHighAvailabilityTakeover(t *testing.T) {
 		t.Logf("round %d: SIGSTOP of %s (its Kafka transaction then: %s) for %v: %s delivered the rows inserted after it %v later; resumed, %s exited 3: %s",
 			round, active.name, inFlight, frozenFor.Round(time.Millisecond), standby.name, took, active.name, stopReason(active.out.String()))
 		active, standby = standby, start()
-		standby.waitLog(t, 30*time.Second, "waiting for the lease")
+		waitForStandby(t, active, standby)
 	}
 
 	work.stop(t)
@@ -264,6 +267,20 @@ func (r *replica) kill() {
 }
 
 // waitLog waits for the process to log msg.
+// waitForStandby waits for a new replica to log that it waits for the
+// lease active holds. A standby that takes the lease instead means active
+// lost or left it: the failure shows both logs.
+func waitForStandby(t *testing.T, active, standby *replica) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(standby.out.String(), `msg="waiting for the lease`) {
+		if time.Now().After(deadline) || strings.Contains(standby.out.String(), `msg="lease acquired`) {
+			t.Fatalf("%s did not wait for the lease %s holds:\n%s\n%s's log:\n%s", standby.name, active.name, standby.out.String(), active.name, active.out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func (r *replica) waitLog(t *testing.T, within time.Duration, msg string) {
 	t.Helper()
 	deadline := time.Now().Add(within)

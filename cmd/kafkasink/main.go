@@ -110,7 +110,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if web != nil {
 		web.standby.Store(true)
 	}
-	lctx, release, err := lead(ctx, o.lease, pcfg, logger)
+	lctx, guard, release, err := lead(ctx, o.lease, pcfg, logger)
 	if web != nil {
 		web.standby.Store(false)
 	}
@@ -123,6 +123,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	// ends the program instead of hanging it, but let a signal end it
 	// sooner.
 	nctx, cancel := context.WithTimeout(lctx, 2*time.Minute)
+	kcfg.Guard = guard
 	sink, err := kafkasink.New(nctx, kcfg)
 	cancel()
 	if err != nil {

@@ -21,7 +21,8 @@ import (
 // RejectedError), not dropped. On error the returned slice is ignored.
 //
 // Encoders must be safe for concurrent use; the built-in ones are stateless
-// values and are.
+// values and are. Encode must not keep dst or the slice it returns: once
+// the batch is delivered, the sink reuses that memory for the next one.
 //
 // Column values are written by the same rules in every built-in encoder:
 // integers as JSON numbers; floats in their shortest round-trip form, with

@@ -18,15 +18,21 @@ type produceResults struct {
 	mu     sync.Mutex
 	failed *kgo.Record
 	err    error
+	// done is pr.promise, made once: a method value passed to Produce
+	// is an allocation per record.
+	done func(*kgo.Record, error)
 }
 
 // produce sends r, counting it in the results. A record can be produced
 // again after a failed attempt, and kgo keeps the first attempt's context in
 // r.Context unless it is replaced: set it to this attempt's.
 func (pr *produceResults) produce(ctx context.Context, cl *kgo.Client, r *kgo.Record) {
+	if pr.done == nil {
+		pr.done = pr.promise
+	}
 	pr.wg.Add(1)
 	r.Context = ctx
-	cl.Produce(ctx, r, pr.promise)
+	cl.Produce(ctx, r, pr.done)
 }
 
 func (pr *produceResults) promise(r *kgo.Record, err error) {

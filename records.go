@@ -35,6 +35,8 @@ type plan struct {
 	rejected int // dead-lettered
 	parts    []part
 	cursor   json.RawMessage // the batch cursor; nil keeps the previous one
+	enc      *encoderState   // the memory of the records, for the next plan once these are delivered
+	records  int             // records in parts
 }
 
 // part is what one transaction (ExactlyOnce) or one checkpointed step
@@ -134,13 +136,25 @@ func (s *Sink) skipDelivered(b *Batch, ck Position) []Event {
 // rejected events; with a dead-letter topic, their dead-letter records are
 // in the parts.
 func (s *Sink) encodeParts(ctx context.Context, p *plan, events []Event, send func(*kgo.Record)) ([]Rejection, error) {
-	enc := encoderState{
-		records: make([]kgo.Record, len(events)),
-		headers: make([]kgo.RecordHeader, 0, 5*len(events)),
-		arena:   make([]byte, 0, 512*len(events)),
-	}
 	shaper, _ := s.cfg.Encoder.(RecordShaper)
-	enc.shaper = shaper
+	framer, _ := shaper.(Framer)
+	frames := 0
+	if framer != nil {
+		// Room for the records around events, as DebeziumEncoder asks
+		// for them: one before a transaction's first event, one after
+		// its last. (A Framer asking for more costs a reallocation; the
+		// records already made stay valid where they are.)
+		for i := range events {
+			if events[i].Txn.First {
+				frames++
+			}
+			if events[i].Txn.End != nil {
+				frames++
+			}
+		}
+	}
+	enc := s.encoderState(len(events), shaper, framer, frames)
+	p.enc = enc
 	if k, ok := s.cfg.Encoder.(keyEncoder); ok && k.encodesKeys() {
 		enc.keys = k
 	}
@@ -148,31 +162,6 @@ func (s *Sink) encodeParts(ctx context.Context, p *plan, events []Event, send fu
 	if pr, ok := s.cfg.Encoder.(Preparer); ok {
 		if err := s.prepare(ctx, pr, events); err != nil {
 			return nil, err
-		}
-	}
-	if shaper != nil {
-		// Room for a tombstone per event, at len(events)+i, and the
-		// encoder's headers.
-		enc.records = make([]kgo.Record, 2*len(events))
-		enc.headers = make([]kgo.RecordHeader, 0, 10*len(events))
-	}
-	if f, ok := shaper.(Framer); ok {
-		enc.framer = f
-		// Room for the records around events, as DebeziumEncoder asks
-		// for them: one before a transaction's first event, one after
-		// its last. (A Framer asking for more costs a reallocation; the
-		// records already made stay valid where they are.)
-		n := 0
-		for i := range events {
-			if events[i].Txn.First {
-				n++
-			}
-			if events[i].Txn.End != nil {
-				n++
-			}
-		}
-		if n > 0 {
-			enc.frames = make([]kgo.Record, 0, n)
 		}
 	}
 	var (
@@ -185,7 +174,8 @@ func (s *Sink) encodeParts(ctx context.Context, p *plan, events []Event, send fu
 		if shaper != nil {
 			shape = shaper.Shape(e)
 		}
-		before, after, err := s.frames(ctx, &enc, e, shape)
+		enc.reserve() // for the records around the event as well
+		before, after, err := s.frames(ctx, enc, e, shape)
 		if err != nil {
 			return nil, err
 		}
@@ -198,7 +188,7 @@ func (s *Sink) encodeParts(ctx context.Context, p *plan, events []Event, send fu
 			}
 			continue
 		}
-		d, rej, err := s.encodeEvent(ctx, &enc, i, e)
+		d, rej, err := s.encodeEvent(ctx, enc, i, e)
 		if err != nil {
 			return nil, err
 		}
@@ -213,7 +203,7 @@ func (s *Sink) encodeParts(ctx context.Context, p *plan, events []Event, send fu
 			if s.cfg.DeadLetterTopic == "" {
 				continue
 			}
-			if r, err = s.deadLetter(ctx, &enc, e, d, rej); err != nil {
+			if r, err = s.deadLetter(ctx, enc, e, d, rej); err != nil {
 				return nil, err
 			}
 			p.rejected++
@@ -244,7 +234,7 @@ func (p *plan) add(pos Position, counted bool, maxRecords, maxBytes int, send fu
 	}
 	last := len(p.parts) - 1
 	if last < 0 || p.parts[last].events >= maxRecords || p.parts[last].bytes+size > maxBytes {
-		p.parts = append(p.parts, part{first: pos})
+		p.parts = append(p.parts, p.newPart(pos))
 		last++
 	}
 	pt := &p.parts[last]
@@ -254,6 +244,7 @@ func (p *plan) add(pos Position, counted bool, maxRecords, maxBytes int, send fu
 		}
 		pt.records = append(pt.records, r)
 		pt.positions = append(pt.positions, pos)
+		p.records++
 		if last == 0 && send != nil {
 			send(r)
 		}
@@ -265,12 +256,25 @@ func (p *plan) add(pos Position, counted bool, maxRecords, maxBytes int, send fu
 	pt.last = pos
 }
 
+// newPart starts a part at pos. Its records and positions are windows of
+// the plan's encoderState, after those of the parts before it: only the
+// last part grows, so they never overlap, and growing never copies.
+func (p *plan) newPart(pos Position) part {
+	o := p.records
+	if o > cap(p.enc.ptrs) {
+		// A Framer asked for more records than were counted: the
+		// windows are used up, and the part's slices are its own.
+		return part{first: pos}
+	}
+	return part{first: pos, records: p.enc.ptrs[o:o], positions: p.enc.positions[o:o]}
+}
+
 // omit records that the Encoder leaves the event at pos out (a
 // RecordShape's Skip) with no record around it: the checkpoint moves past
 // it, in the last part or a part of its own when there is none.
 func (p *plan) omit(pos Position) {
 	if len(p.parts) == 0 {
-		p.parts = append(p.parts, part{first: pos})
+		p.parts = append(p.parts, p.newPart(pos))
 	}
 	p.parts[len(p.parts)-1].last = pos
 }
@@ -355,27 +359,6 @@ func (s *Sink) nextCheckpoint(p *plan, i int) Checkpoint {
 		next.Cursor = p.cursor
 	}
 	return next
-}
-
-// encoderState holds the allocations shared by all records of one plan, so
-// encoding costs a few allocations per batch rather than several per event.
-type encoderState struct {
-	records []kgo.Record
-	headers []kgo.RecordHeader
-	arena   []byte
-	shaper  RecordShaper // the Encoder's, when it has one
-	framer  Framer       // the Encoder's, when it has one
-	frames  []kgo.Record // the records around events
-	keys    keyEncoder   // the Encoder's, when it writes the keys
-	// keyEncoder is the Encoder's KeyEncoder, when it has one.
-	keyEncoder KeyEncoder
-	shaped     []Header // its headers of one event, reused
-}
-
-// take returns the bytes appended to the arena since start, capped so a
-// later append cannot overwrite them.
-func (es *encoderState) take(start int) []byte {
-	return es.arena[start:len(es.arena):len(es.arena)]
 }
 
 // draft is what encoding made of one event: its record, or, for a

@@ -24,7 +24,8 @@ type RecordShaper interface {
 	// of a key change (Event.Source.KeyChange set), the record key of the
 	// other event as the sink renders keys (Config.KeyFormat); nil
 	// otherwise. A Value may be a slice of arena (capped at its end, as
-	// later appends must not reach it) or of otherKey.
+	// later appends must not reach it) or of otherKey. It must not keep
+	// arena, otherKey or dst: the sink reuses them for later batches.
 	AppendHeaders(dst []Header, arena []byte, e *Event, otherKey []byte) ([]Header, []byte)
 }
 

@@ -55,6 +55,10 @@ type Sink struct {
 	owed owedEvents
 	// routes caches each table's route.
 	routes map[[2]string]tableRoute
+	// spare is the memory of the last delivered batch's records, for
+	// the next plan (see encoderState); nil after a failed Write, whose
+	// records the client may still hold.
+	spare *encoderState
 	// router names each table's topic.
 	router *router
 	// fatal, once set, is returned by every later Write (and by Ping):
@@ -216,8 +220,12 @@ func (s *Sink) Write(ctx context.Context, batch Batch) (err error) {
 	}
 	started := time.Now()
 	p, n, err := s.mode.writeBatch(ctx, b)
-	if err != nil || len(p.parts) == 0 {
+	if err != nil {
 		return err
+	}
+	defer s.reuse(p)
+	if len(p.parts) == 0 {
+		return nil
 	}
 	info := BatchInfo{Events: p.events, Skipped: p.skipped, Written: p.written(), Rejected: p.rejected,
 		Transactions: n, Duration: time.Since(started), Checkpoint: s.Checkpoint()}

@@ -221,7 +221,9 @@ type Config struct {
 	// ProducerBatchMaxBytes, AllowAutoTopicCreation, DialTLSConfig, SASL,
 	// WithLogger (use Logger, which receives franz-go's log too), and
 	// consumer options. franz-go's hook plugins (kprom, kotel) pass
-	// through with kgo.WithHooks.
+	// through with kgo.WithHooks; a hook that keeps a record past its
+	// produce callback must copy its key, value and headers, whose
+	// memory the sink reuses for the next batch.
 	ClientOptions []kgo.Opt
 }
 

@@ -12,8 +12,8 @@ import "github.com/twmb/franz-go/pkg/kgo"
 // was a quarter of a Write's CPU time on 10,000 events of 1 KB.
 const arenaChunk = 1 << 20
 
-// minEventRoom is the room an event gets in the arena before any has
-// been measured.
+// minEventRoom is the room in the arena every event gets on top of what
+// its values are known to take (see encoderState.reserve).
 const minEventRoom = 4 << 10
 
 // encoderState holds the memory shared by all records of one plan, so
@@ -30,8 +30,6 @@ type encoderState struct {
 	arena     []byte       // the chunk being filled
 	chunks    [][]byte     // every chunk, in the order they are filled
 	chunk     int          // the index of arena in chunks; -1 before the first
-	mark      int          // len(arena) when the current event began
-	most      int          // the most arena bytes one event has taken
 	shaper    RecordShaper // the Encoder's, when it has one
 	framer    Framer       // the Encoder's, when it has one
 	frames    []kgo.Record // the records around events
@@ -71,7 +69,7 @@ func (s *Sink) encoderState(events int, shaper RecordShaper, framer Framer, fram
 		es.headers = make([]kgo.RecordHeader, 0, headers)
 	}
 	es.headers = es.headers[:0]
-	es.arena, es.chunk, es.mark = nil, -1, 0
+	es.arena, es.chunk = nil, -1
 	es.shaper, es.framer, es.keys, es.keyEncoder = shaper, framer, nil, nil
 	return es
 }
@@ -100,26 +98,27 @@ func (s *Sink) reuse(p *plan) {
 	s.spare = es
 }
 
-// reserve is called before each event is encoded: it makes sure the arena
-// has room for an event as large as the largest so far, moving on to the
-// next chunk when it has not.
-func (es *encoderState) reserve() {
-	es.most = max(es.most, len(es.arena)-es.mark)
-	need := max(es.most, minEventRoom)
-	if cap(es.arena)-len(es.arena) < need {
-		if es.chunk >= 0 {
-			es.chunks[es.chunk] = es.arena[:0] // grown, if an event outgrew it
-		}
-		es.chunk++
-		if es.chunk == len(es.chunks) {
-			es.chunks = append(es.chunks, nil)
-		}
-		if cap(es.chunks[es.chunk]) < need {
-			es.chunks[es.chunk] = make([]byte, 0, max(arenaChunk, 2*need))
-		}
-		es.arena = es.chunks[es.chunk][:0]
+// reserve is called before an event is encoded, with what its key,
+// value and headers are known to take at least (see minValueSize): it
+// makes sure the arena has that much room and minEventRoom more, moving
+// on to the next chunk when it has not. An event that takes more than it
+// reserved grows its chunk by copying: rare, and bounded by the chunk.
+func (es *encoderState) reserve(known int) {
+	need := known + minEventRoom
+	if cap(es.arena)-len(es.arena) >= need {
+		return
 	}
-	es.mark = len(es.arena)
+	if es.chunk >= 0 {
+		es.chunks[es.chunk] = es.arena[:0] // grown, if an event outgrew it
+	}
+	es.chunk++
+	if es.chunk == len(es.chunks) {
+		es.chunks = append(es.chunks, nil)
+	}
+	if cap(es.chunks[es.chunk]) < need {
+		es.chunks[es.chunk] = make([]byte, 0, max(arenaChunk, need))
+	}
+	es.arena = es.chunks[es.chunk][:0]
 }
 
 // take returns the bytes appended to the arena since start, capped so a

@@ -174,7 +174,9 @@ func (s *Sink) encodeParts(ctx context.Context, p *plan, events []Event, send fu
 		if shaper != nil {
 			shape = shaper.Shape(e)
 		}
-		enc.reserve() // for the records around the event as well
+		// The value at least, and as much again for the key and any
+		// escaping (and the records around the event).
+		enc.reserve(2 * minValueSize(s.cfg.Encoder, e))
 		before, after, err := s.frames(ctx, enc, e, shape)
 		if err != nil {
 			return nil, err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -276,4 +277,12 @@ func BenchmarkEncodeDebezium_TxnMetadata(b *testing.B) {
 		e.Relation = benchRelation
 		e.Txn = TxnPlace{Order: 1234, TableOrder: 56}
 	})
+}
+
+// BenchmarkEncodeJSON_Text1KB is benchEvent with a 1 KB text column, the
+// shape of the bench suite's 1 KB events, where escaping text is most of
+// the work.
+func BenchmarkEncodeJSON_Text1KB(b *testing.B) {
+	note := strings.Repeat("The quick brown fox jumps over the lazy dog 0123456789. ", 19)[:1024]
+	benchEncoderOn(b, JSONEncoder{}, func(e *Event) { e.After = append(e.After, Column{Name: "note", Value: note}) })
 }

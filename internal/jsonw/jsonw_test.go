@@ -61,6 +61,23 @@ func TestAppendString(t *testing.T) {
 	}
 }
 
+// TestAppendStringEveryByteEverywhere puts every byte value at every
+// position of text long enough for AppendString's word-at-a-time scan,
+// after plain text and before it, and compares with encoding/json: a byte
+// the scan took for plain would be written unescaped.
+func TestAppendStringEveryByteEverywhere(t *testing.T) {
+	t.Parallel()
+	for b := range 256 {
+		for at := range 19 {
+			s := []byte("abcdefghijklmnopqr")
+			s = append(s[:at], append([]byte{byte(b)}, s[at:]...)...)
+			if got, want := string(AppendString(nil, string(s))), stdString(t, string(s)); got != want {
+				t.Fatalf("AppendString(%q) = %s, encoding/json %s", s, got, want)
+			}
+		}
+	}
+}
+
 func TestAppendFloat(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -174,9 +174,12 @@ func (s *Sink) encodeParts(ctx context.Context, p *plan, events []Event, send fu
 		if shaper != nil {
 			shape = shaper.Shape(e)
 		}
+		known := minValueSize(s.cfg.Encoder, e)
 		// The value at least, and as much again for the key and any
-		// escaping (and the records around the event).
-		enc.reserve(2 * minValueSize(s.cfg.Encoder, e))
+		// escaping (and the records around the event); no record is
+		// larger than MaxRecordBytes, and an event known to exceed it is
+		// rejected before it is encoded.
+		enc.reserve(min(2*known, s.cfg.MaxRecordBytes))
 		before, after, err := s.frames(ctx, enc, e, shape)
 		if err != nil {
 			return nil, err
@@ -190,7 +193,7 @@ func (s *Sink) encodeParts(ctx context.Context, p *plan, events []Event, send fu
 			}
 			continue
 		}
-		d, rej, err := s.encodeEvent(ctx, enc, i, e)
+		d, rej, err := s.encodeEvent(ctx, enc, i, e, known)
 		if err != nil {
 			return nil, err
 		}
@@ -379,12 +382,12 @@ type draft struct {
 // key) bound for a compacted topic is no_key too: the broker would refuse
 // it with INVALID_RECORD and fail its whole transaction. A record that cannot fit
 // its topic by the lengths of its values alone is rejected before the
-// value is encoded (see minValueSize); so is a rejected one, whose value
+// value is encoded (knownValueSize is minValueSize of e); so is a rejected one, whose value
 // only the dead-letter topic may need. Two tables routed to one topic are
 // a fatal error, not a rejection: dead-lettering one of them would change
 // sides with every restart, as whichever table comes first claims the
 // topic.
-func (s *Sink) encodeEvent(ctx context.Context, es *encoderState, i int, e *Event) (draft, *Rejection, error) {
+func (s *Sink) encodeEvent(ctx context.Context, es *encoderState, i int, e *Event, knownValueSize int) (draft, *Rejection, error) {
 	rt := s.routeOf(e)
 	if rt.collision != nil {
 		return draft{}, nil, rt.collision
@@ -439,7 +442,7 @@ func (s *Sink) encodeEvent(ctx context.Context, es *encoderState, i int, e *Even
 	if rej != nil {
 		return d, rej, nil // deadLetter makes the value, if it can fit
 	}
-	if err := s.cfg.checkRecordSize(recordSize(d.record)+minValueSize(s.cfg.Encoder, e), false, rt.topic, info); err != nil {
+	if err := s.cfg.checkRecordSize(recordSize(d.record)+knownValueSize, false, rt.topic, info); err != nil {
 		reject(ReasonTooLarge, err)
 		return d, rej, nil
 	}

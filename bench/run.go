@@ -125,7 +125,22 @@ func createTopic(ctx context.Context, admin *kadm.Client, topic string, partitio
 	if err != nil {
 		return fmt.Errorf("creating topic %s: %w", topic, err)
 	}
-	return nil
+	// On a cluster, the other brokers learn of the new partitions a
+	// little later: wait until every partition's leader answers.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ends, err := admin.ListEndOffsets(ctx, topic)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err == nil && len(ends[topic]) == int(partitions) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("topic %s was created, but its %d partitions did not all answer within 30s: %v", topic, partitions, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // countCommitted reads topic from the start to its end offsets as a

@@ -65,6 +65,18 @@ func (s *producerSink) deliver(ctx context.Context, p *plan) (int, error) {
 	return len(p.parts), nil
 }
 
-// settleClient has nothing to end: no transaction is ever open outside
-// ExactlyOnce mode, and recover only reads the checkpoint back.
-func (s *producerSink) settleClient(context.Context) error { return nil }
+// settleClient fails the records a failed Write left buffered in the
+// client (its context ended before they were flushed). Left there, they
+// would be sent ahead of the redelivery's records, and the client fails a
+// batch by its first record's context: the redelivery would fail with the
+// old Write's deadline. kgo fails them at safe points, after the requests
+// in flight are answered, so that sequence numbers stay consistent:
+// records of the failed Write that did reach the broker stay in the topic,
+// and the redelivery writes them again, the duplicates these modes allow
+// after a failure.
+func (s *producerSink) settleClient(ctx context.Context) error {
+	if err := s.cl.AbortBufferedRecords(ctx); err != nil {
+		return fmt.Errorf("kafkasink: recovering: failing the records a failed Write left buffered: %w", withCause(ctx, err))
+	}
+	return nil
+}

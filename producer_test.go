@@ -3,7 +3,9 @@ package kafkasink_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -152,6 +154,58 @@ func TestProducerModesProduceFailure(t *testing.T) {
 			// are duplicated: here those outside the failed partition.
 			if max := len(b) - inFailed; dups == 0 || dups > max {
 				t.Errorf("%d events of the failed batch duplicated, want between 1 and %d", dups, max)
+			}
+		})
+	}
+}
+
+// TestProducerModesRedeliveryAfterTimeout: a Write whose context ends
+// while its records are still buffered in the client (a produce request
+// held at the broker) fails, not fatally, and its redelivery, started before
+// the held request is answered, succeeds: every event is in the topic at
+// least once and the checkpoint is its last. Before, the failed Write's
+// records stayed buffered ahead of the redelivery's, the client failed
+// their batch by the first record's (ended) context, and the sink stopped
+// with a fatal error.
+func TestProducerModesRedeliveryAfterTimeout(t *testing.T) {
+	t.Parallel()
+	for _, m := range producerModes[:2] {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			const topic = "kafkasink.public.orders"
+			c, brokers := sinktest.Cluster(t, kfake.SeedTopics(1, topic))
+			s := newSink(t, brokers, "producer-timeout", func(c *kafkasink.Config) { c.Mode = m.mode })
+			events := sinktest.Inserts("public", "orders", 100, 0, 3000)
+			for i := range events {
+				events[i].After = append(events[i].After, kafkasink.Column{Name: "pad", Value: strings.Repeat("x", 1000)})
+			}
+			batch := kafkasink.Batch{Events: events}
+			release := make(chan struct{})
+			pauseNext(c, kmsg.Produce, release)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			err := s.Write(ctx, batch)
+			cancel()
+			if err == nil || kafkasink.IsFatal(err) {
+				t.Fatalf("Write with a held produce request, its context ending: %v, want an error that is not fatal", err)
+			}
+			errc := make(chan error, 1)
+			go func() { errc <- tryWrite(t, s, batch) }()
+			time.Sleep(500 * time.Millisecond) // the redelivery waits behind the held request
+			close(release)
+			if err := <-errc; err != nil {
+				t.Fatalf("redelivery: %v (fatal: %t)", err, kafkasink.IsFatal(err))
+			}
+			if got := s.Checkpoint().Position; got != events[len(events)-1].Position {
+				t.Errorf("checkpoint %s, want %s", got, events[len(events)-1].Position)
+			}
+			seen := make(map[string]bool)
+			for _, r := range sinktest.ReadCommitted(t, brokers, topic) {
+				seen[sinktest.Header(r, kafkasink.HeaderID)] = true
+			}
+			for _, e := range events {
+				if !seen[e.Position.String()] {
+					t.Fatalf("event %s is not in the topic", e.Position)
+				}
 			}
 		})
 	}

@@ -27,11 +27,15 @@ import (
 // block (snapshot rows, tombstones) are left out on both sides. Each
 // side is then written one line per record, with every txId, LSN and
 // time replaced by a name given in order of first appearance within its
-// transaction (X1, L1, T1, ...; the previous END's LSN is Lprev), so
-// that the lines keep what ties them together (BEGIN's id is the first
-// event's LSN, END's the next transaction's source.sequence, ts_ms the
-// commit time) but not what differs from run to run (other sessions'
-// WAL between two transactions, two commits in one millisecond).
+// transaction (X1, L1, T1, ...; a source.sequence[0] that is the previous
+// END's LSN is Lprev), so that the lines keep what ties them together
+// (BEGIN's id is the first event's LSN, END's the next transaction's
+// source.sequence, ts_ms the commit time) but not what differs from run to
+// run (other sessions' WAL between two transactions, two commits in one
+// millisecond). Lprev is a name of its own, not an entry of the names: a
+// transaction whose first change follows the previous commit with no other
+// session's WAL between starts at the previous END's LSN, and its BEGIN id
+// would otherwise be named Lprev in one run and L1 in another.
 func transactionDeviations(want, ours []dbzRecord) []string {
 	w := transactionLines(want)
 	o := transactionLines(inTransactionOrder(ours))
@@ -106,8 +110,8 @@ func inTransactionOrder(rs []dbzRecord) []dbzRecord {
 // transactionLines writes the BEGINs, ENDs and records with a
 // transaction block of rs, in order, one line each, with txIds, LSNs
 // and times named in order of first appearance within their
-// transaction, but for the end of the previous transaction's commit
-// (END's LSN), "Lprev".
+// transaction, but for a source.sequence[0] that is the end of the
+// previous transaction's commit (END's LSN), "Lprev".
 func transactionLines(rs []dbzRecord) []string {
 	var (
 		names  map[string]string
@@ -133,7 +137,7 @@ func transactionLines(rs []dbzRecord) []string {
 		switch {
 		case frame:
 			if f["status"] == "BEGIN" || names == nil {
-				names, counts = map[string]string{"L" + prev: "Lprev"}, make(map[string]int)
+				names, counts = make(map[string]string), make(map[string]int)
 			}
 			txID, lsn := id(f["id"])
 			if f["status"] == "END" {
@@ -147,7 +151,10 @@ func transactionLines(rs []dbzRecord) []string {
 			seq := "null"
 			var pair []any
 			if json.Unmarshal([]byte(fmt.Sprint(src["sequence"])), &pair) == nil && len(pair) == 2 && pair[0] != nil {
-				seq = name("L", pair[0])
+				seq = "Lprev"
+				if fmt.Sprint(pair[0]) != prev {
+					seq = name("L", pair[0])
+				}
 			}
 			txID, _ := id(f["id"])
 			out = append(out, fmt.Sprintf("  %s %s %s: transaction id=%s total_order=%s data_collection_order=%s; source txId=%s lsn=%s sequence[0]=%s ts_ms=%s",

@@ -43,5 +43,21 @@ UPDATE dbzconf.multi_pk SET b = 2 WHERE a = 'k' AND b = 1;
 TRUNCATE dbzconf.truncated;
 INSERT INTO dbzconf.truncated VALUES (3, 'c');
 
+-- Column DEFAULTs: streamed inserts with all defaults and with explicit
+-- NULLs, an update to NULL, and deletes (REPLICA IDENTITY DEFAULT: the
+-- before image has NULL in every non-key column).
+INSERT INTO dbzconf.mixed_defaults (id, d_now) VALUES (11, '2024-02-29 13:45:59.123456+00');
+INSERT INTO dbzconf.mixed_defaults VALUES
+ (12, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 200, NULL, NULL, NULL);
+UPDATE dbzconf.mixed_defaults SET d_int = NULL, d_text = NULL, d_date = NULL, d_none = 'set' WHERE id = 11;
+DELETE FROM dbzconf.mixed_defaults WHERE id = 1;
+
+-- Arrays Debezium leaves out: a streamed insert, an update, a delete.
+INSERT INTO dbzconf.rare_arrays VALUES
+ (11, '{-2.25}', '{"1 year 2 mons",-00:00:01}', '{"",1111}', '{"(0,0)"}', ARRAY['<b/>'::xml],
+  '{1,2}', 11);
+UPDATE dbzconf.rare_arrays SET a_money = '{3}', n = 12 WHERE id = 11;
+DELETE FROM dbzconf.rare_arrays WHERE id = 2;
+
 -- The end marker: the capture stops at this record.
 INSERT INTO dbzconf.zz_end VALUES (1);

@@ -167,6 +167,55 @@ CREATE TABLE dbzconf.truncated (
 );
 INSERT INTO dbzconf.truncated VALUES (1, 'a'), (2, 'b');
 
+-- Column DEFAULTs (issue 9): Debezium declares a column's constant
+-- default in its Connect schema, and Kafka Connect's JsonConverter
+-- (replace.null.with.default) writes it in place of a NULL value. Kinds:
+-- constants of several types, now(), a sequence (serial), DEFAULT NULL,
+-- an expression, and a quote inside a string constant. The table name
+-- sorts between ident_default and types, so Debezium's snapshot (in name
+-- order) still begins and ends where it did. Columns defaulting to now()
+-- are always given a value: the default differs run to run.
+CREATE TABLE dbzconf.mixed_defaults (
+    id        integer PRIMARY KEY,
+    d_int     integer DEFAULT 42,
+    d_int8    bigint DEFAULT -7,
+    d_num     numeric(10,2) DEFAULT 1.50,
+    d_float8  double precision DEFAULT 2.5,
+    d_bool    boolean DEFAULT true,
+    d_text    text DEFAULT 'hello',
+    d_quote   varchar(10) DEFAULT 'x''y',
+    d_date    date DEFAULT '2024-02-29',
+    d_ts      timestamp DEFAULT '2024-02-29 13:45:59.123456',
+    d_now     timestamptz DEFAULT now(),
+    d_serial  serial,
+    d_null    integer DEFAULT NULL,
+    d_expr    integer DEFAULT (1 + 2),
+    d_none    text
+);
+-- All defaults; then explicit NULLs in every defaulted column.
+INSERT INTO dbzconf.mixed_defaults (id, d_now) VALUES (1, '2024-02-29 13:45:59.123456+00');
+INSERT INTO dbzconf.mixed_defaults VALUES
+ (2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 100, NULL, NULL, NULL);
+
+-- Arrays of types whose arrays Debezium leaves out of its records
+-- (issue 9): money[], interval[], varbit[], point[], xml[] and an array
+-- of a domain. Named to sort between ident_default and types, as
+-- mixed_defaults.
+CREATE TABLE dbzconf.rare_arrays (
+    id          integer PRIMARY KEY,
+    a_money     money[],
+    a_interval  interval[],
+    a_varbit    varbit[],
+    a_point     point[],
+    a_xml       xml[],
+    a_domain    dbzconf.posint[],
+    n           integer
+);
+INSERT INTO dbzconf.rare_arrays VALUES
+ (1, '{1.5,NULL}', '{"1 day",NULL}', '{101,NULL}', '{"(1,2)",NULL}', ARRAY['<a>1</a>'::xml, NULL],
+  '{7,NULL}', 1),
+ (2, NULL, NULL, NULL, NULL, NULL, NULL, 2);
+
 -- The capture ends at the first record of this table: the last statement
 -- of workload-changes.sql inserts its only row.
 CREATE TABLE dbzconf.zz_end (

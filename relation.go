@@ -30,6 +30,12 @@ type ColumnInfo struct {
 	Name    string    // the column's name, as in Column.Name
 	Type    *TypeInfo // its declared type; never nil in a Relation
 	NotNull bool      // declared NOT NULL (or part of the primary key)
+	// Default is the column's DEFAULT expression as the source prints it
+	// (PostgreSQL: pg_get_expr of pg_attrdef, such as "42",
+	// "'hello'::text", "now()", "nextval('s'::regclass)"); "" when it has
+	// none. DebeziumEncoder declares it, as Debezium does, in the
+	// column's schema. A string, so that ColumnInfo stays comparable.
+	Default string
 }
 
 // TypeInfo is a type as the source database declares it. For PostgreSQL:

@@ -100,32 +100,50 @@ func (k *catalog) key(ctx context.Context, q querier, rel uint32, schema, name s
 	return nil, nil
 }
 
-// notNullColumns returns the names of the columns of the table with OID
-// rel that are declared NOT NULL, for Event.Relation.
-func notNullColumns(ctx context.Context, q querier, rel uint32) ([]string, error) {
-	rows, err := q.Query(ctx, `SELECT attname::text FROM pg_attribute
-		WHERE attrelid = $1::oid AND attnum > 0 AND NOT attisdropped AND attnotnull ORDER BY attnum`, rel)
-	if err != nil {
-		return nil, fmt.Errorf("pgcdc: looking up the NOT NULL columns of table %d: %w", rel, err)
-	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("pgcdc: looking up the NOT NULL columns of table %d: %w", rel, err)
-	}
-	return names, nil
+// columnDefault is the SQL, over pg_attribute a LEFT JOIN pg_attrdef d,
+// of a column's DEFAULT expression as ColumnInfo.Default holds it: ""
+// when it has none, and for a generated column (whose pg_attrdef row is
+// its generation expression, not a default).
+const columnDefault = `CASE WHEN a.attgenerated = '' THEN coalesce(pg_get_expr(d.adbin, d.adrelid), '') ELSE '' END`
+
+// declaredColumn is what pgoutput's Relation message does not say of a
+// column and Event.Relation does: NOT NULL and the DEFAULT expression.
+type declaredColumn struct {
+	name    string
+	notNull bool
+	def     string
 }
 
-// streamNotNull is notNullColumns for a Relation message.
-func (k *catalog) streamNotNull(ctx context.Context, oid uint32) ([]string, error) {
+// columnDeclarations returns, for Event.Relation, the NOT NULL flag and the
+// DEFAULT expression of the columns of the table with OID rel.
+func columnDeclarations(ctx context.Context, q querier, rel uint32) ([]declaredColumn, error) {
+	rows, err := q.Query(ctx, `SELECT a.attname::text, a.attnotnull, `+columnDefault+` FROM pg_attribute a
+		LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+		WHERE a.attrelid = $1::oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`, rel)
+	if err != nil {
+		return nil, fmt.Errorf("pgcdc: looking up the NOT NULL flags and DEFAULTs of the columns of table %d: %w", rel, err)
+	}
+	cols, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (c declaredColumn, err error) {
+		err = row.Scan(&c.name, &c.notNull, &c.def)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgcdc: looking up the NOT NULL flags and DEFAULTs of the columns of table %d: %w", rel, err)
+	}
+	return cols, nil
+}
+
+// streamDeclared is columnDeclarations for a Relation message.
+func (k *catalog) streamDeclared(ctx context.Context, oid uint32) ([]declaredColumn, error) {
 	conn, err := k.connection(ctx)
 	if err != nil {
 		return nil, err
 	}
-	names, err := notNullColumns(ctx, conn, oid)
+	cols, err := columnDeclarations(ctx, conn, oid)
 	if err != nil {
 		k.close()
 	}
-	return names, err
+	return cols, err
 }
 
 // connection returns the stream's connection, connecting when needed.

@@ -189,10 +189,10 @@ type Decoder struct {
 	// message does not say: it flags them in the table's order. Run sets
 	// it to read pg_index, so that Event.Key follows the index.
 	identityOrder func(relation uint32, usingIndex bool) ([]string, error)
-	// notNull, when set, is asked for the NOT NULL columns of a relation
-	// for Event.Relation, which pgoutput does not say. Run sets it to
-	// read them from the catalog.
-	notNull func(relation uint32) ([]string, error)
+	// declared, when set, is asked for the NOT NULL flags and DEFAULTs of
+	// a relation's columns for Event.Relation, which pgoutput does not
+	// say. Run sets it to read them from the catalog.
+	declared func(relation uint32) ([]declaredColumn, error)
 
 	// changes is reused by every Insert, Update and Delete message.
 	changes changeMsg
@@ -653,15 +653,20 @@ func (d *Decoder) schema(lsn kafkasink.LSN, msg pglogrepl.Message) error {
 			}
 		}
 		rel.keyless = d.keyless && len(rel.key) == 0
-		notNull := rel.identityNotNull(m.ReplicaIdentity == 'f')
-		if d.notNull != nil {
-			names, err := d.notNull(rel.oid)
+		cols := rel.describe(rel.identityNotNull(m.ReplicaIdentity == 'f'))
+		if d.declared != nil {
+			declared, err := d.declared(rel.oid)
 			if err != nil {
 				return err
 			}
-			notNull = func(i int) bool { return slices.Contains(names, rel.cols[i].name) }
+			for i := range cols {
+				cols[i].notNull, cols[i].def = false, ""
+				if j := slices.IndexFunc(declared, func(c declaredColumn) bool { return c.name == cols[i].name }); j >= 0 {
+					cols[i].notNull, cols[i].def = declared[j].notNull, declared[j].def
+				}
+			}
 		}
-		rel.relation = d.conv.relation(rel.describe(notNull))
+		rel.relation = d.conv.relation(cols)
 		// pgoutput sends a Relation message again after any invalidation
 		// (a publication changed anywhere in the database, say), not only
 		// after a change of the table: an unchanged description keeps its

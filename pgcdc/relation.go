@@ -9,13 +9,14 @@ import (
 )
 
 // relationColumn is what describes one column of an Event.Relation: its
-// name, its type as pg_attribute declares it (atttypid, atttypmod), and
-// whether it is NOT NULL.
+// name, its type as pg_attribute declares it (atttypid, atttypmod),
+// whether it is NOT NULL, and its DEFAULT expression.
 type relationColumn struct {
 	name    string
 	oid     uint32
 	typmod  int32
 	notNull bool
+	def     string // pg_get_expr of its pg_attrdef row; "" when none
 }
 
 // typeKey names a declared type: the same type with another modifier
@@ -37,7 +38,7 @@ var builtinTypeNames = map[uint32]string{790: "money", 791: "_money", 1266: "tim
 func (c *valueConverter) relation(cols []relationColumn) *kafkasink.Relation {
 	rel := &kafkasink.Relation{Columns: make([]kafkasink.ColumnInfo, len(cols))}
 	for i, col := range cols {
-		rel.Columns[i] = kafkasink.ColumnInfo{Name: col.name, Type: c.typeInfo(col.oid, col.typmod, 0), NotNull: col.notNull}
+		rel.Columns[i] = kafkasink.ColumnInfo{Name: col.name, Type: c.typeInfo(col.oid, col.typmod, 0), NotNull: col.notNull, Default: col.def}
 	}
 	return rel
 }

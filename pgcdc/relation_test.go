@@ -20,7 +20,9 @@ import (
 // pg_attribute, pg_type and pg_enum (an enum's labels) at its table
 // version, all events of one version share one *Relation, and the ALTER
 // gives a new one. NotNull is attnotnull: the primary key and a NOT NULL
-// column. The records are read back from the topic to check each was
+// column. Default is pg_get_expr of the column's pg_attrdef row (a
+// constant, a function, a sequence), read again after ALTER COLUMN SET
+// DEFAULT. The records are read back from the topic to check each was
 // written.
 func TestEventRelation(t *testing.T) {
 	e := newPGEnv(t)
@@ -33,7 +35,8 @@ func TestEventRelation(t *testing.T) {
 	e.exec("CREATE DOMAIN " + domain + " AS numeric(10,2)")
 	e.exec("CREATE TYPE " + enum + " AS ENUM ('sad', 'happy')")
 	e.exec(`CREATE TABLE ` + table + ` (id int PRIMARY KEY, n numeric(12,3), nn numeric, t3 time(3), tz timetz, ts timestamp(6),
-		m money, b8 bit(8), vb varbit, p point, na numeric(5,1)[], da date[], price ` + domain + `, mood ` + enum + `, v varchar(20) NOT NULL)`)
+		m money, b8 bit(8), vb varbit, p point, na numeric(5,1)[], da date[], price ` + domain + `, mood ` + enum + `, v varchar(20) NOT NULL DEFAULT 'x''y',
+		s serial, at timestamptz DEFAULT now())`)
 	e.exec("INSERT INTO " + table + " VALUES (1, 1, 1, '01:02:03', '01:02:03+01', now(), 1, B'10101010', B'1', '(1,2)', '{1.5}', '{2024-01-01}', 3.5, 'sad', 'x')")
 
 	var (
@@ -59,7 +62,7 @@ func TestEventRelation(t *testing.T) {
 	// change: let the stream describe the table before the ALTERs.
 	waitFor(t, 30*time.Second, "the streamed inserts", r, func() bool { return count() >= 3 })
 	e.exec("ALTER TYPE " + enum + " ADD VALUE 'ok' BEFORE 'happy'")
-	e.exec("ALTER TABLE " + table + " ALTER COLUMN n TYPE numeric(20,4), ADD COLUMN ts0 timestamptz(0)")
+	e.exec("ALTER TABLE " + table + " ALTER COLUMN n TYPE numeric(20,4), ADD COLUMN ts0 timestamptz(0), ALTER COLUMN nn SET DEFAULT 1.50")
 	e.exec("INSERT INTO " + table + " (id, v, ts0) VALUES (4, 'w', now())")
 	want2 := declaredColumns(t, e, table)
 	waitFor(t, 30*time.Second, "the four events", r, func() bool { return count() >= 4 })
@@ -95,9 +98,6 @@ func describeRelation(r *kafkasink.Relation) string {
 	var b strings.Builder
 	for _, c := range r.Columns {
 		fmt.Fprintf(&b, "%s %s %c %d", c.Name, c.Type.Name, c.Type.Kind, c.Type.Modifier)
-		if c.NotNull {
-			b.WriteString(" not null")
-		}
 		if c.Type.Elem != nil {
 			fmt.Fprintf(&b, " elem=%s/%d", c.Type.Elem.Name, c.Type.Elem.Modifier)
 		}
@@ -106,6 +106,12 @@ func describeRelation(r *kafkasink.Relation) string {
 		}
 		if c.Type.Labels != nil {
 			fmt.Fprintf(&b, " labels=%s", strings.Join(c.Type.Labels, ","))
+		}
+		if c.NotNull {
+			b.WriteString(" not null")
+		}
+		if c.Default != "" {
+			fmt.Fprintf(&b, " default=%s", c.Default)
 		}
 		b.WriteByte('\n')
 	}
@@ -123,7 +129,9 @@ func declaredColumns(t *testing.T, e *pgEnv, table string) string {
 			|| coalesce(' base=' || bt.typname || '/' || t.typtypmod, '')
 			|| coalesce(' labels=' || (SELECT string_agg(l.enumlabel::text, ',' ORDER BY l.enumsortorder) FROM pg_enum l WHERE l.enumtypid = t.oid), '')
 			|| CASE WHEN a.attnotnull THEN ' not null' ELSE '' END
+			|| CASE WHEN a.attgenerated = '' THEN coalesce(' default=' || pg_get_expr(d.adbin, d.adrelid), '') ELSE '' END
 		FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+		LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
 		LEFT JOIN pg_type el ON el.oid = t.typelem AND t.typlen = -1 AND t.typelem <> 0
 		LEFT JOIN pg_type bt ON bt.oid = t.typbasetype AND t.typtype = 'd'
 		WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`, table)

@@ -314,6 +314,7 @@ type column struct {
 	oid     uint32
 	typmod  int32  // atttypmod, for Event.Relation
 	notNull bool   // attnotnull, for Event.Relation
+	def     string // the DEFAULT expression (pg_get_expr), for Event.Relation
 	typ     string // format_type, for casting key parameters
 }
 
@@ -405,12 +406,13 @@ func (ti *tableInfo) readColumns(ctx context.Context, q querier) (pk, ri []colum
 	// the primary key's with REPLICA IDENTITY DEFAULT, the index's with
 	// USING INDEX; with FULL it flags every column and the decoder takes
 	// none, with NOTHING there are none.
-	rows, err := q.Query(ctx, `SELECT a.attname, a.atttypid, a.atttypmod, a.attnotnull, format_type(a.atttypid, a.atttypmod),
+	rows, err := q.Query(ctx, `SELECT a.attname, a.atttypid, a.atttypmod, a.attnotnull, `+columnDefault+`, format_type(a.atttypid, a.atttypmod),
 			coalesce((SELECT k.ord FROM unnest(pk.indkey::int2[]) WITH ORDINALITY k(attnum, ord) WHERE k.attnum = a.attnum), 0)::int,
 			coalesce((SELECT k.ord FROM unnest(ri.indkey::int2[]) WITH ORDINALITY k(attnum, ord) WHERE k.attnum = a.attnum), 0)::int,
 			c.relreplident::text
 		FROM pg_attribute a
 		JOIN pg_class c ON c.oid = a.attrelid
+		LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
 		LEFT JOIN pg_index pk ON pk.indrelid = c.oid AND pk.indisprimary
 		LEFT JOIN pg_index ri ON ri.indrelid = c.oid AND ri.indisreplident
 		WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped
@@ -425,7 +427,7 @@ func (ti *tableInfo) readColumns(ctx context.Context, q querier) (pk, ri []colum
 			inPK, inRI   int
 			replIdentity string
 		)
-		if err := rows.Scan(&c.name, &c.oid, &c.typmod, &c.notNull, &c.typ, &inPK, &inRI, &replIdentity); err != nil {
+		if err := rows.Scan(&c.name, &c.oid, &c.typmod, &c.notNull, &c.def, &c.typ, &inPK, &inRI, &replIdentity); err != nil {
 			rows.Close()
 			return nil, nil, fmt.Errorf("pgcdc: snapshot: describing %s: %w", name, err)
 		}
@@ -670,7 +672,7 @@ func whereClause(conds []string) string {
 func (ti *tableInfo) describeColumns() []relationColumn {
 	out := make([]relationColumn, len(ti.cols))
 	for i, c := range ti.cols {
-		out[i] = relationColumn{name: c.name, oid: c.oid, typmod: c.typmod, notNull: c.notNull}
+		out[i] = relationColumn{name: c.name, oid: c.oid, typmod: c.typmod, notNull: c.notNull, def: c.def}
 	}
 	return out
 }

@@ -177,7 +177,7 @@ func (r *runner) newDecoder(s *session) *Decoder {
 	dec.identityOrder = func(oid uint32, usingIndex bool) ([]string, error) {
 		return r.catalog.streamIdentityOrder(ctx, oid, usingIndex)
 	}
-	dec.notNull = func(oid uint32) ([]string, error) { return r.catalog.streamNotNull(ctx, oid) }
+	dec.declared = func(oid uint32) ([]declaredColumn, error) { return r.catalog.streamDeclared(ctx, oid) }
 	return dec
 }
 

@@ -98,8 +98,11 @@ import (
 // more than one dimension keep their nested values (Debezium writes each
 // inner array as null), BC dates of snapshot rows stay BC (Debezium's
 // snapshot drops the era: 44 BC becomes 44 AD), and name columns of
-// streamed changes keep their value (Debezium's stream writes null);
-// MatchDebeziumLosses reproduces all three, NullNestedArrays the first. Infinite dates are
+// streamed changes keep their value (Debezium's stream writes null), and
+// a NULL stays null in a column with a DEFAULT (JsonConverter writes the
+// declared default instead, so an explicit NULL, and every non-key column
+// of a delete's before image, reads as the default);
+// MatchDebeziumLosses reproduces all four, NullNestedArrays the first. Infinite dates are
 // Debezium's overflowed numbers, which differ between snapshot and
 // stream as Debezium's do, so that typed readers read a number. Without a Relation
 // (events built by hand) values are written as JSONEncoder writes them.
@@ -201,9 +204,14 @@ type DebeziumEncoder struct {
 	// output: it implies NullNestedArrays, writes a name column of a
 	// streamed change as null (Debezium's stream does not read the name
 	// type) and a BC date of a snapshot row as the same day AD (Debezium
-	// reads snapshot dates through JDBC, which drops the era). Not a
-	// Debezium property. false (the default) keeps the values: the
-	// deliberate deviations listed in the type's doc.
+	// reads snapshot dates through JDBC, which drops the era), and a
+	// NULL of a column with a declared default (ColumnInfo.Default, see
+	// SchemasEnable) as that default, whatever SchemasEnable, as Kafka
+	// Connect's JsonConverter writes Debezium's records
+	// (replace.null.with.default=true): an inserted or updated NULL, and
+	// every non-key column of a REPLICA IDENTITY DEFAULT delete's before
+	// image. Not a Debezium property. false (the default) keeps the
+	// values: the deliberate deviations listed in the type's doc.
 	MatchDebeziumLosses bool
 
 	// SchemasEnable is JsonConverter's schemas.enable for key and value:
@@ -227,9 +235,14 @@ type DebeziumEncoder struct {
 	// table without key columns, keeps its event-id key (Debezium's is
 	// null) as a string-schema document. Nested arrays are written as
 	// null (NullNestedArrays), since the array schema Debezium declares
-	// cannot hold them. Column defaults are not declared (Debezium
-	// writes a column's DEFAULT as the schema's "default"; Relation does
-	// not carry it). Each table version's schemas are made once and
+	// cannot hold them. A column's DEFAULT (ColumnInfo.Default, which
+	// pgcdc fills) is declared as the field's "default" where Debezium
+	// declares one, in the column's value form and as Debezium parses
+	// it (see debezium_defaults.go: constants of the integer, float,
+	// numeric with a scale, boolean, text, date and timestamp types; a
+	// function call as the type's placeholder, now() as the epoch,
+	// nextval as 0; 'x''y' as "x"; no default for expressions, domains,
+	// enums and arrays). Each table version's schemas are made once and
 	// cached, so encoding allocates nothing more per event.
 	SchemasEnable bool
 }

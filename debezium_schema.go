@@ -323,6 +323,7 @@ func (d *DebeziumEncoder) envelopeSchema(e *Event) connectSchema {
 		}
 		s := d.columnSchema(ci.Type)
 		s.optional = !ci.NotNull
+		s.def = string(d.columnDefault(ci))
 		row.fields = append(row.fields, connectField{ci.Name, s})
 	}
 	lsnType := "int64"
@@ -359,6 +360,7 @@ func (d *DebeziumEncoder) keySchema(e *Event, columns []string) (s connectSchema
 		}
 		f := d.columnSchema(ci.Type)
 		f.optional = !ci.NotNull
+		f.def = string(d.columnDefault(ci))
 		s.fields = append(s.fields, connectField{name, f})
 	}
 	return s, ""
@@ -375,6 +377,10 @@ func schemaDocument(s *connectSchema) []byte {
 // never modified, so readers need no lock.
 type debeziumSchemas struct {
 	value []byte // {"schema":<Envelope>,"payload":
+	// defaults are the JSON of the columns' declared defaults, by their
+	// index in the Relation (nil: none), which MatchDebeziumLosses
+	// writes in place of NULL as JsonConverter does.
+	defaults [][]byte
 	// key is the Key document for the key columns it was last asked for
 	// (they are the same for every event of a table version, unless
 	// Config.KeyColumns names others); nil until then.
@@ -427,7 +433,10 @@ func (d *DebeziumEncoder) schemasOf(e *Event) *debeziumSchemas {
 		return s
 	}
 	env := d.envelopeSchema(e)
-	s = &debeziumSchemas{value: schemaDocument(&env)}
+	s = &debeziumSchemas{value: schemaDocument(&env), defaults: make([][]byte, len(e.Relation.Columns))}
+	for i := range e.Relation.Columns {
+		s.defaults[i] = d.columnDefault(&e.Relation.Columns[i])
+	}
 	schemaCache.Lock()
 	defer schemaCache.Unlock()
 	if old := schemaCache.m[k]; old != nil {

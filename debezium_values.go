@@ -191,8 +191,9 @@ func (d *DebeziumEncoder) appendDebeziumRow(dst []byte, e *Event, row Row, befor
 	}
 	dst = append(dst, '{')
 	first := true
-	next := 0  // row is in table order: where the next column should be
-	found := 0 // the row's columns the Relation lists
+	next := 0             // row is in table order: where the next column should be
+	found := 0            // the row's columns the Relation lists
+	var defaults [][]byte // the columns' defaults, looked up at the first NULL
 	for i := range e.Relation.Columns {
 		ci := &e.Relation.Columns[i]
 		var c *Column
@@ -220,6 +221,15 @@ func (d *DebeziumEncoder) appendDebeziumRow(dst []byte, e *Event, row Row, befor
 		dst = append(dst, ':')
 		switch {
 		case c == nil || c.Value == nil && !c.Unchanged:
+			if d.MatchDebeziumLosses {
+				if defaults == nil {
+					defaults = d.schemasOf(e).defaults
+				}
+				if def := defaults[i]; def != nil {
+					dst = append(dst, def...)
+					break
+				}
+			}
 			dst = append(dst, "null"...)
 		case c.Unchanged:
 			p := d.UnavailableValuePlaceholder

@@ -465,7 +465,11 @@
 // built-in ones). NotNull is pg_attribute.attnotnull, which pgoutput does
 // not send: Run reads it from the catalog at each Relation message (a
 // Decoder without Run marks the replica identity columns of a table whose
-// identity is not FULL). DebeziumEncoder writes values by these types.
+// identity is not FULL). Default is the column's DEFAULT expression
+// (pg_get_expr of pg_attrdef; none for a generated column), read with
+// NotNull (a Decoder without Run leaves it empty); DebeziumEncoder
+// declares it in its schemas as Debezium does. DebeziumEncoder writes
+// values by these types.
 //
 // A date or a timestamp without time zone names a calendar day or a
 // wall-clock reading, not an instant, so it stays text rather than becoming

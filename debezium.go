@@ -98,11 +98,13 @@ import (
 // more than one dimension keep their nested values (Debezium writes each
 // inner array as null), BC dates of snapshot rows stay BC (Debezium's
 // snapshot drops the era: 44 BC becomes 44 AD), and name columns of
-// streamed changes keep their value (Debezium's stream writes null), and
-// a NULL stays null in a column with a DEFAULT (JsonConverter writes the
-// declared default instead, so an explicit NULL, and every non-key column
-// of a delete's before image, reads as the default);
-// MatchDebeziumLosses reproduces all four, NullNestedArrays the first. Infinite dates are
+// streamed changes keep their value (Debezium's stream writes null), a
+// NULL stays null in a column with a DEFAULT and the schemas declare no
+// defaults (JsonConverter writes Debezium's declared default instead, so
+// an explicit NULL, and every nullable non-key column of a delete's
+// before image, reads as the default), and arrays of money, interval, varbit, point,
+// xml or a domain are written (Debezium leaves those columns out);
+// MatchDebeziumLosses reproduces all five, NullNestedArrays the first. Infinite dates are
 // Debezium's overflowed numbers, which differ between snapshot and
 // stream as Debezium's do, so that typed readers read a number. Without a Relation
 // (events built by hand) values are written as JSONEncoder writes them.
@@ -204,14 +206,17 @@ type DebeziumEncoder struct {
 	// output: it implies NullNestedArrays, writes a name column of a
 	// streamed change as null (Debezium's stream does not read the name
 	// type) and a BC date of a snapshot row as the same day AD (Debezium
-	// reads snapshot dates through JDBC, which drops the era), and a
-	// NULL of a column with a declared default (ColumnInfo.Default, see
-	// SchemasEnable) as that default, whatever SchemasEnable, as Kafka
-	// Connect's JsonConverter writes Debezium's records
+	// reads snapshot dates through JDBC, which drops the era), a NULL
+	// of a column with a DEFAULT Debezium declares (ColumnInfo.Default,
+	// see SchemasEnable) as that default, whatever SchemasEnable, as
+	// Kafka Connect's JsonConverter writes Debezium's records
 	// (replace.null.with.default=true): an inserted or updated NULL, and
 	// every non-key column of a REPLICA IDENTITY DEFAULT delete's before
-	// image. Not a Debezium property. false (the default) keeps the
-	// values: the deliberate deviations listed in the type's doc.
+	// image; with SchemasEnable the defaults are declared in the schemas;
+	// and it leaves out the array columns Debezium leaves out (arrays of
+	// money, interval, varbit, point, xml, or of a domain). Not a
+	// Debezium property. false (the default) keeps the values: the
+	// deliberate deviations listed in the type's doc.
 	MatchDebeziumLosses bool
 
 	// SchemasEnable is JsonConverter's schemas.enable for key and value:
@@ -235,15 +240,22 @@ type DebeziumEncoder struct {
 	// table without key columns, keeps its event-id key (Debezium's is
 	// null) as a string-schema document. Nested arrays are written as
 	// null (NullNestedArrays), since the array schema Debezium declares
-	// cannot hold them. A column's DEFAULT (ColumnInfo.Default, which
-	// pgcdc fills) is declared as the field's "default" where Debezium
-	// declares one, in the column's value form and as Debezium parses
-	// it (see debezium_defaults.go: constants of the integer, float,
-	// numeric with a scale, boolean, text, date and timestamp types; a
-	// function call as the type's placeholder, now() as the epoch,
-	// nextval as 0; 'x''y' as "x"; no default for expressions, domains,
-	// enums and arrays). Each table version's schemas are made once and
-	// cached, so encoding allocates nothing more per event.
+	// cannot hold them. Column DEFAULTs are declared with
+	// MatchDebeziumLosses, and for NOT NULL columns: JsonConverter reads
+	// a NULL of a field with a default as the default, so a schema
+	// declaring it for a nullable column would have a NULL the encoder
+	// keeps read as the default (a NOT NULL column's only nulls, the
+	// values a delete's before image lacks, are written as its default
+	// whatever the options, as Debezium writes them). There, a column's
+	// DEFAULT (ColumnInfo.Default, which pgcdc fills) is the field's
+	// "default" where Debezium declares one, in the column's value form
+	// and as Debezium parses it (see debezium_defaults.go: constants of
+	// the integer, float, numeric with a scale, boolean, text, date and
+	// timestamp types; a function call as the type's placeholder, now()
+	// as the epoch, nextval as 0; 'x''y' as "x"; no default for
+	// expressions, domains, enums and arrays). Each table version's
+	// schemas are made once and cached, so encoding allocates nothing
+	// more per event.
 	SchemasEnable bool
 }
 

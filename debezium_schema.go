@@ -318,12 +318,12 @@ func (d *DebeziumEncoder) envelopeSchema(e *Event) connectSchema {
 	row := connectSchema{typ: "struct", optional: true, name: d.debeziumSchemaName(e, "Value")}
 	for i := range e.Relation.Columns {
 		ci := &e.Relation.Columns[i]
-		if t := declaredBase(ci.Type); t != nil && t.Kind == 'c' {
+		if d.leavesOut(ci.Type) {
 			continue // left out of the row, as appendDebeziumRow does
 		}
 		s := d.columnSchema(ci.Type)
 		s.optional = !ci.NotNull
-		s.def = string(d.columnDefault(ci))
+		s.def = d.declaredDefault(ci)
 		row.fields = append(row.fields, connectField{ci.Name, s})
 	}
 	lsnType := "int64"
@@ -348,6 +348,24 @@ func (d *DebeziumEncoder) envelopeSchema(e *Event) connectSchema {
 	}
 }
 
+// declaredDefault is the "default" of column ci's schema field: the
+// default Debezium declares (columnDefault) with MatchDebeziumLosses or
+// for a NOT NULL column; else none. Kafka Connect's JsonConverter reads
+// a NULL of a field with a default as the default
+// (replace.null.with.default), so declaring it for a nullable column
+// while writing its NULLs, as the encoder does by default, would have
+// such readers see the default where the row holds NULL. A NOT NULL
+// column holds no NULL: its only nulls are the values a REPLICA IDENTITY
+// DEFAULT delete's before image lacks, which appendDebeziumRow writes as
+// this default, as Debezium does (JsonConverter refuses a null in a
+// required field).
+func (d *DebeziumEncoder) declaredDefault(ci *ColumnInfo) string {
+	if !d.MatchDebeziumLosses && !ci.NotNull {
+		return ""
+	}
+	return string(d.columnDefault(ci))
+}
+
 // keySchema is the key's schema of e's table for the key columns: the
 // Key struct with one field per column, in key order. missing names a
 // column the Relation does not have; the schema is then incomplete.
@@ -360,7 +378,7 @@ func (d *DebeziumEncoder) keySchema(e *Event, columns []string) (s connectSchema
 		}
 		f := d.columnSchema(ci.Type)
 		f.optional = !ci.NotNull
-		f.def = string(d.columnDefault(ci))
+		f.def = d.declaredDefault(ci)
 		s.fields = append(s.fields, connectField{name, f})
 	}
 	return s, ""
@@ -404,6 +422,7 @@ type schemaCacheKey struct {
 	interval      IntervalMode
 	binary        BinaryMode
 	lsnAsString   bool
+	losses        bool // MatchDebeziumLosses leaves some array columns out
 }
 
 // maxCachedSchemas bounds the schema cache: a process that sees more
@@ -424,7 +443,7 @@ func (d *DebeziumEncoder) schemasOf(e *Event) *debeziumSchemas {
 	k := schemaCacheKey{
 		rel: e.Relation, schema: e.Schema, table: e.Table, name: d.Name,
 		decimal: d.DecimalHandling, time: d.TimePrecision, interval: d.IntervalHandling,
-		binary: d.BinaryHandling, lsnAsString: d.LSNAsString,
+		binary: d.BinaryHandling, lsnAsString: d.LSNAsString, losses: d.MatchDebeziumLosses,
 	}
 	schemaCache.RLock()
 	s := schemaCache.m[k]

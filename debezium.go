@@ -213,8 +213,10 @@ type DebeziumEncoder struct {
 	// (replace.null.with.default=true): an inserted or updated NULL, and
 	// every non-key column of a REPLICA IDENTITY DEFAULT delete's before
 	// image; with SchemasEnable the defaults are declared in the schemas;
-	// and it leaves out the array columns Debezium leaves out (arrays of
-	// money, interval, varbit, point, xml, or of a domain). Not a
+	// it leaves out the array columns Debezium leaves out (arrays of
+	// money, interval, varbit, point, xml, or of a domain); and it
+	// writes a TRUNCATE (skipped.operations "none") with a null key, as
+	// Debezium does, where the sink keys it by its event id. Not a
 	// Debezium property. false (the default) keeps the values: the
 	// deliberate deviations listed in the type's doc.
 	MatchDebeziumLosses bool
@@ -236,9 +238,9 @@ type DebeziumEncoder struct {
 	// the other key's payload, without schema, as Debezium writes them.
 	// Events need a Relation: an event without one is rejected (an
 	// *EncodeError). Tombstones stay null values, as JsonConverter
-	// writes a null value whatever schemas.enable. A truncate, or a
-	// table without key columns, keeps its event-id key (Debezium's is
-	// null) as a string-schema document. Nested arrays are written as
+	// writes a null value whatever schemas.enable. A truncate (unless
+	// MatchDebeziumLosses), or a table without key columns, keeps its
+	// event-id key (Debezium's is null) as a string-schema document. Nested arrays are written as
 	// null (NullNestedArrays), since the array schema Debezium declares
 	// cannot hold them. Column DEFAULTs are declared with
 	// MatchDebeziumLosses, and for NOT NULL columns: JsonConverter reads
@@ -293,6 +295,7 @@ func (d DebeziumEncoder) Shape(e *Event) RecordShape {
 	return RecordShape{
 		Skip:         d.skips(e.Op),
 		Tombstone:    e.Op == OpDelete && !d.DisableTombstones,
+		NullKey:      e.Op == OpTruncate && d.MatchDebeziumLosses,
 		RecordBefore: d.ProvideTransactionMetadata && e.Txn.First,
 		RecordAfter:  d.ProvideTransactionMetadata && e.Txn.End != nil,
 	}

@@ -110,3 +110,56 @@ func TestKeylessEventOnCompactedTopicIsRejected(t *testing.T) {
 		run(t, brokers, name)
 	})
 }
+
+// TestMatchDebeziumLossesTruncateHasNullKey: with MatchDebeziumLosses,
+// DebeziumEncoder writes a TRUNCATE with a null key, as Debezium does, in
+// partition 0 of a topic of several (without it, the event id); on a
+// compacted topic, which refuses null keys, the truncate is dead-lettered
+// as no_key, naming the option.
+func TestMatchDebeziumLossesTruncateHasNullKey(t *testing.T) {
+	t.Parallel()
+	truncate := kafkasink.Event{Op: kafkasink.OpTruncate, Schema: "public", Table: "gone", Position: kafkasink.Position{LSN: 0x200, Index: 0}}
+	for _, tc := range []struct {
+		name    string
+		losses  bool
+		configs map[string]string
+		wantKey string // "" for a null key; "dead" for dead-lettered
+	}{
+		{"with MatchDebeziumLosses", true, nil, ""},
+		{"without", false, nil, "0/200:0"},
+		{"on a compacted topic", true, map[string]string{"cleanup.policy": "compact"}, "dead"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, brokers := sinktest.Cluster(t)
+			s := newSink(t, brokers, "truncate-key", func(c *kafkasink.Config) {
+				c.Topics = kafkasink.Topics{Prefix: "t", Partitions: 4, Configs: tc.configs}
+				c.Encoder = kafkasink.DebeziumEncoder{SkippedOperations: "none", MatchDebeziumLosses: tc.losses}
+				c.DeadLetterTopic = "t.dead"
+			})
+			write(t, s, []kafkasink.Event{truncate})
+			recs := sinktest.ReadCommitted(t, brokers, "t.public.gone")
+			dead := sinktest.ReadCommitted(t, brokers, "t.dead")
+			if tc.wantKey == "dead" {
+				var cause string
+				if len(dead) > 0 {
+					cause, _ = header(dead[0], kafkasink.HeaderError)
+				}
+				if len(recs) != 0 || len(dead) != 1 || !strings.Contains(cause, "MatchDebeziumLosses") {
+					t.Fatalf("%d records, %d dead-lettered (error %q); want the truncate dead-lettered, naming MatchDebeziumLosses", len(recs), len(dead), cause)
+				}
+				return
+			}
+			if len(recs) != 1 || len(dead) != 0 {
+				t.Fatalf("%d records, %d dead-lettered; want the truncate written", len(recs), len(dead))
+			}
+			r := recs[0]
+			switch {
+			case tc.wantKey == "" && (r.Key != nil || r.Partition != 0):
+				t.Errorf("key %q (nil: %t) in partition %d, want a null key in partition 0", r.Key, r.Key == nil, r.Partition)
+			case tc.wantKey != "" && string(r.Key) != tc.wantKey:
+				t.Errorf("key %q, want the event id %s", r.Key, tc.wantKey)
+			}
+		})
+	}
+}

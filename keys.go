@@ -161,6 +161,15 @@ func nullKeyOnCompactedTopic(e *Event, topic string) error {
 		TableName(e.Schema, e.Table), topic)
 }
 
+// shapedNullKeyOnCompactedTopic says why an event its Encoder writes with
+// a null key (RecordShape.NullKey) cannot go to topic.
+func shapedNullKeyOnCompactedTopic(e *Event, topic string) error {
+	return fmt.Errorf("kafkasink: the Encoder writes this %s of %s with a null Kafka key (RecordShape.NullKey: DebeziumEncoder.MatchDebeziumLosses "+
+		"writes a TRUNCATE so, as Debezium does), and topic %q is compacted (cleanup.policy), which refuses records without a key; "+
+		"turn MatchDebeziumLosses off (flag -debezium-match-losses=false), skip truncates (SkippedOperations \"t\"), or route the table to a topic that is not compacted",
+		e.Op, TableName(e.Schema, e.Table), topic)
+}
+
 func missingKeyError(e *Event, name string, present bool) error {
 	image := "after"
 	if e.After == nil {

@@ -193,7 +193,7 @@ func (s *Sink) encodeParts(ctx context.Context, p *plan, events []Event, send fu
 			}
 			continue
 		}
-		d, rej, err := s.encodeEvent(ctx, enc, i, e, known)
+		d, rej, err := s.encodeEvent(ctx, enc, i, e, known, shape.NullKey)
 		if err != nil {
 			return nil, err
 		}
@@ -387,7 +387,7 @@ type draft struct {
 // a fatal error, not a rejection: dead-lettering one of them would change
 // sides with every restart, as whichever table comes first claims the
 // topic.
-func (s *Sink) encodeEvent(ctx context.Context, es *encoderState, i int, e *Event, knownValueSize int) (draft, *Rejection, error) {
+func (s *Sink) encodeEvent(ctx context.Context, es *encoderState, i int, e *Event, knownValueSize int, shapedNullKey bool) (draft, *Rejection, error) {
 	rt := s.routeOf(e)
 	if rt.collision != nil {
 		return draft{}, nil, rt.collision
@@ -431,9 +431,11 @@ func (s *Sink) encodeEvent(ctx context.Context, es *encoderState, i int, e *Even
 		reject(ReasonUnencodable, err)
 	case nullKey(e, rt.keyColumns) && info.compacted:
 		reject(ReasonNoKey, nullKeyOnCompactedTopic(e, rt.topic))
+	case shapedNullKey && info.compacted:
+		reject(ReasonNoKey, shapedNullKeyOnCompactedTopic(e, rt.topic))
 	default:
 		es.arena = keyOut
-		if !nullKey(e, rt.keyColumns) {
+		if !nullKey(e, rt.keyColumns) && !shapedNullKey {
 			d.record.Key = es.take(start)
 		}
 		d.keyMade = true

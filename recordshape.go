@@ -45,6 +45,12 @@ type RecordShape struct {
 	// same key, the same headers and a null value, which lets a compacted
 	// topic remove the key.
 	Tombstone bool
+	// NullKey writes the event's record with a null key, in partition 0
+	// as the sink writes Event.Keyless events, where the Encoder's format
+	// has no key for it: DebeziumEncoder's TRUNCATE under
+	// MatchDebeziumLosses. A compacted topic refuses such a record, so
+	// there the event is rejected (ReasonNoKey), naming the fix.
+	NullKey bool
 	// RecordBefore and RecordAfter write a record before the event's
 	// records and one after them (after its tombstone) on the topic the
 	// Encoder's Framer names, made by its AppendFrame: DebeziumEncoder's

@@ -230,8 +230,11 @@
 // first change made after it in Kafka): after the active replica's
 // SIGKILL the standby delivers within 0.06s to 0.14s; after a SIGSTOP,
 // within the lease's Timeout, which counts from the last renewal (up to
-// Timeout/4 before the stop), plus about 0.1s: 2.5s to 3.1s with a Timeout
-// of 3s.
+// Timeout/4 before the stop), plus about 0.1s: 2.4s to 3.1s with a Timeout
+// of 3s. Give Lease.Check to the sink as kafkasink.Config.Guard: a
+// replica resumed after a freeze then sends nothing more under the
+// transactional id (on Kafka 4.4 its recovery could abort the new
+// holder's open transaction).
 //
 // # Snapshot
 //

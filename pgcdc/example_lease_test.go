@@ -43,7 +43,10 @@ func ExampleAcquireLease() {
 		}
 	}()
 
-	sink, err := kafkasink.New(ctx, kafkasink.Config{Brokers: []string{"127.0.0.1:9092"}, SinkID: "shop"})
+	// Guard: once the lease may be gone (this process was frozen past
+	// its timeout), the sink sends nothing more under its transactional
+	// id, which the next holder now owns.
+	sink, err := kafkasink.New(ctx, kafkasink.Config{Brokers: []string{"127.0.0.1:9092"}, SinkID: "shop", Guard: lease.Check})
 	if err != nil {
 		log.Fatal(err)
 	}

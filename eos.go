@@ -245,7 +245,9 @@ func (t *openTxn) produce(cl *kgo.Client, r *kgo.Record) {
 // cancelled: a Write is committed or aborted, never left half done. When
 // the abort itself fails, recover ends the transaction before anything
 // else is planned, and no new transaction begins until it has (records
-// still buffered must never join one).
+// still buffered must never join one). When Config.Guard refuses, the
+// sink stops as fenced and leaves the transaction open, sending nothing
+// more.
 //
 // Either way the checkpoint becomes unverified, so that recover reads it
 // back before the next transaction: an abort is where a broker that lost
@@ -256,13 +258,18 @@ func (s *txnSink) abort(ctx context.Context, info TransactionInfo, started time.
 	actx, cancel := context.WithTimeoutCause(context.WithoutCancel(ctx), s.cfg.CommitTimeout, errAbortTimeout)
 	defer cancel()
 	aerr := s.cl.AbortBufferedRecords(actx)
+	s.state = ckptUnverified
 	if aerr == nil {
-		aerr = s.guard()
-	}
-	if aerr == nil {
+		if gerr := s.guard(); gerr != nil {
+			// The sink has stopped: the transaction is left open
+			// for the successor's fencing, or the broker's
+			// timeout, to abort.
+			info.Duration = time.Since(started)
+			s.hooks.onAborted(info, gerr)
+			return fmt.Errorf("%w; the transaction was failing already: %w", gerr, cause)
+		}
 		aerr = s.cl.EndTransaction(actx, kgo.TryAbort)
 	}
-	s.state = ckptUnverified
 	if aerr != nil {
 		s.log.Warn("aborting the transaction failed; the next attempt recovers first", "error", withCause(actx, aerr), "cause", cause)
 	} else {

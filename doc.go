@@ -21,8 +21,8 @@
 //	mode                   producer                        in the topic                          checkpoint
 //	ExactlyOnce (default)  transactional, one id per sink  each event once, for read_committed   in the same transaction
 //	Idempotent             idempotent, acks=all            at least once; duplicates only after  after the batch is
-//	                                                        a crash, at most the events since     acknowledged
-//	                                                        the last checkpoint
+//	                                                        a crash or a failed Write, at most    acknowledged
+//	                                                        the events since the last checkpoint
 //	Plain                  no idempotence, Config.Acks     at least once with AcksAll; a retry   after the batch
 //	                                                        can reorder records
 //

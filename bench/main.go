@@ -64,6 +64,16 @@ func main() {
 	if *child != "" {
 		os.Exit(runChild(*child))
 	}
+	if *pgcdcChild != "" {
+		os.Exit(runPGCDCChild(*pgcdcChild))
+	}
+	if *pgcdcMode {
+		if err := pgcdcMain(sharedFlags{brokers: *brokers, sizes: *sizes, only: *only, compression: *compression, profile: *profile,
+			events: *events, rounds: *rounds, partitions: *partitions}); err != nil {
+			fail(err)
+		}
+		return
+	}
 	picked, err := pick(*only)
 	if err != nil {
 		fail(err)
@@ -224,13 +234,17 @@ func measure(ctx context.Context, s spec) (result, error) {
 // The child reads its own: the rusage a parent gets from wait4 also counts
 // the parent's memory at the time of the exec (Go starts children with
 // CLONE_VM, so the exec replaces the parent's address space).
-func peakRSS() int64 {
+func peakRSS() int64 { return procStatus("VmHWM:") }
+
+// procStatus is the field of /proc/self/status named field (with its
+// colon), a size in kB there, in bytes; 0 where /proc is missing.
+func procStatus(field string) int64 {
 	status, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(status), "\n") {
-		if kb, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if kb, ok := strings.CutPrefix(line, field); ok {
 			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(kb), "kB")), 10, 64)
 			return n << 10
 		}

@@ -144,13 +144,21 @@ func createTopic(ctx context.Context, admin *kadm.Client, topic string, partitio
 }
 
 // countCommitted reads topic from the start to its end offsets as a
-// read_committed consumer and counts its data records. Control records
-// (transaction markers) are kept only to know when a partition has been
-// read to its end.
+// read_committed consumer and counts its data records.
 func countCommitted(ctx context.Context, admin *kadm.Client, brokers []string, topic string) (int64, error) {
+	var n int64
+	err := eachCommitted(ctx, admin, brokers, topic, func(*kgo.Record) error { n++; return nil })
+	return n, err
+}
+
+// eachCommitted reads topic from the start to its end offsets as a
+// read_committed consumer and calls f with each data record, stopping at
+// its first error. Control records (transaction markers) are kept only
+// to know when a partition has been read to its end.
+func eachCommitted(ctx context.Context, admin *kadm.Client, brokers []string, topic string, f func(*kgo.Record) error) error {
 	ends, err := admin.ListEndOffsets(ctx, topic)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	left := map[int32]int64{} // partition → the last offset still to read
 	ends.Each(func(o kadm.ListedOffset) {
@@ -161,30 +169,32 @@ func countCommitted(ctx context.Context, admin *kadm.Client, brokers []string, t
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute) // a soak's topic holds gigabytes
 	defer cancel()
-	var n int64
 	for len(left) > 0 {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return n, fmt.Errorf("%d partitions not read to their end: %w", len(left), err)
+			return fmt.Errorf("%d partitions not read to their end: %w", len(left), err)
 		}
 		if err := fs.Err(); err != nil {
-			return n, err
+			return err
 		}
-		fs.EachRecord(func(r *kgo.Record) {
+		for it := fs.RecordIter(); !it.Done(); {
+			r := it.Next()
 			if !r.Attrs.IsControl() {
-				n++
+				if err := f(r); err != nil {
+					return err
+				}
 			}
 			if last, ok := left[r.Partition]; ok && r.Offset >= last {
 				delete(left, r.Partition)
 			}
-		})
+		}
 	}
-	return n, nil
+	return nil
 }
 
 // deleteTopics deletes what is left of this run's topics, after a failure.

@@ -15,6 +15,9 @@ func TestMain(m *testing.M) {
 		if js, ok := strings.CutPrefix(a, "-child="); ok {
 			os.Exit(runChild(js))
 		}
+		if js, ok := strings.CutPrefix(a, "-pgcdc-child="); ok {
+			os.Exit(runPGCDCChild(js))
+		}
 	}
 	os.Exit(m.Run())
 }

@@ -264,7 +264,7 @@ func (e *pgEnv) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if e.name != "" {
-		e.dropSlots(ctx, e.name+"%")
+		e.dropSlots(ctx, slotPrefixed, e.name+"_")
 		_, _ = e.db.Exec(ctx, "DROP PUBLICATION IF EXISTS "+e.name)
 		_, _ = e.db.Exec(ctx, "DROP TABLE IF EXISTS "+e.name)
 		deleteTopics(e.admin, e.topics)
@@ -273,16 +273,17 @@ func (e *pgEnv) close() {
 	e.kcl.Close()
 }
 
-// dropSlots drops the slots whose names are LIKE pattern, ending the
-// walsenders that still hold them (a child that failed may not have let
-// go yet), and tries again for a while.
-func (e *pgEnv) dropSlots(ctx context.Context, pattern string) {
+// dropSlots drops the slots that match (a condition on slot_name with
+// one parameter, arg), ending the walsenders that still hold them (a
+// child that failed may not have let go yet), and tries again for a
+// while.
+func (e *pgEnv) dropSlots(ctx context.Context, match, arg string) {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	for ctx.Err() == nil {
-		_, err := e.db.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name LIKE $1 AND active_pid IS NOT NULL`, pattern)
+		_, err := e.db.Exec(ctx, "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE "+match+" AND active_pid IS NOT NULL", arg)
 		if err == nil {
-			_, err = e.db.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name LIKE $1`, pattern)
+			_, err = e.db.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE "+match, arg)
 		}
 		if err == nil {
 			return
@@ -290,6 +291,12 @@ func (e *pgEnv) dropSlots(ctx context.Context, pattern string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// The conditions of dropSlots: a slot's name, all of this invocation's.
+const (
+	slotNamed    = "slot_name = $1"
+	slotPrefixed = "starts_with(slot_name::text, $1)"
+)
 
 // createTable makes the table and its publication.
 func (e *pgEnv) createTable(ctx context.Context) error {
@@ -400,7 +407,7 @@ func (e *pgEnv) spec(ctx context.Context, c pgContender, slot string, mark kafka
 // the shared servers do not keep their WAL and records until the end.
 func (e *pgEnv) dropRun(ctx context.Context, s pgSpec) {
 	ctx = context.WithoutCancel(ctx) // also after an interrupt
-	e.dropSlots(ctx, s.Slot)
+	e.dropSlots(ctx, slotNamed, s.Slot)
 	if s.Topic != "" {
 		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()

@@ -74,6 +74,9 @@ func main() {
 		}
 		return
 	}
+	if err := pgcdcFlagsUnused(); err != nil {
+		fail(err)
+	}
 	picked, err := pick(*only)
 	if err != nil {
 		fail(err)

@@ -136,6 +136,21 @@ func pgcdcMain(f sharedFlags) error {
 	return nil
 }
 
+// pgcdcFlagsUnused refuses the flags of the -pgcdc mode without it.
+func pgcdcFlagsUnused() error {
+	var set []string
+	flag.Visit(func(fl *flag.Flag) {
+		switch fl.Name {
+		case "pg", "txn-rows", "table-rows", "soak", "soak-every":
+			set = append(set, "-"+fl.Name)
+		}
+	})
+	if len(set) > 0 {
+		return fmt.Errorf("%s: only for -pgcdc; add -pgcdc, or drop them", strings.Join(set, ", "))
+	}
+	return nil
+}
+
 // pgcdcConfig checks the flags of the -pgcdc mode.
 func pgcdcConfig(f sharedFlags) (pgConfig, error) {
 	set := map[string]bool{}

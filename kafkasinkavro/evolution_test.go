@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/internal/sinktest"
 )
 
 // TestSchemaEvolution changes a table while it is streamed, ADD COLUMN,
@@ -109,5 +110,65 @@ func TestSnapshotRows(t *testing.T) {
 		if k := fmt.Sprint(e.decode(r.Key).value); k != fmt.Sprintf("map[id:%d]", i+1) {
 			t.Errorf("record %d: key %s", i, k)
 		}
+	}
+}
+
+// TestIncompatibleRetypeIsFatal retypes a column while the table is
+// streamed, integer to text in the same transaction as a row that needs
+// the new type: Avro's int to string is not BACKWARD compatible (a reader
+// of the new schema cannot read the old records' ints as strings), so the
+// registry refuses the new value schema and Run stops with a fatal
+// *kafkasink.PrepareError naming the table, the column and how it changed,
+// the subject, the registry's message, the compatibility level and the
+// fix. The refused batch produced nothing: the topic holds only the row
+// before the change, for read_committed and read_uncommitted readers
+// alike, and the subject still has its one version.
+func TestIncompatibleRetypeIsFatal(t *testing.T) {
+	e := newAvroEnv(t)
+	table := e.table("retype", "id int PRIMARY KEY, n int")
+	_, done, runErr := e.run(table)
+	e.exec("INSERT INTO " + table + " VALUES (1, 11)")
+	topic := e.name + ".public." + table
+	e.readRecords(topic, 1, done)
+	e.exec("BEGIN; ALTER TABLE " + table + " ALTER COLUMN n TYPE text; INSERT INTO " + table + " VALUES (2, 'two'); COMMIT")
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("Run did not stop after the registry refused the retyped table's schema")
+	}
+	err := runErr()
+	var pe *kafkasink.PrepareError
+	if !errors.As(err, &pe) || !kafkasink.IsFatal(err) || kafkasink.IsRetryable(err) {
+		t.Fatalf("Run stopped with %v; want a fatal *kafkasink.PrepareError", err)
+	}
+	for _, part := range []string{
+		"public." + table,                        // the table
+		"subject " + topic + "-value",            // the subject
+		"HTTP 409",                               // the registry's answer
+		"incompatible",                           // in the registry's message
+		"global BACKWARD",                        // the compatibility level
+		`changed "n" from int to string`,         // the column and how it changed
+		"PUT /config/" + topic + "-value",        // a fix: let the subject accept it
+		"kafkasink.Config.Topics; -topic-routes", // a fix: a new topic
+		"no column may change its type",          // why
+	} {
+		if !strings.Contains(err.Error(), part) {
+			t.Errorf("the error does not name %q: %v", part, err)
+		}
+	}
+	if n := len(e.readRecords(topic, 1, nil)); n != 1 {
+		t.Errorf("read_committed: the topic holds %d records, want only the one before the change", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if recs := sinktest.ReadUncommitted(t, e.brokers, topic); len(recs) != 1 {
+		t.Errorf("read_uncommitted: the topic holds %d records, want 1: the refused batch must produce nothing", len(recs))
+	}
+	versions, err := e.registry.Schemas(ctx, topic+"-value")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(versions) != 1 {
+		t.Errorf("subject %s-value has %d versions, want 1: the refused schema registered nothing", topic, len(versions))
 	}
 }

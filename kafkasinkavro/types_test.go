@@ -6,53 +6,26 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kafkasink/kafkasink/internal/sinktest"
 )
 
-// TestTypesRoundTrip streams the row of pgcdc's golden type test (every
-// type it supports, and a numeric small enough for an int64, from a real
-// PostgreSQL) through pgcdc and the sink
-// with the Avro encoder into the real broker, and decodes each record
-// with the schema the registry has under its id, with two Avro libraries
-// the encoder does not use: the values are the database's, and an update
+// TestTypesRoundTrip streams the row of pgcdc's golden type test
+// (testdata/types.sql of the root module: every type pgcdc supports, from
+// a real PostgreSQL) through pgcdc and the sink with the Avro encoder into
+// the real broker, and decodes each record with the schema the registry
+// has under its id, with two Avro libraries the encoder does not use: the values are the database's, and an update
 // that leaves a TOASTed column unchanged lists it as unchanged. The Apache
 // Avro Java library reads them the same.
 func TestTypesRoundTrip(t *testing.T) {
 	e := newAvroEnv(t)
-	typ := e.name + "_mood"
-	dom := e.name + "_posint"
-	e.exec("CREATE TYPE " + typ + " AS ENUM ('sad', 'happy')")
-	e.exec("CREATE DOMAIN " + dom + " AS integer CHECK (VALUE > 0)")
-	table := e.table("types", `
-		row_id int PRIMARY KEY,
-		i2 smallint, i4 integer, i8 bigint, o oid,
-		f4 real, f8 double precision, f8_nan double precision, f8_inf double precision, f8_ninf double precision,
-		num numeric, num_big numeric(40,10), num_nan numeric, num_small numeric(12,2),
-		b boolean, t text, vc varchar(20), bp char(5), nm name,
-		u uuid, j json, jb jsonb, by bytea,
-		d date, d_inf date, ts timestamp, ts_inf timestamp, tstz timestamptz, tm time, tmtz timetz, iv interval,
-		a_int int[], a_text text[], a_2d int[][], a_null int[],
-		mood `+typ+`, pos `+dom+`, ip inet, pt point,
-		nothing text, big text NOT NULL`)
-	t.Cleanup(func() {
-		e.exec("DROP TABLE IF EXISTS " + table + "; DROP TYPE IF EXISTS " + typ + "; DROP DOMAIN IF EXISTS " + dom)
-	})
-	e.exec("ALTER TABLE " + table + " ALTER COLUMN big SET STORAGE EXTERNAL")
+	sql := sinktest.LoadTypesSQL(t, e.name)
+	table := sql.Table
+	e.exec(sql.Setup)
+	t.Cleanup(func() { e.exec(sql.Drop) })
 	_, done, _ := e.run(table)
-
-	e.exec(`SET TIME ZONE 'Europe/Paris'; INSERT INTO ` + table + ` VALUES (
-		1,
-		-32768, 2147483647, 9223372036854775807, 4294967295,
-		1.5, 0.1, 'NaN', 'Infinity', '-Infinity',
-		'12345678901234567890.000000000000000001', 1234567890.0123456789, 'NaN', -1234.5,
-		true, 'Grüße, "quotes" \ and |pipes|', 'varchar', 'ab', 'a_name',
-		'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11', '{"b": 1, "a": [true, null]}', '{"b": 1, "a": [true, null]}', '\x00ff10',
-		'2024-02-29', 'infinity', '2024-02-29 13:14:15.123456', '-infinity', '2024-02-29 13:14:15.5+01', '13:14:15', '13:14:15+02', '1 year 2 mons 3 days 04:05:06.5',
-		'{1,2,NULL,4}', '{"a","b,c",NULL,"d\"e"}', '{{1,2},{3,4}}', NULL,
-		'happy', 7, '192.168.0.1/24', '(1.5,-2)',
-		NULL, repeat('x', 3000)
-	)`)
-	// big is TOASTed; this update does not touch it.
-	e.exec("UPDATE " + table + " SET t = 'changed' WHERE row_id = 1")
+	e.exec(sql.Insert)
+	e.exec(sql.Update)
 	recs := e.readRecords(e.name+".public."+table, 2, done)
 
 	after := map[string]any{

@@ -17,14 +17,30 @@
 //
 // Every key and value is the Confluent wire format: a zero byte, the
 // schema's id in four bytes (big-endian), and the Avro binary encoding of
-// the record. Schemas are registered under the subjects <topic>-value and
-// <topic>-key (TopicNameStrategy), so tables that share a topic (see
-// kafkasink.Topics) share its subjects: their schemas are versions of one
-// subject, which the registry's compatibility level must allow.
+// the record. Config.Subjects chooses the subjects the schemas are
+// registered under, as Confluent's subject name strategies do:
+//
+//	TopicName        <topic>-value and <topic>-key (the default), the records
+//	                 <topic>.Envelope and <topic>.Key, the topic's
+//	                 dot-separated parts made Avro names
+//	RecordName       the records' full names, <ns>.Envelope and <ns>.Key,
+//	                 where <ns> is [Config.Namespace.]<schema>.<table>
+//	TopicRecordName  <topic>-<ns>.Envelope and <topic>-<ns>.Key, the
+//	                 records named as under RecordName
+//
+// Under TopicName, tables that share a topic (see kafkasink.Topics) share
+// its subjects: their schemas are versions of one subject, which the
+// registry's compatibility level must allow, and under BACKWARD two tables
+// with different columns cannot share a topic. RecordName and
+// TopicRecordName give each table subjects of its own, which is what they
+// are for. Under RecordName a table's subjects are the same whatever its
+// topic, and the same in every database whose table has its schema and
+// name: give each database's pipeline its own Config.Namespace (Debezium
+// puts its topic.prefix there) when they share a registry.
 //
 // The value is the change event, with the fields of kafkasink.JSONEncoder
 // in the same order (see there for their meaning), as the record
-// <topic>.Envelope, the topic's dot-separated parts made Avro names:
+// <namespace>.Envelope:
 //
 //	id               string
 //	op               string: insert, update, delete, truncate or read
@@ -39,7 +55,7 @@
 //	                 a truncate's options; null for every other op
 //	backfill_run_id  null or string: the snapshot run of a read
 //
-// The key is the record <topic>.Key of the key columns (the table's
+// The key is the record <namespace>.Key of the key columns (the table's
 // Config.KeyColumns, else its primary key or replica identity). A
 // truncate, and an event of a table without key columns, is keyed as the
 // sink keys it without this encoder (kafkasink.AppendKey), with no key

@@ -21,6 +21,18 @@ type Config struct {
 	// (sr.URLs), TLS (sr.DialTLSConfig) and basic or bearer
 	// authentication (sr.BasicAuth, sr.BearerToken). Required.
 	Registry *sr.Client
+
+	// Subjects is the subject name strategy: under which subjects the
+	// schemas are registered and how their records are named (see
+	// SubjectStrategy). Default TopicName.
+	Subjects SubjectStrategy
+	// Namespace is put before <schema>.<table> in the records' namespace
+	// under RecordName and TopicRecordName, so that the same tables of
+	// two databases that share a registry have subjects of their own
+	// (Debezium puts its topic.prefix there). Dot-separated Avro names.
+	// Default none; it conflicts with TopicName, where records are named
+	// after their topic.
+	Namespace string
 }
 
 // Encoder writes events as Avro in the Confluent wire format, with their
@@ -29,7 +41,9 @@ type Config struct {
 // kafkasink.Config.Encoder. It is safe for concurrent use, and may be
 // shared by several sinks.
 type Encoder struct {
-	registry *sr.Client
+	registry  *sr.Client
+	subjects  SubjectStrategy
+	namespace string
 
 	mu sync.RWMutex
 	// versions are the table versions prepared, by their Relation: the
@@ -53,10 +67,15 @@ type tableVersion struct {
 
 // New checks cfg and returns an Encoder.
 func New(cfg Config) (*Encoder, error) {
+	problems := checkNames(&cfg)
 	if cfg.Registry == nil {
-		return nil, &kafkasink.ConfigError{Problems: []string{"kafkasinkavro.Config.Registry is nil; set it to an sr.Client for the Schema Registry (-schema-registry)"}}
+		problems = append([]string{"kafkasinkavro.Config.Registry is nil; set it to an sr.Client for the Schema Registry (-schema-registry)"}, problems...)
 	}
-	return &Encoder{registry: cfg.Registry, versions: make(map[*kafkasink.Relation]*tableVersion)}, nil
+	if problems != nil {
+		return nil, &kafkasink.ConfigError{Problems: problems}
+	}
+	return &Encoder{registry: cfg.Registry, subjects: cfg.Subjects, namespace: cfg.Namespace,
+		versions: make(map[*kafkasink.Relation]*tableVersion)}, nil
 }
 
 var (
@@ -67,10 +86,10 @@ var (
 
 // Prepare implements kafkasink.Preparer: it registers the value schema of
 // every table version among events not registered for its topic yet, and
-// the key schema of its key columns, under the subjects <topic>-value and
-// <topic>-key (TopicNameStrategy). Registering a schema the subject has
-// is idempotent: the registry answers with the id it has. An event
-// without a Relation is left for Encode to reject.
+// the key schema of its key columns, under the subjects of
+// Config.Subjects (<topic>-value and <topic>-key by default). Registering
+// a schema the subject has is idempotent: the registry answers with the
+// id it has. An event without a Relation is left for Encode to reject.
 func (enc *Encoder) Prepare(ctx context.Context, events []kafkasink.Event, routes []kafkasink.EventRoute) error {
 	var prepared map[*kafkasink.Relation]string // table versions of this batch, to their topics
 	for i := range events {
@@ -133,6 +152,7 @@ func (enc *Encoder) previous(e *kafkasink.Event) *tableVersion {
 // the same topic, and the key schema of route's key columns.
 func (enc *Encoder) register(ctx context.Context, e *kafkasink.Event, route kafkasink.EventRoute, tv *tableVersion) (*tableVersion, error) {
 	next := &tableVersion{topic: route.Topic, schema: e.Schema, table: e.Table}
+	n := enc.namesFor(route.Topic, e)
 	if tv != nil && tv.topic == route.Topic {
 		*next = *tv
 	} else {
@@ -141,8 +161,8 @@ func (enc *Encoder) register(ctx context.Context, e *kafkasink.Event, route kafk
 			return nil, &kafkasink.PrepareError{Err: fmt.Errorf("kafkasinkavro: %w", err)}
 		}
 		next.columns = cols
-		next.valueSchema = valueSchema(avroNamespace(route.Topic), cols)
-		if next.valueID, err = enc.registerSchema(ctx, e, route.Topic+"-value", next.valueSchema, cols); err != nil {
+		next.valueSchema = valueSchema(n.namespace, cols)
+		if next.valueID, err = enc.registerSchema(ctx, e, n.valueSubject, next.valueSchema, cols, false); err != nil {
 			return nil, err
 		}
 	}
@@ -159,16 +179,17 @@ func (enc *Encoder) register(ctx context.Context, e *kafkasink.Event, route kafk
 		key[i] = next.columns[j]
 	}
 	next.keyColumns, next.key = slices.Clone(route.KeyColumns), key
-	next.keySchema = keySchema(avroNamespace(route.Topic), key)
+	next.keySchema = keySchema(n.namespace, key)
 	var err error
-	if next.keyID, err = enc.registerSchema(ctx, e, route.Topic+"-key", next.keySchema, key); err != nil {
+	if next.keyID, err = enc.registerSchema(ctx, e, n.keySubject, next.keySchema, key, true); err != nil {
 		return nil, err
 	}
 	return next, nil
 }
 
-// registerSchema registers text under subject and returns its id.
-func (enc *Encoder) registerSchema(ctx context.Context, e *kafkasink.Event, subject, text string, cols []column) (int, error) {
+// registerSchema registers text, the value schema or the key schema
+// (key) of cols, under subject and returns its id.
+func (enc *Encoder) registerSchema(ctx context.Context, e *kafkasink.Event, subject, text string, cols []column, key bool) (int, error) {
 	id, err := enc.registry.RegisterSchema(ctx, subject, sr.Schema{Schema: text, Type: sr.TypeAvro}, -1, -1)
 	if err == nil {
 		return id, nil
@@ -191,8 +212,8 @@ func (enc *Encoder) registerSchema(ctx context.Context, e *kafkasink.Event, subj
 	case 409:
 		fix = fmt.Sprintf("the table changed in a way the subject's compatibility level (%s) does not allow%s; "+
 			"undo the change (under BACKWARD a new column must be nullable, and no column may change its type), "+
-			"let the subject accept it (PUT /config/%s with the registry), or route the table to a new topic (kafkasink.Config.Topics; -topic-routes)",
-			enc.compatibility(ctx, subject), changes(enc.previous(e), cols, strings.HasSuffix(subject, "-key")), subject)
+			"let the subject accept it (PUT /config/%s with the registry), or %s",
+			enc.compatibility(ctx, subject), changes(enc.previous(e), cols, key), subject, enc.newSubjectFix())
 	case 401, 403:
 		fix = "check the registry's credentials (sr.BasicAuth, sr.BearerToken; -schema-registry-user, -schema-registry-password-file) and that they may register schemas"
 	default:

@@ -42,7 +42,9 @@ type avroEnv struct {
 	brokers  []string
 	registry *sr.Client
 	db       *pgx.Conn
-	snapshot bool // run takes an initial snapshot of the tables
+	snapshot bool                 // run takes an initial snapshot of the tables
+	avro     kafkasinkavro.Config // run's encoder configuration, its Registry set by run
+	routes   map[string]string    // run's kafkasink.Topics.Routes
 }
 
 func newAvroEnv(t *testing.T) *avroEnv {
@@ -106,14 +108,16 @@ func (e *avroEnv) table(suffix, columns string) string {
 // Run returns by itself.
 func (e *avroEnv) run(tables ...string) (stop func() error, done <-chan struct{}, runErr func() error) {
 	e.t.Helper()
-	enc, err := kafkasinkavro.New(kafkasinkavro.Config{Registry: e.registry})
+	cfg := e.avro
+	cfg.Registry = e.registry
+	enc, err := kafkasinkavro.New(cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	sink, err := kafkasink.New(ctx, kafkasink.Config{Brokers: e.brokers, SinkID: e.name, Encoder: enc,
-		Topics: kafkasink.Topics{Prefix: e.name, Partitions: 1}})
+		Topics: kafkasink.Topics{Prefix: e.name, Routes: e.routes, Partitions: 1}})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -1,0 +1,205 @@
+package kafkasinkavro_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/sr"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
+
+	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/kafkasinkavro"
+)
+
+// recordName is the full name of the record a schema text defines.
+func recordName(t *testing.T, schema string) string {
+	t.Helper()
+	var s struct{ Name, Namespace string }
+	if err := json.Unmarshal([]byte(schema), &s); err != nil {
+		t.Fatalf("schema %s: %v", schema, err)
+	}
+	return s.Namespace + "." + s.Name
+}
+
+// TestSubjectStrategies prepares one event under each strategy, with a
+// fake registry: the value and key schemas are under the strategy's
+// subjects, their records named as it says, and a table's name is made
+// of Avro names.
+func TestSubjectStrategies(t *testing.T) {
+	e := benchEvent()
+	e.Table = "order-lines" // not an Avro name
+	const topic = "shop.all"
+	for _, tt := range []struct {
+		strategy  kafkasinkavro.SubjectStrategy
+		namespace string
+		subjects  []string // value's, key's
+		names     []string // value record's, key record's
+	}{
+		{kafkasinkavro.TopicName, "", []string{"shop.all-value", "shop.all-key"}, []string{"shop.all.Envelope", "shop.all.Key"}},
+		{kafkasinkavro.RecordName, "", []string{"public.order_lines.Envelope", "public.order_lines.Key"}, []string{"public.order_lines.Envelope", "public.order_lines.Key"}},
+		{kafkasinkavro.RecordName, "db1.cdc", []string{"db1.cdc.public.order_lines.Envelope", "db1.cdc.public.order_lines.Key"}, []string{"db1.cdc.public.order_lines.Envelope", "db1.cdc.public.order_lines.Key"}},
+		{kafkasinkavro.TopicRecordName, "db1", []string{"shop.all-db1.public.order_lines.Envelope", "shop.all-db1.public.order_lines.Key"}, []string{"db1.public.order_lines.Envelope", "db1.public.order_lines.Key"}},
+	} {
+		t.Run(tt.strategy.String()+"/"+tt.namespace, func(t *testing.T) {
+			reg := srfake.New()
+			defer reg.Close()
+			cl, err := sr.NewClient(sr.URLs(reg.URL()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			enc, err := kafkasinkavro.New(kafkasinkavro.Config{Registry: cl, Subjects: tt.strategy, Namespace: tt.namespace})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := enc.Prepare(context.Background(), []kafkasink.Event{e}, []kafkasink.EventRoute{{Topic: topic, KeyColumns: e.Key}}); err != nil {
+				t.Fatal(err)
+			}
+			subjects, err := cl.Subjects(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			slices.Sort(subjects)
+			want := slices.Sorted(slices.Values(tt.subjects))
+			if !slices.Equal(subjects, want) {
+				t.Fatalf("subjects %q, want %q", subjects, want)
+			}
+			for i, subject := range tt.subjects {
+				s, err := cl.SchemaByVersion(context.Background(), subject, -1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := recordName(t, s.Schema.Schema); got != tt.names[i] {
+					t.Errorf("subject %s: record %s, want %s", subject, got, tt.names[i])
+				}
+			}
+		})
+	}
+}
+
+// TestSubjectStrategyConfig: New refuses a Namespace that is no Avro
+// namespace, one under TopicName (where it would do nothing), and an
+// unknown strategy, each problem naming the field and the flag.
+func TestSubjectStrategyConfig(t *testing.T) {
+	reg := srfake.New()
+	defer reg.Close()
+	cl, err := sr.NewClient(sr.URLs(reg.URL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		cfg     kafkasinkavro.Config
+		problem string
+	}{
+		{kafkasinkavro.Config{Subjects: kafkasinkavro.RecordName, Namespace: "db-1"}, `Namespace "db-1" is not an Avro namespace`},
+		{kafkasinkavro.Config{Subjects: kafkasinkavro.RecordName, Namespace: "a..b"}, `Namespace "a..b" is not an Avro namespace`},
+		{kafkasinkavro.Config{Subjects: kafkasinkavro.RecordName, Namespace: "1db"}, `Namespace "1db" is not an Avro namespace`},
+		{kafkasinkavro.Config{Namespace: "db1"}, "applies to the RecordName and TopicRecordName subject strategies only"},
+		{kafkasinkavro.Config{Subjects: 7}, "Config.Subjects is SubjectStrategy(7)"},
+	} {
+		tt.cfg.Registry = cl
+		_, err := kafkasinkavro.New(tt.cfg)
+		var ce *kafkasink.ConfigError
+		if !errors.As(err, &ce) || !strings.Contains(err.Error(), tt.problem) || !strings.Contains(err.Error(), "-schema-registry-") {
+			t.Errorf("%+v: %v, want a ConfigError %q naming the flag", tt.cfg, err, tt.problem)
+		}
+	}
+	for _, name := range []string{"TopicNameStrategy", "recordnamestrategy", "TopicRecordNameStrategy"} {
+		if s, ok := kafkasinkavro.ParseSubjectStrategy(name); !ok || !strings.EqualFold(s.String(), name) {
+			t.Errorf("ParseSubjectStrategy(%q) = %s, %t", name, s, ok)
+		}
+	}
+	if _, ok := kafkasinkavro.ParseSubjectStrategy("io.confluent.kafka.serializers.subject.Nope"); ok {
+		t.Error("ParseSubjectStrategy accepted an unknown name")
+	}
+}
+
+// TestTwoTablesOneTopic routes two tables whose keys and rows have
+// different types to one topic, streaming from the real PostgreSQL into
+// the real registry: under RecordName and TopicRecordName each table's
+// schemas are one version of subjects of their own, and every record
+// decodes with its own table's schema into its row; under TopicName, the
+// default, the second table's schema would be a new version of the
+// topic's subject, which BACKWARD refuses, so the pipeline stops there.
+func TestTwoTablesOneTopic(t *testing.T) {
+	for _, strategy := range []kafkasinkavro.SubjectStrategy{kafkasinkavro.RecordName, kafkasinkavro.TopicRecordName, kafkasinkavro.TopicName} {
+		t.Run(strategy.String(), func(t *testing.T) {
+			e := newAvroEnv(t)
+			a := e.table("a", "id int PRIMARY KEY, qty int")
+			b := e.table("b", "code text PRIMARY KEY, note text")
+			topic := e.name + ".shared"
+			e.routes = map[string]string{"public." + a: topic, "public." + b: topic}
+			e.avro = kafkasinkavro.Config{Subjects: strategy}
+			if strategy != kafkasinkavro.TopicName {
+				e.avro.Namespace = e.name // under the cleanup's prefix
+			}
+			_, done, runErr := e.run(a, b)
+			e.exec("INSERT INTO " + a + " VALUES (1, 10)")
+			e.exec("INSERT INTO " + b + " VALUES ('x', 'ex')")
+			if strategy == kafkasinkavro.TopicName {
+				select {
+				case <-done:
+				case <-time.After(60 * time.Second):
+					t.Fatal("Run did not stop: the second table's schema is not BACKWARD compatible with the first's")
+				}
+				if err := runErr(); !kafkasink.IsFatal(err) || !strings.Contains(err.Error(), topic+"-value") || !strings.Contains(err.Error(), "HTTP 409") {
+					t.Fatalf("Run stopped with %v; want the registry's refusal of %s-value", err, topic)
+				}
+				return
+			}
+			recs := e.readRecords(topic, 2, done)
+			want := map[string]struct{ ns, after, key string }{
+				a: {e.name + ".public." + a, "map[id:1 qty:10]", "map[id:1]"},
+				b: {e.name + ".public." + b, "map[code:x note:ex]", "map[code:x]"},
+			}
+			var wantSubjects []string
+			for _, w := range want {
+				for _, rec := range []string{".Envelope", ".Key"} {
+					s := w.ns + rec
+					if strategy == kafkasinkavro.TopicRecordName {
+						s = topic + "-" + s
+					}
+					wantSubjects = append(wantSubjects, s)
+				}
+			}
+			for _, r := range recs {
+				v, k := e.decode(r.Value), e.decode(r.Key)
+				table, _ := v.value["table"].(string)
+				w, ok := want[table]
+				if !ok {
+					t.Fatalf("a record of table %q", table)
+				}
+				if got := fmt.Sprint(v.value["after"]); got != w.after {
+					t.Errorf("%s: after %s, want %s", table, got, w.after)
+				}
+				if got := fmt.Sprint(k.value); got != w.key {
+					t.Errorf("%s: key %s, want %s", table, got, w.key)
+				}
+				if got := recordName(t, v.schema); got != w.ns+".Envelope" {
+					t.Errorf("%s: value record %s, want %s.Envelope", table, got, w.ns)
+				}
+				if got := recordName(t, k.schema); got != w.ns+".Key" {
+					t.Errorf("%s: key record %s, want %s.Key", table, got, w.ns)
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			for _, s := range wantSubjects {
+				versions, err := e.registry.Schemas(ctx, s)
+				if err != nil || len(versions) != 1 {
+					t.Errorf("subject %s: %d versions, %v; want 1", s, len(versions), err)
+				}
+			}
+			for _, s := range []string{topic + "-value", topic + "-key"} {
+				if _, err := e.registry.Schemas(ctx, s); err == nil {
+					t.Errorf("subject %s exists; %s registers nothing under the topic's subjects", s, strategy)
+				}
+			}
+		})
+	}
+}

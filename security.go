@@ -172,6 +172,12 @@ func (c *Config) securityProblems() []string {
 	return p
 }
 
+// ClientConfig returns the *tls.Config the sink connects with, for a
+// program to give its other clients of the same deployment (a Schema
+// Registry's) the same settings, certificate rotation included. Errors
+// name the file or field at fault.
+func (t *TLS) ClientConfig() (*tls.Config, error) { return t.config() }
+
 // config builds the *tls.Config. Errors name the file or field at fault.
 func (t *TLS) config() (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}

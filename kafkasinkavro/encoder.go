@@ -215,7 +215,7 @@ func (enc *Encoder) registerSchema(ctx context.Context, e *kafkasink.Event, subj
 			"let the subject accept it (PUT /config/%s with the registry), or %s",
 			enc.compatibility(ctx, subject), changes(enc.previous(e), cols, key), subject, enc.newSubjectFix())
 	case 401, 403:
-		fix = "check the registry's credentials (sr.BasicAuth, sr.BearerToken; -schema-registry-user, -schema-registry-password-file) and that they may register schemas"
+		fix = "check the registry's credentials (sr.BasicAuth, sr.BearerToken; -schema-registry-user and -schema-registry-password-file, or -schema-registry-token-file) and that they may register schemas"
 	default:
 		fix = "the registry refused the schema; report it with the schema text: " + text
 	}

@@ -21,19 +21,37 @@ import (
 )
 
 // TestAvroFlags: -encoder avro makes the Avro encoder of
-// -schema-registry, and refuses to run without one; -schema-registry
-// with another encoder is refused too, and so is half of the basic
-// authentication.
+// -schema-registry, and refuses to run without one; the registry's flags
+// with another encoder are refused too, and so are half of the basic
+// authentication or of a client certificate, basic and bearer
+// authentication together, TLS flags with an http:// URL, files that do
+// not hold what they should, an unknown subject strategy and a namespace
+// that is no Avro namespace or does nothing under TopicNameStrategy.
 func TestAvroFlags(t *testing.T) {
 	base := []string{"-pg", "postgres://localhost/db", "-brokers", "localhost:9092"}
+	avro := []string{"-encoder", "avro", "-schema-registry", "http://registry:8081"}
+	token := writeFile(t, "token", "t0ken\n")
+	ca := writeFile(t, "ca.pem", string(newTestCA(t).certPEM))
 	for _, tt := range []struct {
 		args    []string
 		problem string // "" when valid
 	}{
 		{[]string{"-encoder", "avro", "-schema-registry", "http://registry:8081,http://registry2:8081"}, ""},
 		{[]string{"-encoder", "avro"}, "-encoder avro needs -schema-registry"},
-		{[]string{"-schema-registry", "http://registry:8081"}, `-schema-registry-password-file apply to -encoder avro only, not "json"`},
+		{[]string{"-schema-registry", "http://registry:8081"}, `the Schema Registry's flags (-schema-registry) apply to -encoder avro only, not "json"`},
+		{[]string{"-schema-registry-token-file", token, "-schema-registry-subjects", "RecordNameStrategy"}, `(-schema-registry-subjects, -schema-registry-token-file) apply to -encoder avro only`},
 		{[]string{"-encoder", "avro", "-schema-registry", "http://registry:8081", "-schema-registry-user", "u"}, "-schema-registry-user and -schema-registry-password-file go together"},
+		{append(avro, "-schema-registry-subjects", "RecordNameStrategy", "-schema-registry-namespace", "db1.cdc"), ""},
+		{append(avro, "-schema-registry-subjects", "recordname"), `-schema-registry-subjects "recordname": want TopicNameStrategy, RecordNameStrategy or TopicRecordNameStrategy`},
+		{append(avro, "-schema-registry-namespace", "db1"), "applies to the RecordName and TopicRecordName subject strategies only"},
+		{append(avro, "-schema-registry-subjects", "RecordNameStrategy", "-schema-registry-namespace", "db-1"), `Namespace "db-1" is not an Avro namespace`},
+		{append(avro, "-schema-registry-tls-ca", ca), `-schema-registry "http://registry:8081": -schema-registry-tls-ca, -schema-registry-tls-cert and -schema-registry-tls-key need https:// URLs`},
+		{[]string{"-encoder", "avro", "-schema-registry", "https://registry:8081", "-schema-registry-tls-ca", ca}, ""},
+		{[]string{"-encoder", "avro", "-schema-registry", "https://registry:8081", "-schema-registry-tls-ca", token}, "-schema-registry-tls-*: TLS CA (" + token + "): no PEM certificate found"},
+		{[]string{"-encoder", "avro", "-schema-registry", "https://registry:8081", "-schema-registry-tls-cert", ca}, "-schema-registry-tls-cert and -schema-registry-tls-key go together"},
+		{append(avro, "-schema-registry-token-file", token), ""},
+		{append(avro, "-schema-registry-token-file", token, "-schema-registry-user", "u", "-schema-registry-password-file", token), "give the registry one kind of authentication"},
+		{append(avro, "-schema-registry-token-file", token+".missing"), "-schema-registry-token-file: open " + token + ".missing"},
 	} {
 		o, err := parse(append(base, tt.args...), noEnv, io.Discard)
 		if err != nil {

@@ -155,6 +155,7 @@ func TestConfigFileRefusals(t *testing.T) {
 		{"every problem at once", "slott: a\nmode: plain\npublicaton: b\n", []string{`f.yaml:1: unknown key "slott"`, `f.yaml:3: unknown key "publicaton"`}},
 		{"SASL password", "sasl_password: hunter2\n", []string{"f.yaml:1: sasl_password: a configuration file must not hold secrets; use sasl_password_file (-sasl-password-file) or $KAFKASINK_SASL_PASSWORD"}},
 		{"PostgreSQL password", "pg_password: hunter2\n", []string{"f.yaml:1: pg_password:", "pg_password_file (-pg-password-file) or $PGPASSWORD"}},
+		{"registry token", "schema_registry_token: abc\n", []string{"f.yaml:1: schema_registry_token:", "schema_registry_token_file (-schema-registry-token-file)"}},
 		{"password in a URL", "pg: postgres://cdc:hunter2@db/shop\n", []string{"f.yaml:1: pg: the connection string holds a password", "pg_password_file"}},
 		{"password parameter", "pg: postgres://cdc@db/shop?password=hunter2\n", []string{"f.yaml:1: pg: the connection string holds a password"}},
 		{"password keyword", "pg: host=db user=cdc password=hunter2\n", []string{"f.yaml:1: pg: the connection string holds a password"}},

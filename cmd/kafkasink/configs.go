@@ -8,10 +8,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/kafkasink/kafkasink"
-	"github.com/kafkasink/kafkasink/kafkasinkavro"
 	"github.com/kafkasink/kafkasink/pgcdc"
 )
 
@@ -35,7 +33,7 @@ func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, 
 		dbz.Name = o.slot
 		enc, problems = dbz, append(problems, dbzProblems...)
 	case "avro":
-		avro, err := o.avroEncoder()
+		avro, err := o.schemaRegistry.encoder()
 		if err != nil {
 			problems = append(problems, err.Error())
 		}
@@ -43,8 +41,8 @@ func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, 
 	default:
 		problems = append(problems, fmt.Sprintf("-encoder %q: want json, upsert, debezium or avro", o.encoder))
 	}
-	if o.encoder != "avro" && (o.schemaRegistry != "" || o.schemaRegistryUser != "" || o.schemaRegistryPasswordFile != "") {
-		problems = append(problems, fmt.Sprintf("-schema-registry, -schema-registry-user and -schema-registry-password-file apply to -encoder avro only, not %q", o.encoder))
+	if changed := o.schemaRegistry.changed(); o.encoder != "avro" && changed != nil {
+		problems = append(problems, fmt.Sprintf("the Schema Registry's flags (%s) apply to -encoder avro only, not %q", strings.Join(changed, ", "), o.encoder))
 	}
 	if o.encoder != "debezium" && o.debezium != debeziumDefaults {
 		problems = append(problems, fmt.Sprintf("the Debezium encoder's flags (%s) apply to -encoder debezium only, not %q", strings.Join(o.debezium.changed(), ", "), o.encoder))
@@ -143,29 +141,6 @@ func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, 
 		return kcfg, pcfg, &kafkasink.ConfigError{Problems: problems}
 	}
 	return kcfg, pcfg, nil
-}
-
-// avroEncoder returns the Avro encoder of -schema-registry.
-func (o *options) avroEncoder() (*kafkasinkavro.Encoder, error) {
-	if o.schemaRegistry == "" {
-		return nil, errors.New("-encoder avro needs -schema-registry (or $KAFKASINK_SCHEMA_REGISTRY): the Schema Registry's URL")
-	}
-	opts := []sr.ClientOpt{sr.URLs(splitList(o.schemaRegistry)...), sr.UserAgent("kafkasink")}
-	if o.schemaRegistryUser != "" || o.schemaRegistryPasswordFile != "" {
-		if o.schemaRegistryUser == "" || o.schemaRegistryPasswordFile == "" {
-			return nil, errors.New("-schema-registry-user and -schema-registry-password-file go together (basic authentication)")
-		}
-		password, err := readSecretFile("-schema-registry-password-file", o.schemaRegistryPasswordFile)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, sr.BasicAuth(o.schemaRegistryUser, password))
-	}
-	reg, err := sr.NewClient(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("-schema-registry: %w", err)
-	}
-	return kafkasinkavro.New(kafkasinkavro.Config{Registry: reg})
 }
 
 // saslPasswordValue is the SASL password: from -sasl-password-file or

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/kafkasinkavro"
 	"github.com/kafkasink/kafkasink/pgcdc"
 )
 
@@ -24,8 +25,7 @@ type options struct {
 	slotGap                                    pgcdc.SlotGap
 	retainedWALWarn, spoolMaxBytes             int64
 	mode, prefix, template, encoder, keyFormat string
-	schemaRegistry, schemaRegistryUser         string
-	schemaRegistryPasswordFile                 string
+	schemaRegistry                             registryOptions
 	topicRoutes                                string
 	checkpointTopic, deadLetter                string
 	partitions, replicationFactor              int
@@ -42,6 +42,17 @@ type options struct {
 	debezium                                   debeziumOptions
 	lease                                      leaseOptions
 }
+
+// registryOptions are the flags of the Schema Registry that -encoder avro
+// registers its schemas with.
+type registryOptions struct {
+	url, user, passwordFile, tokenFile string
+	tlsCA, tlsCert, tlsKey             string
+	subjects, namespace                string
+}
+
+// registryDefaults are the flags' defaults.
+var registryDefaults = registryOptions{subjects: kafkasinkavro.TopicName.String()}
 
 // debeziumOptions are the flags of kafkasink.DebeziumEncoder's options,
 // each named after the Debezium connector property it mirrors (or, for
@@ -126,9 +137,20 @@ func defineFlags(o *options, stderr io.Writer) (*flag.FlagSet, map[string]settin
 	num(&o.partitions, "partitions", "KAFKASINK_PARTITIONS", 0, "partitions of topics the sink creates (0: the broker's default)")
 	num(&o.replicationFactor, "replication-factor", "KAFKASINK_REPLICATION_FACTOR", 0, "replication factor of topics the sink creates (0: the broker's default)")
 	str(&o.encoder, "encoder", "KAFKASINK_ENCODER", "json", "record value: json (change event), upsert (row, tombstone on delete), debezium, or avro (the change event, and the key, in Avro with their schemas in -schema-registry)")
-	str(&o.schemaRegistry, "schema-registry", "KAFKASINK_SCHEMA_REGISTRY", "", "-encoder avro: the Schema Registry's URL, comma-separated for several (Confluent's API; Apicurio Registry's ends in /apis/ccompat/v7); schemas are registered under <topic>-key and <topic>-value")
-	str(&o.schemaRegistryUser, "schema-registry-user", "KAFKASINK_SCHEMA_REGISTRY_USER", "", "-encoder avro: user name for the Schema Registry's basic authentication, with -schema-registry-password-file")
-	str(&o.schemaRegistryPasswordFile, "schema-registry-password-file", "KAFKASINK_SCHEMA_REGISTRY_PASSWORD_FILE", "", "-encoder avro: file holding the Schema Registry password (a trailing newline is dropped), read at start-up")
+	r, rdef := &o.schemaRegistry, registryDefaults
+	str(&r.url, "schema-registry", "KAFKASINK_SCHEMA_REGISTRY", rdef.url, "-encoder avro: the Schema Registry's URL, comma-separated for several (Confluent's API; Apicurio Registry's ends in /apis/ccompat/v7)")
+	str(&r.subjects, "schema-registry-subjects", "KAFKASINK_SCHEMA_REGISTRY_SUBJECTS", rdef.subjects, "-encoder avro: the subjects of the schemas, Confluent's strategies: "+
+		"TopicNameStrategy (<topic>-key and <topic>-value), RecordNameStrategy (<namespace>.Key and <namespace>.Envelope, the namespace [-schema-registry-namespace.]<schema>.<table>: a subject per table, for tables sharing a topic) "+
+		"or TopicRecordNameStrategy (<topic>-<namespace>.Key and .Envelope)")
+	str(&r.namespace, "schema-registry-namespace", "KAFKASINK_SCHEMA_REGISTRY_NAMESPACE", rdef.namespace, "-encoder avro with RecordNameStrategy or TopicRecordNameStrategy: put before <schema>.<table> in the records' names and subjects, "+
+		"so that pipelines of several databases can share a registry (such as the -topic-prefix)")
+	str(&r.user, "schema-registry-user", "KAFKASINK_SCHEMA_REGISTRY_USER", rdef.user, "-encoder avro: user name for the Schema Registry's basic authentication, with -schema-registry-password-file")
+	str(&r.passwordFile, "schema-registry-password-file", "KAFKASINK_SCHEMA_REGISTRY_PASSWORD_FILE", rdef.passwordFile, "-encoder avro: file holding the Schema Registry password (a trailing newline is dropped), read at start-up")
+	str(&r.tokenFile, "schema-registry-token-file", "KAFKASINK_SCHEMA_REGISTRY_TOKEN_FILE", rdef.tokenFile, "-encoder avro: file holding a bearer token for the Schema Registry (a trailing newline is dropped), "+
+		"read again for every request, so it can rotate; conflicts with basic authentication")
+	str(&r.tlsCA, "schema-registry-tls-ca", "KAFKASINK_SCHEMA_REGISTRY_TLS_CA", rdef.tlsCA, "-encoder avro: PEM file of the CAs to trust for the Schema Registry's https:// URL (default: the system's)")
+	str(&r.tlsCert, "schema-registry-tls-cert", "KAFKASINK_SCHEMA_REGISTRY_TLS_CERT", rdef.tlsCert, "-encoder avro: client certificate PEM file, for a Schema Registry that requires mutual TLS; with -schema-registry-tls-key")
+	str(&r.tlsKey, "schema-registry-tls-key", "KAFKASINK_SCHEMA_REGISTRY_TLS_KEY", rdef.tlsKey, "-encoder avro: client key PEM file, with -schema-registry-tls-cert")
 	d, def := &o.debezium, debeziumDefaults
 	str(&d.decimalHandling, "decimal.handling.mode", "KAFKASINK_DECIMAL_HANDLING_MODE", def.decimalHandling, "-encoder debezium: numeric and money as precise (Connect Decimal), double or string")
 	str(&d.timePrecision, "time.precision.mode", "KAFKASINK_TIME_PRECISION_MODE", def.timePrecision, "-encoder debezium: dates and times as adaptive, adaptive_time_microseconds, connect or isostring")

@@ -17,6 +17,7 @@ var secretKeys = map[string]string{
 	"sasl_password":            "sasl_password_file (-sasl-password-file) or $KAFKASINK_SASL_PASSWORD",
 	"pg_password":              "pg_password_file (-pg-password-file) or $PGPASSWORD",
 	"schema_registry_password": "schema_registry_password_file (-schema-registry-password-file)",
+	"schema_registry_token":    "schema_registry_token_file (-schema-registry-token-file)",
 	"password":                 "sasl_password_file or $KAFKASINK_SASL_PASSWORD for Kafka, pg_password_file or $PGPASSWORD for PostgreSQL",
 }
 

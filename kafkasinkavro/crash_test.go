@@ -66,11 +66,7 @@ func TestKilledBetweenRegistrationAndCommit(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		waitFor(t, 30*time.Second, "the slot", func() bool {
-			var n int
-			e.db.QueryRow(context.Background(), "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND active", e.name).Scan(&n)
-			return n == 1
-		}, nil)
+		waitFor(t, 30*time.Second, "the slot", e.slotStreaming, nil)
 		return cmd, bufio.NewScanner(out)
 	}
 

@@ -45,6 +45,42 @@ type avroEnv struct {
 	snapshot bool                 // run takes an initial snapshot of the tables
 	avro     kafkasinkavro.Config // run's encoder configuration, its Registry set by run
 	routes   map[string]string    // run's kafkasink.Topics.Routes
+	sink     *deliveredSink       // run's sink
+}
+
+// deliveredSink is the sink, noting the events of every Write that
+// returned nil: what its topics must hold, each once.
+type deliveredSink struct {
+	*kafkasink.Sink // its other methods (Delivers) too, for pgcdc.Run
+
+	mu     sync.Mutex
+	events map[kafkasink.Position]kafkasink.Event
+}
+
+func (s *deliveredSink) Write(ctx context.Context, b kafkasink.Batch) error {
+	err := s.Sink.Write(ctx, b)
+	if err == nil {
+		s.mu.Lock()
+		if s.events == nil {
+			s.events = make(map[kafkasink.Position]kafkasink.Event)
+		}
+		for _, e := range b.Events {
+			s.events[e.Position] = e // a redelivery's again
+		}
+		s.mu.Unlock()
+	}
+	return err
+}
+
+// delivered returns the events delivered so far.
+func (s *deliveredSink) delivered() []kafkasink.Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]kafkasink.Event, 0, len(s.events))
+	for _, e := range s.events {
+		out = append(out, e)
+	}
+	return out
 }
 
 func newAvroEnv(t *testing.T) *avroEnv {
@@ -122,6 +158,7 @@ func (e *avroEnv) run(tables ...string) (stop func() error, done <-chan struct{}
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() { sink.Close(context.Background()) })
+	e.sink = &deliveredSink{Sink: sink}
 	qualified := make([]string, len(tables))
 	for i, t := range tables {
 		qualified[i] = "public." + t
@@ -140,7 +177,7 @@ func (e *avroEnv) run(tables ...string) (stop func() error, done <-chan struct{}
 			BatchMaxWait: 20 * time.Millisecond, StandbyInterval: time.Second, HeartbeatInterval: -1,
 			ReconnectBackoff: 50 * time.Millisecond, ReconnectMax: time.Second,
 			Logger: slog.New(slog.NewTextHandler(testWriter{e.t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		}, sink)
+		}, e.sink)
 		mu.Lock()
 		result = err
 		mu.Unlock()
@@ -156,18 +193,24 @@ func (e *avroEnv) run(tables ...string) (stop func() error, done <-chan struct{}
 		return result
 	}
 	e.t.Cleanup(func() { stop() })
-	// The slot exists once Run streams: changes made from then on are
-	// streamed, not snapshotted.
-	waitFor(e.t, 30*time.Second, "the slot", func() bool {
-		var n int
-		e.db.QueryRow(context.Background(), "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND active", e.name).Scan(&n)
-		return n == 1
-	}, finished)
+	waitFor(e.t, 30*time.Second, "the slot", e.slotStreaming, finished)
 	return stop, finished, func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		return result
 	}
+}
+
+// slotStreaming reports whether the test's slot is streamed from and
+// consistent: changes made from then on are streamed, not snapshotted. A
+// slot is active while it is being created, too, and its creation waits
+// for the transactions running on the (shared) server to end: a change
+// committed meanwhile is before the slot's start and never streamed.
+// confirmed_flush_lsn is set once the slot is consistent.
+func (e *avroEnv) slotStreaming() bool {
+	var n int
+	e.db.QueryRow(context.Background(), "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND active AND confirmed_flush_lsn IS NOT NULL", e.name).Scan(&n)
+	return n == 1
 }
 
 type testWriter struct{ t *testing.T }

@@ -126,7 +126,10 @@ func waitForSlot(ctx context.Context, t *testing.T, db *pgx.Conn, slot string, s
 	t.Helper()
 	waitFor(t, 60*time.Second, "the replication slot", status, out, func() bool {
 		var n int
-		db.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&n)
+		// Created and consistent: a change committed while the slot is
+		// created (which waits for the server's running transactions) is
+		// before its start, and never streamed.
+		db.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND confirmed_flush_lsn IS NOT NULL", slot).Scan(&n)
 		return n == 1
 	})
 }

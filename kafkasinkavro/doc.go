@@ -124,6 +124,20 @@
 // registry that answers 5xx, or not at all, is a retryable one. Schemas
 // are cached by table version, so the steady state makes no registry call.
 //
+// # Reading records back
+//
+// A Decoder turns the records back into JSON, fetching each schema from
+// the registry by the id in the record: a value into the change event
+// kafkasink.JSONEncoder writes for the same event, byte for byte (but
+// where Avro cannot say what it says: see Decoder), a key into the
+// sink's KeyJSON object. Its Transcode gives kafkasinktest's
+// ReadCommittedWith Avro topics to read, so that AssertExactlyOnce checks
+// them as it checks JSON ones:
+//
+//	dec := kafkasinkavro.NewDecoder(reg)
+//	got := kafkasinktest.ReadCommittedWith(t, brokers, dec.Transcode, topic)
+//	kafkasinktest.AssertExactlyOnce(t, got, events)
+//
 // # Performance
 //
 // Records are appended straight into the sink's buffer in Avro's binary

@@ -1,13 +1,16 @@
 package kafkasinkavro_test
 
 import (
+	"context"
 	"fmt"
 	"math"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kafkasink/kafkasink/internal/sinktest"
+	"github.com/kafkasink/kafkasink/kafkasinkavro"
 )
 
 // TestTypesRoundTrip streams the row of pgcdc's golden type test
@@ -16,7 +19,8 @@ import (
 // the real broker, and decodes each record with the schema the registry
 // has under its id, with two Avro libraries the encoder does not use: the values are the database's, and an update
 // that leaves a TOASTed column unchanged lists it as unchanged. The Apache
-// Avro Java library reads them the same.
+// Avro Java library reads them the same, and the Decoder reads them back
+// into the JSON of pgcdc's golden file.
 func TestTypesRoundTrip(t *testing.T) {
 	e := newAvroEnv(t)
 	sql := sinktest.LoadTypesSQL(t, e.name)
@@ -66,6 +70,26 @@ func TestTypesRoundTrip(t *testing.T) {
 			t.Errorf("record %d: key %s, want map[row_id:1]", i, got)
 		}
 	}
+	// The Decoder reads them back into the JSON JSONEncoder wrote for the
+	// same row in pgcdc's golden type test.
+	t.Run("decoder", func(t *testing.T) {
+		dec := kafkasinkavro.NewDecoder(e.registry)
+		values := make([][]byte, len(recs))
+		for i, r := range recs {
+			var err error
+			if values[i], err = dec.Value(context.Background(), r.Value); err != nil {
+				t.Fatal(err)
+			}
+		}
+		golden := sinktest.TypesGoldenFile(t)
+		want, err := os.ReadFile(golden)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sinktest.TypesGolden(t, values, e.name); string(got) != string(want) {
+			t.Errorf("the decoded records differ from %s:\n%s", golden, got)
+		}
+	})
 	// Apache Avro's Java library, what Confluent's deserializer and
 	// Kafka Connect's AvroConverter decode with, reads the same records
 	// with the registry's schema and its own logical type conversions.

@@ -20,7 +20,9 @@
 //
 // ReadCommitted returns what a read_committed consumer sees of given
 // topics, each record decoded into a Record (topic, partition, key, op,
-// position, row) whichever of the library's encoders wrote it.
+// position, row) whichever of the library's encoders wrote it;
+// ReadCommittedWith reads topics of other encoders (kafkasinkavro's Avro)
+// through a Transcode function that turns their records into JSON first.
 // AssertExactlyOnce checks every event of a source is there once and in
 // order per key; AssertCheckpoint checks the checkpoint stored in Kafka.
 // Failures list what is missing, duplicated, unexpected or out of order,

@@ -22,12 +22,34 @@ import (
 // be decoded.
 func ReadCommitted(t testing.TB, brokers []string, topics ...string) []Record {
 	t.Helper()
-	raw, err := FetchCommitted(context.Background(), brokers, topics...)
+	return ReadCommittedWith(t, brokers, nil, topics...)
+}
+
+// Transcode turns a record that an encoder outside this module wrote
+// into one Decode reads: its value into kafkasink.JSONEncoder's event
+// JSON and its key into the sink's text or JSON key. It must not change
+// the record it is given. kafkasinkavro.Decoder's Transcode is one, for
+// Avro in the Confluent wire format.
+type Transcode func(ctx context.Context, r *kgo.Record) (*kgo.Record, error)
+
+// ReadCommittedWith is ReadCommitted for topics an encoder outside this
+// module wrote: each record goes through transcode (nil: none) before
+// Decode reads it, so that AssertExactlyOnce checks those topics too. It
+// fails t when transcode returns an error.
+func ReadCommittedWith(t testing.TB, brokers []string, transcode Transcode, topics ...string) []Record {
+	t.Helper()
+	ctx := context.Background()
+	raw, err := FetchCommitted(ctx, brokers, topics...)
 	if err != nil {
 		t.Fatalf("kafkasinktest: %v", err)
 	}
 	out := make([]Record, 0, len(raw))
 	for _, r := range raw {
+		if transcode != nil {
+			if r, err = transcode(ctx, r); err != nil {
+				t.Fatalf("kafkasinktest: transcoding: %v", err)
+			}
+		}
 		rec, err := Decode(r)
 		if err != nil {
 			t.Fatalf("kafkasinktest: %v", err)

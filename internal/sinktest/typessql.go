@@ -1,8 +1,11 @@
 package sinktest
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -25,11 +28,7 @@ type TypesSQL struct {
 // name+"_types", the enum name+"_mood", the domain name+"_posint".
 func LoadTypesSQL(t testing.TB, name string) TypesSQL {
 	t.Helper()
-	_, self, _, ok := runtime.Caller(0)
-	if !ok {
-		t.Fatal("sinktest: cannot locate testdata/types.sql: no caller information")
-	}
-	path := filepath.Join(filepath.Dir(self), "..", "..", "testdata", "types.sql")
+	path := rootFile(t, "testdata", "types.sql")
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("sinktest: %v", err)
@@ -55,4 +54,55 @@ func LoadTypesSQL(t testing.TB, name string) TypesSQL {
 		}
 	}
 	return s
+}
+
+// rootFile returns the path of a file of the root module, wherever the
+// calling test's module is.
+func rootFile(t testing.TB, elem ...string) string {
+	t.Helper()
+	_, self, _, ok := runtime.Caller(0)
+	if !ok {
+		t.Fatalf("sinktest: cannot locate %s: no caller information", filepath.Join(elem...))
+	}
+	return filepath.Join(append([]string{filepath.Dir(self), "..", ".."}, elem...)...)
+}
+
+// TypesGoldenFile is the golden file of the type test: the JSONEncoder
+// values of the row's insert and update, as TypesGolden renders them.
+// pgcdc's TestTypesRoundTripGolden writes it with -update; kafkasinkavro's
+// Decoder must read its records back into it.
+func TypesGoldenFile(t testing.TB) string {
+	t.Helper()
+	return rootFile(t, "pgcdc", "testdata", "golden", "types.json")
+}
+
+// volatileFields are the parts of an encoded event that differ between
+// runs (positions, transaction ids, times); the golden file pins the rest.
+var volatileFields = regexp.MustCompile(`"(id|lsn|commit_lsn|xid|commit_time)":("[^"]*"|[0-9]+)`)
+
+// TypesGolden renders the type test's record values (JSONEncoder's event
+// JSON) as its golden file holds them: an indented JSON array, with the
+// fields that differ between runs as "*" and the test's name as T.
+func TypesGolden(t testing.TB, values [][]byte, name string) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	out.WriteString("[\n")
+	for i, v := range values {
+		if !json.Valid(v) {
+			t.Fatalf("record %d is not valid JSON: %s", i, v)
+		}
+		masked := strings.ReplaceAll(volatileFields.ReplaceAllString(string(v), `"$1":"*"`), name, "T")
+		var pretty bytes.Buffer
+		if err := json.Indent(&pretty, []byte(masked), "  ", "  "); err != nil {
+			t.Fatal(err)
+		}
+		out.WriteString("  ")
+		out.Write(pretty.Bytes())
+		if i < len(values)-1 {
+			out.WriteString(",")
+		}
+		out.WriteString("\n")
+	}
+	out.WriteString("]\n")
+	return out.Bytes()
 }

@@ -1,6 +1,8 @@
 package kafkasinktest_test
 
 import (
+	"context"
+	"encoding/base64"
 	"encoding/json"
 	"reflect"
 	"testing"
@@ -110,6 +112,47 @@ func TestDecodeRefuses(t *testing.T) {
 			t.Errorf("%s: decoded as %v, want an error", name, rec)
 		} else {
 			t.Logf("%s: %v", name, err)
+		}
+	}
+}
+
+// base64Encoder stands for an encoder outside the module: JSONEncoder's
+// event, in base64, which Decode does not read.
+type base64Encoder struct{}
+
+func (base64Encoder) Encode(dst []byte, e *kafkasink.Event) ([]byte, error) {
+	j, err := kafkasink.JSONEncoder{}.Encode(nil, e)
+	if err != nil {
+		return nil, err
+	}
+	return base64.StdEncoding.AppendEncode(dst, j), nil
+}
+
+// ReadCommittedWith reads a topic of another encoder through its
+// Transcode, each record once, and what it returns passes
+// AssertExactlyOnce with the rows decoded.
+func TestReadCommittedWithTranscodes(t *testing.T) {
+	t.Parallel()
+	c := kafkasinktest.NewCluster(t)
+	s, cfg := newSink(t, c, "transcoded", func(cfg *kafkasink.Config) { cfg.Encoder = base64Encoder{} })
+	events := changes()
+	writeAgain(t, s, events)
+	var calls int
+	transcode := func(_ context.Context, r *kgo.Record) (*kgo.Record, error) {
+		calls++
+		out := *r
+		var err error
+		out.Value, err = base64.StdEncoding.AppendDecode(nil, r.Value)
+		return &out, err
+	}
+	got := kafkasinktest.ReadCommittedWith(t, cfg.Brokers, transcode, ordersTopic)
+	if calls != len(events) || len(got) != len(events) {
+		t.Fatalf("%d records, %d transcoded; want %d", len(got), calls, len(events))
+	}
+	kafkasinktest.AssertExactlyOnce(t, got, events)
+	for _, r := range got { // partitions come in any order
+		if r.Op == kafkasink.OpInsert && (r.Encoding != kafkasinktest.EventJSON || r.Value["note"] != "order 1") {
+			t.Errorf("the insert is %s with row %v, want the event JSON of order 1", r.Encoding, r.Value)
 		}
 	}
 }

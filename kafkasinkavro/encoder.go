@@ -162,7 +162,7 @@ func (enc *Encoder) register(ctx context.Context, e *kafkasink.Event, route kafk
 		}
 		next.columns = cols
 		next.valueSchema = valueSchema(n.namespace, cols)
-		if next.valueID, err = enc.registerSchema(ctx, e, n.valueSubject, next.valueSchema, cols, false); err != nil {
+		if next.valueID, err = enc.registerSchema(ctx, e, n.valueSubject, next.valueSchema, cols); err != nil {
 			return nil, err
 		}
 	}
@@ -181,15 +181,14 @@ func (enc *Encoder) register(ctx context.Context, e *kafkasink.Event, route kafk
 	next.keyColumns, next.key = slices.Clone(route.KeyColumns), key
 	next.keySchema = keySchema(n.namespace, key)
 	var err error
-	if next.keyID, err = enc.registerSchema(ctx, e, n.keySubject, next.keySchema, key, true); err != nil {
+	if next.keyID, err = enc.registerSchema(ctx, e, n.keySubject, next.keySchema, key); err != nil {
 		return nil, err
 	}
 	return next, nil
 }
 
-// registerSchema registers text, the value schema or the key schema
-// (key) of cols, under subject and returns its id.
-func (enc *Encoder) registerSchema(ctx context.Context, e *kafkasink.Event, subject, text string, cols []column, key bool) (int, error) {
+// registerSchema registers text under subject and returns its id.
+func (enc *Encoder) registerSchema(ctx context.Context, e *kafkasink.Event, subject, text string, cols []column) (int, error) {
 	id, err := enc.registry.RegisterSchema(ctx, subject, sr.Schema{Schema: text, Type: sr.TypeAvro}, -1, -1)
 	if err == nil {
 		return id, nil
@@ -213,7 +212,7 @@ func (enc *Encoder) registerSchema(ctx context.Context, e *kafkasink.Event, subj
 		fix = fmt.Sprintf("the table changed in a way the subject's compatibility level (%s) does not allow%s; "+
 			"undo the change (under BACKWARD a new column must be nullable, and no column may change its type), "+
 			"let the subject accept it (PUT /config/%s with the registry), or %s",
-			enc.compatibility(ctx, subject), changes(enc.previous(e), cols, key), subject, enc.newSubjectFix())
+			enc.compatibility(ctx, subject), changes(enc.previous(e), cols, isKeySubject(subject)), subject, enc.newSubjectFix())
 	case 401, 403:
 		fix = "check the registry's credentials (sr.BasicAuth, sr.BearerToken; -schema-registry-user and -schema-registry-password-file, or -schema-registry-token-file) and that they may register schemas"
 	default:

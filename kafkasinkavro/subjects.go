@@ -110,3 +110,9 @@ func (enc *Encoder) newSubjectFix() string {
 	}
 	return "route the table to a new topic (kafkasink.Config.Topics; -topic-routes)"
 }
+
+// isKeySubject reports whether subject is a key schema's under any
+// strategy: <topic>-key, or a record name ending in .Key.
+func isKeySubject(subject string) bool {
+	return strings.HasSuffix(subject, "-key") || strings.HasSuffix(subject, ".Key")
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/kafkasinkavro"
 	"github.com/kafkasink/kafkasink/pgcdc"
 )
 
@@ -33,11 +34,13 @@ func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, 
 		dbz.Name = o.slot
 		enc, problems = dbz, append(problems, dbzProblems...)
 	case "avro":
-		avro, err := o.schemaRegistry.encoder()
+		avro, err := o.schemaRegistry.config()
+		if err == nil {
+			enc, err = kafkasinkavro.New(avro)
+		}
 		if err != nil {
 			problems = append(problems, err.Error())
 		}
-		enc = avro
 	default:
 		problems = append(problems, fmt.Sprintf("-encoder %q: want json, upsert, debezium or avro", o.encoder))
 	}

@@ -13,12 +13,12 @@ import (
 	"github.com/kafkasink/kafkasink/kafkasinkavro"
 )
 
-// encoder returns the Avro encoder of the registry flags: its client's
-// URLs, TLS and authentication, and its subject strategy. Problems name
-// the flags.
-func (r *registryOptions) encoder() (*kafkasinkavro.Encoder, error) {
+// config returns the Avro encoder's configuration of the registry flags:
+// its client's URLs, TLS and authentication, and its subject strategy.
+// Problems name the flags.
+func (r *registryOptions) config() (kafkasinkavro.Config, error) {
 	if r.url == "" {
-		return nil, errors.New("-encoder avro needs -schema-registry (or $KAFKASINK_SCHEMA_REGISTRY): the Schema Registry's URL")
+		return kafkasinkavro.Config{}, errors.New("-encoder avro needs -schema-registry (or $KAFKASINK_SCHEMA_REGISTRY): the Schema Registry's URL")
 	}
 	urls := splitList(r.url)
 	opts := []sr.ClientOpt{sr.URLs(urls...), sr.UserAgent("kafkasink")}
@@ -61,13 +61,13 @@ func (r *registryOptions) encoder() (*kafkasinkavro.Encoder, error) {
 		problems = append(problems, fmt.Sprintf("-schema-registry-subjects %q: want TopicNameStrategy, RecordNameStrategy or TopicRecordNameStrategy", r.subjects))
 	}
 	if problems != nil {
-		return nil, errors.New(strings.Join(problems, "; "))
+		return kafkasinkavro.Config{}, errors.New(strings.Join(problems, "; "))
 	}
 	reg, err := sr.NewClient(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("-schema-registry: %w", err)
+		return kafkasinkavro.Config{}, fmt.Errorf("-schema-registry: %w", err)
 	}
-	return kafkasinkavro.New(kafkasinkavro.Config{Registry: reg, Subjects: subjects, Namespace: r.namespace})
+	return kafkasinkavro.Config{Registry: reg, Subjects: subjects, Namespace: r.namespace}, nil
 }
 
 // setBearerToken is the registry client's PreReq with

@@ -7,11 +7,11 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/kafkasinkavro/internal/registry"
 )
 
 // Config configures an Encoder.
@@ -44,11 +44,7 @@ type Encoder struct {
 	registry  *sr.Client
 	subjects  SubjectStrategy
 	namespace string
-
-	mu sync.RWMutex
-	// versions are the table versions prepared, by their Relation: the
-	// source shares one *Relation among the events of a table version.
-	versions map[*kafkasink.Relation]*tableVersion
+	versions  registry.Versions[*tableVersion] // the table versions prepared
 }
 
 // tableVersion is one version of a table as written to one topic: its
@@ -74,8 +70,12 @@ func New(cfg Config) (*Encoder, error) {
 	if problems != nil {
 		return nil, &kafkasink.ConfigError{Problems: problems}
 	}
-	return &Encoder{registry: cfg.Registry, subjects: cfg.Subjects, namespace: cfg.Namespace,
-		versions: make(map[*kafkasink.Relation]*tableVersion)}, nil
+	return &Encoder{registry: cfg.Registry, subjects: cfg.Subjects, namespace: cfg.Namespace}, nil
+}
+
+// Place implements registry.Version.
+func (tv *tableVersion) Place() (topic, schema, table string, keyColumns []string) {
+	return tv.topic, tv.schema, tv.table, tv.keyColumns
 }
 
 var (
@@ -91,60 +91,10 @@ var (
 // a schema the subject has is idempotent: the registry answers with the
 // id it has. An event without a Relation is left for Encode to reject.
 func (enc *Encoder) Prepare(ctx context.Context, events []kafkasink.Event, routes []kafkasink.EventRoute) error {
-	var prepared map[*kafkasink.Relation]string // table versions of this batch, to their topics
-	for i := range events {
-		e, route := &events[i], routes[i]
-		if route.Topic == "" || e.Relation == nil {
-			continue
-		}
-		if topic, seen := prepared[e.Relation]; seen && topic != route.Topic {
-			return &kafkasink.PrepareError{Err: fmt.Errorf("kafkasinkavro: %s is routed to two topics in one Write, %s and %s; "+
-				"a Topics.Route function must give a table one topic for the whole of a Write", kafkasink.TableName(e.Schema, e.Table), topic, route.Topic)}
-		}
-		if prepared == nil {
-			prepared = make(map[*kafkasink.Relation]string)
-		}
-		prepared[e.Relation] = route.Topic
-		enc.mu.RLock()
-		tv := enc.versions[e.Relation]
-		enc.mu.RUnlock()
-		if tv != nil && tv.topic == route.Topic && (len(route.KeyColumns) == 0 || slices.Equal(tv.keyColumns, route.KeyColumns)) {
-			continue
-		}
-		next, err := enc.register(ctx, e, route, tv)
-		if err != nil {
-			return err
-		}
-		enc.mu.Lock()
-		enc.versions[e.Relation] = next
-		enc.forgetOlder(next, prepared)
-		enc.mu.Unlock()
-	}
-	return nil
-}
-
-// forgetOlder drops the versions of tv's table that this batch does not
-// use: the source sends a new Relation when a table changes, and never
-// an event of an older one after it. Called with mu held.
-func (enc *Encoder) forgetOlder(tv *tableVersion, batch map[*kafkasink.Relation]string) {
-	for rel, other := range enc.versions {
-		if _, used := batch[rel]; !used && other.schema == tv.schema && other.table == tv.table {
-			delete(enc.versions, rel)
-		}
-	}
-}
-
-// previous returns a prepared version of e's table other than e's own, to
-// say what changed when the registry refuses the new one.
-func (enc *Encoder) previous(e *kafkasink.Event) *tableVersion {
-	enc.mu.RLock()
-	defer enc.mu.RUnlock()
-	for rel, tv := range enc.versions {
-		if rel != e.Relation && tv.schema == e.Schema && tv.table == e.Table {
-			return tv
-		}
-	}
-	return nil
+	return enc.versions.Prepare(ctx, "kafkasinkavro", events, routes,
+		func(ctx context.Context, e *kafkasink.Event, route kafkasink.EventRoute, prev *tableVersion, _ bool) (*tableVersion, error) {
+			return enc.register(ctx, e, route, prev)
+		})
 }
 
 // register makes e's table version ready for route: it registers the
@@ -189,50 +139,13 @@ func (enc *Encoder) register(ctx context.Context, e *kafkasink.Event, route kafk
 
 // registerSchema registers text under subject and returns its id.
 func (enc *Encoder) registerSchema(ctx context.Context, e *kafkasink.Event, subject, text string, cols []column) (int, error) {
-	id, err := enc.registry.RegisterSchema(ctx, subject, sr.Schema{Schema: text, Type: sr.TypeAvro}, -1, -1)
-	if err == nil {
-		return id, nil
-	}
-	table := kafkasink.TableName(e.Schema, e.Table)
-	if ctx.Err() != nil {
-		return 0, fmt.Errorf("kafkasinkavro: registering the schema of %s under subject %s: %w", table, subject, err)
-	}
-	var re *sr.ResponseError
-	if !errors.As(err, &re) {
-		// No answer: the registry is down or unreachable, which may pass.
-		return 0, &kafkasink.PrepareError{Retryable: true, Err: fmt.Errorf("kafkasinkavro: registering the schema of %s under subject %s: %w", table, subject, err)}
-	}
-	if re.StatusCode >= 500 {
-		return 0, &kafkasink.PrepareError{Retryable: true, Err: fmt.Errorf("kafkasinkavro: registering the schema of %s under subject %s: the Schema Registry answered HTTP %d: %s",
-			table, subject, re.StatusCode, re.Message)}
-	}
-	var fix string
-	switch re.StatusCode {
-	case 409:
-		fix = fmt.Sprintf("the table changed in a way the subject's compatibility level (%s) does not allow%s; "+
+	return registry.Register(ctx, enc.registry, "kafkasinkavro", kafkasink.TableName(e.Schema, e.Table), subject, sr.Schema{Schema: text, Type: sr.TypeAvro}, func() string {
+		prev, _ := enc.versions.Previous(e)
+		return fmt.Sprintf("the table changed in a way the subject's compatibility level (%s) does not allow%s; "+
 			"undo the change (under BACKWARD a new column must be nullable, and no column may change its type), "+
 			"let the subject accept it (PUT /config/%s with the registry), or %s",
-			enc.compatibility(ctx, subject), changes(enc.previous(e), cols, isKeySubject(subject)), subject, enc.newSubjectFix())
-	case 401, 403:
-		fix = "check the registry's credentials (sr.BasicAuth, sr.BearerToken; -schema-registry-user and -schema-registry-password-file, or -schema-registry-token-file) and that they may register schemas"
-	default:
-		fix = "the registry refused the schema; report it with the schema text: " + text
-	}
-	return 0, &kafkasink.PrepareError{Err: fmt.Errorf("kafkasinkavro: the Schema Registry refused the schema of %s under subject %s (HTTP %d: %s): %s",
-		table, subject, re.StatusCode, re.Message, fix)}
-}
-
-// compatibility names the compatibility level that applies to subject:
-// its own, and the registry's global one.
-func (enc *Encoder) compatibility(ctx context.Context, subject string) string {
-	res := enc.registry.Compatibility(ctx, subject, sr.GlobalSubject)
-	level := func(r sr.CompatibilityResult) string {
-		if r.Err != nil {
-			return "not set"
-		}
-		return r.Level.String()
-	}
-	return "subject " + level(res[0]) + ", global " + level(res[1])
+			registry.Compatibility(ctx, enc.registry, subject), changes(prev, cols, isKeySubject(subject)), subject, enc.newSubjectFix())
+	})
 }
 
 // changes describes how cols differ from prev's columns (the key's when
@@ -320,10 +233,8 @@ func (enc *Encoder) version(e *kafkasink.Event) (*tableVersion, error) {
 	if e.Relation == nil {
 		return nil, &kafkasink.EncodeError{Schema: e.Schema, Table: e.Table, Err: errors.New("kafkasinkavro needs Event.Relation, the table's declared columns, to derive its Avro schema; pgcdc sets it")}
 	}
-	enc.mu.RLock()
-	tv := enc.versions[e.Relation]
-	enc.mu.RUnlock()
-	if tv == nil {
+	tv, ok := enc.versions.Get(e.Relation)
+	if !ok {
 		return nil, &kafkasink.EncodeError{Schema: e.Schema, Table: e.Table, Err: errors.New("the table version was not prepared: a kafkasinkavro.Encoder writes through kafkasink.Config.Encoder, whose Write prepares it")}
 	}
 	return tv, nil

@@ -159,26 +159,16 @@ func changes(prev *tableVersion, cols []column, key bool) string {
 	if key {
 		old = prev.key
 	}
-	var out []string
+	return registry.Changes(described(old), described(cols))
+}
+
+// described is cols as registry.Changes takes them.
+func described(cols []column) []registry.Column {
+	out := make([]registry.Column, len(cols))
 	for i := range cols {
-		c := &cols[i]
-		j := slices.IndexFunc(old, func(o column) bool { return o.name == c.name })
-		switch {
-		case j < 0:
-			out = append(out, fmt.Sprintf("added %q (%s)", c.name, c.description()))
-		case old[j].description() != c.description():
-			out = append(out, fmt.Sprintf("changed %q from %s to %s", c.name, old[j].description(), c.description()))
-		}
+		out[i] = registry.Column{Name: cols[i].name, Type: cols[i].description()}
 	}
-	for i := range old {
-		if !slices.ContainsFunc(cols, func(c column) bool { return c.name == old[i].name }) {
-			out = append(out, fmt.Sprintf("dropped %q", old[i].name))
-		}
-	}
-	if len(out) == 0 {
-		return ""
-	}
-	return ", the columns: " + strings.Join(out, "; ")
+	return out
 }
 
 // description is c's Avro type, for error messages: "NOT NULL int".

@@ -45,6 +45,7 @@ type avroEnv struct {
 	snapshot bool                 // run takes an initial snapshot of the tables
 	avro     kafkasinkavro.Config // run's encoder configuration, its Registry set by run
 	routes   map[string]string    // run's kafkasink.Topics.Routes
+	encoder  kafkasink.Encoder    // run's encoder instead of kafkasinkavro's of avro
 	sink     *deliveredSink       // run's sink
 }
 
@@ -144,11 +145,15 @@ func (e *avroEnv) table(suffix, columns string) string {
 // Run returns by itself.
 func (e *avroEnv) run(tables ...string) (stop func() error, done <-chan struct{}, runErr func() error) {
 	e.t.Helper()
-	cfg := e.avro
-	cfg.Registry = e.registry
-	enc, err := kafkasinkavro.New(cfg)
-	if err != nil {
-		e.t.Fatal(err)
+	var enc kafkasink.Encoder = e.encoder
+	if enc == nil {
+		cfg := e.avro
+		cfg.Registry = e.registry
+		avro, err := kafkasinkavro.New(cfg)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		enc = avro
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -21,8 +21,15 @@ type Version interface {
 // the source shares one *kafkasink.Relation among the events of a table
 // version. The zero value is ready to use; it is safe for concurrent use.
 type Versions[V Version] struct {
-	mu sync.RWMutex
-	m  map[*kafkasink.Relation]V
+	mu   sync.RWMutex
+	m    map[*kafkasink.Relation]prepared[V]
+	last uint64 // the seq of the latest version prepared
+}
+
+// prepared is a version and when it was prepared.
+type prepared[V Version] struct {
+	v   V
+	seq uint64
 }
 
 // Prepare calls register for every table version among events not
@@ -33,20 +40,20 @@ type Versions[V Version] struct {
 // Relation or a topic is left for Encode to reject.
 func (vs *Versions[V]) Prepare(ctx context.Context, pkg string, events []kafkasink.Event, routes []kafkasink.EventRoute,
 	register func(ctx context.Context, e *kafkasink.Event, route kafkasink.EventRoute, prev V, ok bool) (V, error)) error {
-	var prepared map[*kafkasink.Relation]string // table versions of this batch, to their topics
+	var batch map[*kafkasink.Relation]string // table versions of this batch, to their topics
 	for i := range events {
 		e, route := &events[i], routes[i]
 		if route.Topic == "" || e.Relation == nil {
 			continue
 		}
-		if topic, seen := prepared[e.Relation]; seen && topic != route.Topic {
+		if topic, seen := batch[e.Relation]; seen && topic != route.Topic {
 			return &kafkasink.PrepareError{Err: fmt.Errorf("%s: %s is routed to two topics in one Write, %s and %s; "+
 				"a Topics.Route function must give a table one topic for the whole of a Write", pkg, kafkasink.TableName(e.Schema, e.Table), topic, route.Topic)}
 		}
-		if prepared == nil {
-			prepared = make(map[*kafkasink.Relation]string)
+		if batch == nil {
+			batch = make(map[*kafkasink.Relation]string)
 		}
-		prepared[e.Relation] = route.Topic
+		batch[e.Relation] = route.Topic
 		prev, ok := vs.Get(e.Relation)
 		if ok {
 			topic, _, _, keyColumns := prev.Place()
@@ -60,10 +67,11 @@ func (vs *Versions[V]) Prepare(ctx context.Context, pkg string, events []kafkasi
 		}
 		vs.mu.Lock()
 		if vs.m == nil {
-			vs.m = make(map[*kafkasink.Relation]V)
+			vs.m = make(map[*kafkasink.Relation]prepared[V])
 		}
-		vs.m[e.Relation] = next
-		vs.forgetOlder(e, prepared)
+		vs.last++
+		vs.m[e.Relation] = prepared[V]{next, vs.last}
+		vs.forgetOlder(e, batch)
 		vs.mu.Unlock()
 	}
 	return nil
@@ -74,7 +82,7 @@ func (vs *Versions[V]) Prepare(ctx context.Context, pkg string, events []kafkasi
 // an event of an older one after it. Called with mu held.
 func (vs *Versions[V]) forgetOlder(e *kafkasink.Event, batch map[*kafkasink.Relation]string) {
 	for rel, other := range vs.m {
-		_, schema, table, _ := other.Place()
+		_, schema, table, _ := other.v.Place()
 		if _, used := batch[rel]; !used && schema == e.Schema && table == e.Table {
 			delete(vs.m, rel)
 		}
@@ -85,20 +93,20 @@ func (vs *Versions[V]) forgetOlder(e *kafkasink.Event, batch map[*kafkasink.Rela
 func (vs *Versions[V]) Get(rel *kafkasink.Relation) (V, bool) {
 	vs.mu.RLock()
 	defer vs.mu.RUnlock()
-	v, ok := vs.m[rel]
-	return v, ok
+	p, ok := vs.m[rel]
+	return p.v, ok
 }
 
-// Previous returns a prepared version of e's table other than e's own, to
-// say what changed when the registry refuses the new one.
+// Previous returns the version of e's table other than e's own prepared
+// last, to say what changed when the registry refuses the new one.
 func (vs *Versions[V]) Previous(e *kafkasink.Event) (V, bool) {
 	vs.mu.RLock()
 	defer vs.mu.RUnlock()
-	for rel, v := range vs.m {
-		if _, schema, table, _ := v.Place(); rel != e.Relation && schema == e.Schema && table == e.Table {
-			return v, true
+	var latest prepared[V]
+	for rel, p := range vs.m {
+		if _, schema, table, _ := p.v.Place(); rel != e.Relation && schema == e.Schema && table == e.Table && p.seq > latest.seq {
+			latest = p
 		}
 	}
-	var none V
-	return none, false
+	return latest.v, latest.seq != 0
 }

@@ -5,7 +5,9 @@
 // AvroConverter and Materialize.
 //
 // It is a module of its own, so that programs that do not write Avro do not
-// depend on the registry client (franz-go's pkg/sr).
+// depend on the registry client (franz-go's pkg/sr). Its package
+// jsonschema writes the same events as JSON with JSON Schemas in the
+// registry, through the same registry code.
 //
 //	reg, err := sr.NewClient(sr.URLs("http://registry:8081"))
 //	...

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
 	"github.com/kafkasink/kafkasink/kafkasinkavro"
+	"github.com/kafkasink/kafkasink/kafkasinkavro/jsonschema"
 )
 
 // TestAvroFlags: -encoder avro makes the Avro encoder of
@@ -37,9 +40,12 @@ func TestAvroFlags(t *testing.T) {
 		problem string // "" when valid
 	}{
 		{[]string{"-encoder", "avro", "-schema-registry", "http://registry:8081,http://registry2:8081"}, ""},
-		{[]string{"-encoder", "avro"}, "-encoder avro needs -schema-registry"},
-		{[]string{"-schema-registry", "http://registry:8081"}, `the Schema Registry's flags (-schema-registry) apply to -encoder avro only, not "json"`},
-		{[]string{"-schema-registry-token-file", token, "-schema-registry-subjects", "RecordNameStrategy"}, `(-schema-registry-subjects, -schema-registry-token-file) apply to -encoder avro only`},
+		{[]string{"-encoder", "avro"}, "-encoder avro and json-schema need -schema-registry"},
+		{[]string{"-encoder", "json-schema"}, "-encoder avro and json-schema need -schema-registry"},
+		{[]string{"-encoder", "json-schema", "-schema-registry", "http://registry:8081", "-schema-registry-token-file", token}, ""},
+		{[]string{"-encoder", "json-schema", "-schema-registry", "http://registry:8081", "-schema-registry-subjects", "RecordNameStrategy"}, "apply to -encoder avro only: json-schema registers its schemas under <topic>-key and <topic>-value"},
+		{[]string{"-schema-registry", "http://registry:8081"}, `the Schema Registry's flags (-schema-registry) apply to -encoder avro and json-schema only, not "json"`},
+		{[]string{"-schema-registry-token-file", token, "-schema-registry-subjects", "RecordNameStrategy"}, `(-schema-registry-subjects, -schema-registry-token-file) apply to -encoder avro and json-schema only`},
 		{[]string{"-encoder", "avro", "-schema-registry", "http://registry:8081", "-schema-registry-user", "u"}, "-schema-registry-user and -schema-registry-password-file go together"},
 		{append(avro, "-schema-registry-subjects", "RecordNameStrategy", "-schema-registry-namespace", "db1.cdc"), ""},
 		{append(avro, "-schema-registry-subjects", "recordname"), `-schema-registry-subjects "recordname": want TopicNameStrategy, RecordNameStrategy or TopicRecordNameStrategy`},
@@ -62,8 +68,10 @@ func TestAvroFlags(t *testing.T) {
 		case tt.problem == "" && err != nil:
 			t.Errorf("%q: %v", tt.args, err)
 		case tt.problem == "":
-			if _, ok := kcfg.Encoder.(*kafkasinkavro.Encoder); !ok {
-				t.Errorf("%q: Encoder %T, want *kafkasinkavro.Encoder", tt.args, kcfg.Encoder)
+			_, isAvro := kcfg.Encoder.(*kafkasinkavro.Encoder)
+			_, isJSON := kcfg.Encoder.(*jsonschema.Encoder)
+			if want := slices.Contains(tt.args, "json-schema"); isAvro == want || isJSON != want {
+				t.Errorf("%q: Encoder %T", tt.args, kcfg.Encoder)
 			}
 		case err == nil || !strings.Contains(err.Error(), tt.problem):
 			t.Errorf("%q: %v, want a problem %q", tt.args, err, tt.problem)
@@ -71,76 +79,98 @@ func TestAvroFlags(t *testing.T) {
 	}
 }
 
-// TestStreamsAvro runs the program with -encoder avro against the real
-// PostgreSQL, Kafka and Schema Registry: each row arrives in its topic as
-// Avro in the Confluent wire format, key and value, and decodes (with
-// twmb/avro, not the encoder's code) with the schema the registry has
-// under the record's id into the row the database holds.
-func TestStreamsAvro(t *testing.T) {
+// TestStreamsWithSchemaRegistry runs the program with -encoder avro and
+// with -encoder json-schema against the real PostgreSQL, Kafka and Schema
+// Registry: each row arrives in its topic in the Confluent wire format,
+// key and value, and decodes with the schema the registry has under the
+// record's id (Avro with twmb/avro, not the encoder's code; JSON after a
+// check that the schema is a JSON Schema) into the row the database holds.
+func TestStreamsWithSchemaRegistry(t *testing.T) {
 	registry := os.Getenv(sinktest.EnvSchemaRegistry)
 	if registry == "" {
 		t.Skipf("%s not set: start scripts/testenv.sh (up-registry) and eval \"$(scripts/testenv.sh env)\"", sinktest.EnvSchemaRegistry)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	pg, brokers, name, db := realTable(ctx, t, "kafkasink_avro")
-
-	var out sinktest.SyncBuffer
-	runCtx, stop := context.WithCancel(ctx)
-	status := make(chan int, 1)
-	args := []string{"-pg", pg, "-tables", "public." + name, "-slot", name, "-publication", name,
-		"-topic-prefix", name, "-partitions", "1", "-encoder", "avro", "-schema-registry", registry,
-		"-batch-max-wait", "20ms", "-log-format", "text"}
-	go func() { status <- run(runCtx, args, func(k string) string { return env(k, brokers) }, &out) }()
-	defer stop()
-	waitForSlot(ctx, t, db, name, status, &out)
-	if _, err := db.Exec(ctx, "INSERT INTO "+name+" VALUES (1, 'one'), (2, NULL)"); err != nil {
-		t.Fatal(err)
-	}
-	topic := name + ".public." + name
-	waitFor(t, 60*time.Second, "2 records in "+topic, status, &out, func() bool {
-		return len(sinktest.ReadCommitted(t, []string{brokers}, topic)) >= 2
-	})
 	reg, err := sr.NewClient(sr.URLs(registry))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		for _, s := range []string{topic + "-key", topic + "-value"} {
-			reg.DeleteSubject(context.Background(), s, sr.SoftDelete)
-			reg.DeleteSubject(context.Background(), s, sr.HardDelete)
-		}
-	})
-	decode := func(b []byte) map[string]any {
-		t.Helper()
-		if len(b) < 5 || b[0] != 0 {
-			t.Fatalf("not the Confluent wire format: %x", b)
-		}
-		s, err := reg.SchemaByID(ctx, int(binary.BigEndian.Uint32(b[1:5])))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var v map[string]any
-		if _, err := avro.MustParse(s.Schema).Decode(b[5:], &v); err != nil {
-			t.Fatalf("decoding with the registry's schema: %v", err)
-		}
-		return v
-	}
-	var got []string
-	for _, r := range sinktest.ReadCommitted(t, []string{brokers}, topic) {
-		v := decode(r.Value)
-		got = append(got, fmt.Sprintf("%v %v %v", decode(r.Key), v["op"], v["after"]))
-		if id := sinktest.Header(r, kafkasink.HeaderID); v["id"] != id {
-			t.Errorf("the value's id %v, the header's %s", v["id"], id)
-		}
-	}
-	want := []string{"map[id:1] insert map[id:1 note:one]", "map[id:2] insert map[id:2 note:<nil>]"}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("records (key, op, after):\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
-	stop()
-	if code := <-status; code != 0 {
-		t.Fatalf("exit status %d after cancellation, want 0:\n%s", code, out.String())
+	for _, tc := range []struct {
+		encoder string
+		decode  func(t *testing.T, s sr.Schema, payload []byte) map[string]any
+	}{
+		{"avro", func(t *testing.T, s sr.Schema, payload []byte) map[string]any {
+			var v map[string]any
+			if _, err := avro.MustParse(s.Schema).Decode(payload, &v); err != nil {
+				t.Fatalf("decoding with the registry's schema: %v", err)
+			}
+			return v
+		}},
+		{"json-schema", func(t *testing.T, s sr.Schema, payload []byte) map[string]any {
+			var v map[string]any
+			if s.Type != sr.TypeJSON {
+				t.Fatalf("the registry's schema is %s, want JSON", s.Type)
+			}
+			if err := json.Unmarshal(payload, &v); err != nil {
+				t.Fatalf("decoding the JSON: %v", err)
+			}
+			return v
+		}},
+	} {
+		t.Run(tc.encoder, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			pg, brokers, name, db := realTable(ctx, t, "kafkasink_"+strings.ReplaceAll(tc.encoder, "-", "_"))
+
+			var out sinktest.SyncBuffer
+			runCtx, stop := context.WithCancel(ctx)
+			status := make(chan int, 1)
+			args := []string{"-pg", pg, "-tables", "public." + name, "-slot", name, "-publication", name,
+				"-topic-prefix", name, "-partitions", "1", "-encoder", tc.encoder, "-schema-registry", registry,
+				"-batch-max-wait", "20ms", "-log-format", "text"}
+			go func() { status <- run(runCtx, args, func(k string) string { return env(k, brokers) }, &out) }()
+			defer stop()
+			waitForSlot(ctx, t, db, name, status, &out)
+			if _, err := db.Exec(ctx, "INSERT INTO "+name+" VALUES (1, 'one'), (2, NULL)"); err != nil {
+				t.Fatal(err)
+			}
+			topic := name + ".public." + name
+			waitFor(t, 60*time.Second, "2 records in "+topic, status, &out, func() bool {
+				return len(sinktest.ReadCommitted(t, []string{brokers}, topic)) >= 2
+			})
+			t.Cleanup(func() {
+				for _, s := range []string{topic + "-key", topic + "-value"} {
+					reg.DeleteSubject(context.Background(), s, sr.SoftDelete)
+					reg.DeleteSubject(context.Background(), s, sr.HardDelete)
+				}
+			})
+			decode := func(b []byte) map[string]any {
+				t.Helper()
+				if len(b) < 5 || b[0] != 0 {
+					t.Fatalf("not the Confluent wire format: %x", b)
+				}
+				s, err := reg.SchemaByID(ctx, int(binary.BigEndian.Uint32(b[1:5])))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return tc.decode(t, s, b[5:])
+			}
+			var got []string
+			for _, r := range sinktest.ReadCommitted(t, []string{brokers}, topic) {
+				v := decode(r.Value)
+				got = append(got, fmt.Sprintf("%v %v %v", decode(r.Key), v["op"], v["after"]))
+				if id := sinktest.Header(r, kafkasink.HeaderID); v["id"] != id {
+					t.Errorf("the value's id %v, the header's %s", v["id"], id)
+				}
+			}
+			want := []string{"map[id:1] insert map[id:1 note:one]", "map[id:2] insert map[id:2 note:<nil>]"}
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("records (key, op, after):\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			stop()
+			if code := <-status; code != 0 {
+				t.Fatalf("exit status %d after cancellation, want 0:\n%s", code, out.String())
+			}
+		})
 	}
 }
 

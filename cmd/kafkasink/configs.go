@@ -41,11 +41,17 @@ func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, 
 		if err != nil {
 			problems = append(problems, err.Error())
 		}
+	case "json-schema":
+		js, err := o.schemaRegistry.jsonSchemaEncoder()
+		if err != nil {
+			problems = append(problems, err.Error())
+		}
+		enc = js
 	default:
-		problems = append(problems, fmt.Sprintf("-encoder %q: want json, upsert, debezium or avro", o.encoder))
+		problems = append(problems, fmt.Sprintf("-encoder %q: want json, upsert, debezium, avro or json-schema", o.encoder))
 	}
-	if changed := o.schemaRegistry.changed(); o.encoder != "avro" && changed != nil {
-		problems = append(problems, fmt.Sprintf("the Schema Registry's flags (%s) apply to -encoder avro only, not %q", strings.Join(changed, ", "), o.encoder))
+	if changed := o.schemaRegistry.changed(); o.encoder != "avro" && o.encoder != "json-schema" && changed != nil {
+		problems = append(problems, fmt.Sprintf("the Schema Registry's flags (%s) apply to -encoder avro and json-schema only, not %q", strings.Join(changed, ", "), o.encoder))
 	}
 	if o.encoder != "debezium" && o.debezium != debeziumDefaults {
 		problems = append(problems, fmt.Sprintf("the Debezium encoder's flags (%s) apply to -encoder debezium only, not %q", strings.Join(o.debezium.changed(), ", "), o.encoder))

@@ -44,7 +44,7 @@ type options struct {
 }
 
 // registryOptions are the flags of the Schema Registry that -encoder avro
-// registers its schemas with.
+// and json-schema register their schemas with.
 type registryOptions struct {
 	url, user, passwordFile, tokenFile string
 	tlsCA, tlsCert, tlsKey             string
@@ -136,21 +136,22 @@ func defineFlags(o *options, stderr io.Writer) (*flag.FlagSet, map[string]settin
 	str(&o.template, "topic-template", "KAFKASINK_TOPIC_TEMPLATE", "", "topic template with {schema} and {table}; conflicts with -topic-prefix")
 	num(&o.partitions, "partitions", "KAFKASINK_PARTITIONS", 0, "partitions of topics the sink creates (0: the broker's default)")
 	num(&o.replicationFactor, "replication-factor", "KAFKASINK_REPLICATION_FACTOR", 0, "replication factor of topics the sink creates (0: the broker's default)")
-	str(&o.encoder, "encoder", "KAFKASINK_ENCODER", "json", "record value: json (change event), upsert (row, tombstone on delete), debezium, or avro (the change event, and the key, in Avro with their schemas in -schema-registry)")
+	str(&o.encoder, "encoder", "KAFKASINK_ENCODER", "json", "record value: json (change event), upsert (row, tombstone on delete), debezium, avro (the change event, and the key, in Avro with their schemas in -schema-registry), "+
+		"or json-schema (the change event as json writes it, and the key, behind the ids of their JSON Schemas in -schema-registry)")
 	r, rdef := &o.schemaRegistry, registryDefaults
-	str(&r.url, "schema-registry", "KAFKASINK_SCHEMA_REGISTRY", rdef.url, "-encoder avro: the Schema Registry's URL, comma-separated for several (Confluent's API; Apicurio Registry's ends in /apis/ccompat/v7)")
+	str(&r.url, "schema-registry", "KAFKASINK_SCHEMA_REGISTRY", rdef.url, "-encoder avro and json-schema: the Schema Registry's URL, comma-separated for several (Confluent's API; Apicurio Registry's ends in /apis/ccompat/v7)")
 	str(&r.subjects, "schema-registry-subjects", "KAFKASINK_SCHEMA_REGISTRY_SUBJECTS", rdef.subjects, "-encoder avro: the subjects of the schemas, Confluent's strategies: "+
 		"TopicNameStrategy (<topic>-key and <topic>-value), RecordNameStrategy (<namespace>.Key and <namespace>.Envelope, the namespace [-schema-registry-namespace.]<schema>.<table>: a subject per table, for tables sharing a topic) "+
 		"or TopicRecordNameStrategy (<topic>-<namespace>.Key and .Envelope)")
 	str(&r.namespace, "schema-registry-namespace", "KAFKASINK_SCHEMA_REGISTRY_NAMESPACE", rdef.namespace, "-encoder avro with RecordNameStrategy or TopicRecordNameStrategy: put before <schema>.<table> in the records' names and subjects, "+
 		"so that pipelines of several databases can share a registry (such as the -topic-prefix)")
-	str(&r.user, "schema-registry-user", "KAFKASINK_SCHEMA_REGISTRY_USER", rdef.user, "-encoder avro: user name for the Schema Registry's basic authentication, with -schema-registry-password-file")
-	str(&r.passwordFile, "schema-registry-password-file", "KAFKASINK_SCHEMA_REGISTRY_PASSWORD_FILE", rdef.passwordFile, "-encoder avro: file holding the Schema Registry password (a trailing newline is dropped), read at start-up")
-	str(&r.tokenFile, "schema-registry-token-file", "KAFKASINK_SCHEMA_REGISTRY_TOKEN_FILE", rdef.tokenFile, "-encoder avro: file holding a bearer token for the Schema Registry (a trailing newline is dropped), "+
+	str(&r.user, "schema-registry-user", "KAFKASINK_SCHEMA_REGISTRY_USER", rdef.user, "-encoder avro and json-schema: user name for the Schema Registry's basic authentication, with -schema-registry-password-file")
+	str(&r.passwordFile, "schema-registry-password-file", "KAFKASINK_SCHEMA_REGISTRY_PASSWORD_FILE", rdef.passwordFile, "-encoder avro and json-schema: file holding the Schema Registry password (a trailing newline is dropped), read at start-up")
+	str(&r.tokenFile, "schema-registry-token-file", "KAFKASINK_SCHEMA_REGISTRY_TOKEN_FILE", rdef.tokenFile, "-encoder avro and json-schema: file holding a bearer token for the Schema Registry (a trailing newline is dropped), "+
 		"read again for every request, so it can rotate; conflicts with basic authentication")
-	str(&r.tlsCA, "schema-registry-tls-ca", "KAFKASINK_SCHEMA_REGISTRY_TLS_CA", rdef.tlsCA, "-encoder avro: PEM file of the CAs to trust for the Schema Registry's https:// URL (default: the system's)")
-	str(&r.tlsCert, "schema-registry-tls-cert", "KAFKASINK_SCHEMA_REGISTRY_TLS_CERT", rdef.tlsCert, "-encoder avro: client certificate PEM file, for a Schema Registry that requires mutual TLS; with -schema-registry-tls-key")
-	str(&r.tlsKey, "schema-registry-tls-key", "KAFKASINK_SCHEMA_REGISTRY_TLS_KEY", rdef.tlsKey, "-encoder avro: client key PEM file, with -schema-registry-tls-cert")
+	str(&r.tlsCA, "schema-registry-tls-ca", "KAFKASINK_SCHEMA_REGISTRY_TLS_CA", rdef.tlsCA, "-encoder avro and json-schema: PEM file of the CAs to trust for the Schema Registry's https:// URL (default: the system's)")
+	str(&r.tlsCert, "schema-registry-tls-cert", "KAFKASINK_SCHEMA_REGISTRY_TLS_CERT", rdef.tlsCert, "-encoder avro and json-schema: client certificate PEM file, for a Schema Registry that requires mutual TLS; with -schema-registry-tls-key")
+	str(&r.tlsKey, "schema-registry-tls-key", "KAFKASINK_SCHEMA_REGISTRY_TLS_KEY", rdef.tlsKey, "-encoder avro and json-schema: client key PEM file, with -schema-registry-tls-cert")
 	d, def := &o.debezium, debeziumDefaults
 	str(&d.decimalHandling, "decimal.handling.mode", "KAFKASINK_DECIMAL_HANDLING_MODE", def.decimalHandling, "-encoder debezium: numeric and money as precise (Connect Decimal), double or string")
 	str(&d.timePrecision, "time.precision.mode", "KAFKASINK_TIME_PRECISION_MODE", def.timePrecision, "-encoder debezium: dates and times as adaptive, adaptive_time_microseconds, connect or isostring")

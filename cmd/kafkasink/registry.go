@@ -11,14 +11,16 @@ import (
 
 	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/kafkasinkavro"
+	"github.com/kafkasink/kafkasink/kafkasinkavro/jsonschema"
 )
 
-// config returns the Avro encoder's configuration of the registry flags:
+// config returns the Avro encoder's configuration of the registry flags
+// (its Registry is the JSON Schema encoder's too):
 // its client's URLs, TLS and authentication, and its subject strategy.
 // Problems name the flags.
 func (r *registryOptions) config() (kafkasinkavro.Config, error) {
 	if r.url == "" {
-		return kafkasinkavro.Config{}, errors.New("-encoder avro needs -schema-registry (or $KAFKASINK_SCHEMA_REGISTRY): the Schema Registry's URL")
+		return kafkasinkavro.Config{}, errors.New("-encoder avro and json-schema need -schema-registry (or $KAFKASINK_SCHEMA_REGISTRY): the Schema Registry's URL")
 	}
 	urls := splitList(r.url)
 	opts := []sr.ClientOpt{sr.URLs(urls...), sr.UserAgent("kafkasink")}
@@ -105,4 +107,17 @@ func (r *registryOptions) changed() []string {
 		}
 	}
 	return names
+}
+
+// jsonSchemaEncoder returns the JSON Schema encoder of the registry flags,
+// which registers under <topic>-key and <topic>-value only.
+func (r *registryOptions) jsonSchemaEncoder() (*jsonschema.Encoder, error) {
+	if r.subjects != registryDefaults.subjects || r.namespace != registryDefaults.namespace {
+		return nil, errors.New("-schema-registry-subjects and -schema-registry-namespace apply to -encoder avro only: json-schema registers its schemas under <topic>-key and <topic>-value (TopicNameStrategy)")
+	}
+	cfg, err := r.config()
+	if err != nil {
+		return nil, err
+	}
+	return jsonschema.New(jsonschema.Config{Registry: cfg.Registry})
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/sr"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
@@ -269,5 +270,56 @@ func TestJSONSchemaEvolution(t *testing.T) {
 	defer cancel()
 	if versions, err := e.registry.Schemas(ctx, topic+"-value"); err != nil || len(versions) != 2 {
 		t.Errorf("subject %s-value has %d versions (%v), want 2", topic, len(versions), err)
+	}
+}
+
+// TestJSONSchemaEncode: with its table version prepared (a fake registry),
+// an event's value is the wire format's header around JSONEncoder's bytes
+// and its key around the KeyJSON object, without an allocation; an event
+// not prepared is an EncodeError saying why.
+func TestJSONSchemaEncode(t *testing.T) {
+	reg := srfake.New()
+	defer reg.Close()
+	cl, err := sr.NewClient(sr.URLs(reg.URL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := jsonschema.New(jsonschema.Config{Registry: cl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := benchEvent()
+	var ee *kafkasink.EncodeError
+	if _, err := enc.Encode(nil, &e); !errors.As(err, &ee) || !strings.Contains(err.Error(), "not prepared") {
+		t.Errorf("Encode before Prepare: %v, want an EncodeError saying it was not prepared", err)
+	}
+	if err := enc.Prepare(context.Background(), []kafkasink.Event{e}, []kafkasink.EventRoute{{Topic: "shop.public.accounts", KeyColumns: e.Key}}); err != nil {
+		t.Fatal(err)
+	}
+	value, err := enc.Encode(make([]byte, 0, 1024), &e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := kafkasink.JSONEncoder{}.Encode(nil, &e)
+	if value[0] != 0 || !bytes.Equal(value[5:], want) {
+		t.Errorf("value %q, want the header and %s", value, want)
+	}
+	key, err := enc.EncodeKey(make([]byte, 0, 64), &e, e.Key)
+	if err != nil || key[0] != 0 || string(key[5:]) != `{"id":1234567}` {
+		t.Errorf("key %q (%v), want the header and {\"id\":1234567}", key, err)
+	}
+	ids := []uint32{binary.BigEndian.Uint32(value[1:5]), binary.BigEndian.Uint32(key[1:5])}
+	for i, subject := range []string{"shop.public.accounts-value", "shop.public.accounts-key"} {
+		s, err := cl.SchemaByVersion(context.Background(), subject, -1)
+		if err != nil || uint32(s.ID) != ids[i] || s.Type != sr.TypeJSON {
+			t.Errorf("subject %s: %+v (%v), want the JSON schema of id %d", subject, s, err, ids[i])
+		}
+	}
+	buf := make([]byte, 0, 1024)
+	if n := testing.AllocsPerRun(100, func() {
+		enc.Encode(buf[:0], &e)
+		enc.EncodeKey(buf[:0], &e, e.Key)
+	}); n != 0 {
+		t.Errorf("encoding a prepared event's value and key allocates %.1f times, want 0", n)
 	}
 }

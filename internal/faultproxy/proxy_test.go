@@ -247,8 +247,16 @@ func TestCutBeforeIsNotAppliedDropResponseIs(t *testing.T) {
 				if got := p.Counts()[faultproxy.Count{API: "CreateTopics", Kind: tc.kind}]; got != 1 {
 					t.Fatalf("%d CreateTopics %s faults applied, want 1: %v", got, tc.kind, p.Applied())
 				}
+				// A created topic reaches the metadata of every
+				// broker in moments, but a loaded machine was seen
+				// to take over 3 s; a topic that was never created
+				// does not appear however long the wait.
+				wait := 3 * time.Second
+				if tc.applied {
+					wait = 20 * time.Second
+				}
 				var exists bool
-				for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+				for deadline := time.Now().Add(wait); ; time.Sleep(200 * time.Millisecond) {
 					topics, err := direct.ListTopics(ctxT(t, 10*time.Second), topic)
 					if err != nil {
 						t.Fatal(err)

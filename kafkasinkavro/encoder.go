@@ -2,7 +2,6 @@ package kafkasinkavro
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -217,33 +216,14 @@ func (c *column) typeName() string {
 	return "kind(" + fmt.Sprint(uint8(c.kind)) + ")"
 }
 
-// version returns the prepared version of e's table, or an error saying
-// why there is none.
-func (enc *Encoder) version(e *kafkasink.Event) (*tableVersion, error) {
-	if e.Relation == nil {
-		return nil, &kafkasink.EncodeError{Schema: e.Schema, Table: e.Table, Err: errors.New("kafkasinkavro needs Event.Relation, the table's declared columns, to derive its Avro schema; pgcdc sets it")}
-	}
-	tv, ok := enc.versions.Get(e.Relation)
-	if !ok {
-		return nil, &kafkasink.EncodeError{Schema: e.Schema, Table: e.Table, Err: errors.New("the table version was not prepared: a kafkasinkavro.Encoder writes through kafkasink.Config.Encoder, whose Write prepares it")}
-	}
-	return tv, nil
-}
-
-// appendHeader appends the Confluent wire format's header: magic byte 0,
-// then the schema id in 4 bytes, big-endian.
-func appendHeader(dst []byte, id int) []byte {
-	return append(dst, 0, byte(id>>24), byte(id>>16), byte(id>>8), byte(id))
-}
-
 // Encode implements kafkasink.Encoder: the event's envelope, in the
 // Confluent wire format with the id of its table version's value schema.
 func (enc *Encoder) Encode(dst []byte, e *kafkasink.Event) ([]byte, error) {
-	tv, err := enc.version(e)
+	tv, err := enc.versions.Lookup(e, "kafkasinkavro", "its Avro schema")
 	if err != nil {
 		return nil, err
 	}
-	out, err := tv.appendEnvelope(appendHeader(dst, tv.valueID), e)
+	out, err := tv.appendEnvelope(registry.AppendHeader(dst, tv.valueID), e)
 	if err != nil {
 		return nil, err
 	}
@@ -253,14 +233,14 @@ func (enc *Encoder) Encode(dst []byte, e *kafkasink.Event) ([]byte, error) {
 // EncodeKey implements kafkasink.KeyEncoder: the key record of columns,
 // in the Confluent wire format with the id of the key schema.
 func (enc *Encoder) EncodeKey(dst []byte, e *kafkasink.Event, columns []string) ([]byte, error) {
-	tv, err := enc.version(e)
+	tv, err := enc.versions.Lookup(e, "kafkasinkavro", "its Avro schema")
 	if err != nil {
 		return nil, err
 	}
 	if !slices.Equal(tv.keyColumns, columns) {
 		return nil, &kafkasink.EncodeError{Schema: e.Schema, Table: e.Table, Err: fmt.Errorf("key columns %q were not prepared (%q were)", columns, tv.keyColumns)}
 	}
-	dst = appendHeader(dst, tv.keyID)
+	dst = registry.AppendHeader(dst, tv.keyID)
 	row := e.Image()
 	for i := range tv.key {
 		c := &tv.key[i]

@@ -2,7 +2,6 @@ package jsonschema
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -135,45 +134,26 @@ func described(cols []column) []registry.Column {
 	return out
 }
 
-// version returns the prepared version of e's table, or an error saying
-// why there is none.
-func (enc *Encoder) version(e *kafkasink.Event) (*tableVersion, error) {
-	if e.Relation == nil {
-		return nil, &kafkasink.EncodeError{Schema: e.Schema, Table: e.Table, Err: errors.New("jsonschema needs Event.Relation, the table's declared columns, to derive its JSON Schema; pgcdc sets it")}
-	}
-	tv, ok := enc.versions.Get(e.Relation)
-	if !ok {
-		return nil, &kafkasink.EncodeError{Schema: e.Schema, Table: e.Table, Err: errors.New("the table version was not prepared: a jsonschema.Encoder writes through kafkasink.Config.Encoder, whose Write prepares it")}
-	}
-	return tv, nil
-}
-
-// appendHeader appends the Confluent wire format's header: magic byte 0,
-// then the schema id in 4 bytes, big-endian.
-func appendHeader(dst []byte, id int) []byte {
-	return append(dst, 0, byte(id>>24), byte(id>>16), byte(id>>8), byte(id))
-}
-
 // Encode implements kafkasink.Encoder: the event as kafkasink.JSONEncoder
 // writes it, in the Confluent wire format with the id of its table
 // version's value schema.
 func (enc *Encoder) Encode(dst []byte, e *kafkasink.Event) ([]byte, error) {
-	tv, err := enc.version(e)
+	tv, err := enc.versions.Lookup(e, "jsonschema", "its JSON Schema")
 	if err != nil {
 		return nil, err
 	}
-	return kafkasink.JSONEncoder{}.Encode(appendHeader(dst, tv.valueID), e)
+	return kafkasink.JSONEncoder{}.Encode(registry.AppendHeader(dst, tv.valueID), e)
 }
 
 // EncodeKey implements kafkasink.KeyEncoder: the KeyJSON object of
 // columns, in the Confluent wire format with the id of the key schema.
 func (enc *Encoder) EncodeKey(dst []byte, e *kafkasink.Event, columns []string) ([]byte, error) {
-	tv, err := enc.version(e)
+	tv, err := enc.versions.Lookup(e, "jsonschema", "its JSON Schema")
 	if err != nil {
 		return nil, err
 	}
 	if !slices.Equal(tv.keyColumns, columns) {
 		return nil, &kafkasink.EncodeError{Schema: e.Schema, Table: e.Table, Err: fmt.Errorf("key columns %q were not prepared (%q were)", columns, tv.keyColumns)}
 	}
-	return kafkasink.AppendKey(appendHeader(dst, tv.keyID), e, columns, kafkasink.KeyJSON)
+	return kafkasink.AppendKey(registry.AppendHeader(dst, tv.keyID), e, columns, kafkasink.KeyJSON)
 }

@@ -62,3 +62,9 @@ func Compatibility(ctx context.Context, cl *sr.Client, subject string) string {
 	}
 	return "subject " + level(res[0]) + ", global " + level(res[1])
 }
+
+// AppendHeader appends the Confluent wire format's header: magic byte 0,
+// then the schema id in 4 bytes, big-endian.
+func AppendHeader(dst []byte, id int) []byte {
+	return append(dst, 0, byte(id>>24), byte(id>>16), byte(id>>8), byte(id))
+}

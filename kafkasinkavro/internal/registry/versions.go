@@ -89,6 +89,21 @@ func (vs *Versions[V]) forgetOlder(e *kafkasink.Event, batch map[*kafkasink.Rela
 	}
 }
 
+// Lookup returns the version prepared for e's table, or a
+// *kafkasink.EncodeError saying why there is none; pkg names the
+// encoder's package, and schema what it derives ("its Avro schema").
+func (vs *Versions[V]) Lookup(e *kafkasink.Event, pkg, schema string) (V, error) {
+	var none V
+	if e.Relation == nil {
+		return none, &kafkasink.EncodeError{Schema: e.Schema, Table: e.Table, Err: fmt.Errorf("%s needs Event.Relation, the table's declared columns, to derive %s; pgcdc sets it", pkg, schema)}
+	}
+	v, ok := vs.Get(e.Relation)
+	if !ok {
+		return none, &kafkasink.EncodeError{Schema: e.Schema, Table: e.Table, Err: fmt.Errorf("the table version was not prepared: a %s encoder writes through kafkasink.Config.Encoder, whose Write prepares it", pkg)}
+	}
+	return v, nil
+}
+
 // Get returns the version prepared for rel.
 func (vs *Versions[V]) Get(rel *kafkasink.Relation) (V, bool) {
 	vs.mu.RLock()

@@ -49,9 +49,11 @@ func (s *Sink) encoderState(events int, shaper RecordShaper, framer Framer, fram
 	if es == nil {
 		es = &encoderState{}
 	}
-	records, headers := events, 5*events
+	records, headers := events, s.cfg.Headers.count()*events
 	if shaper != nil {
-		records, headers = 2*events, 10*events
+		// A tombstone shares its event's headers; the shaper's
+		// (DebeziumEncoder's extended headers) are about five.
+		records, headers = 2*events, headers+5*events
 	}
 	if cap(es.records) < records {
 		es.records = make([]kgo.Record, records)

@@ -14,14 +14,17 @@ import (
 // serial phase of a Write that encodes every record (the keys, values and
 // headers) before producing any: no producing is measured. It runs
 // at the suite's two event sizes (the JSONEncoder value) and reports the
-// record bytes (keys, values and headers, uncompressed) per event:
+// record bytes (keys, values and headers, uncompressed) per event, for
+// each Config.Headers:
 //
-//	go test -run '^$' -bench Plan -count 6 . | benchstat -col /size -
+//	go test -run '^$' -bench Plan -count 6 . | benchstat -col /headers -
 func BenchmarkPlan(b *testing.B) {
 	for _, size := range []int{1024, 200} {
-		b.Run(fmt.Sprintf("size=%dB", size), func(b *testing.B) {
-			benchPlan(b, Config{}, planEvents(b, size, 1000))
-		})
+		for _, set := range []HeaderSet{HeadersAll, HeadersMinimal, HeadersNone} {
+			b.Run(fmt.Sprintf("size=%dB/headers=%s", size, set), func(b *testing.B) {
+				benchPlan(b, Config{Headers: set}, planEvents(b, size, 1000))
+			})
+		}
 	}
 }
 

@@ -171,6 +171,14 @@ type Config struct {
 	KeyFormat KeyFormat
 	// Encoder turns events into record values. Default JSONEncoder{}.
 	Encoder Encoder
+	// Headers selects the sink's own headers on the records of events:
+	// HeadersAll (the default: kafkasink.id, kafkasink.op,
+	// kafkasink.table, kafkasink.lsn, kafkasink.commit_lsn),
+	// HeadersMinimal (kafkasink.id and kafkasink.op, what consumers that
+	// remove duplicates and kafkasinktest need) or HeadersNone. The
+	// Encoder's headers (DebeziumEncoder's) are written either way, and
+	// dead-lettered records always carry all five.
+	Headers HeaderSet
 
 	// DeadLetterTopic, when set, receives rejected events (with headers
 	// naming the reason) in the same transaction as their batch, instead
@@ -378,6 +386,9 @@ func (c *Config) validate() error {
 	}
 	p = append(p, c.Topics.problems()...)
 	p = append(p, c.KeyColumns.Check("KeyColumns")...)
+	if c.Headers > HeadersNone {
+		add("Headers %d is unknown: use HeadersAll, HeadersMinimal or HeadersNone", c.Headers)
+	}
 	if c.KeyFormat > KeyJSON {
 		add("KeyFormat %d is unknown: use KeyText or KeyJSON", c.KeyFormat)
 	}

@@ -49,6 +49,12 @@ func (s *Sink) deadLetter(ctx context.Context, es *encoderState, e *Event, d dra
 	// The error text is cut short, to leave room for the event on a
 	// topic with a small max.message.bytes.
 	errText := truncate(rej.Err.Error(), min(4096, limit/4))
+	if set := s.cfg.Headers; set != HeadersAll {
+		// A dead letter is read by people and repair tools, which need
+		// the table and the LSNs: it carries every standard header, and
+		// after them the Encoder's.
+		r.Headers = append(es.standardHeaders(HeadersAll, e), r.Headers[set.count():]...)
+	}
 	r.Headers = append(r.Headers,
 		kgo.RecordHeader{Key: HeaderReason, Value: []byte(rej.Reason)},
 		kgo.RecordHeader{Key: HeaderError, Value: []byte(errText)},

@@ -5,25 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-)
-
-// Header keys every record carries.
-const (
-	HeaderID        = "kafkasink.id"         // the event id (its position)
-	HeaderOp        = "kafkasink.op"         // insert, update, delete, truncate or read
-	HeaderTable     = "kafkasink.table"      // schema.table
-	HeaderLSN       = "kafkasink.lsn"        // the change's own LSN, decimal
-	HeaderCommitLSN = "kafkasink.commit_lsn" // the commit LSN of its transaction, decimal
-
-	// Dead-lettered records carry these as well.
-	HeaderReason = "kafkasink.reason" // a Reason
-	HeaderError  = "kafkasink.error"  // the error text
-	HeaderTopic  = "kafkasink.topic"  // the topic the event was meant for; empty when unroutable
-	HeaderValue  = "kafkasink.value"  // what the value is: ValueEncoded, ValueEvent or ValueOmitted
 )
 
 // plan is a batch made ready for Kafka: validated, filtered against the
@@ -393,7 +377,7 @@ func (s *Sink) encodeEvent(ctx context.Context, es *encoderState, i int, e *Even
 		return draft{}, nil, rt.collision
 	}
 	d := draft{record: &es.records[i]}
-	*d.record = kgo.Record{Topic: rt.topic, Headers: s.standardHeaders(es, e)}
+	*d.record = kgo.Record{Topic: rt.topic, Headers: es.standardHeaders(s.cfg.Headers, e)}
 	if es.shaper != nil {
 		d.record.Headers = s.shapedHeaders(es, d.record.Headers, e, rt.keyColumns)
 	}
@@ -538,33 +522,5 @@ func (s *Sink) shapedHeaders(es *encoderState, hs []kgo.RecordHeader, e *Event, 
 	for _, h := range extra {
 		es.headers = append(es.headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
 	}
-	return es.headers[h0:len(es.headers):len(es.headers)]
-}
-
-// standardHeaders appends the headers every record carries.
-func (s *Sink) standardHeaders(es *encoderState, e *Event) []kgo.RecordHeader {
-	h0 := len(es.headers)
-	add := func(key string, start int) {
-		es.headers = append(es.headers, kgo.RecordHeader{Key: key, Value: es.take(start)})
-	}
-	start := len(es.arena)
-	es.arena = e.Position.AppendText(es.arena)
-	add(HeaderID, start)
-
-	start = len(es.arena)
-	es.arena = append(es.arena, e.Op.String()...)
-	add(HeaderOp, start)
-
-	start = len(es.arena)
-	es.arena = append(append(append(es.arena, e.Schema...), '.'), e.Table...)
-	add(HeaderTable, start)
-
-	start = len(es.arena)
-	es.arena = strconv.AppendUint(es.arena, uint64(e.LSN), 10)
-	add(HeaderLSN, start)
-
-	start = len(es.arena)
-	es.arena = strconv.AppendUint(es.arena, uint64(e.Position.LSN), 10)
-	add(HeaderCommitLSN, start)
 	return es.headers[h0:len(es.headers):len(es.headers)]
 }

@@ -37,6 +37,7 @@ type encoderState struct {
 	// keyEncoder is the Encoder's KeyEncoder, when it has one.
 	keyEncoder KeyEncoder
 	shaped     []Header // its headers of one event, reused
+	shared     sharedHeaderValues
 }
 
 // encoderState returns the memory for a plan of events: what the last
@@ -71,7 +72,7 @@ func (s *Sink) encoderState(events int, shaper RecordShaper, framer Framer, fram
 		es.headers = make([]kgo.RecordHeader, 0, headers)
 	}
 	es.headers = es.headers[:0]
-	es.arena, es.chunk = nil, -1
+	es.arena, es.chunk, es.shared = nil, -1, sharedHeaderValues{}
 	es.shaper, es.framer, es.keys, es.keyEncoder = shaper, framer, nil, nil
 	return es
 }

@@ -102,7 +102,11 @@
 // that way, and writes keys and values in the Confluent wire format.
 //
 // Headers: every record of an event carries kafkasink.id, kafkasink.op,
-// kafkasink.table, kafkasink.lsn and kafkasink.commit_lsn. The BEGIN and
+// kafkasink.table, kafkasink.lsn and kafkasink.commit_lsn, unless
+// Config.Headers selects fewer: HeadersMinimal keeps kafkasink.id and
+// kafkasink.op (what consumers that remove duplicates, and kafkasinktest,
+// read), HeadersNone none (DebeziumEncoder's records then carry only
+// Debezium's headers). Dead-lettered records carry all five. The BEGIN and
 // END records of DebeziumEncoder.ProvideTransactionMetadata (on its
 // TransactionTopic, a Framer's records) carry none, as Debezium's.
 //

@@ -46,7 +46,8 @@ func (r Record) String() string {
 
 // Decode decodes a record a sink wrote with any of the library's encoders.
 // The position and op come from the kafkasink.id and kafkasink.op headers
-// every record carries (DecodeHeaders); where the value repeats them (the
+// (DecodeHeaders), which every record carries unless the sink's
+// Config.Headers is HeadersNone; where the value repeats them (the
 // event's id and op, Debezium's op), Decode checks they agree. It returns
 // an error naming the record when it is not a record of a sink's data
 // topic (the checkpoint topic's records, for one, have no such headers) or
@@ -108,7 +109,8 @@ func DecodeHeaders(r *kgo.Record) (Record, error) {
 	out := Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: string(r.Key)}
 	id, op := header(r, kafkasink.HeaderID), header(r, kafkasink.HeaderOp)
 	if id == "" || op == "" {
-		return out, fmt.Errorf("%s has no %s or %s header: it was not written by a kafkasink sink to a data topic", out.where(), kafkasink.HeaderID, kafkasink.HeaderOp)
+		return out, fmt.Errorf("%s has no %s or %s header: it was not written by a kafkasink sink to a data topic, or by one whose Config.Headers is HeadersNone (the program's -headers none); "+
+			"the test kit needs HeadersMinimal or HeadersAll", out.where(), kafkasink.HeaderID, kafkasink.HeaderOp)
 	}
 	var err error
 	if out.Position, err = kafkasink.ParsePosition(id); err != nil {

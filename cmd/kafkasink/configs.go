@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/kafkasinkavro"
@@ -65,6 +66,14 @@ func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, 
 	default:
 		problems = append(problems, fmt.Sprintf("-key-format %q: want text or json", o.keyFormat))
 	}
+	headers, err := kafkasink.ParseHeaderSet(o.headers)
+	if err != nil {
+		problems = append(problems, fmt.Sprintf("-headers %q: want all, minimal or none", o.headers))
+	}
+	codec, err := compressionCodec(o.compression)
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
 	routes := make(map[string]string)
 	for _, r := range splitNames(o.topicRoutes) {
 		i := strings.LastIndexByte(r, '=')
@@ -100,8 +109,10 @@ func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, 
 		},
 		KeyFormat:       kf,
 		Encoder:         enc,
+		Headers:         headers,
 		DeadLetterTopic: o.deadLetter,
 		Logger:          logger,
+		ClientOptions:   []kgo.Opt{kgo.ProducerBatchCompression(codec)},
 	}
 	if o.tlsCA != "" || o.tlsCert != "" || o.tlsKey != "" || o.tlsServerName != "" {
 		kcfg.TLS = &kafkasink.TLS{CAFile: o.tlsCA, CertFile: o.tlsCert, KeyFile: o.tlsKey, ServerName: o.tlsServerName}
@@ -271,4 +282,21 @@ func withFlagNames(err error) error {
 		return err
 	}
 	return fmt.Errorf("%w [in this program: %s]", err, strings.Join(hints, "; "))
+}
+
+// compressionCodec returns the codec -compression names.
+func compressionCodec(name string) (kgo.CompressionCodec, error) {
+	switch name {
+	case "none":
+		return kgo.NoCompression(), nil
+	case "snappy":
+		return kgo.SnappyCompression(), nil
+	case "lz4":
+		return kgo.Lz4Compression(), nil
+	case "zstd":
+		return kgo.ZstdCompression(), nil
+	case "gzip":
+		return kgo.GzipCompression(), nil
+	}
+	return kgo.CompressionCodec{}, fmt.Errorf("-compression %q: want none, snappy, lz4, zstd or gzip", name)
 }

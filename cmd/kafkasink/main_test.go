@@ -263,3 +263,61 @@ func TestQuotedTablesAndRejections(t *testing.T) {
 		t.Errorf("rows in %s: %v, want %v", routedTopic, rows, want)
 	}
 }
+
+// TestHeadersAndCompressionOnTheWire runs the program against the real
+// PostgreSQL and Kafka with -headers minimal -compression zstd: every row
+// the table holds arrives once, in a zstd record batch, with the
+// kafkasink.id and kafkasink.op headers and no others.
+func TestHeadersAndCompressionOnTheWire(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pg, brokers, name, db := realTable(ctx, t, "kafkasink_cmd_headers")
+
+	var out sinktest.SyncBuffer
+	runCtx, stop := context.WithCancel(ctx)
+	status := make(chan int, 1)
+	args := []string{"-pg", pg, "-tables", "public." + name, "-slot", name, "-publication", name, "-ha=false",
+		"-topic-prefix", name, "-partitions", "3", "-batch-max-wait", "20ms", "-progress", "0",
+		"-headers", "minimal", "-compression", "zstd"}
+	go func() { status <- run(runCtx, args, func(k string) string { return env(k, brokers) }, &out) }()
+	defer stop()
+
+	waitForSlot(ctx, t, db, name, status, &out)
+	if _, err := db.Exec(ctx, "INSERT INTO "+name+" SELECT g, repeat('row ' || g, 20) FROM generate_series(1, 50) g"); err != nil {
+		t.Fatal(err)
+	}
+	var rows int
+	if err := db.QueryRow(ctx, "SELECT count(*) FROM "+name).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	topic := name + ".public." + name
+	var records []*kgo.Record
+	waitFor(t, 60*time.Second, fmt.Sprintf("%d records in %s", rows, topic), status, &out, func() bool {
+		records = sinktest.ReadCommitted(t, []string{brokers}, topic)
+		return len(records) >= rows
+	})
+	stop()
+	<-status
+
+	const zstd = 4 // the record batch's compression attribute
+	keys := map[string]bool{}
+	for _, r := range records {
+		if len(r.Headers) != 2 || r.Headers[0].Key != kafkasink.HeaderID || r.Headers[1].Key != kafkasink.HeaderOp ||
+			string(r.Headers[1].Value) != "insert" {
+			t.Fatalf("record %s[%d]@%d has headers %v, want %s and %s=insert only", r.Topic, r.Partition, r.Offset, r.Headers, kafkasink.HeaderID, kafkasink.HeaderOp)
+		}
+		if _, err := kafkasink.ParsePosition(string(r.Headers[0].Value)); err != nil {
+			t.Errorf("record %s[%d]@%d: %s: %v", r.Topic, r.Partition, r.Offset, kafkasink.HeaderID, err)
+		}
+		if c := r.Attrs.CompressionType(); c != zstd {
+			t.Errorf("record %s[%d]@%d was in a batch of compression %d, want zstd (%d)", r.Topic, r.Partition, r.Offset, c, zstd)
+		}
+		if keys[string(r.Key)] {
+			t.Errorf("row %s delivered twice", r.Key)
+		}
+		keys[string(r.Key)] = true
+	}
+	if len(records) != rows || len(keys) != rows {
+		t.Fatalf("read %d records of %d rows, want each of the table's %d rows once", len(records), len(keys), rows)
+	}
+}

@@ -25,6 +25,7 @@ type options struct {
 	slotGap                                    pgcdc.SlotGap
 	retainedWALWarn, spoolMaxBytes             int64
 	mode, prefix, template, encoder, keyFormat string
+	headers, compression                       string
 	schemaRegistry                             registryOptions
 	topicRoutes                                string
 	checkpointTopic, deadLetter                string
@@ -168,6 +169,9 @@ func defineFlags(o *options, stderr io.Writer) (*flag.FlagSet, map[string]settin
 	boolean(&d.matchLosses, "debezium-match-losses", "KAFKASINK_DEBEZIUM_MATCH_LOSSES", def.matchLosses, "-encoder debezium: write what Debezium writes where it loses a value (nested arrays, streamed name columns, BC dates of snapshot rows), for consumers that must see exactly its output (not a Debezium property)")
 	str(&d.runID, "debezium-run-id", "KAFKASINK_DEBEZIUM_RUN_ID", def.runID, "-encoder debezium: the __debezium.context.runId header (default: new for every run, as Debezium's)")
 	str(&o.keyFormat, "key-format", "KAFKASINK_KEY_FORMAT", "text", "record key: text or json")
+	str(&o.headers, "headers", "KAFKASINK_HEADERS", "all", "the sink's own headers on each record: all (kafkasink.id, .op, .table, .lsn and .commit_lsn), "+
+		"minimal (kafkasink.id and kafkasink.op, what a consumer removing duplicates needs) or none (with -encoder debezium, Debezium's headers only); dead letters carry all")
+	str(&o.compression, "compression", "KAFKASINK_COMPRESSION", "snappy", "compression of the record batches: none, snappy, lz4, zstd or gzip")
 	str(&o.checkpointTopic, "checkpoint-topic", "KAFKASINK_CHECKPOINT_TOPIC", "", "checkpoint topic (default "+kafkasink.DefaultCheckpointTopic+")")
 	str(&o.deadLetter, "dead-letter-topic", "KAFKASINK_DEAD_LETTER_TOPIC", "", "topic for events that cannot be delivered (unroutable, unencodable, no key, too large), with headers naming the reason; empty stops the program on such an event instead")
 	str(&o.tlsCA, "tls-ca", "KAFKASINK_TLS_CA", "", "PEM file of the CAs to trust; setting any -tls-* flag enables TLS")

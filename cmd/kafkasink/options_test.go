@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/pgcdc"
@@ -204,5 +207,47 @@ func TestDebeziumFlags(t *testing.T) {
 	_, err = encoder(t, []string{"-encoder", "json", "-time.precision.mode", "connect"}, nil)
 	if err == nil || !strings.Contains(err.Error(), "-time.precision.mode") || !strings.Contains(err.Error(), "-encoder debezium") {
 		t.Errorf("a Debezium flag with -encoder json: %v, want an error naming the flag and -encoder debezium", err)
+	}
+}
+
+// TestHeadersAndCompressionFlags: -headers sets Config.Headers and
+// -compression the client's batch compression, snappy by default (what
+// franz-go, and so the library, uses); a value they do not know is
+// refused, naming the flag.
+func TestHeadersAndCompressionFlags(t *testing.T) {
+	for _, c := range []struct {
+		args    []string
+		headers kafkasink.HeaderSet
+		codec   kgo.CompressionCodec
+	}{
+		{nil, kafkasink.HeadersAll, kgo.SnappyCompression()},
+		{[]string{"-headers", "minimal", "-compression", "zstd"}, kafkasink.HeadersMinimal, kgo.ZstdCompression()},
+		{[]string{"-headers", "none", "-compression", "lz4"}, kafkasink.HeadersNone, kgo.Lz4Compression()},
+		{[]string{"-headers", "all", "-compression", "none"}, kafkasink.HeadersAll, kgo.NoCompression()},
+	} {
+		o, err := parse(append([]string{"-pg", "postgres://x", "-brokers", "k:9092"}, c.args...), noEnv, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kcfg, _, err := o.configs(nil)
+		if err != nil {
+			t.Fatalf("%q: %v", c.args, err)
+		}
+		cl, err := kgo.NewClient(kcfg.ClientOptions...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		codecs := cl.OptValues(kgo.ProducerBatchCompression)
+		cl.Close()
+		if kcfg.Headers != c.headers || len(codecs) != 1 || !reflect.DeepEqual(codecs[0], []kgo.CompressionCodec{c.codec}) {
+			t.Errorf("%q: Headers %s, compression %v; want %s, %v", c.args, kcfg.Headers, codecs, c.headers, c.codec)
+		}
+	}
+	o, err := parse([]string{"-headers", "some", "-compression", "brotli"}, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := o.configs(nil); err == nil || !strings.Contains(err.Error(), `-headers "some"`) || !strings.Contains(err.Error(), `-compression "brotli"`) {
+		t.Errorf("-headers some -compression brotli: %v, want both refused by name", err)
 	}
 }

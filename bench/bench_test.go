@@ -28,7 +28,7 @@ func testConfig(t *testing.T) config {
 		t.Skip("KAFKASINK_TEST_BROKERS is not set: load the integration environment with eval \"$(scripts/testenv.sh env)\"")
 	}
 	return config{brokers: strings.Split(brokers, ","), contenders: contenders, sizes: []int{200}, batches: []int{100},
-		events: 300, rounds: 1, compression: "snappy", partitions: 6}
+		events: 300, rounds: 1, compressions: []string{"snappy"}, headerSets: []string{"all"}, partitions: 6}
 }
 
 // TestEveryContender runs every contender for a few hundred events in a
@@ -44,12 +44,12 @@ func TestEveryContender(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runs := res[shape{200, 100}]
+	runs := res[shape{"snappy", "all", 200, 100}]
 	tab := table(cfg, res)
 	for _, c := range contenders {
 		rs := runs[c.name]
-		if len(rs) != 1 || rs[0].Events != 300 || rs[0].Seconds <= 0 || rs[0].Bytes < 300*200 || rs[0].RSS == 0 {
-			t.Errorf("%s: runs %+v, want one run of 300 events of at least 200 bytes, timed, with its peak RSS", c.name, rs)
+		if len(rs) != 1 || rs[0].Events != 300 || rs[0].Seconds <= 0 || rs[0].Bytes < 300*200 || rs[0].RSS == 0 || rs[0].LogBytes <= 0 {
+			t.Errorf("%s: runs %+v, want one run of 300 events of at least 200 bytes, timed, with its peak RSS and the size of its topic", c.name, rs)
 		}
 		if !strings.Contains(tab, "| "+c.name+" |") {
 			t.Errorf("the table has no row for %s:\n%s", c.name, tab)

@@ -76,7 +76,7 @@ func franzCodec(name string) (kgo.CompressionCodec, error) {
 	case "gzip":
 		return kgo.GzipCompression(), nil
 	}
-	return kgo.CompressionCodec{}, fmt.Errorf("unknown -compression %q: want none, snappy, lz4, zstd or gzip", name)
+	return kgo.CompressionCodec{}, fmt.Errorf("unknown compression %q: want none, snappy, lz4, zstd or gzip", name)
 }
 
 func startFranz(kind franzKind) func(context.Context, *workload) (producer, error) {
@@ -111,7 +111,7 @@ func (f *franz) writeBatch(ctx context.Context, k int) error {
 		for j := range f.w.events {
 			e := &f.w.events[j]
 			renumber(e, k, j)
-			r, err := stdlibRecord(f.w.topic, e)
+			r, err := stdlibRecord(f.w.topic, e, f.w.headers)
 			if err != nil {
 				return err
 			}
@@ -162,6 +162,7 @@ func startSink(mode kafkasink.Mode, deadLetter bool) func(context.Context, *work
 		cfg := kafkasink.Config{
 			Brokers: w.brokers, SinkID: w.topic, Mode: mode, CheckpointTopic: w.ckTopic,
 			Topics:        kafkasink.Topics{Routes: map[string]string{schemaName + "." + tableName: w.topic}, MustExist: true},
+			Headers:       w.headers,
 			ClientOptions: []kgo.Opt{kgo.ProducerBatchCompression(codec)},
 		}
 		if deadLetter {

@@ -21,6 +21,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kafkasink/kafkasink"
 )
 
 // spec is one run: one contender writing Events events in batches of
@@ -32,6 +34,7 @@ type spec struct {
 	Topic           string
 	CheckpointTopic string
 	Compression     string
+	Headers         string // the kafkasink.HeaderSet the records carry: all, minimal or none
 	Size            int
 	Batch           int
 	Events          int
@@ -45,6 +48,10 @@ type result struct {
 	Seconds float64
 	Mallocs uint64 // heap allocations while writing (Go's only: not librdkafka's)
 	RSS     int64  // peak resident set of the process, bytes (0 where /proc is missing)
+	// LogBytes is what the run's topic holds on the broker: the record
+	// batches as sent (compressed), and transaction markers. The parent
+	// measures it after the run.
+	LogBytes int64
 }
 
 func main() {
@@ -55,7 +62,8 @@ func main() {
 		events      = flag.Int("events", 200000, "events per run (rounded down to whole batches)")
 		rounds      = flag.Int("rounds", 3, "alternating rounds; the table shows medians")
 		only        = flag.String("only", "", "contenders to run, comma separated (default all): "+names())
-		compression = flag.String("compression", "snappy", "compression for every contender: none, snappy, lz4, zstd, gzip")
+		compression = flag.String("compression", "snappy", "compressions, comma separated: each is a column of runs for every contender: none, snappy, lz4, zstd, gzip")
+		headers     = flag.String("headers", "all", "kafkasink header sets (Config.Headers), comma separated: all, minimal, none; the pre-encoded contenders send the same headers")
 		partitions  = flag.Int("partitions", 6, "partitions of each run's topic")
 		profile     = flag.String("profile", "", "directory for each run's CPU and allocation profiles")
 		child       = flag.String("child", "", "") // hidden: run one spec in this process
@@ -86,10 +94,16 @@ func main() {
 	}
 	cfg := config{
 		brokers: strings.Split(*brokers, ","), contenders: picked, events: *events, rounds: *rounds,
-		compression: *compression, partitions: int32(*partitions), profile: *profile,
+		partitions: int32(*partitions), profile: *profile,
 	}
 	if cfg.sizes, err = ints("-sizes", *sizes); err == nil {
 		cfg.batches, err = ints("-batches", *batches)
+	}
+	if err == nil {
+		cfg.compressions, err = splitChecked("-compression", *compression, func(s string) error { _, err := franzCodec(s); return err })
+	}
+	if err == nil {
+		cfg.headerSets, err = splitChecked("-headers", *headers, func(s string) error { _, err := kafkasink.ParseHeaderSet(s); return err })
 	}
 	if err != nil {
 		fail(err)
@@ -130,6 +144,19 @@ func pick(only string) ([]contender, error) {
 			return nil, fmt.Errorf("-only: unknown contender %q; the contenders are %s", n, names())
 		}
 		out = append(out, contenders[i])
+	}
+	return out, nil
+}
+
+// splitChecked splits a comma-separated flag value, checking each with valid.
+func splitChecked(flagName, s string, valid func(string) error) ([]string, error) {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if err := valid(f); err != nil {
+			return nil, fmt.Errorf("%s: %w", flagName, err)
+		}
+		out = append(out, f)
 	}
 	return out, nil
 }

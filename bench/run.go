@@ -16,19 +16,24 @@ import (
 
 // config is what the flags asked for.
 type config struct {
-	brokers     []string
-	contenders  []contender
-	sizes       []int
-	batches     []int
-	events      int
-	rounds      int
-	compression string
-	partitions  int32
-	profile     string
+	brokers      []string
+	contenders   []contender
+	sizes        []int
+	batches      []int
+	events       int
+	rounds       int
+	compressions []string
+	headerSets   []string
+	partitions   int32
+	profile      string
 }
 
-// shape is one column of the workload: event size and batch size.
-type shape struct{ size, batch int }
+// shape is one column of the workload: compression, header set, event
+// size and batch size.
+type shape struct {
+	compression, headers string
+	size, batch          int
+}
 
 // results are each contender's runs per shape, in round order.
 type results map[shape]map[string][]result
@@ -57,31 +62,29 @@ func run(ctx context.Context, cfg config, runOne runner, log io.Writer) (results
 	out := results{}
 	n := 0
 	for round := range cfg.rounds {
-		for _, size := range cfg.sizes {
-			for _, batch := range cfg.batches {
-				sh := shape{size, batch}
-				if out[sh] == nil {
-					out[sh] = map[string][]result{}
+		for _, sh := range cfg.shapes() {
+			if out[sh] == nil {
+				out[sh] = map[string][]result{}
+			}
+			for i := range cfg.contenders {
+				c := cfg.contenders[(i+round)%len(cfg.contenders)]
+				n++
+				s := spec{Contender: c.name, Brokers: cfg.brokers, Compression: sh.compression, Headers: sh.headers, Size: sh.size, Batch: sh.batch,
+					Events: cfg.events / sh.batch * sh.batch, Topic: fmt.Sprintf("%s%d", prefix, n), CheckpointTopic: fmt.Sprintf("%s%d-ckpt", prefix, n)}
+				if s.Events == 0 {
+					return nil, fmt.Errorf("-events %d is below one batch of %d", cfg.events, sh.batch)
 				}
-				for i := range cfg.contenders {
-					c := cfg.contenders[(i+round)%len(cfg.contenders)]
-					n++
-					s := spec{Contender: c.name, Brokers: cfg.brokers, Compression: cfg.compression, Size: size, Batch: batch,
-						Events: cfg.events / batch * batch, Topic: fmt.Sprintf("%s%d", prefix, n), CheckpointTopic: fmt.Sprintf("%s%d-ckpt", prefix, n)}
-					if s.Events == 0 {
-						return nil, fmt.Errorf("-events %d is below one batch of %d", cfg.events, batch)
-					}
-					if cfg.profile != "" {
-						s.Profile = fmt.Sprintf("%s/%s-%dB-%d-r%d", cfg.profile, c.name, size, batch, round+1)
-					}
-					r, err := runVerified(ctx, admin, cfg.partitions, rf, s, runOne)
-					if err != nil {
-						return nil, fmt.Errorf("round %d, %d B events in batches of %d: %s: %w", round+1, size, batch, c.name, err)
-					}
-					fmt.Fprintf(log, "round %d %5d B x %5d  %-20s %9.0f events/s  %6.1f allocs/event  %4d MiB\n",
-						round+1, size, batch, c.name, float64(r.Events)/r.Seconds, float64(r.Mallocs)/float64(r.Events), r.RSS>>20)
-					out[sh][c.name] = append(out[sh][c.name], r)
+				if cfg.profile != "" {
+					s.Profile = fmt.Sprintf("%s/%s-%s-%s-%dB-%d-r%d", cfg.profile, c.name, sh.compression, sh.headers, sh.size, sh.batch, round+1)
 				}
+				r, err := runVerified(ctx, admin, cfg.partitions, rf, s, runOne)
+				if err != nil {
+					return nil, fmt.Errorf("round %d, %s, headers %s, %d B events in batches of %d: %s: %w", round+1, sh.compression, sh.headers, sh.size, sh.batch, c.name, err)
+				}
+				fmt.Fprintf(log, "round %d %-6s %-7s %5d B x %5d  %-20s %9.0f events/s  %6.1f allocs/event  %4d MiB  %6.0f log B/event\n",
+					round+1, sh.compression, sh.headers, sh.size, sh.batch, c.name, float64(r.Events)/r.Seconds, float64(r.Mallocs)/float64(r.Events), r.RSS>>20,
+					float64(r.LogBytes)/float64(r.Events))
+				out[sh][c.name] = append(out[sh][c.name], r)
 			}
 		}
 	}
@@ -114,7 +117,54 @@ func runVerified(ctx context.Context, admin *kadm.Client, partitions int32, rf i
 	if got != int64(s.Events) {
 		return result{}, fmt.Errorf("topic %s holds %d records for read_committed consumers; %d were written", s.Topic, got, s.Events)
 	}
+	if r.LogBytes, err = logBytes(ctx, admin, s.Topic, partitions); err != nil {
+		return result{}, fmt.Errorf("measuring topic %s on the brokers: %w", s.Topic, err)
+	}
 	return r, nil
+}
+
+// shapes are the columns of the workload, in the order they are run.
+func (cfg config) shapes() []shape {
+	var out []shape
+	for _, compression := range cfg.compressions {
+		for _, headers := range cfg.headerSets {
+			for _, size := range cfg.sizes {
+				for _, batch := range cfg.batches {
+					out = append(out, shape{compression, headers, size, batch})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// logBytes is the size of topic's log, each partition counted once (its
+// largest replica): the record batches as the producer sent them, so
+// compressed, with their headers and the transaction markers. It is what
+// the run put on the wire, give or take the requests' own framing.
+func logBytes(ctx context.Context, admin *kadm.Client, topic string, partitions int32) (int64, error) {
+	set := kadm.TopicsSet{topic: map[int32]struct{}{}}
+	for p := range partitions {
+		set[topic][p] = struct{}{}
+	}
+	dirs, err := admin.DescribeAllLogDirs(ctx, set)
+	if err != nil {
+		return 0, err
+	}
+	largest := make(map[int32]int64)
+	dirs.Each(func(d kadm.DescribedLogDir) {
+		for p, dp := range d.Topics[topic] {
+			largest[p] = max(largest[p], dp.Size)
+		}
+	})
+	if len(largest) != int(partitions) {
+		return 0, fmt.Errorf("the brokers describe %d of its %d partitions", len(largest), partitions)
+	}
+	var n int64
+	for _, size := range largest {
+		n += size
+	}
+	return n, nil
 }
 
 func createTopic(ctx context.Context, admin *kadm.Client, topic string, partitions int32, rf int16, configs map[string]*string) error {
@@ -224,36 +274,37 @@ func randomHex() string {
 
 // table renders res as one Markdown table: per shape and contender, the
 // medians over the rounds, and the median of the per-round ratios to the
-// two raw franz-go ceilings measured in the same round.
+// two raw franz-go ceilings measured in the same round. Wire MB/s is the
+// topic's log (see logBytes) over the run's time.
 func table(cfg config, res results) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d events per run, %d rounds (medians), %d partitions, %s compression\n\n", cfg.events, cfg.rounds, cfg.partitions, cfg.compression)
-	b.WriteString("| event | batch | contender | events/s | MB/s | allocs/event | peak RSS MiB | ÷ franz-idempotent | ÷ franz-txn |\n")
-	b.WriteString("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
-	for _, size := range cfg.sizes {
-		for _, batch := range cfg.batches {
-			runs := res[shape{size, batch}]
-			for _, c := range cfg.contenders {
-				rs := runs[c.name]
-				rate := func(r result) float64 { return float64(r.Events) / r.Seconds }
-				ratio := func(ceiling string) string {
-					base := runs[ceiling]
-					if len(base) != len(rs) || c.name == ceiling {
-						return ""
-					}
-					var xs []float64
-					for i := range rs {
-						xs = append(xs, rate(rs[i])/rate(base[i]))
-					}
-					return fmt.Sprintf("%.2f", median(xs))
+	fmt.Fprintf(&b, "%d events per run, %d rounds (medians), %d partitions\n\n", cfg.events, cfg.rounds, cfg.partitions)
+	b.WriteString("| compression | headers | event | batch | contender | events/s | MB/s | wire MB/s | wire B/event | allocs/event | peak RSS MiB | ÷ franz-idempotent | ÷ franz-txn |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, sh := range cfg.shapes() {
+		runs := res[sh]
+		for _, c := range cfg.contenders {
+			rs := runs[c.name]
+			rate := func(r result) float64 { return float64(r.Events) / r.Seconds }
+			ratio := func(ceiling string) string {
+				base := runs[ceiling]
+				if len(base) != len(rs) || c.name == ceiling {
+					return ""
 				}
-				fmt.Fprintf(&b, "| %d B | %d | %s | %.0fk | %.1f | %.1f | %.0f | %s | %s |\n", size, batch, c.name,
-					medianOf(rs, func(r result) float64 { return rate(r) / 1000 }),
-					medianOf(rs, func(r result) float64 { return float64(r.Bytes) / r.Seconds / 1e6 }),
-					medianOf(rs, func(r result) float64 { return float64(r.Mallocs) / float64(r.Events) }),
-					medianOf(rs, func(r result) float64 { return float64(r.RSS) / (1 << 20) }),
-					ratio("franz-idempotent"), ratio("franz-txn"))
+				var xs []float64
+				for i := range rs {
+					xs = append(xs, rate(rs[i])/rate(base[i]))
+				}
+				return fmt.Sprintf("%.2f", median(xs))
 			}
+			fmt.Fprintf(&b, "| %s | %s | %d B | %d | %s | %.0fk | %.1f | %.1f | %.0f | %.1f | %.0f | %s | %s |\n", sh.compression, sh.headers, sh.size, sh.batch, c.name,
+				medianOf(rs, func(r result) float64 { return rate(r) / 1000 }),
+				medianOf(rs, func(r result) float64 { return float64(r.Bytes) / r.Seconds / 1e6 }),
+				medianOf(rs, func(r result) float64 { return float64(r.LogBytes) / r.Seconds / 1e6 }),
+				medianOf(rs, func(r result) float64 { return float64(r.LogBytes) / float64(r.Events) }),
+				medianOf(rs, func(r result) float64 { return float64(r.Mallocs) / float64(r.Events) }),
+				medianOf(rs, func(r result) float64 { return float64(r.RSS) / (1 << 20) }),
+				ratio("franz-idempotent"), ratio("franz-txn"))
 		}
 	}
 	b.WriteString("\nContenders:\n")

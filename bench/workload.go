@@ -19,7 +19,8 @@ type workload struct {
 	topic       string // the events' topic, made for this run
 	ckTopic     string // the checkpoint topic, made for this run
 	compression string
-	batch       int // events per batch
+	headers     kafkasink.HeaderSet // the standard headers the records carry
+	batch       int                 // events per batch
 	batches     int
 
 	// events is one batch of events; the kafkasink contenders renumber
@@ -27,7 +28,7 @@ type workload struct {
 	// over new ones.
 	events []kafkasink.Event
 	// records are the events as kafkasink writes them (the JSONEncoder's
-	// value, the text key, the five standard headers), encoded once before
+	// value, the text key, the standard headers of the set), encoded once before
 	// the clock starts: the pre-encoded contenders send these.
 	records []*kgo.Record
 }
@@ -42,8 +43,12 @@ const (
 // newWorkload makes batch events whose JSONEncoder value is about size
 // bytes, and their records for topic.
 func newWorkload(s spec) (*workload, error) {
+	headers, err := kafkasink.ParseHeaderSet(s.Headers)
+	if err != nil {
+		return nil, err
+	}
 	w := &workload{brokers: s.Brokers, topic: s.Topic, ckTopic: s.CheckpointTopic, compression: s.Compression,
-		batch: s.Batch, batches: s.Events / s.Batch}
+		headers: headers, batch: s.Batch, batches: s.Events / s.Batch}
 	rng := rand.New(rand.NewPCG(uint64(s.Size), uint64(s.Batch)))
 	w.events = make([]kafkasink.Event, s.Batch)
 	for j := range w.events {
@@ -59,7 +64,7 @@ func newWorkload(s spec) (*workload, error) {
 	}
 	w.records = make([]*kgo.Record, len(w.events))
 	for j := range w.events {
-		if w.records[j], err = record(s.Topic, &w.events[j]); err != nil {
+		if w.records[j], err = record(s.Topic, &w.events[j], headers); err != nil {
 			return nil, err
 		}
 	}
@@ -96,8 +101,8 @@ func renumber(e *kafkasink.Event, k, j int) {
 	e.LSN = kafkasink.LSN(k + 1)
 }
 
-// record is e as kafkasink writes it.
-func record(topic string, e *kafkasink.Event) (*kgo.Record, error) {
+// record is e as kafkasink writes it with the header set hs.
+func record(topic string, e *kafkasink.Event, hs kafkasink.HeaderSet) (*kgo.Record, error) {
 	key, err := kafkasink.AppendKey(nil, e, nil, kafkasink.KeyText)
 	if err != nil {
 		return nil, err
@@ -106,18 +111,25 @@ func record(topic string, e *kafkasink.Event) (*kgo.Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &kgo.Record{Topic: topic, Key: key, Value: value, Headers: headers(e)}, nil
+	return &kgo.Record{Topic: topic, Key: key, Value: value, Headers: headers(e, hs)}, nil
 }
 
-// headers are the five standard headers of e.
-func headers(e *kafkasink.Event) []kgo.RecordHeader {
-	return []kgo.RecordHeader{
+// headers are the standard headers of e in the set hs.
+func headers(e *kafkasink.Event, hs kafkasink.HeaderSet) []kgo.RecordHeader {
+	all := []kgo.RecordHeader{
 		{Key: kafkasink.HeaderID, Value: []byte(e.ID())},
 		{Key: kafkasink.HeaderOp, Value: []byte(e.Op.String())},
 		{Key: kafkasink.HeaderTable, Value: []byte(e.Schema + "." + e.Table)},
 		{Key: kafkasink.HeaderLSN, Value: []byte(strconv.FormatUint(uint64(e.LSN), 10))},
 		{Key: kafkasink.HeaderCommitLSN, Value: []byte(strconv.FormatUint(uint64(e.Position.LSN), 10))},
 	}
+	switch hs {
+	case kafkasink.HeadersMinimal:
+		return all[:2]
+	case kafkasink.HeadersNone:
+		return nil
+	}
+	return all
 }
 
 // recordBytes is the key, value and header bytes of one batch's records.
@@ -142,8 +154,8 @@ func checkpointValue(k int) []byte {
 
 // stdlibRecord is what a hand-written pipeline makes of e: the
 // JSONEncoder's document through encoding/json (a map for the row, as
-// columns are dynamic), and the same key and headers.
-func stdlibRecord(topic string, e *kafkasink.Event) (*kgo.Record, error) {
+// columns are dynamic), and the same key and headers (of the set hs).
+func stdlibRecord(topic string, e *kafkasink.Event, hs kafkasink.HeaderSet) (*kgo.Record, error) {
 	after := make(map[string]any, len(e.After))
 	for _, c := range e.After {
 		after[c.Name] = c.Value
@@ -166,5 +178,5 @@ func stdlibRecord(topic string, e *kafkasink.Event) (*kgo.Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &kgo.Record{Topic: topic, Key: []byte(strconv.FormatInt(e.After[0].Value.(int64), 10)), Value: v, Headers: headers(e)}, nil
+	return &kgo.Record{Topic: topic, Key: []byte(strconv.FormatInt(e.After[0].Value.(int64), 10)), Value: v, Headers: headers(e, hs)}, nil
 }

@@ -38,10 +38,6 @@ type encoderState struct {
 	keyEncoder KeyEncoder
 	shaped     []Header // its headers of one event, reused
 	shared     sharedHeaderValues
-	// sibling encodes the second half of a plan encoded in parallel
-	// (see encodeInParallel), into an arena and headers of its own.
-	sibling  *encoderState
-	outcomes []eventOutcome // of each event, when encoded in parallel
 }
 
 // encoderState returns the memory for a plan of events: what the last
@@ -90,29 +86,19 @@ func (s *Sink) reuse(p *plan) {
 	if es == nil {
 		return
 	}
-	es.keep()
-	if es.sibling != nil && es.sibling.arena != nil { // used by this plan
-		es.sibling.keep()
-		es.sibling.records = nil // es's
-	}
-	if cap(es.records) > 2*len(es.records) {
-		es.records, es.ptrs, es.positions = nil, nil, nil
-	}
-	s.spare = es
-}
-
-// keep trims es to what its plan used, and lets go of what the next
-// plan gives it.
-func (es *encoderState) keep() {
 	if es.chunk >= 0 {
 		es.chunks[es.chunk] = es.arena[:0]
 	}
 	clear(es.chunks[es.chunk+1:])
 	es.chunks = es.chunks[:es.chunk+1]
+	if cap(es.records) > 2*len(es.records) {
+		es.records, es.ptrs, es.positions = nil, nil, nil
+	}
 	if cap(es.headers) > 2*len(es.headers) {
 		es.headers = nil
 	}
 	es.arena, es.shaper, es.framer, es.keys, es.keyEncoder = nil, nil, nil, nil, nil
+	s.spare = es
 }
 
 // reserve is called before an event is encoded, with what its key,

@@ -152,46 +152,52 @@ func (s *Sink) encodeParts(ctx context.Context, p *plan, events []Event, send fu
 		rejections []Rejection
 		omitted    SkipInfo
 	)
-	place := func(i int, o eventOutcome) error {
+	for i := range events {
 		e := &events[i]
-		if o.skip {
+		var shape RecordShape
+		if shaper != nil {
+			shape = shaper.Shape(e)
+		}
+		known := minValueSize(s.cfg.Encoder, e)
+		// The value at least, and as much again for the key and any
+		// escaping (and the records around the event); no record is
+		// larger than MaxRecordBytes, and an event known to exceed it is
+		// rejected before it is encoded.
+		enc.reserve(min(2*known, s.cfg.MaxRecordBytes))
+		before, after, err := s.frames(ctx, enc, e, shape)
+		if err != nil {
+			return nil, err
+		}
+		if shape.Skip {
 			omitted.note(e.Position)
-			if o.before == nil && o.after == nil {
+			if before == nil && after == nil {
 				p.omit(e.Position)
 			} else {
-				p.add(e.Position, false, s.cfg.MaxTransactionRecords, s.cfg.MaxTransactionBytes, send, o.before, o.after)
+				p.add(e.Position, false, s.cfg.MaxTransactionRecords, s.cfg.MaxTransactionBytes, send, before, after)
 			}
-			return nil
+			continue
 		}
-		r := o.d.record
-		if o.rej != nil {
-			rejections = append(rejections, *o.rej)
+		d, rej, err := s.encodeEvent(ctx, enc, i, e, known, shape.NullKey)
+		if err != nil {
+			return nil, err
+		}
+		r := d.record
+		var tomb *kgo.Record
+		if rej == nil && shape.Tombstone {
+			tomb = &enc.records[len(events)+i]
+			*tomb = kgo.Record{Topic: r.Topic, Key: r.Key, Headers: r.Headers}
+		}
+		if rej != nil {
+			rejections = append(rejections, *rej)
 			if s.cfg.DeadLetterTopic == "" {
-				return nil
+				continue
 			}
-			var err error
-			if r, err = s.deadLetter(ctx, enc, e, o.d, o.rej); err != nil {
-				return err
+			if r, err = s.deadLetter(ctx, enc, e, d, rej); err != nil {
+				return nil, err
 			}
 			p.rejected++
 		}
-		p.add(e.Position, true, s.cfg.MaxTransactionRecords, s.cfg.MaxTransactionBytes, send, o.before, r, o.tomb, o.after)
-		return nil
-	}
-	if s.encodesInParallel(events, send) {
-		if err := s.encodeInParallel(ctx, enc, events, place); err != nil {
-			return nil, err
-		}
-	} else {
-		for i := range events {
-			o, err := s.encodeOne(ctx, enc, events, i)
-			if err != nil {
-				return nil, err
-			}
-			if err := place(i, o); err != nil {
-				return nil, err
-			}
-		}
+		p.add(e.Position, true, s.cfg.MaxTransactionRecords, s.cfg.MaxTransactionBytes, send, before, r, tomb, after)
 	}
 	if omitted.Events > 0 {
 		p.skipped += omitted.Events
@@ -199,48 +205,6 @@ func (s *Sink) encodeParts(ctx context.Context, p *plan, events []Event, send fu
 		s.hooks.onSkipped(omitted)
 	}
 	return rejections, nil
-}
-
-// eventOutcome is what encoding made of one event, to be placed in the
-// plan's parts in the order of the events.
-type eventOutcome struct {
-	skip          bool        // the Encoder leaves the event out
-	before, after *kgo.Record // the records a Framer writes around it
-	d             draft
-	rej           *Rejection
-	tomb          *kgo.Record // the tombstone after it, when its shape asks for one
-}
-
-// encodeOne encodes events[i] into es.
-func (s *Sink) encodeOne(ctx context.Context, es *encoderState, events []Event, i int) (eventOutcome, error) {
-	e := &events[i]
-	var shape RecordShape
-	if es.shaper != nil {
-		shape = es.shaper.Shape(e)
-	}
-	known := minValueSize(s.cfg.Encoder, e)
-	// The value at least, and as much again for the key and any
-	// escaping (and the records around the event); no record is
-	// larger than MaxRecordBytes, and an event known to exceed it is
-	// rejected before it is encoded.
-	es.reserve(min(2*known, s.cfg.MaxRecordBytes))
-	var o eventOutcome
-	var err error
-	if o.before, o.after, err = s.frames(ctx, es, e, shape); err != nil {
-		return o, err
-	}
-	if o.skip = shape.Skip; o.skip {
-		return o, nil
-	}
-	if o.d, o.rej, err = s.encodeEvent(ctx, es, i, e, known, shape.NullKey); err != nil {
-		return o, err
-	}
-	if o.rej == nil && shape.Tombstone {
-		r := o.d.record
-		o.tomb = &es.records[len(events)+i]
-		*o.tomb = kgo.Record{Topic: r.Topic, Key: r.Key, Headers: r.Headers}
-	}
-	return o, nil
 }
 
 // add appends rs, the records of the event at pos (its record, and those

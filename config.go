@@ -225,7 +225,12 @@ type Config struct {
 	SASL *SASL
 
 	// ClientOptions pass through to the franz-go client for what Config
-	// does not cover: compression, timeouts, a custom dialer. Options the sink owns are refused, not
+	// does not cover: compression, timeouts, a custom dialer. Compression
+	// is franz-go's default, snappy, unless an option such as
+	// kgo.ProducerBatchCompression(kgo.ZstdCompression()) says otherwise
+	// (zstd wrote 27% fewer bytes than snappy on 1 KB rows and 59% fewer
+	// on 200 B ones in the README's measurements, for up to half the
+	// throughput on the larger rows). Options the sink owns are refused, not
 	// overridden: SeedBrokers, TransactionalID, TransactionTimeout,
 	// DisableIdempotentWrite, RequiredAcks, RecordPartitioner,
 	// ProducerBatchMaxBytes, AllowAutoTopicCreation, DialTLSConfig, SASL,

@@ -71,7 +71,9 @@ import (
 // (skipped.operations "t"), the delete and insert of a key change carry
 // __debezium.newkey and __debezium.oldkey, and every record the
 // __debezium.context.* headers (extended.headers.enabled), after the
-// kafkasink.* headers, which the tombstone shares with its delete.
+// kafkasink.* headers that Config.Headers selects, which the tombstone
+// shares with its delete. With HeadersNone a record carries Debezium's
+// headers only, as Debezium writes them.
 //
 // Earlier kafkasink versions wrote no tombstone and no Debezium header,
 // and wrote TRUNCATEs. A truncate, when written, is op "t" with null
@@ -381,7 +383,8 @@ func (d DebeziumEncoder) validate() []string {
 // DebeziumVersion is what DebeziumEncoder writes to source.version: the
 // Debezium release whose default output it reproduces, so that a consumer
 // that checks the version reads the format it expects. The records' own
-// kafkasink.* headers tell them apart from Debezium's.
+// kafkasink.* headers, unless Config.Headers is HeadersNone, tell them
+// apart from Debezium's.
 const DebeziumVersion = "3.6.1.Final"
 
 var debeziumOps = [...]string{OpInsert: "c", OpUpdate: "u", OpDelete: "d", OpTruncate: "t", OpRead: "r"}

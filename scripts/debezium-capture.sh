@@ -9,6 +9,20 @@
 #
 #   testdata/debezium/<config>-schemas-<true|false>.jsonl
 #
+# A configuration that sets harness.converter (avro: Apicurio's Kafka
+# Connect AvroConverter, built with the harness's Maven profile "avro")
+# is run once, with that converter for key and value, registering its
+# schemas in the Schema Registry, and writes instead
+#
+#   testdata/debezium/<config>-records.jsonl   the records, key and value
+#                                              in base64 (Confluent wire format)
+#   testdata/debezium/<config>-schemas.json    {"<id>": schema, ...}: every schema
+#                                              id those records name, fetched
+#                                              from the registry
+#
+# Its subjects (dbz.dbzconf.*) are deleted from the registry before the
+# run and at the end.
+#
 # Each run: recreate schema dbzconf (workload.sql), create a publication
 # and let Debezium create a slot, both named uniquely for the run; start
 # Debezium (initial snapshot); once the snapshot is complete and streaming
@@ -24,8 +38,10 @@
 # Environment:
 #   KAFKASINK_TEST_PG   the PostgreSQL URL (default: from scripts/testenv.sh env)
 #   DEBEZIUM_SCHEMAS    which schemas.enable settings to run (default: "true false")
+#   KAFKASINK_TEST_SCHEMA_REGISTRY  the registry's Confluent API URL, .../apis/ccompat/v7
+#                       (default: from scripts/testenv.sh env; used by converter configurations)
 #
-# Needs java 17+, mvn, psql. Maven caches the artifacts in ~/.m2.
+# Needs java 17+, mvn, psql (and curl, jq for converter configurations). Maven caches the artifacts in ~/.m2.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -59,6 +75,16 @@ psql_() { psql "$PG" -X -q -v ON_ERROR_STOP=1 "$@"; }
 echo "debezium-capture: building the harness" >&2
 (cd "$HARNESS" && mvn -B -q compile dependency:build-classpath -Dmdep.outputFile=target/classpath.txt)
 CP="$HARNESS/target/classes:$(cat "$HARNESS/target/classpath.txt")"
+# converter prints a configuration's harness.converter, "" when it has none.
+converter() { sed -n 's/^harness\.converter=//p' "$DATA/configs/$1.properties"; }
+CP_AVRO=""
+for config in "${CONFIGS[@]}"; do
+  if [[ -f "$DATA/configs/$config.properties" && -n "$(converter "$config")" && -z "$CP_AVRO" ]]; then
+    (cd "$HARNESS" && mvn -B -q -Pavro dependency:build-classpath -Dmdep.outputFile=target/classpath-avro.txt)
+    CP_AVRO="$HARNESS/target/classes:$(cat "$HARNESS/target/classpath-avro.txt")"
+    REGISTRY="${KAFKASINK_TEST_SCHEMA_REGISTRY:?KAFKASINK_TEST_SCHEMA_REGISTRY is not set: start the environment with a registry}"
+  fi
+done
 
 WORK="$(mktemp -d)"
 SLOT="" PUB=""
@@ -79,16 +105,35 @@ cleanup() {
   [[ -z "$PUB" ]] || psql_ -c "DROP PUBLICATION IF EXISTS $PUB" || true
   SLOT="" PUB=""
 }
-trap 'cleanup; psql_ -c "DROP SCHEMA IF EXISTS dbzconf CASCADE" || true; rm -rf "$WORK"' EXIT
+# deleteSubjects deletes the registry's subjects of the captured topics.
+deleteSubjects() {
+  [[ -n "$CP_AVRO" ]] || return 0
+  local s
+  for s in $(curl -fsS "$REGISTRY/subjects" | jq -r '.[] | select(startswith("dbz.dbzconf."))'); do
+    curl -fsS -o /dev/null -X DELETE "$REGISTRY/subjects/$s" || true
+    curl -fsS -o /dev/null -X DELETE "$REGISTRY/subjects/$s?permanent=true" || true
+  done
+}
+trap 'cleanup; deleteSubjects; psql_ -c "DROP SCHEMA IF EXISTS dbzconf CASCADE" || true; rm -rf "$WORK"' EXIT
 
 for config in "${CONFIGS[@]}"; do
   props="$DATA/configs/$config.properties"
   [[ -f "$props" ]] || { echo "debezium-capture: no configuration $props" >&2; exit 2; }
-  for schemas in "${SCHEMAS[@]}"; do
+  conv="$(converter "$config")"
+  runs=("${SCHEMAS[@]}") jar="$CP"
+  if [[ -n "$conv" ]]; then
+    runs=(converter) jar="$CP_AVRO"
+  fi
+  for schemas in "${runs[@]}"; do
     out="$DATA/$config-schemas-$schemas.jsonl"
+    [[ -z "$conv" ]] || out="$DATA/$config-records.jsonl"
     name="dbzref_${config//-/_}_${schemas}_$$"
     SLOT="$name" PUB="$name"
     echo "debezium-capture: $config schemas.enable=$schemas -> ${out#"$ROOT"/}" >&2
+    # A converter run registers its schemas afresh: the subjects of the
+    # previous configuration's are deleted first, whose versions the
+    # registry's compatibility rules would compare the new ones with.
+    [[ -z "$conv" ]] || deleteSubjects
     psql_ -f "$DATA/workload.sql"
     psql_ -c "CREATE PUBLICATION $PUB FOR TABLES IN SCHEMA dbzconf"
     run="$WORK/$name.properties"
@@ -118,11 +163,14 @@ harness.after.snapshot.command=PGTZ=UTC psql '$PG' -X -q -v ON_ERROR_STOP=1 -f '
 harness.idle.ms=3000
 harness.timeout.s=300
 EOF
+      if [[ -n "$conv" ]]; then
+        echo "harness.converter.apicurio.registry.url=${REGISTRY%/apis/ccompat/v7}/apis/registry/v2"
+      fi
       cat "$props"
     } >"$run"
     start=$(date +%s.%N)
     if ! java -Duser.timezone=UTC -Dorg.slf4j.simpleLogger.defaultLogLevel=info \
-        -cp "$CP" io.kafkasink.debeziumref.Capture "$run" >"$WORK/$name.log" 2>&1; then
+        -cp "$jar" io.kafkasink.debeziumref.Capture "$run" >"$WORK/$name.log" 2>&1; then
       tail -n 60 "$WORK/$name.log" >&2
       echo "debezium-capture: $config schemas.enable=$schemas FAILED (the last 60 lines of its log above)" >&2
       exit 1
@@ -131,6 +179,17 @@ EOF
     grep '^harness:' "$WORK/$name.log" >&2 || true
     cleanup
     mv "$WORK/$name.jsonl" "$out"
+    if [[ -n "$conv" ]]; then
+      # Every schema id of the records (bytes 1-4 of the key and value),
+      # with the schema the registry's Confluent API gives for it.
+      ids="$(jq -r '.key, .value | select(. != null)' "$out" | while read -r b; do
+        printf '%s' "$b" | base64 -d | head -c 5 | od -An -tu1 | awk '{ print $2 * 16777216 + $3 * 65536 + $4 * 256 + $5 }'
+      done | sort -nu)"
+      for id in $ids; do
+        curl -fsS "$REGISTRY/schemas/ids/$id" | jq --arg id "$id" '{($id): (.schema | fromjson)}'
+      done | jq -s 'add' >"$DATA/$config-schemas.json"
+      echo "debezium-capture: $(wc -w <<<"$ids") schemas -> $DATA/$config-schemas.json" >&2
+    fi
     awk -v n="$(wc -l <"$out")" -v s="$start" -v e="$end" \
       'BEGIN { printf "debezium-capture: %d records in %.1f s\n", n, e - s }' >&2
   done

@@ -7,6 +7,7 @@ import java.lang.management.ManagementFactory;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Base64;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -23,6 +24,7 @@ import javax.management.ObjectName;
 import org.apache.kafka.connect.header.Header;
 import org.apache.kafka.connect.json.JsonConverter;
 import org.apache.kafka.connect.source.SourceRecord;
+import org.apache.kafka.connect.storage.Converter;
 import org.apache.kafka.connect.storage.SimpleHeaderConverter;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -46,12 +48,21 @@ import io.debezium.engine.format.ChangeEventFormat;
  * string. So the file holds exactly what a Kafka Connect worker with
  * JsonConverter would have written to Kafka.
  *
+ * <p>With harness.converter naming another Converter class (e.g. Apicurio's
+ * io.apicurio.registry.utils.converter.AvroConverter, built with the Maven
+ * profile "avro"), that converter writes key and value instead, configured
+ * with the harness.converter.* properties (prefix removed; isKey for the
+ * key), and KEY and VALUE are its bytes in base64 (JSON strings), or null.
+ *
  * <p>Usage: {@code Capture <run.properties>}. Keys starting with "harness."
  * steer the run; every other key is passed to the engine unchanged:
  *
  * <pre>
  * harness.output                  the JSON-lines file to write (required)
- * harness.schemas.enable          JsonConverter schemas.enable for key and value (true|false, required)
+ * harness.schemas.enable          JsonConverter schemas.enable for key and value (true|false, required
+ *                                 unless harness.converter is set)
+ * harness.converter               a Converter class for key and value instead of JsonConverter
+ * harness.converter.*             that converter's configuration, for key and value
  * harness.after.snapshot.command  a bash command run once the initial snapshot is complete
  *                                 and streaming is connected (e.g. psql -f workload-changes.sql)
  * harness.stop.topic              the capture ends after the first record on this topic (required)
@@ -66,8 +77,10 @@ public final class Capture {
     private static final ObjectMapper JSON = new ObjectMapper();
 
     private final Path output;
-    private final JsonConverter keyConverter = new JsonConverter();
-    private final JsonConverter valueConverter = new JsonConverter();
+    private final Converter keyConverter;
+    private final Converter valueConverter;
+    // binary: the converter is not JsonConverter; its bytes are written in base64.
+    private final boolean binary;
     private final SimpleHeaderConverter headerConverter = new SimpleHeaderConverter();
     private final String stopTopic;
 
@@ -79,11 +92,18 @@ public final class Capture {
     private final CountDownLatch engineDone = new CountDownLatch(1);
     private final AtomicReference<Throwable> failure = new AtomicReference<>();
 
-    private Capture(Path output, boolean schemasEnable, String stopTopic) {
+    private Capture(Path output, String converterClass, Map<String, Object> conf, String stopTopic) throws Exception {
         this.output = output;
         this.stopTopic = stopTopic;
-        Map<String, Object> conf = new HashMap<>();
-        conf.put("schemas.enable", Boolean.toString(schemasEnable));
+        binary = converterClass != null;
+        if (binary) {
+            Class<?> c = Class.forName(converterClass);
+            keyConverter = (Converter) c.getDeclaredConstructor().newInstance();
+            valueConverter = (Converter) c.getDeclaredConstructor().newInstance();
+        } else {
+            keyConverter = new JsonConverter();
+            valueConverter = new JsonConverter();
+        }
         keyConverter.configure(conf, true);
         valueConverter.configure(conf, false);
         headerConverter.configure(Map.of());
@@ -104,9 +124,22 @@ public final class Capture {
                 engine.setProperty(k, all.getProperty(k));
             }
         }
+        String converterClass = all.getProperty("harness.converter");
+        Map<String, Object> conf = new HashMap<>();
+        if (converterClass == null || converterClass.isEmpty()) {
+            converterClass = null;
+            conf.put("schemas.enable", Boolean.toString(Boolean.parseBoolean(required(all, "harness.schemas.enable"))));
+        } else {
+            String prefix = "harness.converter.";
+            for (String k : all.stringPropertyNames()) {
+                if (k.startsWith(prefix)) {
+                    conf.put(k.substring(prefix.length()), all.getProperty(k));
+                }
+            }
+        }
         Capture c = new Capture(
                 Path.of(required(all, "harness.output")),
-                Boolean.parseBoolean(required(all, "harness.schemas.enable")),
+                converterClass, conf,
                 required(all, "harness.stop.topic"));
         int status = c.run(engine,
                 all.getProperty("harness.after.snapshot.command", ""),
@@ -174,7 +207,12 @@ public final class Capture {
         } catch (Throwable t) {
             failure.compareAndSet(null, t);
         } finally {
-            engine.close();
+            try {
+                engine.close();
+            } catch (IllegalStateException e) {
+                // Already shut down: the engine failed, and said so
+                // through the completion callback (failure).
+            }
             if (!engineDone.await(60, TimeUnit.SECONDS)) {
                 failure.compareAndSet(null, new IllegalStateException("engine did not stop within 60 s"));
             }
@@ -230,8 +268,14 @@ public final class Capture {
         }
     }
 
-    private static String raw(byte[] b) {
-        return b == null ? "null" : new String(b, StandardCharsets.UTF_8);
+    private String raw(byte[] b) {
+        if (b == null) {
+            return "null";
+        }
+        if (binary) {
+            return "\"" + Base64.getEncoder().encodeToString(b) + "\"";
+        }
+        return new String(b, StandardCharsets.UTF_8);
     }
 
     private long count() {

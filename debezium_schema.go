@@ -586,3 +586,16 @@ func (d DebeziumEncoder) appendKey(dst []byte, e *Event, columns []string, withS
 	}
 	return dst, nil
 }
+
+// AppendKeyPayload appends e's Debezium key for columns (Config.KeyColumns
+// for the table, else e.Key) without its schema: a JSON object of the key
+// columns' values in Debezium's forms under d's options, {"id":1}, the
+// payload of the key JsonConverter writes with SchemasEnable. It is for
+// encoders that write Debezium's key in another form from it, such as
+// the kafkasinkavro module's Avro (nested arrays are null there, as with
+// SchemasEnable). A truncate, or an event without key columns, is keyed
+// as AppendKey keys it in KeyJSON; a key column the image lacks, or whose
+// value has no Debezium form, is an error as for AppendKey.
+func (d DebeziumEncoder) AppendKeyPayload(dst []byte, e *Event, columns []string) ([]byte, error) {
+	return d.appendKey(dst, e, columns, false)
+}

@@ -98,8 +98,11 @@
 //
 // An Encoder may also write the keys (KeyEncoder) and prepare each batch
 // before its records are produced (Preparer): the kafkasinkavro module's
-// Avro encoder registers each table version's schemas in a Schema Registry
-// that way, and writes keys and values in the Confluent wire format.
+// Avro encoders register each table version's schemas in a Schema Registry
+// that way, and write keys and values in the Confluent wire format: the
+// change event (kafkasinkavro.New), or DebeziumEncoder's envelope as
+// Kafka Connect's AvroConverter writes Debezium's (kafkasinkavro.NewDebezium,
+// built on DebeziumEncoder.AppendKeyPayload and its Connect schemas).
 //
 // Headers: every record of an event carries kafkasink.id, kafkasink.op,
 // kafkasink.table, kafkasink.lsn and kafkasink.commit_lsn, unless

@@ -140,6 +140,85 @@
 //	got := kafkasinktest.ReadCommittedWith(t, brokers, dec.Transcode, topic)
 //	kafkasinktest.AssertExactlyOnce(t, got, events)
 //
+// # Debezium's envelope
+//
+// NewDebezium makes a DebeziumEncoder, which writes Debezium's PostgreSQL
+// envelope instead, as Debezium with Kafka Connect's AvroConverter
+// (connect.meta.data on, its default) writes it, for Debezium and
+// Materialize consumers reading Avro from a registry:
+//
+//	enc, err := kafkasinkavro.NewDebezium(kafkasinkavro.Config{Registry: reg}, kafkasink.DebeziumEncoder{Name: "shop"})
+//	...
+//	sink, err := kafkasink.New(ctx, kafkasink.Config{Brokers: brokers, SinkID: "shop", Encoder: enc, Topics: kafkasink.Topics{Prefix: "shop"}})
+//
+// The content is kafkasink.DebeziumEncoder's with SchemasEnable, under its
+// options (see there): each record's Kafka Connect schema becomes its Avro
+// schema as AvroData makes it, and its payload the Avro record. So the
+// value is the record <Name>.<schema>.<table>.Envelope (before and after
+// the table's <Name>.<schema>.<table>.Value, source the record
+// io.debezium.connector.postgresql.Source, transaction the record
+// event.block, op, ts_ms, ts_us and ts_ns), the key the record
+// <Name>.<schema>.<table>.Key of the key columns, every Connect schema's
+// name, version, doc, parameters and default in the properties
+// connect.name, connect.version, connect.doc, connect.parameters and
+// connect.default, int8 and int16 as int with connect.type, an optional
+// field the union ["null", T] with default null (or [T, "null"] with its
+// default, when the Connect schema declares one), Connect's Decimal the
+// logical type decimal (precision 64 unless connect.decimal.precision
+// says), and Debezium's semantic types (io.debezium.time.MicroTimestamp,
+// io.debezium.data.VariableScaleDecimal, io.debezium.data.Json, ...) their
+// Connect types with those properties. Name is Debezium's topic.prefix:
+// give the sink the same Topics.Prefix for Debezium's topic names. The
+// record shape is DebeziumEncoder's (RecordShaper: a tombstone after each
+// delete, no truncate by default, Debezium's headers, the other key of a
+// key change in them as Debezium's JSON payload, {"id":2}, whatever
+// Config.KeyFormat); a table without key columns is written with a null
+// key, as Debezium writes it, with pgcdc.Config.KeylessTables; a
+// truncate, when written (SkippedOperations "none"), is keyed as the sink
+// keys it (its event id in Config.KeyFormat, no schema), and with
+// MatchDebeziumLosses with a null key, as Debezium's. With
+// ProvideTransactionMetadata the BEGIN and END records (Debezium's
+// TransactionMetadataKey and TransactionMetadataValue) are Avro too, under
+// the subjects <TransactionTopic>-key and -value.
+//
+// testdata/debezium/avro*-records.jsonl hold what real Debezium 3.6.1
+// with Apicurio Registry's AvroConverter (a port of Confluent's AvroData)
+// wrote for the conformance workload, with Debezium's defaults and six
+// other configurations (every value of decimal.handling.mode,
+// time.precision.mode, interval.handling.mode and binary.handling.mode,
+// skipped.operations none, provide.transaction.metadata);
+// TestDebeziumAvroConformance finds
+// the same schemas, records and headers, but for kafkasink.DebeziumEncoder's
+// deliberate deviations and a truncate's event-id key (listed with their
+// reasons in testdata/debezium/deviations-avro*.txt), and none at all with
+// MatchDebeziumLosses. A decoded value:
+//
+//	{"before": null, "after": {"id": 1, "name": "uno", "n": 10},
+//	 "source": {"version": "3.6.1.Final", "connector": "postgresql", "name": "dbz",
+//	  "ts_ms": 1796107980607, "snapshot": "false", "db": "kafkasink",
+//	  "sequence": "[\"5571416048\",\"5571424528\"]", "ts_us": 1796107980607793,
+//	  "ts_ns": 1796107980607793000, "schema": "dbzconf", "table": "ident_default",
+//	  "txId": 143178, "lsn": 5571424528, "xmin": null, "origin": null, "origin_lsn": null},
+//	 "transaction": null, "op": "u",
+//	 "ts_ms": 1796107981508, "ts_us": 1796107981508516, "ts_ns": 1796107981508516526}
+//
+// An unchanged TOAST value (a change under REPLICA IDENTITY DEFAULT that
+// does not carry it) is the placeholder string (UnavailableValuePlaceholder)
+// in a column whose Avro type is a string; in a bytea or an array column,
+// where Debezium writes a placeholder of the column's type and
+// kafkasink.DebeziumEncoder the string, the event is rejected
+// (kafkasink.EncodeError naming the column and REPLICA IDENTITY FULL).
+//
+// Each event is written by the root encoder into a reused buffer and that
+// JSON transcoded to Avro along the schema's tree, without allocating
+// (BenchmarkDebeziumEncode, TestDebeziumEncodeAllocs). Schema evolution
+// and registry errors are the Encoder's (see above; a refused schema's
+// columns are described in Connect types, "changed "n" from int32 to
+// string"). Of the subject strategies (Config.Subjects), RecordName
+// registers under Debezium's record names (<Name>.<schema>.<table>.Envelope
+// and .Key) and TopicRecordName under <topic>-<record name>;
+// Config.Namespace is refused, as Debezium names its records itself.
+//
 // # Performance
 //
 // Records are appended straight into the sink's buffer in Avro's binary

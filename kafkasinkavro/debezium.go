@@ -1,0 +1,429 @@
+package kafkasinkavro
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/kafkasinkavro/internal/registry"
+)
+
+// DebeziumEncoder writes Debezium's envelope in Avro, as Debezium's
+// PostgreSQL connector with Kafka Connect's AvroConverter writes it (see
+// the package documentation, "Debezium's envelope"). Make one with
+// NewDebezium and give it to kafkasink.Config.Encoder. It is safe for
+// concurrent use.
+type DebeziumEncoder struct {
+	// dbz writes the records' content: each event's envelope and key
+	// payloads, and the Connect schemas the Avro schemas are made from.
+	dbz      kafkasink.DebeziumEncoder
+	registry *sr.Client
+	subjects SubjectStrategy
+	versions registry.Versions[*debeziumVersion] // the table versions prepared
+	// frames are the schemas of the transaction records
+	// (ProvideTransactionMetadata), once registered; nil until then.
+	frames atomic.Pointer[debeziumFrames]
+}
+
+// debeziumFrames are the registered schemas of the BEGIN and END records.
+type debeziumFrames struct {
+	keyID, valueID int
+	key, value     *payloadNode
+}
+
+// debeziumVersion is one table version as written to one topic: its
+// Avro schemas' ids and node trees (a registry.Version).
+type debeziumVersion struct {
+	topic         string
+	schema, table string
+	envelope      *connectSchema // the Connect schema of the value
+	value         *payloadNode
+	valueID       int
+	keyColumns    []string // nil without a key schema
+	key           *payloadNode
+	keyID         int
+}
+
+// Place implements registry.Version.
+func (v *debeziumVersion) Place() (topic, schema, table string, keyColumns []string) {
+	return v.topic, v.schema, v.table, v.keyColumns
+}
+
+var (
+	_ kafkasink.Encoder      = (*DebeziumEncoder)(nil)
+	_ kafkasink.Preparer     = (*DebeziumEncoder)(nil)
+	_ kafkasink.KeyEncoder   = (*DebeziumEncoder)(nil)
+	_ kafkasink.RecordShaper = (*DebeziumEncoder)(nil)
+	_ kafkasink.Framer       = (*DebeziumEncoder)(nil)
+)
+
+// NewDebezium checks cfg and dbz and returns a DebeziumEncoder. Of cfg,
+// Registry and Subjects apply: under TopicName the subjects are
+// <topic>-value and <topic>-key, under RecordName the records' full names
+// (Debezium's, <Name>.<schema>.<table>.Envelope and .Key), under
+// TopicRecordName <topic>-<full name>; Namespace is refused, as Debezium
+// names its records itself. dbz's
+// options apply as they do to kafkasink.DebeziumEncoder: Name (Debezium's
+// topic.prefix, the first part of the schemas' names; give the sink the
+// same kafkasink.Topics.Prefix for Debezium's topic names), Now, the
+// value modes (DecimalHandling, TimePrecision, IntervalHandling,
+// BinaryHandling, UnavailableValuePlaceholder), LSNAsString,
+// MatchDebeziumLosses, the record shape (DisableTombstones,
+// SkippedOperations, DisableExtendedHeaders, RunID) and
+// ProvideTransactionMetadata with TransactionTopic (the BEGIN and END
+// records, in Avro under the subjects <TransactionTopic>-key and -value).
+// SchemasEnable is implied: the Avro schemas are made from the Connect
+// schemas it declares.
+func NewDebezium(cfg Config, dbz kafkasink.DebeziumEncoder) (*DebeziumEncoder, error) {
+	problems := checkNames(&cfg)
+	if cfg.Registry == nil {
+		problems = append([]string{"kafkasinkavro.Config.Registry is nil; set it to an sr.Client for the Schema Registry (-schema-registry)"}, problems...)
+	}
+	if cfg.Namespace != "" && cfg.Subjects != TopicName {
+		problems = append(problems, fmt.Sprintf("kafkasinkavro.Config.Namespace %q does not apply to NewDebezium: Debezium names its records <Name>.<schema>.<table>.Envelope and .Key "+
+			"(kafkasink.DebeziumEncoder.Name; -slot); leave Namespace (-schema-registry-namespace) empty", cfg.Namespace))
+	}
+	if problems != nil {
+		return nil, &kafkasink.ConfigError{Problems: problems}
+	}
+	dbz.SchemasEnable = true
+	return &DebeziumEncoder{dbz: dbz, registry: cfg.Registry, subjects: cfg.Subjects}, nil
+}
+
+// Shape implements kafkasink.RecordShaper as kafkasink.DebeziumEncoder
+// does: the tombstone after a delete, the skipped operations.
+func (d *DebeziumEncoder) Shape(e *kafkasink.Event) kafkasink.RecordShape { return d.dbz.Shape(e) }
+
+// AppendHeaders implements kafkasink.RecordShaper as
+// kafkasink.DebeziumEncoder does: Debezium's headers. The other key of a
+// key change (__debezium.oldkey, __debezium.newkey) is written as
+// Debezium's converters write it, its JSON payload ({"id":2}), whatever
+// the sink's Config.KeyFormat.
+func (d *DebeziumEncoder) AppendHeaders(dst []kafkasink.Header, arena []byte, e *kafkasink.Event, otherKey []byte) ([]kafkasink.Header, []byte) {
+	if e.Source.KeyChange != nil && otherKey != nil {
+		if v, ok := d.versions.Get(e.Relation); ok && v.keyColumns != nil {
+			other := kafkasink.Event{Op: kafkasink.OpInsert, Schema: e.Schema, Table: e.Table, Position: e.Position, Key: e.Key, Relation: e.Relation, After: e.Source.KeyChange}
+			start := len(arena)
+			if out, err := d.dbz.AppendKeyPayload(arena, &other, v.keyColumns); err == nil {
+				arena, otherKey = out, out[start:len(out):len(out)]
+			}
+		}
+	}
+	return d.dbz.AppendHeaders(dst, arena, e, otherKey)
+}
+
+// Prepare implements kafkasink.Preparer: it registers the Avro schemas of
+// every table version among events not registered for its topic yet,
+// under the subjects of Config.Subjects, as Encoder.Prepare does.
+func (d *DebeziumEncoder) Prepare(ctx context.Context, events []kafkasink.Event, routes []kafkasink.EventRoute) error {
+	if err := d.prepareFrames(ctx, events); err != nil {
+		return err
+	}
+	return d.versions.Prepare(ctx, "kafkasinkavro", events, routes,
+		func(ctx context.Context, e *kafkasink.Event, route kafkasink.EventRoute, prev *debeziumVersion, _ bool) (*debeziumVersion, error) {
+			return d.register(ctx, e, route, prev)
+		})
+}
+
+// register makes e's table version ready for route: the value schema
+// unless v (the version prepared before, or nil) has it for the same
+// topic, and the key schema of route's key columns.
+func (d *DebeziumEncoder) register(ctx context.Context, e *kafkasink.Event, route kafkasink.EventRoute, v *debeziumVersion) (*debeziumVersion, error) {
+	next := &debeziumVersion{topic: route.Topic, schema: e.Schema, table: e.Table}
+	if v != nil && v.topic == route.Topic {
+		*next = *v
+	} else {
+		env, err := d.envelopeSchema(e)
+		if err != nil {
+			return nil, &kafkasink.PrepareError{Err: err}
+		}
+		text, node, err := convertConnectSchema(env)
+		if err != nil {
+			return nil, &kafkasink.PrepareError{Err: fmt.Errorf("kafkasinkavro: the Debezium schema of %s: %w", kafkasink.TableName(e.Schema, e.Table), err)}
+		}
+		next.envelope, next.value = env, node
+		if next.valueID, err = d.registerSchema(ctx, e, d.subject(route.Topic, env.Name, false), text, rowColumns(&env.Fields[0]), false); err != nil {
+			return nil, err
+		}
+	}
+	if len(route.KeyColumns) == 0 || slices.Equal(next.keyColumns, route.KeyColumns) {
+		return next, nil
+	}
+	ks, err := keyConnectSchema(next.envelope, route.KeyColumns)
+	if err != nil {
+		return nil, &kafkasink.PrepareError{Err: fmt.Errorf("kafkasinkavro: the Debezium key of %s: %w; fix kafkasink.Config.KeyColumns (-key-columns) for the table",
+			kafkasink.TableName(e.Schema, e.Table), err)}
+	}
+	text, node, err := convertConnectSchema(ks)
+	if err != nil {
+		return nil, &kafkasink.PrepareError{Err: fmt.Errorf("kafkasinkavro: the Debezium key schema of %s: %w", kafkasink.TableName(e.Schema, e.Table), err)}
+	}
+	next.keyColumns, next.key = slices.Clone(route.KeyColumns), node
+	if next.keyID, err = d.registerSchema(ctx, e, d.subject(route.Topic, ks.Name, true), text, rowColumns(ks), true); err != nil {
+		return nil, err
+	}
+	return next, nil
+}
+
+// subject is the subject of the schema of the record named record (its
+// full name), a key's when key, written to topic, under Config.Subjects.
+func (d *DebeziumEncoder) subject(topic, record string, key bool) string {
+	switch {
+	case d.subjects == RecordName:
+		return record
+	case d.subjects == TopicRecordName:
+		return topic + "-" + record
+	case key:
+		return topic + "-key"
+	}
+	return topic + "-value"
+}
+
+// registerSchema registers text under subject and returns its id; cols
+// are the row's (key's, with key) columns, to say what changed when the
+// registry refuses it.
+func (d *DebeziumEncoder) registerSchema(ctx context.Context, e *kafkasink.Event, subject, text string, cols []registry.Column, key bool) (int, error) {
+	return registry.Register(ctx, d.registry, "kafkasinkavro", kafkasink.TableName(e.Schema, e.Table), subject, sr.Schema{Schema: text, Type: sr.TypeAvro}, func() string {
+		var changed string
+		if prev, ok := d.versions.Previous(e); ok && prev.envelope != nil {
+			old := rowColumns(&prev.envelope.Fields[0])
+			if key {
+				old = nil
+				if ks, err := keyConnectSchema(prev.envelope, prev.keyColumns); err == nil {
+					old = rowColumns(ks)
+				}
+			}
+			changed = registry.Changes(old, cols)
+		}
+		return fmt.Sprintf("the table changed in a way the subject's compatibility level (%s) does not allow%s; "+
+			"undo the change (under BACKWARD a new column must be nullable, and no column may change its type), "+
+			"let the subject accept it (PUT /config/%s with the registry), or route the table to a new topic (kafkasink.Config.Topics; -topic-routes)",
+			registry.Compatibility(ctx, d.registry, subject), changed, subject)
+	})
+}
+
+// rowColumns describes the fields of a Debezium row or key struct for
+// registry.Changes: each column with its Connect type, "NOT NULL int32",
+// "io.debezium.time.MicroTimestamp (int64)".
+func rowColumns(row *connectSchema) []registry.Column {
+	out := make([]registry.Column, len(row.Fields))
+	for i := range row.Fields {
+		f := &row.Fields[i]
+		typ := f.Type
+		if f.Name != "" {
+			typ = f.Name + " (" + f.Type + ")"
+		}
+		if !f.Optional {
+			typ = "NOT NULL " + typ
+		}
+		out[i] = registry.Column{Name: f.Field, Type: typ}
+	}
+	return out
+}
+
+// envelopeSchema reads the Connect schema kafkasink.DebeziumEncoder
+// declares for e's table version (under SchemasEnable), from the document
+// it writes for an event of the version without rows: the schema does
+// not depend on the rows, and a row value it cannot write must reject
+// its event in Encode, not stop the sink here.
+func (d *DebeziumEncoder) envelopeSchema(e *kafkasink.Event) (*connectSchema, error) {
+	probe := kafkasink.Event{Op: kafkasink.OpInsert, Schema: e.Schema, Table: e.Table, Relation: e.Relation, Position: e.Position}
+	doc, err := d.dbz.Encode(nil, &probe)
+	if err != nil {
+		return nil, fmt.Errorf("kafkasinkavro: the Debezium schema of %s: %w", kafkasink.TableName(e.Schema, e.Table), err)
+	}
+	var parsed struct {
+		Schema connectSchema `json:"schema"`
+	}
+	if err := json.Unmarshal(doc, &parsed); err != nil {
+		return nil, fmt.Errorf("kafkasinkavro: reading the Debezium schema of %s: %w", kafkasink.TableName(e.Schema, e.Table), err)
+	}
+	return &parsed.Schema, nil
+}
+
+// payloads holds the scratch buffers the root encoder writes a payload
+// into before it is transcoded: reused, so a steady-state event
+// allocates nothing. A channel rather than a sync.Pool, which empties at
+// every garbage collection (and drops items at random under the race
+// detector); one buffer per encoding at once, up to its capacity.
+var payloads = make(chan *[]byte, 64)
+
+// payloadBuffer returns a scratch buffer, to give back with
+// releasePayloadBuffer.
+func payloadBuffer() *[]byte {
+	select {
+	case b := <-payloads:
+		return b
+	default:
+		return new([]byte)
+	}
+}
+
+func releasePayloadBuffer(b *[]byte) {
+	select {
+	case payloads <- b:
+	default:
+	}
+}
+
+// Encode implements kafkasink.Encoder: Debezium's envelope of e in the
+// Confluent wire format, with the id of its table version's value schema.
+func (d *DebeziumEncoder) Encode(dst []byte, e *kafkasink.Event) ([]byte, error) {
+	v, err := d.versions.Lookup(e, "kafkasinkavro", "its Avro schema")
+	if err != nil {
+		return nil, err
+	}
+	if err := v.checkUnchanged(e); err != nil {
+		return nil, err
+	}
+	buf := payloadBuffer()
+	defer releasePayloadBuffer(buf)
+	dbz := d.dbz
+	dbz.SchemasEnable, dbz.NullNestedArrays = false, true // the payload alone, as SchemasEnable writes it
+	if *buf, err = dbz.Encode((*buf)[:0], e); err != nil {
+		return nil, err
+	}
+	return d.transcode(dst, v.valueID, v.value, *buf, e)
+}
+
+// EncodeKey implements kafkasink.KeyEncoder: Debezium's key of e, the
+// record of the key columns, in the Confluent wire format with the id of
+// the key schema.
+func (d *DebeziumEncoder) EncodeKey(dst []byte, e *kafkasink.Event, columns []string) ([]byte, error) {
+	v, err := d.versions.Lookup(e, "kafkasinkavro", "its Avro schema")
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Equal(v.keyColumns, columns) {
+		return nil, &kafkasink.EncodeError{Schema: e.Schema, Table: e.Table, Err: fmt.Errorf("key columns %q were not prepared (%q were)", columns, v.keyColumns)}
+	}
+	buf := payloadBuffer()
+	defer releasePayloadBuffer(buf)
+	if *buf, err = d.dbz.AppendKeyPayload((*buf)[:0], e, columns); err != nil {
+		return nil, err
+	}
+	return d.transcode(dst, v.keyID, v.key, *buf, e)
+}
+
+// transcode appends the wire format's header with id, then payload
+// written as node.
+func (d *DebeziumEncoder) transcode(dst []byte, id int, node *payloadNode, payload []byte, e *kafkasink.Event) ([]byte, error) {
+	t := transcoder{in: payload}
+	out, err := t.value(registry.AppendHeader(dst, id), node)
+	if err == nil && t.pos != len(payload) {
+		err = t.errPayload("the end")
+	}
+	if err != nil {
+		return nil, &kafkasink.EncodeError{Schema: e.Schema, Table: e.Table, Err: err}
+	}
+	return out, nil
+}
+
+// FrameTopic implements kafkasink.Framer: kafkasink.DebeziumEncoder's
+// transaction topic with ProvideTransactionMetadata, "" without.
+func (d *DebeziumEncoder) FrameTopic() string { return d.dbz.FrameTopic() }
+
+// prepareFrames registers the schemas of the BEGIN and END records
+// (Debezium's TransactionMetadataKey and TransactionMetadataValue) under
+// the transaction topic's subjects (Config.Subjects), once, before the
+// first Write that may write one.
+func (d *DebeziumEncoder) prepareFrames(ctx context.Context, events []kafkasink.Event) error {
+	topic := d.FrameTopic()
+	if topic == "" || d.frames.Load() != nil || len(events) == 0 {
+		return nil
+	}
+	probe := kafkasink.Event{Op: kafkasink.OpInsert, Schema: events[0].Schema, Table: events[0].Table}
+	doc, keyLen := d.dbz.AppendFrame(nil, &probe, false) // SchemasEnable: each record with its schema
+	var f debeziumFrames
+	for _, part := range []struct {
+		doc  []byte
+		key  bool
+		id   *int
+		node **payloadNode
+	}{{doc[:keyLen], true, &f.keyID, &f.key}, {doc[keyLen:], false, &f.valueID, &f.value}} {
+		var parsed struct {
+			Schema connectSchema `json:"schema"`
+		}
+		if err := json.Unmarshal(part.doc, &parsed); err != nil {
+			return &kafkasink.PrepareError{Err: fmt.Errorf("kafkasinkavro: reading the Debezium transaction record's schema: %w", err)}
+		}
+		text, node, err := convertConnectSchema(&parsed.Schema)
+		if err != nil {
+			return &kafkasink.PrepareError{Err: fmt.Errorf("kafkasinkavro: the Debezium transaction record's schema: %w", err)}
+		}
+		if *part.id, err = d.registerSchema(ctx, &probe, d.subject(topic, parsed.Schema.Name, part.key), text, nil, false); err != nil {
+			return err
+		}
+		*part.node = node
+	}
+	d.frames.Store(&f)
+	return nil
+}
+
+// AppendFrame implements kafkasink.Framer: Debezium's BEGIN (after false)
+// or END record of e's transaction, key and value in the Confluent wire
+// format with the ids of the schemas prepareFrames registered.
+func (d *DebeziumEncoder) AppendFrame(dst []byte, e *kafkasink.Event, after bool) ([]byte, int) {
+	f := d.frames.Load()
+	if f == nil {
+		// The sink asks for frames only in a Write, which prepared them.
+		panic("kafkasinkavro: AppendFrame before Prepare registered the transaction records' schemas")
+	}
+	buf := payloadBuffer()
+	defer releasePayloadBuffer(buf)
+	dbz := d.dbz
+	dbz.SchemasEnable = false
+	var jsonKeyLen int
+	*buf, jsonKeyLen = dbz.AppendFrame((*buf)[:0], e, after)
+	start := len(dst)
+	out, err := d.transcode(dst, f.keyID, f.key, (*buf)[:jsonKeyLen], e)
+	keyLen := len(out) - start
+	if err == nil {
+		out, err = d.transcode(out, f.valueID, f.value, (*buf)[jsonKeyLen:], e)
+	}
+	if err != nil {
+		// The records are the root encoder's, in the form the schemas
+		// were made from: a failure is a bug, not an input to reject.
+		panic(fmt.Sprintf("kafkasinkavro: transcoding a Debezium transaction record: %v", err))
+	}
+	return out, keyLen
+}
+
+// checkUnchanged refuses an event with an unchanged TOAST value (a value
+// the change does not carry) in a column whose Avro type is not a string:
+// kafkasink.DebeziumEncoder writes such a value as the placeholder string
+// (UnavailableValuePlaceholder), which a bytea or an array field cannot
+// hold (Debezium writes a placeholder of the column's type there).
+func (v *debeziumVersion) checkUnchanged(e *kafkasink.Event) error {
+	for _, row := range [...]kafkasink.Row{e.Before, e.After} {
+		for i := range row {
+			if !row[i].Unchanged {
+				continue
+			}
+			if f := v.rowField(row[i].Name); f != nil && f.kind != nodeString {
+				return &kafkasink.EncodeError{Schema: e.Schema, Table: e.Table, Column: row[i].Name, Err: errors.New(
+					"an unchanged TOAST value (the change does not carry it), written as the placeholder string kafkasink.DebeziumEncoder.UnavailableValuePlaceholder, " +
+						"which this column's Avro type (bytes, an array, ...) cannot hold; give the table REPLICA IDENTITY FULL (ALTER TABLE ... REPLICA IDENTITY FULL) so that changes carry every value")}
+			}
+		}
+	}
+	return nil
+}
+
+// rowField returns the node of the row's field for column, nil when the
+// row has none (a column Debezium leaves out).
+func (v *debeziumVersion) rowField(column string) *payloadNode {
+	row := v.value.fields[0].node // before, the Value record
+	for i := range row.fields {
+		if row.fields[i].name == column {
+			return row.fields[i].node
+		}
+	}
+	return nil
+}

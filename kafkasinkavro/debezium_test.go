@@ -1,0 +1,317 @@
+package kafkasinkavro_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/avro"
+	"github.com/twmb/franz-go/pkg/sr"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
+
+	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/internal/sinktest"
+	"github.com/kafkasink/kafkasink/kafkasinkavro"
+)
+
+// preparedDebezium returns a DebeziumEncoder with e's table version
+// prepared for topic in the fake registry reg, and the registry's client.
+func preparedDebezium(tb testing.TB, reg *srfake.Registry, dbz kafkasink.DebeziumEncoder, e *kafkasink.Event, topic string) (*kafkasinkavro.DebeziumEncoder, *sr.Client) {
+	tb.Helper()
+	cl, err := sr.NewClient(sr.URLs(reg.URL()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	enc, err := kafkasinkavro.NewDebezium(kafkasinkavro.Config{Registry: cl}, dbz)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := enc.Prepare(context.Background(), []kafkasink.Event{*e}, []kafkasink.EventRoute{{Topic: topic, KeyColumns: e.Key}}); err != nil {
+		tb.Fatal(err)
+	}
+	return enc, cl
+}
+
+var fixedNow = func() time.Time { return benchUpdated }
+
+// BenchmarkDebeziumEncode compares the Debezium Avro encoder with
+// JSONEncoder and the JSON DebeziumEncoder on the same event, in the same
+// run, value and key:
+//
+//	go test -run '^$' -bench DebeziumEncode -count 6 . | benchstat -col /impl -
+func BenchmarkDebeziumEncode(b *testing.B) {
+	reg := srfake.New()
+	defer reg.Close()
+	e := benchEvent()
+	dbz := kafkasink.DebeziumEncoder{Name: "shop", Now: fixedNow}
+	enc, _ := preparedDebezium(b, reg, dbz, &e, "shop.public.accounts")
+	for _, impl := range []struct {
+		name string
+		enc  func(dst []byte) ([]byte, error)
+	}{
+		{"json", func(dst []byte) ([]byte, error) { return kafkasink.JSONEncoder{}.Encode(dst, &e) }},
+		{"debezium-json", func(dst []byte) ([]byte, error) { return dbz.Encode(dst, &e) }},
+		{"debezium-avro", func(dst []byte) ([]byte, error) { return enc.Encode(dst, &e) }},
+		{"json-key", func(dst []byte) ([]byte, error) { return kafkasink.AppendKey(dst, &e, nil, kafkasink.KeyJSON) }},
+		{"debezium-avro-key", func(dst []byte) ([]byte, error) { return enc.EncodeKey(dst, &e, e.Key) }},
+	} {
+		b.Run("impl="+impl.name, func(b *testing.B) {
+			buf := make([]byte, 0, 2048)
+			b.ReportAllocs()
+			for b.Loop() {
+				out, err := impl.enc(buf[:0])
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.SetBytes(int64(len(out)))
+			}
+		})
+	}
+}
+
+// TestDebeziumEncodeAllocs pins what BenchmarkDebeziumEncode shows: a
+// steady-state event, its table version prepared, costs no allocation,
+// value or key.
+func TestDebeziumEncodeAllocs(t *testing.T) {
+	reg := srfake.New()
+	defer reg.Close()
+	e := benchEvent()
+	enc, _ := preparedDebezium(t, reg, kafkasink.DebeziumEncoder{Name: "shop", Now: fixedNow}, &e, "shop.public.accounts")
+	buf := make([]byte, 0, 2048)
+	enc.Encode(buf[:0], &e) // the payload buffer's first use grows it
+	if n := testing.AllocsPerRun(100, func() {
+		if _, err := enc.Encode(buf[:0], &e); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := enc.EncodeKey(buf[:0], &e, e.Key); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("encoding a prepared event's value and key allocates %.1f times, want 0", n)
+	}
+}
+
+// TestDebeziumEncodeStrings: text values with every kind of JSON escape
+// the root encoder writes (quotes, backslashes, control characters,
+// characters outside the BMP), bytes and an
+// empty array come out of the transcoder as the values they are, decoded
+// by twmb/avro with the schema the encoder registered.
+func TestDebeziumEncodeStrings(t *testing.T) {
+	reg := srfake.New()
+	defer reg.Close()
+	texts := []string{"", "plain", `quote " and \ backslash`, "tab\tnew\nline\r\x00\x01\x1f", "é 日本 𝄞 ✓ \u2028", "<>&"}
+	for _, s := range texts {
+		e := kafkasink.Event{
+			Op: kafkasink.OpInsert, Schema: "public", Table: "strs", Key: []string{"id"},
+			After: kafkasink.Row{{Name: "id", Value: int32(1)}, {Name: "s", Value: s}, {Name: "b", Value: []byte(s)}, {Name: "a", Value: []any{}}},
+			Relation: &kafkasink.Relation{Columns: []kafkasink.ColumnInfo{
+				{Name: "id", Type: typeInfo("int4", -1), NotNull: true},
+				{Name: "s", Type: typeInfo("text", -1)},
+				{Name: "b", Type: typeInfo("bytea", -1)},
+				{Name: "a", Type: &kafkasink.TypeInfo{Name: "_int4", Kind: 'b', Elem: typeInfo("int4", -1)}},
+			}},
+		}
+		enc, cl := preparedDebezium(t, reg, kafkasink.DebeziumEncoder{Name: "shop"}, &e, "shop.public.strs")
+		out, err := enc.Encode(nil, &e)
+		if err != nil {
+			t.Fatalf("%q: %v", s, err)
+		}
+		schema, err := cl.SchemaByID(context.Background(), int(binary.BigEndian.Uint32(out[1:5])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v map[string]any
+		if _, err := avro.MustParse(schema.Schema).Decode(out[5:], &v); err != nil {
+			t.Fatalf("%q: decoding with the registered schema: %v", s, err)
+		}
+		after, _ := v["after"].(map[string]any)
+		if after["s"] != s || string(after["b"].([]byte)) != s {
+			t.Errorf("%q: after.s %q, after.b %q; want the text in both", s, after["s"], after["b"])
+		}
+		if a, _ := after["a"].([]any); a == nil || len(a) != 0 {
+			t.Errorf("%q: after.a %#v, want an empty array", s, after["a"])
+		}
+	}
+}
+
+// TestDebeziumSchemaEvolution changes a table while it is streamed with
+// the DebeziumEncoder, ADD COLUMN then DROP COLUMN, with a row written
+// after each change: each change makes a new version of the value
+// subject, registered before the first record that needs it, each record
+// carries its own table version's schema id, and decodes (hamba/avro and
+// twmb/avro, with the registry's schema) into the row the database had.
+func TestDebeziumSchemaEvolution(t *testing.T) {
+	e := newAvroEnv(t)
+	enc, err := kafkasinkavro.NewDebezium(kafkasinkavro.Config{Registry: e.registry}, kafkasink.DebeziumEncoder{Name: e.name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.encoder = enc
+	table := e.table("dbzevo", "id int PRIMARY KEY, a text")
+	_, done, _ := e.run(table)
+	e.exec("INSERT INTO " + table + " VALUES (1, 'one')")
+	e.exec("ALTER TABLE " + table + " ADD COLUMN b int")
+	e.exec("INSERT INTO " + table + " VALUES (2, 'two', 22)")
+	e.exec("ALTER TABLE " + table + " DROP COLUMN a")
+	e.exec("INSERT INTO " + table + " VALUES (3, 33)")
+	topic := e.name + ".public." + table
+	recs := e.readRecords(topic, 3, done)
+
+	want := []string{"map[a:one id:1]", "map[a:two b:22 id:2]", "map[b:33 id:3]"}
+	ids := make([]int, len(recs))
+	for i, r := range recs {
+		d := e.decode(r.Value)
+		ids[i] = d.id
+		if got := fmt.Sprint(d.value["after"]); got != want[i] {
+			t.Errorf("record %d: after %s, want %s", i, got, want[i])
+		}
+		if !strings.Contains(d.schema, `"connect.name":"`+e.name+".public."+table+`.Envelope"`) {
+			t.Errorf("record %d: schema %s, want Debezium's Envelope", i, d.schema)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	versions, err := e.registry.Schemas(ctx, topic+"-value")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var registered []int
+	for _, v := range versions {
+		registered = append(registered, v.ID)
+	}
+	if fmt.Sprint(registered) != fmt.Sprint(ids) {
+		t.Errorf("subject %s-value has schema ids %v (by version), the records %v: want one version per table version, in order", topic, registered, ids)
+	}
+}
+
+// TestDebeziumUnchangedToast: an unchanged TOAST value is the placeholder
+// string in a text column; in a bytea or an array column, whose Avro type
+// cannot hold that string, the event is refused naming the column and the
+// fix (REPLICA IDENTITY FULL), not written otherwise.
+func TestDebeziumUnchangedToast(t *testing.T) {
+	reg := srfake.New()
+	defer reg.Close()
+	for _, c := range []struct {
+		typ    *kafkasink.TypeInfo
+		refuse bool
+	}{
+		{typeInfo("text", -1), false},
+		{typeInfo("jsonb", -1), false},
+		{typeInfo("bytea", -1), true},
+		{&kafkasink.TypeInfo{Name: "_text", Kind: 'b', Elem: typeInfo("text", -1)}, true},
+	} {
+		e := kafkasink.Event{
+			Op: kafkasink.OpUpdate, Schema: "public", Table: "toast" + c.typ.Name, Key: []string{"id"},
+			After: kafkasink.Row{{Name: "id", Value: int32(1)}, {Name: "v", Unchanged: true}},
+			Relation: &kafkasink.Relation{Columns: []kafkasink.ColumnInfo{
+				{Name: "id", Type: typeInfo("int4", -1), NotNull: true},
+				{Name: "v", Type: c.typ},
+			}},
+		}
+		enc, cl := preparedDebezium(t, reg, kafkasink.DebeziumEncoder{Name: "shop"}, &e, "shop.public.toast"+c.typ.Name)
+		out, err := enc.Encode(nil, &e)
+		var ee *kafkasink.EncodeError
+		switch {
+		case c.refuse && (!errors.As(err, &ee) || ee.Column != "v" || !strings.Contains(err.Error(), "REPLICA IDENTITY FULL")):
+			t.Errorf("%s: %v, want an EncodeError for column v naming REPLICA IDENTITY FULL", c.typ.Name, err)
+		case !c.refuse && err != nil:
+			t.Errorf("%s: %v", c.typ.Name, err)
+		case !c.refuse:
+			schema, err := cl.SchemaByID(context.Background(), int(binary.BigEndian.Uint32(out[1:5])))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var v map[string]any
+			if _, err := avro.MustParse(schema.Schema).Decode(out[5:], &v); err != nil {
+				t.Fatal(err)
+			}
+			if got := v["after"].(map[string]any)["v"]; got != "__debezium_unavailable_value" {
+				t.Errorf("%s: after.v %v, want Debezium's placeholder", c.typ.Name, got)
+			}
+		}
+	}
+}
+
+// TestDebeziumIncompatibleRetypeIsFatal: an ALTER TYPE int to text while
+// streaming with the Debezium Avro encoder makes a schema the registry's
+// BACKWARD level refuses: Run stops with a fatal PrepareError naming the
+// table, the subject, the registry's answer, the level, the column's
+// change in Connect types and the fixes, and nothing of the batch is
+// produced.
+func TestDebeziumIncompatibleRetypeIsFatal(t *testing.T) {
+	e := newAvroEnv(t)
+	enc, err := kafkasinkavro.NewDebezium(kafkasinkavro.Config{Registry: e.registry}, kafkasink.DebeziumEncoder{Name: e.name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.encoder = enc
+	table := e.table("dbzretype", "id int PRIMARY KEY, n int")
+	_, done, runErr := e.run(table)
+	e.exec("INSERT INTO " + table + " VALUES (1, 11)")
+	topic := e.name + ".public." + table
+	e.readRecords(topic, 1, done)
+	e.exec("BEGIN; ALTER TABLE " + table + " ALTER COLUMN n TYPE text; INSERT INTO " + table + " VALUES (2, 'two'); COMMIT")
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("Run did not stop after the registry refused the retyped table's schema")
+	}
+	err = runErr()
+	var pe *kafkasink.PrepareError
+	if !errors.As(err, &pe) || !kafkasink.IsFatal(err) || kafkasink.IsRetryable(err) {
+		t.Fatalf("Run stopped with %v; want a fatal *kafkasink.PrepareError", err)
+	}
+	for _, part := range []string{
+		"public." + table, "subject " + topic + "-value", "HTTP 409", "global BACKWARD",
+		`changed "n" from int32 to string`, "PUT /config/" + topic + "-value", "kafkasink.Config.Topics; -topic-routes",
+	} {
+		if !strings.Contains(err.Error(), part) {
+			t.Errorf("the error does not name %q: %v", part, err)
+		}
+	}
+	if recs := sinktest.ReadUncommitted(t, e.brokers, topic); len(recs) != 1 {
+		t.Errorf("read_uncommitted: the topic holds %d records, want 1: the refused batch must produce nothing", len(recs))
+	}
+}
+
+// TestDebeziumSubjects: under RecordName the schemas are registered under
+// Debezium's record names, under TopicRecordName under the topic and the
+// record name; Namespace is refused, naming its flag.
+func TestDebeziumSubjects(t *testing.T) {
+	reg := srfake.New()
+	defer reg.Close()
+	cl, err := sr.NewClient(sr.URLs(reg.URL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := benchEvent()
+	for _, c := range []struct {
+		strategy   kafkasinkavro.SubjectStrategy
+		value, key string
+	}{
+		{kafkasinkavro.TopicName, "cdc.public.accounts-value", "cdc.public.accounts-key"},
+		{kafkasinkavro.RecordName, "shop.public.accounts.Envelope", "shop.public.accounts.Key"},
+		{kafkasinkavro.TopicRecordName, "cdc.public.accounts-shop.public.accounts.Envelope", "cdc.public.accounts-shop.public.accounts.Key"},
+	} {
+		enc, err := kafkasinkavro.NewDebezium(kafkasinkavro.Config{Registry: cl, Subjects: c.strategy}, kafkasink.DebeziumEncoder{Name: "shop"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := enc.Prepare(context.Background(), []kafkasink.Event{e}, []kafkasink.EventRoute{{Topic: "cdc.public.accounts", KeyColumns: e.Key}}); err != nil {
+			t.Fatal(err)
+		}
+		for _, subject := range []string{c.value, c.key} {
+			if _, err := cl.SchemaByVersion(context.Background(), subject, -1); err != nil {
+				t.Errorf("%s: subject %s: %v", c.strategy, subject, err)
+			}
+		}
+	}
+	_, err = kafkasinkavro.NewDebezium(kafkasinkavro.Config{Registry: cl, Subjects: kafkasinkavro.RecordName, Namespace: "db1"}, kafkasink.DebeziumEncoder{Name: "shop"})
+	if err == nil || !strings.Contains(err.Error(), "-schema-registry-namespace") {
+		t.Errorf("NewDebezium with a Namespace: %v, want an error naming -schema-registry-namespace", err)
+	}
+}

@@ -40,12 +40,12 @@ func TestAvroFlags(t *testing.T) {
 		problem string // "" when valid
 	}{
 		{[]string{"-encoder", "avro", "-schema-registry", "http://registry:8081,http://registry2:8081"}, ""},
-		{[]string{"-encoder", "avro"}, "-encoder avro and json-schema need -schema-registry"},
-		{[]string{"-encoder", "json-schema"}, "-encoder avro and json-schema need -schema-registry"},
+		{[]string{"-encoder", "avro"}, "-encoder avro, json-schema and debezium-avro need -schema-registry"},
+		{[]string{"-encoder", "json-schema"}, "-encoder avro, json-schema and debezium-avro need -schema-registry"},
 		{[]string{"-encoder", "json-schema", "-schema-registry", "http://registry:8081", "-schema-registry-token-file", token}, ""},
 		{[]string{"-encoder", "json-schema", "-schema-registry", "http://registry:8081", "-schema-registry-subjects", "RecordNameStrategy"}, "apply to -encoder avro only: json-schema registers its schemas under <topic>-key and <topic>-value"},
-		{[]string{"-schema-registry", "http://registry:8081"}, `the Schema Registry's flags (-schema-registry) apply to -encoder avro and json-schema only, not "json"`},
-		{[]string{"-schema-registry-token-file", token, "-schema-registry-subjects", "RecordNameStrategy"}, `(-schema-registry-subjects, -schema-registry-token-file) apply to -encoder avro and json-schema only`},
+		{[]string{"-schema-registry", "http://registry:8081"}, `the Schema Registry's flags (-schema-registry) apply to -encoder avro, json-schema and debezium-avro only, not "json"`},
+		{[]string{"-schema-registry-token-file", token, "-schema-registry-subjects", "RecordNameStrategy"}, `(-schema-registry-subjects, -schema-registry-token-file) apply to -encoder avro, json-schema and debezium-avro only`},
 		{[]string{"-encoder", "avro", "-schema-registry", "http://registry:8081", "-schema-registry-user", "u"}, "-schema-registry-user and -schema-registry-password-file go together"},
 		{append(avro, "-schema-registry-subjects", "RecordNameStrategy", "-schema-registry-namespace", "db1.cdc"), ""},
 		{append(avro, "-schema-registry-subjects", "recordname"), `-schema-registry-subjects "recordname": want TopicNameStrategy, RecordNameStrategy or TopicRecordNameStrategy`},

@@ -48,14 +48,25 @@ func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, 
 			problems = append(problems, err.Error())
 		}
 		enc = js
+	case "debezium-avro":
+		dbz, dbzProblems := o.debezium.encoder()
+		dbz.Name = o.slot
+		problems = append(problems, dbzProblems...)
+		avro, err := o.schemaRegistry.config()
+		if err == nil {
+			enc, err = kafkasinkavro.NewDebezium(avro, dbz)
+		}
+		if err != nil {
+			problems = append(problems, err.Error())
+		}
 	default:
-		problems = append(problems, fmt.Sprintf("-encoder %q: want json, upsert, debezium, avro or json-schema", o.encoder))
+		problems = append(problems, fmt.Sprintf("-encoder %q: want json, upsert, debezium, avro, json-schema or debezium-avro", o.encoder))
 	}
-	if changed := o.schemaRegistry.changed(); o.encoder != "avro" && o.encoder != "json-schema" && changed != nil {
-		problems = append(problems, fmt.Sprintf("the Schema Registry's flags (%s) apply to -encoder avro and json-schema only, not %q", strings.Join(changed, ", "), o.encoder))
+	if changed := o.schemaRegistry.changed(); o.encoder != "avro" && o.encoder != "json-schema" && o.encoder != "debezium-avro" && changed != nil {
+		problems = append(problems, fmt.Sprintf("the Schema Registry's flags (%s) apply to -encoder avro, json-schema and debezium-avro only, not %q", strings.Join(changed, ", "), o.encoder))
 	}
-	if o.encoder != "debezium" && o.debezium != debeziumDefaults {
-		problems = append(problems, fmt.Sprintf("the Debezium encoder's flags (%s) apply to -encoder debezium only, not %q", strings.Join(o.debezium.changed(), ", "), o.encoder))
+	if o.encoder != "debezium" && o.encoder != "debezium-avro" && o.debezium != debeziumDefaults {
+		problems = append(problems, fmt.Sprintf("the Debezium encoder's flags (%s) apply to -encoder debezium and debezium-avro only, not %q", strings.Join(o.debezium.changed(), ", "), o.encoder))
 	}
 	var kf kafkasink.KeyFormat
 	switch o.keyFormat {

@@ -138,9 +138,10 @@ func defineFlags(o *options, stderr io.Writer) (*flag.FlagSet, map[string]settin
 	num(&o.partitions, "partitions", "KAFKASINK_PARTITIONS", 0, "partitions of topics the sink creates (0: the broker's default)")
 	num(&o.replicationFactor, "replication-factor", "KAFKASINK_REPLICATION_FACTOR", 0, "replication factor of topics the sink creates (0: the broker's default)")
 	str(&o.encoder, "encoder", "KAFKASINK_ENCODER", "json", "record value: json (change event), upsert (row, tombstone on delete), debezium, avro (the change event, and the key, in Avro with their schemas in -schema-registry), "+
-		"or json-schema (the change event as json writes it, and the key, behind the ids of their JSON Schemas in -schema-registry)")
+		"json-schema (the change event as json writes it, and the key, behind the ids of their JSON Schemas in -schema-registry), "+
+		"or debezium-avro (Debezium's envelope and key in Avro as Kafka Connect's AvroConverter writes them, schemas in -schema-registry; the -encoder debezium flags apply)")
 	r, rdef := &o.schemaRegistry, registryDefaults
-	str(&r.url, "schema-registry", "KAFKASINK_SCHEMA_REGISTRY", rdef.url, "-encoder avro and json-schema: the Schema Registry's URL, comma-separated for several (Confluent's API; Apicurio Registry's ends in /apis/ccompat/v7)")
+	str(&r.url, "schema-registry", "KAFKASINK_SCHEMA_REGISTRY", rdef.url, "-encoder avro, json-schema and debezium-avro: the Schema Registry's URL, comma-separated for several (Confluent's API; Apicurio Registry's ends in /apis/ccompat/v7)")
 	str(&r.subjects, "schema-registry-subjects", "KAFKASINK_SCHEMA_REGISTRY_SUBJECTS", rdef.subjects, "-encoder avro: the subjects of the schemas, Confluent's strategies: "+
 		"TopicNameStrategy (<topic>-key and <topic>-value), RecordNameStrategy (<namespace>.Key and <namespace>.Envelope, the namespace [-schema-registry-namespace.]<schema>.<table>: a subject per table, for tables sharing a topic) "+
 		"or TopicRecordNameStrategy (<topic>-<namespace>.Key and .Envelope)")

@@ -20,7 +20,7 @@ import (
 // Problems name the flags.
 func (r *registryOptions) config() (kafkasinkavro.Config, error) {
 	if r.url == "" {
-		return kafkasinkavro.Config{}, errors.New("-encoder avro and json-schema need -schema-registry (or $KAFKASINK_SCHEMA_REGISTRY): the Schema Registry's URL")
+		return kafkasinkavro.Config{}, errors.New("-encoder avro, json-schema and debezium-avro need -schema-registry (or $KAFKASINK_SCHEMA_REGISTRY): the Schema Registry's URL")
 	}
 	urls := splitList(r.url)
 	opts := []sr.ClientOpt{sr.URLs(urls...), sr.UserAgent("kafkasink")}

@@ -143,7 +143,8 @@ func TestDebeziumEncodeStrings(t *testing.T) {
 // after each change: each change makes a new version of the value
 // subject, registered before the first record that needs it, each record
 // carries its own table version's schema id, and decodes (hamba/avro and
-// twmb/avro, with the registry's schema) into the row the database had.
+// twmb/avro, and Apache Avro's Java library, with the registry's schema)
+// into the row the database had.
 func TestDebeziumSchemaEvolution(t *testing.T) {
 	e := newAvroEnv(t)
 	enc, err := kafkasinkavro.NewDebezium(kafkasinkavro.Config{Registry: e.registry}, kafkasink.DebeziumEncoder{Name: e.name})
@@ -186,6 +187,17 @@ func TestDebeziumSchemaEvolution(t *testing.T) {
 	if fmt.Sprint(registered) != fmt.Sprint(ids) {
 		t.Errorf("subject %s-value has schema ids %v (by version), the records %v: want one version per table version, in order", topic, registered, ids)
 	}
+	// Apache Avro's Java library, which Kafka Connect's AvroConverter
+	// decodes with, parses the schemas (their connect.* properties
+	// included) and reads the same records.
+	t.Run("java", func(t *testing.T) {
+		got := e.javaRead(t, [][]byte{recs[0].Value, recs[1].Value, recs[2].Value, recs[0].Key})
+		for i, after := range []map[string]any{{"id": "1", "a": "one"}, {"id": "2", "a": "two", "b": "22"}, {"id": "3", "b": "33"}} {
+			checkField(t, fmt.Sprintf("record %d (Java)", i), got[i], "op", "c")
+			checkField(t, fmt.Sprintf("record %d (Java)", i), got[i], "after", after)
+		}
+		checkField(t, "key (Java)", got[3], "id", "1")
+	})
 }
 
 // TestDebeziumUnchangedToast: an unchanged TOAST value is the placeholder

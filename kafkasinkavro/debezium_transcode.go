@@ -72,13 +72,13 @@ func (t *transcoder) value(dst []byte, n *payloadNode) ([]byte, error) {
 		}
 		return appendLong(dst, v), nil
 	case nodeFloat:
-		f, err := t.float()
+		f, err := t.float(32)
 		if err != nil {
 			return nil, err
 		}
 		return binary.LittleEndian.AppendUint32(dst, math.Float32bits(float32(f))), nil
 	case nodeDouble:
-		f, err := t.float()
+		f, err := t.float(64)
 		if err != nil {
 			return nil, err
 		}
@@ -136,9 +136,10 @@ func (t *transcoder) integer() (int64, error) {
 	return v, nil
 }
 
-// float reads a number, or JsonConverter's "NaN", "Infinity" and
+// float reads a number as a float of bits (32: rounded once, to the
+// float32 it was written from), or JsonConverter's "NaN", "Infinity" and
 // "-Infinity".
-func (t *transcoder) float() (float64, error) {
+func (t *transcoder) float(bits int) (float64, error) {
 	if t.peek() == '"' {
 		for _, special := range [...]struct {
 			text string
@@ -152,7 +153,7 @@ func (t *transcoder) float() (float64, error) {
 	}
 	at := t.pos
 	num := t.number()
-	f, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(num), len(num)), 64)
+	f, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(num), len(num)), bits)
 	if err != nil {
 		t.pos = at
 		return 0, t.errPayload("a number")

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/kafkasink/kafkasink/internal/jsonw"
 )
 
 // This file turns the Kafka Connect schemas kafkasink.DebeziumEncoder
@@ -68,7 +70,11 @@ type payloadNode struct {
 
 type payloadField struct {
 	name string // the Connect field's name: the payload's member
-	node *payloadNode
+	// member is the JSON text the root writes before the field's value:
+	// {"name": for a record's first field, ,"name": for the others. The
+	// transcoder matches it whole, one comparison per field.
+	member string
+	node   *payloadNode
 }
 
 // unionNull and unionValue are the branch bytes of the node's union.
@@ -231,7 +237,12 @@ func (w *avroSchemaWriter) writeRecord(s *connectSchema) (*payloadNode, error) {
 	}
 	n := &payloadNode{kind: nodeRecord}
 	for i := range s.Fields {
-		n.fields = append(n.fields, payloadField{name: s.Fields[i].Field})
+		before := byte(',')
+		if i == 0 {
+			before = '{'
+		}
+		member := append(jsonw.AppendString([]byte{before}, s.Fields[i].Field), ':')
+		n.fields = append(n.fields, payloadField{name: s.Fields[i].Field, member: string(member)})
 	}
 	name, ns := full, ""
 	if i := strings.LastIndexByte(full, '.'); i >= 0 {

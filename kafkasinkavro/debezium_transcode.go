@@ -1,6 +1,7 @@
 package kafkasinkavro
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
@@ -114,18 +115,46 @@ func (t *transcoder) literal(lit string) error {
 // number returns the JSON number at the cursor.
 func (t *transcoder) number() []byte {
 	start := t.pos
-	for t.pos < len(t.in) {
-		switch c := t.in[t.pos]; {
-		case c >= '0' && c <= '9', c == '-', c == '+', c == '.', c == 'e', c == 'E':
-			t.pos++
-			continue
-		}
-		break
+	for t.pos < len(t.in) && isNumberByte(t.in[t.pos]) {
+		t.pos++
 	}
 	return t.in[start:t.pos]
 }
 
+// isNumberByte reports whether c can be part of a JSON number.
+func isNumberByte(c byte) bool {
+	return c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'
+}
+
+// integer reads the integer at the cursor. The root writes every
+// integer with strconv (no sign but '-', no leading zeros): up to 19
+// digits, which a uint64 holds, are read here; a number out of int64's
+// range, or not an integer, goes to strconv, which refuses it.
 func (t *transcoder) integer() (int64, error) {
+	i := t.pos
+	neg := i < len(t.in) && t.in[i] == '-'
+	if neg {
+		i++
+	}
+	start := i
+	var u uint64
+	for ; i < len(t.in) && i-start < 19; i++ {
+		d := t.in[i] - '0'
+		if d > 9 {
+			break
+		}
+		u = u*10 + uint64(d)
+	}
+	if i > start && (i == len(t.in) || !isNumberByte(t.in[i])) {
+		switch {
+		case !neg && u <= math.MaxInt64:
+			t.pos = i
+			return int64(u), nil
+		case neg && u <= -math.MinInt64:
+			t.pos = i
+			return -int64(u), nil
+		}
+	}
 	at := t.pos
 	num := t.number()
 	v, err := strconv.ParseInt(unsafe.String(unsafe.SliceData(num), len(num)), 10, 64)
@@ -161,52 +190,57 @@ func (t *transcoder) float(bits int) (float64, error) {
 	return f, nil
 }
 
-// str appends the JSON string at the cursor as an Avro string.
+// str appends the JSON string at the cursor as an Avro string. A
+// string without escapes, nearly every one, is its own UTF-8 text (the
+// root writes every other character as itself): found and copied whole.
 func (t *transcoder) str(dst []byte) ([]byte, error) {
 	if err := t.expect('"'); err != nil {
 		return nil, err
 	}
-	start := t.pos
-	size, escaped := 0, false
+	rest := t.in[t.pos:]
+	if end := bytes.IndexByte(rest, '"'); end >= 0 && bytes.IndexByte(rest[:end], '\\') < 0 {
+		t.pos += end + 1
+		return append(appendLong(dst, int64(end)), rest[:end]...), nil
+	}
+	return t.escapedStr(dst)
+}
+
+// escapedStr appends the rest of the JSON string whose opening quote is
+// before the cursor, decoding its escapes, in one pass: the text goes
+// after room for the longest length it can have (the rest of the input's),
+// whose prefix is then written in place, the text moved up when the
+// prefix is shorter.
+func (t *transcoder) escapedStr(dst []byte) ([]byte, error) {
+	var prefix [binary.MaxVarintLen64]byte
+	mark := len(dst)
+	dst = append(dst, appendLong(prefix[:0], int64(len(t.in)-t.pos))...)
+	text := len(dst)
 	for {
-		if t.pos >= len(t.in) {
+		rest := t.in[t.pos:]
+		end := bytes.IndexByte(rest, '"')
+		if end < 0 {
 			return nil, t.errPayload("the end of a string")
 		}
-		c := t.in[t.pos]
-		if c == '"' {
+		esc := bytes.IndexByte(rest[:end], '\\')
+		if esc < 0 {
+			dst = append(dst, rest[:end]...)
+			t.pos += end + 1
 			break
 		}
-		if c != '\\' {
-			t.pos++
-			size++
-			continue
-		}
-		escaped = true
+		dst = append(dst, rest[:esc]...)
+		t.pos += esc
 		r, width, err := t.escape()
 		if err != nil {
 			return nil, err
 		}
-		t.pos += width
-		size += utf8.RuneLen(r)
-	}
-	raw := t.in[start:t.pos]
-	t.pos++ // the closing quote
-	dst = appendLong(dst, int64(size))
-	if !escaped {
-		return append(dst, raw...), nil
-	}
-	for i := 0; i < len(raw); {
-		if raw[i] != '\\' {
-			dst = append(dst, raw[i])
-			i++
-			continue
-		}
-		sub := transcoder{in: raw, pos: i}
-		r, width, _ := sub.escape()
 		dst = utf8.AppendRune(dst, r)
-		i += width
+		t.pos += width
 	}
-	return dst, nil
+	size := len(dst) - text
+	length := appendLong(prefix[:0], int64(size))
+	copy(dst[mark+len(length):], dst[text:])
+	copy(dst[mark:], length)
+	return dst[:mark+len(length)+size], nil
 }
 
 // escape decodes the escape sequence at the cursor (not moving it): the
@@ -301,19 +335,15 @@ func (t *transcoder) bytes(dst []byte) ([]byte, error) {
 }
 
 // record appends the JSON object at the cursor as n's record: its
-// members must be n's fields, in order.
+// members must be n's fields, in order, each member's text the one
+// payloadField.member holds.
 func (t *transcoder) record(dst []byte, n *payloadNode) ([]byte, error) {
-	if err := t.expect('{'); err != nil {
-		return nil, err
+	if len(n.fields) == 0 {
+		return dst, t.literal("{}")
 	}
 	for i := range n.fields {
 		f := &n.fields[i]
-		if i > 0 {
-			if err := t.expect(','); err != nil {
-				return nil, err
-			}
-		}
-		if err := t.member(f.name); err != nil {
+		if err := t.literal(f.member); err != nil {
 			return nil, err
 		}
 		var err error
@@ -322,17 +352,6 @@ func (t *transcoder) record(dst []byte, n *payloadNode) ([]byte, error) {
 		}
 	}
 	return dst, t.expect('}')
-}
-
-// member reads the member name at the cursor, which must be name, and
-// the colon after it.
-func (t *transcoder) member(name string) error {
-	end := t.pos + 1 + len(name)
-	if end+1 >= len(t.in) || t.in[t.pos] != '"' || string(t.in[t.pos+1:end]) != name || t.in[end] != '"' || t.in[end+1] != ':' {
-		return t.errPayload(strconv.Quote(name) + ":")
-	}
-	t.pos = end + 2
-	return nil
 }
 
 // array appends the JSON array at the cursor as one Avro block.

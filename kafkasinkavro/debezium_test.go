@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -134,6 +135,52 @@ func TestDebeziumEncodeStrings(t *testing.T) {
 		}
 		if a, _ := after["a"].([]any); a == nil || len(a) != 0 {
 			t.Errorf("%q: after.a %#v, want an empty array", s, after["a"])
+		}
+	}
+}
+
+// TestDebeziumEncodeIntegers: bigint values at the edges of the
+// transcoder's integer reading (one digit, 18 and 19 digits, int64's
+// bounds) and an int4 array come out as the values they are, decoded by
+// twmb/avro with the schema the encoder registered, as do the 19-digit
+// ts_ns of the envelope and its source.
+func TestDebeziumEncodeIntegers(t *testing.T) {
+	reg := srfake.New()
+	defer reg.Close()
+	values := []int64{0, 7, -1, 999_999_999_999_999_999, -999_999_999_999_999_999, 1_000_000_000_000_000_000, -1_000_000_000_000_000_000,
+		math.MaxInt64, math.MinInt64, math.MaxInt64 - 1, math.MinInt64 + 1}
+	for _, n := range values {
+		e := kafkasink.Event{
+			Op: kafkasink.OpInsert, Schema: "public", Table: "ints", Key: []string{"id"}, Commit: benchUpdated,
+			After: kafkasink.Row{{Name: "id", Value: n}, {Name: "a", Value: []any{int32(math.MinInt32), int32(-5), int32(math.MaxInt32)}}},
+			Relation: &kafkasink.Relation{Columns: []kafkasink.ColumnInfo{
+				{Name: "id", Type: typeInfo("int8", -1), NotNull: true},
+				{Name: "a", Type: &kafkasink.TypeInfo{Name: "_int4", Kind: 'b', Elem: typeInfo("int4", -1)}},
+			}},
+		}
+		enc, cl := preparedDebezium(t, reg, kafkasink.DebeziumEncoder{Name: "shop", Now: fixedNow}, &e, "shop.public.ints")
+		out, err := enc.Encode(nil, &e)
+		if err != nil {
+			t.Fatalf("%d: %v", n, err)
+		}
+		schema, err := cl.SchemaByID(context.Background(), int(binary.BigEndian.Uint32(out[1:5])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v map[string]any
+		if _, err := avro.MustParse(schema.Schema).Decode(out[5:], &v); err != nil {
+			t.Fatalf("%d: decoding with the registered schema: %v", n, err)
+		}
+		after, _ := v["after"].(map[string]any)
+		if after["id"] != n {
+			t.Errorf("after.id %v, want %d", after["id"], n)
+		}
+		if a := fmt.Sprint(after["a"]); a != "[-2147483648 -5 2147483647]" {
+			t.Errorf("%d: after.a %s, want [-2147483648 -5 2147483647]", n, a)
+		}
+		source, _ := v["source"].(map[string]any)
+		if source["ts_ns"] != benchUpdated.UnixMicro()*1000 || v["ts_ns"] != benchUpdated.UnixNano() {
+			t.Errorf("%d: source.ts_ns %v, ts_ns %v; want %d and %d", n, source["ts_ns"], v["ts_ns"], benchUpdated.UnixMicro()*1000, benchUpdated.UnixNano())
 		}
 	}
 }

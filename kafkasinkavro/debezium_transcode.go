@@ -42,11 +42,11 @@ func (t *transcoder) peek() byte {
 }
 
 func (t *transcoder) expect(c byte) error {
-	if t.peek() != c {
-		return t.errPayload(strconv.QuoteRune(rune(c)))
+	if t.pos < len(t.in) && t.in[t.pos] == c {
+		t.pos++
+		return nil
 	}
-	t.pos++
-	return nil
+	return t.errPayload(strconv.QuoteRune(rune(c)))
 }
 
 // value appends the JSON value at the cursor as n.
@@ -105,11 +105,22 @@ func (t *transcoder) value(dst []byte, n *payloadNode) ([]byte, error) {
 }
 
 func (t *transcoder) literal(lit string) error {
-	if len(t.in)-t.pos < len(lit) || string(t.in[t.pos:t.pos+len(lit)]) != lit {
+	if !t.skip(lit) {
 		return t.errPayload(lit)
 	}
-	t.pos += len(lit)
 	return nil
+}
+
+// skip moves the cursor past lit, reporting whether the input has it
+// there. Small enough to inline in the loops that match a member per
+// field.
+func (t *transcoder) skip(lit string) bool {
+	end := t.pos + len(lit)
+	if end > len(t.in) || string(t.in[t.pos:end]) != lit {
+		return false
+	}
+	t.pos = end
+	return true
 }
 
 // number returns the JSON number at the cursor.
@@ -198,9 +209,14 @@ func (t *transcoder) str(dst []byte) ([]byte, error) {
 		return nil, err
 	}
 	rest := t.in[t.pos:]
-	if end := bytes.IndexByte(rest, '"'); end >= 0 && bytes.IndexByte(rest[:end], '\\') < 0 {
-		t.pos += end + 1
-		return append(appendLong(dst, int64(end)), rest[:end]...), nil
+	for end, c := range rest {
+		if c == '"' {
+			t.pos += end + 1
+			return append(appendLong(dst, int64(end)), rest[:end]...), nil
+		}
+		if c == '\\' {
+			break
+		}
 	}
 	return t.escapedStr(dst)
 }
@@ -343,8 +359,8 @@ func (t *transcoder) record(dst []byte, n *payloadNode) ([]byte, error) {
 	}
 	for i := range n.fields {
 		f := &n.fields[i]
-		if err := t.literal(f.member); err != nil {
-			return nil, err
+		if !t.skip(f.member) {
+			return nil, t.errPayload(f.member)
 		}
 		var err error
 		if dst, err = t.value(dst, f.node); err != nil {

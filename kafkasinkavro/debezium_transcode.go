@@ -1,7 +1,6 @@
 package kafkasinkavro
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
@@ -225,26 +224,33 @@ func (t *transcoder) str(dst []byte) ([]byte, error) {
 // before the cursor, decoding its escapes, in one pass: the text goes
 // after room for the longest length it can have (the rest of the input's),
 // whose prefix is then written in place, the text moved up when the
-// prefix is shorter.
+// prefix is shorter. The escapes the root writes most, \" and \\, are
+// decoded here; the others by escape.
 func (t *transcoder) escapedStr(dst []byte) ([]byte, error) {
 	var prefix [binary.MaxVarintLen64]byte
 	mark := len(dst)
 	dst = append(dst, appendLong(prefix[:0], int64(len(t.in)-t.pos))...)
 	text := len(dst)
+	in := t.in
 	for {
-		rest := t.in[t.pos:]
-		end := bytes.IndexByte(rest, '"')
-		if end < 0 {
+		run := t.pos
+		for run < len(in) && in[run] != '"' && in[run] != '\\' {
+			run++
+		}
+		dst = append(dst, in[t.pos:run]...)
+		t.pos = run
+		if run == len(in) {
 			return nil, t.errPayload("the end of a string")
 		}
-		esc := bytes.IndexByte(rest[:end], '\\')
-		if esc < 0 {
-			dst = append(dst, rest[:end]...)
-			t.pos += end + 1
+		if in[run] == '"' {
+			t.pos++
 			break
 		}
-		dst = append(dst, rest[:esc]...)
-		t.pos += esc
+		if run+1 < len(in) && (in[run+1] == '"' || in[run+1] == '\\') {
+			dst = append(dst, in[run+1])
+			t.pos += 2
+			continue
+		}
 		r, width, err := t.escape()
 		if err != nil {
 			return nil, err

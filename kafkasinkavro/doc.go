@@ -227,6 +227,6 @@
 // costs more per event: kafkasink.DebeziumEncoder writes the event's
 // JSON (its one source of Debezium's value forms), about 1.2 times
 // JSONEncoder's CPU time for the same event, and the transcoder then
-// reads it back; together about 3.2 times JSONEncoder's CPU time on
+// reads it back; together about 3.1 times JSONEncoder's CPU time on
 // BenchmarkDebeziumEncode's 10-column update, without allocating.
 package kafkasinkavro

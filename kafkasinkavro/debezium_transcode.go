@@ -41,11 +41,11 @@ func (t *transcoder) peek() byte {
 }
 
 func (t *transcoder) expect(c byte) error {
-	if t.pos < len(t.in) && t.in[t.pos] == c {
-		t.pos++
-		return nil
+	if t.peek() != c {
+		return t.errPayload(strconv.QuoteRune(rune(c)))
 	}
-	return t.errPayload(strconv.QuoteRune(rune(c)))
+	t.pos++
+	return nil
 }
 
 // value appends the JSON value at the cursor as n.

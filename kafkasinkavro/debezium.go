@@ -252,10 +252,10 @@ func (d *DebeziumEncoder) envelopeSchema(e *kafkasink.Event) (*connectSchema, er
 // allocates nothing. A channel rather than a sync.Pool, which empties at
 // every garbage collection (and drops items at random under the race
 // detector); one buffer per encoding at once, up to its capacity. In
-// front of it, lastPayload holds the buffer given back last: taken and
-// given back with one atomic operation each, where the channel takes a
-// lock for each (a fifth of a key's encoding), it serves a sink's
-// one encoding goroutine without touching the channel.
+// front of it, lastPayload holds the buffer given back last, taken and
+// given back with one atomic operation each: a sink encoding on one
+// goroutine never touches the channel, whose lock cost a fifth of a
+// key's encoding.
 var (
 	payloads    = make(chan *[]byte, 64)
 	lastPayload atomic.Pointer[[]byte]

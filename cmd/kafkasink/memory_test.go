@@ -17,8 +17,8 @@ func TestMemoryLimit(t *testing.T) {
 		env  map[string]string
 		want int64 // 0: no limit set
 	}{
-		{"derived from the defaults", nil, nil, 16<<20 + 32<<20 + 48<<20},
-		{"derived from -batch-max-bytes", []string{"-batch-max-bytes", "4194304"}, nil, 4<<20 + 32<<20 + 48<<20},
+		{"derived from the defaults", nil, nil, 16<<20 + 32<<20 + 32<<20},
+		{"derived from -batch-max-bytes", []string{"-batch-max-bytes", "4194304"}, nil, 4<<20 + 32<<20 + 32<<20},
 		{"-memory-limit", []string{"-memory-limit", "200000000"}, nil, 200000000},
 		{"KAFKASINK_MEMORY_LIMIT", nil, map[string]string{"KAFKASINK_MEMORY_LIMIT": "150000000"}, 150000000},
 		{"0 is Go's default", []string{"-memory-limit", "0"}, nil, 0},

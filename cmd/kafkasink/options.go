@@ -186,7 +186,7 @@ func defineFlags(o *options, stderr io.Writer) (*flag.FlagSet, map[string]settin
 	num(&o.batchEvents, "batch-max-events", "KAFKASINK_BATCH_MAX_EVENTS", 0, "events per Write (0: pgcdc's default)")
 	num(&o.batchBytes, "batch-max-bytes", "KAFKASINK_BATCH_MAX_BYTES", 0, "memory a batch (one Write) holds before it is written; the program holds at most two (0: pgcdc's default, 16 MiB)")
 	num64(&o.memoryLimit, "memory-limit", "KAFKASINK_MEMORY_LIMIT", -1, "soft memory limit in bytes, at which the garbage collector works harder (runtime/debug.SetMemoryLimit); "+
-		"-1: -batch-max-bytes + the sink's MaxTransactionBytes + 48 MiB (96 MiB with the defaults); 0: Go's default, no limit; a GOMEMLIMIT in the environment wins")
+		"-1: -batch-max-bytes + the sink's MaxTransactionBytes + 32 MiB (80 MiB with the defaults); 0: Go's default, no limit; a GOMEMLIMIT in the environment wins")
 	dur(&o.batchWait, "batch-max-wait", "KAFKASINK_BATCH_MAX_WAIT", 0, "how long a batch waits for more transactions (0: none, written as soon as the previous Write returns)")
 	dur(&o.txnTimeout, "transaction-timeout", "KAFKASINK_TRANSACTION_TIMEOUT", 0, "Kafka transaction timeout (0: the sink's default)")
 	str(&o.httpAddr, "http-addr", "KAFKASINK_HTTP_ADDR", "", "address of the HTTP listener serving /metrics, /healthz, /readyz and /status, such as 127.0.0.1:9187 (empty: none); a loopback address unless -http-allow-remote")

@@ -62,10 +62,12 @@
 // BatchMaxBytes, so the two hold less than 2 x BatchMaxBytes plus two
 // events. The batches' slices are not reused: a Sink may keep the events
 // it was given (kafkasinktest.Recorder does). Beyond them the pipeline
-// holds the sink's encoded records of the batch being written (bounded by
-// kafkasink.Config.MaxTransactionBytes in exactly-once mode), the
-// messages read but not yet decoded, and the relation and type caches;
-// streamed transactions wait on disk (SpoolDir), not in memory.
+// holds the sink's encoding of the batch being written (its records,
+// headers, keys and values, which kafkasink keeps for the next Write:
+// for rows of a few hundred bytes about as large as the batch), the
+// messages read but not yet decoded (up to 8 MiB: the 4 MiB waiting and
+// the 4 MiB the loop is decoding), and the relation and type caches.
+// Streamed transactions wait on disk (SpoolDir), not in memory.
 //
 // # Tables and topics
 //

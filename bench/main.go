@@ -76,10 +76,7 @@ func main() {
 		os.Exit(runPGCDCChild(*pgcdcChild))
 	}
 	if *pgcdcMode {
-		if *headers != "all" {
-			fail(fmt.Errorf("-headers %s: -pgcdc runs write every header; -headers applies to the other contenders", *headers))
-		}
-		if err := pgcdcMain(sharedFlags{brokers: *brokers, sizes: *sizes, only: *only, compression: *compression, profile: *profile,
+		if err := pgcdcMain(sharedFlags{brokers: *brokers, sizes: *sizes, only: *only, compression: *compression, profile: *profile, headers: *headers,
 			events: *events, rounds: *rounds, partitions: *partitions}); err != nil {
 			fail(err)
 		}

@@ -51,6 +51,9 @@ type pgSpec struct {
 	EndMark kafkasink.LSN
 	Profile string // file prefix for the CPU profile; empty: none
 	Soak    *soakSpec
+	// Headers is the sink's Config.Headers (kafkasink.ParseHeaderSet);
+	// empty: all.
+	Headers string
 }
 
 // pgResult is what a pgcdc-mode run measured, printed by the child as one
@@ -97,13 +100,14 @@ type pgConfig struct {
 	profile     string
 	soak        time.Duration
 	soakEvery   time.Duration
+	headers     string // -soak: the sink's Config.Headers, as kafkasink.ParseHeaderSet reads it
 }
 
 // sharedFlags are the values of main's flags that the -pgcdc mode reads
 // too.
 type sharedFlags struct {
-	brokers, sizes, only, compression, profile string
-	events, rounds, partitions                 int
+	brokers, sizes, only, compression, profile, headers string
+	events, rounds, partitions                          int
 }
 
 // pgcdcMain runs the -pgcdc mode: the table of the contenders, or with
@@ -186,6 +190,12 @@ func pgcdcConfig(f sharedFlags) (pgConfig, error) {
 			return pgConfig{}, fmt.Errorf("-soak takes one row size; -sizes gives %d", len(cfg.sizes))
 		}
 		cfg.sizes = cfg.sizes[:1]
+		if _, err := kafkasink.ParseHeaderSet(f.headers); err != nil {
+			return pgConfig{}, fmt.Errorf("-soak takes one header set (-headers): %w", err)
+		}
+		cfg.headers = f.headers
+	} else if f.headers != "all" {
+		return pgConfig{}, fmt.Errorf("-headers %s: the -pgcdc table writes every header; -headers applies to -soak and to the other contenders", f.headers)
 	}
 	if cfg.contenders, err = pickPG(f.only); err != nil {
 		return pgConfig{}, err

@@ -283,6 +283,11 @@ func runPgcdc(mode kafkasink.Mode) func(context.Context, pgSpec) (pgResult, erro
 		}
 		mon := &pgcdc.Monitor{}
 		pcfg := pgcdc.Config{ConnString: s.ConnString, Slot: s.Slot, Publication: s.Publication, Tables: []string{"public." + s.Table}, Monitor: mon}
+		if s.Headers != "" {
+			if kcfg.Headers, err = kafkasink.ParseHeaderSet(s.Headers); err != nil {
+				return pgResult{}, err
+			}
+		}
 		if s.Soak != nil {
 			kcfg.MaxTransactionBytes, pcfg.BatchMaxBytes = s.Soak.MaxTransactionBytes, s.Soak.BatchMaxBytes
 			s.Soak.applyMemoryLimit()

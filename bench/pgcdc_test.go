@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkasink/kafkasink"
 )
 
 // pgTestConfig is a small -pgcdc run against the integration environment:
@@ -144,5 +147,43 @@ func TestSoak(t *testing.T) {
 		t.Errorf("peak RSS %d MiB: soak = %v, want the bound's excess as an error and in the report:\n%s", r.RSS>>20, err, tab)
 	case !exceeded && (err != nil || !strings.Contains(tab, "within the bound "+bound)):
 		t.Errorf("peak RSS %d MiB: soak = %v, want no error and the bound kept in the report:\n%s", r.RSS>>20, err, tab)
+	}
+}
+
+// TestSoakHeaders soaks for two seconds with -headers minimal: the child's
+// sink writes only the id and op headers (read back before the topic is
+// dropped), and the topic is verified with the change LSNs of the values.
+func TestSoakHeaders(t *testing.T) {
+	cfg := pgTestConfig(t)
+	cfg.soak, cfg.headers = 2*time.Second, "minimal"
+	child := testRunner(t)
+	var keys map[string]int
+	checked := func(ctx context.Context, s pgSpec, stdin io.Reader) (pgResult, error) {
+		res, err := child(ctx, s, stdin)
+		if err != nil {
+			return res, err
+		}
+		cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.brokers...))
+		if err != nil {
+			return res, err
+		}
+		defer cl.Close()
+		keys = map[string]int{}
+		return res, eachCommitted(ctx, kadm.NewClient(cl), cfg.brokers, s.Topic, func(r *kgo.Record) error {
+			for _, h := range r.Headers {
+				keys[h.Key]++
+			}
+			return nil
+		})
+	}
+	rep, err := soak(context.Background(), cfg, checked, io.Discard)
+	if rep == nil || !rep.verified {
+		t.Fatalf("soak with -headers minimal: %v", err)
+	}
+	if len(keys) != 2 || keys[kafkasink.HeaderID] != int(rep.written) || keys[kafkasink.HeaderOp] != int(rep.written) {
+		t.Errorf("headers of the %d records: %v, want only %s and %s on each", rep.written, keys, kafkasink.HeaderID, kafkasink.HeaderOp)
+	}
+	if !strings.Contains(rep.table(), "minimal headers") {
+		t.Errorf("the report does not name the header set:\n%s", rep.table())
 	}
 }

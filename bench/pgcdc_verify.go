@@ -42,13 +42,9 @@ func verifyTopic(ctx context.Context, admin *kadm.Client, brokers []string, topi
 		if err != nil {
 			return fmt.Errorf("partition %d offset %d: key %q is not a row id", r.Partition, r.Offset, r.Key)
 		}
-		i := slices.IndexFunc(r.Headers, func(h kgo.RecordHeader) bool { return h.Key == kafkasink.HeaderLSN })
-		var lsn uint64
-		if i >= 0 {
-			lsn, err = strconv.ParseUint(string(r.Headers[i].Value), 10, 64)
-		}
-		if i < 0 || err != nil {
-			return fmt.Errorf("partition %d offset %d: no decimal %s header", r.Partition, r.Offset, kafkasink.HeaderLSN)
+		lsn, err := changeLSN(r)
+		if err != nil {
+			return fmt.Errorf("partition %d offset %d: %w", r.Partition, r.Offset, err)
 		}
 		s := seen[id]
 		if s == nil {
@@ -96,6 +92,30 @@ func verifyTopic(ctx context.Context, admin *kadm.Client, brokers []string, topi
 			topic, len(problems), strings.Join(problems[:min(5, len(problems))], "; "))
 	}
 	return n, nil
+}
+
+// changeLSN is the LSN of r's change: its kafkasink.lsn header, or the
+// value's lsn when the header set (-headers minimal or none) leaves the
+// header out.
+func changeLSN(r *kgo.Record) (uint64, error) {
+	if i := slices.IndexFunc(r.Headers, func(h kgo.RecordHeader) bool { return h.Key == kafkasink.HeaderLSN }); i >= 0 {
+		lsn, err := strconv.ParseUint(string(r.Headers[i].Value), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s header %q is not a decimal LSN", kafkasink.HeaderLSN, r.Headers[i].Value)
+		}
+		return lsn, nil
+	}
+	var doc struct {
+		LSN string `json:"lsn"`
+	}
+	if err := json.Unmarshal(r.Value, &doc); err != nil || doc.LSN == "" {
+		return 0, fmt.Errorf("no %s header, and no lsn in the value %q", kafkasink.HeaderLSN, r.Value)
+	}
+	lsn, err := strconv.ParseUint(doc.LSN, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("the value's lsn %q is not a decimal LSN", doc.LSN)
+	}
+	return lsn, nil
 }
 
 // lastVersion is the version column of the row after the change whose

@@ -181,7 +181,7 @@ func soak(ctx context.Context, cfg pgConfig, runOne pgRunner, log io.Writer) (*s
 	}
 	rep := &soakReport{cfg: cfg, size: cfg.sizes[0],
 		spec: soakSpec{Every: cfg.soakEvery, BatchMaxBytes: pgcdc.DefaultBatchMaxBytes, MaxTransactionBytes: kafkasink.DefaultMaxTransactionBytes}}
-	s.Soak = &rep.spec
+	s.Soak, s.Headers = &rep.spec, cfg.headers
 	if cfg.profile != "" {
 		s.Profile = cfg.profile + "/soak"
 	}
@@ -275,8 +275,8 @@ func (e *pgEnv) soakWriter(ctx context.Context, deadline time.Time, rep *soakRep
 func (rep *soakReport) table() string {
 	var b strings.Builder
 	r := rep.result
-	fmt.Fprintf(&b, "soak: pgcdc-eos (ExactlyOnce) for %v while a writer updated %d rows of about %d B in transactions of %d: %d changes (%.0f/s); %s compression, %d partitions\n\n",
-		rep.wrote.Round(time.Second), rep.cfg.tableRows, rep.size, rep.cfg.txnRows, rep.written, float64(rep.written)/rep.wrote.Seconds(), rep.cfg.compression, rep.cfg.partitions)
+	fmt.Fprintf(&b, "soak: pgcdc-eos (ExactlyOnce) for %v while a writer updated %d rows of about %d B in transactions of %d: %d changes (%.0f/s); %s compression, %d partitions, %s headers\n\n",
+		rep.wrote.Round(time.Second), rep.cfg.tableRows, rep.size, rep.cfg.txnRows, rep.written, float64(rep.written)/rep.wrote.Seconds(), rep.cfg.compression, rep.cfg.partitions, rep.cfg.headers)
 	b.WriteString("| t | RSS MiB | Go heap in use MiB | events/s | lag MiB | lag s |\n| ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, x := range r.Samples {
 		fmt.Fprintf(&b, "| %v | %.0f | %.0f | %.0f | %.1f | %.1f |\n", x.At.Round(time.Second), float64(x.RSS)/(1<<20), float64(x.HeapInuse)/(1<<20),

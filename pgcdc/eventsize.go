@@ -45,8 +45,10 @@ func (b *batch) add(e kafkasink.Event) {
 
 // heldBytes is the memory e holds outside its batch's slice: its row
 // images, their values, and the transaction summary on its last event.
-// Rows are slices of the decoder's shared column blocks, so they are
-// counted column by column, without rounding.
+// Rows are slices of the decoder's shared blocks of 4096 Columns, so they
+// are counted column by column, without rounding; a batch may also keep
+// alive the unused rest of the block its last rows were cut from (at
+// most 160 KiB), which is not counted.
 func heldBytes(e *kafkasink.Event) int {
 	n := 0
 	for _, r := range [...]kafkasink.Row{e.Before, e.After} {

@@ -73,6 +73,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	ownProcess = true
 	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stderr))
 }
 
@@ -95,9 +96,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return fail(logger, err)
 	}
-	limit, restore := setMemoryLimit(o, getenv)
-	defer restore()
-	logger.Info("memory limit", "bytes", limit)
+	if ownProcess {
+		logger.Info("memory limit", "bytes", setMemoryLimit(o, getenv))
+	}
 	mon := new(pgcdc.Monitor)
 	pcfg.Monitor = mon
 	var web *httpServer

@@ -37,13 +37,15 @@ func memoryLimit(o *options, getenv func(string) string) (int64, bool) {
 	return int64(batch) + kafkasink.DefaultMaxTransactionBytes + memoryHeadroom, true
 }
 
-// setMemoryLimit applies memoryLimit and returns the limit in force and
-// a function that restores the one before (for tests, which call run in
-// one process).
-func setMemoryLimit(o *options, getenv func(string) string) (int64, func()) {
-	prev := debug.SetMemoryLimit(-1)
+// setMemoryLimit applies memoryLimit and returns the limit in force.
+func setMemoryLimit(o *options, getenv func(string) string) int64 {
 	if limit, ok := memoryLimit(o, getenv); ok {
 		debug.SetMemoryLimit(limit)
 	}
-	return debug.SetMemoryLimit(-1), func() { debug.SetMemoryLimit(prev) }
+	return debug.SetMemoryLimit(-1)
 }
+
+// ownProcess is set by main: run sets the memory limit of the program's
+// own process, not of a test's that calls run, where replicas run side
+// by side and the limit would be theirs together.
+var ownProcess bool

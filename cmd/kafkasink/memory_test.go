@@ -1,8 +1,14 @@
 package main
 
 import (
+	"bufio"
+	"fmt"
 	"io"
+	"math"
+	"os/exec"
+	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"testing"
 )
 
@@ -38,14 +44,62 @@ func TestMemoryLimit(t *testing.T) {
 				t.Errorf("memory limit %d, want %d", got, tt.want)
 			}
 			before := debug.SetMemoryLimit(-1)
-			inForce, restore := setMemoryLimit(o, func(k string) string { return tt.env[k] })
-			restore()
+			inForce := setMemoryLimit(o, func(k string) string { return tt.env[k] })
+			debug.SetMemoryLimit(before)
 			if want := tt.want; (want != 0 && inForce != want) || (want == 0 && inForce != before) {
 				t.Errorf("limit in force %d, want %d (before: %d)", inForce, want, before)
 			}
-			if after := debug.SetMemoryLimit(-1); after != before {
-				t.Errorf("restore left the limit at %d, want %d", after, before)
+		})
+	}
+}
+
+// TestProgramSetsMemoryLimit runs the program and reads the limit it
+// logs as in force: the derived default, -memory-limit's, none for 0, and
+// GOMEMLIMIT's when the environment has one. The program cannot reach
+// its servers here; it is stopped once it logged the limit.
+func TestProgramSetsMemoryLimit(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "kafkasink")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	for _, tt := range []struct {
+		name string
+		args []string
+		env  string
+		want int64
+	}{
+		{"default", nil, "", 16<<20 + 32<<20 + 32<<20},
+		{"-memory-limit", []string{"-memory-limit", "123456789"}, "", 123456789},
+		{"0", []string{"-memory-limit", "0"}, "", math.MaxInt64},
+		{"GOMEMLIMIT", []string{"-memory-limit", "123456789"}, "GOMEMLIMIT=200MiB", 200 << 20},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := exec.Command(bin, append([]string{"-pg", "postgres://nobody@127.0.0.1:1/none", "-brokers", "127.0.0.1:1",
+				"-tables", "public.t", "-slot", "s", "-ha=false", "-log-format", "text"}, tt.args...)...)
+			cmd.Env = []string{"HOME=" + t.TempDir()}
+			if tt.env != "" {
+				cmd.Env = append(cmd.Env, tt.env)
 			}
+			stderr, err := cmd.StderrPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Wait()
+			defer cmd.Process.Kill()
+			want := fmt.Sprintf(`msg="memory limit" bytes=%d`, tt.want)
+			var lines []string
+			for sc := bufio.NewScanner(stderr); sc.Scan(); {
+				if strings.Contains(sc.Text(), want) {
+					return
+				}
+				if lines = append(lines, sc.Text()); strings.Contains(sc.Text(), "memory limit") {
+					break
+				}
+			}
+			t.Errorf("the program did not log %s:\n%s", want, strings.Join(lines, "\n"))
 		})
 	}
 }

@@ -293,12 +293,33 @@ func (e *pgEnv) close() {
 	defer cancel()
 	if e.name != "" {
 		e.dropSlots(ctx, slotPrefixed, e.name+"_")
-		_, _ = e.db.Exec(ctx, "DROP PUBLICATION IF EXISTS "+e.name)
-		_, _ = e.db.Exec(ctx, "DROP TABLE IF EXISTS "+e.name)
+		e.cleanup(ctx, func(db *pgx.Conn) error {
+			_, err := db.Exec(ctx, "DROP PUBLICATION IF EXISTS "+e.name)
+			if err == nil {
+				_, err = db.Exec(ctx, "DROP TABLE IF EXISTS "+e.name)
+			}
+			return err
+		})
 		deleteTopics(e.admin, e.topics)
 	}
 	e.db.Close(ctx)
 	e.kcl.Close()
+}
+
+// cleanup runs drop on a connection of its own. The run's connection may
+// be unusable when cleaning up after an interrupt: pgx closes a
+// connection whose query's context ends, and the soak's writer may still
+// be using it. A failure is reported, since it leaves objects on the
+// shared server.
+func (e *pgEnv) cleanup(ctx context.Context, drop func(*pgx.Conn) error) {
+	db, err := pgx.Connect(ctx, e.cfg.conn)
+	if err == nil {
+		err = drop(db)
+		db.Close(ctx)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: cleaning up %s on PostgreSQL: %v (drop it by hand)\n", e.name, err)
+	}
 }
 
 // dropSlots drops the slots that match (a condition on slot_name with
@@ -308,16 +329,18 @@ func (e *pgEnv) close() {
 func (e *pgEnv) dropSlots(ctx context.Context, match, arg string) {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	for ctx.Err() == nil {
-		_, err := e.db.Exec(ctx, "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE "+match+" AND active_pid IS NOT NULL", arg)
-		if err == nil {
-			_, err = e.db.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE "+match, arg)
+	e.cleanup(ctx, func(db *pgx.Conn) error {
+		for {
+			_, err := db.Exec(ctx, "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE "+match+" AND active_pid IS NOT NULL", arg)
+			if err == nil {
+				_, err = db.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE "+match, arg)
+			}
+			if err == nil || ctx.Err() != nil {
+				return err
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		if err == nil {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	})
 }
 
 // The conditions of dropSlots: a slot's name, all of this invocation's.

@@ -25,11 +25,13 @@ import (
 )
 
 var (
-	pgcdcMode  = flag.Bool("pgcdc", false, "measure real PostgreSQL → pgcdc → kafkasink → Kafka (see README.md) instead of Sink.Write")
-	pgConn     = flag.String("pg", os.Getenv("KAFKASINK_TEST_PG"), "-pgcdc: PostgreSQL connection string (default $KAFKASINK_TEST_PG)")
-	txnRows    = flag.Int("txn-rows", 100, "-pgcdc: rows each workload transaction updates")
-	tableRows  = flag.Int("table-rows", 10000, "-pgcdc: rows of the table; every round updates each the same number of times")
-	pgcdcChild = flag.String("pgcdc-child", "", "") // hidden: run one pgcdc spec in this process
+	pgcdcMode   = flag.Bool("pgcdc", false, "measure real PostgreSQL → pgcdc → kafkasink → Kafka (see README.md) instead of Sink.Write")
+	pgConn      = flag.String("pg", os.Getenv("KAFKASINK_TEST_PG"), "-pgcdc: PostgreSQL connection string (default $KAFKASINK_TEST_PG)")
+	txnRows     = flag.Int("txn-rows", 100, "-pgcdc: rows each workload transaction updates")
+	tableRows   = flag.Int("table-rows", 10000, "-pgcdc: rows of the table; every round updates each the same number of times")
+	pgcdcChild  = flag.String("pgcdc-child", "", "") // hidden: run one pgcdc spec in this process
+	latency     = flag.Int("latency", 200, "-pgcdc: transactions of the latency phase after each sink contender's run, 0 for none (see README.md)")
+	latencyRate = flag.Float64("latency-rate", 40, "-pgcdc: transactions per second of the latency phase")
 )
 
 // pgSpec is one pgcdc-mode run, handed to the child process as JSON.
@@ -46,9 +48,14 @@ type pgSpec struct {
 	Compression     string
 	// EndMark is an LSN between the commits of the workload's last two
 	// transactions: the run is complete when it has consumed a
-	// transaction whose commit ends after it. Zero in a soak, whose
-	// child reads it from its standard input when the writer stops.
+	// transaction whose commit ends after it. Zero in a soak or a
+	// latency run, whose child reads it from its standard input when the
+	// writer stops.
 	EndMark kafkasink.LSN
+	// Latency marks a latency run (pgcdc_latency.go): its writer commits
+	// while the child streams, so the end mark comes on the standard
+	// input, as a soak's does.
+	Latency bool
 	Profile string // file prefix for the CPU profile; empty: none
 	Soak    *soakSpec
 	// Headers is the sink's Config.Headers (kafkasink.ParseHeaderSet);
@@ -68,6 +75,9 @@ type pgResult struct {
 	// (filled in by the parent).
 	Bytes   int64
 	Samples []soakSample `json:",omitempty"`
+	// Latencies are commit to visible of each transaction of the latency
+	// phase that followed the run (filled in by the parent).
+	Latencies []time.Duration `json:",omitempty"`
 }
 
 // pgContender is one way to stream the slot.
@@ -100,7 +110,9 @@ type pgConfig struct {
 	profile     string
 	soak        time.Duration
 	soakEvery   time.Duration
-	headers     string // -soak: the sink's Config.Headers, as kafkasink.ParseHeaderSet reads it
+	headers     string  // -soak: the sink's Config.Headers, as kafkasink.ParseHeaderSet reads it
+	latency     int     // transactions of each latency phase; 0: none
+	latencyRate float64 // their rate, per second
 }
 
 // sharedFlags are the values of main's flags that the -pgcdc mode reads
@@ -145,7 +157,7 @@ func pgcdcFlagsUnused() error {
 	var set []string
 	flag.Visit(func(fl *flag.Flag) {
 		switch fl.Name {
-		case "pg", "txn-rows", "table-rows", "soak", "soak-every":
+		case "pg", "txn-rows", "table-rows", "soak", "soak-every", "latency", "latency-rate":
 			set = append(set, "-"+fl.Name)
 		}
 	})
@@ -171,7 +183,7 @@ func pgcdcConfig(f sharedFlags) (pgConfig, error) {
 	cfg := pgConfig{
 		conn: *pgConn, brokers: strings.Split(f.brokers, ","), events: f.events, txnRows: *txnRows, tableRows: *tableRows,
 		rounds: f.rounds, compression: f.compression, partitions: int32(f.partitions), profile: f.profile,
-		soak: *soakFor, soakEvery: *soakEvery,
+		soak: *soakFor, soakEvery: *soakEvery, latency: *latency, latencyRate: *latencyRate,
 	}
 	if !set["rounds"] {
 		cfg.rounds = 5 // the targets are medians of at least 5 rounds
@@ -181,7 +193,7 @@ func pgcdcConfig(f sharedFlags) (pgConfig, error) {
 		return pgConfig{}, err
 	}
 	if cfg.soak > 0 {
-		for _, name := range []string{"only", "rounds", "events"} {
+		for _, name := range []string{"only", "rounds", "events", "latency", "latency-rate"} {
 			if set[name] {
 				return pgConfig{}, fmt.Errorf("-%s does not apply to -soak: a soak runs pgcdc-eos once, as long as -soak says; drop the flag", name)
 			}
@@ -216,6 +228,8 @@ func (cfg pgConfig) check() error {
 		return fmt.Errorf("-events %d is not a multiple of -table-rows %d: each round updates every row the same number of times", cfg.events, cfg.tableRows)
 	case cfg.soak < 0 || cfg.soakEvery <= 0:
 		return fmt.Errorf("-soak %v, -soak-every %v: want a positive duration", cfg.soak, cfg.soakEvery)
+	case cfg.latency < 0 || cfg.latencyRate <= 0:
+		return fmt.Errorf("-latency %d, -latency-rate %v: want at least 0 transactions at a positive rate per second", cfg.latency, cfg.latencyRate)
 	}
 	return nil
 }
@@ -256,6 +270,8 @@ type pgEnv struct {
 	topics string // prefix of the topics
 	rf     int16
 	n      int // runs so far, for unique slot and topic names
+	// liveNext is the last row id the latency phases inserted.
+	liveNext int64
 }
 
 func openPGEnv(ctx context.Context, cfg pgConfig) (*pgEnv, error) {
@@ -294,11 +310,15 @@ func (e *pgEnv) close() {
 	if e.name != "" {
 		e.dropSlots(ctx, slotPrefixed, e.name+"_")
 		e.cleanup(ctx, func(db *pgx.Conn) error {
-			_, err := db.Exec(ctx, "DROP PUBLICATION IF EXISTS "+e.name)
-			if err == nil {
-				_, err = db.Exec(ctx, "DROP TABLE IF EXISTS "+e.name)
+			for _, name := range []string{e.name, e.liveName()} {
+				if _, err := db.Exec(ctx, "DROP PUBLICATION IF EXISTS "+name); err != nil {
+					return err
+				}
+				if _, err := db.Exec(ctx, "DROP TABLE IF EXISTS "+name); err != nil {
+					return err
+				}
 			}
-			return err
+			return nil
 		})
 		deleteTopics(e.admin, e.topics)
 	}
@@ -350,10 +370,14 @@ const (
 )
 
 // createTable makes the table and its publication.
-func (e *pgEnv) createTable(ctx context.Context) error {
+func (e *pgEnv) createTable(ctx context.Context) error { return e.createTableNamed(ctx, e.name) }
+
+// createTableNamed makes a table of the workload's columns named name,
+// and a publication of it of the same name.
+func (e *pgEnv) createTableNamed(ctx context.Context, name string) error {
 	for _, sql := range []string{
-		"CREATE TABLE " + e.name + " (id bigint PRIMARY KEY, version bigint NOT NULL, status text NOT NULL, amount numeric(12,2) NOT NULL, updated_at timestamptz NOT NULL, note text NOT NULL)",
-		"CREATE PUBLICATION " + e.name + " FOR TABLE " + e.name,
+		"CREATE TABLE " + name + " (id bigint PRIMARY KEY, version bigint NOT NULL, status text NOT NULL, amount numeric(12,2) NOT NULL, updated_at timestamptz NOT NULL, note text NOT NULL)",
+		"CREATE PUBLICATION " + name + " FOR TABLE " + name,
 	} {
 		if _, err := e.db.Exec(ctx, sql); err != nil {
 			return fmt.Errorf("%s: %w", sql, err)
@@ -378,10 +402,15 @@ func randomNote(n int) string {
 // insertRows inserts rows from, from+1, ... to, with version 1, in one
 // transaction.
 func (e *pgEnv) insertRows(ctx context.Context, from, to int64, size int) error {
-	sql := "INSERT INTO " + e.name + " (id, version, status, amount, updated_at, note) SELECT id, 1, 'new', id * 1.25, now(), " +
-		randomNote(noteLength(size)) + " FROM generate_series($1::bigint, $2::bigint) id"
-	_, err := e.db.Exec(ctx, sql, from, to)
+	_, err := e.db.Exec(ctx, insertSQL(e.name, size), from, to)
 	return err
+}
+
+// insertSQL inserts rows $1 to $2 of about size bytes into table, with
+// version 1.
+func insertSQL(table string, size int) string {
+	return "INSERT INTO " + table + " (id, version, status, amount, updated_at, note) SELECT id, 1, 'new', id * 1.25, now(), " +
+		randomNote(noteLength(size)) + " FROM generate_series($1::bigint, $2::bigint) id"
 }
 
 // updateRows updates rows from to to in one transaction: a new version,
@@ -391,17 +420,23 @@ func (e *pgEnv) insertRows(ctx context.Context, from, to int64, size int) error 
 func (e *pgEnv) updateRows(ctx context.Context, from, to int64, size int, mark bool) (kafkasink.LSN, error) {
 	sql := "UPDATE " + e.name + " SET version = version + 1, status = 'shipped', amount = amount + 1, updated_at = now(), note = " +
 		randomNote(noteLength(size)) + " WHERE id BETWEEN $1 AND $2"
+	return execMarked(ctx, e.db, mark, sql, from, to)
+}
+
+// execMarked runs sql in one transaction on db. With mark it returns an
+// LSN after every change of the transaction and before its commit.
+func execMarked(ctx context.Context, db *pgx.Conn, mark bool, sql string, args ...any) (kafkasink.LSN, error) {
 	if !mark {
-		_, err := e.db.Exec(ctx, sql, from, to)
+		_, err := db.Exec(ctx, sql, args...)
 		return 0, err
 	}
-	tx, err := e.db.Begin(ctx)
+	tx, err := db.Begin(ctx)
 	if err != nil {
 		return 0, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	var lsn string
-	if _, err := tx.Exec(ctx, sql, from, to); err != nil {
+	if _, err := tx.Exec(ctx, sql, args...); err != nil {
 		return 0, err
 	}
 	if err := tx.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&lsn); err != nil {
@@ -472,7 +507,8 @@ func (e *pgEnv) dropRun(ctx context.Context, s pgSpec) {
 // that every slot holds the same changes, then runs the contenders one
 // after the other, each starting one later than the round before. A
 // sink's topic is read back and must hold every change once; the discard
-// loop must have counted every change.
+// loop must have counted every change. With cfg.latency, each sink
+// contender's run is followed by its latency phase (pgcdc_latency.go).
 func pgRun(ctx context.Context, cfg pgConfig, runOne pgRunner, log io.Writer) (pgResults, error) {
 	e, err := openPGEnv(ctx, cfg)
 	if err != nil {
@@ -481,6 +517,11 @@ func pgRun(ctx context.Context, cfg pgConfig, runOne pgRunner, log io.Writer) (p
 	defer e.close()
 	if err := e.createTable(ctx); err != nil {
 		return nil, err
+	}
+	if cfg.latency > 0 {
+		if err := e.createTableNamed(ctx, e.liveName()); err != nil {
+			return nil, err
+		}
 	}
 	for from := int64(1); from <= int64(cfg.tableRows); from += int64(cfg.txnRows) {
 		if err := e.insertRows(ctx, from, from+int64(cfg.txnRows)-1, cfg.sizes[0]); err != nil {
@@ -512,8 +553,15 @@ func pgRun(ctx context.Context, cfg pgConfig, runOne pgRunner, log io.Writer) (p
 				if err != nil {
 					return nil, fmt.Errorf("round %d, %d B rows: %s: %w", round+1, size, c.name, err)
 				}
-				fmt.Fprintf(log, "round %d %5d B  %-18s %9.0f events/s  %6.1f allocs/event  %4d MiB\n",
-					round+1, size, c.name, float64(r.Changes)/r.Seconds, float64(r.Mallocs)/float64(r.Changes), r.RSS>>20)
+				var latency string
+				if c.sink && cfg.latency > 0 {
+					if r.Latencies, err = e.runLatency(ctx, c, size, runOne); err != nil {
+						return nil, fmt.Errorf("round %d, %d B rows: %s, latency phase: %w", round+1, size, c.name, err)
+					}
+					latency = fmt.Sprintf("  commit to visible p50 %v p99 %v", percentile(r.Latencies, 50).Round(100*time.Microsecond), percentile(r.Latencies, 99).Round(100*time.Microsecond))
+				}
+				fmt.Fprintf(log, "round %d %5d B  %-18s %9.0f events/s  %6.1f allocs/event  %4d MiB%s\n",
+					round+1, size, c.name, float64(r.Changes)/r.Seconds, float64(r.Mallocs)/float64(r.Changes), r.RSS>>20, latency)
 				out[size][c.name] = append(out[size][c.name], r)
 			}
 		}
@@ -576,24 +624,29 @@ func (e *pgEnv) runVerified(ctx context.Context, c pgContender, slot string, mar
 
 // pgTable renders res as one Markdown table: per row size and contender,
 // the medians over the rounds, the median of the per-round ratios to
-// pgcdc-plain and to pglogrepl-discard, and the two targets.
+// pgcdc-plain and to pglogrepl-discard, the commit-to-visible
+// percentiles of every round's latency phase, and the two targets.
 func pgTable(cfg pgConfig, res pgResults) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d updates per round in transactions of %d rows of a %d-row table, %d rounds (medians), %d partitions, %s compression\n\n",
+	fmt.Fprintf(&b, "%d updates per round in transactions of %d rows of a %d-row table, %d rounds (medians), %d partitions, %s compression\n",
 		cfg.events, cfg.txnRows, cfg.tableRows, cfg.rounds, cfg.partitions, cfg.compression)
-	b.WriteString("| row | contender | events/s | MB/s | allocs/event | peak RSS MiB | ÷ pgcdc-plain | ÷ pglogrepl-discard |\n")
-	b.WriteString("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	if cfg.latency > 0 {
+		fmt.Fprintf(&b, "latency: after each sink's run, %d transactions of %d rows at %g a second on a fresh slot; p50 and p99 of all rounds' transactions\n",
+			cfg.latency, liveTxnRows, cfg.latencyRate)
+	}
+	b.WriteString("\n| row | contender | events/s | MB/s | allocs/event | peak RSS MiB | ÷ pgcdc-plain | ÷ pglogrepl-discard | commit to visible p50 ms | p99 ms |\n")
+	b.WriteString("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	var targets []string
 	for _, size := range cfg.sizes {
 		runs := res[size]
 		for _, c := range cfg.contenders {
 			rs := runs[c.name]
-			fmt.Fprintf(&b, "| %d B | %s | %.0fk | %.1f | %.1f | %.0f | %s | %s |\n", size, c.name,
+			fmt.Fprintf(&b, "| %d B | %s | %.0fk | %.1f | %.1f | %.0f | %s | %s | %s |\n", size, c.name,
 				pgMedian(rs, func(r pgResult) float64 { return r.rate() / 1000 }),
 				pgMedian(rs, func(r pgResult) float64 { return float64(r.Bytes) / r.Seconds / 1e6 }),
 				pgMedian(rs, func(r pgResult) float64 { return float64(r.Mallocs) / float64(r.Changes) }),
 				pgMedian(rs, func(r pgResult) float64 { return float64(r.RSS) / (1 << 20) }),
-				formatRatio(pgRatio(runs, c.name, "pgcdc-plain")), formatRatio(pgRatio(runs, c.name, "pglogrepl-discard")))
+				formatRatio(pgRatio(runs, c.name, "pgcdc-plain")), formatRatio(pgRatio(runs, c.name, "pglogrepl-discard")), latencyCells(rs))
 		}
 		for _, t := range []struct {
 			base string
@@ -611,7 +664,11 @@ func pgTable(cfg pgConfig, res pgResults) string {
 	if len(targets) > 0 {
 		b.WriteString("\nTargets (issue 11), medians of per-round ratios:\n" + strings.Join(targets, "\n") + "\n")
 	}
-	b.WriteString("\nMB/s: pgoutput bytes for pglogrepl-discard; key, value and header bytes read back from the topic for the sinks.\nContenders:\n")
+	b.WriteString("\nMB/s: pgoutput bytes for pglogrepl-discard; key, value and header bytes read back from the topic for the sinks.\n")
+	if cfg.latency > 0 {
+		b.WriteString("Commit to visible: from COMMIT's return in the writer to the arrival of the transaction's last row at a read_committed consumer of the topic.\n")
+	}
+	b.WriteString("Contenders:\n")
 	for _, c := range cfg.contenders {
 		fmt.Fprintf(&b, "- %s: %s\n", c.name, c.what)
 	}

@@ -300,7 +300,7 @@ func runPgcdc(mode kafkasink.Mode) func(context.Context, pgSpec) (pgResult, erro
 		w := newMarkSink(sink)
 		rctx, stop := context.WithCancelCause(ctx)
 		defer stop(nil)
-		if s.Soak == nil {
+		if s.Soak == nil && !s.Latency {
 			w.setMark(s.EndMark)
 		} else {
 			go readMark(os.Stdin, w, stop)

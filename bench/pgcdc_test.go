@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,14 +16,17 @@ import (
 )
 
 // pgTestConfig is a small -pgcdc run against the integration environment:
-// 300 updates of 200 B rows, in transactions of 50, of a 100-row table.
+// 300 updates of 200 B rows, in transactions of 50, of a 100-row table,
+// and after each sink's run a latency phase of 20 transactions at 40 a
+// second.
 func pgTestConfig(t *testing.T) pgConfig {
 	pg, brokers := os.Getenv("KAFKASINK_TEST_PG"), os.Getenv("KAFKASINK_TEST_BROKERS")
 	if pg == "" || brokers == "" {
 		t.Skip("KAFKASINK_TEST_PG or KAFKASINK_TEST_BROKERS is not set: load the integration environment with eval \"$(scripts/testenv.sh env)\"")
 	}
 	return pgConfig{conn: pg, brokers: strings.Split(brokers, ","), contenders: pgContenders, sizes: []int{200},
-		events: 300, txnRows: 50, tableRows: 100, rounds: 1, compression: "snappy", partitions: 6, soakEvery: time.Second}
+		events: 300, txnRows: 50, tableRows: 100, rounds: 1, compression: "snappy", partitions: 6, soakEvery: time.Second,
+		latency: 20, latencyRate: 40}
 }
 
 func testRunner(t *testing.T) pgRunner {
@@ -36,7 +40,8 @@ func testRunner(t *testing.T) pgRunner {
 // TestPGCDCEveryContender runs every -pgcdc contender in a child process
 // on a few hundred changes of real PostgreSQL: each consumed every
 // change up to the end mark, each sink's topic read back holds each once,
-// and the table has a row for each and both targets.
+// each sink's latency phase measured every transaction, and the table has
+// a row for each, its latency percentiles, and both targets.
 func TestPGCDCEveryContender(t *testing.T) {
 	cfg := pgTestConfig(t)
 	res, err := pgRun(context.Background(), cfg, testRunner(t), io.Discard)
@@ -51,6 +56,25 @@ func TestPGCDCEveryContender(t *testing.T) {
 		}
 		if !strings.Contains(tab, "| "+c.name+" |") {
 			t.Errorf("the table has no row for %s:\n%s", c.name, tab)
+		}
+		if len(rs) != 1 {
+			continue
+		}
+		lat := rs[0].Latencies
+		if !c.sink {
+			if len(lat) != 0 {
+				t.Errorf("%s: %d latency samples, want none: it writes no topic", c.name, len(lat))
+			}
+			continue
+		}
+		// Each transaction went through PostgreSQL, pgcdc, the sink and the
+		// broker after its COMMIT returned: it cannot be visible at once,
+		// nor later than the phase's waits allow.
+		if len(lat) != cfg.latency || slices.ContainsFunc(lat, func(d time.Duration) bool { return d <= 0 || d > liveWait }) {
+			t.Errorf("%s: latency samples %v, want %d, each positive and within %v", c.name, lat, cfg.latency, liveWait)
+		}
+		if cells := latencyCells(rs); !strings.Contains(tab, "| "+cells+" |") || cells == " | " {
+			t.Errorf("%s: the table does not give its latency percentiles %q:\n%s", c.name, cells, tab)
 		}
 	}
 	for _, target := range []string{"pgcdc-eos ÷ pgcdc-plain", "pgcdc-eos ÷ pglogrepl-discard"} {

@@ -46,6 +46,12 @@ func (e *pgEnv) liveName() string { return e.name + "_live" }
 // transaction's latency runs from its COMMIT's return in the writer to
 // the arrival of its last row at a read_committed consumer. Every row
 // must arrive once and the child must have delivered exactly them.
+//
+// A sample can be below zero: the walsender may send the commit as soon
+// as it is flushed, before the backend answers the writer, and on a busy
+// machine the writer can learn of its commit later than the pipeline
+// takes to deliver it. Such samples are kept as measured (pgRun logs
+// how many), not dropped or raised to zero.
 func (e *pgEnv) runLatency(ctx context.Context, c pgContender, size int, runOne pgRunner) ([]time.Duration, error) {
 	slot, err := e.createSlot(ctx)
 	if err != nil {

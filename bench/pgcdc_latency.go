@@ -253,7 +253,9 @@ func (r *liveReader) waitFirst(deadline time.Time, exited <-chan struct{}) error
 // each became so.
 func (r *liveReader) waitAll(deadline time.Time, exited <-chan struct{}) ([]time.Time, error) {
 	err := r.wait("every transaction", deadline, exited, func() bool { return !slices.ContainsFunc(r.visible, time.Time.IsZero) })
-	return r.visible, err
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.visible), err
 }
 
 // wait polls until ok (called with r.mu held), the reader fails, the

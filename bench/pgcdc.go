@@ -558,14 +558,8 @@ func pgRun(ctx context.Context, cfg pgConfig, runOne pgRunner, log io.Writer) (p
 					if r.Latencies, err = e.runLatency(ctx, c, size, runOne); err != nil {
 						return nil, fmt.Errorf("round %d, %d B rows: %s, latency phase: %w", round+1, size, c.name, err)
 					}
-					early := 0
-					for _, d := range r.Latencies {
-						if d < 0 {
-							early++
-						}
-					}
-					latency = fmt.Sprintf("  commit to visible p50 %v p99 %v (%d of %d visible before COMMIT returned)",
-						percentile(r.Latencies, 50).Round(100*time.Microsecond), percentile(r.Latencies, 99).Round(100*time.Microsecond), early, len(r.Latencies))
+					latency = fmt.Sprintf("  commit to visible p50 %v p99 %v",
+						percentile(r.Latencies, 50).Round(100*time.Microsecond), percentile(r.Latencies, 99).Round(100*time.Microsecond))
 				}
 				fmt.Fprintf(log, "round %d %5d B  %-18s %9.0f events/s  %6.1f allocs/event  %4d MiB%s\n",
 					round+1, size, c.name, float64(r.Changes)/r.Seconds, float64(r.Mallocs)/float64(r.Changes), r.RSS>>20, latency)

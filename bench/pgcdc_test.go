@@ -68,12 +68,10 @@ func TestPGCDCEveryContender(t *testing.T) {
 			continue
 		}
 		// A transaction goes through PostgreSQL, pgcdc, the sink and the
-		// broker: it is not visible at once. A sample can be below zero
-		// when the busy machine wakes the writer after its COMMIT later
-		// than the pipeline took (see runLatency), but not by seconds,
-		// and not the median.
-		if len(lat) != cfg.latency || percentile(lat, 50) <= 0 || slices.ContainsFunc(lat, func(d time.Duration) bool { return d < -time.Second || d > liveWait }) {
-			t.Errorf("%s: latency samples %v, want %d, their median positive, each within -1s and %v", c.name, lat, cfg.latency, liveWait)
+		// broker, and the clock starts before it is sent: it is not
+		// visible at once.
+		if len(lat) != cfg.latency || slices.ContainsFunc(lat, func(d time.Duration) bool { return d <= 0 || d > liveWait }) {
+			t.Errorf("%s: latency samples %v, want %d, each above 0 and within %v", c.name, lat, cfg.latency, liveWait)
 		}
 		if cells := latencyCells(rs); !strings.Contains(tab, "| "+cells+" |") || cells == " | " {
 			t.Errorf("%s: the table does not give its latency percentiles %q:\n%s", c.name, cells, tab)

@@ -15,6 +15,9 @@ UPDATE dbzconf.toasty SET n = 2 WHERE id = 1;
 UPDATE dbzconf.toasty SET big = 'small now', n = 3 WHERE id = 1;
 DELETE FROM dbzconf.toasty WHERE id = 1;
 
+-- An update that leaves every TOASTed column of toast_types unchanged.
+UPDATE dbzconf.toast_types SET n = 2 WHERE id = 1;
+
 -- REPLICA IDENTITY DEFAULT: an update, a primary-key change, deletes, in
 -- one transaction.
 BEGIN;

@@ -196,6 +196,15 @@ type DebeziumEncoder struct {
 	// UnavailableValuePlaceholder is unavailable.value.placeholder: the
 	// value written for an unchanged TOAST column whose value the change
 	// does not carry. Empty means Debezium's "__debezium_unavailable_value".
+	// It is written in the column's form, as Debezium writes it: its bytes
+	// for a bytea (BinaryBytes; its text in the other modes), a list of
+	// its text for a text, varchar, char, json or jsonb array, of its
+	// bytes for a bytea array, of its bytes as signed integers for an
+	// integer, bigint or date array, of its name-based UUID for a uuid
+	// array, and its text for any other type (see appendUnchanged for
+	// where Debezium writes null, and MatchDebeziumLosses). A "hex:"
+	// prefix is not decoded, unlike Debezium's: the text is written as
+	// given.
 	UnavailableValuePlaceholder string
 	// NullNestedArrays writes each element of an array of more than one
 	// dimension as null, as Debezium 3.6.1 does (it loses the values), for

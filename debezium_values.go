@@ -169,9 +169,6 @@ func (d DebeziumEncoder) valueProblems() []string {
 	return out
 }
 
-// defaultUnavailablePlaceholder is Debezium's unavailable.value.placeholder.
-const defaultUnavailablePlaceholder = "__debezium_unavailable_value"
-
 // appendDebeziumRow appends a row image. With a Relation it writes every
 // column of the relation in table order: an unchanged TOAST column is the
 // placeholder, and composite columns are left out, as Debezium leaves them
@@ -235,11 +232,7 @@ func (d *DebeziumEncoder) appendDebeziumRow(dst []byte, e *Event, row Row, befor
 			}
 			dst = append(dst, "null"...)
 		case c.Unchanged:
-			p := d.UnavailableValuePlaceholder
-			if p == "" {
-				p = defaultUnavailablePlaceholder
-			}
-			dst = jsonw.AppendString(dst, p)
+			dst = d.appendUnchanged(dst, ci.Type)
 		default:
 			var err error
 			if dst, err = d.appendTyped(dst, t, c.Value, pathOf(e)); err != nil {

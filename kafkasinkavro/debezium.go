@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/internal/dbztoast"
 	"github.com/kafkasink/kafkasink/kafkasinkavro/internal/registry"
 )
 
@@ -409,24 +410,41 @@ func (d *DebeziumEncoder) AppendFrame(dst []byte, e *kafkasink.Event, after bool
 }
 
 // checkUnchanged refuses an event with an unchanged TOAST value (a value
-// the change does not carry) in a column whose Avro type is not a string:
-// kafkasink.DebeziumEncoder writes such a value as the placeholder string
-// (UnavailableValuePlaceholder), which a bytea or an array field cannot
-// hold (Debezium writes a placeholder of the column's type there).
+// the change does not carry) that kafkasink.DebeziumEncoder writes as the
+// placeholder string (UnavailableValuePlaceholder) in a column whose Avro
+// type is not a string: an array of a type Debezium gives no placeholder
+// of its own (dbztoast.Of: it does for bytea and for text, varchar, char,
+// json, jsonb, bytea, integer, bigint, date and uuid arrays, which the
+// root writes in the column's form).
 func (v *debeziumVersion) checkUnchanged(e *kafkasink.Event) error {
 	for _, row := range [...]kafkasink.Row{e.Before, e.After} {
 		for i := range row {
-			if !row[i].Unchanged {
+			if !row[i].Unchanged || placeholderHasOwnForm(e.Relation, row[i].Name) {
 				continue
 			}
 			if f := v.rowField(row[i].Name); f != nil && f.kind != nodeString {
 				return &kafkasink.EncodeError{Schema: e.Schema, Table: e.Table, Column: row[i].Name, Err: errors.New(
 					"an unchanged TOAST value (the change does not carry it), written as the placeholder string kafkasink.DebeziumEncoder.UnavailableValuePlaceholder, " +
-						"which this column's Avro type (bytes, an array, ...) cannot hold; give the table REPLICA IDENTITY FULL (ALTER TABLE ... REPLICA IDENTITY FULL) so that changes carry every value")}
+						"which this column's Avro type (an array of a type Debezium gives no placeholder of its own) cannot hold; give the table REPLICA IDENTITY FULL (ALTER TABLE ... REPLICA IDENTITY FULL) so that changes carry every value")}
 			}
 		}
 	}
 	return nil
+}
+
+// placeholderHasOwnForm reports whether kafkasink.DebeziumEncoder writes
+// the placeholder of an unchanged value of the column in the column's
+// own form rather than as the string.
+func placeholderHasOwnForm(rel *kafkasink.Relation, column string) bool {
+	c, ok := rel.Column(column)
+	if !ok || c.Type == nil {
+		return false
+	}
+	base := c.Type
+	for base.Base != nil {
+		base = base.Base
+	}
+	return dbztoast.Of(c.Type.Name, base.Name) != dbztoast.String
 }
 
 // rowField returns the node of the row's field for column, nil when the

@@ -203,11 +203,13 @@
 //	 "ts_ms": 1796107981508, "ts_us": 1796107981508516, "ts_ns": 1796107981508516526}
 //
 // An unchanged TOAST value (a change under REPLICA IDENTITY DEFAULT that
-// does not carry it) is the placeholder string (UnavailableValuePlaceholder)
-// in a column whose Avro type is a string; in a bytea or an array column,
-// where Debezium writes a placeholder of the column's type and
-// kafkasink.DebeziumEncoder the string, the event is rejected
-// (kafkasink.EncodeError naming the column and REPLICA IDENTITY FULL).
+// does not carry it) is Debezium's placeholder (UnavailableValuePlaceholder)
+// in the column's own form, as kafkasink.DebeziumEncoder writes it: the
+// string, the bytes of a bytea, a list for text, varchar, char, json,
+// jsonb, bytea, integer, bigint, date and uuid arrays. In an array of
+// another type, where Debezium has no placeholder of the array's form and
+// the root writes the string, the event is rejected (kafkasink.EncodeError
+// naming the column and REPLICA IDENTITY FULL).
 //
 // Each event is written by the root encoder into a reused buffer and that
 // JSON transcoded to Avro along the schema's tree, without allocating

@@ -109,6 +109,7 @@ var goldenRelations = map[string]struct {
 	"no_pk":          {&Relation{Columns: []ColumnInfo{{Name: "a", Type: tInt4}, {Name: "b", Type: tText}}}, nil},
 	"mixed_defaults": {mixedDefaultsRelation, []string{"id"}},
 	"rare_arrays":    {rareArraysRelation, []string{"id"}},
+	"toast_types":    {toastTypesRelation, []string{"id"}},
 }
 
 // schemaDoc is a schema-carrying document, its parts as written.
@@ -238,7 +239,7 @@ func TestDebeziumSchemaRecordMatchesDebezium(t *testing.T) {
 				Source: Source{Database: "kafkasink", Snapshot: SnapshotFirst | SnapshotFirstInTable,
 					SnapshotXID: uint32(num(t, src["txId"])), SnapshotTime: time.UnixMicro(num(t, src["ts_us"]))}}
 		}},
-		{53, func(src map[string]json.Number) Event {
+		{55, func(src map[string]json.Number) Event {
 			return Event{Op: OpInsert, Schema: "dbzconf", Table: "multi_pk", Relation: goldenRelations["multi_pk"].rel,
 				Position: Position{LSN: LSN(num(t, src["lsn"])) + 8}, LSN: LSN(num(t, src["lsn"])), XID: uint32(num(t, src["txId"])),
 				Commit: time.UnixMicro(num(t, src["ts_us"])), Key: []string{"b", "a"},

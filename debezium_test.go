@@ -49,26 +49,26 @@ func identDefault(id, n int64, name any) Row {
 // and in Debezium's order.
 func TestDebeziumEnvelopeMatchesDebezium(t *testing.T) {
 	t.Parallel()
-	snapshot := Source{Database: "kafkasink", SnapshotXID: 55416, SnapshotTime: time.UnixMicro(1796100635931573)}
+	snapshot := Source{Database: "kafkasink", SnapshotXID: 1128097, SnapshotTime: time.UnixMicro(1796111152097144)}
 	snap := func(m SnapshotMark) Source { s := snapshot; s.Snapshot = m; return s }
-	stream := Source{Database: "kafkasink", PrevCommitEnd: 506205736}
-	commit := time.UnixMicro(1796100636612903)
+	stream := Source{Database: "kafkasink", PrevCommitEnd: 36258966816}
+	commit := time.UnixMicro(1796111152788500)
 	cases := []struct {
 		name string
 		line int
 		now  int64 // the top-level ts_ns Debezium wrote
 		e    Event
 	}{
-		{"snapshot first", 0, 1796100636230639301, Event{Op: OpRead, Schema: "dbzconf", Table: "ident_default",
-			Position: Position{LSN: 506201048}, Key: []string{"id"}, After: identDefault(1, 10, "one"), Source: snap(SnapshotFirst | SnapshotFirstInTable)}},
-		{"snapshot middle", 1, 1796100636238777023, Event{Op: OpRead, Schema: "dbzconf", Table: "ident_default",
-			Position: Position{LSN: 506201048, Index: 1}, Key: []string{"id"}, After: identDefault(2, 20, "two"), Source: snapshot}},
-		{"snapshot last in table", 2, 1796100636240304078, Event{Op: OpRead, Schema: "dbzconf", Table: "ident_default",
-			Position: Position{LSN: 506201048, Index: 2}, Key: []string{"id"}, After: identDefault(3, 30, "three"), Source: snap(SnapshotLastInTable)}},
-		{"update", 32, 1796100636738516522, Event{Op: OpUpdate, Schema: "dbzconf", Table: "ident_default",
-			Position: Position{LSN: 506206436}, LSN: 506205736, XID: 55423, Commit: commit, Key: []string{"id"}, After: identDefault(1, 10, "uno"), Source: stream}},
-		{"insert of a key change", 35, 1796100636739843430, Event{Op: OpInsert, Schema: "dbzconf", Table: "ident_default",
-			Position: Position{LSN: 506206436, Index: 2}, LSN: 506205816, XID: 55423, Commit: commit, Key: []string{"id"}, After: identDefault(10, 20, "two"), Source: stream}},
+		{"snapshot first", 0, 1796111152235714372, Event{Op: OpRead, Schema: "dbzconf", Table: "ident_default",
+			Position: Position{LSN: 36258790424}, Key: []string{"id"}, After: identDefault(1, 10, "one"), Source: snap(SnapshotFirst | SnapshotFirstInTable)}},
+		{"snapshot middle", 1, 1796111152241665383, Event{Op: OpRead, Schema: "dbzconf", Table: "ident_default",
+			Position: Position{LSN: 36258790424, Index: 1}, Key: []string{"id"}, After: identDefault(2, 20, "two"), Source: snapshot}},
+		{"snapshot last in table", 2, 1796111152243688499, Event{Op: OpRead, Schema: "dbzconf", Table: "ident_default",
+			Position: Position{LSN: 36258790424, Index: 2}, Key: []string{"id"}, After: identDefault(3, 30, "three"), Source: snap(SnapshotLastInTable)}},
+		{"update", 34, 1796111153373302482, Event{Op: OpUpdate, Schema: "dbzconf", Table: "ident_default",
+			Position: Position{LSN: 36258967516}, LSN: 36258966816, XID: 1128132, Commit: commit, Key: []string{"id"}, After: identDefault(1, 10, "uno"), Source: stream}},
+		{"insert of a key change", 37, 1796111153379248336, Event{Op: OpInsert, Schema: "dbzconf", Table: "ident_default",
+			Position: Position{LSN: 36258967516, Index: 2}, LSN: 36258966896, XID: 1128132, Commit: commit, Key: []string{"id"}, After: identDefault(10, 20, "two"), Source: stream}},
 	}
 	for _, c := range cases {
 		want, _ := debeziumGolden(t, c.line)
@@ -123,10 +123,10 @@ func TestDebeziumHeadersMatchDebezium(t *testing.T) {
 		op       Op
 		otherKey string
 	}{
-		{33, OpDelete, `{"id":10}`},
-		{34, OpDelete, `{"id":10}`},
-		{35, OpInsert, `{"id":2}`},
-		{36, OpDelete, ""},
+		{35, OpDelete, `{"id":10}`},
+		{36, OpDelete, `{"id":10}`},
+		{37, OpInsert, `{"id":2}`},
+		{38, OpDelete, ""},
 	} {
 		_, want := debeziumGolden(t, c.line)
 		runID := want[len(want)-1].Value

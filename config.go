@@ -185,9 +185,7 @@ type Config struct {
 	// of failing the batch. Each record carries the event: see HeaderValue
 	// and the package documentation's Dead letters. It is created with
 	// Topics' creation settings unless Topics.MustExist; no table may
-	// route to it. In Idempotent and Plain modes it also lets a batch's
-	// first records be sent while the rest is encoded, since no rejected
-	// event can fail the batch then (ExactlyOnce always does so).
+	// route to it.
 	DeadLetterTopic string
 
 	// MaxRecordBytes caps one record (key, value and headers), and is the

@@ -3,8 +3,6 @@ package kafkasink
 import (
 	"context"
 	"fmt"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // producerSink is the Idempotent and Plain sink: records first, then the
@@ -16,44 +14,28 @@ type producerSink struct {
 
 var _ mode = (*producerSink)(nil)
 
-// writeBatch plans b and writes its parts in order. Without a dead-letter
-// topic nothing is sent before the plan is whole, because a rejected event
-// fails the batch before any of it is written. With one, no rejection can
-// fail the batch, so the records of the first part are produced as soon
-// as they are encoded, and encoding the rest overlaps with sending, as in
-// ExactlyOnce mode. A plan that fails after that (a missing topic, a
-// broker that does not answer) leaves records of the batch in the topic
-// without their checkpoint: the redelivery writes them again, the
-// duplicates these modes allow after a failed Write.
+// writeBatch plans b and writes its parts in order. Nothing is sent before
+// the plan is whole: a rejected event fails the batch before any of it is
+// written.
 func (s *producerSink) writeBatch(ctx context.Context, b *Batch) (*plan, int, error) {
-	var early *produceResults
-	var send func(*kgo.Record)
-	if s.cfg.DeadLetterTopic != "" {
-		early = &produceResults{}
-		send = func(r *kgo.Record) { early.produce(ctx, s.cl, r) }
-	}
-	p, err := s.planSending(ctx, b, send)
+	p, err := s.planSending(ctx, b, nil)
 	if err != nil {
 		return nil, 0, err
 	}
-	n, err := s.deliver(ctx, p, early)
+	n, err := s.deliver(ctx, p)
 	return p, n, err
 }
 
-// deliver writes each part of p, then its checkpoint; early, when not nil,
-// holds the first part's records, produced while planning. A crash between
-// the two redelivers the part: the duplicates are bounded by the events
-// since the last checkpoint.
-func (s *producerSink) deliver(ctx context.Context, p *plan, early *produceResults) (int, error) {
+// deliver writes each part of p, then its checkpoint. A crash between the
+// two redelivers the part: the duplicates are bounded by the events since
+// the last checkpoint.
+func (s *producerSink) deliver(ctx context.Context, p *plan) (int, error) {
 	for i := range p.parts {
 		pt := &p.parts[i]
 		ck := s.nextCheckpoint(p, i)
-		results := early
-		if i > 0 || results == nil {
-			results = &produceResults{}
-			for _, r := range pt.records {
-				results.produce(ctx, s.cl, r)
-			}
+		var results produceResults
+		for _, r := range pt.records {
+			results.produce(ctx, s.cl, r)
 		}
 		if err := s.cl.Flush(ctx); err != nil {
 			if derr := s.deletedTopic(ctx, pt); derr != nil {

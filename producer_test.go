@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -172,124 +170,43 @@ func TestProducerModesProduceFailure(t *testing.T) {
 func TestProducerModesRedeliveryAfterTimeout(t *testing.T) {
 	t.Parallel()
 	for _, m := range producerModes[:2] {
-		// With a dead-letter topic the records are sent while the
-		// batch is encoded (TestFirstPartSentWhileEncoding).
-		for _, deadLetter := range []string{"", "producer-timeout.dead"} {
-			t.Run(m.name+" "+deadLetter, func(t *testing.T) {
-				t.Parallel()
-				testRedeliveryAfterTimeout(t, m.mode, deadLetter)
-			})
-		}
-	}
-}
-
-func testRedeliveryAfterTimeout(t *testing.T, mode kafkasink.Mode, deadLetter string) {
-	const topic = "kafkasink.public.orders"
-	c, brokers := sinktest.Cluster(t, kfake.SeedTopics(1, topic))
-	s := newSink(t, brokers, "producer-timeout", func(c *kafkasink.Config) { c.Mode, c.DeadLetterTopic = mode, deadLetter })
-	events := sinktest.Inserts("public", "orders", 100, 0, 3000)
-	for i := range events {
-		events[i].After = append(events[i].After, kafkasink.Column{Name: "pad", Value: strings.Repeat("x", 1000)})
-	}
-	batch := kafkasink.Batch{Events: events}
-	release := make(chan struct{})
-	pauseNext(c, kmsg.Produce, release)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	err := s.Write(ctx, batch)
-	cancel()
-	if err == nil || kafkasink.IsFatal(err) {
-		t.Fatalf("Write with a held produce request, its context ending: %v, want an error that is not fatal", err)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- tryWrite(t, s, batch) }()
-	time.Sleep(500 * time.Millisecond) // the redelivery waits behind the held request
-	close(release)
-	if err := <-errc; err != nil {
-		t.Fatalf("redelivery: %v (fatal: %t)", err, kafkasink.IsFatal(err))
-	}
-	if got := s.Checkpoint().Position; got != events[len(events)-1].Position {
-		t.Errorf("checkpoint %s, want %s", got, events[len(events)-1].Position)
-	}
-	seen := make(map[string]bool)
-	for _, r := range sinktest.ReadCommitted(t, brokers, topic) {
-		seen[sinktest.Header(r, kafkasink.HeaderID)] = true
-	}
-	for _, e := range events {
-		if !seen[e.Position.String()] {
-			t.Fatalf("event %s is not in the topic", e.Position)
-		}
-	}
-}
-
-// gatedEncoder encodes as JSONEncoder, but before the event at gate it
-// waits, up to wait, for the broker to receive a Produce request, and
-// records whether it did: whether the sink sent records of the batch
-// while still encoding it.
-type gatedEncoder struct {
-	kafkasink.JSONEncoder
-	gate     kafkasink.Position
-	produced <-chan struct{}
-	wait     time.Duration
-	sawSend  *atomic.Bool
-}
-
-func (g gatedEncoder) Encode(dst []byte, e *kafkasink.Event) ([]byte, error) {
-	if e.Position == g.gate {
-		select {
-		case <-g.produced:
-			g.sawSend.Store(true)
-		case <-time.After(g.wait):
-		}
-	}
-	return g.JSONEncoder.Encode(dst, e)
-}
-
-// TestFirstPartSentWhileEncoding: in ExactlyOnce mode, and in the other
-// modes with a dead-letter topic, the first part's records are produced
-// as they are encoded, so encoding the rest of the batch overlaps with
-// sending. Without a dead-letter topic, Idempotent and Plain send nothing
-// before the whole batch is encoded, because a rejected event must fail
-// the batch before any of it is written.
-func TestFirstPartSentWhileEncoding(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name       string
-		mode       kafkasink.Mode
-		deadLetter string
-		early      bool
-	}{
-		{"exactly-once", kafkasink.ExactlyOnce, "", true},
-		{"idempotent with a dead-letter topic", kafkasink.Idempotent, "early.dead", true},
-		{"plain with a dead-letter topic", kafkasink.Plain, "early.dead", true},
-		{"idempotent", kafkasink.Idempotent, "", false},
-		{"plain", kafkasink.Plain, "", false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
-			c, brokers := sinktest.Cluster(t)
-			events := sinktest.Inserts("public", "orders", 100, 1, 50)
-			produced := make(chan struct{})
-			var once sync.Once
-			var sawSend atomic.Bool
-			wait := 10 * time.Second
-			if !tc.early {
-				// Waiting for what must not happen: long enough
-				// for a record sent early to have arrived.
-				wait = 500 * time.Millisecond
+			const topic = "kafkasink.public.orders"
+			c, brokers := sinktest.Cluster(t, kfake.SeedTopics(1, topic))
+			s := newSink(t, brokers, "producer-timeout", func(c *kafkasink.Config) { c.Mode = m.mode })
+			events := sinktest.Inserts("public", "orders", 100, 0, 3000)
+			for i := range events {
+				events[i].After = append(events[i].After, kafkasink.Column{Name: "pad", Value: strings.Repeat("x", 1000)})
 			}
-			s := newSink(t, brokers, "early", func(cfg *kafkasink.Config) {
-				cfg.Mode, cfg.DeadLetterTopic = tc.mode, tc.deadLetter
-				cfg.Encoder = gatedEncoder{gate: events[len(events)-1].Position, produced: produced, wait: wait, sawSend: &sawSend}
-			})
-			c.ControlKey(kmsg.Produce.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
-				once.Do(func() { close(produced) })
-				return nil, nil, false
-			})
-			write(t, s, events)
-			if sawSend.Load() != tc.early {
-				t.Errorf("records sent before the batch's last event was encoded: %t, want %t", sawSend.Load(), tc.early)
+			batch := kafkasink.Batch{Events: events}
+			release := make(chan struct{})
+			pauseNext(c, kmsg.Produce, release)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			err := s.Write(ctx, batch)
+			cancel()
+			if err == nil || kafkasink.IsFatal(err) {
+				t.Fatalf("Write with a held produce request, its context ending: %v, want an error that is not fatal", err)
 			}
-			sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, "kafkasink.public.orders"), events)
+			errc := make(chan error, 1)
+			go func() { errc <- tryWrite(t, s, batch) }()
+			time.Sleep(500 * time.Millisecond) // the redelivery waits behind the held request
+			close(release)
+			if err := <-errc; err != nil {
+				t.Fatalf("redelivery: %v (fatal: %t)", err, kafkasink.IsFatal(err))
+			}
+			if got := s.Checkpoint().Position; got != events[len(events)-1].Position {
+				t.Errorf("checkpoint %s, want %s", got, events[len(events)-1].Position)
+			}
+			seen := make(map[string]bool)
+			for _, r := range sinktest.ReadCommitted(t, brokers, topic) {
+				seen[sinktest.Header(r, kafkasink.HeaderID)] = true
+			}
+			for _, e := range events {
+				if !seen[e.Position.String()] {
+					t.Fatalf("event %s is not in the topic", e.Position)
+				}
+			}
 		})
 	}
 }

@@ -35,10 +35,9 @@ var contenders = []contender{
 	{"franz-idempotent", "raw franz-go, idempotent, pre-encoded (the ceiling)", false, startFranz(franzIdempotent)},
 	{"franz-txn", "raw franz-go, one transaction per batch, pre-encoded (the exactly-once ceiling)", true, startFranz(franzTxn)},
 	{"franz-stdjson", "raw franz-go, idempotent, encoding/json per event", false, startFranz(franzStdJSON)},
-	{"kafkasink-eos", "kafkasink ExactlyOnce", true, startSink(kafkasink.ExactlyOnce, false)},
-	{"kafkasink-idempotent", "kafkasink Idempotent", false, startSink(kafkasink.Idempotent, false)},
-	{"kafkasink-idempotent-dlq", "kafkasink Idempotent with a dead-letter topic (sends while encoding)", false, startSink(kafkasink.Idempotent, true)},
-	{"kafkasink-plain", "kafkasink Plain", false, startSink(kafkasink.Plain, false)},
+	{"kafkasink-eos", "kafkasink ExactlyOnce", true, startSink(kafkasink.ExactlyOnce)},
+	{"kafkasink-idempotent", "kafkasink Idempotent", false, startSink(kafkasink.Idempotent)},
+	{"kafkasink-plain", "kafkasink Plain", false, startSink(kafkasink.Plain)},
 	{"kafka-go", "segmentio/kafka-go Writer, pre-encoded (no idempotence)", false, startKafkaGo},
 	{"sarama-idempotent", "IBM/sarama AsyncProducer, idempotent, pre-encoded", false, startSarama(false)},
 	{"sarama-txn", "IBM/sarama AsyncProducer, one transaction per batch, pre-encoded", true, startSarama(true)},
@@ -148,27 +147,18 @@ type sink struct {
 	s *kafkasink.Sink
 }
 
-// startSink starts a kafkasink Sink in mode; with deadLetter, with a
-// dead-letter topic, which in Idempotent and Plain modes lets a batch be
-// sent while it is encoded. No event of the workload is rejected, so the
-// dead-letter topic is never written (and, with Topics.MustExist, never
-// created).
-func startSink(mode kafkasink.Mode, deadLetter bool) func(context.Context, *workload) (producer, error) {
+func startSink(mode kafkasink.Mode) func(context.Context, *workload) (producer, error) {
 	return func(ctx context.Context, w *workload) (producer, error) {
 		codec, err := franzCodec(w.compression)
 		if err != nil {
 			return nil, err
 		}
-		cfg := kafkasink.Config{
+		s, err := kafkasink.New(ctx, kafkasink.Config{
 			Brokers: w.brokers, SinkID: w.topic, Mode: mode, CheckpointTopic: w.ckTopic,
 			Topics:        kafkasink.Topics{Routes: map[string]string{schemaName + "." + tableName: w.topic}, MustExist: true},
 			Headers:       w.headers,
 			ClientOptions: []kgo.Opt{kgo.ProducerBatchCompression(codec)},
-		}
-		if deadLetter {
-			cfg.DeadLetterTopic = w.topic + "-dead"
-		}
-		s, err := kafkasink.New(ctx, cfg)
+		})
 		if err != nil {
 			return nil, err
 		}

@@ -667,7 +667,7 @@ func pgTable(cfg pgConfig, res pgResults) string {
 	}
 	b.WriteString("\nMB/s: pgoutput bytes for pglogrepl-discard; key, value and header bytes read back from the topic for the sinks.\n")
 	if cfg.latency > 0 {
-		b.WriteString("Commit to visible: from COMMIT's return in the writer to the arrival of the transaction's last row at a read_committed consumer of the topic.\n")
+		b.WriteString("Commit to visible: from the writer sending the transaction (one INSERT, committed as it runs) to the arrival of the transaction's last row at a read_committed consumer of the topic.\n")
 	}
 	b.WriteString("Contenders:\n")
 	for _, c := range cfg.contenders {

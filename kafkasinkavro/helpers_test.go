@@ -266,21 +266,49 @@ type decoded struct {
 	value  map[string]any // canonical form (see canonical), the same from both
 }
 
-// decode reads the Confluent wire format of b, fetches the schema of its
-// id from the registry, decodes the payload with hamba/avro and with
-// twmb/avro (neither is what the encoder uses), and checks they agree.
-func (e *avroEnv) decode(b []byte) decoded {
+// checkVersions checks that the subject <topic>-value holds one version
+// per table version, in order: the schema ids of its versions are ids,
+// those of the records read in order with each table version's first.
+func (e *avroEnv) checkVersions(topic string, ids []int) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	versions, err := e.registry.Schemas(ctx, topic+"-value")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var registered []int
+	for _, v := range versions {
+		registered = append(registered, v.ID)
+	}
+	if fmt.Sprint(registered) != fmt.Sprint(ids) {
+		e.t.Errorf("subject %s-value has schema ids %v (by version), the records %v: want one version per table version, in order", topic, registered, ids)
+	}
+}
+
+// wireSchema reads the Confluent wire format of b and fetches the schema
+// of its id from the registry.
+func (e *avroEnv) wireSchema(b []byte) (id int, s sr.Schema) {
 	e.t.Helper()
 	if len(b) < 5 || b[0] != 0 {
 		e.t.Fatalf("not the Confluent wire format (magic byte 0, 4-byte id): %x", b)
 	}
-	id := int(binary.BigEndian.Uint32(b[1:5]))
+	id = int(binary.BigEndian.Uint32(b[1:5]))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s, err := e.registry.SchemaByID(ctx, id)
 	if err != nil {
 		e.t.Fatalf("schema id %d: %v", id, err)
 	}
+	return id, s
+}
+
+// decode reads the Confluent wire format of b, fetches the schema of its
+// id from the registry, decodes the payload with hamba/avro and with
+// twmb/avro (neither is what the encoder uses), and checks they agree.
+func (e *avroEnv) decode(b []byte) decoded {
+	e.t.Helper()
+	id, s := e.wireSchema(b)
 	hs, err := hamba.Parse(s.Schema)
 	if err != nil {
 		e.t.Fatalf("hamba/avro cannot parse schema %d: %v\n%s", id, err, s.Schema)

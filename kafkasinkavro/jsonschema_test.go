@@ -45,16 +45,7 @@ type jsonRecord struct {
 
 func (e *avroEnv) jsonRecord(b []byte) jsonRecord {
 	e.t.Helper()
-	if len(b) < 5 || b[0] != 0 {
-		e.t.Fatalf("not the Confluent wire format (magic byte 0, 4-byte id): %x", b)
-	}
-	id := int(binary.BigEndian.Uint32(b[1:5]))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s, err := e.registry.SchemaByID(ctx, id)
-	if err != nil {
-		e.t.Fatalf("schema id %d: %v", id, err)
-	}
+	id, s := e.wireSchema(b)
 	if s.Type != sr.TypeJSON {
 		e.t.Fatalf("schema %d is %s, want JSON", id, s.Type)
 	}

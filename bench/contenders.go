@@ -62,25 +62,9 @@ type franz struct {
 	out  []*kgo.Record
 }
 
-func franzCodec(name string) (kgo.CompressionCodec, error) {
-	switch name {
-	case "none":
-		return kgo.NoCompression(), nil
-	case "snappy":
-		return kgo.SnappyCompression(), nil
-	case "lz4":
-		return kgo.Lz4Compression(), nil
-	case "zstd":
-		return kgo.ZstdCompression(), nil
-	case "gzip":
-		return kgo.GzipCompression(), nil
-	}
-	return kgo.CompressionCodec{}, fmt.Errorf("unknown compression %q: want none, snappy, lz4, zstd or gzip", name)
-}
-
 func startFranz(kind franzKind) func(context.Context, *workload) (producer, error) {
 	return func(ctx context.Context, w *workload) (producer, error) {
-		codec, err := franzCodec(w.compression)
+		codec, err := kafkasink.ParseCompression(w.compression)
 		if err != nil {
 			return nil, err
 		}
@@ -149,7 +133,7 @@ type sink struct {
 
 func startSink(mode kafkasink.Mode) func(context.Context, *workload) (producer, error) {
 	return func(ctx context.Context, w *workload) (producer, error) {
-		codec, err := franzCodec(w.compression)
+		codec, err := kafkasink.ParseCompression(w.compression)
 		if err != nil {
 			return nil, err
 		}

@@ -100,7 +100,7 @@ func main() {
 		cfg.batches, err = ints("-batches", *batches)
 	}
 	if err == nil {
-		cfg.compressions, err = splitChecked("-compression", *compression, func(s string) error { _, err := franzCodec(s); return err })
+		cfg.compressions, err = splitChecked("-compression", *compression, func(s string) error { _, err := kafkasink.ParseCompression(s); return err })
 	}
 	if err == nil {
 		cfg.headerSets, err = splitChecked("-headers", *headers, func(s string) error { _, err := kafkasink.ParseHeaderSet(s); return err })

@@ -212,7 +212,7 @@ func pgcdcConfig(f sharedFlags) (pgConfig, error) {
 	if cfg.contenders, err = pickPG(f.only); err != nil {
 		return pgConfig{}, err
 	}
-	if _, err := franzCodec(cfg.compression); err != nil {
+	if _, err := kafkasink.ParseCompression(cfg.compression); err != nil {
 		return pgConfig{}, fmt.Errorf("-pgcdc takes one compression: %w", err)
 	}
 	return cfg, cfg.check()

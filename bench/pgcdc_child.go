@@ -272,7 +272,7 @@ func (s *markSink) check() {
 // (checkpoint read) before the clock; pgcdc.Run's start-up is inside it.
 func runPgcdc(mode kafkasink.Mode) func(context.Context, pgSpec) (pgResult, error) {
 	return func(ctx context.Context, s pgSpec) (pgResult, error) {
-		codec, err := franzCodec(s.Compression)
+		codec, err := kafkasink.ParseCompression(s.Compression)
 		if err != nil {
 			return pgResult{}, err
 		}

@@ -81,9 +81,9 @@ func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, 
 	if err != nil {
 		problems = append(problems, fmt.Sprintf("-headers %q: want all, minimal or none", o.headers))
 	}
-	codec, err := compressionCodec(o.compression)
+	codec, err := kafkasink.ParseCompression(o.compression)
 	if err != nil {
-		problems = append(problems, err.Error())
+		problems = append(problems, fmt.Sprintf("-compression %q: want none, snappy, lz4, zstd or gzip", o.compression))
 	}
 	routes := make(map[string]string)
 	for _, r := range splitNames(o.topicRoutes) {
@@ -293,21 +293,4 @@ func withFlagNames(err error) error {
 		return err
 	}
 	return fmt.Errorf("%w [in this program: %s]", err, strings.Join(hints, "; "))
-}
-
-// compressionCodec returns the codec -compression names.
-func compressionCodec(name string) (kgo.CompressionCodec, error) {
-	switch name {
-	case "none":
-		return kgo.NoCompression(), nil
-	case "snappy":
-		return kgo.SnappyCompression(), nil
-	case "lz4":
-		return kgo.Lz4Compression(), nil
-	case "zstd":
-		return kgo.ZstdCompression(), nil
-	case "gzip":
-		return kgo.GzipCompression(), nil
-	}
-	return kgo.CompressionCodec{}, fmt.Errorf("-compression %q: want none, snappy, lz4, zstd or gzip", name)
 }

@@ -2,8 +2,6 @@ package kafkasink_test
 
 import (
 	"context"
-	"encoding/json"
-	"strconv"
 	"testing"
 	"time"
 
@@ -11,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/internal/rawrecord"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
 )
 
@@ -104,37 +103,13 @@ func rawRecords(events []kafkasink.Event, encode func(*kafkasink.Event) []byte) 
 	for j := range events {
 		e := &events[j]
 		key, _ := kafkasink.AppendKey(nil, e, nil, kafkasink.KeyText)
-		records[j] = &kgo.Record{Topic: "kafkasink.public.orders", Key: key, Value: encode(e), Headers: []kgo.RecordHeader{
-			{Key: kafkasink.HeaderID, Value: []byte(e.ID())},
-			{Key: kafkasink.HeaderOp, Value: []byte(e.Op.String())},
-			{Key: kafkasink.HeaderTable, Value: []byte(e.Schema + "." + e.Table)},
-			{Key: kafkasink.HeaderLSN, Value: []byte(strconv.FormatUint(uint64(e.LSN), 10))},
-			{Key: kafkasink.HeaderCommitLSN, Value: []byte(strconv.FormatUint(uint64(e.Position.LSN), 10))},
-		}}
+		records[j] = &kgo.Record{Topic: "kafkasink.public.orders", Key: key, Value: encode(e), Headers: rawrecord.Headers(e, kafkasink.HeadersAll)}
 	}
 	return records
 }
 
 // stdlibEncode writes the JSONEncoder's document with encoding/json.
 func stdlibEncode(e *kafkasink.Event) []byte {
-	after := make(map[string]any, len(e.After))
-	for _, c := range e.After {
-		after[c.Name] = c.Value
-	}
-	v, _ := json.Marshal(struct {
-		ID         string         `json:"id"`
-		Op         string         `json:"op"`
-		Schema     string         `json:"schema"`
-		Table      string         `json:"table"`
-		LSN        string         `json:"lsn"`
-		CommitLSN  string         `json:"commit_lsn"`
-		Index      uint64         `json:"index"`
-		XID        uint32         `json:"xid"`
-		CommitTime time.Time      `json:"commit_time"`
-		Key        []string       `json:"key"`
-		Before     map[string]any `json:"before"`
-		After      map[string]any `json:"after"`
-	}{e.ID(), e.Op.String(), e.Schema, e.Table, strconv.FormatUint(uint64(e.LSN), 10), strconv.FormatUint(uint64(e.Position.LSN), 10),
-		e.Position.Index, e.XID, e.Commit, e.Key, nil, after})
+	v, _ := rawrecord.StdlibJSON(e)
 	return v
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/internal/rawrecord"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
 	"github.com/kafkasink/kafkasink/kafkasinktest"
 )
@@ -30,24 +31,6 @@ func headerEvents() [][]kafkasink.Event {
 		batches = append(batches, batch)
 	}
 	return batches
-}
-
-// wantHeaders are the standard headers of set for e, in order.
-func wantHeaders(set kafkasink.HeaderSet, e *kafkasink.Event) []kgo.RecordHeader {
-	all := []kgo.RecordHeader{
-		{Key: kafkasink.HeaderID, Value: []byte(e.ID())},
-		{Key: kafkasink.HeaderOp, Value: []byte(e.Op.String())},
-		{Key: kafkasink.HeaderTable, Value: []byte(e.Schema + "." + e.Table)},
-		{Key: kafkasink.HeaderLSN, Value: []byte(strconv.FormatUint(uint64(e.LSN), 10))},
-		{Key: kafkasink.HeaderCommitLSN, Value: []byte(strconv.FormatUint(uint64(e.Position.LSN), 10))},
-	}
-	switch set {
-	case kafkasink.HeadersMinimal:
-		return all[:2]
-	case kafkasink.HeadersNone:
-		return nil
-	}
-	return all
 }
 
 // checkHeaders checks that the records of events (read back, keyed by
@@ -98,7 +81,7 @@ func TestHeaderSets(t *testing.T) {
 				events = append(events, batch...)
 			}
 			records := sinktest.ReadCommitted(t, brokers, "kafkasink.public.a", "kafkasink.public.b")
-			checkHeaders(t, records, events, func(e *kafkasink.Event) []kgo.RecordHeader { return wantHeaders(set, e) })
+			checkHeaders(t, records, events, func(e *kafkasink.Event) []kgo.RecordHeader { return rawrecord.Headers(e, set) })
 
 			decoded := make([]kafkasinktest.Record, len(records))
 			for i, r := range records {
@@ -151,7 +134,7 @@ func TestHeaderSetDeadLetters(t *testing.T) {
 	if strings.Join(keys, " ") != strings.Join(wantKeys, " ") {
 		t.Fatalf("dead letter headers %v, want %v", keys, wantKeys)
 	}
-	if got, want := headerText(dead[0].Headers[:5]), headerText(wantHeaders(kafkasink.HeadersAll, &events[1])); got != want {
+	if got, want := headerText(dead[0].Headers[:5]), headerText(rawrecord.Headers(&events[1], kafkasink.HeadersAll)); got != want {
 		t.Errorf("dead letter standard headers\n\t%s\nwant\n\t%s", got, want)
 	}
 }
@@ -173,7 +156,7 @@ func TestHeaderSetDebezium(t *testing.T) {
 			events := headerEvents()[0]
 			write(t, s, events)
 			checkHeaders(t, sinktest.ReadCommitted(t, brokers, "kafkasink.public.a", "kafkasink.public.b"), events, func(e *kafkasink.Event) []kgo.RecordHeader {
-				hs := wantHeaders(set, e)
+				hs := rawrecord.Headers(e, set)
 				dbz, _ := enc.AppendHeaders(nil, nil, e, nil)
 				for _, h := range dbz {
 					hs = append(hs, kgo.RecordHeader{Key: h.Key, Value: h.Value})

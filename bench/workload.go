@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/internal/rawrecord"
 )
 
 // workload is what one run writes: batches of events of one table, the
@@ -111,25 +112,7 @@ func record(topic string, e *kafkasink.Event, hs kafkasink.HeaderSet) (*kgo.Reco
 	if err != nil {
 		return nil, err
 	}
-	return &kgo.Record{Topic: topic, Key: key, Value: value, Headers: headers(e, hs)}, nil
-}
-
-// headers are the standard headers of e in the set hs.
-func headers(e *kafkasink.Event, hs kafkasink.HeaderSet) []kgo.RecordHeader {
-	all := []kgo.RecordHeader{
-		{Key: kafkasink.HeaderID, Value: []byte(e.ID())},
-		{Key: kafkasink.HeaderOp, Value: []byte(e.Op.String())},
-		{Key: kafkasink.HeaderTable, Value: []byte(e.Schema + "." + e.Table)},
-		{Key: kafkasink.HeaderLSN, Value: []byte(strconv.FormatUint(uint64(e.LSN), 10))},
-		{Key: kafkasink.HeaderCommitLSN, Value: []byte(strconv.FormatUint(uint64(e.Position.LSN), 10))},
-	}
-	switch hs {
-	case kafkasink.HeadersMinimal:
-		return all[:2]
-	case kafkasink.HeadersNone:
-		return nil
-	}
-	return all
+	return &kgo.Record{Topic: topic, Key: key, Value: value, Headers: rawrecord.Headers(e, hs)}, nil
 }
 
 // recordBytes is the key, value and header bytes of one batch's records.
@@ -156,27 +139,9 @@ func checkpointValue(k int) []byte {
 // JSONEncoder's document through encoding/json (a map for the row, as
 // columns are dynamic), and the same key and headers (of the set hs).
 func stdlibRecord(topic string, e *kafkasink.Event, hs kafkasink.HeaderSet) (*kgo.Record, error) {
-	after := make(map[string]any, len(e.After))
-	for _, c := range e.After {
-		after[c.Name] = c.Value
-	}
-	v, err := json.Marshal(struct {
-		ID         string         `json:"id"`
-		Op         string         `json:"op"`
-		Schema     string         `json:"schema"`
-		Table      string         `json:"table"`
-		LSN        string         `json:"lsn"`
-		CommitLSN  string         `json:"commit_lsn"`
-		Index      uint64         `json:"index"`
-		XID        uint32         `json:"xid"`
-		CommitTime time.Time      `json:"commit_time"`
-		Key        []string       `json:"key"`
-		Before     map[string]any `json:"before"`
-		After      map[string]any `json:"after"`
-	}{e.ID(), e.Op.String(), e.Schema, e.Table, strconv.FormatUint(uint64(e.LSN), 10), strconv.FormatUint(uint64(e.Position.LSN), 10),
-		e.Position.Index, e.XID, e.Commit, e.Key, nil, after})
+	v, err := rawrecord.StdlibJSON(e)
 	if err != nil {
 		return nil, err
 	}
-	return &kgo.Record{Topic: topic, Key: []byte(strconv.FormatInt(e.After[0].Value.(int64), 10)), Value: v, Headers: headers(e, hs)}, nil
+	return &kgo.Record{Topic: topic, Key: []byte(strconv.FormatInt(e.After[0].Value.(int64), 10)), Value: v, Headers: rawrecord.Headers(e, hs)}, nil
 }

@@ -121,20 +121,15 @@ func TestStreamsWithSchemaRegistry(t *testing.T) {
 			defer cancel()
 			pg, brokers, name, db := realTable(ctx, t, "kafkasink_"+strings.ReplaceAll(tc.encoder, "-", "_"))
 
-			var out sinktest.SyncBuffer
-			runCtx, stop := context.WithCancel(ctx)
-			status := make(chan int, 1)
 			args := []string{"-pg", pg, "-tables", "public." + name, "-slot", name, "-publication", name,
 				"-topic-prefix", name, "-partitions", "1", "-encoder", tc.encoder, "-schema-registry", registry,
 				"-batch-max-wait", "20ms", "-log-format", "text"}
-			go func() { status <- run(runCtx, args, func(k string) string { return env(k, brokers) }, &out) }()
-			defer stop()
-			waitForSlot(ctx, t, db, name, status, &out)
+			out, status, stop := startProgram(ctx, t, db, name, brokers, args)
 			if _, err := db.Exec(ctx, "INSERT INTO "+name+" VALUES (1, 'one'), (2, NULL)"); err != nil {
 				t.Fatal(err)
 			}
 			topic := name + ".public." + name
-			waitFor(t, 60*time.Second, "2 records in "+topic, status, &out, func() bool {
+			waitFor(t, 60*time.Second, "2 records in "+topic, status, out, func() bool {
 				return len(sinktest.ReadCommitted(t, []string{brokers}, topic)) >= 2
 			})
 			t.Cleanup(func() {

@@ -70,15 +70,10 @@ func TestStreamsDebeziumAvro(t *testing.T) {
 	defer cancel()
 	pg, brokers, name, db := realTable(ctx, t, "kafkasink_dbzavro")
 
-	var out sinktest.SyncBuffer
-	runCtx, stop := context.WithCancel(ctx)
-	status := make(chan int, 1)
 	args := []string{"-pg", pg, "-tables", "public." + name, "-slot", name, "-publication", name,
 		"-topic-prefix", name, "-partitions", "1", "-encoder", "debezium-avro", "-schema-registry", registry,
 		"-batch-max-wait", "20ms", "-log-format", "text"}
-	go func() { status <- run(runCtx, args, func(k string) string { return env(k, brokers) }, &out) }()
-	defer stop()
-	waitForSlot(ctx, t, db, name, status, &out)
+	out, status, stop := startProgram(ctx, t, db, name, brokers, args)
 	if _, err := db.Exec(ctx, "INSERT INTO "+name+" VALUES (1, 'one'), (2, NULL)"); err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +81,7 @@ func TestStreamsDebeziumAvro(t *testing.T) {
 		t.Fatal(err)
 	}
 	topic := name + ".public." + name
-	waitFor(t, 60*time.Second, "4 records in "+topic, status, &out, func() bool {
+	waitFor(t, 60*time.Second, "4 records in "+topic, status, out, func() bool {
 		return len(sinktest.ReadCommitted(t, []string{brokers}, topic)) >= 4
 	})
 	reg, err := sr.NewClient(sr.URLs(registry))

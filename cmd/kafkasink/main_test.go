@@ -29,15 +29,9 @@ func TestStreamsRowsIntoKafka(t *testing.T) {
 	defer cancel()
 	pg, brokers, name, db := realTable(ctx, t, "kafkasink_cmd")
 
-	var out sinktest.SyncBuffer
-	runCtx, stop := context.WithCancel(ctx)
-	status := make(chan int, 1)
 	args := []string{"-pg", pg, "-tables", "public." + name, "-slot", name, "-publication", name,
 		"-topic-prefix", name, "-partitions", "3", "-batch-max-wait", "20ms", "-progress", "300ms", "-log-format", "text"}
-	go func() { status <- run(runCtx, args, func(k string) string { return env(k, brokers) }, &out) }()
-	defer stop()
-
-	waitForSlot(ctx, t, db, name, status, &out)
+	out, status, stop := startProgram(ctx, t, db, name, brokers, args)
 	for _, sql := range []string{
 		"INSERT INTO " + name + " SELECT g, 'row ' || g FROM generate_series(1, 20) g",
 		"UPDATE " + name + " SET note = 'changed' WHERE id <= 5",
@@ -50,12 +44,12 @@ func TestStreamsRowsIntoKafka(t *testing.T) {
 	const want = 20 + 5 + 1
 	topic := name + ".public." + name
 	var recs int
-	waitFor(t, 60*time.Second, fmt.Sprintf("%d records in %s", want, topic), status, &out, func() bool {
+	waitFor(t, 60*time.Second, fmt.Sprintf("%d records in %s", want, topic), status, out, func() bool {
 		recs = len(sinktest.ReadCommitted(t, []string{brokers}, topic))
 		return recs >= want
 	})
 	progressLine := regexp.MustCompile(fmt.Sprintf(`msg=progress events=%d .*lag_seconds=\S+ lag_bytes=\d+`, want))
-	waitFor(t, 30*time.Second, "a progress line counting every event, with the lag", status, &out, func() bool {
+	waitFor(t, 30*time.Second, "a progress line counting every event, with the lag", status, out, func() bool {
 		return progressLine.MatchString(out.String())
 	})
 	stop()
@@ -118,6 +112,20 @@ func realTable(ctx context.Context, t *testing.T, prefix string) (pg, brokers, n
 		t.Fatal(err)
 	}
 	return pg, brokers, name, db
+}
+
+// startProgram runs the program with args, its brokers' variable set to
+// brokers, until stop is called or the test ends, and waits until it
+// streams from its slot. out collects its log; status gets its exit
+// status.
+func startProgram(ctx context.Context, t *testing.T, db *pgx.Conn, slot, brokers string, args []string) (out *sinktest.SyncBuffer, status chan int, stop context.CancelFunc) {
+	t.Helper()
+	out, status = &sinktest.SyncBuffer{}, make(chan int, 1)
+	runCtx, stop := context.WithCancel(ctx)
+	t.Cleanup(stop)
+	go func() { status <- run(runCtx, args, func(k string) string { return env(k, brokers) }, out) }()
+	waitForSlot(ctx, t, db, slot, status, out)
+	return out, status, stop
 }
 
 // waitForSlot waits for the program to create its slot: changes made
@@ -212,18 +220,15 @@ func TestQuotedTablesAndRejections(t *testing.T) {
 		}
 	}
 
-	var out sinktest.SyncBuffer
-	status := make(chan int, 1)
 	args := []string{"-pg", pg, "-slot", name, "-publication", name, "-topic-prefix", name,
 		"-checkpoint-topic", name + ".checkpoints", "-batch-max-wait", "20ms", "-progress", "0",
 		"-tables", fmt.Sprintf(`public."%s", public."%s"`, routedTable, badTable),
 		"-topic-routes", fmt.Sprintf(`public."%s"=%s`, routedTable, routedTopic)}
-	go func() { status <- run(ctx, args, func(k string) string { return env(k, brokers) }, &out) }()
-	waitForSlot(ctx, t, db, name, status, &out)
+	out, status, _ := startProgram(ctx, t, db, name, brokers, args)
 	if _, err := db.Exec(ctx, "INSERT INTO "+pgx.Identifier{routedTable}.Sanitize()+" SELECT g, 'row ' || g FROM generate_series(1, 3) g"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "3 records in "+routedTopic, status, &out, func() bool {
+	waitFor(t, 60*time.Second, "3 records in "+routedTopic, status, out, func() bool {
 		return len(sinktest.ReadCommitted(t, []string{brokers}, routedTopic)) >= 3
 	})
 	if _, err := db.Exec(ctx, "INSERT INTO "+pgx.Identifier{badTable}.Sanitize()+" VALUES (1, 'x')"); err != nil {
@@ -273,16 +278,10 @@ func TestHeadersAndCompressionOnTheWire(t *testing.T) {
 	defer cancel()
 	pg, brokers, name, db := realTable(ctx, t, "kafkasink_cmd_headers")
 
-	var out sinktest.SyncBuffer
-	runCtx, stop := context.WithCancel(ctx)
-	status := make(chan int, 1)
 	args := []string{"-pg", pg, "-tables", "public." + name, "-slot", name, "-publication", name, "-ha=false",
 		"-topic-prefix", name, "-partitions", "3", "-batch-max-wait", "20ms", "-progress", "0",
 		"-headers", "minimal", "-compression", "zstd"}
-	go func() { status <- run(runCtx, args, func(k string) string { return env(k, brokers) }, &out) }()
-	defer stop()
-
-	waitForSlot(ctx, t, db, name, status, &out)
+	out, status, stop := startProgram(ctx, t, db, name, brokers, args)
 	if _, err := db.Exec(ctx, "INSERT INTO "+name+" SELECT g, repeat('row ' || g, 20) FROM generate_series(1, 50) g"); err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +291,7 @@ func TestHeadersAndCompressionOnTheWire(t *testing.T) {
 	}
 	topic := name + ".public." + name
 	var records []*kgo.Record
-	waitFor(t, 60*time.Second, fmt.Sprintf("%d records in %s", rows, topic), status, &out, func() bool {
+	waitFor(t, 60*time.Second, fmt.Sprintf("%d records in %s", rows, topic), status, out, func() bool {
 		records = sinktest.ReadCommitted(t, []string{brokers}, topic)
 		return len(records) >= rows
 	})

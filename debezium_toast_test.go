@@ -1,10 +1,8 @@
 package kafkasink
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
-	"os"
 	"testing"
 )
 
@@ -125,48 +123,20 @@ func nameUUIDOfText(t *testing.T, text string) string {
 // update of toast_types in a configuration's golden file.
 func goldenToastUpdate(t *testing.T, config string, schemas bool) map[string]json.RawMessage {
 	t.Helper()
-	name := "testdata/debezium/" + config + "-schemas-false.jsonl"
+	file := config + "-schemas-false.jsonl"
 	if schemas {
-		name = "testdata/debezium/" + config + "-schemas-true.jsonl"
+		file = config + "-schemas-true.jsonl"
 	}
-	f, err := os.Open(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 4<<20)
-	for sc.Scan() {
-		var rec struct {
-			Topic string
-			Value json.RawMessage
-		}
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			t.Fatal(err)
-		}
-		if rec.Topic != "dbz.dbzconf.toast_types" {
-			continue
-		}
-		var v struct{ Op string }
-		payload := rec.Value
-		if schemas {
-			var p struct{ Payload json.RawMessage }
-			if err := json.Unmarshal(rec.Value, &p); err != nil {
+	for _, img := range goldenImages(t, file, "toast_types") {
+		if img.Op == "u" {
+			var after map[string]json.RawMessage
+			if err := json.Unmarshal(img.After, &after); err != nil {
 				t.Fatal(err)
 			}
-			payload = p.Payload
-		}
-		if err := json.Unmarshal(payload, &v); err != nil {
-			t.Fatal(err)
-		}
-		if v.Op == "u" {
-			return afterOf(t, rec.Value, schemas)
+			return after
 		}
 	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	t.Fatalf("%s: no update of toast_types", name)
+	t.Fatalf("%s: no update of toast_types", file)
 	return nil
 }
 

@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/kafkasink/kafkasink/internal/jsonw"
 )
 
 // DebeziumEncoder writes Debezium's PostgreSQL connector envelope in its
@@ -396,7 +394,11 @@ func (d DebeziumEncoder) validate() []string {
 // apart from Debezium's.
 const DebeziumVersion = "3.6.1.Final"
 
-var debeziumOps = [...]string{OpInsert: "c", OpUpdate: "u", OpDelete: "d", OpTruncate: "t", OpRead: "r"}
+var (
+	debeziumOps = [...]string{OpInsert: "c", OpUpdate: "u", OpDelete: "d", OpTruncate: "t", OpRead: "r"}
+	// debeziumOpMembers are the envelope's op members in JSON.
+	debeziumOpMembers = [...]string{OpInsert: `,"op":"c"`, OpUpdate: `,"op":"u"`, OpDelete: `,"op":"d"`, OpTruncate: `,"op":"t"`, OpRead: `,"op":"r"`}
+)
 
 // Encode implements Encoder. It never returns a tombstone: Debezium's
 // tombstone after a delete is a second record, which the sink writes as
@@ -408,95 +410,167 @@ func (d DebeziumEncoder) Encode(dst []byte, e *Event) ([]byte, error) {
 	if d.SchemasEnable {
 		return d.encodeWithSchema(dst, e)
 	}
-	return d.appendEnvelope(dst, e)
+	var schemas *debeziumSchemas
+	if e.Relation != nil {
+		schemas = d.schemasOf(e)
+	}
+	w := connectWriter{buf: dst}
+	if err := d.writeEnvelope(&w, e, schemas); err != nil {
+		return nil, err
+	}
+	return w.buf, nil
 }
 
-// appendEnvelope appends the schemaless envelope of e.
-func (d DebeziumEncoder) appendEnvelope(dst []byte, e *Event) ([]byte, error) {
-	dst = append(dst, `{"before":`...)
-	var err error
-	if dst, err = d.appendDebeziumRow(dst, e, e.Before, true); err != nil {
+// AppendAvro appends e's envelope in the Avro binary encoding of the
+// Avro schema Kafka Connect's AvroData (Debezium's AvroConverter) makes
+// from the envelope's Connect schema, the one SchemasEnable declares.
+// It is for the kafkasinkavro module, which registers that schema and
+// writes the record's wire-format header. The values are those Encode
+// writes, nested arrays null as with SchemasEnable; a value the schema
+// cannot hold is an *EncodeError, as is an event without a Relation.
+func (d DebeziumEncoder) AppendAvro(dst []byte, e *Event) ([]byte, error) {
+	if !e.Op.Valid() {
+		return nil, invalidOpError(e)
+	}
+	if e.Relation == nil {
+		return nil, &EncodeError{Schema: e.Schema, Table: e.Table, Err: errNoAvroRelation}
+	}
+	d.NullNestedArrays = true
+	schemas := d.schemasOf(e)
+	w := avroWriter(dst, &schemas.envelope)
+	if err := d.writeEnvelope(&w, e, schemas); err != nil {
 		return nil, err
 	}
-	dst = append(dst, `,"after":`...)
-	if dst, err = d.appendDebeziumRow(dst, e, e.After, false); err != nil {
-		return nil, err
+	if err := w.failed(); err != nil {
+		return nil, &EncodeError{Schema: e.Schema, Table: e.Table, Err: err}
 	}
-	dst = append(dst, `,"source":{"version":"`+DebeziumVersion+`","connector":"postgresql","name":`...)
-	if d.Name == "" {
-		dst = append(dst, `"kafkasink"`...)
-	} else {
-		dst = jsonw.AppendString(dst, d.Name)
+	return w.buf, nil
+}
+
+// writeEnvelope writes the envelope of e, with schemas those of its
+// table version (nil without a Relation).
+func (d DebeziumEncoder) writeEnvelope(w *connectWriter, e *Event, schemas *debeziumSchemas) error {
+	w.beginStruct()
+	w.key(`"before":`)
+	if err := d.writeRow(w, e, schemas, e.Before, true); err != nil {
+		return err
 	}
+	w.key(`,"after":`)
+	if err := d.writeRow(w, e, schemas, e.After, false); err != nil {
+		return err
+	}
+	w.key(`,"source":`)
+	lsn := debeziumLSN(e)
+	d.writeSource(w, e, lsn)
+	w.key(`,"transaction":`)
+	d.writeTxnBlock(w, e, lsn)
+	w.fixedText(debeziumOpMembers[e.Op], debeziumOps[e.Op])
+	now := d.Now
+	if now == nil {
+		now = time.Now
+	}
+	// The instant is formatted once; the other units are cut from that
+	// text (see scaled).
+	ns := now().UnixNano()
+	var nsBuf [20]byte
+	var nsText []byte // JSON's
+	if !w.avro {
+		nsText = strconv.AppendInt(nsBuf[:0], ns, 10)
+	}
+	w.key(`,"ts_ms":`)
+	w.scaled(nsText, ns, -6)
+	w.key(`,"ts_us":`)
+	w.scaled(nsText, ns, -3)
+	w.key(`,"ts_ns":`)
+	w.scaled(nsText, ns, 0)
+	w.endStruct()
+	return nil
+}
+
+// writeSource writes the source block of e, whose LSN is lsn.
+func (d DebeziumEncoder) writeSource(w *connectWriter, e *Event, lsn LSN) {
 	src := &e.Source
 	at, xid := e.Commit, e.XID
 	if e.Op == OpRead {
 		at, xid = src.SnapshotTime, src.SnapshotXID
 	}
-	dst = append(dst, `,"ts_ms":`...)
 	var us int64
 	if !at.IsZero() {
 		us = at.UnixMicro()
 	}
 	// Each instant and the LSN are formatted once; the other units are
 	// cut from or padded to that text (see appendScaled).
-	var usBuf, lsnBuf, nsBuf [20]byte
-	usText := strconv.AppendInt(usBuf[:0], us, 10)
-	dst = appendScaled(dst, usText, us, -3)
-	dst = append(dst, `,"snapshot":"`...)
-	dst = append(dst, debeziumSnapshot(e)...)
-	dst = append(dst, `","db":`...)
-	dst = jsonw.AppendString(dst, src.Database)
-	lsn := debeziumLSN(e)
+	var usBuf, lsnBuf [20]byte
+	var usText []byte // JSON's
+	if !w.avro {
+		usText = strconv.AppendInt(usBuf[:0], us, 10)
+	}
 	lsnText := strconv.AppendUint(lsnBuf[:0], uint64(lsn), 10)
+	w.beginStruct()
+	w.fixedText(`"version":"`+DebeziumVersion+`"`, DebeziumVersion)
+	w.fixedText(`,"connector":"postgresql"`, "postgresql")
+	w.key(`,"name":`)
+	w.str(d.name())
+	w.key(`,"ts_ms":`)
+	w.scaled(usText, us, -3)
+	w.key(`,"snapshot":`)
+	w.text(debeziumSnapshot(e))
+	w.key(`,"db":`)
+	w.str(src.Database)
 	// sequence is a string holding a JSON array of two strings: the end
 	// of the previous transaction's commit record (null when unknown)
 	// and the change's LSN.
-	dst = append(dst, `,"sequence":"[`...)
+	w.key(`,"sequence":`)
+	quote := `"` // inside the string: \" in JSON
+	if !w.avro {
+		quote = `\"`
+	}
+	mark := w.beginText()
+	w.buf = append(w.buf, '[')
 	if src.PrevCommitEnd == 0 || e.Op == OpRead {
-		dst = append(dst, "null"...)
+		w.buf = append(w.buf, "null"...)
 	} else {
-		dst = append(dst, `\"`...)
-		dst = strconv.AppendUint(dst, uint64(src.PrevCommitEnd), 10)
-		dst = append(dst, `\"`...)
+		w.buf = append(w.buf, quote...)
+		w.buf = strconv.AppendUint(w.buf, uint64(src.PrevCommitEnd), 10)
+		w.buf = append(w.buf, quote...)
 	}
-	dst = append(dst, `,\"`...)
-	dst = append(dst, lsnText...)
-	dst = append(dst, `\"]","ts_us":`...)
-	dst = append(dst, usText...)
-	dst = append(dst, `,"ts_ns":`...)
-	dst = appendScaled(dst, usText, us, 3)
-	dst = append(dst, `,"schema":`...)
-	dst = jsonw.AppendString(dst, e.Schema)
-	dst = append(dst, `,"table":`...)
-	dst = jsonw.AppendString(dst, e.Table)
-	dst = append(dst, `,"txId":`...)
-	dst = strconv.AppendUint(dst, uint64(xid), 10)
-	dst = append(dst, `,"lsn":`...)
+	w.buf = append(append(append(append(w.buf, ','), quote...), lsnText...), quote...)
+	w.buf = append(w.buf, ']')
+	w.endText(mark)
+	w.key(`,"ts_us":`)
+	w.scaled(usText, us, 0)
+	w.key(`,"ts_ns":`)
+	w.scaled(usText, us, 3)
+	w.key(`,"schema":`)
+	w.str(e.Schema)
+	w.key(`,"table":`)
+	w.str(e.Table)
+	w.key(`,"txId":`)
+	w.uint(uint64(xid))
+	w.key(`,"lsn":`)
 	if d.LSNAsString {
-		dst = append(dst, '"')
-		dst = append(dst, lsnText...)
-		dst = append(dst, '"')
+		mark := w.beginText()
+		w.buf = append(w.buf, lsnText...)
+		w.endText(mark)
 	} else {
-		dst = append(dst, lsnText...)
+		w.uintText(uint64(lsn), lsnText)
 	}
-	dst = append(dst, `,"xmin":null,"origin":null,"origin_lsn":null},"transaction":`...)
-	dst = d.appendTxnBlock(dst, e, lsn)
-	dst = append(dst, `,"op":"`...)
-	dst = append(dst, debeziumOps[e.Op]...)
-	now := d.Now
-	if now == nil {
-		now = time.Now
+	w.nulls(`,"xmin":null,"origin":null,"origin_lsn":null`, 3)
+	w.endStruct()
+}
+
+// scaled writes n·10^exp (exp in -6..3), rounded down, given text, n's
+// decimal form (see appendScaled).
+func (w *connectWriter) scaled(text []byte, n int64, exp int) {
+	if !w.avro {
+		w.buf = appendScaled(w.buf, text, n, exp)
+		return
 	}
-	ns := now().UnixNano()
-	nsText := strconv.AppendInt(nsBuf[:0], ns, 10)
-	dst = append(dst, `","ts_ms":`...)
-	dst = appendScaled(dst, nsText, ns, -6)
-	dst = append(dst, `,"ts_us":`...)
-	dst = appendScaled(dst, nsText, ns, -3)
-	dst = append(dst, `,"ts_ns":`...)
-	dst = append(dst, nsText...)
-	return append(dst, '}'), nil
+	if exp >= 0 {
+		w.int(n * pow10[exp])
+	} else {
+		w.int(floorDiv(n, pow10[-exp]))
+	}
 }
 
 // appendScaled appends n·10^exp (exp in -6..3), rounded down, given text,

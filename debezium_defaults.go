@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/kafkasink/kafkasink/internal/jsonw"
 )
 
 // Column DEFAULTs as Debezium 3.6.1 treats them. Its PostgreSQL connector
@@ -44,24 +42,45 @@ func debeziumDefaultText(expr, placeholder string) (text string, ok bool) {
 	return text, ok
 }
 
-// columnDefault returns the JSON of the default Debezium declares for
-// column ci under d's options, in the column's value form, or nil when it
-// declares none: no DEFAULT, a type Debezium has no parser for (domains,
-// enums, arrays, and the types not handled below), or an expression its
-// parser refuses.
-func (d *DebeziumEncoder) columnDefault(ci *ColumnInfo) []byte {
+// columnDefault returns the default Debezium declares for column ci
+// under d's options, in the column's value form: its JSON, and its Avro
+// under the column's Connect schema (AppendAvro). It is none (nil)
+// when Debezium declares none: no DEFAULT, a type Debezium has no parser
+// for (domains, enums, arrays, and the types not handled below), or an
+// expression its parser refuses.
+func (d *DebeziumEncoder) columnDefault(ci *ColumnInfo) columnDefaultValue {
+	w := connectWriter{}
+	if !d.writeColumnDefault(&w, ci) {
+		return columnDefaultValue{}
+	}
+	s := d.columnSchema(ci.Type) // the value alone; a row writes its union branch
+	a := avroWriter(nil, &s)
+	d.writeColumnDefault(&a, ci)
+	if a.failed() != nil {
+		// A default its own column's schema cannot hold is a bug here,
+		// and so no default: the row writes the NULL.
+		return columnDefaultValue{}
+	}
+	return columnDefaultValue{json: w.buf, avro: a.buf}
+}
+
+// columnDefaultValue is a column's declared default in both encodings;
+// json is nil when the column has none.
+type columnDefaultValue struct {
+	json, avro []byte
+}
+
+// writeColumnDefault writes column ci's declared default and reports
+// whether it has one (see columnDefault).
+func (d *DebeziumEncoder) writeColumnDefault(w *connectWriter, ci *ColumnInfo) bool {
 	t := ci.Type
 	if ci.Default == "" || t == nil || t.Base != nil || t.Elem != nil || t.Kind != 'b' {
-		return nil
+		return false
 	}
 	expr := ci.Default
 	// Debezium's numeric and boolean parsers take NULL::<type> for no
 	// default.
 	nullable := strings.HasPrefix(expr, "NULL::")
-	var (
-		out []byte
-		ok  bool
-	)
 	switch t.Name {
 	case "int2", "int4", "int8":
 		bits := 64
@@ -72,9 +91,9 @@ func (d *DebeziumEncoder) columnDefault(ci *ColumnInfo) []byte {
 			bits = 32
 		}
 		if s, found := debeziumDefaultText(expr, "0"); found && !nullable {
-			var n int64
-			if n, ok = parseJavaInt(s, bits); ok {
-				out = strconv.AppendInt(nil, n, 10)
+			if n, ok := parseJavaInt(s, bits); ok {
+				w.int(n)
+				return true
 			}
 		}
 	case "float4", "float8":
@@ -84,55 +103,56 @@ func (d *DebeziumEncoder) columnDefault(ci *ColumnInfo) []byte {
 				bits = 32
 			}
 			if f, err := strconv.ParseFloat(strings.TrimSpace(s), bits); err == nil && !math.IsNaN(f) && !math.IsInf(f, 0) {
-				out, ok = jsonw.AppendFloat(nil, f, bits), true
+				w.float(f, bits)
+				return true
 			}
 		}
 	case "numeric":
 		if s, found := debeziumDefaultText(expr, "0.0"); found && !nullable {
-			out, ok = d.numericDefault(s, t.Modifier)
+			return d.writeNumericDefault(w, s, t.Modifier)
 		}
 	case "bool":
 		if s, found := debeziumDefaultText(expr, "false"); found && !nullable {
-			out, ok = jsonw.AppendBool(nil, strings.EqualFold(s, "true")), true
+			w.bool(strings.EqualFold(s, "true"))
+			return true
 		}
 	case "text", "varchar", "bpchar":
 		if s, found := debeziumDefaultText(expr, ""); found {
-			out, ok = jsonw.AppendString(nil, s), true
+			w.str(s)
+			return true
 		}
 	case "date":
 		if s, found := debeziumDefaultText(expr, "1970-01-01"); found && !isInfinity(s) {
-			out, ok = d.appendDate(nil, s, readStreamed)
+			return d.writeDate(w, s, readStreamed)
 		}
 	case "timestamp":
 		if s, found := debeziumDefaultText(expr, "1970-01-01 00:00:00"); found && !isInfinity(s) {
-			out, ok = d.appendTimestamp(nil, strings.Replace(s, " ", "T", 1), t.Modifier)
+			return d.writeTimestamp(w, strings.Replace(s, " ", "T", 1), t.Modifier)
 		}
 	case "timestamptz":
 		if s, found := debeziumDefaultText(expr, "1970-01-01 00:00:00+00"); found {
-			var ts time.Time
-			if ts, ok = parsePostgresTimestamptz(s); ok {
-				out = appendTimestamptz(nil, ts)
+			if ts, ok := parsePostgresTimestamptz(s); ok {
+				writeTimestamptz(w, ts)
+				return true
 			}
 		}
 	}
-	if !ok {
-		return nil
-	}
-	return out
+	return false
 }
 
-// numericDefault is a numeric column's default: precise, a Decimal at the
-// column's scale (Debezium raises the parsed value's scale to it), and
-// none without a declared scale (Debezium's variable-scale value is a
-// struct, which Connect cannot hold as a default); as the value otherwise.
-func (d *DebeziumEncoder) numericDefault(s string, typmod int32) ([]byte, bool) {
+// writeNumericDefault writes a numeric column's default: precise, a
+// Decimal at the column's scale (Debezium raises the parsed value's scale
+// to it), and none without a declared scale (Debezium's variable-scale
+// value is a struct, which Connect cannot hold as a default); as the
+// value otherwise.
+func (d *DebeziumEncoder) writeNumericDefault(w *connectWriter, s string, typmod int32) bool {
 	_, digits, scale, ok := splitDecimal(s)
 	if !ok || specialNumeric(s) != "" {
-		return nil, false
+		return false
 	}
 	if d.DecimalHandling == DecimalPrecise {
 		if typmod < 4 {
-			return nil, false
+			return false
 		}
 		if want := int((typmod - 4) & 0xffff); scale < want {
 			if digits[1] == "" {
@@ -141,7 +161,7 @@ func (d *DebeziumEncoder) numericDefault(s string, typmod int32) ([]byte, bool) 
 			s += strings.Repeat("0", want-scale)
 		}
 	}
-	return d.appendNumeric(nil, s, typmod)
+	return d.writeNumeric(w, s, typmod)
 }
 
 // parseJavaInt parses s as Java's Short/Integer/Long.parseInt do: an

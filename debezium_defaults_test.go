@@ -180,7 +180,7 @@ func TestDebeziumDefaultForms(t *testing.T) {
 		{DebeziumEncoder{}, tUUID, "gen_random_uuid()", ""},
 	}
 	for _, c := range cases {
-		got := c.enc.columnDefault(&ColumnInfo{Name: "v", Type: c.typ, Default: c.expr})
+		got := c.enc.columnDefault(&ColumnInfo{Name: "v", Type: c.typ, Default: c.expr}).json
 		if string(got) != c.want {
 			t.Errorf("%s DEFAULT %s under %+v: %q, want %q", c.typ.Name, c.expr, c.enc, got, c.want)
 		}

@@ -1,6 +1,7 @@
 package kafkasink
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -363,7 +364,7 @@ func (d *DebeziumEncoder) declaredDefault(ci *ColumnInfo) string {
 	if !d.MatchDebeziumLosses && !ci.NotNull {
 		return ""
 	}
-	return string(d.columnDefault(ci))
+	return string(d.columnDefault(ci).json)
 }
 
 // keySchema is the key's schema of e's table for the key columns: the
@@ -394,11 +395,16 @@ func schemaDocument(s *connectSchema) []byte {
 // set of options. value never changes once made; key is replaced whole,
 // never modified, so readers need no lock.
 type debeziumSchemas struct {
-	value []byte // {"schema":<Envelope>,"payload":
-	// defaults are the JSON of the columns' declared defaults, by their
-	// index in the Relation (nil: none), which MatchDebeziumLosses
-	// writes in place of NULL as JsonConverter does.
-	defaults [][]byte
+	cacheKey schemaCacheKey
+	envelope connectSchema
+	value    []byte // {"schema":<Envelope>,"payload":
+	// members are the JSON texts that open the columns' members in a
+	// row ("name":), by their index in the Relation.
+	members []string
+	// defaults are the columns' declared defaults, by their index in the
+	// Relation, which a row writes in place of NULL as JsonConverter
+	// does (see declaredDefault).
+	defaults []columnDefaultValue
 	// key is the Key document for the key columns it was last asked for
 	// (they are the same for every event of a table version, unless
 	// Config.KeyColumns names others); nil until then.
@@ -407,6 +413,7 @@ type debeziumSchemas struct {
 
 type debeziumKeySchema struct {
 	columns []string
+	schema  connectSchema
 	open    []byte // {"schema":<Key>,"payload":
 }
 
@@ -437,6 +444,10 @@ var schemaCache = struct {
 	m map[schemaCacheKey]*debeziumSchemas
 }{m: make(map[schemaCacheKey]*debeziumSchemas)}
 
+// lastSchemas is the cache entry found last: a batch's events are mostly
+// of one table, whose entry it finds without the map's lock and hash.
+var lastSchemas atomic.Pointer[debeziumSchemas]
+
 // schemasOf returns the schemas of e's table version, from the cache or
 // made and cached. e.Relation must not be nil.
 func (d *DebeziumEncoder) schemasOf(e *Event) *debeziumSchemas {
@@ -445,16 +456,26 @@ func (d *DebeziumEncoder) schemasOf(e *Event) *debeziumSchemas {
 		decimal: d.DecimalHandling, time: d.TimePrecision, interval: d.IntervalHandling,
 		binary: d.BinaryHandling, lsnAsString: d.LSNAsString, losses: d.MatchDebeziumLosses,
 	}
+	if last := lastSchemas.Load(); last != nil && last.cacheKey == k {
+		return last
+	}
 	schemaCache.RLock()
 	s := schemaCache.m[k]
 	schemaCache.RUnlock()
 	if s != nil {
+		lastSchemas.Store(s)
 		return s
 	}
 	env := d.envelopeSchema(e)
-	s = &debeziumSchemas{value: schemaDocument(&env), defaults: make([][]byte, len(e.Relation.Columns))}
+	s = &debeziumSchemas{
+		cacheKey: k, envelope: env, value: schemaDocument(&env),
+		members:  make([]string, len(e.Relation.Columns)),
+		defaults: make([]columnDefaultValue, len(e.Relation.Columns)),
+	}
 	for i := range e.Relation.Columns {
-		s.defaults[i] = d.columnDefault(&e.Relation.Columns[i])
+		ci := &e.Relation.Columns[i]
+		s.members[i] = string(append(jsonw.AppendString(nil, ci.Name), ':'))
+		s.defaults[i] = d.columnDefault(ci)
 	}
 	schemaCache.Lock()
 	defer schemaCache.Unlock()
@@ -488,13 +509,13 @@ func (d DebeziumEncoder) encodeWithSchema(dst []byte, e *Event) ([]byte, error) 
 	if e.Relation == nil {
 		return nil, errNoRelation(e)
 	}
-	dst = append(dst, d.schemasOf(e).value...)
+	schemas := d.schemasOf(e)
+	w := connectWriter{buf: append(dst, schemas.value...)}
 	d.NullNestedArrays = true
-	dst, err := d.appendEnvelope(dst, e)
-	if err != nil {
+	if err := d.writeEnvelope(&w, e, schemas); err != nil {
 		return nil, err
 	}
-	return append(dst, '}'), nil
+	return append(w.buf, '}'), nil
 }
 
 // keyEncoder is an optional interface of an Encoder that, under its
@@ -519,7 +540,7 @@ var _ keyEncoder = DebeziumEncoder{}
 func (d DebeziumEncoder) encodesKeys() bool { return d.SchemasEnable }
 
 // appendKey writes Debezium's key: the key columns' values in Debezium's
-// forms (appendTyped), with withSchema under the Key struct. A truncate,
+// forms (writeTyped), with withSchema under the Key struct. A truncate,
 // or a table without key columns, is keyed as AppendKey keys it (its
 // event id), with withSchema in a string schema.
 func (d DebeziumEncoder) appendKey(dst []byte, e *Event, columns []string, withSchema bool) ([]byte, error) {
@@ -542,49 +563,96 @@ func (d DebeziumEncoder) appendKey(dst []byte, e *Event, columns []string, withS
 		return nil, errNoRelation(e)
 	}
 	d.NullNestedArrays = true // as encodeWithSchema writes values
+	w := connectWriter{buf: dst}
 	if withSchema {
-		schemas := d.schemasOf(e)
-		ks := schemas.key.Load()
-		if ks == nil || !slices.Equal(ks.columns, columns) {
-			s, missing := d.keySchema(e, columns)
-			if missing != "" {
-				return nil, missingKeyError(e, missing, false)
-			}
-			ks = &debeziumKeySchema{columns: slices.Clone(columns), open: schemaDocument(&s)}
-			schemas.key.Store(ks)
+		ks, err := d.keySchemaOf(e, columns)
+		if err != nil {
+			return nil, err
 		}
-		dst = append(dst, ks.open...)
+		w.buf = append(w.buf, ks.open...)
 	}
+	if err := d.writeKey(&w, e, columns); err != nil {
+		return nil, err
+	}
+	if withSchema {
+		w.buf = append(w.buf, '}')
+	}
+	return w.buf, nil
+}
+
+// keySchemaOf returns the Key schema of e's table version for columns,
+// cached for the columns last asked for.
+func (d DebeziumEncoder) keySchemaOf(e *Event, columns []string) (*debeziumKeySchema, error) {
+	schemas := d.schemasOf(e)
+	ks := schemas.key.Load()
+	if ks == nil || !slices.Equal(ks.columns, columns) {
+		s, missing := d.keySchema(e, columns)
+		if missing != "" {
+			return nil, missingKeyError(e, missing, false)
+		}
+		ks = &debeziumKeySchema{columns: slices.Clone(columns), schema: s, open: schemaDocument(&s)}
+		schemas.key.Store(ks)
+	}
+	return ks, nil
+}
+
+// writeKey writes the Key struct of e's key columns.
+func (d DebeziumEncoder) writeKey(w *connectWriter, e *Event, columns []string) error {
 	row := e.Image()
-	dst = append(dst, '{')
+	w.beginStruct()
 	for i, name := range columns {
 		c, ok := row.Get(name)
 		if !ok || c.Unchanged {
-			return nil, missingKeyError(e, name, ok)
+			return missingKeyError(e, name, ok)
 		}
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = jsonw.AppendString(dst, name)
-		dst = append(dst, ':')
+		w.name(i == 0, name)
 		if c.Value == nil {
-			dst = append(dst, "null"...)
-			continue
+			w.null()
+		} else {
+			ci, found := e.Relation.Column(name)
+			if !found {
+				return missingKeyError(e, name, false)
+			}
+			if err := d.writeTyped(w, ci.Type, c.Value, pathOf(e)); err != nil {
+				return &EncodeError{Schema: e.Schema, Table: e.Table, Column: name, Err: err}
+			}
 		}
-		ci, found := e.Relation.Column(name)
-		if !found {
-			return nil, missingKeyError(e, name, false)
-		}
-		var err error
-		if dst, err = d.appendTyped(dst, ci.Type, c.Value, pathOf(e)); err != nil {
-			return nil, &EncodeError{Schema: e.Schema, Table: e.Table, Column: name, Err: err}
+		if err := w.failed(); err != nil {
+			return &EncodeError{Schema: e.Schema, Table: e.Table, Column: name, Err: err}
 		}
 	}
-	dst = append(dst, '}')
-	if withSchema {
-		dst = append(dst, '}')
+	w.endStruct()
+	return nil
+}
+
+// AppendAvroKey appends e's Debezium key for columns in the Avro binary
+// encoding of the Avro schema AvroData makes from the Key's Connect
+// schema (see AppendAvro), for the kafkasinkavro module. Only a row
+// change of a table with key columns has a Key (a truncate, or an event
+// without key columns, is keyed by the sink: see KeyEncoder); a key
+// column the image lacks, or whose value has no Debezium form, is an
+// error as for AppendKey.
+func (d DebeziumEncoder) AppendAvroKey(dst []byte, e *Event, columns []string) ([]byte, error) {
+	if len(columns) == 0 || e.Op == OpTruncate {
+		return nil, &EncodeError{Schema: e.Schema, Table: e.Table, Err: errors.New(
+			"DebeziumEncoder.AppendAvroKey: a truncate, or an event without key columns, has no Debezium Key: the sink keys it (see KeyEncoder)")}
 	}
-	return dst, nil
+	if e.Relation == nil {
+		return nil, &EncodeError{Schema: e.Schema, Table: e.Table, Err: errNoAvroRelation}
+	}
+	d.NullNestedArrays = true
+	ks, err := d.keySchemaOf(e, columns)
+	if err != nil {
+		return nil, err
+	}
+	w := avroWriter(dst, &ks.schema)
+	if err := d.writeKey(&w, e, columns); err != nil {
+		return nil, err
+	}
+	if err := w.failed(); err != nil {
+		return nil, &EncodeError{Schema: e.Schema, Table: e.Table, Err: err}
+	}
+	return w.buf, nil
 }
 
 // AppendKeyPayload appends e's Debezium key for columns (Config.KeyColumns

@@ -2,16 +2,14 @@ package kafkasink
 
 import (
 	"crypto/md5"
-	"strconv"
 
 	"github.com/kafkasink/kafkasink/internal/dbztoast"
-	"github.com/kafkasink/kafkasink/internal/jsonw"
 )
 
 // defaultUnavailablePlaceholder is Debezium's unavailable.value.placeholder.
 const defaultUnavailablePlaceholder = "__debezium_unavailable_value"
 
-// appendUnchanged appends the placeholder of an unchanged TOAST value (a
+// writeUnchanged writes the placeholder of an unchanged TOAST value (a
 // value the change does not carry) in a column of declared type t, in
 // the form Debezium 3.6.1 gives it (see dbztoast.Of), so that the value
 // fits the column's schema: bytes for a bytea, a list for the arrays
@@ -21,7 +19,7 @@ const defaultUnavailablePlaceholder = "__debezium_unavailable_value"
 // a date array under time.precision.mode connect or isostring), it writes
 // the placeholder in the field's form, so that an unavailable value is
 // not read as a NULL, and null only with MatchDebeziumLosses.
-func (d *DebeziumEncoder) appendUnchanged(dst []byte, t *TypeInfo) []byte {
+func (d *DebeziumEncoder) writeUnchanged(w *connectWriter, t *TypeInfo) {
 	p := d.UnavailableValuePlaceholder
 	if p == "" {
 		p = defaultUnavailablePlaceholder
@@ -36,66 +34,66 @@ func (d *DebeziumEncoder) appendUnchanged(dst []byte, t *TypeInfo) []byte {
 	}
 	switch dbztoast.Of(name, baseName) {
 	case dbztoast.Bytes:
-		switch d.BinaryHandling {
-		case BinaryBytes:
-			return d.appendBinary(dst, []byte(p))
-		case BinaryBase64, BinaryBase64URLSafe:
-			if d.MatchDebeziumLosses {
-				return append(dst, "null"...)
-			}
+		switch {
+		case d.BinaryHandling == BinaryBytes:
+			d.writeBinary(w, []byte(p))
+		case d.BinaryHandling != BinaryHex && d.MatchDebeziumLosses:
+			w.null()
+		default:
+			// hex (and the string modes, when not matching Debezium's
+			// loss): Debezium's hex converter writes the placeholder's
+			// text.
+			w.str(p)
 		}
-		// hex (and the string modes, when not matching Debezium's loss):
-		// Debezium's hex converter writes the placeholder's text.
-		return jsonw.AppendString(dst, p)
 	case dbztoast.TextList:
-		return appendOneElement(dst, p)
+		writeOneElement(w, p)
 	case dbztoast.BytesList:
-		if d.BinaryHandling == BinaryBytes {
-			dst = append(dst, '[')
-			return append(d.appendBinary(dst, []byte(p)), ']')
+		switch {
+		case d.BinaryHandling == BinaryBytes:
+			w.beginArray(1)
+			w.elem(0)
+			d.writeBinary(w, []byte(p))
+			w.endArray()
+		case d.MatchDebeziumLosses:
+			w.null()
+		default:
+			writeOneElement(w, p)
 		}
-		if d.MatchDebeziumLosses {
-			return append(dst, "null"...)
-		}
-		return appendOneElement(dst, p)
 	case dbztoast.IntList:
-		if t.Elem != nil && t.Elem.Name == "date" {
-			switch d.TimePrecision {
-			case TimeIsostring:
-				if d.MatchDebeziumLosses {
-					return append(dst, "null"...)
-				}
-				return appendOneElement(dst, p)
-			case TimeConnect:
-				if d.MatchDebeziumLosses {
-					return append(dst, "null"...)
-				}
-			}
+		if t.Elem != nil && t.Elem.Name == "date" && d.MatchDebeziumLosses &&
+			(d.TimePrecision == TimeIsostring || d.TimePrecision == TimeConnect) {
+			w.null()
+			return
 		}
-		return appendSignedBytes(dst, p)
+		if t.Elem != nil && t.Elem.Name == "date" && d.TimePrecision == TimeIsostring {
+			writeOneElement(w, p)
+			return
+		}
+		writeSignedBytes(w, p)
 	case dbztoast.UUIDList:
-		return appendOneElement(dst, nameUUID(p))
+		writeOneElement(w, nameUUID(p))
+	default:
+		w.str(p)
 	}
-	return jsonw.AppendString(dst, p)
 }
 
-// appendOneElement appends the list of the one string s.
-func appendOneElement(dst []byte, s string) []byte {
-	dst = append(dst, '[')
-	return append(jsonw.AppendString(dst, s), ']')
+// writeOneElement writes the list of the one string s.
+func writeOneElement(w *connectWriter, s string) {
+	w.beginArray(1)
+	w.elem(0)
+	w.str(s)
+	w.endArray()
 }
 
-// appendSignedBytes appends the list of the bytes of s, each as Java's
+// writeSignedBytes writes the list of the bytes of s, each as Java's
 // signed byte (Debezium's int and bigint array placeholder).
-func appendSignedBytes(dst []byte, s string) []byte {
-	dst = append(dst, '[')
+func writeSignedBytes(w *connectWriter, s string) {
+	w.beginArray(len(s))
 	for i := 0; i < len(s); i++ {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = strconv.AppendInt(dst, int64(int8(s[i])), 10)
+		w.elem(i)
+		w.int(int64(int8(s[i])))
 	}
-	return append(dst, ']')
+	w.endArray()
 }
 
 // nameUUID is Java's UUID.nameUUIDFromBytes of s: the version 3

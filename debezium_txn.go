@@ -2,8 +2,6 @@ package kafkasink
 
 import (
 	"strconv"
-
-	"github.com/kafkasink/kafkasink/internal/jsonw"
 )
 
 // This file is DebeziumEncoder's provide.transaction.metadata: the
@@ -14,11 +12,38 @@ import (
 // it wrote the name: the event's own LSN in the block, the first event's
 // in BEGIN, the end of the commit record in END.
 
-// The Kafka Connect schemas of the transaction records, as JsonConverter
-// writes them with schemas.enable=true.
-const (
-	debeziumTxnKeySchema   = `{"type":"struct","fields":[{"type":"string","optional":false,"field":"id"}],"optional":false,"name":"io.debezium.connector.common.TransactionMetadataKey","version":1}`
-	debeziumTxnValueSchema = `{"type":"struct","fields":[{"type":"string","optional":false,"field":"status"},{"type":"string","optional":false,"field":"id"},{"type":"int64","optional":true,"field":"event_count"},{"type":"array","items":{"type":"struct","fields":[{"type":"string","optional":false,"field":"data_collection"},{"type":"int64","optional":false,"field":"event_count"}],"optional":true,"name":"event.collection","version":1},"optional":true,"field":"data_collections"},{"type":"int64","optional":false,"field":"ts_ms"}],"optional":false,"name":"io.debezium.connector.common.TransactionMetadataValue","version":1}`
+// The Kafka Connect schemas of the transaction records, and their JSON as
+// JsonConverter writes them with schemas.enable=true.
+var (
+	debeziumTxnKeySchema = connectSchema{
+		typ:     "struct",
+		fields:  []connectField{{"id", plainSchema("string")}},
+		name:    "io.debezium.connector.common.TransactionMetadataKey",
+		version: 1,
+	}
+	debeziumTxnValueSchema = connectSchema{
+		typ: "struct",
+		fields: []connectField{
+			{"status", plainSchema("string")},
+			{"id", plainSchema("string")},
+			{"event_count", optionalSchema(plainSchema("int64"))},
+			{"data_collections", connectSchema{typ: "array", optional: true, items: &connectSchema{
+				typ:      "struct",
+				fields:   []connectField{{"data_collection", plainSchema("string")}, {"event_count", plainSchema("int64")}},
+				optional: true,
+				name:     "event.collection",
+				version:  1,
+			}}},
+			{"ts_ms", plainSchema("int64")},
+		},
+		name:    "io.debezium.connector.common.TransactionMetadataValue",
+		version: 1,
+	}
+)
+
+var (
+	debeziumTxnKeySchemaJSON   = string(debeziumTxnKeySchema.appendJSON(nil, ""))
+	debeziumTxnValueSchemaJSON = string(debeziumTxnValueSchema.appendJSON(nil, ""))
 )
 
 var _ Framer = DebeziumEncoder{}
@@ -51,96 +76,140 @@ func (d DebeziumEncoder) name() string {
 // Debezium's TransactionMetadataKey and TransactionMetadataValue schemas.
 func (d DebeziumEncoder) AppendFrame(dst []byte, e *Event, after bool) ([]byte, int) {
 	start := len(dst)
-	lsn := debeziumLSN(e)
-	if after {
-		lsn = e.Txn.End.CommitEnd
-	}
+	w := connectWriter{buf: dst}
 	if d.SchemasEnable {
-		dst = append(dst, `{"schema":`+debeziumTxnKeySchema+`,"payload":`...)
+		w.buf = append(append(append(w.buf, `{"schema":`...), debeziumTxnKeySchemaJSON...), `,"payload":`...)
 	}
-	dst = append(dst, `{"id":`...)
-	dst = appendTxnID(dst, e.XID, lsn)
-	dst = append(dst, '}')
+	writeFrameKey(&w, e, after)
 	if d.SchemasEnable {
-		dst = append(dst, '}')
+		w.buf = append(w.buf, '}')
 	}
-	keyLen := len(dst) - start
+	keyLen := len(w.buf) - start
+	if d.SchemasEnable {
+		w.buf = append(append(append(w.buf, `{"schema":`...), debeziumTxnValueSchemaJSON...), `,"payload":`...)
+	}
+	writeFrameValue(&w, e, after)
+	if d.SchemasEnable {
+		w.buf = append(w.buf, '}')
+	}
+	return w.buf, keyLen
+}
 
-	if d.SchemasEnable {
-		dst = append(dst, `{"schema":`+debeziumTxnValueSchema+`,"payload":`...)
+// AppendAvroFrameKey appends the key of AppendFrame's record in the Avro
+// binary encoding of the schema AvroData makes from its Connect schema
+// (see AppendAvro), for the kafkasinkavro module.
+func (d DebeziumEncoder) AppendAvroFrameKey(dst []byte, e *Event, after bool) []byte {
+	w := avroWriter(dst, &debeziumTxnKeySchema)
+	writeFrameKey(&w, e, after)
+	return avroFrame(&w)
+}
+
+// AppendAvroFrameValue appends the value of AppendFrame's record in Avro,
+// as AppendAvroFrameKey its key.
+func (d DebeziumEncoder) AppendAvroFrameValue(dst []byte, e *Event, after bool) []byte {
+	w := avroWriter(dst, &debeziumTxnValueSchema)
+	writeFrameValue(&w, e, after)
+	return avroFrame(&w)
+}
+
+// avroFrame returns what w wrote of a transaction record. Its values are
+// strings and counts, the types its schema was written for: a failure
+// is a bug, not an input to reject.
+func avroFrame(w *connectWriter) []byte {
+	if err := w.failed(); err != nil {
+		panic(err)
 	}
+	return w.buf
+}
+
+// frameLSN is the LSN in the name of e's transaction in its BEGIN (after
+// false) or END record.
+func frameLSN(e *Event, after bool) LSN {
 	if after {
-		dst = append(dst, `{"status":"END","id":`...)
-	} else {
-		dst = append(dst, `{"status":"BEGIN","id":`...)
+		return e.Txn.End.CommitEnd
 	}
-	dst = appendTxnID(dst, e.XID, lsn)
+	return debeziumLSN(e)
+}
+
+// writeFrameKey writes the key of e's transaction's BEGIN or END record.
+func writeFrameKey(w *connectWriter, e *Event, after bool) {
+	w.beginStruct()
+	w.key(`"id":`)
+	writeTxnID(w, e.XID, frameLSN(e, after))
+	w.endStruct()
+}
+
+// writeFrameValue writes the value of e's transaction's BEGIN or END
+// record.
+func writeFrameValue(w *connectWriter, e *Event, after bool) {
+	w.beginStruct()
+	w.key(`"status":`)
+	if after {
+		w.text("END")
+	} else {
+		w.text("BEGIN")
+	}
+	w.key(`,"id":`)
+	writeTxnID(w, e.XID, frameLSN(e, after))
+	w.key(`,"event_count":`)
 	if after {
 		end := e.Txn.End
-		dst = append(dst, `,"event_count":`...)
-		dst = strconv.AppendInt(dst, int64(end.Events), 10)
-		dst = append(dst, `,"data_collections":[`...)
+		w.int(int64(end.Events))
+		w.key(`,"data_collections":`)
 		var small [8]int
-		for i, ti := range javaHashMapOrder(end.Tables, small[:0]) {
+		order := javaHashMapOrder(end.Tables, small[:0])
+		w.beginArray(len(order))
+		for i, ti := range order {
 			t := end.Tables[ti]
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = append(dst, `{"data_collection":`...)
-			// "schema.table" as one JSON string, without joining
-			// the names first: the schema's string reopened, the
-			// table's without its opening quote.
-			dst = jsonw.AppendString(dst, t.Schema)
-			dst = append(dst[:len(dst)-1], '.')
-			n := len(dst)
-			dst = jsonw.AppendString(dst, t.Table)
-			dst = append(dst[:n], dst[n+1:]...)
-			dst = append(dst, `,"event_count":`...)
-			dst = strconv.AppendInt(dst, int64(t.Events), 10)
-			dst = append(dst, '}')
+			w.elem(i)
+			w.beginStruct()
+			w.key(`"data_collection":`)
+			w.joined(t.Schema, '.', t.Table)
+			w.key(`,"event_count":`)
+			w.int(int64(t.Events))
+			w.endStruct()
 		}
-		dst = append(dst, ']')
+		w.endArray()
 	} else {
-		dst = append(dst, `,"event_count":null,"data_collections":null`...)
+		w.null()
+		w.key(`,"data_collections":`)
+		w.null()
 	}
-	dst = append(dst, `,"ts_ms":`...)
+	w.key(`,"ts_ms":`)
 	var ms int64
 	if !e.Commit.IsZero() {
 		ms = e.Commit.UnixMilli()
 	}
-	dst = strconv.AppendInt(dst, ms, 10)
-	dst = append(dst, '}')
-	if d.SchemasEnable {
-		dst = append(dst, '}')
-	}
-	return dst, keyLen
+	w.int(ms)
+	w.endStruct()
 }
 
-// appendTxnBlock appends the envelope's transaction field: with
+// writeTxnBlock writes the envelope's transaction field: with
 // ProvideTransactionMetadata, for a change whose source places it in its
 // transaction (e.Txn.Order), {"id","total_order","data_collection_order"};
 // null otherwise, snapshot rows included, as Debezium writes them.
-func (d DebeziumEncoder) appendTxnBlock(dst []byte, e *Event, lsn LSN) []byte {
+func (d DebeziumEncoder) writeTxnBlock(w *connectWriter, e *Event, lsn LSN) {
 	if !d.ProvideTransactionMetadata || e.Op == OpRead || e.Txn.Order == 0 {
-		return append(dst, "null"...)
+		w.null()
+		return
 	}
-	dst = append(dst, `{"id":`...)
-	dst = appendTxnID(dst, e.XID, lsn)
-	dst = append(dst, `,"total_order":`...)
-	dst = strconv.AppendInt(dst, int64(e.Txn.Order), 10)
-	dst = append(dst, `,"data_collection_order":`...)
-	dst = strconv.AppendInt(dst, int64(e.Txn.TableOrder), 10)
-	return append(dst, '}')
+	w.beginStruct()
+	w.key(`"id":`)
+	writeTxnID(w, e.XID, lsn)
+	w.key(`,"total_order":`)
+	w.int(int64(e.Txn.Order))
+	w.key(`,"data_collection_order":`)
+	w.int(int64(e.Txn.TableOrder))
+	w.endStruct()
 }
 
-// appendTxnID appends Debezium's transaction id "<txId>:<LSN>" as a JSON
-// string.
-func appendTxnID(dst []byte, xid uint32, lsn LSN) []byte {
-	dst = append(dst, '"')
-	dst = strconv.AppendUint(dst, uint64(xid), 10)
-	dst = append(dst, ':')
-	dst = strconv.AppendUint(dst, uint64(lsn), 10)
-	return append(dst, '"')
+// writeTxnID writes Debezium's transaction id "<txId>:<LSN>".
+func writeTxnID(w *connectWriter, xid uint32, lsn LSN) {
+	mark := w.beginText()
+	w.buf = strconv.AppendUint(w.buf, uint64(xid), 10)
+	w.buf = append(w.buf, ':')
+	w.buf = strconv.AppendUint(w.buf, uint64(lsn), 10)
+	w.endText(mark)
 }
 
 // debeziumLSN is source.lsn of a change: its own LSN, or its commit LSN

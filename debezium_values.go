@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/kafkasink/kafkasink/internal/jsonw"
 )
@@ -169,8 +171,9 @@ func (d DebeziumEncoder) valueProblems() []string {
 	return out
 }
 
-// appendDebeziumRow appends a row image. With a Relation it writes every
-// column of the relation in table order: an unchanged TOAST column is the
+// writeRow writes a row image, with schemas those of e's table version
+// (nil without a Relation). With a Relation it writes every column
+// of the relation in table order: an unchanged TOAST column is the
 // placeholder, and composite columns are left out, as Debezium leaves them
 // out. A column a before image lacks (the non-key columns of a delete's
 // old key under REPLICA IDENTITY DEFAULT) is null, as in Debezium's
@@ -179,18 +182,20 @@ func (d DebeziumEncoder) valueProblems() []string {
 // carry, or leaving out one it does, would pass a wrong row for the row.
 // Without a Relation (events built by hand) it writes the row's columns
 // in their forms for JSONEncoder.
-func (d *DebeziumEncoder) appendDebeziumRow(dst []byte, e *Event, row Row, before bool) ([]byte, error) {
+func (d *DebeziumEncoder) writeRow(w *connectWriter, e *Event, schemas *debeziumSchemas, row Row, before bool) error {
 	if row == nil {
-		return append(dst, "null"...), nil
+		w.null()
+		return nil
 	}
-	if e.Relation == nil {
-		return appendRow(dst, e, row)
+	if e.Relation == nil { // JSON only: AppendAvro requires a Relation
+		var err error
+		w.buf, err = appendRow(w.buf, e, row)
+		return err
 	}
-	dst = append(dst, '{')
+	w.beginStruct()
 	first := true
-	next := 0             // row is in table order: where the next column should be
-	found := 0            // the row's columns the Relation lists
-	var defaults [][]byte // the columns' defaults, looked up at the first NULL
+	next := 0  // row is in table order: where the next column should be
+	found := 0 // the row's columns the Relation lists
 	for i := range e.Relation.Columns {
 		ci := &e.Relation.Columns[i]
 		var c *Column
@@ -208,46 +213,42 @@ func (d *DebeziumEncoder) appendDebeziumRow(dst []byte, e *Event, row Row, befor
 		}
 		t := declaredBase(ci.Type)
 		if c == nil && !before {
-			return nil, &EncodeError{Schema: e.Schema, Table: e.Table, Column: ci.Name, Err: errAfterLacksColumn}
+			return &EncodeError{Schema: e.Schema, Table: e.Table, Column: ci.Name, Err: errAfterLacksColumn}
 		}
-		if !first {
-			dst = append(dst, ',')
-		}
+		w.member(first, schemas.members[i])
 		first = false
-		dst = jsonw.AppendString(dst, ci.Name)
-		dst = append(dst, ':')
 		switch {
 		case c == nil || c.Value == nil && !c.Unchanged:
 			// The default Debezium declares, in place of NULL, as
 			// JsonConverter writes it: with MatchDebeziumLosses, and for
 			// a NOT NULL column whatever the options (see declaredDefault).
 			if d.MatchDebeziumLosses || ci.NotNull {
-				if defaults == nil {
-					defaults = d.schemasOf(e).defaults
-				}
-				if def := defaults[i]; def != nil {
-					dst = append(dst, def...)
+				if def := schemas.defaults[i]; def.json != nil {
+					w.precomputed(def.json, def.avro)
 					break
 				}
 			}
-			dst = append(dst, "null"...)
+			w.null()
 		case c.Unchanged:
-			dst = d.appendUnchanged(dst, ci.Type)
+			d.writeUnchanged(w, ci.Type)
 		default:
-			var err error
-			if dst, err = d.appendTyped(dst, t, c.Value, pathOf(e)); err != nil {
-				return nil, &EncodeError{Schema: e.Schema, Table: e.Table, Column: c.Name, Err: err}
+			if err := d.writeTyped(w, t, c.Value, pathOf(e)); err != nil {
+				return &EncodeError{Schema: e.Schema, Table: e.Table, Column: c.Name, Err: err}
 			}
+		}
+		if err := w.failed(); err != nil {
+			return &EncodeError{Schema: e.Schema, Table: e.Table, Column: ci.Name, Err: err}
 		}
 	}
 	if found < len(row) {
 		for _, c := range row {
 			if _, ok := e.Relation.Column(c.Name); !ok {
-				return nil, &EncodeError{Schema: e.Schema, Table: e.Table, Column: c.Name, Err: errColumnNotInRelation}
+				return &EncodeError{Schema: e.Schema, Table: e.Table, Column: c.Name, Err: errColumnNotInRelation}
 			}
 		}
 	}
-	return append(dst, '}'), nil
+	w.endStruct()
+	return nil
 }
 
 // columnIndex returns the index of the column named name in row, or -1.
@@ -302,88 +303,89 @@ func declaredBase(t *TypeInfo) *TypeInfo {
 	return t
 }
 
-// appendTyped appends v, a non-null value of declared type t, in
+// writeTyped writes v, a non-null value of declared type t, in
 // Debezium's form. A value it cannot write in that form, of a Go type
 // other than the one pgcdc gives the type or a text that is not
 // PostgreSQL's output under the settings pgcdc pins, is an error
 // (valueFormError): written in another form, a Debezium reader would
 // misread it (a money text decoded as a base64 Decimal).
-func (d *DebeziumEncoder) appendTyped(dst []byte, t *TypeInfo, v any, path readPath) ([]byte, error) {
+func (d *DebeziumEncoder) writeTyped(w *connectWriter, t *TypeInfo, v any, path readPath) error {
 	t = declaredBase(t)
 	if t == nil {
-		return appendValue(dst, v)
+		return writeValue(w, v)
 	}
 	if t.Elem != nil {
 		if a, ok := v.([]any); ok {
-			return d.appendArray(dst, declaredBase(t.Elem), a)
+			return d.writeArray(w, declaredBase(t.Elem), a)
 		}
-		return nil, valueFormError(t, v)
+		return valueFormError(t, v)
 	}
 	s, isText := v.(string)
-	var (
-		out []byte
-		ok  bool
-	)
+	ok := false
 	switch t.Name {
 	case "numeric":
 		if n, isDecimal := v.(Decimal); isDecimal {
-			out, ok = d.appendNumeric(dst, string(n), t.Modifier)
+			ok = d.writeNumeric(w, string(n), t.Modifier)
 		}
 	case "money":
 		if isText {
-			out, ok = d.appendMoney(dst, s)
+			ok = d.writeMoney(w, s)
 		}
 	case "date":
 		if isText {
-			out, ok = d.appendDate(dst, s, path)
+			ok = d.writeDate(w, s, path)
 		}
 	case "time":
 		if isText {
-			out, ok = d.appendTime(dst, s, t.Modifier)
+			ok = d.writeTime(w, s, t.Modifier)
 		}
 	case "timetz":
 		if isText {
-			out, ok = appendTimetz(dst, s)
+			ok = writeTimetz(w, s)
 		}
 	case "timestamp":
 		if isText {
-			out, ok = d.appendTimestamp(dst, s, t.Modifier)
+			ok = d.writeTimestamp(w, s, t.Modifier)
 		}
 	case "timestamptz":
 		if ts, isTime := v.(time.Time); isTime {
-			out, ok = appendTimestamptz(dst, ts), true
+			writeTimestamptz(w, ts)
+			ok = true
 		} else if isText && isInfinity(s) {
 			// Debezium writes PostgreSQL's text.
-			out, ok = jsonw.AppendString(dst, s), true
+			w.text(s)
+			ok = true
 		}
 	case "interval":
 		if isText {
-			out, ok = d.appendInterval(dst, s)
+			ok = d.writeInterval(w, s)
 		}
 	case "bit", "varbit":
 		if isText {
-			out, ok = appendBits(dst, s, t.Name == "bit" && t.Modifier == 1)
+			ok = writeBits(w, s, t.Name == "bit" && t.Modifier == 1)
 		}
 	case "bytea":
 		if b, isBytes := v.([]byte); isBytes {
-			out, ok = d.appendBinary(dst, b), true
+			d.writeBinary(w, b)
+			ok = true
 		}
 	case "point":
 		if isText {
-			out, ok = appendPoint(dst, s)
+			ok = writePoint(w, s)
 		}
 	case "name":
 		if d.MatchDebeziumLosses && path == readStreamed {
-			return append(dst, "null"...), nil
+			w.null()
+			return nil
 		}
-		return appendValue(dst, v)
+		return writeValue(w, v)
 	default:
-		return appendValue(dst, v)
+		return writeValue(w, v)
 	}
 	if !ok {
-		return nil, valueFormError(t, v)
+		return valueFormError(t, v)
 	}
-	return out, nil
+	return nil
 }
 
 func isInfinity(s string) bool { return s == "infinity" || s == "-infinity" }
@@ -476,40 +478,40 @@ func maskDigits(s string) string {
 	return strconv.Quote(string(b))
 }
 
-// appendArray appends an array of element type elem. Debezium writes a
+// writeArray writes an array of element type elem. Debezium writes a
 // numeric array holding NaN or ±Infinity as null, in every decimal mode
-// (double too, where a scalar NaN is "NaN"). Arrays of more than one dimension are written nested, each
-// element in its form: Debezium writes each inner array as null, losing
-// the values (a documented deviation), which NullNestedArrays and
-// MatchDebeziumLosses reproduce.
-func (d *DebeziumEncoder) appendArray(dst []byte, elem *TypeInfo, a []any) ([]byte, error) {
+// (double too, where a scalar NaN is "NaN"). Arrays of more than one
+// dimension are written nested, each element in its form: Debezium
+// writes each inner array as null, losing the values (a documented
+// deviation), which NullNestedArrays and MatchDebeziumLosses reproduce.
+func (d *DebeziumEncoder) writeArray(w *connectWriter, elem *TypeInfo, a []any) error {
 	if elem != nil && elem.Name == "numeric" && hasSpecialNumeric(a) {
-		return append(dst, "null"...), nil
+		w.null()
+		return nil
 	}
 	nestedNull := d.NullNestedArrays || d.MatchDebeziumLosses
-	dst = append(dst, '[')
+	w.beginArray(len(a))
 	for i, v := range a {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
+		w.elem(i)
 		var err error
 		switch v := v.(type) {
 		case nil:
-			dst = append(dst, "null"...)
+			w.null()
 		case []any:
 			if nestedNull {
-				dst = append(dst, "null"...)
+				w.null()
 			} else {
-				dst, err = d.appendArray(dst, elem, v)
+				err = d.writeArray(w, elem, v)
 			}
 		default:
-			dst, err = d.appendTyped(dst, elem, v, readByJDBC)
+			err = d.writeTyped(w, elem, v, readByJDBC)
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return append(dst, ']'), nil
+	w.endArray()
+	return nil
 }
 
 func hasSpecialNumeric(a []any) bool {
@@ -542,42 +544,51 @@ func specialNumeric(s string) string {
 	return ""
 }
 
-// appendNumeric appends a numeric's text s (PostgreSQL's output: an
+// writeNumeric writes a numeric's text s (PostgreSQL's output: an
 // optional minus, digits, an optional fraction) in the decimal mode.
 // typmod is the declared modifier, -1 without precision and scale.
-func (d *DebeziumEncoder) appendNumeric(dst []byte, s string, typmod int32) ([]byte, bool) {
+func (d *DebeziumEncoder) writeNumeric(w *connectWriter, s string, typmod int32) bool {
 	if special := specialNumeric(s); special != "" {
 		switch d.DecimalHandling {
 		case DecimalString:
-			return jsonw.AppendString(dst, special), true
+			w.text(special)
 		case DecimalDouble:
 			f, _ := strconv.ParseFloat(s, 64)
-			return jsonw.AppendFloat(dst, f, 64), true
+			w.float(f, 64)
+		default:
+			w.null()
 		}
-		return append(dst, "null"...), true
+		return true
 	}
 	neg, digits, scale, ok := splitDecimal(s)
 	if !ok {
-		return dst, false
+		return false
 	}
 	switch d.DecimalHandling {
 	case DecimalString:
-		return jsonw.AppendString(dst, s), true
+		w.text(s)
+		return true
 	case DecimalDouble:
 		f, err := strconv.ParseFloat(s, 64)
 		if err != nil && !math.IsInf(f, 0) {
-			return dst, false
+			return false
 		}
-		return jsonw.AppendFloat(dst, f, 64), true
+		w.float(f, 64)
+		return true
 	}
+	var stack unscaledBuffer
+	value := unscaled(&stack, neg, digits)
 	if typmod >= 4 {
-		return appendUnscaled(dst, neg, digits), true
+		w.bytes(value)
+		return true
 	}
-	dst = append(dst, `{"scale":`...)
-	dst = strconv.AppendInt(dst, int64(scale), 10)
-	dst = append(dst, `,"value":`...)
-	dst = appendUnscaled(dst, neg, digits)
-	return append(dst, '}'), true
+	w.beginStruct()
+	w.key(`"scale":`)
+	w.int(int64(scale))
+	w.key(`,"value":`)
+	w.bytes(value)
+	w.endStruct()
+	return true
 }
 
 // splitDecimal splits "-123.4500" into its sign, its digits without the
@@ -606,12 +617,16 @@ func allDigits(s string) bool {
 // decimal digits fit in 160 bytes.
 const maxStackDigits = 384
 
-// appendUnscaled appends, as a base64 JSON string, the big-endian two's-
-// complement bytes of the integer whose decimal digits are the
-// concatenation of digits, negated when neg, in the fewest bytes that
-// hold its sign (Java's BigInteger.toByteArray, which Connect's Decimal
-// writes).
-func appendUnscaled(dst []byte, neg bool, digits [2]string) []byte {
+// unscaledBuffer is room for the bytes of an unscaled value of up to
+// maxStackDigits digits, and a sign byte.
+type unscaledBuffer [161]byte
+
+// unscaled returns the big-endian two's-complement bytes of the integer
+// whose decimal digits are the concatenation of digits, negated when
+// neg, in the fewest bytes that hold its sign (Java's
+// BigInteger.toByteArray, which Connect's Decimal writes), in stack
+// unless it has more than maxStackDigits digits.
+func unscaled(stack *unscaledBuffer, neg bool, digits [2]string) []byte {
 	if len(digits[0])+len(digits[1]) <= 19 {
 		// The common case, in a uint64: several times faster than
 		// decimalBytes.
@@ -621,11 +636,10 @@ func appendUnscaled(dst []byte, neg bool, digits [2]string) []byte {
 				u = u*10 + uint64(part[i]-'0')
 			}
 		}
-		var buf [9]byte
-		binary.BigEndian.PutUint64(buf[1:], u)
-		return appendBase64String(dst, twosComplement(buf[:], 1, neg), base64.StdEncoding)
+		start := len(stack) - 8
+		binary.BigEndian.PutUint64(stack[start:], u)
+		return twosComplement(stack[:], start, neg)
 	}
-	var stack [161]byte
 	buf, start := stack[:], 0
 	if len(digits[0])+len(digits[1]) <= maxStackDigits {
 		start = decimalBytes(buf, digits)
@@ -635,7 +649,7 @@ func appendUnscaled(dst []byte, neg bool, digits [2]string) []byte {
 		buf = append([]byte{0}, n.Bytes()...)
 		start = 1
 	}
-	return appendBase64String(dst, twosComplement(buf, start, neg), base64.StdEncoding)
+	return twosComplement(buf, start, neg)
 }
 
 // decimalBytes writes the magnitude of the decimal digits big-endian at
@@ -689,18 +703,18 @@ func twosComplement(buf []byte, start int, neg bool) []byte {
 	return out
 }
 
-// appendMoney appends a money value, which PostgreSQL prints in its
+// writeMoney writes a money value, which PostgreSQL prints in its
 // lc_monetary locale ("$1,234.56", "-$0.01" under C): its digits are the
 // value in cents, Debezium's scale 2. A text with a decimal part of other
 // than two digits is not understood.
-func (d *DebeziumEncoder) appendMoney(dst []byte, s string) ([]byte, bool) {
+func (d *DebeziumEncoder) writeMoney(w *connectWriter, s string) bool {
 	var cents uint64
 	neg, n, lastSep := false, 0, -1
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
 		case c >= '0' && c <= '9':
 			if n == 19 {
-				return dst, false
+				return false
 			}
 			cents = cents*10 + uint64(c-'0')
 			n++
@@ -711,27 +725,29 @@ func (d *DebeziumEncoder) appendMoney(dst []byte, s string) ([]byte, bool) {
 		}
 	}
 	if n == 0 || lastSep != n-2 {
-		return dst, false
+		return false
 	}
 	switch d.DecimalHandling {
 	case DecimalString:
-		dst = append(dst, '"')
+		mark := w.beginText()
 		if neg {
-			dst = append(dst, '-')
+			w.buf = append(w.buf, '-')
 		}
-		dst = strconv.AppendUint(dst, cents/100, 10)
-		dst = append(dst, '.', byte('0'+cents%100/10), byte('0'+cents%10), '"')
-		return dst, true
+		w.buf = strconv.AppendUint(w.buf, cents/100, 10)
+		w.buf = append(w.buf, '.', byte('0'+cents%100/10), byte('0'+cents%10))
+		w.endText(mark)
 	case DecimalDouble:
 		f := float64(cents) / 100
 		if neg {
 			f = -f
 		}
-		return jsonw.AppendFloat(dst, f, 64), true
+		w.float(f, 64)
+	default:
+		var buf [9]byte
+		binary.BigEndian.PutUint64(buf[1:], cents)
+		w.bytes(twosComplement(buf[:], 1, neg))
 	}
-	var buf [9]byte
-	binary.BigEndian.PutUint64(buf[1:], cents)
-	return appendBase64String(dst, twosComplement(buf[:], 1, neg), base64.StdEncoding), true
+	return true
 }
 
 // clockMicros parses "HH:MM:SS[.ffffff]" at the start of s (HH up to 24,
@@ -778,31 +794,31 @@ func timePrecision(typmod int32) int32 {
 	return typmod
 }
 
-// appendTime appends a time (without time zone) in the time precision
+// writeTime writes a time (without time zone) in the time precision
 // mode. 24:00:00 is 86400000000 µs, and "00:00:00Z" in isostring mode, as
 // Debezium writes it.
-func (d *DebeziumEncoder) appendTime(dst []byte, s string, typmod int32) ([]byte, bool) {
+func (d *DebeziumEncoder) writeTime(w *connectWriter, s string, typmod int32) bool {
 	us, _, rest, ok := clockMicros(s)
 	if !ok || rest != "" {
-		return dst, false
+		return false
 	}
-	switch d.TimePrecision {
-	case TimeIsostring:
-		return appendISOClock(dst, us%86400e6), true
-	case TimeConnect:
-		return strconv.AppendInt(dst, us/1000, 10), true
-	case TimeAdaptive:
-		if timePrecision(typmod) <= 3 {
-			return strconv.AppendInt(dst, us/1000, 10), true
-		}
+	switch {
+	case d.TimePrecision == TimeIsostring:
+		writeISOClock(w, us%86400e6)
+	case d.TimePrecision == TimeConnect,
+		d.TimePrecision == TimeAdaptive && timePrecision(typmod) <= 3:
+		w.int(us / 1000)
+	default:
+		w.int(us)
 	}
-	return strconv.AppendInt(dst, us, 10), true
+	return true
 }
 
-// appendISOClock appends a time of day in µs as Debezium's ISO string:
+// writeISOClock writes a time of day in µs as Debezium's ISO string:
 // "HH:MM:SS", the fraction without trailing zeros, "Z".
-func appendISOClock(dst []byte, us int64) []byte {
-	dst = append(dst, '"')
+func writeISOClock(w *connectWriter, us int64) {
+	mark := w.beginText()
+	dst := w.buf
 	sec := us / 1e6
 	dst = appendTwo(dst, sec/3600)
 	dst = append(dst, ':')
@@ -810,7 +826,8 @@ func appendISOClock(dst []byte, us int64) []byte {
 	dst = append(dst, ':')
 	dst = appendTwo(dst, sec%60)
 	dst = appendFraction(dst, us%1e6)
-	return append(dst, `Z"`...)
+	w.buf = append(dst, 'Z')
+	w.endText(mark)
 }
 
 func appendTwo(dst []byte, n int64) []byte {
@@ -837,37 +854,38 @@ func appendFraction(dst []byte, us int64) []byte {
 
 var pow10 = [...]int64{1, 10, 100, 1000, 10000, 100000, 1000000}
 
-// appendTimetz appends a time with time zone, PostgreSQL's
+// writeTimetz writes a time with time zone, PostgreSQL's
 // "13:45:59.5+05:30", as Debezium's UTC string "08:15:59.5Z".
-func appendTimetz(dst []byte, s string) ([]byte, bool) {
+func writeTimetz(w *connectWriter, s string) bool {
 	us, _, rest, ok := clockMicros(s)
 	if !ok || len(rest) < 3 || rest[0] != '+' && rest[0] != '-' {
-		return dst, false
+		return false
 	}
 	// The offset is "+HH", "+HH:MM" or "+HH:MM:SS".
 	var off int64
 	parts := rest[1:]
 	for _, unit := range [...]int64{3600, 60, 1} {
 		if len(parts) < 2 || !allDigits(parts[:2]) {
-			return dst, false
+			return false
 		}
 		off += (int64(parts[0]-'0')*10 + int64(parts[1]-'0')) * unit
 		if parts = parts[2:]; parts == "" {
 			break
 		}
 		if parts[0] != ':' {
-			return dst, false
+			return false
 		}
 		parts = parts[1:]
 	}
 	if parts != "" {
-		return dst, false
+		return false
 	}
 	if rest[0] == '-' {
 		off = -off
 	}
 	utc := ((us-off*1e6)%86400e6 + 86400e6) % 86400e6
-	return appendISOClock(dst, utc), true
+	writeISOClock(w, utc)
+	return true
 }
 
 // civil parses "[-]YYYY-MM-DD" at the start of s, PostgreSQL's date (the
@@ -899,38 +917,41 @@ func appendISODateText(dst []byte, y int, date string) []byte {
 	return append(dst, date...)
 }
 
-// appendDate appends a date as days since 1970-01-01 (in the proleptic
+// writeDate writes a date as days since 1970-01-01 (in the proleptic
 // Gregorian calendar PostgreSQL uses: Debezium's streamed records agree,
 // its snapshot records of BC dates do not), or "YYYY-MM-DDZ" in
 // isostring mode. infinity and -infinity are the days Debezium writes for
 // them (see infiniteDateDays), so that typed readers (a Connect INT32
 // Date, a Flink INT column) read a number as they do from Debezium.
-func (d *DebeziumEncoder) appendDate(dst []byte, s string, path readPath) ([]byte, bool) {
+func (d *DebeziumEncoder) writeDate(w *connectWriter, s string, path readPath) bool {
 	if isInfinity(s) {
 		days := infiniteDateDays(s == "infinity", path)
 		if d.TimePrecision == TimeIsostring {
-			dst = append(dst, '"')
-			dst = appendISODate(dst, days)
-			return append(dst, `Z"`...), true
+			mark := w.beginText()
+			w.buf = append(appendISODate(w.buf, days), 'Z')
+			w.endText(mark)
+			return true
 		}
-		return strconv.AppendInt(dst, int64(int32(days)), 10), true
+		w.int(int64(int32(days)))
+		return true
 	}
 	y, m, day, rest, ok := civil(s)
 	if !ok || rest != "" {
-		return dst, false
+		return false
 	}
 	if y <= 0 && path == readByJDBC && d.MatchDebeziumLosses {
 		// Debezium's snapshot keeps the year of era and drops the era:
 		// ISO year 0 is 1 BC, written as year 1.
-		return d.appendDate(dst, fmt.Sprintf("%04d-%02d-%02d", 1-y, m, day), readStreamed)
+		return d.writeDate(w, fmt.Sprintf("%04d-%02d-%02d", 1-y, m, day), readStreamed)
 	}
 	if d.TimePrecision == TimeIsostring {
-		dst = append(dst, '"')
-		dst = appendISODateText(dst, y, s)
-		return append(dst, `Z"`...), true
+		mark := w.beginText()
+		w.buf = append(appendISODateText(w.buf, y, s), 'Z')
+		w.endText(mark)
+		return true
 	}
-	days := time.Date(y, time.Month(m), day, 0, 0, 0, 0, time.UTC).Unix() / 86400
-	return strconv.AppendInt(dst, days, 10), true
+	w.int(time.Date(y, time.Month(m), day, 0, 0, 0, 0, time.UTC).Unix() / 86400)
+	return true
 }
 
 // pathOf is how Debezium reads the scalar values of e.
@@ -1022,10 +1043,10 @@ const (
 	pgjdbcNegativeInfinity = -9223372036832400000
 )
 
-// appendTimestamp appends a timestamp without time zone, pgcdc's
+// writeTimestamp writes a timestamp without time zone, pgcdc's
 // "2024-02-29T13:45:59.123456", as µs or ms since the epoch, or the ISO
 // text with "Z" in isostring mode.
-func (d *DebeziumEncoder) appendTimestamp(dst []byte, s string, typmod int32) ([]byte, bool) {
+func (d *DebeziumEncoder) writeTimestamp(w *connectWriter, s string, typmod int32) bool {
 	var us int64
 	switch s {
 	case "infinity":
@@ -1035,17 +1056,18 @@ func (d *DebeziumEncoder) appendTimestamp(dst []byte, s string, typmod int32) ([
 	default:
 		y, m, day, rest, ok := civil(s)
 		if !ok || !strings.HasPrefix(rest, "T") {
-			return dst, false
+			return false
 		}
 		clock, _, rest, ok := clockMicros(rest[1:])
 		if !ok || rest != "" {
-			return dst, false
+			return false
 		}
 		us = time.Date(y, time.Month(m), day, 0, 0, 0, 0, time.UTC).Unix()*1e6 + clock
 		if d.TimePrecision == TimeIsostring {
-			dst = append(dst, '"')
-			dst = appendISODateText(dst, y, s)
-			return append(dst, `Z"`...), true
+			mark := w.beginText()
+			w.buf = append(appendISODateText(w.buf, y, s), 'Z')
+			w.endText(mark)
+			return true
 		}
 	}
 	switch {
@@ -1053,34 +1075,41 @@ func (d *DebeziumEncoder) appendTimestamp(dst []byte, s string, typmod int32) ([
 		// Only the infinities get here: Debezium writes the instants
 		// above, in Java's ISO form.
 		if us > 0 {
-			return append(dst, `"+294247-01-10T04:00:25.2Z"`...), true
+			w.text("+294247-01-10T04:00:25.2Z")
+		} else {
+			w.text("-290308-12-21T19:59:27.6Z")
 		}
-		return append(dst, `"-290308-12-21T19:59:27.6Z"`...), true
 	case d.TimePrecision == TimeConnect || timePrecision(typmod) <= 3:
-		return strconv.AppendInt(dst, floorDiv(us, 1000), 10), true
+		w.int(floorDiv(us, 1000))
+	default:
+		w.int(us)
 	}
-	return strconv.AppendInt(dst, us, 10), true
+	return true
 }
 
-// appendTimestamptz appends an instant as Debezium's ZonedTimestamp:
+// writeTimestamptz writes an instant as Debezium's ZonedTimestamp:
 // UTC, always six fraction digits, "Z".
-func appendTimestamptz(dst []byte, t time.Time) []byte {
+func writeTimestamptz(w *connectWriter, t time.Time) {
+	mark := w.beginText()
+	w.buf = appendTimestamptzText(w.buf, t)
+	w.endText(mark)
+}
+
+// appendTimestamptzText appends the text of an instant's ZonedTimestamp.
+func appendTimestamptzText(dst []byte, t time.Time) []byte {
 	t = t.UTC()
 	y, mo, d := t.Date()
 	if y < 0 || y > 9999 {
 		// Rare enough for the general formatter; Java's ISO form signs
 		// years outside 0000-9999.
-		dst = append(dst, '"')
 		if y > 9999 {
 			dst = append(dst, '+')
 		}
-		dst = t.AppendFormat(dst, "2006-01-02T15:04:05.000000Z")
-		return append(dst, '"')
+		return t.AppendFormat(dst, "2006-01-02T15:04:05.000000Z")
 	}
 	// By hand: time's layout formatter is several times slower than this
 	// for a layout other than RFC 3339's.
 	h, mi, sec := t.Clock()
-	dst = append(dst, '"')
 	dst = appendTwo(dst, int64(y/100))
 	dst = appendTwo(dst, int64(y%100))
 	dst = append(dst, '-')
@@ -1098,13 +1127,13 @@ func appendTimestamptz(dst []byte, t time.Time) []byte {
 	dst = appendTwo(dst, us/10000)
 	dst = appendTwo(dst, us/100%100)
 	dst = appendTwo(dst, us%100)
-	return append(dst, `Z"`...)
+	return append(dst, 'Z')
 }
 
-// appendInterval appends an interval in PostgreSQL's default output style
+// writeInterval writes an interval in PostgreSQL's default output style
 // ("1 year 2 mons 3 days 04:05:06.789", "-1 days -00:00:01") as
 // microseconds, or as an ISO 8601 duration in string mode.
-func (d *DebeziumEncoder) appendInterval(dst []byte, s string) ([]byte, bool) {
+func (d *DebeziumEncoder) writeInterval(w *connectWriter, s string) bool {
 	var years, months, days, clock int64
 	var clockNeg bool
 	rest := s
@@ -1114,7 +1143,7 @@ func (d *DebeziumEncoder) appendInterval(dst []byte, s string) ([]byte, bool) {
 			clockNeg = strings.HasPrefix(field, "-")
 			us, _, tail, ok := clockMicros(strings.TrimLeft(field, "+-"))
 			if !ok || tail != "" || after != "" {
-				return dst, false
+				return false
 			}
 			clock = us
 			break
@@ -1122,7 +1151,7 @@ func (d *DebeziumEncoder) appendInterval(dst []byte, s string) ([]byte, bool) {
 		unit, after2, _ := strings.Cut(after, " ")
 		n, err := strconv.ParseInt(field, 10, 64)
 		if err != nil {
-			return dst, false
+			return false
 		}
 		switch unit {
 		case "year", "years":
@@ -1132,7 +1161,7 @@ func (d *DebeziumEncoder) appendInterval(dst []byte, s string) ([]byte, bool) {
 		case "day", "days":
 			days = n
 		default:
-			return dst, false
+			return false
 		}
 		rest = after2
 	}
@@ -1140,7 +1169,10 @@ func (d *DebeziumEncoder) appendInterval(dst []byte, s string) ([]byte, bool) {
 		clock = -clock
 	}
 	if d.IntervalHandling == IntervalString {
-		return appendISODuration(dst, years, months, days, clock), true
+		mark := w.beginText()
+		w.buf = appendISODuration(w.buf, years, months, days, clock)
+		w.endText(mark)
+		return true
 	}
 	// A month is 30.4375 days, 2629800 seconds; Debezium computes in
 	// floating point and Java's cast clamps to the long range.
@@ -1148,17 +1180,19 @@ func (d *DebeziumEncoder) appendInterval(dst []byte, s string) ([]byte, bool) {
 	f := float64(totalMonths)*2629800e6 + float64(days)*86400e6 + float64(clock)
 	switch {
 	case f >= math.MaxInt64:
-		return strconv.AppendInt(dst, math.MaxInt64, 10), true
+		w.int(math.MaxInt64)
 	case f <= math.MinInt64:
-		return strconv.AppendInt(dst, math.MinInt64, 10), true
+		w.int(math.MinInt64)
+	default:
+		w.int(totalMonths*2629800e6 + days*86400e6 + clock)
 	}
-	return strconv.AppendInt(dst, totalMonths*2629800e6+days*86400e6+clock, 10), true
+	return true
 }
 
-// appendISODuration appends Debezium's interval string,
+// appendISODuration appends the text of Debezium's interval string,
 // "P<y>Y<m>M<d>DT<h>H<m>M<s>S", every part present and signed on its own.
 func appendISODuration(dst []byte, years, months, days, clockUS int64) []byte {
-	dst = append(dst, `"P`...)
+	dst = append(dst, 'P')
 	dst = strconv.AppendInt(dst, years, 10)
 	dst = append(dst, 'Y')
 	dst = strconv.AppendInt(dst, months, 10)
@@ -1176,22 +1210,20 @@ func appendISODuration(dst []byte, years, months, days, clockUS int64) []byte {
 	}
 	dst = strconv.AppendInt(dst, secs/1e6, 10)
 	dst = appendFraction(dst, secs%1e6)
-	return append(dst, `S"`...)
+	return append(dst, 'S')
 }
 
-// appendBits appends a bit string ("10101010"): bit(1) as a boolean, others
+// writeBits writes a bit string ("10101010"): bit(1) as a boolean, others
 // as bytes the way Debezium reads them into a java.util.BitSet, the
 // rightmost bit first, little-endian, trailing zero bytes dropped, in
 // standard base64 whatever BinaryHandling says (see BinaryMode).
-func appendBits(dst []byte, s string, boolean bool) ([]byte, bool) {
+func writeBits(w *connectWriter, s string, boolean bool) bool {
 	if boolean {
-		switch s {
-		case "1":
-			return append(dst, "true"...), true
-		case "0":
-			return append(dst, "false"...), true
+		if s != "1" && s != "0" {
+			return false
 		}
-		return dst, false
+		w.bool(s == "1")
+		return true
 	}
 	var stack [64]byte
 	buf := stack[:]
@@ -1207,61 +1239,66 @@ func appendBits(dst []byte, s string, boolean bool) ([]byte, bool) {
 			buf[bit/8] |= 1 << (bit % 8)
 		case '0':
 		default:
-			return dst, false
+			return false
 		}
 	}
 	for len(buf) > 0 && buf[len(buf)-1] == 0 {
 		buf = buf[:len(buf)-1]
 	}
-	return appendBase64String(dst, buf, base64.StdEncoding), true
+	w.bytes(buf)
+	return true
 }
 
-// appendBinary appends bytes in the binary handling mode.
-func (d *DebeziumEncoder) appendBinary(dst []byte, b []byte) []byte {
+// writeBinary writes bytes in the binary handling mode: Connect bytes
+// in bytes mode, else a string of their text.
+func (d *DebeziumEncoder) writeBinary(w *connectWriter, b []byte) {
+	if d.BinaryHandling == BinaryBytes {
+		w.bytes(b)
+		return
+	}
+	mark := w.beginText()
 	switch d.BinaryHandling {
 	case BinaryBase64URLSafe:
-		return appendBase64String(dst, b, base64.URLEncoding)
+		w.buf = base64.URLEncoding.AppendEncode(w.buf, b)
 	case BinaryHex:
-		dst = append(dst, '"')
-		dst = hex.AppendEncode(dst, b)
-		return append(dst, '"')
+		w.buf = hex.AppendEncode(w.buf, b)
+	default:
+		w.buf = base64.StdEncoding.AppendEncode(w.buf, b)
 	}
-	return appendBase64String(dst, b, base64.StdEncoding)
+	w.endText(mark)
 }
 
-func appendBase64String(dst, b []byte, enc *base64.Encoding) []byte {
-	dst = append(dst, '"')
-	dst = enc.AppendEncode(dst, b)
-	return append(dst, '"')
-}
-
-// appendPoint appends a point, "(1.5,-2.25)", as Debezium's
+// writePoint writes a point, "(1.5,-2.25)", as Debezium's
 // io.debezium.data.geometry.Point: x, y, its WKB (little-endian, type 1)
 // in base64 and a null SRID.
-func appendPoint(dst []byte, s string) ([]byte, bool) {
+func writePoint(w *connectWriter, s string) bool {
 	if len(s) < 5 || s[0] != '(' || s[len(s)-1] != ')' {
-		return dst, false
+		return false
 	}
 	xs, ys, ok := strings.Cut(s[1:len(s)-1], ",")
 	if !ok {
-		return dst, false
+		return false
 	}
 	x, err1 := strconv.ParseFloat(xs, 64)
 	y, err2 := strconv.ParseFloat(ys, 64)
 	if err1 != nil || err2 != nil {
-		return dst, false
+		return false
 	}
 	var wkb [21]byte
 	wkb[0], wkb[1] = 1, 1 // little-endian, wkbPoint
 	putFloat64LE(wkb[5:], x)
 	putFloat64LE(wkb[13:], y)
-	dst = append(dst, `{"x":`...)
-	dst = jsonw.AppendFloat(dst, x, 64)
-	dst = append(dst, `,"y":`...)
-	dst = jsonw.AppendFloat(dst, y, 64)
-	dst = append(dst, `,"wkb":`...)
-	dst = appendBase64String(dst, wkb[:], base64.StdEncoding)
-	return append(dst, `,"srid":null}`...), true
+	w.beginStruct()
+	w.key(`"x":`)
+	w.float(x, 64)
+	w.key(`,"y":`)
+	w.float(y, 64)
+	w.key(`,"wkb":`)
+	w.bytes(wkb[:])
+	w.key(`,"srid":`)
+	w.null()
+	w.endStruct()
+	return true
 }
 
 func putFloat64LE(b []byte, f float64) {
@@ -1269,4 +1306,93 @@ func putFloat64LE(b []byte, f float64) {
 	for i := range 8 {
 		b[i] = byte(u >> (8 * i))
 	}
+}
+
+// writeValue writes v, a value of a type Debezium writes as it is (text,
+// integers, floats, booleans, uuid, json): in JSON as JSONEncoder writes
+// it (appendValue); in Avro as the same Connect value.
+func writeValue(w *connectWriter, v any) error {
+	if !w.avro {
+		var err error
+		w.buf, err = appendValue(w.buf, v)
+		return err
+	}
+	switch x := v.(type) {
+	case nil:
+		w.null()
+	case bool:
+		w.bool(x)
+	case string:
+		w.str(x)
+	case Decimal:
+		w.str(string(x))
+	case int:
+		w.int(int64(x))
+	case int8:
+		w.int(int64(x))
+	case int16:
+		w.int(int64(x))
+	case int32:
+		w.int(int64(x))
+	case int64:
+		w.int(x)
+	case uint:
+		w.uint(uint64(x))
+	case uint8:
+		w.uint(uint64(x))
+	case uint16:
+		w.uint(uint64(x))
+	case uint32:
+		w.uint(uint64(x))
+	case uint64:
+		w.uint(x)
+	case float64:
+		w.float(x, 64)
+	case float32:
+		w.float(float64(x), 32)
+	case []byte:
+		switch {
+		case x == nil:
+			w.null()
+		case w.slot != nil && w.slot.typ == "string":
+			// JSON's base64 text, as a string.
+			mark := w.beginText()
+			w.buf = base64.StdEncoding.AppendEncode(w.buf, x)
+			w.endText(mark)
+		default:
+			w.bytes(x)
+		}
+	case time.Time:
+		mark := w.beginText()
+		w.buf = x.UTC().AppendFormat(w.buf, time.RFC3339Nano)
+		w.endText(mark)
+	case json.RawMessage:
+		if x == nil {
+			w.null()
+			break
+		}
+		if err := jsonw.CheckRaw(x); err != nil {
+			return err
+		}
+		w.str(unsafe.String(unsafe.SliceData(x), len(x)))
+	case []any:
+		if x == nil {
+			w.null()
+			break
+		}
+		w.beginArray(len(x))
+		for i, elem := range x {
+			w.elem(i)
+			if err := writeValue(w, elem); err != nil {
+				return err
+			}
+		}
+		w.endArray()
+	default:
+		if _, err := appendValue(nil, v); err != nil {
+			return err
+		}
+		return fmt.Errorf("kafkasink: a Go %T has no form in Debezium's Avro record", v)
+	}
+	return nil
 }

@@ -1,7 +1,6 @@
 package kafkasinkavro
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/internal/avrobin"
 )
 
 // This file writes Avro's binary encoding
@@ -17,29 +17,11 @@ import (
 // straight into the record's buffer, as JSONEncoder writes JSON: no value
 // is boxed, no map built, so a steady-state event costs no allocation.
 
-// appendLong appends n as a zig-zag varint: Avro's int and long.
-func appendLong(dst []byte, n int64) []byte {
-	return binary.AppendUvarint(dst, uint64(n<<1)^uint64(n>>63))
-}
-
-// appendString appends s as Avro's string (and bytes): its length, then
-// its bytes.
-func appendString[T ~string | ~[]byte](dst []byte, s T) []byte {
-	return append(appendLong(dst, int64(len(s))), s...)
-}
-
-func appendBool(dst []byte, b bool) []byte {
-	if b {
-		return append(dst, 1)
-	}
-	return append(dst, 0)
-}
-
 // Union branches: every union this encoder writes is ["null", T, ...].
 const (
-	unionNull  = 0 // appendLong(0)
-	unionValue = 2 // appendLong(1)
-	unionArray = 4 // appendLong(2): an array element that is an array
+	unionNull  = 0 // avrobin.AppendLong(0)
+	unionValue = 2 // avrobin.AppendLong(1)
+	unionArray = 4 // avrobin.AppendLong(2): an array element that is an array
 )
 
 // appendColumn appends c's field for value v; present is false when the
@@ -91,7 +73,7 @@ func appendZero(dst []byte, c *column) []byte {
 // allows, arrays of the next dimension.
 func appendArray(dst []byte, c *column, a []any, dims int) ([]byte, error) {
 	if len(a) > 0 {
-		dst = appendLong(dst, int64(len(a)))
+		dst = avrobin.AppendLong(dst, int64(len(a)))
 	}
 	for _, v := range a {
 		var err error
@@ -119,32 +101,32 @@ func appendScalar(dst []byte, c *column, v any) ([]byte, error) {
 	switch c.kind {
 	case kindBoolean:
 		if b, ok := v.(bool); ok {
-			return appendBool(dst, b), nil
+			return avrobin.AppendBool(dst, b), nil
 		}
 	case kindInt, kindLong:
 		if n, ok := integer(v); ok {
 			if c.kind == kindInt && (n < math.MinInt32 || n > math.MaxInt32) {
 				return nil, fmt.Errorf("%d is out of the range of Avro's int", n)
 			}
-			return appendLong(dst, n), nil
+			return avrobin.AppendLong(dst, n), nil
 		}
 	case kindFloat:
 		switch f := v.(type) {
 		case float32:
-			return binary.LittleEndian.AppendUint32(dst, math.Float32bits(f)), nil
+			return avrobin.AppendFloat(dst, f), nil
 		case float64:
-			return binary.LittleEndian.AppendUint32(dst, math.Float32bits(float32(f))), nil
+			return avrobin.AppendFloat(dst, float32(f)), nil
 		}
 	case kindDouble:
 		switch f := v.(type) {
 		case float64:
-			return binary.LittleEndian.AppendUint64(dst, math.Float64bits(f)), nil
+			return avrobin.AppendDouble(dst, f), nil
 		case float32:
-			return binary.LittleEndian.AppendUint64(dst, math.Float64bits(float64(f))), nil
+			return avrobin.AppendDouble(dst, float64(f)), nil
 		}
 	case kindBytes:
 		if b, ok := v.([]byte); ok {
-			return appendString(dst, b), nil
+			return avrobin.AppendString(dst, b), nil
 		}
 	case kindDecimal:
 		if d, ok := v.(kafkasink.Decimal); ok {
@@ -152,12 +134,12 @@ func appendScalar(dst []byte, c *column, v any) ([]byte, error) {
 		}
 	case kindUUID:
 		if s, ok := v.(string); ok {
-			return appendString(dst, s), nil
+			return avrobin.AppendString(dst, s), nil
 		}
 	case kindDate:
 		if s, ok := v.(string); ok {
 			days, err := dateDays(s)
-			return appendLong(dst, days), err
+			return avrobin.AppendLong(dst, days), err
 		}
 	case kindTimeMicros:
 		if s, ok := v.(string); ok {
@@ -165,20 +147,20 @@ func appendScalar(dst []byte, c *column, v any) ([]byte, error) {
 			if !ok {
 				return nil, errors.New("a time that is not HH:MM:SS[.ffffff]")
 			}
-			return appendLong(dst, us), nil
+			return avrobin.AppendLong(dst, us), nil
 		}
 	case kindTimestampMicros:
 		switch t := v.(type) {
 		case time.Time:
-			return appendLong(dst, t.UnixMicro()), nil
+			return avrobin.AppendLong(dst, t.UnixMicro()), nil
 		case string:
 			us, err := infiniteMicros(t)
-			return appendLong(dst, us), err
+			return avrobin.AppendLong(dst, us), err
 		}
 	case kindLocalTimestampMicros:
 		if s, ok := v.(string); ok {
 			us, err := localTimestampMicros(s)
-			return appendLong(dst, us), err
+			return avrobin.AppendLong(dst, us), err
 		}
 	case kindString:
 		return appendText(dst, v)
@@ -191,17 +173,17 @@ func appendScalar(dst []byte, c *column, v any) ([]byte, error) {
 func appendText(dst []byte, v any) ([]byte, error) {
 	switch v := v.(type) {
 	case string:
-		return appendString(dst, v), nil
+		return avrobin.AppendString(dst, v), nil
 	case kafkasink.Decimal:
-		return appendString(dst, v), nil
+		return avrobin.AppendString(dst, v), nil
 	case json.RawMessage:
-		return appendString(dst, v), nil
+		return avrobin.AppendString(dst, v), nil
 	case map[string]any, []any:
 		b, err := json.Marshal(v) // composites: rare, so allocating is fine
 		if err != nil {
 			return nil, err
 		}
-		return appendString(dst, b), nil
+		return avrobin.AppendString(dst, b), nil
 	}
 	return nil, fmt.Errorf("a %T value for an Avro string", v)
 }
@@ -279,7 +261,7 @@ func appendDecimal(dst []byte, s string, scale int) ([]byte, error) {
 	if neg {
 		n.Neg(n)
 	}
-	return appendString(dst, bigTwosComplement(n)), nil
+	return avrobin.AppendString(dst, bigTwosComplement(n)), nil
 }
 
 func allDigits(s string) bool {
@@ -297,7 +279,7 @@ func appendTwosComplement(dst []byte, n int64) []byte {
 	for size < 8 && n>>(8*size-1) != 0 && n>>(8*size-1) != -1 {
 		size++
 	}
-	dst = appendLong(dst, int64(size))
+	dst = avrobin.AppendLong(dst, int64(size))
 	for i := size - 1; i >= 0; i-- {
 		dst = append(dst, byte(n>>(8*i)))
 	}

@@ -32,22 +32,20 @@ type DebeziumEncoder struct {
 	frames atomic.Pointer[debeziumFrames]
 }
 
-// debeziumFrames are the registered schemas of the BEGIN and END records.
+// debeziumFrames are the ids of the registered schemas of the BEGIN and
+// END records.
 type debeziumFrames struct {
 	keyID, valueID int
-	key, value     *payloadNode
 }
 
 // debeziumVersion is one table version as written to one topic: its
-// Avro schemas' ids and node trees (a registry.Version).
+// Avro schemas' ids (a registry.Version).
 type debeziumVersion struct {
 	topic         string
 	schema, table string
 	envelope      *connectSchema // the Connect schema of the value
-	value         *payloadNode
 	valueID       int
 	keyColumns    []string // nil without a key schema
-	key           *payloadNode
 	keyID         int
 }
 
@@ -144,11 +142,11 @@ func (d *DebeziumEncoder) register(ctx context.Context, e *kafkasink.Event, rout
 		if err != nil {
 			return nil, &kafkasink.PrepareError{Err: err}
 		}
-		text, node, err := convertConnectSchema(env)
+		text, err := convertConnectSchema(env)
 		if err != nil {
 			return nil, &kafkasink.PrepareError{Err: fmt.Errorf("kafkasinkavro: the Debezium schema of %s: %w", kafkasink.TableName(e.Schema, e.Table), err)}
 		}
-		next.envelope, next.value = env, node
+		next.envelope = env
 		if next.valueID, err = d.registerSchema(ctx, e, d.subject(route.Topic, env.Name, false), text, rowColumns(&env.Fields[0]), false); err != nil {
 			return nil, err
 		}
@@ -161,11 +159,11 @@ func (d *DebeziumEncoder) register(ctx context.Context, e *kafkasink.Event, rout
 		return nil, &kafkasink.PrepareError{Err: fmt.Errorf("kafkasinkavro: the Debezium key of %s: %w; fix kafkasink.Config.KeyColumns (-key-columns) for the table",
 			kafkasink.TableName(e.Schema, e.Table), err)}
 	}
-	text, node, err := convertConnectSchema(ks)
+	text, err := convertConnectSchema(ks)
 	if err != nil {
 		return nil, &kafkasink.PrepareError{Err: fmt.Errorf("kafkasinkavro: the Debezium key schema of %s: %w", kafkasink.TableName(e.Schema, e.Table), err)}
 	}
-	next.keyColumns, next.key = slices.Clone(route.KeyColumns), node
+	next.keyColumns = slices.Clone(route.KeyColumns)
 	if next.keyID, err = d.registerSchema(ctx, e, d.subject(route.Topic, ks.Name, true), text, rowColumns(ks), true); err != nil {
 		return nil, err
 	}
@@ -248,44 +246,6 @@ func (d *DebeziumEncoder) envelopeSchema(e *kafkasink.Event) (*connectSchema, er
 	return &parsed.Schema, nil
 }
 
-// payloads holds the scratch buffers the root encoder writes a payload
-// into before it is transcoded: reused, so a steady-state event
-// allocates nothing. A channel rather than a sync.Pool, which empties at
-// every garbage collection (and drops items at random under the race
-// detector); one buffer per encoding at once, up to its capacity. In
-// front of it, lastPayload holds the buffer given back last, taken and
-// given back with one atomic operation each: a sink encoding on one
-// goroutine never touches the channel, whose lock cost a fifth of a
-// key's encoding.
-var (
-	payloads    = make(chan *[]byte, 64)
-	lastPayload atomic.Pointer[[]byte]
-)
-
-// payloadBuffer returns a scratch buffer, to give back with
-// releasePayloadBuffer.
-func payloadBuffer() *[]byte {
-	if b := lastPayload.Swap(nil); b != nil {
-		return b
-	}
-	select {
-	case b := <-payloads:
-		return b
-	default:
-		return new([]byte)
-	}
-}
-
-func releasePayloadBuffer(b *[]byte) {
-	if lastPayload.CompareAndSwap(nil, b) {
-		return
-	}
-	select {
-	case payloads <- b:
-	default:
-	}
-}
-
 // Encode implements kafkasink.Encoder: Debezium's envelope of e in the
 // Confluent wire format, with the id of its table version's value schema.
 func (d *DebeziumEncoder) Encode(dst []byte, e *kafkasink.Event) ([]byte, error) {
@@ -296,14 +256,7 @@ func (d *DebeziumEncoder) Encode(dst []byte, e *kafkasink.Event) ([]byte, error)
 	if err := v.checkUnchanged(e); err != nil {
 		return nil, err
 	}
-	buf := payloadBuffer()
-	defer releasePayloadBuffer(buf)
-	dbz := d.dbz
-	dbz.SchemasEnable, dbz.NullNestedArrays = false, true // the payload alone, as SchemasEnable writes it
-	if *buf, err = dbz.Encode((*buf)[:0], e); err != nil {
-		return nil, err
-	}
-	return d.transcode(dst, v.valueID, v.value, *buf, e)
+	return d.dbz.AppendAvro(registry.AppendHeader(dst, v.valueID), e)
 }
 
 // EncodeKey implements kafkasink.KeyEncoder: Debezium's key of e, the
@@ -317,26 +270,7 @@ func (d *DebeziumEncoder) EncodeKey(dst []byte, e *kafkasink.Event, columns []st
 	if !slices.Equal(v.keyColumns, columns) {
 		return nil, &kafkasink.EncodeError{Schema: e.Schema, Table: e.Table, Err: fmt.Errorf("key columns %q were not prepared (%q were)", columns, v.keyColumns)}
 	}
-	buf := payloadBuffer()
-	defer releasePayloadBuffer(buf)
-	if *buf, err = d.dbz.AppendKeyPayload((*buf)[:0], e, columns); err != nil {
-		return nil, err
-	}
-	return d.transcode(dst, v.keyID, v.key, *buf, e)
-}
-
-// transcode appends the wire format's header with id, then payload
-// written as node.
-func (d *DebeziumEncoder) transcode(dst []byte, id int, node *payloadNode, payload []byte, e *kafkasink.Event) ([]byte, error) {
-	t := transcoder{in: payload}
-	out, err := t.value(registry.AppendHeader(dst, id), node)
-	if err == nil && t.pos != len(payload) {
-		err = t.errPayload("the end")
-	}
-	if err != nil {
-		return nil, &kafkasink.EncodeError{Schema: e.Schema, Table: e.Table, Err: err}
-	}
-	return out, nil
+	return d.dbz.AppendAvroKey(registry.AppendHeader(dst, v.keyID), e, columns)
 }
 
 // FrameTopic implements kafkasink.Framer: kafkasink.DebeziumEncoder's
@@ -356,25 +290,23 @@ func (d *DebeziumEncoder) prepareFrames(ctx context.Context, events []kafkasink.
 	doc, keyLen := d.dbz.AppendFrame(nil, &probe, false) // SchemasEnable: each record with its schema
 	var f debeziumFrames
 	for _, part := range []struct {
-		doc  []byte
-		key  bool
-		id   *int
-		node **payloadNode
-	}{{doc[:keyLen], true, &f.keyID, &f.key}, {doc[keyLen:], false, &f.valueID, &f.value}} {
+		doc []byte
+		key bool
+		id  *int
+	}{{doc[:keyLen], true, &f.keyID}, {doc[keyLen:], false, &f.valueID}} {
 		var parsed struct {
 			Schema connectSchema `json:"schema"`
 		}
 		if err := json.Unmarshal(part.doc, &parsed); err != nil {
 			return &kafkasink.PrepareError{Err: fmt.Errorf("kafkasinkavro: reading the Debezium transaction record's schema: %w", err)}
 		}
-		text, node, err := convertConnectSchema(&parsed.Schema)
+		text, err := convertConnectSchema(&parsed.Schema)
 		if err != nil {
 			return &kafkasink.PrepareError{Err: fmt.Errorf("kafkasinkavro: the Debezium transaction record's schema: %w", err)}
 		}
 		if *part.id, err = d.registerSchema(ctx, &probe, d.subject(topic, parsed.Schema.Name, part.key), text, nil, false); err != nil {
 			return err
 		}
-		*part.node = node
 	}
 	d.frames.Store(&f)
 	return nil
@@ -389,24 +321,9 @@ func (d *DebeziumEncoder) AppendFrame(dst []byte, e *kafkasink.Event, after bool
 		// The sink asks for frames only in a Write, which prepared them.
 		panic("kafkasinkavro: AppendFrame before Prepare registered the transaction records' schemas")
 	}
-	buf := payloadBuffer()
-	defer releasePayloadBuffer(buf)
-	dbz := d.dbz
-	dbz.SchemasEnable = false
-	var jsonKeyLen int
-	*buf, jsonKeyLen = dbz.AppendFrame((*buf)[:0], e, after)
-	start := len(dst)
-	out, err := d.transcode(dst, f.keyID, f.key, (*buf)[:jsonKeyLen], e)
-	keyLen := len(out) - start
-	if err == nil {
-		out, err = d.transcode(out, f.valueID, f.value, (*buf)[jsonKeyLen:], e)
-	}
-	if err != nil {
-		// The records are the root encoder's, in the form the schemas
-		// were made from: a failure is a bug, not an input to reject.
-		panic(fmt.Sprintf("kafkasinkavro: transcoding a Debezium transaction record: %v", err))
-	}
-	return out, keyLen
+	out := d.dbz.AppendAvroFrameKey(registry.AppendHeader(dst, f.keyID), e, after)
+	keyLen := len(out) - len(dst)
+	return d.dbz.AppendAvroFrameValue(registry.AppendHeader(out, f.valueID), e, after), keyLen
 }
 
 // checkUnchanged refuses an event with an unchanged TOAST value (a value
@@ -422,7 +339,7 @@ func (v *debeziumVersion) checkUnchanged(e *kafkasink.Event) error {
 			if !row[i].Unchanged || placeholderHasOwnForm(e.Relation, row[i].Name) {
 				continue
 			}
-			if f := v.rowField(row[i].Name); f != nil && f.kind != nodeString {
+			if f := v.rowField(row[i].Name); f != nil && f.Type != "string" {
 				return &kafkasink.EncodeError{Schema: e.Schema, Table: e.Table, Column: row[i].Name, Err: errors.New(
 					"an unchanged TOAST value (the change does not carry it), written as the placeholder string kafkasink.DebeziumEncoder.UnavailableValuePlaceholder, " +
 						"which this column's Avro type (an array of a type Debezium gives no placeholder of its own) cannot hold; give the table REPLICA IDENTITY FULL (ALTER TABLE ... REPLICA IDENTITY FULL) so that changes carry every value")}
@@ -447,13 +364,13 @@ func placeholderHasOwnForm(rel *kafkasink.Relation, column string) bool {
 	return dbztoast.Of(c.Type.Name, base.Name) != dbztoast.String
 }
 
-// rowField returns the node of the row's field for column, nil when the
-// row has none (a column Debezium leaves out).
-func (v *debeziumVersion) rowField(column string) *payloadNode {
-	row := v.value.fields[0].node // before, the Value record
-	for i := range row.fields {
-		if row.fields[i].name == column {
-			return row.fields[i].node
+// rowField returns the Connect schema of the row's field for column, nil
+// when the row has none (a column Debezium leaves out).
+func (v *debeziumVersion) rowField(column string) *connectSchema {
+	row := &v.envelope.Fields[0] // before, the Value struct
+	for i := range row.Fields {
+		if row.Fields[i].Field == column {
+			return &row.Fields[i]
 		}
 	}
 	return nil

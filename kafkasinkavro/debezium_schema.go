@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-
-	"github.com/kafkasink/kafkasink/internal/jsonw"
 )
 
 // This file turns the Kafka Connect schemas kafkasink.DebeziumEncoder
@@ -15,8 +13,8 @@ import (
 // "payload":...}) into Avro schemas as Kafka Connect's AvroConverter
 // writes them (AvroData.fromConnectSchema, connect.meta.data=true, its
 // default; testdata/debezium/avro-schemas.json holds what Debezium's
-// records get), and into the node tree the transcoder (debezium_transcode.go)
-// writes each payload by. The Connect schemas are not copied here: they
+// records get). The root encoder writes each record's payload in the
+// Avro encoding of the same schema (kafkasink.DebeziumEncoder.AppendAvro). The Connect schemas are not copied here: they
 // are read from the root encoder's output, which is measured against
 // Debezium's (pgcdc's TestDebeziumConformance).
 
@@ -42,130 +40,72 @@ const (
 	connectTimestamp = "org.apache.kafka.connect.data.Timestamp"
 )
 
-// nodeKind is how the transcoder writes a value.
-type nodeKind uint8
-
-const (
-	nodeInt nodeKind = iota + 1 // int and long: a zig-zag varint
-	nodeFloat
-	nodeDouble
-	nodeBoolean
-	nodeString
-	nodeBytes // base64 in the payload
-	nodeRecord
-	nodeArray
-)
-
-// payloadNode is one Avro type of a table version's schema, as the
-// transcoder writes a payload's value of it.
-type payloadNode struct {
-	kind     nodeKind
-	optional bool // a union with null
-	// nullFirst: the union is ["null", T] (no default), else [T, "null"]
-	// (the Connect schema has a default, which must be the first branch's).
-	nullFirst bool
-	fields    []payloadField // a record's
-	items     *payloadNode   // an array's
-}
-
-type payloadField struct {
-	name string // the Connect field's name: the payload's member
-	// member is the JSON text the root writes before the field's value:
-	// {"name": for a record's first field, ,"name": for the others. The
-	// transcoder matches it whole, one comparison per field.
-	member string
-	node   *payloadNode
-}
-
-// unionNull and unionValue are the branch bytes of the node's union.
-func (n *payloadNode) unionBranches() (null, value byte) {
-	if n.nullFirst {
-		return unionNull, unionValue
-	}
-	return unionValue, unionNull
-}
-
 // avroSchemaWriter writes Avro schemas as AvroData does, defining each
 // record type once and naming it by its full name after that.
 type avroSchemaWriter struct {
 	b       strings.Builder
-	records map[string]*payloadNode // the records defined, by full name
+	records map[string]bool // the records defined, by full name
 }
 
-// convertConnectSchema returns the Avro schema text of s and its node
-// tree.
-func convertConnectSchema(s *connectSchema) (string, *payloadNode, error) {
-	w := avroSchemaWriter{records: make(map[string]*payloadNode)}
-	n, err := w.write(s, true)
-	if err != nil {
-		return "", nil, err
+// convertConnectSchema returns the Avro schema text of s.
+func convertConnectSchema(s *connectSchema) (string, error) {
+	w := avroSchemaWriter{records: make(map[string]bool)}
+	if err := w.write(s, true); err != nil {
+		return "", err
 	}
-	return w.b.String(), n, nil
+	return w.b.String(), nil
 }
 
 // write writes s; top is false for a struct's field and an array's
 // items, whose optional schemas are unions.
-func (w *avroSchemaWriter) write(s *connectSchema, top bool) (*payloadNode, error) {
+// The union of an optional schema is ["null", T], or [T, "null"] when
+// the schema has a default (a union's default is its first branch's);
+// the root's writer picks the branches by the same rule.
+func (w *avroSchemaWriter) write(s *connectSchema, top bool) error {
 	if !s.Optional || top {
 		return w.writeBase(s)
 	}
-	n := &payloadNode{}
 	if len(s.Default) == 0 || string(s.Default) == "null" {
 		w.b.WriteString(`["null",`)
-		var err error
-		if n, err = w.writeBase(s); err != nil {
-			return nil, err
+		if err := w.writeBase(s); err != nil {
+			return err
 		}
-		n.nullFirst = true
 		w.b.WriteString(`]`)
-	} else {
-		w.b.WriteString(`[`)
-		var err error
-		if n, err = w.writeBase(s); err != nil {
-			return nil, err
-		}
-		w.b.WriteString(`,"null"]`)
+		return nil
 	}
-	n.optional = true
-	return n, nil
+	w.b.WriteString(`[`)
+	if err := w.writeBase(s); err != nil {
+		return err
+	}
+	w.b.WriteString(`,"null"]`)
+	return nil
 }
 
 // writeBase writes s's type without its optionality: a plain type name,
 // or an object with AvroData's connect.* properties.
-func (w *avroSchemaWriter) writeBase(s *connectSchema) (*payloadNode, error) {
-	n := &payloadNode{}
+func (w *avroSchemaWriter) writeBase(s *connectSchema) error {
 	var avroType, connectType, logical string
 	switch s.Type {
 	case "int8", "int16":
-		n.kind, avroType, connectType = nodeInt, "int", s.Type
+		avroType, connectType = "int", s.Type
 	case "int32":
-		n.kind, avroType = nodeInt, "int"
+		avroType = "int"
 	case "int64":
-		n.kind, avroType = nodeInt, "long"
-	case "float":
-		n.kind, avroType = nodeFloat, "float"
-	case "double":
-		n.kind, avroType = nodeDouble, "double"
-	case "boolean":
-		n.kind, avroType = nodeBoolean, "boolean"
-	case "string":
-		n.kind, avroType = nodeString, "string"
-	case "bytes":
-		n.kind, avroType = nodeBytes, "bytes"
+		avroType = "long"
+	case "float", "double", "boolean", "string", "bytes":
+		avroType = s.Type
 	case "array":
-		n.kind = nodeArray
 		w.b.WriteString(`{"type":"array","items":`)
-		var err error
-		if n.items, err = w.write(s.Items, false); err != nil {
-			return nil, err
+		if err := w.write(s.Items, false); err != nil {
+			return err
 		}
 		w.writeProps(s, connectType)
 		w.b.WriteString(`}`)
-		return n, nil
+		return nil
 	case "struct":
 		return w.writeRecord(s)
 	default:
-		return nil, fmt.Errorf("the Connect type %q (of %q) has no Avro form in kafkasinkavro", s.Type, s.Name)
+		return fmt.Errorf("the Connect type %q (of %q) has no Avro form in kafkasinkavro", s.Type, s.Name)
 	}
 	switch s.Name {
 	case connectDecimal:
@@ -179,13 +119,13 @@ func (w *avroSchemaWriter) writeBase(s *connectSchema) (*payloadNode, error) {
 	}
 	if connectType == "" && s.Name == "" && s.Version == 0 && s.Doc == "" && len(s.Parameters) == 0 && len(s.Default) == 0 {
 		w.b.WriteString(`"` + avroType + `"`)
-		return n, nil
+		return nil
 	}
 	w.b.WriteString(`{"type":"` + avroType + `"`)
 	if logical == "decimal" {
 		scale, precision, err := decimalParameters(s.Parameters)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		w.b.WriteString(`,"scale":` + strconv.Itoa(scale) + `,"precision":` + strconv.Itoa(precision))
 	}
@@ -194,7 +134,7 @@ func (w *avroSchemaWriter) writeBase(s *connectSchema) (*payloadNode, error) {
 		w.b.WriteString(`,"logicalType":"` + logical + `"`)
 	}
 	w.b.WriteString(`}`)
-	return n, nil
+	return nil
 }
 
 // writeProps writes AvroData's connect.* properties of s, in its order.
@@ -223,26 +163,16 @@ func (w *avroSchemaWriter) writeProps(s *connectSchema, connectType string) {
 
 // writeRecord writes a struct as a record named after the Connect
 // schema, or a reference to it when the record was written before.
-func (w *avroSchemaWriter) writeRecord(s *connectSchema) (*payloadNode, error) {
+func (w *avroSchemaWriter) writeRecord(s *connectSchema) error {
 	full := s.Name
 	if full == "" {
-		return nil, fmt.Errorf("a Connect struct without a name (fields %s) has no Avro form in kafkasinkavro", fieldNames(s))
+		return fmt.Errorf("a Connect struct without a name (fields %s) has no Avro form in kafkasinkavro", fieldNames(s))
 	}
-	if defined := w.records[full]; defined != nil {
+	if w.records[full] {
 		// Debezium gives one name one schema (the Value struct of before
 		// and after, io.debezium.data.VariableScaleDecimal, ...).
 		w.b.WriteString(strconv.Quote(full))
-		n := *defined // the caller sets its own optionality
-		return &n, nil
-	}
-	n := &payloadNode{kind: nodeRecord}
-	for i := range s.Fields {
-		before := byte(',')
-		if i == 0 {
-			before = '{'
-		}
-		member := append(jsonw.AppendString([]byte{before}, s.Fields[i].Field), ':')
-		n.fields = append(n.fields, payloadField{name: s.Fields[i].Field, member: string(member)})
+		return nil
 	}
 	name, ns := full, ""
 	if i := strings.LastIndexByte(full, '.'); i >= 0 {
@@ -259,11 +189,9 @@ func (w *avroSchemaWriter) writeRecord(s *connectSchema) (*payloadNode, error) {
 			w.b.WriteByte(',')
 		}
 		w.b.WriteString(`{"name":` + strconv.Quote(f.Field) + `,"type":`)
-		node, err := w.write(f, false)
-		if err != nil {
-			return nil, err
+		if err := w.write(f, false); err != nil {
+			return err
 		}
-		n.fields[i].node = node
 		switch {
 		case len(f.Default) > 0 && string(f.Default) != "null":
 			w.b.WriteString(`,"default":` + avroDefault(f))
@@ -275,9 +203,8 @@ func (w *avroSchemaWriter) writeRecord(s *connectSchema) (*payloadNode, error) {
 	w.b.WriteString(`]`)
 	w.writeProps(s, "")
 	w.b.WriteString(`}`)
-	defined := *n
-	w.records[full] = &defined
-	return n, nil
+	w.records[full] = true
+	return nil
 }
 
 func fieldNames(s *connectSchema) string {

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/internal/avrobin"
 	"github.com/kafkasink/kafkasink/kafkasinkavro/internal/registry"
 )
 
@@ -264,22 +265,22 @@ func (tv *tableVersion) appendEnvelope(dst []byte, e *kafkasink.Event) ([]byte, 
 	at := len(dst)
 	dst = e.Position.AppendText(append(dst, 0))
 	dst[at] = byte((len(dst) - at - 1) << 1)
-	dst = appendString(dst, e.Op.String())
-	dst = appendString(dst, e.Schema)
-	dst = appendString(dst, e.Table)
-	dst = appendLong(dst, int64(e.LSN))
-	dst = appendLong(dst, int64(e.Position.LSN))
-	dst = appendLong(dst, int64(e.Position.Index))
-	dst = appendLong(dst, int64(e.XID))
+	dst = avrobin.AppendString(dst, e.Op.String())
+	dst = avrobin.AppendString(dst, e.Schema)
+	dst = avrobin.AppendString(dst, e.Table)
+	dst = avrobin.AppendLong(dst, int64(e.LSN))
+	dst = avrobin.AppendLong(dst, int64(e.Position.LSN))
+	dst = avrobin.AppendLong(dst, int64(e.Position.Index))
+	dst = avrobin.AppendLong(dst, int64(e.XID))
 	if e.Commit.IsZero() {
 		dst = append(dst, unionNull)
 	} else {
-		dst = appendLong(append(dst, unionValue), e.Commit.UnixMicro())
+		dst = avrobin.AppendLong(append(dst, unionValue), e.Commit.UnixMicro())
 	}
 	if len(e.Key) > 0 {
-		dst = appendLong(dst, int64(len(e.Key)))
+		dst = avrobin.AppendLong(dst, int64(len(e.Key)))
 		for _, k := range e.Key {
-			dst = appendString(dst, k)
+			dst = avrobin.AppendString(dst, k)
 		}
 	}
 	dst = append(dst, 0)
@@ -292,14 +293,14 @@ func (tv *tableVersion) appendEnvelope(dst []byte, e *kafkasink.Event) ([]byte, 
 	}
 	dst = appendUnchanged(dst, e)
 	if e.Op == kafkasink.OpTruncate {
-		dst = appendBool(appendBool(append(dst, unionValue), e.Truncate.Cascade), e.Truncate.RestartIdentity)
+		dst = avrobin.AppendBool(avrobin.AppendBool(append(dst, unionValue), e.Truncate.Cascade), e.Truncate.RestartIdentity)
 	} else {
 		dst = append(dst, unionNull)
 	}
 	if e.BackfillRunID == "" {
 		return append(dst, unionNull), nil
 	}
-	return appendString(append(dst, unionValue), e.BackfillRunID), nil
+	return avrobin.AppendString(append(dst, unionValue), e.BackfillRunID), nil
 }
 
 // appendRow appends row as the union of null and the Value record.
@@ -344,15 +345,15 @@ func appendUnchanged(dst []byte, e *kafkasink.Event) []byte {
 	if n == 0 {
 		return append(dst, 0)
 	}
-	dst = appendLong(dst, int64(n))
+	dst = avrobin.AppendLong(dst, int64(n))
 	for i := range e.After {
 		if e.After[i].Unchanged {
-			dst = appendString(dst, e.After[i].Name)
+			dst = avrobin.AppendString(dst, e.After[i].Name)
 		}
 	}
 	for i := range e.Before {
 		if c := &e.Before[i]; c.Unchanged && !unchangedIn(e.After, c.Name) {
-			dst = appendString(dst, c.Name)
+			dst = avrobin.AppendString(dst, c.Name)
 		}
 	}
 	return append(dst, 0)

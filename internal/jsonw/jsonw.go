@@ -216,17 +216,26 @@ func AppendRawString(dst []byte, raw json.RawMessage) ([]byte, error) {
 	if raw == nil {
 		return append(dst, "null"...), nil
 	}
-	if !json.Valid(raw) {
-		return dst, &InvalidRawError{Len: len(raw)}
-	}
-	// json.Valid lets any byte through inside strings; invalid UTF-8
-	// would not survive as the string's content.
-	if !utf8.Valid(raw) {
-		return dst, &InvalidRawError{Len: len(raw), BadUTF8: true}
+	if err := CheckRaw(raw); err != nil {
+		return dst, err
 	}
 	// AppendString only reads the string, so viewing raw's bytes as one
 	// spares a copy of what may be a large document.
 	return AppendString(dst, unsafe.String(unsafe.SliceData(raw), len(raw))), nil
+}
+
+// CheckRaw returns the error AppendRawString gives raw when it is not
+// valid JSON in valid UTF-8.
+func CheckRaw(raw json.RawMessage) error {
+	if !json.Valid(raw) {
+		return &InvalidRawError{Len: len(raw)}
+	}
+	// json.Valid lets any byte through inside strings; invalid UTF-8
+	// would not survive as the string's content.
+	if !utf8.Valid(raw) {
+		return &InvalidRawError{Len: len(raw), BadUTF8: true}
+	}
+	return nil
 }
 
 // AppendTime appends t as a JSON string in RFC 3339 with nanoseconds, in

@@ -1,0 +1,512 @@
+package kafkasink
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/kafkasink/kafkasink/internal/avrobin"
+	"github.com/kafkasink/kafkasink/internal/jsonw"
+)
+
+// connectWriter writes the values of a Kafka Connect record, as
+// DebeziumEncoder's rules decide them, in one of two encodings: the JSON
+// Kafka Connect's JsonConverter writes (every DebeziumEncoder record's
+// payload), or the Avro binary encoding of the schema Kafka Connect's
+// AvroData makes from the record's Connect schema (AppendAvro, for the
+// kafkasinkavro module). One set of rules writes both, so the two cannot
+// disagree on a value.
+//
+// JSON needs no schema. Avro does: an optional field's union branch and a
+// number's width (int or long, float or double) are the schema's. So in
+// Avro the writer follows the record's Connect schema as it goes: slot is
+// the schema of the value written next; a struct's members and an
+// array's elements are taken in order. A value its slot cannot hold (an
+// event whose Go value does not fit its column's declared type) is the
+// writer's error, kept until the caller looks (failed).
+type connectWriter struct {
+	buf  []byte
+	avro bool
+	slot *connectSchema
+	// open are the structs and arrays being written, innermost last
+	// (Avro); depth counts them.
+	open  [maxConnectDepth]openValue
+	depth int
+	err   error
+}
+
+// maxConnectDepth bounds the nesting of a Debezium record: the envelope,
+// a row, an array column, a struct element (a point).
+const maxConnectDepth = 6
+
+// openValue is a struct or array being written in Avro: a struct's
+// fields and the next one, or an array's items.
+type openValue struct {
+	fields []connectField
+	next   int
+	items  *connectSchema
+}
+
+// avroWriter returns a writer of Avro under the Connect schema s,
+// appending to dst.
+func avroWriter(dst []byte, s *connectSchema) connectWriter {
+	return connectWriter{buf: dst, avro: true, slot: s}
+}
+
+// failed returns the writer's error, if a value did not fit its slot.
+func (w *connectWriter) failed() error { return w.err }
+
+func (w *connectWriter) fail(format string, args ...any) {
+	if w.err == nil {
+		w.err = fmt.Errorf("kafkasink: writing Debezium's record in Avro: "+format, args...)
+	}
+}
+
+// begin writes the union branch of a value in the current slot (Avro),
+// and returns the slot, nil when there is none to write to. The branches
+// are AvroData's: an optional schema is the union ["null", T], or
+// [T, "null"] when it has a default (a union's default is its first
+// branch's).
+func (w *connectWriter) begin() *connectSchema {
+	s := w.slot
+	if s == nil {
+		w.noSlot()
+		return nil
+	}
+	w.slot = nil
+	if s.optional {
+		w.buf = append(w.buf, s.valueBranch())
+	}
+	return s
+}
+
+// valueBranch and nullBranch are the zig-zag bytes of the branches of
+// an optional schema's union.
+func (s *connectSchema) valueBranch() byte {
+	if s.def == "" {
+		return 2 // ["null", T]: branch 1
+	}
+	return 0
+}
+
+func (s *connectSchema) nullBranch() byte { return 2 - s.valueBranch() }
+
+func (w *connectWriter) noSlot() { w.fail("a value where the schema has none") }
+
+// null writes a null.
+func (w *connectWriter) null() {
+	if !w.avro {
+		w.buf = append(w.buf, "null"...)
+		return
+	}
+	s := w.slot
+	w.slot = nil
+	switch {
+	case s == nil:
+		w.noSlot()
+	case !s.optional:
+		w.fail("null where the schema (%s) requires a value", s.describe())
+	default:
+		w.buf = append(w.buf, s.nullBranch())
+	}
+}
+
+// int writes an integer.
+func (w *connectWriter) int(v int64) {
+	if !w.avro {
+		w.buf = strconv.AppendInt(w.buf, v, 10)
+		return
+	}
+	w.avroNumber(v, float64(v), true)
+}
+
+// uint writes an unsigned integer.
+func (w *connectWriter) uint(v uint64) {
+	if !w.avro {
+		w.buf = strconv.AppendUint(w.buf, v, 10)
+		return
+	}
+	if v > math.MaxInt64 {
+		w.fail("the integer %d is beyond Avro's long", v)
+		return
+	}
+	w.avroNumber(int64(v), float64(v), true)
+}
+
+// uintText writes v, whose decimal text (JSON's) is text.
+func (w *connectWriter) uintText(v uint64, text []byte) {
+	if !w.avro {
+		w.buf = append(w.buf, text...)
+		return
+	}
+	w.uint(v)
+}
+
+// float writes a float of bits 32 or 64; JSON writes NaN and the
+// infinities as JsonConverter's strings.
+func (w *connectWriter) float(f float64, bits int) {
+	if !w.avro {
+		w.buf = jsonw.AppendFloat(w.buf, f, bits)
+		return
+	}
+	w.avroNumber(int64(f), f, false)
+}
+
+// avroNumber writes a number in its slot's type: an integer i (isInt)
+// or a float f.
+func (w *connectWriter) avroNumber(i int64, f float64, isInt bool) {
+	s := w.begin()
+	if s == nil {
+		return
+	}
+	switch s.typ {
+	case "int64":
+		if isInt {
+			w.buf = avrobin.AppendLong(w.buf, i)
+			return
+		}
+	case "int8", "int16", "int32":
+		if isInt {
+			if int64(int32(i)) != i {
+				w.fail("the integer %d is beyond Avro's int, the type of a Connect %s", i, s.typ)
+				return
+			}
+			w.buf = avrobin.AppendLong(w.buf, i)
+			return
+		}
+	case "float":
+		w.buf = avrobin.AppendFloat(w.buf, float32(f))
+		return
+	case "double":
+		w.buf = avrobin.AppendDouble(w.buf, f)
+		return
+	}
+	w.fail("a number where the schema has %s", s.describe())
+}
+
+// bool writes a boolean.
+func (w *connectWriter) bool(b bool) {
+	if !w.avro {
+		w.buf = jsonw.AppendBool(w.buf, b)
+		return
+	}
+	if s := w.begin(); s != nil && w.expect(s, "boolean") {
+		w.buf = avrobin.AppendBool(w.buf, b)
+	}
+}
+
+// expect reports whether s is of Connect type typ, failing if not.
+func (w *connectWriter) expect(s *connectSchema, typ string) bool {
+	if s.typ != typ {
+		w.fail("a %s where the schema has %s", typ, s.describe())
+		return false
+	}
+	return true
+}
+
+// str writes a string; invalid UTF-8 becomes U+FFFD, byte by byte, as
+// JSON strings write it.
+func (w *connectWriter) str(s string) {
+	if !w.avro {
+		w.buf = jsonw.AppendString(w.buf, s)
+		return
+	}
+	if slot := w.begin(); slot != nil && w.expect(slot, "string") {
+		w.buf = appendAvroText(w.buf, s)
+	}
+}
+
+// appendAvroText appends s as an Avro string, each byte of invalid UTF-8
+// replaced by U+FFFD (jsonw.AppendString's rule, encoding/json's).
+func appendAvroText(dst []byte, s string) []byte {
+	if utf8.ValidString(s) {
+		return avrobin.AppendString(dst, s)
+	}
+	size := 0
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			size += len(string(utf8.RuneError))
+		} else {
+			size += n
+		}
+		i += n
+	}
+	dst = avrobin.AppendLong(dst, int64(size))
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			dst = utf8.AppendRune(dst, utf8.RuneError)
+		} else {
+			dst = append(dst, s[i:i+n]...)
+		}
+		i += n
+	}
+	return dst
+}
+
+// bytes writes Connect bytes: standard base64 in JSON, as JsonConverter
+// writes them.
+func (w *connectWriter) bytes(b []byte) {
+	if !w.avro {
+		w.buf = append(w.buf, '"')
+		w.buf = base64.StdEncoding.AppendEncode(w.buf, b)
+		w.buf = append(w.buf, '"')
+		return
+	}
+	if s := w.begin(); s != nil && w.expect(s, "bytes") {
+		w.buf = avrobin.AppendString(w.buf, b)
+	}
+}
+
+// beginText starts a string the caller appends to buf itself, text that
+// needs no JSON escape (digits, ISO times, base64, hex), and returns the
+// mark to give endText.
+func (w *connectWriter) beginText() int {
+	if !w.avro {
+		w.buf = append(w.buf, '"')
+		return 0
+	}
+	if s := w.begin(); s != nil {
+		w.expect(s, "string")
+	}
+	w.buf = append(w.buf, 0) // room for a length below 64
+	return len(w.buf)
+}
+
+// endText ends the string beginText started: in Avro its length goes in
+// front, the text moved up when the length takes more than the byte
+// beginText left.
+func (w *connectWriter) endText(mark int) {
+	if !w.avro {
+		w.buf = append(w.buf, '"')
+		return
+	}
+	size := len(w.buf) - mark
+	if size < 64 {
+		w.buf[mark-1] = byte(size << 1)
+		return
+	}
+	var prefix [binary.MaxVarintLen64]byte
+	length := avrobin.AppendLong(prefix[:0], int64(size))
+	w.buf = append(w.buf, length[1:]...)
+	copy(w.buf[mark-1+len(length):], w.buf[mark:mark+size])
+	copy(w.buf[mark-1:], length)
+}
+
+// fixedText writes the next member of a struct and its value, a string
+// known to need no JSON escape: json is the member's JSON text, its
+// name and the string (`,"op":"c"`).
+func (w *connectWriter) fixedText(json, text string) {
+	if !w.avro {
+		w.buf = append(w.buf, json...)
+		return
+	}
+	w.nextField()
+	w.text(text)
+}
+
+// text writes a string known to need no JSON escape.
+func (w *connectWriter) text(s string) {
+	mark := w.beginText()
+	w.buf = append(w.buf, s...)
+	w.endText(mark)
+}
+
+// precomputed writes a value written before in both encodings: json, or
+// avro, its Avro encoding without a union branch.
+func (w *connectWriter) precomputed(json, avro []byte) {
+	if !w.avro {
+		w.buf = append(w.buf, json...)
+		return
+	}
+	if w.begin() != nil {
+		w.buf = append(w.buf, avro...)
+	}
+}
+
+// beginStruct starts a struct, whose members follow, in the schema's
+// order, each after key or name.
+func (w *connectWriter) beginStruct() {
+	if !w.avro {
+		w.buf = append(w.buf, '{')
+		return
+	}
+	if s := w.begin(); s != nil && w.expect(s, "struct") {
+		w.push(openValue{fields: s.fields})
+	}
+}
+
+// push opens a struct or an array. After a failure the writer writes
+// nothing more (the caller gives up on the record at its next check), so
+// an open that failed is not pushed, and members, elements and ends are
+// not followed.
+func (w *connectWriter) push(v openValue) {
+	if w.depth == maxConnectDepth {
+		w.fail("the record nests deeper than %d", maxConnectDepth)
+		return
+	}
+	w.open[w.depth] = v
+	w.depth++
+}
+
+// nulls writes the next n members of a struct as null: json is their
+// JSON text (`,"xmin":null,"origin":null`).
+func (w *connectWriter) nulls(json string, n int) {
+	if !w.avro {
+		w.buf = append(w.buf, json...)
+		return
+	}
+	for range n {
+		w.nextField()
+		w.null()
+	}
+}
+
+// key starts the next member of a struct: json is its JSON text, with
+// the comma before it unless it is the first (`,"after":`).
+func (w *connectWriter) key(json string) {
+	if !w.avro {
+		w.buf = append(w.buf, json...)
+		return
+	}
+	w.nextField()
+}
+
+// name starts the next member of a struct, named name, the first when
+// first.
+func (w *connectWriter) name(first bool, name string) {
+	if !w.avro {
+		if !first {
+			w.buf = append(w.buf, ',')
+		}
+		w.buf = jsonw.AppendString(w.buf, name)
+		w.buf = append(w.buf, ':')
+		return
+	}
+	w.nextField()
+}
+
+// member starts the next member of a struct, the first when first: json
+// is its JSON text without the comma ("name":).
+func (w *connectWriter) member(first bool, json string) {
+	if !w.avro {
+		if !first {
+			w.buf = append(w.buf, ',')
+		}
+		w.buf = append(w.buf, json...)
+		return
+	}
+	w.nextField()
+}
+
+func (w *connectWriter) nextField() {
+	top := &w.open[w.depth-1] // a member is always inside a struct
+	if top.next == len(top.fields) {
+		w.extraMember()
+		return
+	}
+	w.slot = &top.fields[top.next].schema
+	top.next++
+}
+
+func (w *connectWriter) extraMember() {
+	w.fail("a member past the %d fields of its struct", len(w.open[w.depth-1].fields))
+}
+
+// endStruct ends a struct; in Avro every field must have been written.
+func (w *connectWriter) endStruct() {
+	if !w.avro {
+		w.buf = append(w.buf, '}')
+		return
+	}
+	if w.err != nil {
+		return
+	}
+	if top := &w.open[w.depth-1]; top.next != len(top.fields) {
+		w.fail("%d of the %d fields of a struct written", top.next, len(top.fields))
+	}
+	w.depth--
+}
+
+// beginArray starts an array of n elements, each after elem.
+func (w *connectWriter) beginArray(n int) {
+	if !w.avro {
+		w.buf = append(w.buf, '[')
+		return
+	}
+	if s := w.begin(); s != nil && w.expect(s, "array") {
+		if n > 0 {
+			w.buf = avrobin.AppendLong(w.buf, int64(n)) // one block
+		}
+		w.push(openValue{items: s.items})
+	}
+}
+
+// elem starts element i of an array.
+func (w *connectWriter) elem(i int) {
+	if !w.avro {
+		if i > 0 {
+			w.buf = append(w.buf, ',')
+		}
+		return
+	}
+	if w.err == nil {
+		w.slot = w.open[w.depth-1].items
+	}
+}
+
+// endArray ends an array.
+func (w *connectWriter) endArray() {
+	if !w.avro {
+		w.buf = append(w.buf, ']')
+		return
+	}
+	if w.err != nil {
+		return
+	}
+	w.buf = append(w.buf, 0) // the end of the blocks
+	w.depth--
+}
+
+// describe names s for an error: its type, and its name when it has one.
+func (s *connectSchema) describe() string {
+	out := s.typ
+	if s.optional {
+		out = "optional " + out
+	}
+	if s.name != "" {
+		out += " " + s.name
+	}
+	return out
+}
+
+var errNoAvroRelation = errors.New("DebeziumEncoder writes Avro from the table's declared columns, and the event has none: set Event.Relation (pgcdc sets it)")
+
+// joined writes the string a, sep, b (a table's "schema.table") without
+// joining them first; sep needs no JSON escape.
+func (w *connectWriter) joined(a string, sep byte, b string) {
+	if !w.avro {
+		// a's string reopened, then b's without its opening quote.
+		w.buf = jsonw.AppendString(w.buf, a)
+		w.buf = append(w.buf[:len(w.buf)-1], sep)
+		n := len(w.buf)
+		w.buf = jsonw.AppendString(w.buf, b)
+		w.buf = append(w.buf[:n], w.buf[n+1:]...)
+		return
+	}
+	s := w.begin()
+	if s == nil || !w.expect(s, "string") {
+		return
+	}
+	if !utf8.ValidString(a) || !utf8.ValidString(b) {
+		w.buf = appendAvroText(w.buf, a+string(sep)+b)
+		return
+	}
+	w.buf = avrobin.AppendLong(w.buf, int64(len(a)+1+len(b)))
+	w.buf = append(append(append(w.buf, a...), sep), b...)
+}

@@ -12,13 +12,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/kafkasink/kafkasink/internal/jsonw"
+	"github.com/kafkasink/kafkasink/kafkasinkavro/internal/registry"
 )
 
 // Decoder reads back what an Encoder writes, for tests and for tools that
@@ -44,20 +44,17 @@ import (
 // producer's) is decoded as its record with the same value forms, its
 // fields in schema order.
 type Decoder struct {
-	registry *sr.Client
-
-	mu      sync.Mutex
-	schemas map[int]*avroNode // by id
+	schemas *registry.Schemas[*avroNode]
 }
 
-// NewDecoder returns a Decoder that fetches schemas from registry.
-func NewDecoder(registry *sr.Client) *Decoder {
-	return &Decoder{registry: registry, schemas: make(map[int]*avroNode)}
+// NewDecoder returns a Decoder that fetches schemas from reg.
+func NewDecoder(reg *sr.Client) *Decoder {
+	return &Decoder{schemas: registry.NewSchemas(reg, sr.TypeAvro, parseSchema)}
 }
 
 // Value returns the JSON of value, a record value an Encoder wrote.
 func (d *Decoder) Value(ctx context.Context, value []byte) ([]byte, error) {
-	n, payload, err := d.wire(ctx, value)
+	n, payload, err := d.schemas.Read(ctx, value)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +70,7 @@ func (d *Decoder) Value(ctx context.Context, value []byte) ([]byte, error) {
 // Key returns the JSON of key, a record key an Encoder wrote in the
 // Confluent wire format.
 func (d *Decoder) Key(ctx context.Context, key []byte) ([]byte, error) {
-	n, payload, err := d.wire(ctx, key)
+	n, payload, err := d.schemas.Read(ctx, key)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +91,7 @@ func (d *Decoder) Transcode(ctx context.Context, r *kgo.Record) (*kgo.Record, er
 			return nil, fmt.Errorf("kafkasinkavro: record %s[%d]@%d: value: %w", r.Topic, r.Partition, r.Offset, err)
 		}
 	}
-	if len(r.Key) > 0 && r.Key[0] == 0 {
+	if registry.IsWire(r.Key) {
 		if out.Key, err = d.Key(ctx, r.Key); err != nil {
 			return nil, fmt.Errorf("kafkasinkavro: record %s[%d]@%d: key: %w", r.Topic, r.Partition, r.Offset, err)
 		}
@@ -110,35 +107,6 @@ func finish(out, rest []byte, err error) ([]byte, error) {
 		return nil, fmt.Errorf("%d bytes after the record", len(rest))
 	}
 	return out, nil
-}
-
-// wire reads the Confluent wire format's header of b and returns the
-// schema of its id and the Avro payload.
-func (d *Decoder) wire(ctx context.Context, b []byte) (*avroNode, []byte, error) {
-	if len(b) < 5 || b[0] != 0 {
-		return nil, nil, fmt.Errorf("not the Confluent wire format (a zero byte, a 4-byte schema id, the Avro payload): % x", b[:min(len(b), 8)])
-	}
-	id := int(binary.BigEndian.Uint32(b[1:5]))
-	d.mu.Lock()
-	n := d.schemas[id]
-	d.mu.Unlock()
-	if n != nil {
-		return n, b[5:], nil
-	}
-	s, err := d.registry.SchemaByID(ctx, id)
-	if err != nil {
-		return nil, nil, fmt.Errorf("fetching schema %d from the Schema Registry: %w", id, err)
-	}
-	if s.Type != sr.TypeAvro {
-		return nil, nil, fmt.Errorf("schema %d is %s, not Avro", id, s.Type)
-	}
-	if n, err = parseSchema(s.Schema); err != nil {
-		return nil, nil, fmt.Errorf("schema %d: %w", id, err)
-	}
-	d.mu.Lock()
-	d.schemas[id] = n
-	d.mu.Unlock()
-	return n, b[5:], nil
 }
 
 // avroNode is a parsed Avro schema.

@@ -1,7 +1,8 @@
-// Package registry is what the module's encoders share about the Schema
-// Registry: registering a table version's schemas inside a Write, with
-// the registry's answers classified for the sink, and the table versions
-// prepared so far.
+// Package registry is what the module's encoders and decoders share
+// about the Schema Registry: registering a table version's schemas inside
+// a Write, with the registry's answers classified for the sink, the table
+// versions prepared so far, and the Confluent wire format's header, read
+// with the schemas of its ids cached.
 package registry
 
 import (
@@ -61,10 +62,4 @@ func Compatibility(ctx context.Context, cl *sr.Client, subject string) string {
 		return r.Level.String()
 	}
 	return "subject " + level(res[0]) + ", global " + level(res[1])
-}
-
-// AppendHeader appends the Confluent wire format's header: magic byte 0,
-// then the schema id in 4 bytes, big-endian.
-func AppendHeader(dst []byte, id int) []byte {
-	return append(dst, 0, byte(id>>24), byte(id>>16), byte(id>>8), byte(id))
 }

@@ -24,10 +24,12 @@ import (
 // The tests of package jsonschema live here, to share this package's
 // environment of real PostgreSQL, Kafka and Schema Registry.
 
-// jsonEnv is an avroEnv whose pipeline writes with jsonschema's encoder.
-func jsonEnv(t *testing.T) *avroEnv {
+// jsonEnv is an avroEnv whose pipeline writes with jsonschema's encoder
+// of cfg, its Registry set.
+func jsonEnv(t *testing.T, cfg jsonschema.Config) *avroEnv {
 	e := newAvroEnv(t)
-	enc, err := jsonschema.New(jsonschema.Config{Registry: e.registry})
+	cfg.Registry = e.registry
+	enc, err := jsonschema.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +159,7 @@ func decodeJSON(t *testing.T, b []byte) any {
 // the JSON Schema the real registry has under the record's id, which a
 // value with a column of the wrong type does not.
 func TestJSONSchemaRoundTrip(t *testing.T) {
-	e := jsonEnv(t)
+	e := jsonEnv(t, jsonschema.Config{})
 	sql := sinktest.LoadTypesSQL(t, e.name)
 	e.exec(sql.Setup)
 	t.Cleanup(func() { e.exec(sql.Drop) })
@@ -206,7 +208,7 @@ func TestJSONSchemaRoundTrip(t *testing.T) {
 // version, the subject and the level, and nothing of that transaction is
 // produced.
 func TestJSONSchemaEvolution(t *testing.T) {
-	e := jsonEnv(t)
+	e := jsonEnv(t, jsonschema.Config{})
 	table := e.table("jevo", "id int PRIMARY KEY, a int")
 	_, done, runErr := e.run(table)
 	topic := e.name + ".public." + table

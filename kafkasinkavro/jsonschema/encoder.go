@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/kafkasinkavro"
 	"github.com/kafkasink/kafkasink/kafkasinkavro/internal/registry"
 )
 
@@ -17,6 +18,22 @@ type Config struct {
 	// with: franz-go's sr.Client, whose options set the registry's URLs,
 	// TLS and authentication. Required.
 	Registry *sr.Client
+	// Subjects says under which subjects the schemas are registered,
+	// and so whether tables may share a topic: kafkasinkavro.TopicName
+	// (the default) registers them under <topic>-value and <topic>-key,
+	// where the tables of one topic are versions of one subject;
+	// RecordName under each schema's title, its record name
+	// [Namespace.]<schema>.<table>.Envelope and .Key, a subject per table
+	// whatever its topic; TopicRecordName under <topic>-<title>, a
+	// subject per table and topic. These are the subjects Confluent's
+	// serializers use with the strategies of the same names, which take a
+	// JSON Schema's record name from its title.
+	Subjects kafkasinkavro.SubjectStrategy
+	// Namespace is put before <schema>.<table> in the titles, and so the
+	// subjects, under RecordName and TopicRecordName, so that pipelines
+	// of several databases can share a registry. Default empty; set
+	// under TopicName it is refused.
+	Namespace string
 }
 
 // Encoder writes events as JSON in the Confluent wire format, with their
@@ -25,8 +42,10 @@ type Config struct {
 // kafkasink.Config.Encoder. It is safe for concurrent use, and may be
 // shared by several sinks.
 type Encoder struct {
-	registry *sr.Client
-	versions registry.Versions[*tableVersion] // the table versions prepared
+	registry  *sr.Client
+	subjects  kafkasinkavro.SubjectStrategy
+	namespace string
+	versions  registry.Versions[*tableVersion] // the table versions prepared
 }
 
 // tableVersion is one version of a table as written to one topic: its
@@ -57,13 +76,16 @@ func New(cfg Config) (*Encoder, error) {
 	if cfg.Registry == nil {
 		return nil, &kafkasink.ConfigError{Problems: []string{"jsonschema.Config.Registry is nil; set it to an sr.Client for the Schema Registry (-schema-registry)"}}
 	}
-	return &Encoder{registry: cfg.Registry}, nil
+	if problems := checkNames(&cfg); problems != nil {
+		return nil, &kafkasink.ConfigError{Problems: problems}
+	}
+	return &Encoder{registry: cfg.Registry, subjects: cfg.Subjects, namespace: cfg.Namespace}, nil
 }
 
 // Prepare implements kafkasink.Preparer: it registers the value schema of
 // every table version among events not registered for its topic yet, and
-// the key schema of its key columns, under the subjects <topic>-value and
-// <topic>-key. Registering a schema the subject has is idempotent: the
+// the key schema of its key columns, under the subjects of Config.Subjects.
+// Registering a schema the subject has is idempotent: the
 // registry answers with the id it has.
 func (enc *Encoder) Prepare(ctx context.Context, events []kafkasink.Event, routes []kafkasink.EventRoute) error {
 	return enc.versions.Prepare(ctx, "jsonschema", events, routes, enc.register)
@@ -74,6 +96,7 @@ func (enc *Encoder) Prepare(ctx context.Context, events []kafkasink.Event, route
 // same topic, and the key schema of route's key columns.
 func (enc *Encoder) register(ctx context.Context, e *kafkasink.Event, route kafkasink.EventRoute, prev *tableVersion, ok bool) (*tableVersion, error) {
 	next := &tableVersion{topic: route.Topic, schema: e.Schema, table: e.Table}
+	n := enc.namesFor(route.Topic, e)
 	if ok && prev.topic == route.Topic {
 		*next = *prev
 	} else {
@@ -82,7 +105,7 @@ func (enc *Encoder) register(ctx context.Context, e *kafkasink.Event, route kafk
 			next.columns[i] = columnOf(&e.Relation.Columns[i])
 		}
 		var err error
-		if next.valueID, err = enc.registerSchema(ctx, e, route.Topic+"-value", valueSchema(route.Topic, next.columns), next.columns, false); err != nil {
+		if next.valueID, err = enc.registerSchema(ctx, e, n.valueSubject, valueSchema(n.valueTitle, next.columns), next.columns, false); err != nil {
 			return nil, err
 		}
 	}
@@ -100,7 +123,7 @@ func (enc *Encoder) register(ctx context.Context, e *kafkasink.Event, route kafk
 	}
 	next.keyColumns, next.key = slices.Clone(route.KeyColumns), key
 	var err error
-	if next.keyID, err = enc.registerSchema(ctx, e, route.Topic+"-key", keySchema(route.Topic, key), key, true); err != nil {
+	if next.keyID, err = enc.registerSchema(ctx, e, n.keySubject, keySchema(n.keyTitle, key), key, true); err != nil {
 		return nil, err
 	}
 	return next, nil
@@ -120,8 +143,8 @@ func (enc *Encoder) registerSchema(ctx context.Context, e *kafkasink.Event, subj
 		}
 		return fmt.Sprintf("the table changed in a way the subject's compatibility level (%s) does not allow%s; "+
 			"undo the change (under BACKWARD a new column must be nullable, and no column may be dropped or change its JSON type), "+
-			"let the subject accept it (PUT /config/%s with the registry), or route the table to a new topic (kafkasink.Config.Topics; -topic-routes)",
-			registry.Compatibility(ctx, enc.registry, subject), changed, subject)
+			"let the subject accept it (PUT /config/%s with the registry), or %s",
+			registry.Compatibility(ctx, enc.registry, subject), changed, subject, enc.newSubjectFix())
 	})
 }
 

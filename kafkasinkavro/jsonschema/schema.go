@@ -68,10 +68,11 @@ func rowSchema(cols []column) string {
 	return b.String()
 }
 
-// valueSchema is the schema of the envelope whose row images have cols.
-func valueSchema(topic string, cols []column) string {
+// valueSchema is the schema, titled title, of the envelope whose row
+// images have cols.
+func valueSchema(title string, cols []column) string {
 	row := rowSchema(cols)
-	return `{"$schema":"http://json-schema.org/draft-07/schema#","title":` + quote(topic+" change event") + `,` +
+	return `{"$schema":"http://json-schema.org/draft-07/schema#","title":` + quote(title) + `,` +
 		`"type":"object","additionalProperties":false,"properties":{` +
 		`"id":{"type":"string"},` +
 		`"op":{"type":"string","enum":["insert","update","delete","truncate","read"]},` +
@@ -88,10 +89,11 @@ func valueSchema(topic string, cols []column) string {
 		`"required":["id","op","schema","table","lsn","commit_lsn","index","xid","commit_time","key","before","after"]}`
 }
 
-// keySchema is the schema of the key object of cols, each required.
-func keySchema(topic string, cols []column) string {
+// keySchema is the schema, titled title, of the key object of cols, each
+// required.
+func keySchema(title string, cols []column) string {
 	var b strings.Builder
-	b.WriteString(`{"$schema":"http://json-schema.org/draft-07/schema#","title":` + quote(topic+" key") + `,"type":"object","additionalProperties":false,"properties":{`)
+	b.WriteString(`{"$schema":"http://json-schema.org/draft-07/schema#","title":` + quote(title) + `,"type":"object","additionalProperties":false,"properties":{`)
 	for i, c := range cols {
 		if i > 0 {
 			b.WriteByte(',')

@@ -84,19 +84,7 @@ func (d *Decoder) Key(ctx context.Context, key []byte) ([]byte, error) {
 // format (a zero byte first): the sink writes a truncate's key, and that
 // of a table without key columns, as it does without this encoder.
 func (d *Decoder) Transcode(ctx context.Context, r *kgo.Record) (*kgo.Record, error) {
-	out := *r
-	var err error
-	if r.Value != nil {
-		if out.Value, err = d.Value(ctx, r.Value); err != nil {
-			return nil, fmt.Errorf("kafkasinkavro: record %s[%d]@%d: value: %w", r.Topic, r.Partition, r.Offset, err)
-		}
-	}
-	if registry.IsWire(r.Key) {
-		if out.Key, err = d.Key(ctx, r.Key); err != nil {
-			return nil, fmt.Errorf("kafkasinkavro: record %s[%d]@%d: key: %w", r.Topic, r.Partition, r.Offset, err)
-		}
-	}
-	return &out, nil
+	return registry.Transcode(ctx, r, "kafkasinkavro", d.Value, d.Key)
 }
 
 func finish(out, rest []byte, err error) ([]byte, error) {

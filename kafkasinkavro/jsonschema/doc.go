@@ -13,9 +13,31 @@
 // there for its fields and the form of each column value), and the key the
 // sink's KeyJSON object of the key columns. A truncate, and an event of a
 // table without key columns, is keyed as the sink keys it without this
-// encoder (kafkasink.AppendKey), with no key schema. The schemas are
-// registered under the subjects <topic>-value and <topic>-key
-// (TopicNameStrategy).
+// encoder (kafkasink.AppendKey), with no key schema.
+//
+// # Subjects
+//
+// Config.Subjects chooses the subjects as Confluent's serializers' subject
+// name strategies do, which take a JSON Schema's record name from its
+// title:
+//
+//	TopicName         <topic>-value and <topic>-key, the default; the
+//	                  schemas are titled "<topic> change event" and
+//	                  "<topic> key"
+//	RecordName        the titles, [Namespace.]<schema>.<table>.Envelope
+//	                  and [Namespace.]<schema>.<table>.Key
+//	TopicRecordName   <topic>-<title>, titled as with RecordName
+//
+// Under TopicName the tables of one topic are versions of its subjects,
+// which the compatibility level must allow: under BACKWARD, tables of
+// other columns cannot share a topic. Under RecordName and TopicRecordName
+// each table has subjects of its own.
+//
+// # Reading
+//
+// Decoder reads the records back: it checks the wire format and that the
+// schema of the record's id is a JSON Schema, and returns the JSON, for
+// kafkasinktest.ReadCommittedWith and other readers of JSONEncoder's JSON.
 //
 // # Schemas
 //

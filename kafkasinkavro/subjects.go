@@ -10,7 +10,8 @@ import (
 // SubjectStrategy says under which subjects of the Schema Registry an
 // Encoder registers its schemas, and how it names its records: Confluent's
 // subject name strategies (the serializers' key.subject.name.strategy and
-// value.subject.name.strategy).
+// value.subject.name.strategy). jsonschema.Config.Subjects takes it too,
+// its schemas' titles being their record names.
 type SubjectStrategy uint8
 
 const (

@@ -30,6 +30,7 @@ import (
 // authentication together, TLS flags with an http:// URL, files that do
 // not hold what they should, an unknown subject strategy and a namespace
 // that is no Avro namespace or does nothing under TopicNameStrategy.
+// -encoder json-schema takes the subject strategy and namespace too.
 func TestAvroFlags(t *testing.T) {
 	base := []string{"-pg", "postgres://localhost/db", "-brokers", "localhost:9092"}
 	avro := []string{"-encoder", "avro", "-schema-registry", "http://registry:8081"}
@@ -43,7 +44,8 @@ func TestAvroFlags(t *testing.T) {
 		{[]string{"-encoder", "avro"}, "-encoder avro, json-schema and debezium-avro need -schema-registry"},
 		{[]string{"-encoder", "json-schema"}, "-encoder avro, json-schema and debezium-avro need -schema-registry"},
 		{[]string{"-encoder", "json-schema", "-schema-registry", "http://registry:8081", "-schema-registry-token-file", token}, ""},
-		{[]string{"-encoder", "json-schema", "-schema-registry", "http://registry:8081", "-schema-registry-subjects", "RecordNameStrategy"}, "apply to -encoder avro only: json-schema registers its schemas under <topic>-key and <topic>-value"},
+		{[]string{"-encoder", "json-schema", "-schema-registry", "http://registry:8081", "-schema-registry-subjects", "TopicRecordNameStrategy", "-schema-registry-namespace", "db1"}, ""},
+		{[]string{"-encoder", "json-schema", "-schema-registry", "http://registry:8081", "-schema-registry-namespace", "db1"}, `jsonschema.Config.Namespace "db1" applies to the RecordName and TopicRecordName subject strategies only`},
 		{[]string{"-schema-registry", "http://registry:8081"}, `the Schema Registry's flags (-schema-registry) apply to -encoder avro, json-schema and debezium-avro only, not "json"`},
 		{[]string{"-schema-registry-token-file", token, "-schema-registry-subjects", "RecordNameStrategy"}, `(-schema-registry-subjects, -schema-registry-token-file) apply to -encoder avro, json-schema and debezium-avro only`},
 		{[]string{"-encoder", "avro", "-schema-registry", "http://registry:8081", "-schema-registry-user", "u"}, "-schema-registry-user and -schema-registry-password-file go together"},

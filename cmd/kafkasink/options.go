@@ -143,10 +143,10 @@ func defineFlags(o *options, stderr io.Writer) (*flag.FlagSet, map[string]settin
 		"or debezium-avro (Debezium's envelope and key in Avro as Kafka Connect's AvroConverter writes them, schemas in -schema-registry; the -encoder debezium flags apply)")
 	r, rdef := &o.schemaRegistry, registryDefaults
 	str(&r.url, "schema-registry", "KAFKASINK_SCHEMA_REGISTRY", rdef.url, "-encoder avro, json-schema and debezium-avro: the Schema Registry's URL, comma-separated for several (Confluent's API; Apicurio Registry's ends in /apis/ccompat/v7)")
-	str(&r.subjects, "schema-registry-subjects", "KAFKASINK_SCHEMA_REGISTRY_SUBJECTS", rdef.subjects, "-encoder avro: the subjects of the schemas, Confluent's strategies: "+
-		"TopicNameStrategy (<topic>-key and <topic>-value), RecordNameStrategy (<namespace>.Key and <namespace>.Envelope, the namespace [-schema-registry-namespace.]<schema>.<table>: a subject per table, for tables sharing a topic) "+
-		"or TopicRecordNameStrategy (<topic>-<namespace>.Key and .Envelope)")
-	str(&r.namespace, "schema-registry-namespace", "KAFKASINK_SCHEMA_REGISTRY_NAMESPACE", rdef.namespace, "-encoder avro with RecordNameStrategy or TopicRecordNameStrategy: put before <schema>.<table> in the records' names and subjects, "+
+	str(&r.subjects, "schema-registry-subjects", "KAFKASINK_SCHEMA_REGISTRY_SUBJECTS", rdef.subjects, "-encoder avro and json-schema: the subjects of the schemas, Confluent's strategies: "+
+		"TopicNameStrategy (<topic>-key and <topic>-value), RecordNameStrategy (<namespace>.Key and <namespace>.Envelope, the namespace [-schema-registry-namespace.]<schema>.<table>: a subject per table, for tables sharing a topic; "+
+		"the Avro records' names, the JSON Schemas' titles) or TopicRecordNameStrategy (<topic>-<namespace>.Key and .Envelope)")
+	str(&r.namespace, "schema-registry-namespace", "KAFKASINK_SCHEMA_REGISTRY_NAMESPACE", rdef.namespace, "-encoder avro and json-schema with RecordNameStrategy or TopicRecordNameStrategy: put before <schema>.<table> in the records' names and subjects, "+
 		"so that pipelines of several databases can share a registry (such as the -topic-prefix)")
 	str(&r.user, "schema-registry-user", "KAFKASINK_SCHEMA_REGISTRY_USER", rdef.user, "-encoder avro and json-schema: user name for the Schema Registry's basic authentication, with -schema-registry-password-file")
 	str(&r.passwordFile, "schema-registry-password-file", "KAFKASINK_SCHEMA_REGISTRY_PASSWORD_FILE", rdef.passwordFile, "-encoder avro and json-schema: file holding the Schema Registry password (a trailing newline is dropped), read at start-up")

@@ -110,14 +110,11 @@ func (r *registryOptions) changed() []string {
 }
 
 // jsonSchemaEncoder returns the JSON Schema encoder of the registry flags,
-// which registers under <topic>-key and <topic>-value only.
+// their subject strategy and namespace included.
 func (r *registryOptions) jsonSchemaEncoder() (*jsonschema.Encoder, error) {
-	if r.subjects != registryDefaults.subjects || r.namespace != registryDefaults.namespace {
-		return nil, errors.New("-schema-registry-subjects and -schema-registry-namespace apply to -encoder avro only: json-schema registers its schemas under <topic>-key and <topic>-value (TopicNameStrategy)")
-	}
 	cfg, err := r.config()
 	if err != nil {
 		return nil, err
 	}
-	return jsonschema.New(jsonschema.Config{Registry: cfg.Registry})
+	return jsonschema.New(jsonschema.Config{Registry: cfg.Registry, Subjects: cfg.Subjects, Namespace: cfg.Namespace})
 }

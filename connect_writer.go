@@ -66,22 +66,34 @@ func (w *connectWriter) fail(format string, args ...any) {
 	}
 }
 
-// begin writes the union branch of a value in the current slot (Avro),
-// and returns the slot, nil when there is none to write to. The branches
-// are AvroData's: an optional schema is the union ["null", T], or
+// take writes the union branch of a value of Connect type typ (any
+// type when "") in the current slot (Avro), and returns the slot; nil,
+// failing, when there is none or it is of another type. The branches are
+// AvroData's: an optional schema is the union ["null", T], or
 // [T, "null"] when it has a default (a union's default is its first
 // branch's).
-func (w *connectWriter) begin() *connectSchema {
+func (w *connectWriter) take(typ string) *connectSchema {
 	s := w.slot
-	if s == nil {
-		w.noSlot()
+	w.slot = nil
+	if s == nil || typ != "" && s.typ != typ {
+		w.mismatch(s, typ)
 		return nil
 	}
-	w.slot = nil
 	if s.optional {
 		w.buf = append(w.buf, s.valueBranch())
 	}
 	return s
+}
+
+// mismatch fails for a value of type typ that slot s cannot hold.
+//
+//go:noinline
+func (w *connectWriter) mismatch(s *connectSchema, typ string) {
+	if s == nil {
+		w.fail("a value where the schema has none")
+		return
+	}
+	w.fail("a %s where the schema has %s", typ, s.describe())
 }
 
 // valueBranch and nullBranch are the zig-zag bytes of the branches of
@@ -95,8 +107,6 @@ func (s *connectSchema) valueBranch() byte {
 
 func (s *connectSchema) nullBranch() byte { return 2 - s.valueBranch() }
 
-func (w *connectWriter) noSlot() { w.fail("a value where the schema has none") }
-
 // null writes a null.
 func (w *connectWriter) null() {
 	if !w.avro {
@@ -107,7 +117,7 @@ func (w *connectWriter) null() {
 	w.slot = nil
 	switch {
 	case s == nil:
-		w.noSlot()
+		w.mismatch(nil, "null")
 	case !s.optional:
 		w.fail("null where the schema (%s) requires a value", s.describe())
 	default:
@@ -159,7 +169,7 @@ func (w *connectWriter) float(f float64, bits int) {
 // avroNumber writes a number in its slot's type: an integer i (isInt)
 // or a float f.
 func (w *connectWriter) avroNumber(i int64, f float64, isInt bool) {
-	s := w.begin()
+	s := w.take("")
 	if s == nil {
 		return
 	}
@@ -194,18 +204,9 @@ func (w *connectWriter) bool(b bool) {
 		w.buf = jsonw.AppendBool(w.buf, b)
 		return
 	}
-	if s := w.begin(); s != nil && w.expect(s, "boolean") {
+	if w.take("boolean") != nil {
 		w.buf = avrobin.AppendBool(w.buf, b)
 	}
-}
-
-// expect reports whether s is of Connect type typ, failing if not.
-func (w *connectWriter) expect(s *connectSchema, typ string) bool {
-	if s.typ != typ {
-		w.fail("a %s where the schema has %s", typ, s.describe())
-		return false
-	}
-	return true
 }
 
 // str writes a string; invalid UTF-8 becomes U+FFFD, byte by byte, as
@@ -215,7 +216,7 @@ func (w *connectWriter) str(s string) {
 		w.buf = jsonw.AppendString(w.buf, s)
 		return
 	}
-	if slot := w.begin(); slot != nil && w.expect(slot, "string") {
+	if w.take("string") != nil {
 		w.buf = appendAvroText(w.buf, s)
 	}
 }
@@ -258,7 +259,7 @@ func (w *connectWriter) bytes(b []byte) {
 		w.buf = append(w.buf, '"')
 		return
 	}
-	if s := w.begin(); s != nil && w.expect(s, "bytes") {
+	if w.take("bytes") != nil {
 		w.buf = avrobin.AppendString(w.buf, b)
 	}
 }
@@ -271,9 +272,7 @@ func (w *connectWriter) beginText() int {
 		w.buf = append(w.buf, '"')
 		return 0
 	}
-	if s := w.begin(); s != nil {
-		w.expect(s, "string")
-	}
+	w.take("string")
 	w.buf = append(w.buf, 0) // room for a length below 64
 	return len(w.buf)
 }
@@ -296,6 +295,51 @@ func (w *connectWriter) endText(mark int) {
 	w.buf = append(w.buf, length[1:]...)
 	copy(w.buf[mark-1+len(length):], w.buf[mark:mark+size])
 	copy(w.buf[mark-1:], length)
+}
+
+// connectChunk is a run of a struct's members written once in both
+// encodings, for the records that repeat them: from the field at, fields
+// of them.
+type connectChunk struct {
+	json, avro []byte
+	at, fields int
+}
+
+// writeChunk returns the members write writes, as the run of struct s's
+// members from its field at.
+func writeChunk(s *connectSchema, at int, write func(*connectWriter)) connectChunk {
+	c := connectChunk{at: at}
+	for _, avro := range [...]bool{false, true} {
+		w := connectWriter{avro: avro, slot: s}
+		w.beginStruct()
+		w.open[0].next = at
+		start := len(w.buf)
+		write(&w)
+		if err := w.failed(); err != nil {
+			panic(err) // the members' schemas are the encoder's own: a bug
+		}
+		if avro {
+			c.avro, c.fields = w.buf[start:], w.open[0].next-at
+		} else {
+			c.json = w.buf[start:]
+		}
+	}
+	return c
+}
+
+// chunk writes the members of c, which must come next.
+func (w *connectWriter) chunk(c *connectChunk) {
+	if !w.avro {
+		w.buf = append(w.buf, c.json...)
+		return
+	}
+	top := &w.open[w.depth-1]
+	if top.next != c.at {
+		w.fail("a run of members from field %d written at field %d", c.at, top.next)
+		return
+	}
+	w.buf = append(w.buf, c.avro...)
+	top.next += c.fields
 }
 
 // fixedText writes the next member of a struct and its value, a string
@@ -324,7 +368,7 @@ func (w *connectWriter) precomputed(json, avro []byte) {
 		w.buf = append(w.buf, json...)
 		return
 	}
-	if w.begin() != nil {
+	if w.take("") != nil {
 		w.buf = append(w.buf, avro...)
 	}
 }
@@ -336,7 +380,7 @@ func (w *connectWriter) beginStruct() {
 		w.buf = append(w.buf, '{')
 		return
 	}
-	if s := w.begin(); s != nil && w.expect(s, "struct") {
+	if s := w.take("struct"); s != nil {
 		w.push(openValue{fields: s.fields})
 	}
 }
@@ -361,10 +405,20 @@ func (w *connectWriter) nulls(json string, n int) {
 		w.buf = append(w.buf, json...)
 		return
 	}
-	for range n {
-		w.nextField()
-		w.null()
+	top := &w.open[w.depth-1]
+	if top.next+n > len(top.fields) {
+		w.extraMember()
+		return
 	}
+	for i := range n {
+		f := &top.fields[top.next+i].schema
+		if !f.optional {
+			w.fail("null where the schema (%s) requires a value", f.describe())
+			return
+		}
+		w.buf = append(w.buf, f.nullBranch())
+	}
+	top.next += n
 }
 
 // key starts the next member of a struct: json is its JSON text, with
@@ -439,7 +493,7 @@ func (w *connectWriter) beginArray(n int) {
 		w.buf = append(w.buf, '[')
 		return
 	}
-	if s := w.begin(); s != nil && w.expect(s, "array") {
+	if s := w.take("array"); s != nil {
 		if n > 0 {
 			w.buf = avrobin.AppendLong(w.buf, int64(n)) // one block
 		}
@@ -499,8 +553,7 @@ func (w *connectWriter) joined(a string, sep byte, b string) {
 		w.buf = append(w.buf[:n], w.buf[n+1:]...)
 		return
 	}
-	s := w.begin()
-	if s == nil || !w.expect(s, "string") {
+	if w.take("string") == nil {
 		return
 	}
 	if !utf8.ValidString(a) || !utf8.ValidString(b) {

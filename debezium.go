@@ -461,7 +461,7 @@ func (d DebeziumEncoder) writeEnvelope(w *connectWriter, e *Event, schemas *debe
 	}
 	w.key(`,"source":`)
 	lsn := debeziumLSN(e)
-	d.writeSource(w, e, lsn)
+	d.writeSource(w, e, lsn, schemas)
 	w.key(`,"transaction":`)
 	d.writeTxnBlock(w, e, lsn)
 	w.fixedText(debeziumOpMembers[e.Op], debeziumOps[e.Op])
@@ -488,7 +488,7 @@ func (d DebeziumEncoder) writeEnvelope(w *connectWriter, e *Event, schemas *debe
 }
 
 // writeSource writes the source block of e, whose LSN is lsn.
-func (d DebeziumEncoder) writeSource(w *connectWriter, e *Event, lsn LSN) {
+func (d DebeziumEncoder) writeSource(w *connectWriter, e *Event, lsn LSN, schemas *debeziumSchemas) {
 	src := &e.Source
 	at, xid := e.Commit, e.XID
 	if e.Op == OpRead {
@@ -507,10 +507,11 @@ func (d DebeziumEncoder) writeSource(w *connectWriter, e *Event, lsn LSN) {
 	}
 	lsnText := strconv.AppendUint(lsnBuf[:0], uint64(lsn), 10)
 	w.beginStruct()
-	w.fixedText(`"version":"`+DebeziumVersion+`"`, DebeziumVersion)
-	w.fixedText(`,"connector":"postgresql"`, "postgresql")
-	w.key(`,"name":`)
-	w.str(d.name())
+	if schemas != nil {
+		w.chunk(&schemas.sourceHead)
+	} else {
+		d.writeSourceHead(w)
+	}
 	w.key(`,"ts_ms":`)
 	w.scaled(usText, us, -3)
 	w.key(`,"snapshot":`)
@@ -541,10 +542,11 @@ func (d DebeziumEncoder) writeSource(w *connectWriter, e *Event, lsn LSN) {
 	w.scaled(usText, us, 0)
 	w.key(`,"ts_ns":`)
 	w.scaled(usText, us, 3)
-	w.key(`,"schema":`)
-	w.str(e.Schema)
-	w.key(`,"table":`)
-	w.str(e.Table)
+	if schemas != nil {
+		w.chunk(&schemas.sourceTable)
+	} else {
+		writeSourceTable(w, e)
+	}
 	w.key(`,"txId":`)
 	w.uint(uint64(xid))
 	w.key(`,"lsn":`)
@@ -557,6 +559,29 @@ func (d DebeziumEncoder) writeSource(w *connectWriter, e *Event, lsn LSN) {
 	}
 	w.nulls(`,"xmin":null,"origin":null,"origin_lsn":null`, 3)
 	w.endStruct()
+}
+
+// The source block's members that are the same in every record of a
+// table version, which debeziumSchemas holds written (connectChunk).
+
+// writeSourceHead writes the source's first members: version,
+// connector, name.
+func (d DebeziumEncoder) writeSourceHead(w *connectWriter) {
+	w.fixedText(`"version":"`+DebeziumVersion+`"`, DebeziumVersion)
+	w.fixedText(`,"connector":"postgresql"`, "postgresql")
+	w.key(`,"name":`)
+	w.str(d.name())
+}
+
+// sourceTableField is the index of the source's schema member.
+const sourceTableField = 9
+
+// writeSourceTable writes the source's schema and table members.
+func writeSourceTable(w *connectWriter, e *Event) {
+	w.key(`,"schema":`)
+	w.str(e.Schema)
+	w.key(`,"table":`)
+	w.str(e.Table)
 }
 
 // scaled writes n·10^exp (exp in -6..3), rounded down, given text, n's

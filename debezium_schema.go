@@ -401,6 +401,9 @@ type debeziumSchemas struct {
 	// members are the JSON texts that open the columns' members in a
 	// row ("name":), by their index in the Relation.
 	members []string
+	// sourceHead and sourceTable are the source block's members that do
+	// not change between the version's records.
+	sourceHead, sourceTable connectChunk
 	// defaults are the columns' declared defaults, by their index in the
 	// Relation, which a row writes in place of NULL as JsonConverter
 	// does (see declaredDefault).
@@ -472,6 +475,9 @@ func (d *DebeziumEncoder) schemasOf(e *Event) *debeziumSchemas {
 		members:  make([]string, len(e.Relation.Columns)),
 		defaults: make([]columnDefaultValue, len(e.Relation.Columns)),
 	}
+	source := &env.fields[2].schema
+	s.sourceHead = writeChunk(source, 0, d.writeSourceHead)
+	s.sourceTable = writeChunk(source, sourceTableField, func(w *connectWriter) { writeSourceTable(w, e) })
 	for i := range e.Relation.Columns {
 		ci := &e.Relation.Columns[i]
 		s.members[i] = string(append(jsonw.AppendString(nil, ci.Name), ':'))

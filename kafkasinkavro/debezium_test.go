@@ -97,14 +97,15 @@ func TestDebeziumEncodeAllocs(t *testing.T) {
 }
 
 // TestDebeziumEncodeStrings: text values with every kind of JSON escape
-// the root encoder writes (quotes, backslashes, control characters,
-// characters outside the BMP), bytes and an
-// empty array come out of the transcoder as the values they are, decoded
-// by twmb/avro with the schema the encoder registered.
+// (quotes, backslashes, control characters, characters outside the BMP),
+// of lengths whose Avro length prefix takes one, two and three bytes,
+// bytes and an empty array come out as the values they are, decoded by
+// twmb/avro with the schema the encoder registered.
 func TestDebeziumEncodeStrings(t *testing.T) {
 	reg := srfake.New()
 	defer reg.Close()
-	texts := []string{"", "plain", `quote " and \ backslash`, "tab\tnew\nline\r\x00\x01\x1f", "é 日本 𝄞 ✓ \u2028", "<>&"}
+	texts := []string{"", "plain", `quote " and \ backslash`, "tab\tnew\nline\r\x00\x01\x1f", "é 日本 𝄞 ✓ \u2028", "<>&",
+		strings.Repeat("x", 63), strings.Repeat("é", 32), strings.Repeat("y", 8191), strings.Repeat("z", 8192)}
 	for _, s := range texts {
 		e := kafkasink.Event{
 			Op: kafkasink.OpInsert, Schema: "public", Table: "strs", Key: []string{"id"},
@@ -139,9 +140,9 @@ func TestDebeziumEncodeStrings(t *testing.T) {
 	}
 }
 
-// TestDebeziumEncodeIntegers: bigint values at the edges of the
-// transcoder's integer reading (one digit, 18 and 19 digits, int64's
-// bounds) and an int4 array come out as the values they are, decoded by
+// TestDebeziumEncodeIntegers: bigint values at the edges of the varint
+// encoding (one digit, 18 and 19 digits, int64's bounds) and an int4
+// array come out as the values they are, decoded by
 // twmb/avro with the schema the encoder registered, as do the 19-digit
 // ts_ns of the envelope and its source.
 func TestDebeziumEncodeIntegers(t *testing.T) {

@@ -211,9 +211,11 @@
 // the root writes the string, the event is rejected (kafkasink.EncodeError
 // naming the column and REPLICA IDENTITY FULL).
 //
-// Each event is written by the root encoder into a reused buffer and that
-// JSON transcoded to Avro along the schema's tree, without allocating
-// (BenchmarkDebeziumEncode, TestDebeziumEncodeAllocs). Schema evolution
+// Each event is written by the root encoder straight into the record in
+// Avro (kafkasink.DebeziumEncoder.AppendAvro): the rules that write its
+// JSON write the Avro too, following the Connect schema the Avro schema is
+// made from, without allocating (BenchmarkDebeziumEncode,
+// TestDebeziumEncodeAllocs). Schema evolution
 // and registry errors are the Encoder's (see above; a refused schema's
 // columns are described in Connect types, "changed "n" from int32 to
 // string"). Of the subject strategies (Config.Subjects), RecordName
@@ -226,9 +228,7 @@
 // Records are appended straight into the sink's buffer in Avro's binary
 // encoding, as kafkasink.JSONEncoder appends JSON: a steady-state event
 // costs no allocation (BenchmarkEncode). The DebeziumEncoder (NewDebezium)
-// costs more per event: kafkasink.DebeziumEncoder writes the event's
-// JSON (its one source of Debezium's value forms), about 1.2 times
-// JSONEncoder's CPU time for the same event, and the transcoder then
-// reads it back; together about 3.1 times JSONEncoder's CPU time on
-// BenchmarkDebeziumEncode's 10-column update, without allocating.
+// costs more per event, for Debezium's value forms and envelope, about as
+// much as kafkasink.DebeziumEncoder's JSON: BenchmarkDebeziumEncode
+// compares both with JSONEncoder on a 10-column update.
 package kafkasinkavro

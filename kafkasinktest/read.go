@@ -29,7 +29,8 @@ func ReadCommitted(t testing.TB, brokers []string, topics ...string) []Record {
 // into one Decode reads: its value into kafkasink.JSONEncoder's event
 // JSON and its key into the sink's text or JSON key. It must not change
 // the record it is given. kafkasinkavro.Decoder's Transcode is one, for
-// Avro in the Confluent wire format.
+// Avro in the Confluent wire format, and jsonschema.Decoder's another,
+// for JSON Schema's.
 type Transcode func(ctx context.Context, r *kgo.Record) (*kgo.Record, error)
 
 // ReadCommittedWith is ReadCommitted for topics an encoder outside this

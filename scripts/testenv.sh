@@ -761,6 +761,14 @@ SELECT 'CREATE ROLE kafkasink LOGIN SUPERUSER REPLICATION PASSWORD ''kafkasink''
 SELECT 'CREATE DATABASE kafkasink OWNER kafkasink'
   WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = 'kafkasink')\gexec
 EOF
+  # Extensions the tests' workloads use (hstore: the Debezium workload).
+  # An extension belongs to the whole database and concurrent CREATE
+  # EXTENSIONs of one extension fail with a unique violation, so tests
+  # running in parallel schemas cannot create it themselves: it is created
+  # here, once, as superuser; tests that need it skip, naming it, when it
+  # is missing.
+  "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$pg" -p "$PG_PORT" -U postgres -d kafkasink \
+    -c "CREATE EXTENSION IF NOT EXISTS hstore"
   # Real query over TCP with password auth, exactly as the tests connect.
   PGPASSWORD=kafkasink "$PG_BIN/psql" -X -q -At -h "$HOST" -p "$PG_PORT" -U kafkasink -d kafkasink \
     -c "SHOW wal_level" | grep -qx logical || die "PostgreSQL: wal_level is not logical"

@@ -11,7 +11,10 @@ CREATE DOMAIN dbzconf.posint AS integer CHECK (VALUE > 0);
 CREATE TYPE dbzconf.pair AS (a integer, b text);
 
 -- Every type pgcdc converts, one column each (pgcdc/values.go), plus the
--- types it keeps as text that a Debezium consumer sees differently.
+-- types it keeps as text that a Debezium consumer sees differently (an
+-- extension's too: hstore, which scripts/testenv.sh creates in the test
+-- database, since an extension is database-wide and the tests run this
+-- workload in parallel schemas).
 CREATE TABLE dbzconf.types (
     id           integer PRIMARY KEY,
     c_int2       smallint,
@@ -56,13 +59,19 @@ CREATE TABLE dbzconf.types (
     c_qchar      "char",
     c_num_arr    numeric[],
     c_date_arr   date[],
-    c_pair       dbzconf.pair
+    c_pair       dbzconf.pair,
+    c_hstore     hstore
 );
 
 -- insert_types inserts the five value sets used before the snapshot (ids
 -- base+1 .. base+5) and again as streamed inserts (workload-changes.sql):
 -- ordinary values, edge values, pre-epoch values, all NULL, and more edge
--- values (BC dates, -infinity, control characters, a 3-D array).
+-- values (BC dates, -infinity, control characters, a 3-D array). The
+-- hstores: 15 keys, one with a NULL value (more than 12, so Java's
+-- HashMap, which orders Debezium's JSON object, has grown past its first
+-- 16 buckets; Aa and BB have the same Java hash code), the empty hstore, keys and values needing JSON escapes
+-- (a quote, a backslash, control characters, non-ASCII, a character
+-- outside the BMP, U+2028), and NULL.
 CREATE PROCEDURE dbzconf.insert_types(base integer) LANGUAGE sql AS $$
 INSERT INTO dbzconf.types VALUES
  (base + 1, 32767, 2147483647, 9223372036854775807, 4000000000,
@@ -76,7 +85,9 @@ INSERT INTO dbzconf.types VALUES
   '192.168.1.5/24', '10.0.0.0/8', '08:00:2b:01:02:03',
   B'1', B'10101010', B'101', '(1.5,-2.25)', 'happy', 42,
   '{1,2,NULL,4}', '{"a b","c,d",NULL,"é"}', '{{1,2},{3,4}}',
-  'a_name', 'x', '{1.5,NULL,-2}', '{2024-02-29,NULL}', '(1,one)'),
+  'a_name', 'x', '{1.5,NULL,-2}', '{2024-02-29,NULL}', '(1,one)',
+  'a=>1, b=>NULL, c=>"", key=>value, "two words"=>"x y", k01=>v1, k02=>v2, k03=>v3, k04=>v4,
+   k05=>v5, k06=>v6, longer_key_name=>"a longer value", z=>26, Aa=>1, BB=>2'),
  (base + 2, -32768, -2147483648, -9223372036854775808, 0,
   'NaN', 'Infinity', -0.00001, -92233720368547758.08,
   'NaN', 'Infinity', '', '', ' ', '\x', false,
@@ -86,7 +97,7 @@ INSERT INTO dbzconf.types VALUES
   'null', 'null', '::1', '2001:db8::/32', 'ff:ff:ff:ff:ff:ff',
   B'0', B'00000000', B'', '(0,0)', 'sad', 1,
   '{}', '{}', '{}',
-  '', ' ', '{NaN}', '{infinity}', '(,)'),
+  '', ' ', '{NaN}', '{infinity}', '(,)', ''),
  (base + 3, 0, 0, 0, 1,
   0, -1234567890123456789012345678901234567890.0123456789, 0, 0,
   '-Infinity', 'NaN', 'quote " backslash \ newline
@@ -97,11 +108,14 @@ tab	end', 'x', 'abcde', '\xdeadbeef', true,
   '[]', '{"nested": {"deep": [true, false, null]}}', '10.1.2.3', '10.1.2.0/24', '00:00:00:00:00:00',
   B'1', B'11111111', B'1111111111111111111', '(-1e+300,3.5)', 'ok', 2147483647,
   '{NULL}', '{""}', '{{NULL,2},{3,NULL}}',
-  'name with spaces', 'z', '{}', '{}', '(-1,"quote""d")'),
+  'name with spaces', 'z', '{}', '{}', '(-1,"quote""d")',
+  hstore(ARRAY['quote "', 'back\slash', E'new\nline\ttab', E'ctl \x01\x1f\x7f', 'é ✓', '😀',
+               E'sep \u2028', 'slash /', '=>', ''],
+         ARRAY['"q"', '\', E'\r\n', E'\b\f', 'wörld', '𝄞', E'\u2029', '</', ',', NULL])),
  (base + 4, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
   NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
   NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-  NULL, NULL, NULL, NULL, NULL);
+  NULL, NULL, NULL, NULL, NULL, NULL);
 INSERT INTO dbzconf.types (id, c_num, c_float8, c_money, c_text, c_date, c_time, c_timetz, c_ts, c_tstz,
   c_interval, c_json, c_jsonb, c_text_arr, c_int_arr2d)
 VALUES (base + 5, '-Infinity', '-Infinity', 92233720368547758.07, E'ctl \x01 emoji 😀',
@@ -130,8 +144,8 @@ SELECT 1, string_agg(md5(i::text), ''), 1 FROM generate_series(1, 150) i;
 -- is the string. Each value is over 8 kB of md5 digests (hex, or their
 -- bytes and bits), which pglz cannot shrink below the 2 kB TOAST threshold,
 -- so it is stored out of line and an update of n alone leaves it unchanged.
--- (hstore is not here: an extension is database-wide, and the tests run
--- this workload in parallel schemas.)
+-- An hstore's placeholder is a map of the placeholder to itself, written
+-- (hstore.handling.mode json) as that JSON object's text.
 CREATE TABLE dbzconf.toast_types (
     id        integer PRIMARY KEY,
     t_bytea   bytea,
@@ -144,6 +158,7 @@ CREATE TABLE dbzconf.toast_types (
     t_uuid    uuid[],
     t_byteas  bytea[],
     t_jsonb   jsonb,
+    t_hstore  hstore,
     n         integer
 );
 INSERT INTO dbzconf.toast_types
@@ -158,6 +173,7 @@ SELECT 1,
   (SELECT array_agg(md5(i::text)::uuid) FROM generate_series(901, 1500) i),
   (SELECT array_agg(decode(md5(i::text), 'hex')) FROM generate_series(1, 600) i),
   (SELECT jsonb_object_agg(md5(i::text), md5((-i)::text)) FROM generate_series(1, 200) i),
+  (SELECT hstore(array_agg(md5((i + 1000)::text)), array_agg(md5((-i - 1000)::text))) FROM generate_series(1, 200) i),
   1;
 
 -- REPLICA IDENTITY DEFAULT: update, primary-key change, delete.

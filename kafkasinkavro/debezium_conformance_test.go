@@ -49,6 +49,7 @@ const debeziumData = "../testdata/debezium"
 // reason (avroDeviationReasons).
 func TestDebeziumAvroConformance(t *testing.T) {
 	e := newAvroEnv(t)
+	sinktest.SkipWithoutExtension(t, e.db, "hstore")
 	schema := e.name
 	t.Cleanup(func() { e.exec("DROP SCHEMA IF EXISTS " + schema + " CASCADE") })
 	e.exec(workloadSQL(t, "workload.sql", schema))

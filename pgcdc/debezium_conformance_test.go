@@ -92,6 +92,7 @@ func debeziumEncoder(enc kafkasink.DebeziumEncoder, prefix string, v debeziumVar
 // be exactly those listed in deviations-<config>-schemas-<false|true>.txt.
 func TestDebeziumConformance(t *testing.T) {
 	e := newPGEnv(t)
+	sinktest.SkipWithoutExtension(t, e.db, "hstore")
 	schema := e.name
 	t.Cleanup(func() { e.exec("DROP SCHEMA IF EXISTS " + schema + " CASCADE") })
 	for _, stmt := range workloadStatements(t, "workload.sql", schema) {

@@ -281,6 +281,7 @@ type consumerRun struct {
 func deliverWorkload(t *testing.T, forms ...consumerForm) *consumerRun {
 	t.Helper()
 	e := newPGEnv(t)
+	sinktest.SkipWithoutExtension(t, e.db, "hstore")
 	r := &consumerRun{e: e, schema: e.name, brokers: sinktest.RealBrokers(t, sinktest.EnvBrokers), forms: forms}
 	t.Cleanup(func() { e.exec("DROP SCHEMA IF EXISTS " + r.schema + " CASCADE") })
 	t.Cleanup(func() {

@@ -2,6 +2,7 @@ package sinktest
 
 import (
 	"context"
+	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,5 +24,23 @@ func DropSlot(ctx context.Context, db *pgx.Conn, slot string) {
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// SkipWithoutExtension skips t when the database has no extension named
+// name. An extension belongs to the whole database, and concurrent CREATE
+// EXTENSIONs of one extension fail, so tests do not create one:
+// scripts/testenv.sh does, once, as superuser.
+func SkipWithoutExtension(t testing.TB, db *pgx.Conn, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var found bool
+	if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = $1)`, name).Scan(&found); err != nil {
+		t.Fatalf("looking up extension %s: %v", name, err)
+	}
+	if !found {
+		t.Skipf("the test database has no extension %s, which this test's workload uses: "+
+			"scripts/testenv.sh up creates it (CREATE EXTENSION IF NOT EXISTS %s, as superuser, in the test database)", name, name)
 	}
 }

@@ -88,8 +88,11 @@ import (
 // scale; NaN and ±Infinity null), a date is days since the epoch, a time
 // or timestamp milliseconds or microseconds by its precision, timetz and
 // timestamptz ISO strings in UTC, an interval microseconds, bit(1) a
-// boolean and other bit strings bytes, a point {"x","y","wkb","srid"};
-// an unchanged TOAST column is the placeholder string, a delete's before
+// boolean and other bit strings bytes, a point {"x","y","wkb","srid"},
+// an hstore the text of a JSON object ({"a":"1","b":null}) in a string
+// named io.debezium.data.Json, its keys in Debezium's order (Debezium's
+// default hstore.handling.mode json; its mode map, a Connect map, is not
+// supported); an unchanged TOAST column is the placeholder string, a delete's before
 // image lists every column (those pgoutput did not send are null), and
 // composite columns are left out, as Debezium leaves them out. This is a
 // format change from earlier versions, which wrote the kafkasink forms of
@@ -199,7 +202,8 @@ type DebeziumEncoder struct {
 	// its text for a text, varchar, char, json or jsonb array, of its
 	// bytes for a bytea array, of its bytes as signed integers for an
 	// integer, bigint or date array, of its name-based UUID for a uuid
-	// array, and its text for any other type (see appendUnchanged for
+	// array, the text of the JSON object mapping it to itself for an
+	// hstore, and its text for any other type (see appendUnchanged for
 	// where Debezium writes null, and MatchDebeziumLosses). A "hex:"
 	// prefix is not decoded, unlike Debezium's: the text is written as
 	// given.

@@ -262,7 +262,7 @@ func (d *DebeziumEncoder) columnSchema(t *TypeInfo) connectSchema {
 		return semanticSchema("int64", "io.debezium.time.MicroDuration")
 	case "uuid":
 		return semanticSchema("string", "io.debezium.data.Uuid")
-	case "json", "jsonb":
+	case "json", "jsonb", "hstore": // hstore as a JSON object (hstore.handling.mode json)
 		return semanticSchema("string", "io.debezium.data.Json")
 	case "xml":
 		return semanticSchema("string", "io.debezium.data.Xml")

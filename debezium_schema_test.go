@@ -97,7 +97,7 @@ var goldenRelations = map[string]struct {
 		{Name: "c_point", Type: tPoint}, {Name: "c_enum", Type: tMood}, {Name: "c_domain", Type: tPosint},
 		{Name: "c_int_arr", Type: tInt4Arr}, {Name: "c_text_arr", Type: tTextArr}, {Name: "c_int_arr2d", Type: tInt4Arr},
 		{Name: "c_name", Type: tName}, {Name: "c_qchar", Type: tQChar}, {Name: "c_num_arr", Type: tNumArr},
-		{Name: "c_date_arr", Type: tDateArr}, {Name: "c_pair", Type: tPair},
+		{Name: "c_date_arr", Type: tDateArr}, {Name: "c_pair", Type: tPair}, {Name: "c_hstore", Type: tHstore},
 	}}, []string{"id"}},
 	"ident_default": {&Relation{Columns: []ColumnInfo{{Name: "id", Type: tInt4, NotNull: true}, {Name: "name", Type: tText}, {Name: "n", Type: tInt4}}}, []string{"id"}},
 	"ident_full":    {&Relation{Columns: []ColumnInfo{{Name: "id", Type: tInt4, NotNull: true}, {Name: "name", Type: tText}, {Name: "big", Type: tText}}}, []string{"id"}},
@@ -405,6 +405,7 @@ func TestDebeziumSchemaOptions(t *testing.T) {
 		{DebeziumEncoder{}, &TypeInfo{Name: "xml", Modifier: -1, Kind: 'b'}, `{"type":"string","optional":false,"name":"io.debezium.data.Xml","version":1}`},
 		{DebeziumEncoder{}, &TypeInfo{Name: "tsvector", Modifier: -1, Kind: 'b'}, `{"type":"string","optional":false,"name":"io.debezium.data.Tsvector","version":1}`},
 		{DebeziumEncoder{}, &TypeInfo{Name: "ltree", Modifier: -1, Kind: 'b'}, `{"type":"string","optional":false,"name":"io.debezium.data.Ltree","version":1}`},
+		{DebeziumEncoder{}, tHstore, `{"type":"string","optional":false,"name":"io.debezium.data.Json","version":1}`},
 		{DebeziumEncoder{}, &TypeInfo{Name: "int4range", Modifier: -1, Kind: 'r'}, `{"type":"string","optional":false}`},
 		{DebeziumEncoder{}, moodArr, `{"type":"array","items":{"type":"string","optional":false,"name":"io.debezium.data.Enum","version":1,"parameters":{"allowed":"sad,ok,happy"}},"optional":false}`},
 	} {

@@ -72,6 +72,8 @@ func (d *DebeziumEncoder) writeUnchanged(w *connectWriter, t *TypeInfo) {
 		writeSignedBytes(w, p)
 	case dbztoast.UUIDList:
 		writeOneElement(w, nameUUID(p))
+	case dbztoast.HstoreMap:
+		writeHstorePlaceholder(w, p)
 	default:
 		w.str(p)
 	}

@@ -8,7 +8,8 @@ import (
 
 // toastTypesRelation is the workload's toast_types table
 // (testdata/debezium/workload.sql): a column of each type Debezium gives
-// its own placeholder form, and a jsonb, whose placeholder is the string.
+// its own placeholder form, and a jsonb, whose placeholder is the string,
+// and an hstore, whose placeholder is a map.
 var toastTypesRelation = &Relation{Columns: []ColumnInfo{
 	{Name: "id", Type: tInt4, NotNull: true},
 	{Name: "t_bytea", Type: tBytea},
@@ -21,6 +22,7 @@ var toastTypesRelation = &Relation{Columns: []ColumnInfo{
 	{Name: "t_uuid", Type: &TypeInfo{Name: "_uuid", Modifier: -1, Kind: 'b', Elem: tUUID}},
 	{Name: "t_byteas", Type: &TypeInfo{Name: "_bytea", Modifier: -1, Kind: 'b', Elem: tBytea}},
 	{Name: "t_jsonb", Type: tJSONB},
+	{Name: "t_hstore", Type: tHstore},
 	{Name: "n", Type: tInt4},
 }}
 
@@ -89,6 +91,9 @@ func TestDebeziumUnchangedOwnForms(t *testing.T) {
 		// UUID.nameUUIDFromBytes of the placeholder's UTF-8 bytes.
 		{DebeziumEncoder{UnavailableValuePlaceholder: "é?"}, "t_uuid", `["` + nameUUIDOfText(t, "é?") + `"]`},
 		{DebeziumEncoder{UnavailableValuePlaceholder: "é?"}, "t_jsonb", `"é?"`},
+		// The map of the placeholder to itself, as JSON text: a quote in
+		// it is escaped twice, in the object's text and in the string.
+		{DebeziumEncoder{UnavailableValuePlaceholder: `é"?`}, "t_hstore", `"{\"é\\\"?\":\"é\\\"?\"}"`},
 	}
 	for _, c := range cases {
 		for _, schemas := range []bool{false, true} {

@@ -373,6 +373,10 @@ func (d *DebeziumEncoder) writeTyped(w *connectWriter, t *TypeInfo, v any, path 
 		if isText {
 			ok = writePoint(w, s)
 		}
+	case "hstore":
+		if isText {
+			ok = writeHstore(w, s)
+		}
 	case "name":
 		if d.MatchDebeziumLosses && path == readStreamed {
 			w.null()
@@ -455,6 +459,8 @@ func debeziumValueForm(t *TypeInfo) string {
 		return "a []byte"
 	case "point":
 		return `a string "(x,y)"`
+	case "hstore":
+		return `a string of PostgreSQL's hstore text ("\"a\"=>\"1\", \"b\"=>NULL"), as pgcdc gives it in text format, not binary`
 	}
 	return "its JSON form"
 }

@@ -54,6 +54,7 @@ var typesColumns = []ColumnInfo{
 	{Name: "c_interval", Type: tInterval}, {Name: "c_bit1", Type: tBit1}, {Name: "c_bit8", Type: tBit8},
 	{Name: "c_varbit", Type: tVarbit}, {Name: "c_point", Type: tPoint}, {Name: "c_domain", Type: tPosint},
 	{Name: "c_num_arr", Type: tNumArr}, {Name: "c_date_arr", Type: tDateArr}, {Name: "c_pair", Type: tPair},
+	{Name: "c_hstore", Type: tHstore},
 }
 
 // typesRows are the values pgcdc gives the streamed inserts of workload
@@ -68,6 +69,8 @@ var typesRows = map[int]map[string]any{
 		"c_bit1": "1", "c_bit8": "10101010", "c_varbit": "101", "c_point": "(1.5,-2.25)", "c_domain": int32(42),
 		"c_num_arr": []any{Decimal("1.5"), nil, Decimal("-2")}, "c_date_arr": []any{"2024-02-29", nil},
 		"c_pair": map[string]any{"a": int32(1), "b": "one"},
+		"c_hstore": `"a"=>"1", "b"=>NULL, "c"=>"", "z"=>"26", "Aa"=>"1", "BB"=>"2", "k01"=>"v1", "k02"=>"v2", "k03"=>"v3", ` +
+			`"k04"=>"v4", "k05"=>"v5", "k06"=>"v6", "key"=>"value", "two words"=>"x y", "longer_key_name"=>"a longer value"`,
 	},
 	12: {
 		"c_num_typmod": Decimal("NaN"), "c_num": Decimal("Infinity"), "c_num40": Decimal("-0.00001"),
@@ -75,7 +78,7 @@ var typesRows = map[int]map[string]any{
 		"c_timetz": "23:59:59.999999-08", "c_ts": "-infinity", "c_ts3": "infinity", "c_tstz": "infinity",
 		"c_interval": "-1 days -00:00:01", "c_bit1": "0", "c_bit8": "00000000", "c_varbit": "", "c_point": "(0,0)",
 		"c_domain": int32(1), "c_num_arr": []any{Decimal("NaN")}, "c_pair": map[string]any{"a": nil, "b": nil},
-		"c_date": "infinity", "c_date_arr": []any{"infinity"},
+		"c_date": "infinity", "c_date_arr": []any{"infinity"}, "c_hstore": "",
 	},
 	13: {
 		"c_num_typmod": Decimal("0.000"), "c_num": Decimal("-1234567890123456789012345678901234567890.0123456789"),
@@ -84,6 +87,9 @@ var typesRows = map[int]map[string]any{
 		"c_ts": "1900-01-01T00:00:00.000001", "c_ts3": "1969-12-31T23:59:59.999", "c_tstz": time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC),
 		"c_interval": "-178000000 years", "c_bit1": "1", "c_bit8": "11111111", "c_varbit": "1111111111111111111",
 		"c_point": "(-1e+300,3.5)", "c_domain": int32(2147483647), "c_num_arr": []any{}, "c_date_arr": []any{},
+		"c_hstore": "\"\"=>NULL, \"=>\"=>\",\", \"😀\"=>\"𝄞\", \"é ✓\"=>\"wörld\", \"ctl \x01\x1f\x7f\"=>\"\b\f\", " +
+			"\"quote \\\"\"=>\"\\\"q\\\"\", \"sep \u2028\"=>\"\u2029\", \"slash /\"=>\"</\", \"back\\\\slash\"=>\"\\\\\", " +
+			"\"new\nline\ttab\"=>\"\r\n\"",
 	},
 	15: {
 		"c_num": Decimal("-Infinity"), "c_money": "$92,233,720,368,547,758.07", "c_date": "-0043-03-15",

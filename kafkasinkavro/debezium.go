@@ -330,8 +330,8 @@ func (d *DebeziumEncoder) AppendFrame(dst []byte, e *kafkasink.Event, after bool
 // the change does not carry) that kafkasink.DebeziumEncoder writes as the
 // placeholder string (UnavailableValuePlaceholder) in a column whose Avro
 // type is not a string: an array of a type Debezium gives no placeholder
-// of its own (dbztoast.Of: it does for bytea and for text, varchar, char,
-// json, jsonb, bytea, integer, bigint, date and uuid arrays, which the
+// of its own (dbztoast.Of: it does for bytea, hstore and for text, varchar,
+// char, json, jsonb, bytea, integer, bigint, date and uuid arrays, which the
 // root writes in the column's form).
 func (v *debeziumVersion) checkUnchanged(e *kafkasink.Event) error {
 	for _, row := range [...]kafkasink.Row{e.Before, e.After} {

@@ -31,6 +31,10 @@ const (
 	// UUIDList is a list of one element, the name-based (version 3) UUID
 	// of the placeholder's bytes: uuid arrays.
 	UUIDList
+	// HstoreMap is the map of the placeholder's text to itself: hstore,
+	// which Debezium writes (hstore.handling.mode json) as the JSON
+	// object's text, {"<placeholder>":"<placeholder>"}.
+	HstoreMap
 )
 
 // Of returns the form for a column of the type named name (pg_type's
@@ -47,6 +51,8 @@ func Of(name, base string) Form {
 		return IntList
 	case "_uuid":
 		return UUIDList
+	case "hstore":
+		return HstoreMap
 	}
 	if base == "bytea" {
 		return Bytes

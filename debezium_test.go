@@ -49,26 +49,26 @@ func identDefault(id, n int64, name any) Row {
 // and in Debezium's order.
 func TestDebeziumEnvelopeMatchesDebezium(t *testing.T) {
 	t.Parallel()
-	snapshot := Source{Database: "kafkasink", SnapshotXID: 1128097, SnapshotTime: time.UnixMicro(1796111152097144)}
+	snapshot := Source{Database: "kafkasink", SnapshotXID: 1623, SnapshotTime: time.UnixMicro(1796117026235361)}
 	snap := func(m SnapshotMark) Source { s := snapshot; s.Snapshot = m; return s }
-	stream := Source{Database: "kafkasink", PrevCommitEnd: 36258966816}
-	commit := time.UnixMicro(1796111152788500)
+	stream := Source{Database: "kafkasink", PrevCommitEnd: 35357176}
+	commit := time.UnixMicro(1796117026587412)
 	cases := []struct {
 		name string
 		line int
 		now  int64 // the top-level ts_ns Debezium wrote
 		e    Event
 	}{
-		{"snapshot first", 0, 1796111152235714372, Event{Op: OpRead, Schema: "dbzconf", Table: "ident_default",
-			Position: Position{LSN: 36258790424}, Key: []string{"id"}, After: identDefault(1, 10, "one"), Source: snap(SnapshotFirst | SnapshotFirstInTable)}},
-		{"snapshot middle", 1, 1796111152241665383, Event{Op: OpRead, Schema: "dbzconf", Table: "ident_default",
-			Position: Position{LSN: 36258790424, Index: 1}, Key: []string{"id"}, After: identDefault(2, 20, "two"), Source: snapshot}},
-		{"snapshot last in table", 2, 1796111152243688499, Event{Op: OpRead, Schema: "dbzconf", Table: "ident_default",
-			Position: Position{LSN: 36258790424, Index: 2}, Key: []string{"id"}, After: identDefault(3, 30, "three"), Source: snap(SnapshotLastInTable)}},
-		{"update", 34, 1796111153373302482, Event{Op: OpUpdate, Schema: "dbzconf", Table: "ident_default",
-			Position: Position{LSN: 36258967516}, LSN: 36258966816, XID: 1128132, Commit: commit, Key: []string{"id"}, After: identDefault(1, 10, "uno"), Source: stream}},
-		{"insert of a key change", 37, 1796111153379248336, Event{Op: OpInsert, Schema: "dbzconf", Table: "ident_default",
-			Position: Position{LSN: 36258967516, Index: 2}, LSN: 36258966896, XID: 1128132, Commit: commit, Key: []string{"id"}, After: identDefault(10, 20, "two"), Source: stream}},
+		{"snapshot first", 0, 1796117026342433169, Event{Op: OpRead, Schema: "dbzconf", Table: "ident_default",
+			Position: Position{LSN: 35350784}, Key: []string{"id"}, After: identDefault(1, 10, "one"), Source: snap(SnapshotFirst | SnapshotFirstInTable)}},
+		{"snapshot middle", 1, 1796117026344756763, Event{Op: OpRead, Schema: "dbzconf", Table: "ident_default",
+			Position: Position{LSN: 35350784, Index: 1}, Key: []string{"id"}, After: identDefault(2, 20, "two"), Source: snapshot}},
+		{"snapshot last in table", 2, 1796117026345315126, Event{Op: OpRead, Schema: "dbzconf", Table: "ident_default",
+			Position: Position{LSN: 35350784, Index: 2}, Key: []string{"id"}, After: identDefault(3, 30, "three"), Source: snap(SnapshotLastInTable)}},
+		{"update", 34, 1796117027133955268, Event{Op: OpUpdate, Schema: "dbzconf", Table: "ident_default",
+			Position: Position{LSN: 35357876}, LSN: 35357176, XID: 1631, Commit: commit, Key: []string{"id"}, After: identDefault(1, 10, "uno"), Source: stream}},
+		{"insert of a key change", 37, 1796117027134483595, Event{Op: OpInsert, Schema: "dbzconf", Table: "ident_default",
+			Position: Position{LSN: 35357876, Index: 2}, LSN: 35357256, XID: 1631, Commit: commit, Key: []string{"id"}, After: identDefault(10, 20, "two"), Source: stream}},
 	}
 	for _, c := range cases {
 		want, _ := debeziumGolden(t, c.line)

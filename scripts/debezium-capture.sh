@@ -72,6 +72,13 @@ PG_PORT="${BASH_REMATCH[5]}" PG_DB="${BASH_REMATCH[6]}"
 export PGTZ=UTC PGOPTIONS="-c client_min_messages=warning"
 psql_() { psql "$PG" -X -q -v ON_ERROR_STOP=1 "$@"; }
 
+# The workload uses hstore, an extension it cannot create itself (see
+# testdata/debezium/README.md).
+if [[ -z "$(psql_ -tAc "SELECT 1 FROM pg_extension WHERE extname = 'hstore'")" ]]; then
+  echo "debezium-capture: the database has no hstore extension, which the workload uses: scripts/testenv.sh up creates it, or run CREATE EXTENSION hstore as a superuser in $PG_DB" >&2
+  exit 2
+fi
+
 echo "debezium-capture: building the harness" >&2
 (cd "$HARNESS" && mvn -B -q compile dependency:build-classpath -Dmdep.outputFile=target/classpath.txt)
 CP="$HARNESS/target/classes:$(cat "$HARNESS/target/classpath.txt")"

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // tHstore is the hstore extension's type, as pgcdc describes it.
@@ -155,4 +156,34 @@ func TestDebeziumHstoreValue(t *testing.T) {
 			t.Errorf("schemas=%v: the binary form: err = %v, want an error naming hstore's text form", schemas, err)
 		}
 	}
+}
+
+// FuzzHstoreJSON: whatever the text, hstoreInJavaOrder refuses it or
+// appendHstoreJSON writes a JSON object with one member per pair, and
+// the form escaped again for a JSON string (inString, what writeHstore
+// writes in JSON) is a JSON string holding exactly that object's text.
+func FuzzHstoreJSON(f *testing.F) {
+	for _, s := range []string{``, `"a"=>"1", "b"=>NULL`, `"q\"uote"=>"back\\slash"`, "\"\x01\u2028\"=>\"😀\"",
+		`"Aa"=>"1", "BB"=>"2"`, `"a"=>"1", "a"=>"2"`, `"a\`, "\"\xff\"=>\"\xc3\""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		pairs, ok := hstoreInJavaOrder(s, nil)
+		if !ok {
+			return
+		}
+		text := appendHstoreJSON(nil, s, pairs, false)
+		var members map[string]any
+		if err := json.Unmarshal(text, &members); err != nil {
+			t.Fatalf("%q: %v: %s", s, err, text)
+		}
+		if len(members) != len(pairs) && utf8.ValidString(s) {
+			t.Fatalf("%q: %d members for %d pairs: %s", s, len(members), len(pairs), text)
+		}
+		quoted := append(appendHstoreJSON([]byte{'"'}, s, pairs, true), '"')
+		var inner string
+		if err := json.Unmarshal(quoted, &inner); err != nil || inner != string(text) {
+			t.Fatalf("%q: the string %s holds %q (%v), want %s", s, quoted, inner, err, text)
+		}
+	})
 }

@@ -1323,6 +1323,14 @@ func writeValue(w *connectWriter, v any) error {
 		w.buf, err = appendValue(w.buf, v)
 		return err
 	}
+	if i, ok := jsonw.Signed(v); ok {
+		w.int(i)
+		return nil
+	}
+	if u, ok := jsonw.Unsigned(v); ok {
+		w.uint(u)
+		return nil
+	}
 	switch x := v.(type) {
 	case nil:
 		w.null()
@@ -1332,26 +1340,6 @@ func writeValue(w *connectWriter, v any) error {
 		w.str(x)
 	case Decimal:
 		w.str(string(x))
-	case int:
-		w.int(int64(x))
-	case int8:
-		w.int(int64(x))
-	case int16:
-		w.int(int64(x))
-	case int32:
-		w.int(int64(x))
-	case int64:
-		w.int(x)
-	case uint:
-		w.uint(uint64(x))
-	case uint8:
-		w.uint(uint64(x))
-	case uint16:
-		w.uint(uint64(x))
-	case uint32:
-		w.uint(uint64(x))
-	case uint64:
-		w.uint(x)
 	case float64:
 		w.float(x, 64)
 	case float32:

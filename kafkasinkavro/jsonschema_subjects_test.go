@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -49,36 +48,9 @@ func TestJSONSchemaSubjectStrategies(t *testing.T) {
 		{kafkasinkavro.TopicRecordName, "db1", []string{"shop.all-db1.public.order-lines.Envelope", "shop.all-db1.public.order-lines.Key"}, []string{"db1.public.order-lines.Envelope", "db1.public.order-lines.Key"}},
 	} {
 		t.Run(tt.strategy.String()+"/"+tt.namespace, func(t *testing.T) {
-			reg := srfake.New()
-			defer reg.Close()
-			cl, err := sr.NewClient(sr.URLs(reg.URL()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			enc, err := jsonschema.New(jsonschema.Config{Registry: cl, Subjects: tt.strategy, Namespace: tt.namespace})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := enc.Prepare(context.Background(), []kafkasink.Event{e}, []kafkasink.EventRoute{{Topic: topic, KeyColumns: e.Key}}); err != nil {
-				t.Fatal(err)
-			}
-			subjects, err := cl.Subjects(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			slices.Sort(subjects)
-			if want := slices.Sorted(slices.Values(tt.subjects)); !slices.Equal(subjects, want) {
-				t.Fatalf("subjects %q, want %q", subjects, want)
-			}
-			for i, subject := range tt.subjects {
-				s, err := cl.SchemaByVersion(context.Background(), subject, -1)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got := title(t, s.Schema.Schema); got != tt.titles[i] {
-					t.Errorf("subject %s: title %q, want %q", subject, got, tt.titles[i])
-				}
-			}
+			checkSubjects(t, e, topic, func(cl *sr.Client) (kafkasink.Preparer, error) {
+				return jsonschema.New(jsonschema.Config{Registry: cl, Subjects: tt.strategy, Namespace: tt.namespace})
+			}, tt.subjects, tt.titles, title)
 		})
 	}
 }

@@ -47,38 +47,50 @@ func TestSubjectStrategies(t *testing.T) {
 		{kafkasinkavro.TopicRecordName, "db1", []string{"shop.all-db1.public.order_lines.Envelope", "shop.all-db1.public.order_lines.Key"}, []string{"db1.public.order_lines.Envelope", "db1.public.order_lines.Key"}},
 	} {
 		t.Run(tt.strategy.String()+"/"+tt.namespace, func(t *testing.T) {
-			reg := srfake.New()
-			defer reg.Close()
-			cl, err := sr.NewClient(sr.URLs(reg.URL()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			enc, err := kafkasinkavro.New(kafkasinkavro.Config{Registry: cl, Subjects: tt.strategy, Namespace: tt.namespace})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := enc.Prepare(context.Background(), []kafkasink.Event{e}, []kafkasink.EventRoute{{Topic: topic, KeyColumns: e.Key}}); err != nil {
-				t.Fatal(err)
-			}
-			subjects, err := cl.Subjects(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			slices.Sort(subjects)
-			want := slices.Sorted(slices.Values(tt.subjects))
-			if !slices.Equal(subjects, want) {
-				t.Fatalf("subjects %q, want %q", subjects, want)
-			}
-			for i, subject := range tt.subjects {
-				s, err := cl.SchemaByVersion(context.Background(), subject, -1)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got := recordName(t, s.Schema.Schema); got != tt.names[i] {
-					t.Errorf("subject %s: record %s, want %s", subject, got, tt.names[i])
-				}
-			}
+			checkSubjects(t, e, topic, func(cl *sr.Client) (kafkasink.Preparer, error) {
+				return kafkasinkavro.New(kafkasinkavro.Config{Registry: cl, Subjects: tt.strategy, Namespace: tt.namespace})
+			}, tt.subjects, tt.names, recordName)
 		})
+	}
+}
+
+// checkSubjects prepares e for topic with the encoder newEncoder makes on
+// a fake registry of its own, and checks that the registry then has
+// exactly the subjects want, each with one schema whose name (as name
+// reads it from the schema's text: a record's name, a JSON Schema's
+// title) is the one names gives at the same index.
+func checkSubjects(t *testing.T, e kafkasink.Event, topic string, newEncoder func(*sr.Client) (kafkasink.Preparer, error),
+	want, names []string, name func(*testing.T, string) string) {
+	t.Helper()
+	reg := srfake.New()
+	defer reg.Close()
+	cl, err := sr.NewClient(sr.URLs(reg.URL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := newEncoder(cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := enc.Prepare(context.Background(), []kafkasink.Event{e}, []kafkasink.EventRoute{{Topic: topic, KeyColumns: e.Key}}); err != nil {
+		t.Fatal(err)
+	}
+	subjects, err := cl.Subjects(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(subjects)
+	if sorted := slices.Sorted(slices.Values(want)); !slices.Equal(subjects, sorted) {
+		t.Fatalf("subjects %q, want %q", subjects, sorted)
+	}
+	for i, subject := range want {
+		s, err := cl.SchemaByVersion(context.Background(), subject, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := name(t, s.Schema.Schema); got != names[i] {
+			t.Errorf("subject %s: schema named %q, want %q", subject, got, names[i])
+		}
 	}
 }
 

@@ -109,10 +109,17 @@ func (s *connectSchema) nullBranch() byte { return 2 - s.valueBranch() }
 
 // null writes a null.
 func (w *connectWriter) null() {
-	if !w.avro {
-		w.buf = append(w.buf, "null"...)
+	if w.avro {
+		w.avroNull()
 		return
 	}
+	w.buf = append(w.buf, "null"...)
+}
+
+// The Avro halves of the writer's methods are functions of their own, so
+// that the JSON halves are small enough for the compiler to inline.
+
+func (w *connectWriter) avroNull() {
 	s := w.slot
 	w.slot = nil
 	switch {
@@ -149,11 +156,11 @@ func (w *connectWriter) uint(v uint64) {
 
 // uintText writes v, whose decimal text (JSON's) is text.
 func (w *connectWriter) uintText(v uint64, text []byte) {
-	if !w.avro {
-		w.buf = append(w.buf, text...)
+	if w.avro {
+		w.uint(v)
 		return
 	}
-	w.uint(v)
+	w.buf = append(w.buf, text...)
 }
 
 // float writes a float of bits 32 or 64; JSON writes NaN and the
@@ -268,10 +275,15 @@ func (w *connectWriter) bytes(b []byte) {
 // needs no JSON escape (digits, ISO times, base64, hex), and returns the
 // mark to give endText.
 func (w *connectWriter) beginText() int {
-	if !w.avro {
-		w.buf = append(w.buf, '"')
-		return 0
+	if w.avro {
+		return w.avroBeginText()
 	}
+	w.buf = append(w.buf, '"')
+	return 0
+}
+
+//go:noinline
+func (w *connectWriter) avroBeginText() int {
 	w.take("string")
 	w.buf = append(w.buf, 0) // room for a length below 64
 	return len(w.buf)
@@ -281,10 +293,14 @@ func (w *connectWriter) beginText() int {
 // front, the text moved up when the length takes more than the byte
 // beginText left.
 func (w *connectWriter) endText(mark int) {
-	if !w.avro {
-		w.buf = append(w.buf, '"')
+	if w.avro {
+		w.avroEndText(mark)
 		return
 	}
+	w.buf = append(w.buf, '"')
+}
+
+func (w *connectWriter) avroEndText(mark int) {
 	size := len(w.buf) - mark
 	if size < 64 {
 		w.buf[mark-1] = byte(size << 1)
@@ -329,10 +345,14 @@ func writeChunk(s *connectSchema, at int, write func(*connectWriter)) connectChu
 
 // chunk writes the members of c, which must come next.
 func (w *connectWriter) chunk(c *connectChunk) {
-	if !w.avro {
-		w.buf = append(w.buf, c.json...)
+	if w.avro {
+		w.avroChunk(c)
 		return
 	}
+	w.buf = append(w.buf, c.json...)
+}
+
+func (w *connectWriter) avroChunk(c *connectChunk) {
 	top := &w.open[w.depth-1]
 	if top.next != c.at {
 		w.fail("a run of members from field %d written at field %d", c.at, top.next)
@@ -346,28 +366,45 @@ func (w *connectWriter) chunk(c *connectChunk) {
 // known to need no JSON escape: json is the member's JSON text, its
 // name and the string (`,"op":"c"`).
 func (w *connectWriter) fixedText(json, text string) {
-	if !w.avro {
-		w.buf = append(w.buf, json...)
+	if w.avro {
+		w.avroFixedText(text)
 		return
 	}
+	w.buf = append(w.buf, json...)
+}
+
+func (w *connectWriter) avroFixedText(text string) {
 	w.nextField()
-	w.text(text)
+	w.avroText(text)
 }
 
 // text writes a string known to need no JSON escape.
 func (w *connectWriter) text(s string) {
-	mark := w.beginText()
-	w.buf = append(w.buf, s...)
-	w.endText(mark)
+	if w.avro {
+		w.avroText(s)
+		return
+	}
+	w.buf = append(append(append(w.buf, '"'), s...), '"')
+}
+
+func (w *connectWriter) avroText(s string) {
+	if w.take("string") != nil {
+		w.buf = avrobin.AppendString(w.buf, s)
+	}
 }
 
 // precomputed writes a value written before in both encodings: json, or
 // avro, its Avro encoding without a union branch.
 func (w *connectWriter) precomputed(json, avro []byte) {
-	if !w.avro {
-		w.buf = append(w.buf, json...)
+	if w.avro {
+		w.avroPrecomputed(avro)
 		return
 	}
+	w.buf = append(w.buf, json...)
+}
+
+//go:noinline
+func (w *connectWriter) avroPrecomputed(avro []byte) {
 	if w.take("") != nil {
 		w.buf = append(w.buf, avro...)
 	}
@@ -376,10 +413,14 @@ func (w *connectWriter) precomputed(json, avro []byte) {
 // beginStruct starts a struct, whose members follow, in the schema's
 // order, each after key or name.
 func (w *connectWriter) beginStruct() {
-	if !w.avro {
-		w.buf = append(w.buf, '{')
+	if w.avro {
+		w.avroBeginStruct()
 		return
 	}
+	w.buf = append(w.buf, '{')
+}
+
+func (w *connectWriter) avroBeginStruct() {
 	if s := w.take("struct"); s != nil {
 		w.push(openValue{fields: s.fields})
 	}
@@ -401,10 +442,14 @@ func (w *connectWriter) push(v openValue) {
 // nulls writes the next n members of a struct as null: json is their
 // JSON text (`,"xmin":null,"origin":null`).
 func (w *connectWriter) nulls(json string, n int) {
-	if !w.avro {
-		w.buf = append(w.buf, json...)
+	if w.avro {
+		w.avroNulls(n)
 		return
 	}
+	w.buf = append(w.buf, json...)
+}
+
+func (w *connectWriter) avroNulls(n int) {
 	top := &w.open[w.depth-1]
 	if top.next+n > len(top.fields) {
 		w.extraMember()
@@ -424,11 +469,11 @@ func (w *connectWriter) nulls(json string, n int) {
 // key starts the next member of a struct: json is its JSON text, with
 // the comma before it unless it is the first (`,"after":`).
 func (w *connectWriter) key(json string) {
-	if !w.avro {
-		w.buf = append(w.buf, json...)
+	if w.avro {
+		w.nextField()
 		return
 	}
-	w.nextField()
+	w.buf = append(w.buf, json...)
 }
 
 // name starts the next member of a struct, named name, the first when
@@ -445,17 +490,18 @@ func (w *connectWriter) name(first bool, name string) {
 	w.nextField()
 }
 
-// member starts the next member of a struct, the first when first: json
-// is its JSON text without the comma ("name":).
-func (w *connectWriter) member(first bool, json string) {
-	if !w.avro {
-		if !first {
-			w.buf = append(w.buf, ',')
-		}
-		w.buf = append(w.buf, json...)
+// member starts the next member of a struct: json is its JSON text,
+// with the comma before it (,"name":), which the first member goes
+// without.
+func (w *connectWriter) member(json string, first bool) {
+	if w.avro {
+		w.nextField()
 		return
 	}
-	w.nextField()
+	if first {
+		json = json[1:]
+	}
+	w.buf = append(w.buf, json...)
 }
 
 func (w *connectWriter) nextField() {
@@ -468,16 +514,21 @@ func (w *connectWriter) nextField() {
 	top.next++
 }
 
+//go:noinline
 func (w *connectWriter) extraMember() {
 	w.fail("a member past the %d fields of its struct", len(w.open[w.depth-1].fields))
 }
 
 // endStruct ends a struct; in Avro every field must have been written.
 func (w *connectWriter) endStruct() {
-	if !w.avro {
-		w.buf = append(w.buf, '}')
+	if w.avro {
+		w.avroEndStruct()
 		return
 	}
+	w.buf = append(w.buf, '}')
+}
+
+func (w *connectWriter) avroEndStruct() {
 	if w.err != nil {
 		return
 	}
@@ -489,10 +540,14 @@ func (w *connectWriter) endStruct() {
 
 // beginArray starts an array of n elements, each after elem.
 func (w *connectWriter) beginArray(n int) {
-	if !w.avro {
-		w.buf = append(w.buf, '[')
+	if w.avro {
+		w.avroBeginArray(n)
 		return
 	}
+	w.buf = append(w.buf, '[')
+}
+
+func (w *connectWriter) avroBeginArray(n int) {
 	if s := w.take("array"); s != nil {
 		if n > 0 {
 			w.buf = avrobin.AppendLong(w.buf, int64(n)) // one block
@@ -516,10 +571,14 @@ func (w *connectWriter) elem(i int) {
 
 // endArray ends an array.
 func (w *connectWriter) endArray() {
-	if !w.avro {
-		w.buf = append(w.buf, ']')
+	if w.avro {
+		w.avroEndArray()
 		return
 	}
+	w.buf = append(w.buf, ']')
+}
+
+func (w *connectWriter) avroEndArray() {
 	if w.err != nil {
 		return
 	}

@@ -399,7 +399,7 @@ type debeziumSchemas struct {
 	envelope connectSchema
 	value    []byte // {"schema":<Envelope>,"payload":
 	// members are the JSON texts that open the columns' members in a
-	// row ("name":), by their index in the Relation.
+	// row (,"name":), by their index in the Relation.
 	members []string
 	// sourceHead and sourceTable are the source block's members that do
 	// not change between the version's records.
@@ -480,7 +480,7 @@ func (d *DebeziumEncoder) schemasOf(e *Event) *debeziumSchemas {
 	s.sourceTable = writeChunk(source, sourceTableField, func(w *connectWriter) { writeSourceTable(w, e) })
 	for i := range e.Relation.Columns {
 		ci := &e.Relation.Columns[i]
-		s.members[i] = string(append(jsonw.AppendString(nil, ci.Name), ':'))
+		s.members[i] = string(append(jsonw.AppendString([]byte{','}, ci.Name), ':'))
 		s.defaults[i] = d.columnDefault(ci)
 	}
 	schemaCache.Lock()

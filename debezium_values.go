@@ -215,7 +215,7 @@ func (d *DebeziumEncoder) writeRow(w *connectWriter, e *Event, schemas *debezium
 		if c == nil && !before {
 			return &EncodeError{Schema: e.Schema, Table: e.Table, Column: ci.Name, Err: errAfterLacksColumn}
 		}
-		w.member(first, schemas.members[i])
+		w.member(schemas.members[i], first)
 		first = false
 		switch {
 		case c == nil || c.Value == nil && !c.Unchanged:
@@ -1323,14 +1323,8 @@ func writeValue(w *connectWriter, v any) error {
 		w.buf, err = appendValue(w.buf, v)
 		return err
 	}
-	if i, ok := jsonw.Signed(v); ok {
-		w.int(i)
-		return nil
-	}
-	if u, ok := jsonw.Unsigned(v); ok {
-		w.uint(u)
-		return nil
-	}
+	// One type switch over every kind, as jsonw.AppendValueExt's: a
+	// string, the most common value, is found without a call first.
 	switch x := v.(type) {
 	case nil:
 		w.null()
@@ -1340,6 +1334,26 @@ func writeValue(w *connectWriter, v any) error {
 		w.str(x)
 	case Decimal:
 		w.str(string(x))
+	case int:
+		w.int(int64(x))
+	case int8:
+		w.int(int64(x))
+	case int16:
+		w.int(int64(x))
+	case int32:
+		w.int(int64(x))
+	case int64:
+		w.int(x)
+	case uint:
+		w.uint(uint64(x))
+	case uint8:
+		w.uint(uint64(x))
+	case uint16:
+		w.uint(uint64(x))
+	case uint32:
+		w.uint(uint64(x))
+	case uint64:
+		w.uint(x)
 	case float64:
 		w.float(x, 64)
 	case float32:

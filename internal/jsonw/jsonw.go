@@ -394,47 +394,27 @@ func AppendString(dst []byte, s string) []byte {
 // and reports whether it was. JSON numbers and the key text form write
 // integers alike.
 func AppendInteger(dst []byte, v any) ([]byte, bool) {
-	if i, ok := Signed(v); ok {
-		return strconv.AppendInt(dst, i, 10), true
-	}
-	if u, ok := Unsigned(v); ok {
-		return strconv.AppendUint(dst, u, 10), true
-	}
-	return dst, false
-}
-
-// Signed returns v as an int64 when it is one of Go's signed integer
-// types.
-func Signed(v any) (int64, bool) {
 	switch x := v.(type) {
 	case int:
-		return int64(x), true
+		return strconv.AppendInt(dst, int64(x), 10), true
 	case int8:
-		return int64(x), true
+		return strconv.AppendInt(dst, int64(x), 10), true
 	case int16:
-		return int64(x), true
+		return strconv.AppendInt(dst, int64(x), 10), true
 	case int32:
-		return int64(x), true
+		return strconv.AppendInt(dst, int64(x), 10), true
 	case int64:
-		return x, true
-	}
-	return 0, false
-}
-
-// Unsigned returns v as a uint64 when it is one of Go's unsigned integer
-// types.
-func Unsigned(v any) (uint64, bool) {
-	switch x := v.(type) {
+		return strconv.AppendInt(dst, x, 10), true
 	case uint:
-		return uint64(x), true
+		return strconv.AppendUint(dst, uint64(x), 10), true
 	case uint8:
-		return uint64(x), true
+		return strconv.AppendUint(dst, uint64(x), 10), true
 	case uint16:
-		return uint64(x), true
+		return strconv.AppendUint(dst, uint64(x), 10), true
 	case uint32:
-		return uint64(x), true
+		return strconv.AppendUint(dst, uint64(x), 10), true
 	case uint64:
-		return x, true
+		return strconv.AppendUint(dst, x, 10), true
 	}
-	return 0, false
+	return dst, false
 }

@@ -203,7 +203,7 @@ type DebeziumEncoder struct {
 	// bytes for a bytea array, of its bytes as signed integers for an
 	// integer, bigint or date array, of its name-based UUID for a uuid
 	// array, the text of the JSON object mapping it to itself for an
-	// hstore, and its text for any other type (see appendUnchanged for
+	// hstore, and its text for any other type (see writeUnchanged for
 	// where Debezium writes null, and MatchDebeziumLosses). A "hex:"
 	// prefix is not decoded, unlike Debezium's: the text is written as
 	// given.

@@ -242,7 +242,7 @@ EOP
   {
     # python3, not unzip: a fresh machine may lack unzip (ensure_kcat needs python3 too).
     python3 -c 'import sys, zipfile; sys.stdout.buffer.write(zipfile.ZipFile(sys.argv[1]).read("application.properties"))' "$app_jar"
-    echo
+    echo # its last line may lack a newline
     echo "quarkus.native.builder-image=none"
     if [[ -n "$extra_properties" ]]; then printf '%s\n' "$extra_properties"; fi
     local a
@@ -265,7 +265,8 @@ EOP
   touch "$APICURIO_HOME/.complete"
 }
 
-# Apicurio Registry 2.x (built with Quarkus 2.16.4.Final). Two things
+# Apicurio Registry 2.x, with Quarkus 2.16.4.Final (what 2.4.2.Final is
+# built with). Two things
 # Central lacks are replaced: everit's JSON Schema library (JSON Schema
 # support; its Central coordinates carry the same classes) and
 # apicurio-common-app-components-config-index-deployment, the build step that

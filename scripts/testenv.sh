@@ -266,12 +266,12 @@ EOP
 }
 
 # Apicurio Registry 2.x, with Quarkus 2.16.4.Final (what 2.4.2.Final is
-# built with). Two things
-# Central lacks are replaced: everit's JSON Schema library (JSON Schema
-# support; its Central coordinates carry the same classes) and
-# apicurio-common-app-components-config-index-deployment, the build step that
-# lists the registry's admin-editable ("dynamic") properties: a producer of
-# an empty list stands in, so every setting is static.
+# built with). Two things Central lacks are replaced: everit's JSON Schema
+# library (JSON Schema support; its Central coordinates carry the same
+# classes) and apicurio-common-app-components-config-index-deployment, the
+# build step that lists the registry's admin-editable ("dynamic")
+# properties: a producer of an empty list stands in, so every setting is
+# static.
 apicurio2_recipe() {
   local work="$1"
   quarkus_version="2.16.4.Final"

@@ -1,13 +1,11 @@
 package kafkasinkavro_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
@@ -110,31 +108,13 @@ func TestJSONSchemaSharedTopic(t *testing.T) {
 			_, done, runErr := e.run(a, b)
 			e.exec("INSERT INTO " + a + " VALUES (1, 10)")
 			e.exec("INSERT INTO " + b + " VALUES ('x', 'ex')")
-			if strategy == kafkasinkavro.TopicName {
-				select {
-				case <-done:
-				case <-time.After(60 * time.Second):
-					t.Fatal("Run did not stop: the second table's schema is not BACKWARD compatible with the first's")
-				}
-				if err := runErr(); !kafkasink.IsFatal(err) || !strings.Contains(err.Error(), "subject "+topic+"-value") || !strings.Contains(err.Error(), "HTTP 409") {
-					t.Fatalf("Run stopped with %v; want the registry's refusal of %s-value", err, topic)
-				}
+			if refusedUnderTopicName(t, strategy, topic, done, runErr) {
 				return
 			}
 			recs := e.readRecords(topic, 2, done)
 			want := map[string]struct{ record, after, key string }{
 				a: {e.name + ".public." + a, "map[id:1 qty:10]", "map[id:1]"},
 				b: {e.name + ".public." + b, "map[code:x note:ex]", "map[code:x]"},
-			}
-			var wantSubjects []string
-			for _, w := range want {
-				for _, suffix := range []string{".Envelope", ".Key"} {
-					s := w.record + suffix
-					if strategy == kafkasinkavro.TopicRecordName {
-						s = topic + "-" + s
-					}
-					wantSubjects = append(wantSubjects, s)
-				}
 			}
 			for _, r := range recs {
 				v, k := e.jsonRecord(r.Value), e.jsonRecord(r.Key)
@@ -160,19 +140,7 @@ func TestJSONSchemaSharedTopic(t *testing.T) {
 					t.Errorf("%s: key schema titled %v, want %s.Key", table, got, w.record)
 				}
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			for _, s := range wantSubjects {
-				versions, err := e.registry.Schemas(ctx, s)
-				if err != nil || len(versions) != 1 || versions[0].Type != sr.TypeJSON {
-					t.Errorf("subject %s: %d versions, %v; want 1 JSON Schema", s, len(versions), err)
-				}
-			}
-			for _, s := range []string{topic + "-value", topic + "-key"} {
-				if _, err := e.registry.Schemas(ctx, s); err == nil {
-					t.Errorf("subject %s exists; %s registers nothing under the topic's subjects", s, strategy)
-				}
-			}
+			checkSharedTopicSubjects(t, e, strategy, topic, sr.TypeJSON, want[a].record, want[b].record)
 		})
 	}
 }

@@ -153,31 +153,13 @@ func TestTwoTablesOneTopic(t *testing.T) {
 			_, done, runErr := e.run(a, b)
 			e.exec("INSERT INTO " + a + " VALUES (1, 10)")
 			e.exec("INSERT INTO " + b + " VALUES ('x', 'ex')")
-			if strategy == kafkasinkavro.TopicName {
-				select {
-				case <-done:
-				case <-time.After(60 * time.Second):
-					t.Fatal("Run did not stop: the second table's schema is not BACKWARD compatible with the first's")
-				}
-				if err := runErr(); !kafkasink.IsFatal(err) || !strings.Contains(err.Error(), topic+"-value") || !strings.Contains(err.Error(), "HTTP 409") {
-					t.Fatalf("Run stopped with %v; want the registry's refusal of %s-value", err, topic)
-				}
+			if refusedUnderTopicName(t, strategy, topic, done, runErr) {
 				return
 			}
 			recs := e.readRecords(topic, 2, done)
 			want := map[string]struct{ ns, after, key string }{
 				a: {e.name + ".public." + a, "map[id:1 qty:10]", "map[id:1]"},
 				b: {e.name + ".public." + b, "map[code:x note:ex]", "map[code:x]"},
-			}
-			var wantSubjects []string
-			for _, w := range want {
-				for _, rec := range []string{".Envelope", ".Key"} {
-					s := w.ns + rec
-					if strategy == kafkasinkavro.TopicRecordName {
-						s = topic + "-" + s
-					}
-					wantSubjects = append(wantSubjects, s)
-				}
 			}
 			for _, r := range recs {
 				v, k := e.decode(r.Value), e.decode(r.Key)
@@ -199,19 +181,54 @@ func TestTwoTablesOneTopic(t *testing.T) {
 					t.Errorf("%s: key record %s, want %s.Key", table, got, w.ns)
 				}
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			for _, s := range wantSubjects {
-				versions, err := e.registry.Schemas(ctx, s)
-				if err != nil || len(versions) != 1 {
-					t.Errorf("subject %s: %d versions, %v; want 1", s, len(versions), err)
-				}
-			}
-			for _, s := range []string{topic + "-value", topic + "-key"} {
-				if _, err := e.registry.Schemas(ctx, s); err == nil {
-					t.Errorf("subject %s exists; %s registers nothing under the topic's subjects", s, strategy)
-				}
-			}
+			checkSharedTopicSubjects(t, e, strategy, topic, sr.TypeAvro, want[a].ns, want[b].ns)
 		})
+	}
+}
+
+// refusedUnderTopicName reports whether strategy is TopicName, under
+// which two tables of other columns cannot share topic: Run must then
+// have stopped with the registry's refusal (HTTP 409) of the topic's
+// value subject.
+func refusedUnderTopicName(t *testing.T, strategy kafkasinkavro.SubjectStrategy, topic string, done <-chan struct{}, runErr func() error) bool {
+	t.Helper()
+	if strategy != kafkasinkavro.TopicName {
+		return false
+	}
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("Run did not stop: the second table's schema is not BACKWARD compatible with the first's")
+	}
+	if err := runErr(); !kafkasink.IsFatal(err) || !strings.Contains(err.Error(), "subject "+topic+"-value") || !strings.Contains(err.Error(), "HTTP 409") {
+		t.Fatalf("Run stopped with %v; want the registry's refusal of %s-value", err, topic)
+	}
+	return true
+}
+
+// checkSharedTopicSubjects checks the registry after tables whose
+// records are named records shared topic under strategy: one schema of
+// type typ under each record's .Envelope and .Key subjects (after
+// "<topic>-" under TopicRecordName), and nothing under the topic's own.
+func checkSharedTopicSubjects(t *testing.T, e *avroEnv, strategy kafkasinkavro.SubjectStrategy, topic string, typ sr.SchemaType, records ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, record := range records {
+		for _, suffix := range []string{".Envelope", ".Key"} {
+			subject := record + suffix
+			if strategy == kafkasinkavro.TopicRecordName {
+				subject = topic + "-" + subject
+			}
+			versions, err := e.registry.Schemas(ctx, subject)
+			if err != nil || len(versions) != 1 || versions[0].Type != typ {
+				t.Errorf("subject %s: %d versions, %v; want 1 of type %s", subject, len(versions), err, typ)
+			}
+		}
+	}
+	for _, s := range []string{topic + "-value", topic + "-key"} {
+		if _, err := e.registry.Schemas(ctx, s); err == nil {
+			t.Errorf("subject %s exists; %s registers nothing under the topic's subjects", s, strategy)
+		}
 	}
 }

@@ -441,7 +441,7 @@ func avroDeviations(t *testing.T, golden []goldenRecord, goldenSchema func(int) 
 		}
 		for _, part := range []string{"key", "value"} {
 			ws, gs := firstSchema(want, part, goldenSchema), firstSchema(records(got), part, ourSchema)
-			diffValues(table+" "+part+" schema", normalizeAvroSchema(ws), normalizeAvroSchema(gs), func(path string, w, o any) {
+			sinktest.DiffTrees(table+" "+part+" schema", normalizeAvroSchema(ws), normalizeAvroSchema(gs), sameRendered, func(path string, w, o any) {
 				add("%s: debezium=%s ours=%s", path, render(w), render(o))
 			})
 		}
@@ -466,11 +466,11 @@ func avroDeviations(t *testing.T, golden []goldenRecord, goldenSchema func(int) 
 				case part.o != nil:
 					ov = normalizeAvroValue(renameSchema(decodeAvro(t, part.o, ourSchema), schema))
 				}
-				diffValues(prefix+" "+part.name, wv, ov, func(path string, w, o any) {
+				sinktest.DiffTrees(prefix+" "+part.name, wv, ov, sameRendered, func(path string, w, o any) {
 					add("%s: debezium=%s ours=%s", path, render(w), render(o))
 				})
 			}
-			diffValues(prefix+" headers", headerMap(w.Headers), headerMap(o.Headers), func(path string, w, o any) {
+			sinktest.DiffTrees(prefix+" headers", headerMap(w.Headers), headerMap(o.Headers), sameRendered, func(path string, w, o any) {
 				add("%s: debezium=%s ours=%s", path, render(w), render(o))
 			})
 		}
@@ -645,56 +645,13 @@ func normalizeAvroField(m map[string]any, k string) {
 	}
 }
 
-// diffValues calls add for every path where w and o differ.
-func diffValues(path string, w, o any, add func(path string, w, o any)) {
-	wm, wok := w.(map[string]any)
-	om, ook := o.(map[string]any)
-	if wok && ook {
-		keys := map[string]bool{}
-		for k := range wm {
-			keys[k] = true
-		}
-		for k := range om {
-			keys[k] = true
-		}
-		sorted := make([]string, 0, len(keys))
-		for k := range keys {
-			sorted = append(sorted, k)
-		}
-		slices.Sort(sorted)
-		for _, k := range sorted {
-			wv, win := wm[k]
-			ov, oin := om[k]
-			switch {
-			case !win:
-				add(path+"."+k, absent{}, ov)
-			case !oin:
-				add(path+"."+k, wv, absent{})
-			default:
-				diffValues(path+"."+k, wv, ov, add)
-			}
-		}
-		return
-	}
-	wa, wok := w.([]any)
-	oa, ook := o.([]any)
-	if wok && ook && len(wa) == len(oa) {
-		for i := range wa {
-			diffValues(fmt.Sprintf("%s[%d]", path, i), wa[i], oa[i], add)
-		}
-		return
-	}
-	if render(w) != render(o) {
-		add(path, w, o)
-	}
-}
-
-type absent struct{}
+// sameRendered reports whether two leaves render alike (render).
+func sameRendered(w, o any) bool { return render(w) == render(o) }
 
 // render is v as compact JSON, "<absent>" for a missing member, long
 // strings cut to 60 characters and their length.
 func render(v any) string {
-	if _, ok := v.(absent); ok {
+	if _, ok := v.(sinktest.Absent); ok {
 		return "<absent>"
 	}
 	b, err := json.Marshal(v)

@@ -684,7 +684,7 @@ func headerValue(hs []dbzHeader, key string) any {
 		}
 		return *h.Value
 	}
-	return absent{}
+	return sinktest.Absent{}
 }
 
 // diffDocument compares a key or value. A schema-carrying document
@@ -693,12 +693,12 @@ func headerValue(hs []dbzHeader, key string) any {
 func diffDocument(path string, want, ours any, add func(string, any, any)) {
 	if w, ok := want.(map[string]any); ok && isSchemaForm(w) {
 		if o, ok := ours.(map[string]any); !ok || !isSchemaForm(o) {
-			add(path+".schema", schemaSummary(w["schema"]), absent{})
-			diffJSON(path+".payload", w["payload"], ours, add)
+			add(path+".schema", schemaSummary(w["schema"]), sinktest.Absent{})
+			sinktest.DiffTrees(path+".payload", w["payload"], ours, sameJSONLeaf, add)
 			return
 		}
 	}
-	diffJSON(path, want, ours, add)
+	sinktest.DiffTrees(path, want, ours, sameJSONLeaf, add)
 }
 
 func isSchemaForm(m map[string]any) bool {
@@ -719,49 +719,14 @@ func schemaSummary(s any) any {
 	return fmt.Sprintf("<schema %s>", m["type"])
 }
 
-// absent marks a field that is not there.
-type absent struct{}
-
-// diffJSON reports where ours differs from want, descending into objects
-// and equal-length arrays.
-func diffJSON(path string, want, ours any, add func(string, any, any)) {
-	switch w := want.(type) {
-	case map[string]any:
-		o, ok := ours.(map[string]any)
-		if !ok {
-			add(path, w, ours)
-			return
-		}
-		for _, k := range sortedKeys(w, o) {
-			wv, wok := w[k]
-			ov, ook := o[k]
-			switch {
-			case !wok:
-				add(path+"."+k, absent{}, ov)
-			case !ook:
-				add(path+"."+k, wv, absent{})
-			default:
-				diffJSON(path+"."+k, wv, ov, add)
-			}
-		}
-	case []any:
-		o, ok := ours.([]any)
-		if !ok || len(o) != len(w) {
-			add(path, w, ours)
-			return
-		}
-		for i := range w {
-			diffJSON(fmt.Sprintf("%s[%d]", path, i), w[i], o[i], add)
-		}
-	case json.Number:
-		if o, ok := ours.(json.Number); !ok || !sameNumber(w, o) {
-			add(path, w, ours)
-		}
-	default: // string, bool, nil
-		if want != ours {
-			add(path, want, ours)
-		}
+// sameJSONLeaf reports whether two decoded JSON leaves are the same:
+// numbers by value (sameNumber), strings, booleans and null as they are.
+func sameJSONLeaf(want, ours any) bool {
+	if w, ok := want.(json.Number); ok {
+		o, ok := ours.(json.Number)
+		return ok && sameNumber(w, o)
 	}
+	return want == ours
 }
 
 // sortedKeys returns the keys of a and b, each once, sorted.
@@ -911,7 +876,7 @@ func unwrapPayloadRaw(b []byte) []byte {
 // renderJSON writes a value compactly for a deviation line, long strings
 // cut.
 func renderJSON(v any) string {
-	if _, ok := v.(absent); ok {
+	if _, ok := v.(sinktest.Absent); ok {
 		return "<absent>"
 	}
 	if s, ok := v.(string); ok && len([]rune(s)) > 60 {

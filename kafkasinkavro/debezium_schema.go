@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/kafkasink/kafkasink/kafkasinkavro/internal/registry"
 )
 
 // This file turns the Kafka Connect schemas kafkasink.DebeziumEncoder
@@ -266,16 +268,9 @@ func keyConnectSchema(value *connectSchema, columns []string) (*connectSchema, e
 		return nil, fmt.Errorf("the Envelope schema %q has no before struct", value.Name)
 	}
 	row := &value.Fields[0]
-	key := &connectSchema{Type: "struct", Name: strings.TrimSuffix(row.Name, ".Value") + ".Key"}
-	for _, c := range columns {
-		i := 0
-		for i < len(row.Fields) && row.Fields[i].Field != c {
-			i++
-		}
-		if i == len(row.Fields) {
-			return nil, fmt.Errorf("the key column %q is not in the table's Debezium row (a type Debezium leaves out, or not a column)", c)
-		}
-		key.Fields = append(key.Fields, row.Fields[i])
+	fields, missing := registry.Pick(row.Fields, func(f connectSchema) string { return f.Field }, columns)
+	if missing != "" {
+		return nil, fmt.Errorf("the key column %q is not in the table's Debezium row (a type Debezium leaves out, or not a column)", missing)
 	}
-	return key, nil
+	return &connectSchema{Type: "struct", Name: strings.TrimSuffix(row.Name, ".Value") + ".Key", Fields: fields}, nil
 }

@@ -119,14 +119,9 @@ func (enc *Encoder) register(ctx context.Context, e *kafkasink.Event, route kafk
 	if len(route.KeyColumns) == 0 || slices.Equal(next.keyColumns, route.KeyColumns) {
 		return next, nil
 	}
-	key := make([]column, len(route.KeyColumns))
-	for i, name := range route.KeyColumns {
-		j := slices.IndexFunc(next.columns, func(c column) bool { return c.name == name })
-		if j < 0 {
-			return nil, &kafkasink.PrepareError{Err: fmt.Errorf("kafkasinkavro: key column %q is not a column of %s; fix kafkasink.Config.KeyColumns (-key-columns) for the table",
-				name, kafkasink.TableName(e.Schema, e.Table))}
-		}
-		key[i] = next.columns[j]
+	key, missing := registry.Pick(next.columns, func(c column) string { return c.name }, route.KeyColumns)
+	if missing != "" {
+		return nil, registry.KeyColumnError("kafkasinkavro", e, missing)
 	}
 	next.keyColumns, next.key = slices.Clone(route.KeyColumns), key
 	next.keySchema = keySchema(n.namespace, key)

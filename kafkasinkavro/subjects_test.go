@@ -15,6 +15,7 @@ import (
 
 	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/kafkasinkavro"
+	"github.com/kafkasink/kafkasink/kafkasinkavro/jsonschema"
 )
 
 // recordName is the full name of the record a schema text defines.
@@ -230,5 +231,58 @@ func checkSharedTopicSubjects(t *testing.T, e *avroEnv, strategy kafkasinkavro.S
 		if _, err := e.registry.Schemas(ctx, s); err == nil {
 			t.Errorf("subject %s exists; %s registers nothing under the topic's subjects", s, strategy)
 		}
+	}
+}
+
+// TestKeyColumnNotInTable: a key column (kafkasink.Config.KeyColumns)
+// the table lacks stops Prepare with a PrepareError naming the column,
+// the table and the setting to fix, in each registry encoder, before
+// anything is registered for the key.
+func TestKeyColumnNotInTable(t *testing.T) {
+	e := benchEvent()
+	for _, c := range []struct {
+		name string
+		new  func(*sr.Client) (kafkasink.Preparer, error)
+		want []string
+	}{
+		{"avro", func(cl *sr.Client) (kafkasink.Preparer, error) {
+			return kafkasinkavro.New(kafkasinkavro.Config{Registry: cl})
+		}, []string{`kafkasinkavro: key column "nope" is not a column of public.accounts`, "-key-columns"}},
+		{"json-schema", func(cl *sr.Client) (kafkasink.Preparer, error) {
+			return jsonschema.New(jsonschema.Config{Registry: cl})
+		}, []string{`jsonschema: key column "nope" is not a column of public.accounts`, "-key-columns"}},
+		{"debezium-avro", func(cl *sr.Client) (kafkasink.Preparer, error) {
+			return kafkasinkavro.NewDebezium(kafkasinkavro.Config{Registry: cl}, kafkasink.DebeziumEncoder{Name: "shop"})
+		}, []string{`the key column "nope" is not in the table's Debezium row`, "-key-columns"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			reg := srfake.New()
+			defer reg.Close()
+			cl, err := sr.NewClient(sr.URLs(reg.URL()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			enc, err := c.new(cl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = enc.Prepare(context.Background(), []kafkasink.Event{e}, []kafkasink.EventRoute{{Topic: "shop.accounts", KeyColumns: []string{"id", "nope"}}})
+			var pe *kafkasink.PrepareError
+			if !errors.As(err, &pe) {
+				t.Fatalf("Prepare: %v, want a PrepareError", err)
+			}
+			for _, part := range c.want {
+				if !strings.Contains(err.Error(), part) {
+					t.Errorf("Prepare: %v; want it to say %q", err, part)
+				}
+			}
+			subjects, err := cl.Subjects(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if slices.ContainsFunc(subjects, func(s string) bool { return strings.HasSuffix(s, "-key") }) {
+				t.Errorf("subjects %q: a key schema was registered", subjects)
+			}
+		})
 	}
 }

@@ -101,6 +101,37 @@ func TestSnapshotRows(t *testing.T) {
 	}
 }
 
+// retypeWhileStreaming streams a new table (named after prefix) of
+// columns id int and n int with e's encoder, and once its first row is
+// in the topic retypes n to text in the same transaction as a row that
+// needs the new type. It returns the table, its topic and the error Run
+// stopped with, which must be a fatal *kafkasink.PrepareError; the
+// refused batch must have produced nothing (read_uncommitted, the topic
+// holds the one row).
+func (e *avroEnv) retypeWhileStreaming(t *testing.T, prefix string) (table, topic string, err error) {
+	t.Helper()
+	table = e.table(prefix, "id int PRIMARY KEY, n int")
+	_, done, runErr := e.run(table)
+	e.exec("INSERT INTO " + table + " VALUES (1, 11)")
+	topic = e.name + ".public." + table
+	e.readRecords(topic, 1, done)
+	e.exec("BEGIN; ALTER TABLE " + table + " ALTER COLUMN n TYPE text; INSERT INTO " + table + " VALUES (2, 'two'); COMMIT")
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("Run did not stop after the registry refused the retyped table's schema")
+	}
+	err = runErr()
+	var pe *kafkasink.PrepareError
+	if !errors.As(err, &pe) || !kafkasink.IsFatal(err) || kafkasink.IsRetryable(err) {
+		t.Fatalf("Run stopped with %v; want a fatal *kafkasink.PrepareError", err)
+	}
+	if recs := sinktest.ReadUncommitted(t, e.brokers, topic); len(recs) != 1 {
+		t.Errorf("read_uncommitted: the topic holds %d records, want 1: the refused batch must produce nothing", len(recs))
+	}
+	return table, topic, err
+}
+
 // TestIncompatibleRetypeIsFatal retypes a column while the table is
 // streamed, integer to text in the same transaction as a row that needs
 // the new type: Avro's int to string is not BACKWARD compatible (a reader
@@ -113,22 +144,7 @@ func TestSnapshotRows(t *testing.T) {
 // alike, and the subject still has its one version.
 func TestIncompatibleRetypeIsFatal(t *testing.T) {
 	e := newAvroEnv(t)
-	table := e.table("retype", "id int PRIMARY KEY, n int")
-	_, done, runErr := e.run(table)
-	e.exec("INSERT INTO " + table + " VALUES (1, 11)")
-	topic := e.name + ".public." + table
-	e.readRecords(topic, 1, done)
-	e.exec("BEGIN; ALTER TABLE " + table + " ALTER COLUMN n TYPE text; INSERT INTO " + table + " VALUES (2, 'two'); COMMIT")
-	select {
-	case <-done:
-	case <-time.After(60 * time.Second):
-		t.Fatal("Run did not stop after the registry refused the retyped table's schema")
-	}
-	err := runErr()
-	var pe *kafkasink.PrepareError
-	if !errors.As(err, &pe) || !kafkasink.IsFatal(err) || kafkasink.IsRetryable(err) {
-		t.Fatalf("Run stopped with %v; want a fatal *kafkasink.PrepareError", err)
-	}
+	table, topic, err := e.retypeWhileStreaming(t, "retype")
 	for _, part := range []string{
 		"public." + table,                        // the table
 		"subject " + topic + "-value",            // the subject
@@ -149,9 +165,6 @@ func TestIncompatibleRetypeIsFatal(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if recs := sinktest.ReadUncommitted(t, e.brokers, topic); len(recs) != 1 {
-		t.Errorf("read_uncommitted: the topic holds %d records, want 1: the refused batch must produce nothing", len(recs))
-	}
 	versions, err := e.registry.Schemas(ctx, topic+"-value")
 	if err != nil {
 		t.Fatal(err)

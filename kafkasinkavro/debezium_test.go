@@ -49,28 +49,13 @@ func BenchmarkDebeziumEncode(b *testing.B) {
 	e := benchEvent()
 	dbz := kafkasink.DebeziumEncoder{Name: "shop", Now: fixedNow}
 	enc, _ := preparedDebezium(b, reg, dbz, &e, "shop.public.accounts")
-	for _, impl := range []struct {
-		name string
-		enc  func(dst []byte) ([]byte, error)
-	}{
+	benchEncoders(b, 2048, []benchEncoder{
 		{"json", func(dst []byte) ([]byte, error) { return kafkasink.JSONEncoder{}.Encode(dst, &e) }},
 		{"debezium-json", func(dst []byte) ([]byte, error) { return dbz.Encode(dst, &e) }},
 		{"debezium-avro", func(dst []byte) ([]byte, error) { return enc.Encode(dst, &e) }},
 		{"json-key", func(dst []byte) ([]byte, error) { return kafkasink.AppendKey(dst, &e, nil, kafkasink.KeyJSON) }},
 		{"debezium-avro-key", func(dst []byte) ([]byte, error) { return enc.EncodeKey(dst, &e, e.Key) }},
-	} {
-		b.Run("impl="+impl.name, func(b *testing.B) {
-			buf := make([]byte, 0, 2048)
-			b.ReportAllocs()
-			for b.Loop() {
-				out, err := impl.enc(buf[:0])
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.SetBytes(int64(len(out)))
-			}
-		})
-	}
+	})
 }
 
 // TestDebeziumEncodeAllocs pins what BenchmarkDebeziumEncode shows: a

@@ -87,17 +87,27 @@ func BenchmarkEncode(b *testing.B) {
 	defer reg.Close()
 	e := benchEvent()
 	enc := preparedEncoder(b, reg, &e, "shop.public.accounts")
-	for _, impl := range []struct {
-		name string
-		enc  func(dst []byte) ([]byte, error)
-	}{
+	benchEncoders(b, 1024, []benchEncoder{
 		{"json", func(dst []byte) ([]byte, error) { return kafkasink.JSONEncoder{}.Encode(dst, &e) }},
 		{"avro", func(dst []byte) ([]byte, error) { return enc.Encode(dst, &e) }},
 		{"json-key", func(dst []byte) ([]byte, error) { return kafkasink.AppendKey(dst, &e, nil, kafkasink.KeyJSON) }},
 		{"avro-key", func(dst []byte) ([]byte, error) { return enc.EncodeKey(dst, &e, e.Key) }},
-	} {
+	})
+}
+
+// benchEncoder is one encoder a benchmark compares, by name.
+type benchEncoder struct {
+	name string
+	enc  func(dst []byte) ([]byte, error)
+}
+
+// benchEncoders runs each of encoders as a sub-benchmark impl=<name>,
+// appending to a buffer of capacity size reused between events, so that
+// benchstat -col /impl compares them within one run.
+func benchEncoders(b *testing.B, size int, encoders []benchEncoder) {
+	for _, impl := range encoders {
 		b.Run("impl="+impl.name, func(b *testing.B) {
-			buf := make([]byte, 0, 1024)
+			buf := make([]byte, 0, size)
 			b.ReportAllocs()
 			for b.Loop() {
 				out, err := impl.enc(buf[:0])

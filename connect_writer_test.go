@@ -85,3 +85,35 @@ func TestAvroValueOutsideItsSchema(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendAvroRefusals: what AppendAvro and AppendAvroKey cannot write
+// is an EncodeError saying why, as their docs say: an event without a
+// Relation (the Avro follows the declared columns), and the key of a
+// truncate or of an event without key columns (the sink keys those).
+func TestAppendAvroRefusals(t *testing.T) {
+	rel := &Relation{Columns: []ColumnInfo{{Name: "id", Type: &TypeInfo{Name: "int4", Kind: 'b', Modifier: -1}, NotNull: true}}}
+	row := Row{{Name: "id", Value: int32(1)}}
+	d := DebeziumEncoder{}
+	var ee *EncodeError
+	if _, err := d.AppendAvro(nil, &Event{Op: OpInsert, Schema: "public", Table: "t", After: row}); !errors.As(err, &ee) || !strings.Contains(err.Error(), "set Event.Relation") {
+		t.Errorf("AppendAvro without a Relation: %v, want an EncodeError saying to set Event.Relation", err)
+	}
+	if _, err := d.AppendAvroKey(nil, &Event{Op: OpInsert, Schema: "public", Table: "t", After: row}, []string{"id"}); !errors.As(err, &ee) || !strings.Contains(err.Error(), "set Event.Relation") {
+		t.Errorf("AppendAvroKey without a Relation: %v, want an EncodeError saying to set Event.Relation", err)
+	}
+	for _, c := range []struct {
+		name    string
+		e       *Event
+		columns []string
+	}{
+		{"truncate", &Event{Op: OpTruncate, Schema: "public", Table: "t", Relation: rel}, []string{"id"}},
+		{"no key columns", &Event{Op: OpInsert, Schema: "public", Table: "t", After: row, Relation: rel}, nil},
+	} {
+		if _, err := d.AppendAvroKey(nil, c.e, c.columns); !errors.As(err, &ee) || !strings.Contains(err.Error(), "the sink keys it") {
+			t.Errorf("AppendAvroKey of a %s: %v, want an EncodeError saying the sink keys it", c.name, err)
+		}
+	}
+	if out, err := d.AppendAvroKey(nil, &Event{Op: OpInsert, Schema: "public", Table: "t", After: row, Relation: rel}, []string{"id"}); err != nil || !bytes.Equal(out, avrobin.AppendLong(nil, 1)) {
+		t.Errorf("AppendAvroKey of id 1: %x, %v; want the Key record holding the int 1", out, err)
+	}
+}

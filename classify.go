@@ -200,6 +200,12 @@ const (
 	// actFatal: this instance must stop; every later Write returns the
 	// error.
 	actFatal
+	// actClaimAfresh: the broker aborted this instance's transaction at
+	// its timeout and the client cannot recover its producer id; the
+	// sink claims the transactional id afresh, as New does, once
+	// Config.Guard consents (see txnSink.claimAfresh), and the
+	// checkpoint is unverified until it is read back after the claim.
+	actClaimAfresh
 )
 
 // verdict is a decided failure: the error Write returns, and what the sink
@@ -213,9 +219,11 @@ type verdict struct {
 // transactions calls for; open is how long the transaction had been open,
 // to compare with the sink's own limit on it (Config.ownTxnDeadline).
 //
-// Fencing answers mean this instance was fenced (actFatal, ErrFenced), and
-// an error after the transaction outlived its deadline is an
-// ErrTransactionTimeout (actRecover). The broker's own timeout abort bumps
+// Fencing answers mean this instance was fenced (actFatal, ErrFenced),
+// but for a produce's INVALID_PRODUCER_EPOCH within the deadline, which
+// recovery resolves (actRecover, see below); an error after the
+// transaction outlived its deadline is an ErrTransactionTimeout
+// (actRecover). The broker's own timeout abort bumps
 // the producer epoch too, so a fencing answer then says nothing about a
 // newer instance: recover asks the broker by re-initialising the producer
 // id at its current epoch, which the broker allows after its own abort
@@ -230,6 +238,16 @@ func judgeTxnFailure(cfg *Config, err error, open time.Duration) verdict {
 		return verdict{fmt.Errorf("%w (after %v; %s): the broker aborted it: %v", ErrTransactionTimeout, open.Round(time.Millisecond), fix, err), actRecover}
 	case timedOut && !IsFatal(err):
 		return verdict{fmt.Errorf("%w (after %v; %s): %w", ErrTransactionTimeout, open.Round(time.Millisecond), fix, err), actRecover}
+	case errors.Is(err, kerr.InvalidProducerEpoch):
+		// A newer instance's claim is not the only way to lose an
+		// epoch: an older instance's recovery (its re-initialisation
+		// at an old epoch) makes Kafka abort the open transaction and
+		// bump the epoch before it answers the older one
+		// PRODUCER_FENCED. Only the broker knows which it was: recover
+		// re-initialises at the current epoch, which it allows after
+		// its own bump (KIP-588) and refuses with PRODUCER_FENCED
+		// after a newer claim.
+		return verdict{fmt.Errorf("%w: the broker refused this instance's producer epoch (%v): recovery asks it whether a newer instance claimed the transactional id", ErrTransactionAborted, err), actRecover}
 	}
 	return judgeFencing(cfg, err, open)
 }
@@ -242,14 +260,20 @@ func judgeTxnFailure(cfg *Config, err error, open time.Duration) verdict {
 // When that transaction may have outlived its deadline, the broker's own
 // timeout abort gives the same answer, and then the client (with
 // transaction version 2, where kgo cannot recover the producer id from it)
-// cannot go on either: only claiming the transactional id afresh would,
-// which only New may do. The error says both.
+// cannot go on either: only claiming the transactional id afresh would.
+// New does that; a running sink does it (actClaimAfresh) only when
+// Config.Guard is set, whose consent right before the claim proves that no
+// other instance can exist. Without a guard the error says both
+// possibilities.
 func judgeFencing(cfg *Config, err error, open time.Duration) verdict {
 	switch {
 	case !isFencing(err):
 		return verdict{err, actRetry}
+	case open > 0 && open >= cfg.ownTxnDeadline() && cfg.Guard != nil:
+		return verdict{fmt.Errorf("%w (after %v; lower Config.MaxTransactionRecords or raise Config.TransactionTimeout): the broker aborted this instance's transaction at its timeout, and the producer id cannot be recovered: %v",
+			ErrTransactionTimeout, open.Round(time.Millisecond), err), actClaimAfresh}
 	case open > 0 && open >= cfg.ownTxnDeadline():
-		return verdict{fmt.Errorf("%w (transactional id %q), or the broker aborted this instance's transaction, open for %v, at its timeout (%w): either way it cannot go on without claiming the transactional id afresh, which only New does: close this sink and start a new one: %w",
+		return verdict{fmt.Errorf("%w (transactional id %q), or the broker aborted this instance's transaction, open for %v, at its timeout (%w): either way it cannot go on without claiming the transactional id afresh, which only New does, or a sink with Config.Guard set: close this sink and start a new one: %w",
 			ErrFenced, cfg.TransactionalID, open.Round(time.Millisecond), ErrTransactionTimeout, err), actFatal}
 	}
 	return verdict{fmt.Errorf("%w (transactional id %q): %w", ErrFenced, cfg.TransactionalID, err), actFatal}

@@ -326,6 +326,11 @@ func (s *txnSink) resolveCommit(ctx context.Context, info TransactionInfo, start
 // and stops. The broker aborts the newer instance's open transaction
 // before it answers so (Kafka 4.4 was seen to): Config.Guard, asked first,
 // keeps an instance that knows it lost its turn from sending it.
+//
+// The one exception to keeping the identity: after the broker aborted
+// this instance's transaction at its timeout, the client may be unable to
+// recover its producer id (transaction version 2); with Config.Guard set
+// the sink then claims the transactional id afresh (claimAfresh).
 func (s *txnSink) settleClient(ctx context.Context) error {
 	if err := s.guard(); err != nil {
 		return err
@@ -334,11 +339,54 @@ func (s *txnSink) settleClient(ctx context.Context) error {
 		return fmt.Errorf("kafkasink: recovering: failing the records still buffered: %w", withCause(ctx, err))
 	}
 	if err := s.cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
-		return s.follow(judgeFencing(&s.cfg, fmt.Errorf("kafkasink: recovering: aborting the open transaction: %w", withCause(ctx, err)), s.counters.txnOpenFor()))
+		return s.settleFencing(ctx, fmt.Errorf("kafkasink: recovering: aborting the open transaction: %w", withCause(ctx, err)))
 	}
 	if _, _, err := s.cl.ProducerID(ctx); err != nil {
-		return s.follow(judgeFencing(&s.cfg, fmt.Errorf("kafkasink: recovering: re-initialising the producer id of transactional id %q at its current epoch: %w", s.cfg.TransactionalID, withCause(ctx, err)), s.counters.txnOpenFor()))
+		return s.settleFencing(ctx, fmt.Errorf("kafkasink: recovering: re-initialising the producer id of transactional id %q at its current epoch: %w", s.cfg.TransactionalID, withCause(ctx, err)))
 	}
 	s.counters.setTxnSince(time.Time{})
+	return nil
+}
+
+// settleFencing acts on settleClient's failure to end the transaction or
+// re-initialise the producer id: fenced, the sink stops; after the
+// broker's timeout abort, with a guard, it claims the id afresh.
+func (s *txnSink) settleFencing(ctx context.Context, err error) error {
+	v := judgeFencing(&s.cfg, err, s.counters.txnOpenFor())
+	if v.action != actClaimAfresh {
+		return s.follow(v)
+	}
+	s.follow(v)
+	return s.claimAfresh(ctx, v.err)
+}
+
+// claimAfresh claims the transactional id with a new client, as New does:
+// the broker gives it a new epoch, fences every other holder of the id and
+// aborts whatever is open under it. It is how a sink goes on after the
+// broker aborted its transaction at its timeout when kgo cannot recover
+// the producer id. Claiming afresh would fence a newer instance as surely
+// as an old one, so it is done only when Config.Guard, asked right before
+// the claim, consents: the guard of a lease proves that no other instance
+// can hold the id. The old client is closed; its records were failed by
+// settleClient. recover reads the checkpoint back after it.
+func (s *txnSink) claimAfresh(ctx context.Context, cause error) error {
+	if err := s.guard(); err != nil {
+		return fmt.Errorf("%w; before that: %w", err, cause)
+	}
+	cl, err := kgo.NewClient(s.producerOptions()...)
+	if err != nil {
+		return s.follow(verdict{fmt.Errorf("%w: making a client to claim transactional id %q afresh: %w", ErrUnexpected, s.cfg.TransactionalID, err), actFatal})
+	}
+	if _, _, err := cl.ProducerID(ctx); err != nil {
+		cl.Close()
+		// The next recovery fails the same way and tries again.
+		return fmt.Errorf("kafkasink: claiming transactional id %q afresh after the broker aborted the transaction at its timeout: %w (before that: %v)",
+			s.cfg.TransactionalID, withCause(ctx, s.classifyInitErr(err)), cause)
+	}
+	old := s.cl
+	s.useClient(cl)
+	old.Close()
+	s.counters.setTxnSince(time.Time{})
+	s.log.Warn("the broker aborted the transaction at its timeout; Config.Guard consented, so the sink claimed its transactional id afresh", "transactional_id", s.cfg.TransactionalID, "cause", cause)
 	return nil
 }

@@ -115,7 +115,8 @@ const (
 	ReasonUnencodable Reason = "unencodable" // the Encoder refused a value
 	ReasonUnroutable  Reason = "unroutable"  // no valid topic name for the event's table
 	ReasonNoKey       Reason = "no_key"      // a key column is missing from the row, or a keyless row's topic is compacted
-	ReasonTooLarge    Reason = "too_large"   // the record exceeds the topic's max.message.bytes
+	ReasonTooLarge    Reason = "too_large"   // the record exceeds the topic's max.message.bytes, by the sink's check or the broker's
+	ReasonRefused     Reason = "refused"     // the broker refused the record on its own (INVALID_RECORD, INVALID_TIMESTAMP, POLICY_VIOLATION)
 )
 
 // Rejection is one event the sink could not deliver to its topic.

@@ -52,7 +52,7 @@ func refuseMarked(t *testing.T, c *kfake.Cluster, topic string, partitions int, 
 // TestBrokerRefusesRecords: the fake broker refuses the batches holding
 // the records of two events of a batch (same partition, so one refused
 // batch fails the other's too) with each code the sink treats as a
-// record's own. With a dead-letter topic the two events are dead-lettered
+// record's own, in each mode. With a dead-letter topic the two events are dead-lettered
 // with the broker's code, and every other event is delivered once, in the
 // same Write; without one the Write is rejected naming the two events,
 // nothing of the batch is visible, and the batch without them is then
@@ -69,7 +69,7 @@ func TestBrokerRefusesRecords(t *testing.T) {
 		{kerr.InvalidTimestamp, kafkasink.ReasonRefused},
 		{kerr.MessageTooLarge, kafkasink.ReasonTooLarge},
 	}
-	for _, mode := range []kafkasink.Mode{kafkasink.ExactlyOnce, kafkasink.Idempotent} {
+	for _, mode := range []kafkasink.Mode{kafkasink.ExactlyOnce, kafkasink.Idempotent, kafkasink.Plain} {
 		for _, tc := range codes {
 			for _, dlq := range []bool{true, false} {
 				name := mode.String() + "/" + tc.code.Message

@@ -84,8 +84,12 @@ func refusedOnly(pt *part, all []failedRecord) bool {
 	if len(all) == 0 {
 		return false
 	}
+	in := make(map[*kgo.Record]bool, len(pt.records))
+	for _, r := range pt.records {
+		in[r] = true
+	}
 	for _, f := range all {
-		if refusalCode(f.err) == nil || !slices.Contains(pt.records, f.r) {
+		if refusalCode(f.err) == nil || !in[f.r] {
 			return false
 		}
 	}

@@ -128,10 +128,20 @@ func (s *txnSink) deliver(ctx context.Context, p *plan, early *earlyTxn) (int, e
 func (s *txnSink) commitPart(ctx context.Context, p *plan, i int, early *earlyTxn) error {
 	pt := &p.parts[i]
 	wait := backoff.New(100*time.Millisecond, 2*time.Second)
+	var quarantined *openTxn // the part again, once quarantine replaced what the broker refused
 	for attempt := 1; ; attempt++ {
-		err := s.transact(ctx, pt, s.nextCheckpoint(p, i), early.take())
+		t := early.take()
+		if quarantined != nil {
+			t, quarantined = quarantined, nil
+		}
+		err := s.transact(ctx, pt, s.nextCheckpoint(p, i), t)
 		if err == nil {
 			return nil
+		}
+		if ref := refusalOf(err); ref != nil && attempt < maxAttempts {
+			if quarantined, err = s.quarantine(ctx, p, i, ref); err == nil {
+				continue
+			}
 		}
 		if err := s.stopped(); err != nil {
 			return err
@@ -189,8 +199,8 @@ func (s *txnSink) transact(ctx context.Context, pt *part, ck Checkpoint, t *open
 		}
 		return s.abort(ctx, info, started, cause, results)
 	}
-	if failed, perr := results.wait(); perr != nil {
-		return s.abort(ctx, info, started, s.writeError(tctx, pt, ck, failed, perr), nil)
+	if _, perr := results.wait(); perr != nil {
+		return s.abort(ctx, info, started, s.produceError(tctx, pt, ck, results), nil)
 	}
 
 	if err := s.guard(); err != nil {

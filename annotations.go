@@ -164,11 +164,11 @@ func annotationHeaders(annotations map[string]string) []kgo.RecordHeader {
 	return hs
 }
 
-// annotationsMember returns the JSON member `<sep>"annotations":{...}`
-// of the annotations, keys in sorted order, for an encoder to append to
-// its values as it is.
-func annotationsMember(sep string, annotations map[string]string) string {
-	dst := append([]byte(sep), `"annotations":{`...)
+// annotationsMember returns the JSON member `,"annotations":{...}` of
+// the annotations, keys in sorted order, for an encoder to append to its
+// values as it is.
+func annotationsMember(annotations map[string]string) string {
+	dst := []byte(`,"annotations":{`)
 	for i, k := range slices.Sorted(maps.Keys(annotations)) {
 		if i > 0 {
 			dst = append(dst, ',')

@@ -281,13 +281,12 @@ type DebeziumEncoder struct {
 	// WriteAnnotations lets the sink put Config.Annotations in the value
 	// (AnnotationsIn AnnotateValue or AnnotateBoth): the envelope ends
 	// with an "annotations" member, an object of strings in sorted key
-	// order. It is an extension: Debezium's envelope has no such field,
-	// and a reader that binds the envelope to Debezium's fields ignores
-	// or refuses it. Only in JSON without schemas: the Connect schema
-	// Debezium declares has no place for it, so the sink refuses it with
-	// SchemasEnable (and the Avro encoders of kafkasinkavro refuse value
-	// annotations), where headers (AnnotateHeaders) carry them. false
-	// (the default) makes the sink refuse annotations in the value.
+	// order. It is an extension: Debezium's envelope has no such field.
+	// Only in JSON without schemas: the Connect schema Debezium declares
+	// has no place for it, so the sink refuses it with SchemasEnable (and
+	// the Avro encoders of kafkasinkavro refuse value annotations), where
+	// headers (AnnotateHeaders) carry them. false (the default) makes the
+	// sink refuse annotations in the value.
 	WriteAnnotations bool
 
 	annotations string // the annotations member, made by Annotate
@@ -420,7 +419,7 @@ func (d DebeziumEncoder) Annotate(annotations map[string]string) (Encoder, error
 	case d.SchemasEnable:
 		return nil, errAnnotationsNoSchema
 	}
-	d.annotations = annotationsMember(",", annotations)
+	d.annotations = annotationsMember(annotations)
 	return d, nil
 }
 

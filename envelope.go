@@ -90,7 +90,7 @@ type JSONEncoder struct {
 // Annotate implements Annotator: the encoder it returns writes
 // annotations as the value's last member.
 func (j JSONEncoder) Annotate(annotations map[string]string) (Encoder, error) {
-	j.annotations = annotationsMember(",", annotations)
+	j.annotations = annotationsMember(annotations)
 	return j, nil
 }
 
@@ -203,7 +203,7 @@ type UpsertEncoder struct {
 // Annotate implements Annotator: the encoder it returns writes
 // annotations after metadata.
 func (u UpsertEncoder) Annotate(annotations map[string]string) (Encoder, error) {
-	u.annotations = annotationsMember(",", annotations)
+	u.annotations = annotationsMember(annotations)
 	return u, nil
 }
 

@@ -20,8 +20,10 @@ import (
 // AnnotateBoth), each record of an event, the tombstones and the
 // dead-letter record included, their headers in sorted key order with
 // their exact bytes (AnnotateHeaders and AnnotateBoth), after the sink's
-// and the Encoder's own headers. Runs on the fake cluster, and on the
-// real broker when KAFKASINK_TEST_BROKERS is set.
+// and the Encoder's own headers; the checkpoint records and
+// DebeziumEncoder's BEGIN and END records carry none, as
+// Config.Annotations says. Runs on the fake cluster, and on the real
+// broker when KAFKASINK_TEST_BROKERS is set.
 func TestAnnotationsInRecords(t *testing.T) {
 	t.Parallel()
 	run := func(t *testing.T, brokers []string, name string) {
@@ -37,9 +39,15 @@ func TestAnnotationsInRecords(t *testing.T) {
 			{"upsert-both", kafkasink.UpsertEncoder{}, kafkasink.AnnotateBoth, kafkasink.HeadersMinimal, 3},
 			{"debezium-both", kafkasink.DebeziumEncoder{WriteAnnotations: true}, kafkasink.AnnotateBoth, kafkasink.HeadersAll, 4},
 			{"debezium-headers", kafkasink.DebeziumEncoder{}, kafkasink.AnnotateHeaders, kafkasink.HeadersNone, 4},
+			{"debezium-txn", kafkasink.DebeziumEncoder{ProvideTransactionMetadata: true}, kafkasink.AnnotateHeaders, kafkasink.HeadersAll, 4},
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				prefix := name + "." + c.name
+				dbz, frames := c.enc.(kafkasink.DebeziumEncoder)
+				if frames = frames && dbz.ProvideTransactionMetadata; frames {
+					dbz.TransactionTopic = prefix + ".txn"
+					c.enc = dbz
+				}
 				s := newSink(t, brokers, prefix, func(cfg *kafkasink.Config) {
 					cfg.Topics.Prefix = prefix
 					cfg.DeadLetterTopic = prefix + ".dead"
@@ -49,7 +57,12 @@ func TestAnnotationsInRecords(t *testing.T) {
 				events := annotationsEvents()
 				bad := withColumn(events[0], "blob", make(chan int))
 				bad.Position.Index = 3
-				write(t, s, append(events, bad))
+				events = append(events, bad)
+				for i := range events {
+					events[i].Txn = kafkasink.TxnPlace{Order: i + 1, TableOrder: i + 1, First: i == 0}
+				}
+				events[3].Txn.End = &kafkasink.TxnSummary{CommitEnd: 0x210, Events: 4, Tables: []kafkasink.TableEvents{{Schema: "public", Table: "t", Events: 4}}}
+				write(t, s, events)
 
 				inValue := c.in != kafkasink.AnnotateHeaders
 				inHeaders := c.in != kafkasink.AnnotateValue
@@ -66,6 +79,26 @@ func TestAnnotationsInRecords(t *testing.T) {
 					t.Fatalf("%d dead-letter records, want 1", len(dead))
 				}
 				checkHeaderAnnotations(t, -1, dead[0], inHeaders, false)
+
+				var checkpoints int
+				for _, r := range sinktest.ReadCommitted(t, brokers, kafkasink.DefaultCheckpointTopic) {
+					if string(r.Key) == prefix {
+						checkpoints++
+						checkHeaderAnnotations(t, -1, r, false, false)
+					}
+				}
+				if checkpoints == 0 {
+					t.Errorf("no checkpoint record of sink %s", prefix)
+				}
+				if frames {
+					txn := sinktest.ReadCommitted(t, brokers, prefix+".txn")
+					if len(txn) != 2 {
+						t.Fatalf("%d records in the transaction topic, want BEGIN and END", len(txn))
+					}
+					for _, r := range txn {
+						checkHeaderAnnotations(t, -1, r, false, false)
+					}
+				}
 			})
 		}
 	}

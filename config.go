@@ -179,6 +179,21 @@ type Config struct {
 	// Encoder's headers (DebeziumEncoder's) are written either way, and
 	// dead-lettered records always carry all five.
 	Headers HeaderSet
+	// Annotations are static key/values echoed in every record of an
+	// event, such as {"env": "prod", "region": "eu-west-1"}, where
+	// AnnotationsIn says; nil or empty writes none. A key is 1 to
+	// MaxAnnotationKeyLen bytes of [a-zA-Z0-9._-] and starts with neither
+	// "kafkasink." (the sink's headers) nor "__" (Kafka's tools' and
+	// Debezium's); a value is any UTF-8 text. Keys are written in sorted
+	// order. Neither the checkpoint records nor the Encoder's records
+	// around events (DebeziumEncoder's BEGIN and END) carry them.
+	Annotations map[string]string
+	// AnnotationsIn says where the records carry Annotations: in the
+	// value (AnnotateValue, the default: an "annotations" object, which
+	// the Encoder must write, see Annotator), in headers
+	// (AnnotateHeaders) or both (AnnotateBoth). Set only with
+	// Annotations.
+	AnnotationsIn AnnotationPlace
 
 	// DeadLetterTopic, when set, receives rejected events (with headers
 	// naming the reason) in the same transaction as their batch, instead
@@ -238,6 +253,10 @@ type Config struct {
 	// produce callback must copy its key, value and headers, whose
 	// memory the sink reuses for the next batch.
 	ClientOptions []kgo.Opt
+
+	// annotationHeaders are the headers of Annotations, made by validate
+	// (see annotate); nil when they go in the value only.
+	annotationHeaders []kgo.RecordHeader
 }
 
 // Defaults applied by New.
@@ -278,6 +297,7 @@ func (c Config) withDefaults() Config {
 	c.Topics.Shared = slices.Clone(c.Topics.Shared)
 	c.Topics.Configs = maps.Clone(c.Topics.Configs)
 	c.KeyColumns = maps.Clone(c.KeyColumns)
+	c.Annotations = maps.Clone(c.Annotations)
 	c.Hooks = slices.Clone(c.Hooks)
 	c.ClientOptions = slices.Clone(c.ClientOptions)
 	if c.TransactionalID == "" && c.SinkID != "" {
@@ -320,10 +340,16 @@ func (c Config) withDefaults() Config {
 }
 
 // validate checks every rule on a defaulted Config and returns all
-// problems at once.
+// problems at once. Valid annotations it gives to the records (annotate):
+// whether the Encoder takes them is a rule only the Encoder can check.
 func (c *Config) validate() error {
 	var p []string
 	add := func(format string, args ...any) { p = append(p, fmt.Sprintf(format, args...)) }
+	if ap := c.annotationProblems(); len(ap) > 0 {
+		p = append(p, ap...)
+	} else {
+		p = append(p, c.annotate()...)
+	}
 
 	if len(c.Brokers) == 0 {
 		add("Brokers is empty: give at least one host:port")

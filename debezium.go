@@ -3,6 +3,7 @@ package kafkasink
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -62,6 +63,10 @@ import (
 //	             "t" truncate
 //	ts_ms        the time the event was encoded (Now) in Unix milliseconds
 //	ts_us, ts_ns the same in microseconds and nanoseconds
+//	annotations  with WriteAnnotations only (an extension, not
+//	             Debezium's): Config.Annotations as an object of strings
+//	             in sorted key order, when the sink's AnnotationsIn puts
+//	             them in the value
 //
 // Besides the value, as Debezium by default (see RecordShaper, and the
 // options below): each delete is followed by a tombstone with the same
@@ -272,6 +277,19 @@ type DebeziumEncoder struct {
 	// schemas are made once and cached, so encoding allocates nothing
 	// more per event.
 	SchemasEnable bool
+
+	// WriteAnnotations lets the sink put Config.Annotations in the value
+	// (AnnotationsIn AnnotateValue or AnnotateBoth): the envelope ends
+	// with an "annotations" member, an object of strings in sorted key
+	// order. It is an extension: Debezium's envelope has no such field.
+	// Only in JSON without schemas: the Connect schema Debezium declares
+	// has no place for it, so the sink refuses it with SchemasEnable (and
+	// the Avro encoders of kafkasinkavro refuse value annotations), where
+	// headers (AnnotateHeaders) carry them. false (the default) makes the
+	// sink refuse annotations in the value.
+	WriteAnnotations bool
+
+	annotations string // the annotations member, made by Annotate
 }
 
 // The headers DebeziumEncoder adds (see RecordShaper).
@@ -390,6 +408,26 @@ func (d DebeziumEncoder) validate() []string {
 	return p
 }
 
+// Annotate implements Annotator, with WriteAnnotations and without
+// SchemasEnable: the encoder it returns writes annotations as the
+// envelope's last member.
+func (d DebeziumEncoder) Annotate(annotations map[string]string) (Encoder, error) {
+	switch {
+	case !d.WriteAnnotations:
+		return nil, errors.New("DebeziumEncoder writes Debezium's envelope, which has no annotations field: " +
+			"set DebeziumEncoder.WriteAnnotations to add one (an extension of the envelope), or carry them in headers (AnnotateHeaders)")
+	case d.SchemasEnable:
+		return nil, errAnnotationsNoSchema
+	}
+	d.annotations = annotationsMember(annotations)
+	return d, nil
+}
+
+// errAnnotationsNoSchema refuses annotations in a value whose schema
+// Debezium declares: Connect's and Avro's.
+var errAnnotationsNoSchema = errors.New("DebeziumEncoder.WriteAnnotations writes annotations in JSON without schemas only: " +
+	"the Connect schema Debezium declares (SchemasEnable, Avro) has no annotations field; carry them in headers (AnnotateHeaders)")
+
 // debeziumOps maps an Op to Debezium's single-letter operation code.
 // DebeziumVersion is what DebeziumEncoder writes to source.version: the
 // Debezium release whose default output it reproduces, so that a consumer
@@ -454,6 +492,11 @@ func (d DebeziumEncoder) AppendAvro(dst []byte, e *Event) ([]byte, error) {
 // writeEnvelope writes the envelope of e, with schemas those of its
 // table version (nil without a Relation).
 func (d DebeziumEncoder) writeEnvelope(w *connectWriter, e *Event, schemas *debeziumSchemas) error {
+	if d.annotations != "" && (w.avro || d.SchemasEnable) {
+		// Annotate refused SchemasEnable; an annotated encoder set to
+		// SchemasEnable afterwards, or asked for Avro, lands here.
+		return &EncodeError{Schema: e.Schema, Table: e.Table, Err: errAnnotationsNoSchema}
+	}
 	w.beginStruct()
 	w.key(`"before":`)
 	if err := d.writeRow(w, e, schemas, e.Before, true); err != nil {
@@ -487,6 +530,7 @@ func (d DebeziumEncoder) writeEnvelope(w *connectWriter, e *Event, schemas *debe
 	w.scaled(nsText, ns, -3)
 	w.key(`,"ts_ns":`)
 	w.scaled(nsText, ns, 0)
+	w.buf = append(w.buf, d.annotations...)
 	w.endStruct()
 	return nil
 }

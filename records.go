@@ -388,6 +388,7 @@ func (s *Sink) encodeEvent(ctx context.Context, es *encoderState, i int, e *Even
 	if es.shaper != nil {
 		d.record.Headers = s.shapedHeaders(es, d.record.Headers, e, rt.keyColumns)
 	}
+	d.record.Headers = es.appendAnnotationHeaders(d.record.Headers, s.cfg.annotationHeaders)
 	var rej *Rejection
 	reject := func(reason Reason, err error) {
 		if rej == nil { // the first reason is the rejection's

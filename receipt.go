@@ -1,0 +1,123 @@
+package kafkasink
+
+import (
+	"context"
+	"fmt"
+	"hash/crc32"
+	"log/slog"
+)
+
+// Receipt is what one successful Write wrote to one topic, defined as
+// Filament's write receipts are, so that a consumer can recompute it from
+// the topic and compare.
+//
+// Its records are those this Write produced to the topic: the records of
+// its events, the tombstones and the records a Framer writes around
+// events (DebeziumEncoder's transaction metadata) that the Encoder asks
+// for, and the dead-lettered events' records, which are on the
+// dead-letter topic and so in its receipt. Not in it: the checkpoint
+// record, and the events of the batch the checkpoint already covered,
+// which were delivered by an earlier Write and not written again. A
+// Write split into several transactions has one receipt per topic for
+// all of them.
+//
+// Only values count: keys, headers, routing (partitions) and the wire
+// compression are left out. A null value (a tombstone) and an empty one
+// each contribute zero bytes.
+//
+// Input order is the order of the batch's events (their positions); the
+// records of one event on one topic are in the order the sink produced
+// them, of which at most one has a value (an event's record and the
+// tombstone after it), so their order never changes the CRC.
+type Receipt struct {
+	Topic string
+	// First and Last are the positions of the events of the topic's
+	// first and last records in this Write.
+	First, Last Position
+	Records     int // records produced to the topic
+	Bytes       int // value bytes
+	// CRC32C is the CRC-32 with the Castagnoli polynomial
+	// (hash/crc32.Castagnoli) of the concatenation of the records'
+	// values in input order: crc32.Update from 0 over each value in
+	// turn.
+	//
+	// A consumer recomputes it with a read_committed reader: take the
+	// topic's records whose kafkasink.id header (HeaderID, the event
+	// position) is within First..Last, sort them by that position, and
+	// chain crc32.Update over their values. The topic's partitions
+	// interleave input order, which offsets alone cannot restore; the
+	// position header is what every event record carries (unless
+	// Config.Headers is HeadersNone) and every dead-lettered one does.
+	// Records without it, the records a Framer writes and every record
+	// with HeadersNone, can be put in input order only by their offsets
+	// on a topic of one partition.
+	CRC32C uint32
+}
+
+// castagnoli is the table of the CRC32C polynomial, which crc32 computes
+// with the CPU's CRC32 instruction where there is one.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// receipts returns the receipts of the Write that delivered p, nil
+// unless Config.Receipts asks for them.
+func (s *Sink) receipts(p *plan) []Receipt {
+	if !s.cfg.Receipts {
+		return nil
+	}
+	return p.receipts()
+}
+
+// receipts returns the receipts of the records of p's parts, one per
+// topic, in the order of each topic's first record. The parts hold the
+// records in input order, and only the records a successful Write
+// produced.
+func (p *plan) receipts() []Receipt {
+	var out []Receipt
+	at := -1 // the receipt of the last record's topic
+	for i := range p.parts {
+		pt := &p.parts[i]
+		for j, r := range pt.records {
+			pos := pt.positions[j]
+			if at < 0 || out[at].Topic != r.Topic {
+				at = receiptIndex(out, r.Topic)
+				if at < 0 {
+					out = append(out, Receipt{Topic: r.Topic, First: pos})
+					at = len(out) - 1
+				}
+			}
+			rc := &out[at]
+			rc.add(r.Value)
+			rc.Last = pos
+		}
+	}
+	return out
+}
+
+// add counts one record of value v.
+func (rc *Receipt) add(v []byte) {
+	rc.Records++
+	rc.Bytes += len(v)
+	rc.CRC32C = crc32.Update(rc.CRC32C, castagnoli, v)
+}
+
+// receiptIndex returns the index of topic's receipt in rs, -1 when there
+// is none. A Write reaches few topics: a scan is all it takes.
+func receiptIndex(rs []Receipt, topic string) int {
+	for i := range rs {
+		if rs[i].Topic == topic {
+			return i
+		}
+	}
+	return -1
+}
+
+// logReceipts logs each receipt at Debug level, one record per topic.
+func (s *Sink) logReceipts(ctx context.Context, rs []Receipt) {
+	if !s.log.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	for _, r := range rs {
+		s.log.Debug("write receipt", "topic", r.Topic, "records", r.Records, "value_bytes", r.Bytes,
+			"crc32c", fmt.Sprintf("%08x", r.CRC32C), "first", r.First.String(), "last", r.Last.String())
+	}
+}

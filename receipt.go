@@ -12,23 +12,24 @@ import (
 // the topic and compare.
 //
 // Its records are those this Write produced to the topic: the records of
-// its events, the tombstones and the records a Framer writes around
-// events (DebeziumEncoder's transaction metadata) that the Encoder asks
-// for, and the dead-lettered events' records, which are on the
-// dead-letter topic and so in its receipt. Not in it: the checkpoint
-// record, and the events of the batch the checkpoint already covered,
-// which were delivered by an earlier Write and not written again. A
-// Write split into several transactions has one receipt per topic for
-// all of them.
+// its events, the records the Encoder asks for around them (a tombstone
+// after a delete, DebeziumEncoder's transaction BEGIN and END records),
+// and the dead-lettered events' records, which are on the dead-letter
+// topic and so in its receipt. Not in it: the checkpoint record, and the
+// events of the batch that the checkpoint already covered, which an
+// earlier Write delivered and this one did not write again. A Write split
+// into several transactions has one receipt per topic for all of them; a
+// transaction retried inside the Write counts once, as a read_committed
+// consumer sees it.
 //
 // Only values count: keys, headers, routing (partitions) and the wire
 // compression are left out. A null value (a tombstone) and an empty one
 // each contribute zero bytes.
 //
-// Input order is the order of the batch's events (their positions); the
-// records of one event on one topic are in the order the sink produced
-// them, of which at most one has a value (an event's record and the
-// tombstone after it), so their order never changes the CRC.
+// Input order is the order the Write produced the records in: the
+// batch's events in order, and each event's records in the order the
+// Encoder asks for them (a BEGIN record, the event's, its tombstone, an
+// END record).
 type Receipt struct {
 	Topic string
 	// First and Last are the positions of the events of the topic's
@@ -41,16 +42,19 @@ type Receipt struct {
 	// values in input order: crc32.Update from 0 over each value in
 	// turn.
 	//
-	// A consumer recomputes it with a read_committed reader: take the
-	// topic's records whose kafkasink.id header (HeaderID, the event
-	// position) is within First..Last, sort them by that position, and
-	// chain crc32.Update over their values. The topic's partitions
-	// interleave input order, which offsets alone cannot restore; the
-	// position header is what every event record carries (unless
-	// Config.Headers is HeadersNone) and every dead-lettered one does.
-	// Records without it, the records a Framer writes and every record
-	// with HeadersNone, can be put in input order only by their offsets
-	// on a topic of one partition.
+	// A consumer recomputes it with a read_committed reader. The
+	// topic's partitions interleave input order, which offsets alone
+	// cannot restore, so it takes the topic's records whose
+	// kafkasink.id header (HeaderID, the event position) is within
+	// First..Last, sorts them by that position, and chains
+	// crc32.Update over their values. An event's records that share a
+	// position on one topic are its record and its tombstone, whose
+	// null value adds nothing: their order does not matter. The header
+	// is on every event's record unless Config.Headers is HeadersNone,
+	// and on every dead-lettered one. Records without it (all of them
+	// with HeadersNone, and DebeziumEncoder's BEGIN and END records)
+	// are in input order by their offsets on a topic of one partition
+	// only.
 	CRC32C uint32
 }
 

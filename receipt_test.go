@@ -21,26 +21,36 @@ import (
 
 // TestReceipts checks BatchInfo.Receipts against the receipts a
 // read_committed consumer recomputes from the topics, on the fake
-// cluster; a Write that failed after producing (its aborted records are
-// in the log) comes before the one whose receipt is checked. It also
-// checks the Debug log of each receipt.
+// cluster, where two Writes also leave aborted records in the log: the
+// second has a transaction refused once and retried inside it, and the
+// third fails once before it is written again. It also checks the Debug
+// log of each receipt.
 func TestReceipts(t *testing.T) {
 	t.Parallel()
 	c, brokers := sinktest.Cluster(t)
 	var logs sinktest.SyncBuffer
-	failFirst := func(t *testing.T, s *kafkasink.Sink, name string, b kafkasink.Batch) {
-		c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: name + ".public.orders", Partitions: []int32{1}, Err: kerr.InvalidRecord})
-		if err := tryWrite(t, s, b); !errors.Is(err, kerr.InvalidRecord) {
-			t.Fatalf("Write with a failing partition: %v, want INVALID_RECORD", err)
-		}
+	var refusedOnce func() int
+	faults := func(t *testing.T, s *kafkasink.Sink, name string, write int, b kafkasink.Batch) {
 		topic := name + ".public.orders"
-		if all, committed := sinktest.ReadUncommitted(t, brokers, topic), sinktest.ReadCommitted(t, brokers, topic); len(all) <= len(committed) {
-			t.Fatalf("%d records in %s, %d committed: the failed Write left none to abort, and the test no longer covers what it should", len(all), topic, len(committed))
+		switch write {
+		case 2:
+			refusedOnce = c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Err: kerr.TransactionAbortable, Count: 1}).Hits
+		case 3:
+			c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Partitions: []int32{1}, Err: kerr.InvalidRecord})
+			if err := tryWrite(t, s, b); !errors.Is(err, kerr.InvalidRecord) {
+				t.Fatalf("Write with a failing partition: %v, want INVALID_RECORD", err)
+			}
+			if all, committed := sinktest.ReadUncommitted(t, brokers, topic), sinktest.ReadCommitted(t, brokers, topic); len(all) <= len(committed) {
+				t.Fatalf("%d records in %s, %d committed: the failed Write left none to abort, and the test no longer covers what it should", len(all), topic, len(committed))
+			}
 		}
 	}
-	batches := checkReceipts(t, brokers, "receipts", failFirst, func(c *kafkasink.Config) {
+	batches := checkReceipts(t, brokers, "receipts", faults, func(c *kafkasink.Config) {
 		c.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
+	if refusedOnce() != 1 {
+		t.Fatalf("the second Write's produce was refused %d times, want once", refusedOnce())
+	}
 
 	type logged struct {
 		Msg, Topic, CRC32C, First, Last string
@@ -74,7 +84,7 @@ func TestReceipts(t *testing.T) {
 }
 
 // TestReceiptsRealBroker is TestReceipts against the real broker, without
-// the failed Write.
+// the faults.
 func TestReceiptsRealBroker(t *testing.T) {
 	t.Parallel()
 	brokers, name := onRealBrokers(t, sinktest.EnvBrokers)
@@ -84,11 +94,12 @@ func TestReceiptsRealBroker(t *testing.T) {
 // checkReceipts runs the receipts scenario with a sink named name: three
 // Writes, to two tables' topics and the dead-letter topic, with null,
 // empty and rejected values. The second Write starts with events the
-// first delivered and is split into several transactions; fail, when not
-// nil, makes the third fail once before it is written again. Each Write's
-// receipts must be those recomputed from the topics by a read_committed
-// reader, as Receipt's documentation says. It returns the BatchInfos.
-func checkReceipts(t *testing.T, brokers []string, name string, fail func(*testing.T, *kafkasink.Sink, string, kafkasink.Batch), edit ...func(*kafkasink.Config)) []kafkasink.BatchInfo {
+// first delivered and is split into several transactions. before, when
+// not nil, is called before each Write (numbered from 1) with its batch.
+// Each Write's receipts must be those recomputed from the topics by a
+// read_committed reader, as Receipt's documentation says. It returns the
+// BatchInfos.
+func checkReceipts(t *testing.T, brokers []string, name string, before func(t *testing.T, s *kafkasink.Sink, name string, write int, b kafkasink.Batch), edit ...func(*kafkasink.Config)) []kafkasink.BatchInfo {
 	t.Helper()
 	h := &hookLog{}
 	s := newSink(t, brokers, name, append([]func(*kafkasink.Config){func(c *kafkasink.Config) {
@@ -104,12 +115,12 @@ func checkReceipts(t *testing.T, brokers []string, name string, fail func(*testi
 	a := receiptEvents(100, 8)
 	b := append(a[5:], receiptEvents(200, 10)...)
 	c := receiptEvents(300, 10)
-	write(t, s, a)
-	write(t, s, b)
-	if fail != nil {
-		fail(t, s, name, kafkasink.Batch{Events: c})
+	for i, events := range [][]kafkasink.Event{a, b, c} {
+		if before != nil {
+			before(t, s, name, i+1, kafkasink.Batch{Events: events})
+		}
+		write(t, s, events)
 	}
-	write(t, s, c)
 
 	batches, _, _, _ := h.snapshot()
 	if len(batches) != 3 {
@@ -245,5 +256,51 @@ func TestReceiptsOffByDefault(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "write receipt") {
 		t.Errorf("a write receipt was logged:\n%s", logs.String())
+	}
+}
+
+// TestReceiptsDebeziumRecords: the records an Encoder asks for around an
+// event are in the receipts too. With DebeziumEncoder, a delete's
+// tombstone is in its table topic's receipt, which a consumer recomputes
+// by the kafkasink.id header as for any event; the BEGIN and END records
+// carry no such header and are in the transaction topic's receipt, which
+// a consumer recomputes in offset order on a topic of one partition.
+func TestReceiptsDebeziumRecords(t *testing.T) {
+	t.Parallel()
+	_, brokers := sinktest.Cluster(t)
+	const txnTopic = "dbz.transaction"
+	createTopic(t, brokers, txnTopic, 1, nil)
+	h := &hookLog{}
+	s := newSink(t, brokers, "receipts-dbz", func(c *kafkasink.Config) {
+		c.Encoder = kafkasink.DebeziumEncoder{Name: "dbz", ProvideTransactionMetadata: true}
+		c.Topics.Partitions = 3
+		c.Receipts = true
+		c.Hooks = []kafkasink.Hook{h}
+	})
+	events := txnEvents()
+	write(t, s, events)
+
+	batches, _, _, _ := h.snapshot()
+	if len(batches) != 1 {
+		t.Fatalf("%d OnBatchWritten calls, want 1", len(batches))
+	}
+	want := receiptsFromTopics(t, sinktest.ReadCommitted(t, brokers, "kafkasink.public.t"), kafkasink.Position{}, events[len(events)-1].Position)
+	if len(want) != 1 || want[0].Records != len(events)+1 {
+		t.Fatalf("recomputed %+v, want one receipt of %d records, the tombstone included: the test no longer covers what it should", want, len(events)+1)
+	}
+	frames := kafkasink.Receipt{Topic: txnTopic, First: events[0].Position, Last: events[len(events)-1].Position}
+	for _, r := range sinktest.ReadCommitted(t, brokers, txnTopic) {
+		frames.Records++
+		frames.Bytes += len(r.Value)
+		frames.CRC32C = crc32.Update(frames.CRC32C, crc32.MakeTable(crc32.Castagnoli), r.Value)
+	}
+	if frames.Records != 2 {
+		t.Fatalf("%d records in %s, want BEGIN and END", frames.Records, txnTopic)
+	}
+	// The transaction topic's receipt comes first: its BEGIN record is
+	// the Write's first.
+	want = []kafkasink.Receipt{frames, want[0]}
+	if got := batches[0].Receipts; !slices.Equal(got, want) {
+		t.Errorf("receipts\n%+v\nwant, recomputed from the topics:\n%+v", got, want)
 	}
 }

@@ -84,11 +84,15 @@ func TestReceipts(t *testing.T) {
 }
 
 // TestReceiptsRealBroker is TestReceipts against the real broker, without
-// the faults.
+// the faults, in ExactlyOnce and in Idempotent mode.
 func TestReceiptsRealBroker(t *testing.T) {
 	t.Parallel()
 	brokers, name := onRealBrokers(t, sinktest.EnvBrokers)
-	checkReceipts(t, brokers, name, nil)
+	for _, mode := range []kafkasink.Mode{kafkasink.ExactlyOnce, kafkasink.Idempotent} {
+		t.Run(mode.String(), func(t *testing.T) {
+			checkReceipts(t, brokers, name+"-"+mode.String(), nil, func(c *kafkasink.Config) { c.Mode = mode })
+		})
+	}
 }
 
 // checkReceipts runs the receipts scenario with a sink named name: three

@@ -13,7 +13,7 @@ import (
 // compare its ns/event with BenchmarkPlan's to see what they add to the
 // serial phase of a Write.
 //
-//	go test -run '^$' -bench 'Receipts|Plan/.*headers=all' -count 6 .
+//	go test -run '^$' -bench 'Receipts|Plan/size=.*/headers=all' -count 6 .
 func BenchmarkReceipts(b *testing.B) {
 	for _, size := range []int{1024, 200} {
 		b.Run(fmt.Sprintf("size=%dB", size), func(b *testing.B) {

@@ -54,7 +54,10 @@ type Receipt struct {
 	// and on every dead-lettered one. Records without it (all of them
 	// with HeadersNone, and DebeziumEncoder's BEGIN and END records)
 	// are in input order by their offsets on a topic of one partition
-	// only.
+	// only. In the Idempotent and Plain modes, records a failed Write
+	// delivered stay in the topic beside its redelivery's, under the
+	// same positions: recomputed over them, the receipt differs, which
+	// shows those duplicates.
 	CRC32C uint32
 }
 

@@ -308,3 +308,40 @@ func TestReceiptsDebeziumRecords(t *testing.T) {
 		t.Errorf("receipts\n%+v\nwant, recomputed from the topics:\n%+v", got, want)
 	}
 }
+
+// TestReceiptsIdempotentDuplicates: in Idempotent mode the records a
+// failed Write did deliver stay in the topic, and its redelivery writes
+// them again; the redelivery's receipt counts its own records only, so
+// recomputing it from the topic counts the duplicates too, and differs.
+func TestReceiptsIdempotentDuplicates(t *testing.T) {
+	t.Parallel()
+	c, brokers := sinktest.Cluster(t)
+	const topic = "kafkasink.public.orders"
+	h := &hookLog{}
+	s := newSink(t, brokers, "receipts-dup", func(cfg *kafkasink.Config) {
+		cfg.Mode = kafkasink.Idempotent
+		cfg.Topics.Partitions = 3
+		cfg.Receipts = true
+		cfg.Hooks = []kafkasink.Hook{h}
+	})
+	events := sinktest.Inserts("public", "orders", 100, 1, 12)
+	c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Partitions: []int32{1}, Err: kerr.InvalidRecord})
+	if err := tryWrite(t, s, kafkasink.Batch{Events: events}); !errors.Is(err, kerr.InvalidRecord) {
+		t.Fatalf("Write with a failing partition: %v, want INVALID_RECORD", err)
+	}
+	left := len(sinktest.ReadCommitted(t, brokers, topic))
+	if left == 0 {
+		t.Fatal("the failed Write left no record: the test no longer covers what it should")
+	}
+	write(t, s, events)
+
+	batches, _, _, _ := h.snapshot()
+	got := batches[len(batches)-1].Receipts
+	recomputed := receiptsFromTopics(t, sinktest.ReadCommitted(t, brokers, topic), kafkasink.Position{}, events[len(events)-1].Position)
+	if len(got) != 1 || got[0].Records != len(events) || len(recomputed) != 1 || recomputed[0].Records != len(events)+left {
+		t.Fatalf("receipt %+v, recomputed %+v: want %d records in the receipt and %d recomputed", got, recomputed, len(events), len(events)+left)
+	}
+	if got[0].CRC32C == recomputed[0].CRC32C {
+		t.Errorf("the receipt and its recomputation over the duplicates have the same CRC32C %08x", got[0].CRC32C)
+	}
+}

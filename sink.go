@@ -231,7 +231,7 @@ func (s *Sink) Write(ctx context.Context, batch Batch) (err error) {
 		return nil
 	}
 	info := BatchInfo{Events: p.events, Skipped: p.skipped, Written: p.written(), Rejected: p.rejected,
-		Transactions: n, Duration: time.Since(started), Checkpoint: s.Checkpoint()}
+		Transactions: n, Duration: time.Since(started), Checkpoint: s.Checkpoint(), Receipts: s.receipts(p)}
 	for i := range p.parts {
 		info.Records += len(p.parts[i].records)
 		info.Bytes += p.parts[i].bytes
@@ -239,6 +239,7 @@ func (s *Sink) Write(ctx context.Context, batch Batch) (err error) {
 	s.hooks.onBatch(info)
 	s.log.Debug("batch written", "events", info.Events, "skipped", info.Skipped, "rejected", info.Rejected,
 		"transactions", n, "checkpoint", info.Checkpoint.Position.String(), "duration", info.Duration)
+	s.logReceipts(ctx, info.Receipts)
 	return nil
 }
 

@@ -133,7 +133,10 @@ func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, 
 		AnnotationsIn:   annotationsIn,
 		DeadLetterTopic: o.deadLetter,
 		Logger:          logger,
-		ClientOptions:   []kgo.Opt{kgo.ProducerBatchCompression(codec)},
+		// The write receipts are logged at Debug; not computed unless
+		// they are (see Config.Receipts).
+		Receipts:      logger != nil && logger.Enabled(context.Background(), slog.LevelDebug),
+		ClientOptions: []kgo.Opt{kgo.ProducerBatchCompression(codec)},
 	}
 	if o.tlsCA != "" || o.tlsCert != "" || o.tlsKey != "" || o.tlsServerName != "" {
 		kcfg.TLS = &kafkasink.TLS{CAFile: o.tlsCA, CertFile: o.tlsCert, KeyFile: o.tlsKey, ServerName: o.tlsServerName}

@@ -110,9 +110,13 @@ import (
 // NULL stays null in a column with a DEFAULT and the schemas declare no
 // defaults (JsonConverter writes Debezium's declared default instead, so
 // an explicit NULL, and every nullable non-key column of a delete's
-// before image, reads as the default), and arrays of money, interval, varbit, point,
-// xml or a domain are written (Debezium leaves those columns out);
-// MatchDebeziumLosses reproduces all five, NullNestedArrays the first. Infinite dates are
+// before image, reads as the default), arrays of money, interval, varbit, point,
+// xml or a domain are written (Debezium leaves those columns out), and a
+// numeric without a declared scale keeps its trailing zeros, so 1.50 is
+// {"scale":2} (in the default decimal mode Debezium strips them, 1.5 at
+// scale 1, losing the scale PostgreSQL keeps; a declared scale, and the
+// string and double modes, Debezium keeps);
+// MatchDebeziumLosses reproduces all six, NullNestedArrays the first. Infinite dates are
 // Debezium's overflowed numbers, which differ between snapshot and
 // stream as Debezium's do, so that typed readers read a number. Without a Relation
 // (events built by hand) values are written as JSONEncoder writes them.
@@ -232,7 +236,10 @@ type DebeziumEncoder struct {
 	// every non-key column of a REPLICA IDENTITY DEFAULT delete's before
 	// image; with SchemasEnable the defaults are declared in the schemas;
 	// it leaves out the array columns Debezium leaves out (arrays of
-	// money, interval, varbit, point, xml, or of a domain); and it
+	// money, interval, varbit, point, xml, or of a domain); it strips
+	// the trailing zeros of a numeric without a declared scale in
+	// DecimalPrecise, as Debezium does (1.50 at scale 1, 1000.000 at
+	// scale 0), in arrays too; and it
 	// writes a TRUNCATE (skipped.operations "none") with a null key, as
 	// Debezium does, where the sink keys it by its event id. Not a
 	// Debezium property. false (the default) keeps the values: the

@@ -25,7 +25,9 @@ import (
 // the batch is delivered, the sink reuses that memory for the next one.
 //
 // Column values are written by the same rules in every built-in encoder:
-// integers as JSON numbers; floats in their shortest round-trip form, with
+// integers as JSON numbers; floats in their shortest round-trip form,
+// negative zero as -0.0 (JSON readers that type numbers by their
+// spelling, such as Jackson and Python's, read -0 as the integer 0), with
 // NaN, +Inf and -Inf as the strings "NaN", "Infinity" and "-Infinity"
 // (PostgreSQL's spelling, since JSON numbers cannot express them); strings
 // escaped as encoding/json does without HTML escaping, every byte of

@@ -24,7 +24,7 @@ import (
 func TestTransactionTimeoutClaimsAfreshWithGuard(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name      string
+		name string
 		// guard answers its nth call since the held Write returned (0
 		// before).
 		guard     func(n int) error

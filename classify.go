@@ -257,24 +257,31 @@ func judgeTxnFailure(cfg *Config, err error, open time.Duration) verdict {
 // open is how long a transaction of this instance that may still be open
 // has been open, 0 when none may be.
 //
-// When that transaction may have outlived its deadline, the broker's own
-// timeout abort gives the same answer, and then the client (with
-// transaction version 2, where kgo cannot recover the producer id from it)
-// cannot go on either: only claiming the transactional id afresh would.
-// New does that; a running sink does it (actClaimAfresh) only when
+// A newer instance's claim is not the only cause of that answer. The
+// broker's own timeout abort gives it when the transaction outlived its
+// deadline, and an older instance's recovery (its re-initialisation at an
+// old epoch) makes Kafka abort this instance's open transaction and bump
+// the epoch; after either, the client may be unable to recover its
+// producer id, and only claiming the transactional id afresh lets the sink
+// go on. New does that; a running sink does it (actClaimAfresh) only when
 // Config.Guard is set, whose consent right before the claim proves that no
-// other instance can exist. Without a guard the error says both
-// possibilities.
+// other instance can hold the id. Without a guard the error says what the
+// answer may mean.
 func judgeFencing(cfg *Config, err error, open time.Duration) verdict {
+	const fix = "lower Config.MaxTransactionRecords or raise Config.TransactionTimeout"
+	timedOut := open > 0 && open >= cfg.ownTxnDeadline()
 	switch {
 	case !isFencing(err):
 		return verdict{err, actRetry}
-	case open > 0 && open >= cfg.ownTxnDeadline() && cfg.Guard != nil:
-		return verdict{fmt.Errorf("%w (after %v; lower Config.MaxTransactionRecords or raise Config.TransactionTimeout): the broker aborted this instance's transaction at its timeout, and the producer id cannot be recovered: %v",
-			ErrTransactionTimeout, open.Round(time.Millisecond), err), actClaimAfresh}
-	case open > 0 && open >= cfg.ownTxnDeadline():
+	case cfg.Guard != nil && timedOut:
+		return verdict{fmt.Errorf("%w (after %v; %s): the broker aborted this instance's transaction at its timeout (%v); Config.Guard is set, so the sink claims its transactional id afresh if the guard consents",
+			ErrTransactionTimeout, open.Round(time.Millisecond), fix, err), actClaimAfresh}
+	case cfg.Guard != nil:
+		return verdict{fmt.Errorf("%w: the broker fenced this instance's producer epoch (%v): an older instance's recovery can do that too; Config.Guard is set, so the sink claims its transactional id afresh if the guard consents",
+			ErrTransactionAborted, err), actClaimAfresh}
+	case timedOut:
 		return verdict{fmt.Errorf("%w (transactional id %q), or the broker aborted this instance's transaction, open for %v, at its timeout (%w): either way it cannot go on without claiming the transactional id afresh, which only New does, or a sink with Config.Guard set: close this sink and start a new one: %w",
 			ErrFenced, cfg.TransactionalID, open.Round(time.Millisecond), ErrTransactionTimeout, err), actFatal}
 	}
-	return verdict{fmt.Errorf("%w (transactional id %q): %w", ErrFenced, cfg.TransactionalID, err), actFatal}
+	return verdict{fmt.Errorf("%w (transactional id %q), or an older instance's recovery aborted this instance's transaction (Config.Guard keeps older instances from doing that): %w", ErrFenced, cfg.TransactionalID, err), actFatal}
 }

@@ -46,7 +46,7 @@ func TestJudgements(t *testing.T) {
 		{"fencing: no transaction open", judgeFencing, fenced, 0, actFatal, []error{ErrFenced}, true, false},
 		{"fencing: a transaction past the deadline may have been aborted by the broker", judgeFencing, fenced, deadline, actFatal, []error{ErrFenced, ErrTransactionTimeout}, true, false},
 		{"fencing: with a Guard, a transaction past the deadline is claimed afresh", guardedFencing, fenced, deadline, actClaimAfresh, []error{ErrTransactionTimeout}, false, true},
-		{"fencing: with a Guard, fencing with no transaction open stays fatal", guardedFencing, fenced, 0, actFatal, []error{ErrFenced}, true, false},
+		{"fencing: with a Guard, fencing within the deadline is claimed afresh too", guardedFencing, fenced, time.Second, actClaimAfresh, []error{ErrTransactionAborted}, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := tc.judge(cfg, tc.err, tc.open)

@@ -15,6 +15,9 @@ import (
 // are one Kafka transaction.
 type txnSink struct {
 	*Sink
+	// claimed is when the sink last claimed its transactional id afresh
+	// (claimAfresh); zero before.
+	claimed time.Time
 }
 
 var _ mode = (*txnSink)(nil)
@@ -337,10 +340,11 @@ func (s *txnSink) resolveCommit(ctx context.Context, info TransactionInfo, start
 // before it answers so (Kafka 4.4 was seen to): Config.Guard, asked first,
 // keeps an instance that knows it lost its turn from sending it.
 //
-// The one exception to keeping the identity: after the broker aborted
-// this instance's transaction at its timeout, the client may be unable to
-// recover its producer id (transaction version 2); with Config.Guard set
-// the sink then claims the transactional id afresh (claimAfresh).
+// The one exception to keeping the identity: after the broker fenced this
+// instance without a newer one (its timeout abort, an older instance's
+// recovery), the client may be unable to recover its producer id; with
+// Config.Guard set the sink then claims the transactional id afresh
+// (claimAfresh).
 func (s *txnSink) settleClient(ctx context.Context) error {
 	if err := s.guard(); err != nil {
 		return err
@@ -359,8 +363,8 @@ func (s *txnSink) settleClient(ctx context.Context) error {
 }
 
 // settleFencing acts on settleClient's failure to end the transaction or
-// re-initialise the producer id: fenced, the sink stops; after the
-// broker's timeout abort, with a guard, it claims the id afresh.
+// re-initialise the producer id: fenced, the sink stops, or with a guard
+// claims the id afresh.
 func (s *txnSink) settleFencing(ctx context.Context, err error) error {
 	v := judgeFencing(&s.cfg, err, s.counters.txnOpenFor())
 	if v.action != actClaimAfresh {
@@ -372,14 +376,22 @@ func (s *txnSink) settleFencing(ctx context.Context, err error) error {
 
 // claimAfresh claims the transactional id with a new client, as New does:
 // the broker gives it a new epoch, fences every other holder of the id and
-// aborts whatever is open under it. It is how a sink goes on after the
-// broker aborted its transaction at its timeout when kgo cannot recover
-// the producer id. Claiming afresh would fence a newer instance as surely
+// aborts whatever is open under it. It is how a sink goes on when kgo
+// cannot recover the producer id after the broker fenced it without a
+// newer instance: its timeout abort, or an older instance's recovery. Claiming afresh would fence a newer instance as surely
 // as an old one, so it is done only when Config.Guard, asked right before
 // the claim, consents: the guard of a lease proves that no other instance
 // can hold the id. The old client is closed; its records were failed by
 // settleClient. recover reads the checkpoint back after it.
+//
+// Fenced again soon after a claim, the sink stops: the guard consented
+// although another instance uses the id, and claiming again would make
+// the two fence each other in a loop.
 func (s *txnSink) claimAfresh(ctx context.Context, cause error) error {
+	if since := time.Since(s.claimed); !s.claimed.IsZero() && since < s.cfg.TransactionTimeout {
+		return s.follow(verdict{fmt.Errorf("%w: fenced again %v after claiming transactional id %q afresh, though Config.Guard consented: another instance uses it; make sure the guard lets one instance at a time go on: %v",
+			ErrFenced, since.Round(time.Millisecond), s.cfg.TransactionalID, cause), actFatal})
+	}
 	if err := s.guard(); err != nil {
 		return fmt.Errorf("%w; before that: %w", err, cause)
 	}
@@ -396,6 +408,7 @@ func (s *txnSink) claimAfresh(ctx context.Context, cause error) error {
 	old := s.cl
 	s.useClient(cl)
 	old.Close()
+	s.claimed = time.Now()
 	s.counters.setTxnSince(time.Time{})
 	s.log.Warn("the broker aborted the transaction at its timeout; Config.Guard consented, so the sink claimed its transactional id afresh", "transactional_id", s.cfg.TransactionalID, "cause", cause)
 	return nil

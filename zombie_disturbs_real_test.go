@@ -17,16 +17,17 @@ import (
 )
 
 // TestOlderRecoveryDisturbsNewerRealBroker is the second finding of issue
-// 30's independent checker on the real broker. An older instance, not
-// guarded, lost its commit's answer; its recovery re-initialises its
-// producer id at its epoch (KIP-360, transaction version 1), and reaches
-// the broker while a newer instance, which claimed the transactional id
-// meanwhile, has a transaction open. Kafka aborts the newer instance's
-// transaction before it answers the older one PRODUCER_FENCED, and the
-// newer instance's next produce is refused INVALID_PRODUCER_EPOCH, as
-// after a newer claim. The newer instance must ask the broker (its own
-// re-initialisation, which Kafka allows) rather than stop as fenced, and
-// go on, exactly once.
+// 30's independent checker on the real broker. An older instance lost its
+// commit's answer; its recovery re-initialises its producer id at its
+// epoch (KIP-360, transaction version 1), a request sent while its
+// Config.Guard still consented, and reaches the broker after a newer
+// instance claimed the transactional id, while the newer one has a
+// transaction open. Kafka aborts the newer instance's transaction before
+// it answers the older one PRODUCER_FENCED, and the newer instance's next
+// produce is refused INVALID_PRODUCER_EPOCH or PRODUCER_FENCED, as after a
+// newer claim. The newer instance, its guard consenting, must go on,
+// exactly once: by re-initialising its producer id where the client can,
+// by claiming the id afresh where it cannot.
 func TestOlderRecoveryDisturbsNewerRealBroker(t *testing.T) {
 	t.Parallel()
 	brokers, name := onRealBrokers(t, sinktest.EnvBrokers)
@@ -59,9 +60,13 @@ func TestOlderRecoveryDisturbsNewerRealBroker(t *testing.T) {
 		}
 	})
 	enc := &pausingEncoder{at: 150, paused: make(chan struct{}), resume: make(chan struct{})}
-	config := func(brokers []string) func(*kafkasink.Config) {
+	// The lease's guard: the older instance loses its turn when the newer
+	// one starts.
+	var newerStarted atomic.Bool
+	config := func(brokers []string, guard func() error) func(*kafkasink.Config) {
 		return func(c *kafkasink.Config) {
 			c.Brokers = brokers
+			c.Guard = guard
 			c.CheckpointTopic = name + ".checkpoints"
 			c.Topics.Prefix = name
 			c.Encoder = enc
@@ -69,7 +74,12 @@ func TestOlderRecoveryDisturbsNewerRealBroker(t *testing.T) {
 		}
 	}
 	a := sinktest.Inserts("public", "orders", 100, 1, 5)
-	older := newSink(t, proxies.Addrs(), name, config(proxies.Addrs()))
+	older := newSink(t, proxies.Addrs(), name, config(proxies.Addrs(), func() error {
+		if newerStarted.Load() {
+			return errors.New("the lease moved to the newer instance")
+		}
+		return nil
+	}))
 	write(t, older, a)
 	armed.Store(true)
 	zb := sinktest.Inserts("public", "orders", 150, 900, 2)
@@ -83,7 +93,11 @@ func TestOlderRecoveryDisturbsNewerRealBroker(t *testing.T) {
 		t.Fatalf("the older instance's recovery never re-initialised its producer id (faults: %v)", proxies.Applied())
 	}
 
-	newer := newSink(t, brokers, name, config(brokers))
+	newerStarted.Store(true)
+	aborts := &hookLog{}
+	newer := newSink(t, brokers, name, config(brokers, func() error { return nil }), func(c *kafkasink.Config) {
+		c.Hooks = []kafkasink.Hook{aborts}
+	})
 	b := sinktest.Inserts("public", "orders", 200, 100, 200)
 	newerErr := make(chan error, 1)
 	go func() { newerErr <- newer.Write(context.Background(), kafkasink.Batch{Events: b}) }()
@@ -101,6 +115,12 @@ func TestOlderRecoveryDisturbsNewerRealBroker(t *testing.T) {
 	close(enc.resume)
 	if err := <-newerErr; err != nil {
 		t.Fatalf("the newer instance's Write, whose transaction the older one's recovery aborted: %v, want it to recover and deliver", err)
+	}
+	aborts.mu.Lock()
+	disturbed := len(aborts.aborted)
+	aborts.mu.Unlock()
+	if disturbed == 0 {
+		t.Fatal("the newer instance's Write aborted no transaction: the older one's recovery did not reach it")
 	}
 	c := sinktest.Inserts("public", "orders", 300, 400, 5)
 	write(t, newer, c)

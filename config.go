@@ -237,6 +237,17 @@ type Config struct {
 	// Lease.Check), so that one resumed after a freeze stops before it
 	// disturbs its successor. nil asks nothing; the other modes, which
 	// have no transactions, never ask.
+	//
+	// A guard is also the proof that no other instance holds the id: a
+	// guarded sink that the broker fences without a newer instance (its
+	// timeout abort of a transaction that outlived
+	// Config.TransactionTimeout, or an older instance's recovery, which
+	// makes Kafka abort this instance's open transaction) and whose client
+	// cannot recover its producer id claims the transactional id afresh,
+	// in-process, when the guard consents right before the claim, and goes
+	// on; unguarded, it stops as fenced. Fenced again within a
+	// TransactionTimeout of such a claim, it stops: the guard let another
+	// instance go on.
 	Guard func() error
 
 	// TLS, when set, encrypts connections to the brokers; see TLS.

@@ -44,7 +44,7 @@ func abortAbortCommit(t *testing.T, brokers []string, name string) {
 		c.Topics.Prefix = name
 		c.Topics.Partitions = 1
 		c.Encoder = enc
-		c.ClientOptions = []kgo.Opt{kgo.MaxVersions(transactionVersion1())}
+		c.ClientOptions = []kgo.Opt{kgo.MaxVersions(sinktest.TransactionVersion1())}
 	})
 	warm := sinktest.Inserts("public", "a", 100, 1000, 3)
 	write(t, s, warm)

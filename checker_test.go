@@ -19,7 +19,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
@@ -173,7 +172,7 @@ func runChecker(t *testing.T, seed uint64, batches int) checkerStats {
 	tv := 2
 	if rng.IntN(2) == 0 {
 		tv = 1
-		k.cfg.ClientOptions = []kgo.Opt{kgo.MaxVersions(transactionVersion1())}
+		k.cfg.ClientOptions = []kgo.Opt{kgo.MaxVersions(sinktest.TransactionVersion1())}
 	}
 	if knob(t, "KAFKASINK_CHECKER_LOG", false, isSet) {
 		k.cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -573,15 +572,4 @@ func (k *checker) settleMidWrites() {
 		}
 		k.logf("mid-Write zombie %d's Write: %v", i, err)
 	}
-}
-
-// transactionVersion1 caps the client at the requests of transaction
-// version 1 (before KIP-890 part 2): the producer adds partitions with
-// AddPartitionsToTxn and keeps its epoch across transactions.
-func transactionVersion1() *kversion.Versions {
-	v := kversion.Stable()
-	v.SetMaxKeyVersion(kmsg.Produce.Int16(), 11)
-	v.SetMaxKeyVersion(kmsg.AddPartitionsToTxn.Int16(), 3)
-	v.SetMaxKeyVersion(kmsg.EndTxn.Int16(), 4)
-	return v
 }

@@ -70,7 +70,7 @@ func TestOlderRecoveryDisturbsNewerRealBroker(t *testing.T) {
 			c.CheckpointTopic = name + ".checkpoints"
 			c.Topics.Prefix = name
 			c.Encoder = enc
-			c.ClientOptions = []kgo.Opt{kgo.MaxVersions(transactionVersion1())}
+			c.ClientOptions = []kgo.Opt{kgo.MaxVersions(sinktest.TransactionVersion1())}
 		}
 	}
 	a := sinktest.Inserts("public", "orders", 100, 1, 5)

@@ -30,7 +30,7 @@ func TestFenceLikeKafkaOldReinitialisationAbortsNewerTransaction(t *testing.T) {
 	for _, tv := range []struct {
 		name     string
 		versions *kversion.Versions
-	}{{"tv2", kversion.Stable()}, {"tv1", transactionVersion1()}} {
+	}{{"tv2", kversion.Stable()}, {"tv1", sinktest.TransactionVersion1()}} {
 		t.Run("fake/"+tv.name, func(t *testing.T) {
 			t.Parallel()
 			olderReinitialisesAfterNewerClaim(t, kafkasinktest.NewCluster(t).Brokers(), "fencing-response-epoch", tv.versions)
@@ -144,14 +144,4 @@ func olderReinitialisesAfterNewerClaim(t *testing.T, brokers []string, txnID str
 	if want := []string{"committed", "committed"}; !slices.Equal(got, want) {
 		t.Fatalf("read_committed sees %q, want %q: the first transaction's record and the recovered one's", got, want)
 	}
-}
-
-// transactionVersion1 caps a client at the requests of transaction version
-// 1 (before KIP-890 part 2).
-func transactionVersion1() *kversion.Versions {
-	v := kversion.Stable()
-	v.SetMaxKeyVersion(kmsg.Produce.Int16(), 11)
-	v.SetMaxKeyVersion(kmsg.AddPartitionsToTxn.Int16(), 3)
-	v.SetMaxKeyVersion(kmsg.EndTxn.Int16(), 4)
-	return v
 }

@@ -367,21 +367,22 @@ func (s *txnSink) settleClient(ctx context.Context) error {
 // claims the id afresh.
 func (s *txnSink) settleFencing(ctx context.Context, err error) error {
 	v := judgeFencing(&s.cfg, err, s.counters.txnOpenFor())
-	if v.action != actClaimAfresh {
-		return s.follow(v)
+	err = s.follow(v)
+	if v.action == actClaimAfresh {
+		err = s.claimAfresh(ctx, err)
 	}
-	s.follow(v)
-	return s.claimAfresh(ctx, v.err)
+	return err
 }
 
 // claimAfresh claims the transactional id with a new client, as New does:
 // the broker gives it a new epoch, fences every other holder of the id and
 // aborts whatever is open under it. It is how a sink goes on when kgo
 // cannot recover the producer id after the broker fenced it without a
-// newer instance: its timeout abort, or an older instance's recovery. Claiming afresh would fence a newer instance as surely
-// as an old one, so it is done only when Config.Guard, asked right before
-// the claim, consents: the guard of a lease proves that no other instance
-// can hold the id. The old client is closed; its records were failed by
+// newer instance: its timeout abort, or an older instance's recovery.
+// Claiming afresh would fence a newer instance as surely as an old one, so
+// it is done only when Config.Guard, asked right before the claim,
+// consents: the guard of a lease proves that no other instance can hold
+// the id. The old client is closed; its records were failed by
 // settleClient. recover reads the checkpoint back after it.
 //
 // Fenced again soon after a claim, the sink stops: the guard consented
@@ -402,7 +403,7 @@ func (s *txnSink) claimAfresh(ctx context.Context, cause error) error {
 	if _, _, err := cl.ProducerID(ctx); err != nil {
 		cl.Close()
 		// The next recovery fails the same way and tries again.
-		return fmt.Errorf("kafkasink: claiming transactional id %q afresh after the broker aborted the transaction at its timeout: %w (before that: %v)",
+		return fmt.Errorf("kafkasink: claiming transactional id %q afresh after the broker fenced this instance: %w (before that: %v)",
 			s.cfg.TransactionalID, withCause(ctx, s.classifyInitErr(err)), cause)
 	}
 	old := s.cl
@@ -410,6 +411,6 @@ func (s *txnSink) claimAfresh(ctx context.Context, cause error) error {
 	old.Close()
 	s.claimed = time.Now()
 	s.counters.setTxnSince(time.Time{})
-	s.log.Warn("the broker aborted the transaction at its timeout; Config.Guard consented, so the sink claimed its transactional id afresh", "transactional_id", s.cfg.TransactionalID, "cause", cause)
+	s.log.Warn("the broker fenced this instance and its client could not recover; Config.Guard consented, so the sink claimed its transactional id afresh", "transactional_id", s.cfg.TransactionalID, "cause", cause)
 	return nil
 }

@@ -1,11 +1,17 @@
 package kafkasink_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -172,4 +178,175 @@ func TestLostCommitMarkersCommittedLater(t *testing.T) {
 		t.Fatalf("the emulation skipped the markers of %d commits, want 1", n)
 	}
 	sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic), all)
+}
+
+// TestRandomLostCommitMarkers is a randomized checker of the commit
+// marker check on kfake: seeded runs of Writes (some split into several
+// transactions) where commits lose their markers on a data partition
+// (internal/lostmarkers) and transactions are aborted (the broker refuses
+// a checkpoint record; the sink retries inside the Write). Invariant: no
+// acknowledged event goes missing without a word. Either a read_committed
+// reader sees every acknowledged event exactly once at the end, or a
+// Write stopped with ErrCheckpoint, and then the events missing are
+// exactly the acknowledged events of the partitions, offsets and events
+// it names.
+//
+//	KAFKASINK_LOSTMARKERS_SEED     first seed (default: from the clock, logged)
+//	KAFKASINK_LOSTMARKERS_SEEDS    seeds to run (default 8)
+//	KAFKASINK_LOSTMARKERS_BATCHES  batches per seed (default 30)
+func TestRandomLostCommitMarkers(t *testing.T) {
+	t.Parallel()
+	first := knob(t, "KAFKASINK_LOSTMARKERS_SEED", uint64(time.Now().UnixNano()%1e9), parseSeed)
+	seeds, batches := knob(t, "KAFKASINK_LOSTMARKERS_SEEDS", 8, positiveInt), knob(t, "KAFKASINK_LOSTMARKERS_BATCHES", 30, positiveInt)
+	t.Logf("seeds %d..%d, %d batches each (replay one with KAFKASINK_LOSTMARKERS_SEED=<seed> KAFKASINK_LOSTMARKERS_SEEDS=1)", first, first+uint64(seeds)-1, batches)
+	var mu sync.Mutex
+	var total lostMarkerStats
+	for i := range uint64(seeds) {
+		seed := first + i
+		t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) {
+			t.Parallel()
+			st := runLostMarkers(t, seed, batches)
+			mu.Lock()
+			total.skips += st.skips
+			total.aborts += st.aborts
+			total.caught += st.caught
+			total.clean += st.clean
+			mu.Unlock()
+		})
+	}
+	t.Cleanup(func() {
+		t.Logf("all seeds: %d commits lost markers, %d transactions aborted, %d losses caught with ErrCheckpoint, %d seeds without loss", total.skips, total.aborts, total.caught, total.clean)
+	})
+}
+
+type lostMarkerStats struct{ skips, aborts, caught, clean int }
+
+// lostSpan is a partition, offsets and events an ErrCheckpoint names.
+var lostSpan = regexp.MustCompile(`(\S+)\[(\d+)\] offsets (\d+)\.\.(\d+) \(events (\S+)\.\.(\S+)\)`)
+
+func runLostMarkers(t *testing.T, seed uint64, batches int) lostMarkerStats {
+	rng := rand.New(rand.NewPCG(seed, seed))
+	c, brokers := sinktest.Cluster(t)
+	topic := "kafkasink.public.items" // sinktest.Stream's table
+	var armed atomic.Bool
+	sk, err := lostmarkers.Install(c, func(_ string, parts []lostmarkers.Partition) (lostmarkers.Partition, bool) {
+		var data []lostmarkers.Partition
+		for _, p := range parts {
+			if p.Topic == topic {
+				data = append(data, p)
+			}
+		}
+		if len(data) == 0 || !armed.CompareAndSwap(true, false) {
+			return lostmarkers.Partition{}, false
+		}
+		return data[len(parts)%len(data)], true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sk.Close()
+	split := 0
+	if rng.IntN(2) == 0 {
+		split = 5 + rng.IntN(10) // Writes of several transactions
+	}
+	s := newSink(t, brokers, "lost-markers", tv1, func(c *kafkasink.Config) { c.MaxTransactionRecords = split })
+	var st lostMarkerStats
+	var acked []kafkasink.Event
+	var stop error
+	for b := 1; b <= batches && stop == nil; b++ {
+		armed.Store(rng.IntN(4) == 0)
+		var refuse *kfake.FaultHandle
+		if rng.IntN(3) == 0 {
+			refuse = c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: kafkasink.DefaultCheckpointTopic, Err: kerr.TransactionAbortable})
+		}
+		events := sinktest.Stream(b, 5+rng.IntN(30), 25)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		_, err := writeRetrying(ctx, s, kafkasink.Batch{Events: events})
+		cancel()
+		if refuse != nil {
+			st.aborts += refuse.Hits()
+			refuse.Remove()
+		}
+		switch {
+		case errors.Is(err, kafkasink.ErrCheckpoint):
+			stop = err
+		case err != nil:
+			t.Fatalf("seed %d batch %d: %v", seed, b, err)
+		default:
+			acked = append(acked, events...)
+		}
+	}
+	armed.Store(false)
+	st.skips = len(sk.Skipped())
+	for _, err := range sk.Errors() {
+		t.Fatalf("seed %d: the emulation failed: %v", seed, err)
+	}
+	if stop == nil {
+		st.clean = 1
+		sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic), acked)
+		return st
+	}
+	st.caught = 1
+	t.Logf("seed %d: %v", seed, stop)
+	// The events missing are exactly the acknowledged ones the error
+	// names: no more (a loss it does not name) and no fewer.
+	seen := make(map[kafkasink.Position]int)
+	for _, r := range sinktest.ReadCommitted(t, brokers, topic) {
+		d, err := kafkasinktest.DecodeHeaders(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[d.Position]++
+	}
+	named := lostSpan.FindAllStringSubmatch(stop.Error(), -1)
+	if len(named) == 0 {
+		t.Fatalf("seed %d: the ErrCheckpoint names no partition: %v", seed, stop)
+	}
+	inNamed := func(p kafkasink.Position, part int32) bool {
+		for _, m := range named {
+			from, err1 := kafkasink.ParsePosition(m[5])
+			to, err2 := kafkasink.ParsePosition(m[6])
+			if err1 != nil || err2 != nil {
+				t.Fatalf("seed %d: positions %q..%q in the error: %v %v", seed, m[5], m[6], err1, err2)
+			}
+			if m[2] == strconv.Itoa(int(part)) && p.Compare(from) >= 0 && p.Compare(to) <= 0 {
+				return true
+			}
+		}
+		return false
+	}
+	partOf := eventPartitions(t, brokers, topic)
+	missing := 0
+	for _, e := range acked {
+		n := seen[e.Position]
+		switch {
+		case n > 1:
+			t.Errorf("seed %d: event %s seen %d times", seed, e.Position, n)
+		case n == 0 && !inNamed(e.Position, partOf[e.Position]):
+			t.Errorf("seed %d: acknowledged event %s (partition %d) is missing and the error does not name it", seed, e.Position, partOf[e.Position])
+		case n == 0:
+			missing++
+		case inNamed(e.Position, partOf[e.Position]):
+			t.Errorf("seed %d: event %s is named lost but is visible", seed, e.Position)
+		}
+	}
+	if missing == 0 {
+		t.Errorf("seed %d: ErrCheckpoint but no acknowledged event is missing", seed)
+	}
+	return st
+}
+
+// eventPartitions returns the partition of each event's record in topic,
+// committed or not.
+func eventPartitions(t *testing.T, brokers []string, topic string) map[kafkasink.Position]int32 {
+	t.Helper()
+	out := make(map[kafkasink.Position]int32)
+	for _, r := range sinktest.ReadUncommitted(t, brokers, topic) {
+		d, err := kafkasinktest.DecodeHeaders(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[d.Position] = r.Partition
+	}
+	return out
 }

@@ -190,7 +190,7 @@ func lostRecords(lost []txnSpan) error {
 			verified = sp.before
 		}
 	}
-	return fmt.Errorf("%w: records that Write reported delivered are gone for read_committed readers: %s: "+
+	return fmt.Errorf("%w: records of committed transactions, which the checkpoint covers (so Write never writes them again), are gone for read_committed readers: %s: "+
 		"the broker answered their transaction's commit without writing its commit markers to these partitions (Kafka 4.4 did so while a partition had no leader), and a later abort of this producer took them; "+
 		"the checkpoint topic is past them, so New would resume after them. The last verified checkpoint is %s: the source must deliver the events after it again "+
 		"(restart it from there with a new sink id; if it cannot go back that far, as a replication slot confirmed past it cannot, snapshot the affected tables again); "+

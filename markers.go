@@ -27,7 +27,9 @@ import (
 // partition's last stable offset, which a read_committed reader stops at,
 // is past the transaction's records there. Until this producer ends
 // another transaction nothing but the commit's own markers moves it past
-// them. The markers are normally written within milliseconds of the
+// them. Another producer's transaction, open since before ours, holds it
+// back too: when it does not move at once, the partition's leader is
+// asked whether our transaction is still open there (DescribeProducers). The markers are normally written within milliseconds of the
 // commit; a partition still pending after markerWait is carried as a
 // suspect, checked again before each later transaction, and its records
 // are read back once it settles: visible, they were committed late;
@@ -144,12 +146,17 @@ func (s *txnSink) verifyMarkers(ctx context.Context) error {
 	defer cancel()
 	wait := backoff.New(time.Millisecond, 100*time.Millisecond)
 	var late []txnSpan // suspects now settled: committed late, or aborted
-	for {
+	for round := 0; ; round++ {
 		lso := lastStableOffsets(wctx, s.cl, append(w.pending, w.suspects...))
 		var done []txnSpan
 		_, w.pending = settled(w.pending, lso)
 		done, w.suspects = settled(w.suspects, lso)
 		late = append(late, done...)
+		if len(w.pending) > 0 && round > 0 {
+			// Another producer's open transaction may hold the
+			// last stable offset back: ask whether ours is open.
+			_, w.pending = settled(w.pending, endedHere(wctx, s.cl, w.pending))
+		}
 		if len(w.pending) == 0 || !wait.Wait(wctx) {
 			break
 		}
@@ -251,6 +258,54 @@ func lastStableOffsets(ctx context.Context, cl *kgo.Client, spans []txnSpan) map
 		}
 	}
 	return lso
+}
+
+// endedHere asks the leaders of the spans' partitions which producers
+// have a transaction open there (DescribeProducers, which the client
+// splits per leader) and returns, as settled takes it, a stable offset
+// past the span for each partition where the span's producer has none
+// open from the span's records on: its markers were written, whatever
+// another producer's open transaction does to the last stable offset.
+// Partitions that fail are left out: a principal without the right to
+// describe them (READ on the topic) falls back to the last stable offset.
+func endedHere(ctx context.Context, cl *kgo.Client, spans []txnSpan) map[topicPartition]int64 {
+	req := kmsg.NewPtrDescribeProducersRequest()
+	topics := make(map[string]int)
+	for _, sp := range spans {
+		i, ok := topics[sp.topic]
+		if !ok {
+			i = len(req.Topics)
+			topics[sp.topic] = i
+			t := kmsg.NewDescribeProducersRequestTopic()
+			t.Topic = sp.topic
+			req.Topics = append(req.Topics, t)
+		}
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, sp.partition)
+	}
+	ended := make(map[topicPartition]int64, len(spans))
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return ended
+	}
+	for _, sp := range spans {
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if t.Topic != sp.topic || p.Partition != sp.partition || p.ErrorCode != 0 {
+					continue
+				}
+				open := false
+				for _, ap := range p.ActiveProducers {
+					if ap.ProducerID == sp.producerID && ap.CurrentTxnStartOffset >= 0 && ap.CurrentTxnStartOffset <= sp.last {
+						open = true
+					}
+				}
+				if !open {
+					ended[topicPartition{sp.topic, sp.partition}] = sp.last + 1
+				}
+			}
+		}
+	}
+	return ended
 }
 
 // visible reads sp's partition read_committed from sp's first record and

@@ -49,6 +49,10 @@ func TestRealBrokerLostCommitMarkers(t *testing.T) {
 		// ... likely deleted already and hence can be skipped").
 		c.Topics.ReplicationFactor = 1
 		c.MaxTransactionRecords = 250
+		// Longer than a broker's restart: a transaction the broker
+		// aborts at its timeout fences the sink (ErrFenced), which
+		// ends the run before it shows anything about markers.
+		c.TransactionTimeout = time.Minute
 		c.Logger = slog.New(logs)
 	})
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"regexp"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkasink/kafkasink"
@@ -357,4 +359,40 @@ func eventPartitions(t *testing.T, brokers []string, topic string) map[kafkasink
 		out[d.Position] = r.Partition
 	}
 	return out
+}
+
+// TestCommitMarkersBehindAnotherOpenTransaction: another producer's
+// transaction, open on every partition since before the sink's commit,
+// holds the partitions' last stable offsets back. The check must still
+// see the sink's own markers written (DescribeProducers) instead of
+// waiting them out and keeping the partitions as suspects.
+func TestCommitMarkersBehindAnotherOpenTransaction(t *testing.T) {
+	t.Parallel()
+	_, brokers := sinktest.Cluster(t)
+	const table = "shared"
+	topic := "kafkasink.public." + table
+	logs := &markerLog{t: t}
+	s := newSink(t, brokers, "markers-shared", func(c *kafkasink.Config) { c.Logger = slog.New(logs) })
+	write(t, s, sinktest.Inserts("public", table, 100, 1, 20)) // creates the topic
+
+	other := sinktest.Client(t, brokers, kgo.TransactionalID("another-producer"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := other.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for p := range int32(10) {
+		if err := other.ProduceSync(context.Background(), &kgo.Record{Topic: topic, Partition: p, Value: []byte("open")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for b := 2; b <= 4; b++ {
+		started := time.Now()
+		write(t, s, sinktest.Inserts("public", table, kafkasink.LSN(100*b), 1, 20))
+		t.Logf("batch %d: %v", b, time.Since(started).Round(time.Millisecond))
+	}
+	if suspects, _ := logs.counts(); suspects != 0 {
+		t.Errorf("%d partitions kept as suspects behind another producer's open transaction, want 0", suspects)
+	}
+	if err := other.EndTransaction(context.Background(), kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
 }

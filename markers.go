@@ -3,6 +3,7 @@ package kafkasink
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -147,7 +148,7 @@ func (s *txnSink) verifyMarkers(ctx context.Context) error {
 	wait := backoff.New(time.Millisecond, 100*time.Millisecond)
 	var late []txnSpan // suspects now settled: committed late, or aborted
 	for round := 0; ; round++ {
-		lso := lastStableOffsets(wctx, s.cl, append(w.pending, w.suspects...))
+		lso := lastStableOffsets(wctx, s.cl, slices.Concat(w.pending, w.suspects))
 		var done []txnSpan
 		_, w.pending = settled(w.pending, lso)
 		done, w.suspects = settled(w.suspects, lso)

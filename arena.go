@@ -50,7 +50,7 @@ func (s *Sink) encoderState(events int, shaper RecordShaper, framer Framer, fram
 	if es == nil {
 		es = &encoderState{}
 	}
-	records, headers := events, s.cfg.Headers.count()*events
+	records, headers := events, (s.cfg.Headers.count()+len(s.cfg.annotationHeaders))*events
 	if shaper != nil {
 		// A tombstone shares its event's headers; the shaper's
 		// (DebeziumEncoder's extended headers) are about five.

@@ -286,3 +286,24 @@ func BenchmarkEncodeJSON_Text1KB(b *testing.B) {
 	note := strings.Repeat("The quick brown fox jumps over the lazy dog 0123456789. ", 19)[:1024]
 	benchEncoderOn(b, JSONEncoder{}, func(e *Event) { e.After = append(e.After, Column{Name: "note", Value: note}) })
 }
+
+// benchAnnotations are three annotations of the kind a deployment sets.
+var benchAnnotations = map[string]string{"env": "prod", "region": "eu-west-1", "team": "payments"}
+
+// BenchmarkEncodeAnnotations measures each annotating encoder on
+// benchEvent without annotations and with benchAnnotations in the value:
+//
+//	go test -run '^$' -bench EncodeAnnotations -count 10 . | benchstat -col /annotations -
+func BenchmarkEncodeAnnotations(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		enc  Annotator
+	}{{"json", JSONEncoder{}}, {"upsert", UpsertEncoder{}}, {"debezium", DebeziumEncoder{WriteAnnotations: true}}} {
+		annotated, err := c.enc.Annotate(benchAnnotations)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run("encoder="+c.name+"/annotations=none", func(b *testing.B) { benchEncoder(b, c.enc.(Encoder)) })
+		b.Run("encoder="+c.name+"/annotations=3", func(b *testing.B) { benchEncoder(b, annotated) })
+	}
+}

@@ -28,6 +28,21 @@ func BenchmarkPlan(b *testing.B) {
 	}
 }
 
+// BenchmarkPlanAnnotations measures planning the batch of BenchmarkPlan
+// (1 KB events, HeadersAll) without annotations and with three
+// (benchAnnotations) in each place:
+//
+//	go test -run '^$' -bench PlanAnnotations -count 6 . | benchstat -col /annotations -
+func BenchmarkPlanAnnotations(b *testing.B) {
+	events := planEvents(b, 1024, 1000)
+	b.Run("annotations=none", func(b *testing.B) { benchPlan(b, Config{}, events) })
+	for _, in := range []AnnotationPlace{AnnotateValue, AnnotateHeaders, AnnotateBoth} {
+		b.Run("annotations="+in.String(), func(b *testing.B) {
+			benchPlan(b, Config{Annotations: benchAnnotations, AnnotationsIn: in}, events)
+		})
+	}
+}
+
 // benchPlan plans events with a sink of cfg (Idempotent, on a fake
 // cluster), renumbered for each batch, as a replication loop hands over new
 // positions, and hands each plan's memory on as a delivered Write does.

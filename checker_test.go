@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkasink/kafkasink"
@@ -72,8 +74,8 @@ func positiveInt(s string) (int, error) {
 
 // checkerStats counts what one or more seeds did.
 type checkerStats struct {
-	events, writes, failedWrites, faults, holds, cuts, moves, restarts, abandoned, zombieWrites, cancels int
-	classes                                                                                              map[string]int
+	events, writes, failedWrites, faults, holds, cuts, moves, restarts, abandoned, zombieWrites, cancels, midWriteZombies int
+	classes                                                                                                               map[string]int
 }
 
 func (s *checkerStats) add(o checkerStats) {
@@ -88,6 +90,7 @@ func (s *checkerStats) add(o checkerStats) {
 	s.abandoned += o.abandoned
 	s.zombieWrites += o.zombieWrites
 	s.cancels += o.cancels
+	s.midWriteZombies += o.midWriteZombies
 	if s.classes == nil {
 		s.classes = map[string]int{}
 	}
@@ -97,8 +100,8 @@ func (s *checkerStats) add(o checkerStats) {
 }
 
 func (s checkerStats) String() string {
-	return fmt.Sprintf("%d events, %d Writes (%d failed: %v), %d error faults, %d held requests, %d cut connections, %d leader/coordinator moves, %d restarts (%d abandoned without Close), %d zombie Writes, %d cancelled Writes",
-		s.events, s.writes, s.failedWrites, s.classes, s.faults, s.holds, s.cuts, s.moves, s.restarts, s.abandoned, s.zombieWrites, s.cancels)
+	return fmt.Sprintf("%d events, %d Writes (%d failed: %v), %d error faults, %d held requests, %d cut connections, %d leader/coordinator moves, %d restarts (%d abandoned without Close), %d zombie Writes, %d cancelled Writes, %d mid-Write zombies",
+		s.events, s.writes, s.failedWrites, s.classes, s.faults, s.holds, s.cuts, s.moves, s.restarts, s.abandoned, s.zombieWrites, s.cancels, s.midWriteZombies)
 }
 
 // The fault codes the checker draws from, by what a sink should make of
@@ -113,7 +116,7 @@ var (
 	checkerAbortable = []*kerr.Error{kerr.TransactionAbortable, kerr.InvalidRecord, kerr.CorruptMessage}
 	checkerFatal     = []*kerr.Error{kerr.TopicAuthorizationFailed, kerr.ClusterAuthorizationFailed, kerr.InvalidTxnState, kerr.PolicyViolation}
 	checkerKeys      = []kmsg.Key{kmsg.Produce, kmsg.EndTxn, kmsg.InitProducerID, kmsg.FindCoordinator, kmsg.Metadata,
-		kmsg.ListOffsets, kmsg.Fetch, kmsg.AddPartitionsToTxn, kmsg.DescribeConfigs, kmsg.CreateTopics}
+		kmsg.ListOffsets, kmsg.Fetch, kmsg.AddPartitionsToTxn, kmsg.DescribeConfigs, kmsg.CreateTopics, kmsg.ApiVersions}
 )
 
 // checker is the state of one seed's run.
@@ -126,12 +129,25 @@ type checker struct {
 	events  []kafkasink.Event
 	topics  []string
 
-	sink    *kafkasink.Sink
+	sink  *kafkasink.Sink
+	links *links // the network of sink
+	// newest is the network of the newest instance, which its Guard
+	// compares with its own.
+	newest  atomic.Pointer[links]
 	zombies []*kafkasink.Sink
+	// midWrite are the Writes of instances cut off the network while
+	// they ran (midWriteZombie), which may still be running.
+	midWrite []chan error
 	// wroteSinceNew is set once the newest instance's Write succeeded.
 	wroteSinceNew bool
-	faults        []*kfake.FaultHandle
-	zombieN       int
+	// zombieSinceNew is set once an older instance may have sent
+	// requests since the newest one started: without a Guard, an older
+	// instance's recovery makes Kafka abort the newest one's open
+	// transaction (kafkasinktest.FenceLikeKafka), which the newest one
+	// may not survive.
+	zombieSinceNew bool
+	faults         []*kfake.FaultHandle
+	zombieN        int
 
 	// calm, once set, makes the held-request and cut-connection
 	// controls still waiting for their request let it through.
@@ -151,7 +167,13 @@ func runChecker(t *testing.T, seed uint64, batches int) checkerStats {
 	nodes := 1 + rng.IntN(3)
 	c, brokers := sinktest.Cluster(t, kfake.NumBrokers(nodes))
 	k := &checker{t: t, rng: rng, c: c, brokers: brokers, st: checkerStats{classes: map[string]int{}}, started: time.Now()}
-	k.cfg = kafkasink.Config{Brokers: brokers, SinkID: "checker", TransactionTimeout: 3 * time.Second}
+	timeout := []time.Duration{3 * time.Second, 5 * time.Second, 10 * time.Second}[rng.IntN(3)]
+	k.cfg = kafkasink.Config{Brokers: brokers, SinkID: "checker", TransactionTimeout: timeout}
+	tv := 2
+	if rng.IntN(2) == 0 {
+		tv = 1
+		k.cfg.ClientOptions = []kgo.Opt{kgo.MaxVersions(sinktest.TransactionVersion1())}
+	}
 	if knob(t, "KAFKASINK_CHECKER_LOG", false, isSet) {
 		k.cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
@@ -159,12 +181,21 @@ func runChecker(t *testing.T, seed uint64, batches int) checkerStats {
 	if rng.IntN(3) == 0 {
 		k.cfg.MaxTransactionRecords = 20 + rng.IntN(200) // several transactions per Write
 	}
-	k.logf("seed %d: %d broker(s), %d partitions per topic, MaxTransactionRecords %d", seed, nodes, k.cfg.Topics.Partitions, k.cfg.MaxTransactionRecords)
+	guarded := rng.IntN(2) == 0
+	if guarded {
+		// A lease's guard: only the newest instance may go on.
+		k.cfg.Guard = func() error { return errors.New("checker: not the newest instance") }
+	}
+	k.logf("seed %d: %d broker(s), %d partitions per topic, MaxTransactionRecords %d, transaction version %d, TransactionTimeout %v, Guard %t",
+		seed, nodes, k.cfg.Topics.Partitions, k.cfg.MaxTransactionRecords, tv, timeout, guarded)
 	t.Cleanup(func() {
 		if t.Failed() {
 			from := max(0, len(k.schedule)-300)
 			t.Logf("seed %d failed; replay with KAFKASINK_CHECKER_SEED=%d KAFKASINK_CHECKER_SEEDS=1 KAFKASINK_CHECKER_BATCHES=%d; schedule (last %d of %d steps):\n%s",
 				seed, seed, batches, len(k.schedule)-from, len(k.schedule), strings.Join(k.schedule[from:], "\n"))
+		}
+		for _, done := range k.midWrite {
+			<-done
 		}
 		for _, z := range k.zombies {
 			z.Close(context.Background())
@@ -203,6 +234,7 @@ func runChecker(t *testing.T, seed uint64, batches int) checkerStats {
 		}
 	}
 	k.st.events = len(k.events)
+	k.settleMidWrites()
 
 	records := sinktest.ReadCommitted(t, brokers, append(k.topics, "kafkasink.public.zombie")...)
 	sinktest.CheckExactlyOnce(t, records, k.events)
@@ -259,6 +291,12 @@ func (k *checker) maybeDisturb() {
 	case r < 31:
 		key := checkerKeys[k.rng.IntN(len(checkerKeys))]
 		d := time.Duration(200+k.rng.IntN(1800)) * time.Millisecond
+		if k.rng.IntN(6) == 0 {
+			// Long enough for the transaction to outlive its
+			// timeout: the broker aborts it.
+			key = []kmsg.Key{kmsg.Produce, kmsg.EndTxn, kmsg.AddPartitionsToTxn}[k.rng.IntN(3)]
+			d = k.cfg.TransactionTimeout + time.Duration(200+k.rng.IntN(1300))*time.Millisecond
+		}
 		k.logf("stall the broker on the next %s for %v", key.Name(), d)
 		k.st.holds++
 		holdNext(k.c, key, d, &k.calm)
@@ -358,10 +396,21 @@ func (k *checker) restart(why string) {
 		// A persistent fault can hold New until its deadline; the
 		// checker clears faults after the second failure.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		s, err := kafkasink.New(ctx, k.cfg)
+		cfg, l := k.cfg, &links{}
+		cfg.ClientOptions = append(slices.Clone(cfg.ClientOptions), kgo.Dialer(l.dial))
+		k.newest.Store(l)
+		if refuse := cfg.Guard; refuse != nil {
+			cfg.Guard = func() error {
+				if k.newest.Load() != l {
+					return refuse()
+				}
+				return nil
+			}
+		}
+		s, err := kafkasink.New(ctx, cfg)
 		cancel()
 		if err == nil {
-			k.sink, k.wroteSinceNew = s, false
+			k.sink, k.links, k.wroteSinceNew, k.zombieSinceNew = s, l, false, false
 			k.logf("  New: checkpoint %s", s.Checkpoint().Position)
 			return
 		}
@@ -398,6 +447,10 @@ func (k *checker) classify(what string, err error, callerEnded bool) string {
 // write writes events as one batch through the current instance and
 // reports whether it succeeded. After a fatal error it restarts.
 func (k *checker) write(events []kafkasink.Event) bool {
+	if !k.calm.Load() && k.rng.IntN(30) == 0 {
+		k.midWriteZombie(events)
+		return false
+	}
 	// Far above what a Write takes on its own (its attempts and
 	// recoveries are bounded by the transaction timeout): a Write that
 	// runs into this deadline is reported.
@@ -426,10 +479,7 @@ func (k *checker) write(events []kafkasink.Event) bool {
 	k.st.failedWrites++
 	class := k.classify("Write", err, cancelled)
 	k.logf("Write %s..%s (%d events): %s: %v", events[0].Position, events[len(events)-1].Position, len(events), class, err)
-	if errors.Is(err, kafkasink.ErrFenced) && !errors.Is(err, kafkasink.ErrTransactionTimeout) {
-		// Fenced alongside a transaction that outlived its timeout
-		// may be the broker's own timeout abort; fenced otherwise,
-		// the newest instance never is.
+	if errors.Is(err, kafkasink.ErrFenced) && !k.mayStop(err) {
 		k.t.Fatalf("the newest instance was fenced: %v", err)
 	}
 	if class == "fatal" {
@@ -441,6 +491,20 @@ func (k *checker) write(events []kafkasink.Event) bool {
 	return false
 }
 
+// mayStop reports whether the newest instance may have been stopped as
+// fenced by err, although no newer instance exists. With a Guard, never:
+// older instances send nothing, and the broker's timeout abort is
+// survived by claiming the id afresh. Without one, after a transaction
+// that outlived its timeout (the broker's abort looks like fencing), and
+// after an older instance's recovery, which makes Kafka abort the newest
+// one's open transaction in a way the client may not recover from.
+func (k *checker) mayStop(err error) bool {
+	if k.cfg.Guard != nil {
+		return false
+	}
+	return errors.Is(err, kafkasink.ErrTransactionTimeout) || k.zombieSinceNew
+}
+
 // zombieWrite has an abandoned instance write new events: it must fail,
 // and the events must never be visible.
 func (k *checker) zombieWrite() {
@@ -450,10 +514,62 @@ func (k *checker) zombieWrite() {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	k.st.zombieWrites++
+	k.zombieSinceNew = true
 	err := z.Write(ctx, kafkasink.Batch{Events: e})
 	k.logf("zombie Write %s: %v", e[0].Position, err)
-	if err == nil {
+	switch {
+	case err == nil:
 		k.t.Fatalf("an abandoned instance's Write succeeded after a newer instance started")
+	case errors.Is(err, kafkasink.ErrConcurrentWrite):
+		// A mid-Write zombie whose Write is still running.
+	default:
+		// Cut off the network, or under a fault that refuses every
+		// new connection (a persistent ApiVersions fault), a zombie's
+		// client retries until its caller's deadline.
+		k.classify("zombie Write", err, true)
 	}
-	k.classify("zombie Write", err, false)
+}
+
+// midWriteZombie is a process that loses its network in the middle of a
+// Write and is replaced at once: 0-40 ms after the Write began, every
+// connection of the instance is cut and new dials are refused, the
+// Write's context is cancelled, and a new instance starts, while the old
+// Write may still be running. Its events are not acknowledged: the source
+// writes them again through the new instance.
+func (k *checker) midWriteZombie(events []kafkasink.Event) {
+	d := time.Duration(k.rng.IntN(41)) * time.Millisecond
+	k.logf("mid-Write zombie: Write %s..%s (%d events), cut off the network after %v, cancelled, replaced",
+		events[0].Position, events[len(events)-1].Position, len(events), d)
+	k.st.midWriteZombies++
+	s, l := k.sink, k.links
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		defer cancel()
+		done <- s.Write(ctx, kafkasink.Batch{Events: events})
+	}()
+	time.Sleep(d)
+	l.cutAll()
+	cancel()
+	k.midWrite = append(k.midWrite, done)
+	k.zombies = append(k.zombies, s)
+	k.sink = nil
+	k.restart("restart after a mid-Write crash")
+	// Requests the zombie wrote before the cut may reach the broker
+	// after the new instance started.
+	k.zombieSinceNew = true
+}
+
+// settleMidWrites waits for the Writes of the mid-Write zombies and checks
+// that each error is in one class, or the cancellation the zombie's
+// caller made.
+func (k *checker) settleMidWrites() {
+	for i, done := range k.midWrite {
+		err := <-done
+		done <- err // for the cleanup
+		if err != nil {
+			k.classify(fmt.Sprintf("mid-Write zombie %d's Write", i), err, true)
+		}
+		k.logf("mid-Write zombie %d's Write: %v", i, err)
+	}
 }

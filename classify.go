@@ -200,6 +200,12 @@ const (
 	// actFatal: this instance must stop; every later Write returns the
 	// error.
 	actFatal
+	// actClaimAfresh: the broker aborted this instance's transaction at
+	// its timeout and the client cannot recover its producer id; the
+	// sink claims the transactional id afresh, as New does, once
+	// Config.Guard consents (see txnSink.claimAfresh), and the
+	// checkpoint is unverified until it is read back after the claim.
+	actClaimAfresh
 )
 
 // verdict is a decided failure: the error Write returns, and what the sink
@@ -213,9 +219,11 @@ type verdict struct {
 // transactions calls for; open is how long the transaction had been open,
 // to compare with the sink's own limit on it (Config.ownTxnDeadline).
 //
-// Fencing answers mean this instance was fenced (actFatal, ErrFenced), and
-// an error after the transaction outlived its deadline is an
-// ErrTransactionTimeout (actRecover). The broker's own timeout abort bumps
+// Fencing answers mean this instance was fenced (actFatal, ErrFenced),
+// but for a produce's INVALID_PRODUCER_EPOCH within the deadline, which
+// recovery resolves (actRecover, see below); an error after the
+// transaction outlived its deadline is an ErrTransactionTimeout
+// (actRecover). The broker's own timeout abort bumps
 // the producer epoch too, so a fencing answer then says nothing about a
 // newer instance: recover asks the broker by re-initialising the producer
 // id at its current epoch, which the broker allows after its own abort
@@ -230,6 +238,16 @@ func judgeTxnFailure(cfg *Config, err error, open time.Duration) verdict {
 		return verdict{fmt.Errorf("%w (after %v; %s): the broker aborted it: %v", ErrTransactionTimeout, open.Round(time.Millisecond), fix, err), actRecover}
 	case timedOut && !IsFatal(err):
 		return verdict{fmt.Errorf("%w (after %v; %s): %w", ErrTransactionTimeout, open.Round(time.Millisecond), fix, err), actRecover}
+	case errors.Is(err, kerr.InvalidProducerEpoch):
+		// A newer instance's claim is not the only way to lose an
+		// epoch: an older instance's recovery (its re-initialisation
+		// at an old epoch) makes Kafka abort the open transaction and
+		// bump the epoch before it answers the older one
+		// PRODUCER_FENCED. Only the broker knows which it was: recover
+		// re-initialises at the current epoch, which it allows after
+		// its own bump (KIP-588) and refuses with PRODUCER_FENCED
+		// after a newer claim.
+		return verdict{fmt.Errorf("%w: the broker refused this instance's producer epoch (%v): recovery asks it whether a newer instance claimed the transactional id", ErrTransactionAborted, err), actRecover}
 	}
 	return judgeFencing(cfg, err, open)
 }
@@ -239,18 +257,31 @@ func judgeTxnFailure(cfg *Config, err error, open time.Duration) verdict {
 // open is how long a transaction of this instance that may still be open
 // has been open, 0 when none may be.
 //
-// When that transaction may have outlived its deadline, the broker's own
-// timeout abort gives the same answer, and then the client (with
-// transaction version 2, where kgo cannot recover the producer id from it)
-// cannot go on either: only claiming the transactional id afresh would,
-// which only New may do. The error says both.
+// A newer instance's claim is not the only cause of that answer. The
+// broker's own timeout abort gives it when the transaction outlived its
+// deadline, and an older instance's recovery (its re-initialisation at an
+// old epoch) makes Kafka abort this instance's open transaction and bump
+// the epoch; after either, the client may be unable to recover its
+// producer id, and only claiming the transactional id afresh lets the sink
+// go on. New does that; a running sink does it (actClaimAfresh) only when
+// Config.Guard is set, whose consent right before the claim proves that no
+// other instance can hold the id. Without a guard the error says what the
+// answer may mean.
 func judgeFencing(cfg *Config, err error, open time.Duration) verdict {
+	const fix = "lower Config.MaxTransactionRecords or raise Config.TransactionTimeout"
+	timedOut := open > 0 && open >= cfg.ownTxnDeadline()
 	switch {
 	case !isFencing(err):
 		return verdict{err, actRetry}
-	case open > 0 && open >= cfg.ownTxnDeadline():
-		return verdict{fmt.Errorf("%w (transactional id %q), or the broker aborted this instance's transaction, open for %v, at its timeout (%w): either way it cannot go on without claiming the transactional id afresh, which only New does: close this sink and start a new one: %w",
+	case cfg.Guard != nil && timedOut:
+		return verdict{fmt.Errorf("%w (after %v; %s): the broker aborted this instance's transaction at its timeout (%v); Config.Guard is set, so the sink claims its transactional id afresh if the guard consents",
+			ErrTransactionTimeout, open.Round(time.Millisecond), fix, err), actClaimAfresh}
+	case cfg.Guard != nil:
+		return verdict{fmt.Errorf("%w: the broker fenced this instance's producer epoch (%v): an older instance's recovery can do that too; Config.Guard is set, so the sink claims its transactional id afresh if the guard consents",
+			ErrTransactionAborted, err), actClaimAfresh}
+	case timedOut:
+		return verdict{fmt.Errorf("%w (transactional id %q), or the broker aborted this instance's transaction, open for %v, at its timeout (%w): either way it cannot go on without claiming the transactional id afresh, which only New does, or a sink with Config.Guard set: close this sink and start a new one: %w",
 			ErrFenced, cfg.TransactionalID, open.Round(time.Millisecond), ErrTransactionTimeout, err), actFatal}
 	}
-	return verdict{fmt.Errorf("%w (transactional id %q): %w", ErrFenced, cfg.TransactionalID, err), actFatal}
+	return verdict{fmt.Errorf("%w (transactional id %q), or an older instance's recovery aborted this instance's transaction (Config.Guard keeps older instances from doing that): %w", ErrFenced, cfg.TransactionalID, err), actFatal}
 }

@@ -17,6 +17,13 @@ func TestJudgements(t *testing.T) {
 	cfg := &Config{TransactionalID: "tid", TransactionTimeout: 10 * time.Second}
 	deadline := cfg.ownTxnDeadline() // 9s
 	fenced := fmt.Errorf("committing: %w", kerr.ProducerFenced)
+	oldEpoch := fmt.Errorf("writing event: %w", kerr.InvalidProducerEpoch)
+	// judgeFencing of a sink with Config.Guard set.
+	guardedFencing := func(c *Config, err error, open time.Duration) verdict {
+		g := *c
+		g.Guard = func() error { return nil }
+		return judgeFencing(&g, err, open)
+	}
 	lost := errors.New("connection reset")
 	for _, tc := range []struct {
 		name        string
@@ -31,12 +38,15 @@ func TestJudgements(t *testing.T) {
 		{"txn: a lost connection within the deadline stands as it is", judgeTxnFailure, lost, time.Second, actRetry, []error{lost}, false, false},
 		{"txn: fencing within the deadline is a newer instance", judgeTxnFailure, fenced, time.Second, actFatal, []error{ErrFenced, kerr.ProducerFenced}, true, false},
 		{"txn: fencing after the deadline is the broker's timeout abort", judgeTxnFailure, fenced, deadline, actRecover, []error{ErrTransactionTimeout}, false, true},
+		{"txn: a produce's old epoch within the deadline is for recovery to resolve", judgeTxnFailure, oldEpoch, time.Second, actRecover, []error{ErrTransactionAborted}, false, true},
 		{"txn: any non-fatal error after the deadline is a transaction timeout", judgeTxnFailure, lost, deadline + time.Second, actRecover, []error{ErrTransactionTimeout, lost}, false, true},
 		{"txn: ErrTransactionTimeout stays itself", judgeTxnFailure, ErrTransactionTimeout, time.Second, actRecover, []error{ErrTransactionTimeout}, false, true},
 		{"txn: a fatal error after the deadline stays fatal", judgeTxnFailure, kerr.TransactionalIDAuthorizationFailed, deadline, actRetry, []error{kerr.TransactionalIDAuthorizationFailed}, true, false},
 		{"fencing: not a fencing answer", judgeFencing, lost, 0, actRetry, []error{lost}, false, false},
 		{"fencing: no transaction open", judgeFencing, fenced, 0, actFatal, []error{ErrFenced}, true, false},
 		{"fencing: a transaction past the deadline may have been aborted by the broker", judgeFencing, fenced, deadline, actFatal, []error{ErrFenced, ErrTransactionTimeout}, true, false},
+		{"fencing: with a Guard, a transaction past the deadline is claimed afresh", guardedFencing, fenced, deadline, actClaimAfresh, []error{ErrTransactionTimeout}, false, true},
+		{"fencing: with a Guard, fencing within the deadline is claimed afresh too", guardedFencing, fenced, time.Second, actClaimAfresh, []error{ErrTransactionAborted}, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := tc.judge(cfg, tc.err, tc.open)

@@ -179,6 +179,21 @@ type Config struct {
 	// Encoder's headers (DebeziumEncoder's) are written either way, and
 	// dead-lettered records always carry all five.
 	Headers HeaderSet
+	// Annotations are static key/values echoed in every record of an
+	// event, such as {"env": "prod", "region": "eu-west-1"}, where
+	// AnnotationsIn says; nil or empty writes none. A key is 1 to
+	// MaxAnnotationKeyLen bytes of [a-zA-Z0-9._-] and starts with neither
+	// "kafkasink." (the sink's headers) nor "__" (Kafka's tools' and
+	// Debezium's); a value is any UTF-8 text. Keys are written in sorted
+	// order. Neither the checkpoint records nor the Encoder's records
+	// around events (DebeziumEncoder's BEGIN and END) carry them.
+	Annotations map[string]string
+	// AnnotationsIn says where the records carry Annotations: in the
+	// value (AnnotateValue, the default: an "annotations" object, which
+	// the Encoder must write, see Annotator), in headers
+	// (AnnotateHeaders) or both (AnnotateBoth). Set only with
+	// Annotations.
+	AnnotationsIn AnnotationPlace
 
 	// DeadLetterTopic, when set, receives rejected events (with headers
 	// naming the reason) in the same transaction as their batch, instead
@@ -202,6 +217,13 @@ type Config struct {
 	// Hooks observe the sink: values implementing any of the Hook
 	// interfaces in hooks.go.
 	Hooks []Hook
+	// Receipts makes each Write report its write receipts in
+	// BatchInfo.Receipts, and log them at Debug level: per topic, the
+	// records, their value bytes and the CRC32C of their values (see
+	// Receipt). The zero value, false, computes none: they add 5 to 8%
+	// to the time to plan a batch, the Write's serial phase
+	// (BenchmarkReceipts beside BenchmarkPlan).
+	Receipts bool
 
 	// Guard, when set, is asked in ExactlyOnce mode before each request
 	// that could touch the transaction of another instance with this
@@ -215,6 +237,17 @@ type Config struct {
 	// Lease.Check), so that one resumed after a freeze stops before it
 	// disturbs its successor. nil asks nothing; the other modes, which
 	// have no transactions, never ask.
+	//
+	// A guard is also the proof that no other instance holds the id: a
+	// guarded sink that the broker fences without a newer instance (its
+	// timeout abort of a transaction that outlived
+	// Config.TransactionTimeout, or an older instance's recovery, which
+	// makes Kafka abort this instance's open transaction) and whose client
+	// cannot recover its producer id claims the transactional id afresh,
+	// in-process, when the guard consents right before the claim, and goes
+	// on; unguarded, it stops as fenced. Fenced again within a
+	// TransactionTimeout of such a claim, it stops: the guard let another
+	// instance go on.
 	Guard func() error
 
 	// TLS, when set, encrypts connections to the brokers; see TLS.
@@ -238,6 +271,10 @@ type Config struct {
 	// produce callback must copy its key, value and headers, whose
 	// memory the sink reuses for the next batch.
 	ClientOptions []kgo.Opt
+
+	// annotationHeaders are the headers of Annotations, made by validate
+	// (see annotate); nil when they go in the value only.
+	annotationHeaders []kgo.RecordHeader
 }
 
 // Defaults applied by New.
@@ -278,6 +315,7 @@ func (c Config) withDefaults() Config {
 	c.Topics.Shared = slices.Clone(c.Topics.Shared)
 	c.Topics.Configs = maps.Clone(c.Topics.Configs)
 	c.KeyColumns = maps.Clone(c.KeyColumns)
+	c.Annotations = maps.Clone(c.Annotations)
 	c.Hooks = slices.Clone(c.Hooks)
 	c.ClientOptions = slices.Clone(c.ClientOptions)
 	if c.TransactionalID == "" && c.SinkID != "" {
@@ -320,10 +358,16 @@ func (c Config) withDefaults() Config {
 }
 
 // validate checks every rule on a defaulted Config and returns all
-// problems at once.
+// problems at once. Valid annotations it gives to the records (annotate):
+// whether the Encoder takes them is a rule only the Encoder can check.
 func (c *Config) validate() error {
 	var p []string
 	add := func(format string, args ...any) { p = append(p, fmt.Sprintf(format, args...)) }
+	if ap := c.annotationProblems(); len(ap) > 0 {
+		p = append(p, ap...)
+	} else {
+		p = append(p, c.annotate()...)
+	}
 
 	if len(c.Brokers) == 0 {
 		add("Brokers is empty: give at least one host:port")

@@ -3,6 +3,7 @@ package kafkasink
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -62,6 +63,10 @@ import (
 //	             "t" truncate
 //	ts_ms        the time the event was encoded (Now) in Unix milliseconds
 //	ts_us, ts_ns the same in microseconds and nanoseconds
+//	annotations  with WriteAnnotations only (an extension, not
+//	             Debezium's): Config.Annotations as an object of strings
+//	             in sorted key order, when the sink's AnnotationsIn puts
+//	             them in the value
 //
 // Besides the value, as Debezium by default (see RecordShaper, and the
 // options below): each delete is followed by a tombstone with the same
@@ -105,9 +110,13 @@ import (
 // NULL stays null in a column with a DEFAULT and the schemas declare no
 // defaults (JsonConverter writes Debezium's declared default instead, so
 // an explicit NULL, and every nullable non-key column of a delete's
-// before image, reads as the default), and arrays of money, interval, varbit, point,
-// xml or a domain are written (Debezium leaves those columns out);
-// MatchDebeziumLosses reproduces all five, NullNestedArrays the first. Infinite dates are
+// before image, reads as the default), arrays of money, interval, varbit, point,
+// xml or a domain are written (Debezium leaves those columns out), and a
+// numeric without a declared scale keeps its trailing zeros, so 1.50 is
+// {"scale":2} (in the default decimal mode Debezium strips them, 1.5 at
+// scale 1, losing the scale PostgreSQL keeps; a declared scale, and the
+// string and double modes, Debezium keeps);
+// MatchDebeziumLosses reproduces all six, NullNestedArrays the first. Infinite dates are
 // Debezium's overflowed numbers, which differ between snapshot and
 // stream as Debezium's do, so that typed readers read a number. Without a Relation
 // (events built by hand) values are written as JSONEncoder writes them.
@@ -227,7 +236,10 @@ type DebeziumEncoder struct {
 	// every non-key column of a REPLICA IDENTITY DEFAULT delete's before
 	// image; with SchemasEnable the defaults are declared in the schemas;
 	// it leaves out the array columns Debezium leaves out (arrays of
-	// money, interval, varbit, point, xml, or of a domain); and it
+	// money, interval, varbit, point, xml, or of a domain); it strips
+	// the trailing zeros of a numeric without a declared scale in
+	// DecimalPrecise, as Debezium does (1.50 at scale 1, 1000.000 at
+	// scale 0), in arrays too; and it
 	// writes a TRUNCATE (skipped.operations "none") with a null key, as
 	// Debezium does, where the sink keys it by its event id. Not a
 	// Debezium property. false (the default) keeps the values: the
@@ -272,6 +284,19 @@ type DebeziumEncoder struct {
 	// schemas are made once and cached, so encoding allocates nothing
 	// more per event.
 	SchemasEnable bool
+
+	// WriteAnnotations lets the sink put Config.Annotations in the value
+	// (AnnotationsIn AnnotateValue or AnnotateBoth): the envelope ends
+	// with an "annotations" member, an object of strings in sorted key
+	// order. It is an extension: Debezium's envelope has no such field.
+	// Only in JSON without schemas: the Connect schema Debezium declares
+	// has no place for it, so the sink refuses it with SchemasEnable (and
+	// the Avro encoders of kafkasinkavro refuse value annotations), where
+	// headers (AnnotateHeaders) carry them. false (the default) makes the
+	// sink refuse annotations in the value.
+	WriteAnnotations bool
+
+	annotations string // the annotations member, made by Annotate
 }
 
 // The headers DebeziumEncoder adds (see RecordShaper).
@@ -390,6 +415,26 @@ func (d DebeziumEncoder) validate() []string {
 	return p
 }
 
+// Annotate implements Annotator, with WriteAnnotations and without
+// SchemasEnable: the encoder it returns writes annotations as the
+// envelope's last member.
+func (d DebeziumEncoder) Annotate(annotations map[string]string) (Encoder, error) {
+	switch {
+	case !d.WriteAnnotations:
+		return nil, errors.New("DebeziumEncoder writes Debezium's envelope, which has no annotations field: " +
+			"set DebeziumEncoder.WriteAnnotations to add one (an extension of the envelope), or carry them in headers (AnnotateHeaders)")
+	case d.SchemasEnable:
+		return nil, errAnnotationsNoSchema
+	}
+	d.annotations = annotationsMember(annotations)
+	return d, nil
+}
+
+// errAnnotationsNoSchema refuses annotations in a value whose schema
+// Debezium declares: Connect's and Avro's.
+var errAnnotationsNoSchema = errors.New("DebeziumEncoder.WriteAnnotations writes annotations in JSON without schemas only: " +
+	"the Connect schema Debezium declares (SchemasEnable, Avro) has no annotations field; carry them in headers (AnnotateHeaders)")
+
 // debeziumOps maps an Op to Debezium's single-letter operation code.
 // DebeziumVersion is what DebeziumEncoder writes to source.version: the
 // Debezium release whose default output it reproduces, so that a consumer
@@ -454,6 +499,11 @@ func (d DebeziumEncoder) AppendAvro(dst []byte, e *Event) ([]byte, error) {
 // writeEnvelope writes the envelope of e, with schemas those of its
 // table version (nil without a Relation).
 func (d DebeziumEncoder) writeEnvelope(w *connectWriter, e *Event, schemas *debeziumSchemas) error {
+	if d.annotations != "" && (w.avro || d.SchemasEnable) {
+		// Annotate refused SchemasEnable; an annotated encoder set to
+		// SchemasEnable afterwards, or asked for Avro, lands here.
+		return &EncodeError{Schema: e.Schema, Table: e.Table, Err: errAnnotationsNoSchema}
+	}
 	w.beginStruct()
 	w.key(`"before":`)
 	if err := d.writeRow(w, e, schemas, e.Before, true); err != nil {
@@ -487,6 +537,7 @@ func (d DebeziumEncoder) writeEnvelope(w *connectWriter, e *Event, schemas *debe
 	w.scaled(nsText, ns, -3)
 	w.key(`,"ts_ns":`)
 	w.scaled(nsText, ns, 0)
+	w.buf = append(w.buf, d.annotations...)
 	w.endStruct()
 	return nil
 }

@@ -49,26 +49,26 @@ func identDefault(id, n int64, name any) Row {
 // and in Debezium's order.
 func TestDebeziumEnvelopeMatchesDebezium(t *testing.T) {
 	t.Parallel()
-	snapshot := Source{Database: "kafkasink", SnapshotXID: 1623, SnapshotTime: time.UnixMicro(1796117026235361)}
+	snapshot := Source{Database: "kafkasink", SnapshotXID: 1603, SnapshotTime: time.UnixMicro(1796160598569001)}
 	snap := func(m SnapshotMark) Source { s := snapshot; s.Snapshot = m; return s }
-	stream := Source{Database: "kafkasink", PrevCommitEnd: 35357176}
-	commit := time.UnixMicro(1796117026587412)
+	stream := Source{Database: "kafkasink", PrevCommitEnd: 35030896}
+	commit := time.UnixMicro(1796160599748924)
 	cases := []struct {
 		name string
 		line int
 		now  int64 // the top-level ts_ns Debezium wrote
 		e    Event
 	}{
-		{"snapshot first", 0, 1796117026342433169, Event{Op: OpRead, Schema: "dbzconf", Table: "ident_default",
-			Position: Position{LSN: 35350784}, Key: []string{"id"}, After: identDefault(1, 10, "one"), Source: snap(SnapshotFirst | SnapshotFirstInTable)}},
-		{"snapshot middle", 1, 1796117026344756763, Event{Op: OpRead, Schema: "dbzconf", Table: "ident_default",
-			Position: Position{LSN: 35350784, Index: 1}, Key: []string{"id"}, After: identDefault(2, 20, "two"), Source: snapshot}},
-		{"snapshot last in table", 2, 1796117026345315126, Event{Op: OpRead, Schema: "dbzconf", Table: "ident_default",
-			Position: Position{LSN: 35350784, Index: 2}, Key: []string{"id"}, After: identDefault(3, 30, "three"), Source: snap(SnapshotLastInTable)}},
-		{"update", 34, 1796117027133955268, Event{Op: OpUpdate, Schema: "dbzconf", Table: "ident_default",
-			Position: Position{LSN: 35357876}, LSN: 35357176, XID: 1631, Commit: commit, Key: []string{"id"}, After: identDefault(1, 10, "uno"), Source: stream}},
-		{"insert of a key change", 37, 1796117027134483595, Event{Op: OpInsert, Schema: "dbzconf", Table: "ident_default",
-			Position: Position{LSN: 35357876, Index: 2}, LSN: 35357256, XID: 1631, Commit: commit, Key: []string{"id"}, After: identDefault(10, 20, "two"), Source: stream}},
+		{"snapshot first", 0, 1796160598871699829, Event{Op: OpRead, Schema: "dbzconf", Table: "ident_default",
+			Position: Position{LSN: 35024600}, Key: []string{"id"}, After: identDefault(1, 10, "one"), Source: snap(SnapshotFirst | SnapshotFirstInTable)}},
+		{"snapshot middle", 1, 1796160598875073367, Event{Op: OpRead, Schema: "dbzconf", Table: "ident_default",
+			Position: Position{LSN: 35024600, Index: 1}, Key: []string{"id"}, After: identDefault(2, 20, "two"), Source: snapshot}},
+		{"snapshot last in table", 2, 1796160598875812026, Event{Op: OpRead, Schema: "dbzconf", Table: "ident_default",
+			Position: Position{LSN: 35024600, Index: 2}, Key: []string{"id"}, After: identDefault(3, 30, "three"), Source: snap(SnapshotLastInTable)}},
+		{"update", 38, 1796160600039128479, Event{Op: OpUpdate, Schema: "dbzconf", Table: "ident_default",
+			Position: Position{LSN: 35031128}, LSN: 35030896, XID: 1611, Commit: commit, Key: []string{"id"}, After: identDefault(1, 10, "uno"), Source: stream}},
+		{"insert of a key change", 41, 1796160600042519347, Event{Op: OpInsert, Schema: "dbzconf", Table: "ident_default",
+			Position: Position{LSN: 35031128, Index: 2}, LSN: 35030976, XID: 1611, Commit: commit, Key: []string{"id"}, After: identDefault(10, 20, "two"), Source: stream}},
 	}
 	for _, c := range cases {
 		want, _ := debeziumGolden(t, c.line)
@@ -123,10 +123,10 @@ func TestDebeziumHeadersMatchDebezium(t *testing.T) {
 		op       Op
 		otherKey string
 	}{
-		{35, OpDelete, `{"id":10}`},
-		{36, OpDelete, `{"id":10}`},
-		{37, OpInsert, `{"id":2}`},
-		{38, OpDelete, ""},
+		{39, OpDelete, `{"id":10}`},
+		{40, OpDelete, `{"id":10}`},
+		{41, OpInsert, `{"id":2}`},
+		{42, OpDelete, ""},
 	} {
 		_, want := debeziumGolden(t, c.line)
 		runID := want[len(want)-1].Value

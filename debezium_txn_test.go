@@ -139,8 +139,8 @@ func TestDebeziumTransactionFrames(t *testing.T) {
 				t.Errorf("schemas=%t line %d: value\n got %s\nwant %s", schemas, i+1, value, g.Value)
 			}
 		}
-		if frames != 54 {
-			t.Errorf("schemas=%t: %d BEGIN and END records in the golden file, want 54", schemas, frames)
+		if frames != 60 {
+			t.Errorf("schemas=%t: %d BEGIN and END records in the golden file, want 60", schemas, frames)
 		}
 	}
 }
@@ -193,8 +193,8 @@ func TestDebeziumTransactionBlock(t *testing.T) {
 			}
 		}
 	}
-	if blocks != 35 || nulls != 22 {
-		t.Errorf("%d records with a block and %d snapshot rows, want 35 and 22", blocks, nulls)
+	if blocks != 41 || nulls != 26 {
+		t.Errorf("%d records with a block and %d snapshot rows, want 41 and 26", blocks, nulls)
 	}
 	// Debezium's transactions above touch one table each, where both
 	// orders are the same: here they differ.

@@ -582,6 +582,9 @@ func (d *DebeziumEncoder) writeNumeric(w *connectWriter, s string, typmod int32)
 		w.float(f, 64)
 		return true
 	}
+	if typmod < 4 && d.MatchDebeziumLosses {
+		digits, scale = stripTrailingZeros(digits)
+	}
 	var stack unscaledBuffer
 	value := unscaled(&stack, neg, digits)
 	if typmod >= 4 {
@@ -608,6 +611,17 @@ func splitDecimal(s string) (neg bool, digits [2]string, scale int, ok bool) {
 		return false, digits, 0, false
 	}
 	return neg, [2]string{whole, frac}, len(frac), true
+}
+
+// stripTrailingZeros drops the trailing zeros of a numeric's fraction,
+// and returns its digits and new scale: Debezium's variable-scale value
+// (decimal.handling.mode precise, a numeric without a declared scale) is
+// Java's BigDecimal.stripTrailingZeros with a negative scale raised to 0
+// ("1000.000" becomes 1000 at scale 0, "0.00" 0, "1.50" 1.5), which
+// loses the display scale PostgreSQL keeps and prints.
+func stripTrailingZeros(digits [2]string) ([2]string, int) {
+	digits[1] = strings.TrimRight(digits[1], "0")
+	return digits, len(digits[1])
 }
 
 func allDigits(s string) bool {

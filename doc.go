@@ -121,6 +121,13 @@
 // END records of DebeziumEncoder.ProvideTransactionMetadata (on its
 // TransactionTopic, a Framer's records) carry none, as Debezium's.
 //
+// Annotations: Config.Annotations are static key/values (env=prod) echoed
+// in every record of an event, as Config.AnnotationsIn says: an
+// "annotations" object in the value (the default; JSONEncoder,
+// UpsertEncoder, DebeziumEncoder with WriteAnnotations: see Annotator), a
+// header each after the sink's and the Encoder's (tombstones and dead
+// letters included), or both, keys in sorted order.
+//
 // Dead letters: with Config.DeadLetterTopic, a rejected event's record goes
 // there instead, and always carries the event: its key (the event id when
 // no key could be made), the Encoder's value (the event as JSONEncoder

@@ -25,7 +25,9 @@ import (
 // the batch is delivered, the sink reuses that memory for the next one.
 //
 // Column values are written by the same rules in every built-in encoder:
-// integers as JSON numbers; floats in their shortest round-trip form, with
+// integers as JSON numbers; floats in their shortest round-trip form,
+// negative zero as -0.0 (JSON readers that type numbers by their
+// spelling, such as Jackson and Python's, read -0 as the integer 0), with
 // NaN, +Inf and -Inf as the strings "NaN", "Infinity" and "-Infinity"
 // (PostgreSQL's spelling, since JSON numbers cannot express them); strings
 // escaped as encoding/json does without HTML escaping, every byte of
@@ -78,12 +80,24 @@ var (
 //	                 {"cascade":bool,"restart_identity":bool}
 //	                 (e.Truncate); omitted for every other op
 //	backfill_run_id  the snapshot run of an OpRead row; omitted when empty
+//	annotations      Config.Annotations as an object of strings, keys in
+//	                 sorted order, when the sink's AnnotationsIn puts them
+//	                 in the value (see Annotate); omitted otherwise
 //
 // A row object maps column names to values in column order.
-type JSONEncoder struct{}
+type JSONEncoder struct {
+	annotations string // the annotations member, made by Annotate
+}
+
+// Annotate implements Annotator: the encoder it returns writes
+// annotations as the value's last member.
+func (j JSONEncoder) Annotate(annotations map[string]string) (Encoder, error) {
+	j.annotations = annotationsMember(annotations)
+	return j, nil
+}
 
 // Encode implements Encoder. It never returns a tombstone.
-func (JSONEncoder) Encode(dst []byte, e *Event) ([]byte, error) {
+func (j JSONEncoder) Encode(dst []byte, e *Event) ([]byte, error) {
 	if !e.Op.Valid() {
 		return nil, invalidOpError(e)
 	}
@@ -133,6 +147,7 @@ func (JSONEncoder) Encode(dst []byte, e *Event) ([]byte, error) {
 		dst = append(dst, `,"backfill_run_id":`...)
 		dst = jsonw.AppendString(dst, e.BackfillRunID)
 	}
+	dst = append(dst, j.annotations...)
 	return append(dst, '}'), nil
 }
 
@@ -170,6 +185,11 @@ func (JSONEncoder) Encode(dst []byte, e *Event) ([]byte, error) {
 //	                   leaves out; omitted when there are none. A consumer
 //	                   that replaces whole documents must keep the old
 //	                   values of these columns (a partial update).
+//	annotations Config.Annotations as an object of strings, keys in sorted
+//	            order, when the sink's AnnotationsIn puts them in the
+//	            value (see Annotate); omitted otherwise. A tombstone has
+//	            none: AnnotateHeaders or AnnotateBoth carry them on every
+//	            record.
 //
 // A partial document with action "insert" is the new row of an update
 // that changed the row's key (see pgcdc): the key it is stored under is
@@ -178,10 +198,19 @@ func (JSONEncoder) Encode(dst []byte, e *Event) ([]byte, error) {
 // did. Sources avoid this by sending the whole old row: in PostgreSQL,
 // REPLICA IDENTITY FULL, with which pgcdc fills unchanged columns from the
 // old row so documents are whole.
-type UpsertEncoder struct{}
+type UpsertEncoder struct {
+	annotations string // the annotations member, made by Annotate
+}
+
+// Annotate implements Annotator: the encoder it returns writes
+// annotations after metadata.
+func (u UpsertEncoder) Annotate(annotations map[string]string) (Encoder, error) {
+	u.annotations = annotationsMember(annotations)
+	return u, nil
+}
 
 // Encode implements Encoder.
-func (UpsertEncoder) Encode(dst []byte, e *Event) ([]byte, error) {
+func (u UpsertEncoder) Encode(dst []byte, e *Event) ([]byte, error) {
 	switch e.Op {
 	case OpDelete, OpTruncate:
 		return nil, nil
@@ -219,7 +248,9 @@ func (UpsertEncoder) Encode(dst []byte, e *Event) ([]byte, error) {
 		dst = jsonw.AppendString(dst, e.BackfillRunID)
 	}
 	dst = appendUnchanged(dst, `,"unchanged":[`, e)
-	return append(dst, "}}"...), nil
+	dst = append(dst, '}')
+	dst = append(dst, u.annotations...)
+	return append(dst, '}'), nil
 }
 
 // valueExt teaches jsonw the root package's value types, which jsonw cannot

@@ -203,6 +203,55 @@ func TestDebeziumEncoder(t *testing.T) {
 	}
 }
 
+// TestEncodersKeepNegativeZero: a real's and a double's -0, scalars and
+// array elements, is -0.0 in every JSON encoder (DebeziumEncoder with
+// and without a Relation, as Debezium writes it), which JSON readers that
+// type numbers by their spelling keep (Jackson and Python read -0 as the
+// integer 0), and in the key's JSON form; the text key keeps its -0.
+func TestEncodersKeepNegativeZero(t *testing.T) {
+	t.Parallel()
+	negZero := math.Copysign(0, -1)
+	e := Event{Op: OpInsert, Schema: "s", Table: "t", Key: []string{"f8"},
+		After: Row{{Name: "f4", Value: float32(negZero)}, {Name: "f8", Value: negZero},
+			{Name: "a4", Value: []any{float32(negZero), float32(0)}}, {Name: "a8", Value: []any{negZero, 0.0}}}}
+	withRelation := e
+	withRelation.Relation = &Relation{Columns: []ColumnInfo{
+		{Name: "f4", Type: &TypeInfo{Name: "float4", Modifier: -1, Kind: 'b'}},
+		{Name: "f8", Type: &TypeInfo{Name: "float8", Modifier: -1, Kind: 'b'}},
+		{Name: "a4", Type: &TypeInfo{Name: "_float4", Modifier: -1, Kind: 'b', Elem: &TypeInfo{Name: "float4", Modifier: -1, Kind: 'b'}}},
+		{Name: "a8", Type: &TypeInfo{Name: "_float8", Modifier: -1, Kind: 'b', Elem: &TypeInfo{Name: "float8", Modifier: -1, Kind: 'b'}}},
+	}}
+	const want = `{"f4":-0.0,"f8":-0.0,"a4":[-0.0,0],"a8":[-0.0,0]}`
+	for _, c := range []struct {
+		name string
+		enc  Encoder
+		e    *Event
+	}{
+		{"JSONEncoder", JSONEncoder{}, &e},
+		{"UpsertEncoder", UpsertEncoder{}, &e},
+		{"DebeziumEncoder", DebeziumEncoder{}, &e},
+		{"DebeziumEncoder with a Relation", DebeziumEncoder{}, &withRelation},
+		{"DebeziumEncoder with MatchDebeziumLosses", DebeziumEncoder{MatchDebeziumLosses: true}, &withRelation},
+	} {
+		out, err := c.enc.Encode(nil, c.e)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if !strings.Contains(string(out), want) {
+			t.Errorf("%s: %s\nwant the row %s", c.name, out, want)
+		}
+	}
+	for format, want := range map[KeyFormat]string{KeyJSON: `{"f8":-0.0}`, KeyText: `-0`} {
+		key, err := AppendKey(nil, &e, nil, format)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(key) != want {
+			t.Errorf("key in format %v: %s, want %s", format, key, want)
+		}
+	}
+}
+
 func TestEncoderAppendsToDst(t *testing.T) {
 	t.Parallel()
 	e := goldenByName(t, "insert")

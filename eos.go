@@ -15,6 +15,9 @@ import (
 // are one Kafka transaction.
 type txnSink struct {
 	*Sink
+	// claimed is when the sink last claimed its transactional id afresh
+	// (claimAfresh); zero before.
+	claimed time.Time
 	markers markerWatch // the commit markers still to be seen (markers.go)
 }
 
@@ -129,10 +132,20 @@ func (s *txnSink) deliver(ctx context.Context, p *plan, early *earlyTxn) (int, e
 func (s *txnSink) commitPart(ctx context.Context, p *plan, i int, early *earlyTxn) error {
 	pt := &p.parts[i]
 	wait := backoff.New(100*time.Millisecond, 2*time.Second)
+	var quarantined *openTxn // the part again, once quarantine replaced what the broker refused
 	for attempt := 1; ; attempt++ {
-		err := s.transact(ctx, pt, s.nextCheckpoint(p, i), early.take())
+		t := early.take()
+		if quarantined != nil {
+			t, quarantined = quarantined, nil
+		}
+		err := s.transact(ctx, pt, s.nextCheckpoint(p, i), t)
 		if err == nil {
 			return nil
+		}
+		if ref := refusalOf(err); ref != nil && attempt < maxAttempts {
+			if quarantined, err = s.quarantine(ctx, p, i, ref); err == nil {
+				continue
+			}
 		}
 		if err := s.stopped(); err != nil {
 			return err
@@ -190,8 +203,8 @@ func (s *txnSink) transact(ctx context.Context, pt *part, ck Checkpoint, t *open
 		}
 		return s.abort(ctx, info, started, cause, results)
 	}
-	if failed, perr := results.wait(); perr != nil {
-		return s.abort(ctx, info, started, s.writeError(tctx, pt, ck, failed, perr), nil)
+	if _, perr := results.wait(); perr != nil {
+		return s.abort(ctx, info, started, s.produceError(tctx, pt, ck, results), nil)
 	}
 
 	if err := s.guard(); err != nil {
@@ -332,6 +345,12 @@ func (s *txnSink) resolveCommit(ctx context.Context, info TransactionInfo, start
 // and stops. The broker aborts the newer instance's open transaction
 // before it answers so (Kafka 4.4 was seen to): Config.Guard, asked first,
 // keeps an instance that knows it lost its turn from sending it.
+//
+// The one exception to keeping the identity: after the broker fenced this
+// instance without a newer one (its timeout abort, an older instance's
+// recovery), the client may be unable to recover its producer id; with
+// Config.Guard set the sink then claims the transactional id afresh
+// (claimAfresh).
 func (s *txnSink) settleClient(ctx context.Context) error {
 	if err := s.guard(); err != nil {
 		return err
@@ -340,11 +359,64 @@ func (s *txnSink) settleClient(ctx context.Context) error {
 		return fmt.Errorf("kafkasink: recovering: failing the records still buffered: %w", withCause(ctx, err))
 	}
 	if err := s.cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
-		return s.follow(judgeFencing(&s.cfg, fmt.Errorf("kafkasink: recovering: aborting the open transaction: %w", withCause(ctx, err)), s.counters.txnOpenFor()))
+		return s.settleFencing(ctx, fmt.Errorf("kafkasink: recovering: aborting the open transaction: %w", withCause(ctx, err)))
 	}
 	if _, _, err := s.cl.ProducerID(ctx); err != nil {
-		return s.follow(judgeFencing(&s.cfg, fmt.Errorf("kafkasink: recovering: re-initialising the producer id of transactional id %q at its current epoch: %w", s.cfg.TransactionalID, withCause(ctx, err)), s.counters.txnOpenFor()))
+		return s.settleFencing(ctx, fmt.Errorf("kafkasink: recovering: re-initialising the producer id of transactional id %q at its current epoch: %w", s.cfg.TransactionalID, withCause(ctx, err)))
 	}
 	s.counters.setTxnSince(time.Time{})
+	return nil
+}
+
+// settleFencing acts on settleClient's failure to end the transaction or
+// re-initialise the producer id: fenced, the sink stops, or with a guard
+// claims the id afresh.
+func (s *txnSink) settleFencing(ctx context.Context, err error) error {
+	v := judgeFencing(&s.cfg, err, s.counters.txnOpenFor())
+	err = s.follow(v)
+	if v.action == actClaimAfresh {
+		err = s.claimAfresh(ctx, err)
+	}
+	return err
+}
+
+// claimAfresh claims the transactional id with a new client, as New does:
+// the broker gives it a new epoch, fences every other holder of the id and
+// aborts whatever is open under it. It is how a sink goes on when kgo
+// cannot recover the producer id after the broker fenced it without a
+// newer instance: its timeout abort, or an older instance's recovery.
+// Claiming afresh would fence a newer instance as surely as an old one, so
+// it is done only when Config.Guard, asked right before the claim,
+// consents: the guard of a lease proves that no other instance can hold
+// the id. The old client is closed; its records were failed by
+// settleClient. recover reads the checkpoint back after it.
+//
+// Fenced again soon after a claim, the sink stops: the guard consented
+// although another instance uses the id, and claiming again would make
+// the two fence each other in a loop.
+func (s *txnSink) claimAfresh(ctx context.Context, cause error) error {
+	if since := time.Since(s.claimed); !s.claimed.IsZero() && since < s.cfg.TransactionTimeout {
+		return s.follow(verdict{fmt.Errorf("%w: fenced again %v after claiming transactional id %q afresh, though Config.Guard consented: another instance uses it; make sure the guard lets one instance at a time go on: %v",
+			ErrFenced, since.Round(time.Millisecond), s.cfg.TransactionalID, cause), actFatal})
+	}
+	if err := s.guard(); err != nil {
+		return fmt.Errorf("%w; before that: %w", err, cause)
+	}
+	cl, err := kgo.NewClient(s.producerOptions()...)
+	if err != nil {
+		return s.follow(verdict{fmt.Errorf("%w: making a client to claim transactional id %q afresh: %w", ErrUnexpected, s.cfg.TransactionalID, err), actFatal})
+	}
+	if _, _, err := cl.ProducerID(ctx); err != nil {
+		cl.Close()
+		// The next recovery fails the same way and tries again.
+		return fmt.Errorf("kafkasink: claiming transactional id %q afresh after the broker fenced this instance: %w (before that: %v)",
+			s.cfg.TransactionalID, withCause(ctx, s.classifyInitErr(err)), cause)
+	}
+	old := s.cl
+	s.useClient(cl)
+	old.Close()
+	s.claimed = time.Now()
+	s.counters.setTxnSince(time.Time{})
+	s.log.Warn("the broker fenced this instance and its client could not recover; Config.Guard consented, so the sink claimed its transactional id afresh", "transactional_id", s.cfg.TransactionalID, "cause", cause)
 	return nil
 }

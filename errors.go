@@ -62,8 +62,10 @@ var (
 
 	// ErrUnexpected wraps an error New or Write met that is in no class
 	// the sink knows, such as a broker answer Kafka does not mark
-	// retriable (INVALID_RECORD, POLICY_VIOLATION). Fatal: stopping is
-	// safe, retrying blindly might not be; the wrapped error says what
+	// retriable that cannot be pinned to one record (a record the broker
+	// refuses on its own, INVALID_RECORD or POLICY_VIOLATION, is
+	// dead-lettered or rejected instead). Fatal: stopping is safe,
+	// retrying blindly might not be; the wrapped error says what
 	// happened.
 	ErrUnexpected = errors.New("kafkasink: unexpected error, stopping")
 )
@@ -119,7 +121,8 @@ const (
 	ReasonUnencodable Reason = "unencodable" // the Encoder refused a value
 	ReasonUnroutable  Reason = "unroutable"  // no valid topic name for the event's table
 	ReasonNoKey       Reason = "no_key"      // a key column is missing from the row, or a keyless row's topic is compacted
-	ReasonTooLarge    Reason = "too_large"   // the record exceeds the topic's max.message.bytes
+	ReasonTooLarge    Reason = "too_large"   // the record exceeds the topic's max.message.bytes, by the sink's check or the broker's
+	ReasonRefused     Reason = "refused"     // the broker refused the record on its own (INVALID_RECORD, INVALID_TIMESTAMP, POLICY_VIOLATION)
 )
 
 // Rejection is one event the sink could not deliver to its topic.
@@ -141,10 +144,15 @@ func (r *Rejection) String() string {
 // delivered and no dead-letter topic is configured. Nothing of the batch is
 // committed and the checkpoint does not move: in ExactlyOnce mode the
 // records encoded before the rejected event may have been sent, in a
-// transaction the sink then aborted; the other modes send
-// nothing of a rejected batch. It is neither retryable nor fatal
-// in itself: the same batch fails again until the events are fixed, skipped
-// by the caller, or a dead-letter topic is configured.
+// transaction the sink then aborted; the other modes send nothing of a
+// rejected batch. A record the broker refused (ReasonRefused, or
+// ReasonTooLarge by the broker's limit) is found only once its part was
+// sent: the parts before it are committed, and the checkpoint says how
+// far; in the other modes the rest of its part may be written, and is
+// written again with the batch, the duplicates those modes allow. It is
+// neither retryable nor fatal in itself: the same batch fails again until
+// the events are fixed, skipped by the caller, or a dead-letter topic is
+// configured.
 type RejectedError struct {
 	Rejections []Rejection // every rejected event of the batch, in order
 }

@@ -23,6 +23,10 @@ type BatchInfo struct {
 	Transactions int           // transactions (ExactlyOnce) or checkpointed parts (other modes)
 	Duration     time.Duration // from Write's start to its return
 	Checkpoint   Checkpoint    // the checkpoint after the Write
+	// Receipts are the write receipts, one per topic written, in the
+	// order of each topic's first record (see Receipt); nil unless
+	// Config.Receipts is set.
+	Receipts []Receipt
 }
 
 // TransactionInfo describes one transaction of ExactlyOnce mode.

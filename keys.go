@@ -61,7 +61,8 @@ const nullText = `\N`
 //     replacing bad bytes would give distinct rows the same key); Decimal
 //     as its digits; json.RawMessage as it is
 //   - integers in decimal; floats in their shortest round-trip form, the same
-//     as in JSON (1e+21, 0.000001), with NaN, Infinity and -Infinity
+//     as in JSON (1e+21, 0.000001) but negative zero as -0, with NaN,
+//     Infinity and -Infinity
 //   - bool as true or false
 //   - time.Time in RFC 3339 with nanoseconds, in UTC
 //   - []byte as lower-case hexadecimal without prefix

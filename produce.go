@@ -18,6 +18,11 @@ type produceResults struct {
 	mu     sync.Mutex
 	failed *kgo.Record
 	err    error
+	// all is every failed record with its error, in the order the
+	// promises ran: a record the broker refuses fails the rest of its
+	// partition's buffer with it, and finding it needs them all (see
+	// refused.go).
+	all []failedRecord
 	// done is pr.promise, made once: a method value passed to Produce
 	// is an allocation per record.
 	done func(*kgo.Record, error)
@@ -41,6 +46,7 @@ func (pr *produceResults) promise(r *kgo.Record, err error) {
 		if pr.err == nil {
 			pr.failed, pr.err = r, err
 		}
+		pr.all = append(pr.all, failedRecord{r, err})
 		pr.mu.Unlock()
 	}
 	pr.wg.Done()
@@ -51,6 +57,20 @@ func (pr *produceResults) promise(r *kgo.Record, err error) {
 func (pr *produceResults) wait() (*kgo.Record, error) {
 	pr.wg.Wait()
 	return pr.failed, pr.err
+}
+
+// failedRecord is a record that failed, with the client's or the broker's
+// error.
+type failedRecord struct {
+	r   *kgo.Record
+	err error
+}
+
+// failures returns every failed record; call it after wait.
+func (pr *produceResults) failures() []failedRecord {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return pr.all
 }
 
 // writeError names the failed record: topic, partition and the position of

@@ -43,8 +43,15 @@ func (s *producerSink) deliver(ctx context.Context, p *plan) (int, error) {
 			}
 			return i, fmt.Errorf("kafkasink: flushing events %s..%s: %w", pt.first, pt.last, err)
 		}
-		if failed, err := results.wait(); err != nil {
-			return i, s.writeError(ctx, pt, ck, failed, err)
+		if _, err := results.wait(); err != nil {
+			err = s.produceError(ctx, pt, ck, &results)
+			ref := refusalOf(err)
+			if ref == nil {
+				return i, err
+			}
+			if err := s.quarantine(ctx, p, i, ref); err != nil {
+				return i, err
+			}
 		}
 		ckRec, err := s.store.record(ck)
 		if err != nil {

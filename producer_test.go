@@ -108,11 +108,13 @@ func TestProducerModesProduceFailure(t *testing.T) {
 			if inFailed == len(b) {
 				t.Fatalf("all of b is in partition %d; the test needs events elsewhere", failed)
 			}
-			fault := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Partitions: []int32{failed}, Err: kerr.InvalidRecord, Count: 1})
+			// INVALID_REQUEST: a failure the sink cannot pin to a record (one the
+			// broker refuses is quarantined instead: refused_test.go).
+			fault := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Partitions: []int32{failed}, Err: kerr.InvalidRequest, Count: 1})
 			err = tryWrite(t, s, kafkasink.Batch{Events: b})
 			var we *kafkasink.WriteError
-			if !errors.As(err, &we) || !errors.Is(err, kerr.InvalidRecord) || we.Topic != topic || we.Partition != failed {
-				t.Fatalf("Write: %v, want a *WriteError on %s[%d] with INVALID_RECORD", err, topic, failed)
+			if !errors.As(err, &we) || !errors.Is(err, kerr.InvalidRequest) || we.Topic != topic || we.Partition != failed {
+				t.Fatalf("Write: %v, want a *WriteError on %s[%d] with INVALID_REQUEST", err, topic, failed)
 			}
 			if fault.Hits() != 1 {
 				t.Fatalf("fault hit %d times, want 1", fault.Hits())

@@ -20,6 +20,7 @@ type plan struct {
 	parts    []part
 	cursor   json.RawMessage // the batch cursor; nil keeps the previous one
 	enc      *encoderState   // the memory of the records, for the next plan once these are delivered
+	planned  []Event         // the events planned, in order: a record the broker refuses is dead-lettered with its event
 	records  int             // records in parts
 }
 
@@ -83,6 +84,7 @@ func (s *Sink) planSending(ctx context.Context, b *Batch, send func(*kgo.Record)
 	ck := s.Checkpoint()
 	events := s.skipDelivered(b, ck.Position)
 	p := &plan{events: len(b.Events), skipped: len(b.Events) - len(events), cursor: b.Cursor}
+	p.planned = events
 	rejections, err := s.encodeParts(ctx, p, events, send)
 	if err != nil {
 		return nil, err
@@ -326,7 +328,12 @@ func (s *Sink) frames(ctx context.Context, es *encoderState, e *Event, shape Rec
 // Without a dead-letter topic they fail the batch: it returns a
 // *RejectedError listing all of them.
 func (s *Sink) reportRejections(rejections []Rejection) error {
-	deadLettered := s.cfg.DeadLetterTopic != ""
+	return s.reportRejected(rejections, s.cfg.DeadLetterTopic != "")
+}
+
+// reportRejected reports rejected events, dead-lettered or not; when not,
+// it returns a *RejectedError listing all of them.
+func (s *Sink) reportRejected(rejections []Rejection, deadLettered bool) error {
 	for _, r := range rejections {
 		s.hooks.onRejected(r, deadLettered)
 		s.log.Warn("event rejected", "position", r.Position.String(), "table", r.Schema+"."+r.Table,
@@ -381,6 +388,7 @@ func (s *Sink) encodeEvent(ctx context.Context, es *encoderState, i int, e *Even
 	if es.shaper != nil {
 		d.record.Headers = s.shapedHeaders(es, d.record.Headers, e, rt.keyColumns)
 	}
+	d.record.Headers = es.appendAnnotationHeaders(d.record.Headers, s.cfg.annotationHeaders)
 	var rej *Rejection
 	reject := func(reason Reason, err error) {
 		if rej == nil { // the first reason is the rejection's

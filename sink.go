@@ -38,10 +38,14 @@ type Sink struct {
 	closed atomic.Bool
 
 	// Touched only while holding sem (or during New). The client is
-	// made by New and closed by Close, never replaced: only New claims
-	// the transactional id afresh (see recover).
-	cl    *kgo.Client
-	adm   *kadm.Client
+	// made by New and closed by Close. It is replaced only when the
+	// sink claims its transactional id afresh, which New does, and a
+	// running sink does only after the broker aborted its transaction at
+	// its timeout and Config.Guard proved no other instance can exist
+	// (see claimAfresh).
+	cl *kgo.Client
+	// adm is the admin client of cl; atomic, for Ping.
+	adm   atomic.Pointer[kadm.Client]
 	store checkpointStore
 	// state says whether ckpt may be planned against.
 	state ckptState
@@ -65,8 +69,7 @@ type Sink struct {
 	// fencing or an unusable checkpoint never heals by retrying. Atomic,
 	// for Ping.
 	fatal atomic.Pointer[error]
-	// clientClosed closes the client once: cl is never replaced, so Ping
-	// may use it from any goroutine.
+	// clientClosed closes the client once.
 	clientClosed sync.Once
 
 	mu   sync.Mutex // guards ckpt
@@ -131,7 +134,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	if err != nil {
 		return nil, &ConfigError{Problems: []string{"Kafka client: " + err.Error()}}
 	}
-	b.cl, b.adm = cl, kadm.NewClient(cl)
+	b.useClient(cl)
 	if err := b.start(ctx); err != nil {
 		cl.Close()
 		return nil, cfg.explainConnectErr(classified(ctx, err))
@@ -156,7 +159,7 @@ func (s *Sink) start(ctx context.Context) error {
 			return s.classifyInitErr(err)
 		}
 	}
-	ck, err := s.store.read(ctx, s.adm, s.connOptions(), Checkpoint{})
+	ck, err := s.store.read(ctx, s.adm.Load(), s.connOptions(), Checkpoint{})
 	if err != nil {
 		return err
 	}
@@ -228,7 +231,7 @@ func (s *Sink) Write(ctx context.Context, batch Batch) (err error) {
 		return nil
 	}
 	info := BatchInfo{Events: p.events, Skipped: p.skipped, Written: p.written(), Rejected: p.rejected,
-		Transactions: n, Duration: time.Since(started), Checkpoint: s.Checkpoint()}
+		Transactions: n, Duration: time.Since(started), Checkpoint: s.Checkpoint(), Receipts: s.receipts(p)}
 	for i := range p.parts {
 		info.Records += len(p.parts[i].records)
 		info.Bytes += p.parts[i].bytes
@@ -236,6 +239,7 @@ func (s *Sink) Write(ctx context.Context, batch Batch) (err error) {
 	s.hooks.onBatch(info)
 	s.log.Debug("batch written", "events", info.Events, "skipped", info.Skipped, "rejected", info.Rejected,
 		"transactions", n, "checkpoint", info.Checkpoint.Position.String(), "duration", info.Duration)
+	s.logReceipts(ctx, info.Receipts)
 	return nil
 }
 
@@ -338,7 +342,7 @@ func (s *Sink) recover(ctx context.Context) error {
 		return err
 	}
 	known := s.Checkpoint()
-	ck, err := s.store.read(ctx, s.adm, s.connOptions(), known)
+	ck, err := s.store.read(ctx, s.adm.Load(), s.connOptions(), known)
 	if errors.Is(err, ErrCheckpoint) {
 		return s.follow(verdict{err, actFatal})
 	}
@@ -372,9 +376,11 @@ func (s *Sink) guard() error {
 // follow acts on a verdict: it is where a decided failure changes the
 // sink's state. actRecover makes the checkpoint unverified; actFatal
 // stops the sink for good, so that every later Write returns the error.
+// actClaimAfresh makes the checkpoint unverified too: the claim is the
+// mode's to make (txnSink.settleClient), before recover reads it back.
 func (s *Sink) follow(v verdict) error {
 	switch v.action {
-	case actRecover:
+	case actRecover, actClaimAfresh:
 		s.state = ckptUnverified
 	case actFatal:
 		s.fatal.Store(&v.err)
@@ -468,7 +474,13 @@ func (s *Sink) Close(ctx context.Context) error {
 }
 
 func (s *Sink) closeClient() {
-	s.clientClosed.Do(s.cl.Close)
+	s.clientClosed.Do(func() { s.cl.Close() })
+}
+
+// useClient makes cl the sink's client.
+func (s *Sink) useClient(cl *kgo.Client) {
+	s.cl = cl
+	s.adm.Store(kadm.NewClient(cl))
 }
 
 // stopped returns the fatal error that stopped the sink; nil while it runs.

@@ -289,6 +289,20 @@ func (c *topicCache) get(ctx context.Context, cl *kgo.Client, topic string) (top
 	return info, nil
 }
 
+// refresh reads topic's info again from the broker, which may have
+// changed since the sink first used it (max.message.bytes lowered), and
+// remembers it.
+func (c *topicCache) refresh(ctx context.Context, cl *kgo.Client, topic string) (topicInfo, error) {
+	info, err := ensureTopic(ctx, cl, topic, true, c.cfg.Partitions, c.cfg.ReplicationFactor, c.cfg.Configs)
+	if err != nil {
+		return topicInfo{}, err
+	}
+	c.mu.Lock()
+	c.topics[topic] = info
+	c.mu.Unlock()
+	return info, nil
+}
+
 // peek returns what is known of topic without asking the broker. Safe for
 // concurrent use: the client calls it from its own goroutines.
 func (c *topicCache) peek(topic string) (topicInfo, bool) {

@@ -686,6 +686,8 @@ var avroDeviationReasons = []struct {
 		"Debezium declares a nullable column's DEFAULT, which AvroData writes as the field's default with the union [type, null]; kafkasink declares DEFAULTs of NOT NULL columns only, so that a reader does not take a NULL for the default"},
 	{regexp.MustCompile(`^mixed_defaults\[\d+\] [rcud] value\.(after|before)\.d_\w+: debezium=.* ours=null$`),
 		"Debezium's converter writes a column's declared DEFAULT in place of NULL (an explicit NULL, and a REPLICA IDENTITY DEFAULT delete's before image); kafkasink keeps the NULL"},
+	{regexp.MustCompile(`^num_zeros\[\d+\] [rcud] value\.(after|before)\.(n_var|a_var\[\d+\])\.(scale|value): `),
+		"a numeric without a declared scale: Debezium strips its trailing zeros (BigDecimal.stripTrailingZeros: 1.50 at scale 1, 1000.000 at scale 0), losing the scale PostgreSQL keeps and prints; kafkasink keeps them"},
 	{regexp.MustCompile(`^toast_types\[\d+\] u value\.after\.t_\w+: debezium=null ours=`),
 		"an unchanged TOAST value whose placeholder Debezium's converter cannot take (a bytea in the base64 modes, a bytea array outside the bytes mode, a date array under connect or isostring) is null in Debezium's record; kafkasink writes the placeholder in the field's form, so that it is not read as a NULL"},
 }

@@ -345,3 +345,69 @@ func TestDebeziumSubjects(t *testing.T) {
 		t.Errorf("NewDebezium with a Namespace: %v, want an error naming -schema-registry-namespace", err)
 	}
 }
+
+// TestNegativeZeroKeepsItsSign: a real's and a double's -0, scalars and
+// array elements, decode as -0 (Avro writes a float's IEEE 754 bits),
+// from the Avro Encoder and the Debezium Avro encoder alike, decoded by
+// twmb/avro with the schema each registered.
+func TestNegativeZeroKeepsItsSign(t *testing.T) {
+	reg := srfake.New()
+	defer reg.Close()
+	cl, err := sr.NewClient(sr.URLs(reg.URL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	negZero := math.Copysign(0, -1)
+	e := kafkasink.Event{
+		Op: kafkasink.OpInsert, Schema: "public", Table: "zeros", Key: []string{"id"}, Commit: benchUpdated,
+		After: kafkasink.Row{{Name: "id", Value: int32(1)}, {Name: "f4", Value: float32(negZero)}, {Name: "f8", Value: negZero},
+			{Name: "a4", Value: []any{float32(negZero)}}, {Name: "a8", Value: []any{negZero}}},
+		Relation: &kafkasink.Relation{Columns: []kafkasink.ColumnInfo{
+			{Name: "id", Type: typeInfo("int4", -1), NotNull: true},
+			{Name: "f4", Type: typeInfo("float4", -1)},
+			{Name: "f8", Type: typeInfo("float8", -1)},
+			{Name: "a4", Type: &kafkasink.TypeInfo{Name: "_float4", Kind: 'b', Elem: typeInfo("float4", -1)}},
+			{Name: "a8", Type: &kafkasink.TypeInfo{Name: "_float8", Kind: 'b', Elem: typeInfo("float8", -1)}},
+		}},
+	}
+	dbz, _ := preparedDebezium(t, reg, kafkasink.DebeziumEncoder{Name: "shop", Now: fixedNow}, &e, "shop.public.zeros")
+	for _, enc := range []struct {
+		name string
+		enc  kafkasink.Encoder
+	}{
+		{"Encoder", preparedEncoder(t, reg, &e, "plain.public.zeros")},
+		{"DebeziumEncoder", dbz},
+	} {
+		out, err := enc.enc.Encode(nil, &e)
+		if err != nil {
+			t.Fatalf("%s: %v", enc.name, err)
+		}
+		schema, err := cl.SchemaByID(context.Background(), int(binary.BigEndian.Uint32(out[1:5])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v map[string]any
+		if _, err := avro.MustParse(schema.Schema).Decode(out[5:], &v); err != nil {
+			t.Fatalf("%s: decoding with the registered schema: %v", enc.name, err)
+		}
+		after, _ := v["after"].(map[string]any)
+		for _, name := range []string{"f4", "f8", "a4", "a8"} {
+			x := after[name]
+			if a, ok := x.([]any); ok && len(a) == 1 {
+				x = a[0]
+			}
+			var f float64
+			switch x := x.(type) {
+			case float32:
+				f = float64(x)
+			case float64:
+				f = x
+			default:
+				t.Fatalf("%s: after.%s is %#v, want a float", enc.name, name, after[name])
+			}
+			if f != 0 || !math.Signbit(f) {
+				t.Errorf("%s: after.%s decodes as %v, want -0", enc.name, name, after[name])
+			}
+		}
+	}
+}

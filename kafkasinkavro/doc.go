@@ -57,6 +57,11 @@
 //	                 a truncate's options; null for every other op
 //	backfill_run_id  null or string: the snapshot run of a read
 //
+// kafkasink.Config.Annotations go in headers only (AnnotateHeaders): no
+// schema of this module, jsonschema's and the Debezium encoder's
+// included, has a field for them, and kafkasink.New refuses them in the
+// value with its encoders.
+//
 // The key is the record <namespace>.Key of the key columns (the table's
 // Config.KeyColumns, else its primary key or replica identity). A
 // truncate, and an event of a table without key columns, is keyed as the

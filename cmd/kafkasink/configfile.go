@@ -47,7 +47,7 @@ func fileKeys(fs *flag.FlagSet) map[string]bool {
 
 // sequenceKeys are the keys whose flags take a comma-separated list: the
 // file may give them as a YAML sequence too, one item each.
-var sequenceKeys = map[string]bool{"brokers": true, "tables": true, "topic_routes": true}
+var sequenceKeys = map[string]bool{"brokers": true, "tables": true, "topic_routes": true, "annotations": true}
 
 // loadConfigFile reads the configuration file at path: the value and line
 // of each key, which must be one of keys. Every problem is reported at

@@ -81,6 +81,14 @@ func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, 
 	if err != nil {
 		problems = append(problems, fmt.Sprintf("-headers %q: want all, minimal or none", o.headers))
 	}
+	annotations, err := parseAnnotations(o.annotations)
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
+	annotationsIn, err := kafkasink.ParseAnnotationPlace(o.annotationsIn)
+	if err != nil {
+		problems = append(problems, fmt.Sprintf("-annotations-in %q: want value, headers or both", o.annotationsIn))
+	}
 	codec, err := kafkasink.ParseCompression(o.compression)
 	if err != nil {
 		problems = append(problems, fmt.Sprintf("-compression %q: want none, snappy, lz4, zstd or gzip", o.compression))
@@ -121,9 +129,14 @@ func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, 
 		KeyFormat:       kf,
 		Encoder:         enc,
 		Headers:         headers,
+		Annotations:     annotations,
+		AnnotationsIn:   annotationsIn,
 		DeadLetterTopic: o.deadLetter,
 		Logger:          logger,
-		ClientOptions:   []kgo.Opt{kgo.ProducerBatchCompression(codec)},
+		// The write receipts are logged at Debug; not computed unless
+		// they are (see Config.Receipts).
+		Receipts:      logger != nil && logger.Enabled(context.Background(), slog.LevelDebug),
+		ClientOptions: []kgo.Opt{kgo.ProducerBatchCompression(codec)},
 	}
 	if o.tlsCA != "" || o.tlsCert != "" || o.tlsKey != "" || o.tlsServerName != "" {
 		kcfg.TLS = &kafkasink.TLS{CAFile: o.tlsCA, CertFile: o.tlsCert, KeyFile: o.tlsKey, ServerName: o.tlsServerName}
@@ -222,6 +235,7 @@ func (d debeziumOptions) encoder() (kafkasink.DebeziumEncoder, []string) {
 		MatchDebeziumLosses:         d.matchLosses,
 		ProvideTransactionMetadata:  d.provideTxnMetadata,
 		TransactionTopic:            d.transactionTopic,
+		WriteAnnotations:            d.annotations,
 	}
 	var ok bool
 	enc.DecimalHandling, ok = kafkasink.ParseDecimalMode(d.decimalHandling)
@@ -257,6 +271,7 @@ func (d debeziumOptions) changed() []string {
 		{"-provide.transaction.metadata", d.provideTxnMetadata != def.provideTxnMetadata},
 		{"-transaction.topic", d.transactionTopic != def.transactionTopic},
 		{"-debezium-run-id", d.runID != def.runID},
+		{"-debezium-annotations", d.annotations != def.annotations},
 	} {
 		if f.changed {
 			names = append(names, f.name)
@@ -275,6 +290,10 @@ var fieldFlags = []struct{ field, flag string }{
 	{"Config.Tables", "-tables"},
 	{"Config.AcceptPublicationTables", "-accept-publication-tables"},
 	{"Config.SpoolMaxBytes", "-spool-max-bytes"},
+	{"Annotations", "-annotations"},
+	{"AnnotationsIn", "-annotations-in"},
+	{"AnnotateHeaders", "-annotations-in headers"},
+	{"DebeziumEncoder.WriteAnnotations", "-debezium-annotations"},
 }
 
 // withFlagNames adds to err the program's flags for the Config fields it

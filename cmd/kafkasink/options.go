@@ -26,6 +26,7 @@ type options struct {
 	retainedWALWarn, spoolMaxBytes             int64
 	mode, prefix, template, encoder, keyFormat string
 	headers, compression                       string
+	annotations, annotationsIn                 string
 	schemaRegistry                             registryOptions
 	topicRoutes                                string
 	checkpointTopic, deadLetter                string
@@ -67,6 +68,7 @@ type debeziumOptions struct {
 	runID                                                            string
 	provideTxnMetadata                                               bool
 	transactionTopic                                                 string
+	annotations                                                      bool
 }
 
 // debeziumDefaults are the flags' defaults: Debezium's.
@@ -168,11 +170,16 @@ func defineFlags(o *options, stderr io.Writer) (*flag.FlagSet, map[string]settin
 	boolean(&d.extendedHeaders, "extended.headers.enabled", "KAFKASINK_EXTENDED_HEADERS_ENABLED", def.extendedHeaders, "-encoder debezium: add the __debezium.context.* headers")
 	boolean(&d.lsnAsString, "debezium-lsn-as-string", "KAFKASINK_DEBEZIUM_LSN_AS_STRING", def.lsnAsString, "-encoder debezium: write source.lsn as a string (not a Debezium property), for readers that round numbers above 2^53")
 	boolean(&d.nullNestedArrays, "debezium-null-nested-arrays", "KAFKASINK_DEBEZIUM_NULL_NESTED_ARRAYS", def.nullNestedArrays, "-encoder debezium: write the inner arrays of a multi-dimensional array as null, as Debezium does (not a Debezium property)")
-	boolean(&d.matchLosses, "debezium-match-losses", "KAFKASINK_DEBEZIUM_MATCH_LOSSES", def.matchLosses, "-encoder debezium: write what Debezium writes where it loses a value (nested arrays, streamed name columns, BC dates of snapshot rows), for consumers that must see exactly its output (not a Debezium property)")
+	boolean(&d.matchLosses, "debezium-match-losses", "KAFKASINK_DEBEZIUM_MATCH_LOSSES", def.matchLosses, "-encoder debezium: write what Debezium writes where it loses a value (nested arrays, streamed name columns, BC dates of snapshot rows, trailing zeros of numerics without a declared scale), for consumers that must see exactly its output (not a Debezium property)")
+	boolean(&d.annotations, "debezium-annotations", "KAFKASINK_DEBEZIUM_ANNOTATIONS", def.annotations, "-encoder debezium: with -annotations in the value, end the envelope with an annotations object (not a Debezium property: Debezium's envelope has no such field)")
 	str(&d.runID, "debezium-run-id", "KAFKASINK_DEBEZIUM_RUN_ID", def.runID, "-encoder debezium: the __debezium.context.runId header (default: new for every run, as Debezium's)")
 	str(&o.keyFormat, "key-format", "KAFKASINK_KEY_FORMAT", "text", "record key: text or json")
 	str(&o.headers, "headers", "KAFKASINK_HEADERS", "all", "the sink's own headers on each record: all (kafkasink.id, .op, .table, .lsn and .commit_lsn), "+
 		"minimal (kafkasink.id and kafkasink.op, what a consumer removing duplicates needs) or none (with -encoder debezium, Debezium's headers only); dead letters carry all")
+	str(&o.annotations, "annotations", "KAFKASINK_ANNOTATIONS", "", "static key/values in every record, comma-separated key=value such as env=prod,region=eu-west-1 "+
+		"(keys of [a-zA-Z0-9._-], not starting with kafkasink. or __; a value cannot hold a comma)")
+	str(&o.annotationsIn, "annotations-in", "KAFKASINK_ANNOTATIONS_IN", "value", "where -annotations go: value (an annotations object; -encoder json and upsert, and debezium with -debezium-annotations), "+
+		"headers (one header each, any encoder) or both")
 	str(&o.compression, "compression", "KAFKASINK_COMPRESSION", "snappy", "compression of the record batches: none, snappy, lz4, zstd or gzip")
 	str(&o.checkpointTopic, "checkpoint-topic", "KAFKASINK_CHECKPOINT_TOPIC", "", "checkpoint topic (default "+kafkasink.DefaultCheckpointTopic+")")
 	str(&o.deadLetter, "dead-letter-topic", "KAFKASINK_DEAD_LETTER_TOPIC", "", "topic for events that cannot be delivered (unroutable, unencodable, no key, too large), with headers naming the reason; empty stops the program on such an event instead")
@@ -277,6 +284,28 @@ func parseKeyColumns(s string) (kafkasink.TableKeys, error) {
 			return nil, fmt.Errorf("-key-columns names %s twice", table)
 		}
 		out[table] = names
+	}
+	return out, nil
+}
+
+// parseAnnotations parses -annotations: "key=value" pairs separated by
+// commas, spaces around each trimmed. The keys and values are checked by
+// kafkasink.New.
+func parseAnnotations(s string) (map[string]string, error) {
+	out := make(map[string]string)
+	for _, part := range splitList(s) {
+		k, v, ok := strings.Cut(part, "=")
+		k = strings.TrimSpace(k)
+		if !ok {
+			return nil, fmt.Errorf("-annotations %q: want key=value pairs separated by commas (a value cannot hold a comma)", part)
+		}
+		if _, dup := out[k]; dup {
+			return nil, fmt.Errorf("-annotations names %q twice", k)
+		}
+		out[k] = strings.TrimSpace(v)
+	}
+	if len(out) == 0 {
+		return nil, nil
 	}
 	return out, nil
 }

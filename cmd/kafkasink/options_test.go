@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"reflect"
 	"slices"
@@ -249,5 +250,76 @@ func TestHeadersAndCompressionFlags(t *testing.T) {
 	}
 	if _, _, err := o.configs(nil); err == nil || !strings.Contains(err.Error(), `-headers "some"`) || !strings.Contains(err.Error(), `-compression "brotli"`) {
 		t.Errorf("-headers some -compression brotli: %v, want both refused by name", err)
+	}
+}
+
+// TestAnnotationsFlags: -annotations, from the command line, the
+// environment or the configuration file (a YAML sequence), sets
+// Config.Annotations, -annotations-in Config.AnnotationsIn (value by
+// default) and -debezium-annotations DebeziumEncoder.WriteAnnotations; a
+// pair without '=', a key given twice, an unknown place and
+// -debezium-annotations with another encoder are refused naming the flag,
+// and value annotations with a Schema Registry encoder are refused by New
+// with the flag that fixes it.
+func TestAnnotationsFlags(t *testing.T) {
+	base := []string{"-pg", "postgres://h/db", "-brokers", "b:9092"}
+	configs := func(t *testing.T, args []string, env map[string]string) (kafkasink.Config, error) {
+		t.Helper()
+		o, err := parse(append(slices.Clone(base), args...), func(k string) string { return env[k] }, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kcfg, _, err := o.configs(nil)
+		return kcfg, err
+	}
+	prodEU := map[string]string{"env": "prod", "region": "eu-west-1"}
+	for _, c := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want map[string]string
+		in   kafkasink.AnnotationPlace
+	}{
+		{"none", nil, nil, nil, kafkasink.AnnotateValue},
+		{"flag", []string{"-annotations", " env=prod , region = eu-west-1 "}, nil, prodEU, kafkasink.AnnotateValue},
+		{"environment", nil, map[string]string{"KAFKASINK_ANNOTATIONS": "env=prod,region=eu-west-1", "KAFKASINK_ANNOTATIONS_IN": "both"}, prodEU, kafkasink.AnnotateBoth},
+		{"file", []string{"-config", writeFile(t, "annotations.yaml", "annotations:\n  - env=prod\n  - region=eu-west-1\nannotations_in: headers\n")}, nil, prodEU, kafkasink.AnnotateHeaders},
+		{"empty value", []string{"-annotations", "env="}, nil, map[string]string{"env": ""}, kafkasink.AnnotateValue},
+	} {
+		kcfg, err := configs(t, c.args, c.env)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if !reflect.DeepEqual(kcfg.Annotations, c.want) || kcfg.AnnotationsIn != c.in {
+			t.Errorf("%s: Annotations %q in %s, want %q in %s", c.name, kcfg.Annotations, kcfg.AnnotationsIn, c.want, c.in)
+		}
+	}
+
+	kcfg, err := configs(t, []string{"-encoder", "debezium", "-debezium-annotations", "-annotations", "env=prod"}, nil)
+	if enc, _ := kcfg.Encoder.(kafkasink.DebeziumEncoder); err != nil || !enc.WriteAnnotations {
+		t.Errorf("-debezium-annotations: %+v, %v; want WriteAnnotations", kcfg.Encoder, err)
+	}
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-annotations", "env=prod,eu-west-1"}, `-annotations "eu-west-1": want key=value`},
+		{[]string{"-annotations", "env=prod,env=test"}, `-annotations names "env" twice`},
+		{[]string{"-annotations", "env=prod", "-annotations-in", "key"}, `-annotations-in "key": want value, headers or both`},
+		{[]string{"-debezium-annotations"}, "-debezium-annotations"},
+	} {
+		if _, err := configs(t, c.args, nil); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want an error saying %s", c.args, err, c.want)
+		}
+	}
+
+	kcfg, err = configs(t, []string{"-encoder", "avro", "-schema-registry", "http://127.0.0.1:9", "-annotations", "env=prod"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = kafkasink.New(context.Background(), kcfg)
+	if err := withFlagNames(err); err == nil || !strings.Contains(err.Error(), "does not write annotations") || !strings.Contains(err.Error(), "-annotations-in headers") {
+		t.Errorf("-encoder avro with annotations in the value: %v, want New to refuse it, naming -annotations-in headers", err)
 	}
 }

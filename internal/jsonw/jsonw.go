@@ -249,6 +249,10 @@ func AppendTime(dst []byte, t time.Time) []byte {
 // AppendFloat appends f as a JSON number in the shortest form that
 // round-trips at the given bit size (32 or 64), or as one of the strings
 // "NaN", "Infinity", "-Infinity", which JSON numbers cannot express.
+// Negative zero is -0.0, not encoding/json's -0: readers that type a JSON
+// number by its spelling (Jackson, so Kafka Connect's JsonConverter, and
+// Python's json) read -0 as the integer 0, losing the sign a float column
+// keeps; -0.0 is also what Debezium writes.
 func AppendFloat(dst []byte, f float64, bits int) []byte {
 	switch {
 	case math.IsNaN(f):
@@ -257,13 +261,17 @@ func AppendFloat(dst []byte, f float64, bits int) []byte {
 		return append(dst, `"Infinity"`...)
 	case math.IsInf(f, -1):
 		return append(dst, `"-Infinity"`...)
+	case f == 0 && math.Signbit(f):
+		return append(dst, "-0.0"...)
 	}
 	return AppendFloatText(dst, f, bits)
 }
 
 // AppendFloatText appends a finite f in the number form AppendFloat uses,
-// and NaN, +Inf and -Inf as the bare words NaN, Infinity and -Infinity. It
-// serves text renderings (message keys) that must agree with the JSON form.
+// but negative zero as -0 (a text key is not typed by its spelling, and
+// keeping it keeps the partition of keys written before), and NaN, +Inf
+// and -Inf as the bare words NaN, Infinity and -Infinity. It serves text
+// renderings (message keys) that must agree with the JSON form.
 func AppendFloatText(dst []byte, f float64, bits int) []byte {
 	switch {
 	case math.IsNaN(f):

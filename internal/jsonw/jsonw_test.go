@@ -87,7 +87,8 @@ func TestAppendFloat(t *testing.T) {
 		want string
 	}{
 		{"zero", 0, 64, "0"},
-		{"negative zero", math.Copysign(0, -1), 64, "-0"},
+		{"negative zero", math.Copysign(0, -1), 64, "-0.0"},
+		{"float32 negative zero", math.Copysign(0, -1), 32, "-0.0"},
 		{"integer", 42, 64, "42"},
 		{"fraction", 0.1, 64, "0.1"},
 		{"shortest", 1.0 / 3, 64, "0.3333333333333333"},
@@ -111,6 +112,15 @@ func TestAppendFloat(t *testing.T) {
 				t.Errorf("AppendFloat(%v, %d) = %s, want %s", tt.in, tt.bits, got, tt.want)
 			}
 			if math.IsNaN(tt.in) || math.IsInf(tt.in, 0) {
+				return
+			}
+			if tt.in == 0 && math.Signbit(tt.in) {
+				// encoding/json writes -0, which Jackson and Python
+				// read as the integer 0; the value must still be -0.
+				var back float64
+				if err := json.Unmarshal([]byte(got), &back); err != nil || back != 0 || !math.Signbit(back) {
+					t.Errorf("%s reads back as %v (%v), want -0", got, back, err)
+				}
 				return
 			}
 			var std []byte
@@ -333,7 +343,7 @@ func FuzzAppendString(f *testing.F) {
 }
 
 func FuzzAppendFloat(f *testing.F) {
-	for _, v := range []float64{0, 1, -1.5, 1e21, 1e-7, math.MaxFloat64, math.SmallestNonzeroFloat64} {
+	for _, v := range []float64{0, math.Copysign(0, -1), 1, -1.5, 1e21, 1e-7, math.MaxFloat64, math.SmallestNonzeroFloat64, -math.SmallestNonzeroFloat64} {
 		f.Add(v)
 	}
 	f.Fuzz(func(t *testing.T, v float64) {
@@ -347,6 +357,12 @@ func FuzzAppendFloat(f *testing.F) {
 				t.Fatalf("AppendFloat(%v, %d) = %s is not valid JSON", x, bits, got)
 			}
 			if math.IsNaN(x) || math.IsInf(x, 0) {
+				continue
+			}
+			if x == 0 && math.Signbit(x) {
+				if string(got) != "-0.0" {
+					t.Fatalf("AppendFloat(-0, %d) = %s, want -0.0", bits, got)
+				}
 				continue
 			}
 			var std []byte

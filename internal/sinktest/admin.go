@@ -7,6 +7,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // Client returns a client on brokers with opts, closed at the end of the
@@ -45,4 +47,16 @@ func DeleteTopics(ctx context.Context, brokers []string, prefix string) error {
 	}
 	_, err = adm.DeleteTopics(ctx, mine...)
 	return err
+}
+
+// TransactionVersion1 caps a client at the requests of transaction version
+// 1 (before KIP-890 part 2): the producer adds partitions with
+// AddPartitionsToTxn and keeps its epoch across transactions. A broker
+// that speaks version 2 speaks 1 to such a client.
+func TransactionVersion1() *kversion.Versions {
+	v := kversion.Stable()
+	v.SetMaxKeyVersion(kmsg.Produce.Int16(), 11)
+	v.SetMaxKeyVersion(kmsg.AddPartitionsToTxn.Int16(), 3)
+	v.SetMaxKeyVersion(kmsg.EndTxn.Int16(), 4)
+	return v
 }

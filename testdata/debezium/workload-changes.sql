@@ -62,5 +62,13 @@ INSERT INTO dbzconf.rare_arrays VALUES
 UPDATE dbzconf.rare_arrays SET a_money = '{3}', n = 12 WHERE id = 11;
 DELETE FROM dbzconf.rare_arrays WHERE id = 2;
 
+-- Trailing and negative zeros: streamed inserts of every value set (ids
+-- 11..14), an update to negative zeros and a delete of the negative-zero
+-- row (REPLICA IDENTITY FULL: both carry the old values).
+CALL dbzconf.insert_zeros(10);
+UPDATE dbzconf.num_zeros SET (n_var, n_scaled, f4, f8, a_var, a_f4, a_f8) =
+  ('-0.0', '-0.00', '-0', '-0', '{-0.0}', '{-0}', '{-0}') WHERE id = 11;
+DELETE FROM dbzconf.num_zeros WHERE id = 12;
+
 -- The end marker: the capture stops at this record.
 INSERT INTO dbzconf.zz_end VALUES (1);

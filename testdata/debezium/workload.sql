@@ -250,6 +250,43 @@ INSERT INTO dbzconf.mixed_defaults (id, d_now) VALUES (1, '2024-02-29 13:45:59.1
 INSERT INTO dbzconf.mixed_defaults VALUES
  (2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 100, NULL, NULL, NULL);
 
+-- Trailing zeros and negative zeros (issue 30) of every numeric and
+-- floating type, scalars and arrays: Debezium strips the trailing zeros
+-- of an unconstrained numeric (variable scale) in decimal.handling.mode
+-- precise and keeps a declared scale's; PostgreSQL stores a numeric -0 as
+-- 0 but keeps the sign of a real's or a double's zero. REPLICA IDENTITY
+-- FULL, so a streamed update and delete carry these values in their
+-- before images too. Named to sort between ident_default and types, as
+-- mixed_defaults. insert_zeros inserts its value sets before the
+-- snapshot (ids 1..4) and again as streamed inserts (workload-changes.sql):
+-- trailing zeros, negative zeros, more trailing zeros with NaN and
+-- infinities beside -0, and all NULL.
+CREATE TABLE dbzconf.num_zeros (
+    id        integer PRIMARY KEY,
+    n_var     numeric,
+    n_scaled  numeric(12,4),
+    n_int     numeric(10,0),
+    f4        real,
+    f8        double precision,
+    a_var     numeric[],
+    a_scaled  numeric(12,4)[],
+    a_f4      real[],
+    a_f8      double precision[]
+);
+ALTER TABLE dbzconf.num_zeros REPLICA IDENTITY FULL;
+CREATE PROCEDURE dbzconf.insert_zeros(base integer) LANGUAGE sql AS $$
+INSERT INTO dbzconf.num_zeros VALUES
+ (base + 1, 3.14159265358979323846264338327950288419716939937510, 1.5, 100, 1.50, 100.0,
+  '{1.50,100,1000.000,0.00100,-2.500,0.00000000000000000001000,NULL}', '{1.5,NULL,-2.25}',
+  '{1.50,100.0}', '{1.50,100.0,NULL}'),
+ (base + 2, '-0.000', '-0', '-0', '-0', '-0.0',
+  '{-0,-0.00,0.000}', '{-0,0}', '{-0,0,-0.0,NULL}', '{-0,NULL,0,-0.0}'),
+ (base + 3, 1000.000, -12345678.9000, 0, 'NaN', '-Infinity',
+  '{0.000}', '{100}', '{NaN,-0,Infinity}', '{-Infinity,NaN,-0}'),
+ (base + 4, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)
+$$;
+CALL dbzconf.insert_zeros(0);
+
 -- Arrays of types whose arrays Debezium leaves out of its records
 -- (issue 9): money[], interval[], varbit[], point[], xml[] and an array
 -- of a domain. Named to sort between ident_default and types, as

@@ -1,0 +1,501 @@
+package kafkasink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// This file is what the sink does when the broker refuses a record that
+// passed the sink's own checks (the size pre-check uses the topic limits
+// read at first use): a topic's max.message.bytes lowered while the sink
+// runs, compression that does not shrink as assumed, a record the broker
+// validates and refuses (INVALID_RECORD, INVALID_TIMESTAMP, a
+// POLICY_VIOLATION).
+//
+// kgo sends each partition's records in batches and reports the broker's
+// refusal of a batch, with its bare code, to every record of the batch and
+// to every record buffered after it in that partition; the per-record
+// errors of KIP-467 and the broker's error message are not passed on. So
+// the refused records are found by sending the failed records again,
+// each partition's in runs that fit its topic's limit with one run in
+// flight per partition, and bisecting each run that fails, until each
+// refused record failed on its own (probe). In ExactlyOnce mode that
+// happens in one transaction of its own, always aborted, so nothing of it
+// is visible; then the part is written in a fresh transaction, with each
+// refused event's records replaced by its dead-letter record. In the
+// other modes the records that pass the probe are delivered by it, and
+// the dead-letter records are sent after them.
+
+// refusalCodes are the broker's answers to a produce that a single record
+// can earn on its own. A batch can earn them too (MESSAGE_TOO_LARGE for a
+// batch over a lowered max.message.bytes): probe tells the two apart.
+var refusalCodes = []*kerr.Error{
+	kerr.MessageTooLarge,
+	kerr.RecordListTooLarge,
+	kerr.InvalidRecord,
+	kerr.InvalidTimestamp,
+	kerr.PolicyViolation,
+}
+
+// refusalCode returns the refusal code err carries, or nil.
+func refusalCode(err error) *kerr.Error {
+	for _, c := range refusalCodes {
+		if errors.Is(err, c) {
+			return c
+		}
+	}
+	return nil
+}
+
+// refusal is a part's failed produce in which every failed record is a
+// record of the part (not the checkpoint) that failed with a refusal code:
+// the refused records may be found and quarantined. Its text and class are
+// those of the first failed record's *WriteError, which is what Write
+// returns when the refusal cannot be resolved.
+type refusal struct {
+	err    error
+	failed []failedRecord
+}
+
+func (r *refusal) Error() string { return r.err.Error() }
+func (r *refusal) Unwrap() error { return r.err }
+
+// produceError is writeError for part pt whose records failed (res, after
+// wait): a *refusal when every failure may be pinned to a record of pt.
+func (s *Sink) produceError(ctx context.Context, pt *part, ck Checkpoint, res *produceResults) error {
+	failed, err := res.wait()
+	werr := s.writeError(ctx, pt, ck, failed, err)
+	all := res.failures()
+	if !refusedOnly(pt, all) {
+		return werr
+	}
+	return &refusal{err: werr, failed: all}
+}
+
+// refusedOnly reports whether every failure in all is a refusal code on a
+// record of pt.
+func refusedOnly(pt *part, all []failedRecord) bool {
+	if len(all) == 0 {
+		return false
+	}
+	in := make(map[*kgo.Record]bool, len(pt.records))
+	for _, r := range pt.records {
+		in[r] = true
+	}
+	for _, f := range all {
+		if refusalCode(f.err) == nil || !in[f.r] {
+			return false
+		}
+	}
+	return true
+}
+
+// refusalOf returns the refusal err holds, when quarantining may resolve
+// it: not when the failure also stopped the sink (fenced) or ran out of
+// the transaction's time.
+func refusalOf(err error) *refusal {
+	var r *refusal
+	if IsFatal(err) || errors.Is(err, ErrTransactionTimeout) || !errors.As(err, &r) {
+		return nil
+	}
+	return r
+}
+
+// quarantine resolves a refusal of part i of p in ExactlyOnce mode: the
+// transaction that failed was aborted, and the checkpoint is read back
+// before anything else, as for any failed transaction. It refreshes the
+// limits of the refusing topics, finds the refused records in a probe
+// transaction that it aborts, replaces the refused events' records by
+// their dead-letter records, and returns a fresh transaction with the
+// part's records sent in runs, for transact to finish. Without a
+// dead-letter topic it returns the *RejectedError naming the events.
+func (s *txnSink) quarantine(ctx context.Context, p *plan, i int, ref *refusal) (*openTxn, error) {
+	pt := &p.parts[i]
+	if s.state == ckptUnverified {
+		if err := s.recover(ctx); err != nil {
+			return nil, fmt.Errorf("%w (recovering after: %v)", err, ref)
+		}
+	}
+	if err := s.refreshLimits(ctx, ref.failed); err != nil {
+		return nil, err
+	}
+	t, err := s.begin(ctx)
+	if err != nil {
+		s.state = ckptUnverified // recover settles the client's state
+		return nil, err
+	}
+	refused, sent, rounds, perr := s.probe(t.ctx, failedRecords(ref.failed))
+	info := TransactionInfo{First: pt.first, Last: pt.last, Records: sent}
+	aerr := s.abort(ctx, info, t.started, errProbeAborted, nil)
+	t.cancel()
+	if aerr != errProbeAborted {
+		return nil, aerr // fenced, timed out: what abort decided stands
+	}
+	if perr != nil {
+		return nil, perr
+	}
+	s.log.Info("found the records the broker refuses in an aborted probe transaction", "first", pt.first.String(), "last", pt.last.String(),
+		"failed", len(ref.failed), "refused", len(refused), "rounds", rounds)
+	if err := s.recover(ctx); err != nil {
+		return nil, err
+	}
+	if _, err := s.quarantineRefused(ctx, p, i, refused); err != nil {
+		return nil, err
+	}
+	if t, err = s.begin(ctx); err != nil {
+		s.state = ckptUnverified
+		return nil, err
+	}
+	// A record that fails now is transact's to find: it checks every
+	// result and aborts.
+	if err := s.sendInRuns(t.ctx, pt.records, func(r *kgo.Record) { t.produce(s.cl, r) }, &t.results); err != nil {
+		defer t.cancel()
+		return nil, s.abort(ctx, TransactionInfo{First: pt.first, Last: pt.last, Records: t.records}, t.started, err, &t.results)
+	}
+	return t, nil
+}
+
+// errProbeAborted is the cause of the abort of a probe transaction, which
+// was never to commit.
+var errProbeAborted = errors.New("kafkasink: probe transaction, aborted by design: it only finds the records the broker refuses")
+
+// quarantine resolves a refusal of part i of p in the Idempotent and Plain
+// modes, within their at-least-once contract: the records that pass the
+// probe are delivered by it, and the refused events' dead-letter records
+// are written after them, before the part's checkpoint. Without a
+// dead-letter topic it returns the *RejectedError naming the events; the
+// part's other records may be written already, and the redelivery writes
+// them again, as these modes allow after a failure.
+func (s *producerSink) quarantine(ctx context.Context, p *plan, i int, ref *refusal) error {
+	if err := s.refreshLimits(ctx, ref.failed); err != nil {
+		return err
+	}
+	refused, _, rounds, err := s.probe(ctx, failedRecords(ref.failed))
+	if err != nil {
+		return err
+	}
+	pt := &p.parts[i]
+	s.log.Info("found the records the broker refuses by sending the failed ones again", "first", pt.first.String(), "last", pt.last.String(),
+		"failed", len(ref.failed), "refused", len(refused), "rounds", rounds)
+	dead, err := s.quarantineRefused(ctx, p, i, refused)
+	if err != nil {
+		return err
+	}
+	var res produceResults
+	if err := s.sendInRuns(ctx, dead, func(r *kgo.Record) { res.produce(ctx, s.cl, r) }, &res); err != nil {
+		return err
+	}
+	if failed, err := res.wait(); err != nil {
+		return s.writeError(ctx, pt, Checkpoint{}, failed, err)
+	}
+	return nil
+}
+
+func failedRecords(all []failedRecord) []*kgo.Record {
+	rs := make([]*kgo.Record, len(all))
+	for i, f := range all {
+		rs[i] = f.r
+	}
+	return rs
+}
+
+// refreshLimits reads again the configuration of the topics of the failed
+// records, so that the size pre-check of what follows, and the runs
+// sendInRuns makes, use the limits the broker applies now.
+func (s *Sink) refreshLimits(ctx context.Context, failed []failedRecord) error {
+	seen := make(map[string]bool)
+	for _, f := range failed {
+		topic := f.r.Topic
+		if seen[topic] {
+			continue
+		}
+		seen[topic] = true
+		old, _ := s.topics.peek(topic)
+		info, err := s.topics.refresh(ctx, s.cl, topic)
+		if err != nil {
+			return fmt.Errorf("kafkasink: reading topic %q's limits again after the broker refused records: %w", topic, err)
+		}
+		if info.maxMessageBytes < old.maxMessageBytes {
+			s.log.Warn("topic's max.message.bytes was lowered while the sink ran; the client keeps making batches up to the old limit for the partitions it produced to, so each transaction that meets a too large batch is sent again in runs: restart the sink to make batches by the new limit",
+				"topic", topic, "max_message_bytes", info.maxMessageBytes, "was", old.maxMessageBytes)
+		}
+	}
+	return nil
+}
+
+// partitionKey names a topic's partition.
+type partitionKey struct {
+	topic     string
+	partition int32
+}
+
+// runs groups records by the partition the sink's partitioner sends each
+// to, in order, and splits each partition's records into runs of at most
+// its topic's record limit, as the broker counts a batch (recordOverhead
+// per record, which is more than it adds); a record over the limit is a
+// run of its own. It returns the runs, and the partitions in the order of
+// their first record.
+func (s *Sink) runs(records []*kgo.Record) (map[partitionKey][][]*kgo.Record, []partitionKey) {
+	byPartition := make(map[partitionKey][]*kgo.Record)
+	var order []partitionKey
+	for _, r := range records {
+		k := partitionKey{r.Topic, r.Partition}
+		info, known := s.topics.peek(r.Topic)
+		if known && info.partitions > 0 {
+			k.partition = int32(partitionRecord(r, info.partitions))
+		}
+		if _, ok := byPartition[k]; !ok {
+			order = append(order, k)
+		}
+		byPartition[k] = append(byPartition[k], r)
+	}
+	out := make(map[partitionKey][][]*kgo.Record, len(byPartition))
+	for k, rs := range byPartition {
+		info, _ := s.topics.peek(k.topic)
+		limit := s.cfg.recordLimit(info)
+		if info.maxMessageBytes == 0 {
+			limit = s.cfg.MaxRecordBytes
+		}
+		out[k] = splitRuns(rs, limit)
+	}
+	return out, order
+}
+
+// splitRuns splits rs, in order, into runs of at most limit bytes, one
+// record at least each.
+func splitRuns(rs []*kgo.Record, limit int) [][]*kgo.Record {
+	var out [][]*kgo.Record
+	start, size := 0, 0
+	for j, r := range rs {
+		n := recordSize(r) + recordOverhead
+		if j > start && size+n > limit {
+			out = append(out, rs[start:j:j])
+			start, size = j, 0
+		}
+		size += n
+	}
+	if start < len(rs) {
+		out = append(out, rs[start:len(rs):len(rs)])
+	}
+	return out
+}
+
+// probe finds which of records the broker refuses on their own. Rounds
+// send, for each partition, its next run, and flush: a partition never has
+// more than one run in flight, so a failure is that run's own. A run's
+// records that pass are cleared; when exactly one failed, the batch the
+// broker refused held it alone (kgo fails a refused batch and the batches
+// after it in its partition, never one before), so it is refused; when
+// more failed, they are split in halves, sent in the next rounds. k
+// refused records among n of a partition take about n/run + 2k·log2(run)
+// rounds, each one round trip, all in one transaction.
+//
+// It returns the refused records with the broker's error, the records it
+// sent and the rounds. A failure with another code, or a flush that does
+// not finish, is returned: it cannot be pinned to a record.
+func (s *Sink) probe(ctx context.Context, records []*kgo.Record) (map[*kgo.Record]error, int, int, error) {
+	queues, order := s.runs(records)
+	refused := make(map[*kgo.Record]error)
+	sent, rounds := 0, 0
+	type inFlight struct {
+		k   partitionKey
+		run []*kgo.Record
+	}
+	for {
+		var (
+			res    produceResults
+			flight []inFlight
+		)
+		for _, k := range order {
+			q := queues[k]
+			if len(q) == 0 {
+				continue
+			}
+			queues[k] = q[1:]
+			for _, r := range q[0] {
+				res.produce(ctx, s.cl, r)
+			}
+			sent += len(q[0])
+			flight = append(flight, inFlight{k, q[0]})
+		}
+		if len(flight) == 0 {
+			return refused, sent, rounds, nil
+		}
+		rounds++
+		if err := s.cl.Flush(ctx); err != nil {
+			return nil, sent, rounds, fmt.Errorf("kafkasink: sending records again to find the ones the broker refuses: %w", withCause(ctx, err))
+		}
+		res.wait()
+		failed := make(map[*kgo.Record]error)
+		for _, f := range res.failures() {
+			if refusalCode(f.err) == nil {
+				return nil, sent, rounds, fmt.Errorf("kafkasink: sending records again to find the ones the broker refuses: %s[%d]: %w", f.r.Topic, f.r.Partition, f.err)
+			}
+			failed[f.r] = f.err
+		}
+		for _, fl := range flight {
+			var fs []*kgo.Record
+			for _, r := range fl.run {
+				if failed[r] != nil {
+					fs = append(fs, r)
+				}
+			}
+			switch {
+			case len(fs) == 1:
+				refused[fs[0]] = failed[fs[0]]
+			case len(fs) > 1:
+				h := len(fs) / 2
+				queues[fl.k] = append([][]*kgo.Record{fs[:h:h], fs[h:]}, queues[fl.k]...)
+			}
+		}
+	}
+}
+
+// sendInRuns produces records with produce, which counts them in res: each
+// partition's in order, in runs that fit its topic's limit, one run per
+// partition in flight. No batch the client makes then exceeds a limit
+// lowered since it first produced to the partition (kgo keeps the batch
+// size it learned then). It stops after a round in which a record failed;
+// res holds the outcomes.
+func (s *Sink) sendInRuns(ctx context.Context, records []*kgo.Record, produce func(*kgo.Record), res *produceResults) error {
+	queues, order := s.runs(records)
+	for {
+		more := false
+		for _, k := range order {
+			q := queues[k]
+			if len(q) == 0 {
+				continue
+			}
+			queues[k] = q[1:]
+			for _, r := range q[0] {
+				produce(r)
+			}
+			more = true
+		}
+		if !more {
+			return nil
+		}
+		if err := s.cl.Flush(ctx); err != nil {
+			return fmt.Errorf("kafkasink: sending records in runs: %w", withCause(ctx, err))
+		}
+		if _, err := res.wait(); err != nil {
+			return nil
+		}
+	}
+}
+
+// quarantineRefused replaces, in part i of p, the records of each event
+// the broker refused (refused) by the event's dead-letter record, and
+// returns the dead-letter records. Without a dead-letter topic, or when a
+// refused record is a dead-letter record itself, it returns a
+// *RejectedError naming every refused event of the part, and changes
+// nothing. A refused record the Encoder writes around events (Framer)
+// belongs to no event: it fails the Write as it did before.
+func (s *Sink) quarantineRefused(ctx context.Context, p *plan, i int, refused map[*kgo.Record]error) ([]*kgo.Record, error) {
+	pt := &p.parts[i]
+	var (
+		rejections []Rejection
+		main       = make(map[Position]*kgo.Record) // the event's own record
+	)
+	deadLettered := s.cfg.DeadLetterTopic != ""
+	for j, r := range pt.records {
+		pos := pt.positions[j]
+		err, ok := refused[r]
+		if s.frameTopic != "" && r.Topic == s.frameTopic {
+			if ok {
+				return nil, &WriteError{Topic: r.Topic, Partition: r.Partition, Position: pos, Err: fmt.Errorf("the broker refused the record the Encoder writes around the event, which belongs to no event and cannot be dead-lettered: %w", err)}
+			}
+			continue
+		}
+		if _, seen := main[pos]; !seen {
+			main[pos] = r
+		}
+		if !ok || slices.ContainsFunc(rejections, func(x Rejection) bool { return x.Position == pos }) {
+			continue // not refused, or the event's tombstone after its refused record
+		}
+		e := p.event(pos)
+		rej := Rejection{Position: pos, Schema: e.Schema, Table: e.Table, Topic: r.Topic, Reason: refusalReason(err)}
+		info, _ := s.topics.peek(r.Topic)
+		rej.Err = refusedError(r, err, s.cfg.recordLimit(info))
+		if r.Topic == s.cfg.DeadLetterTopic {
+			deadLettered = false
+			rej.Topic = s.routeOf(e).topic
+			rej.Err = fmt.Errorf("the event's dead-letter record too: %w", rej.Err)
+		}
+		rejections = append(rejections, rej)
+	}
+	if err := s.reportRejected(rejections, deadLettered); err != nil {
+		return nil, err
+	}
+	dead := make(map[Position]*kgo.Record, len(rejections))
+	for k := range rejections {
+		rej := &rejections[k]
+		r := main[rej.Position]
+		d := draft{record: &kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Headers: slices.Clip(r.Headers)}, keyMade: true, valueMade: true}
+		dl, err := s.deadLetter(ctx, p.enc, p.event(rej.Position), d, rej)
+		if err != nil {
+			return nil, err
+		}
+		dead[rej.Position] = dl
+	}
+	records := make([]*kgo.Record, 0, len(pt.records))
+	positions := make([]Position, 0, len(pt.records))
+	out := make([]*kgo.Record, 0, len(dead))
+	pt.bytes = 0
+	for j, r := range pt.records {
+		pos := pt.positions[j]
+		if dl, ok := dead[pos]; ok && (s.frameTopic == "" || r.Topic != s.frameTopic) {
+			if r != main[pos] {
+				continue // the event's tombstone goes with it
+			}
+			r = dl
+			out = append(out, dl)
+		}
+		records = append(records, r)
+		positions = append(positions, pos)
+		pt.bytes += recordSize(r)
+	}
+	pt.records, pt.positions = records, positions
+	p.rejected += len(rejections)
+	return out, nil
+}
+
+// event returns the planned event at pos.
+func (p *plan) event(pos Position) *Event {
+	j := sort.Search(len(p.planned), func(j int) bool { return p.planned[j].Position.Compare(pos) >= 0 })
+	return &p.planned[j]
+}
+
+// refusalReason is the Reason of a record refused with err: too_large for
+// a size the broker refuses, refused otherwise.
+func refusalReason(err error) Reason {
+	switch refusalCode(err) {
+	case kerr.MessageTooLarge, kerr.RecordListTooLarge:
+		return ReasonTooLarge
+	}
+	return ReasonRefused
+}
+
+// refusedError says that the broker refused r on its own, with the
+// broker's code and its description (kgo passes on no more), and how to
+// fix it; limit is the topic's record limit, read again.
+func refusedError(r *kgo.Record, err error, limit int) error {
+	var fix string
+	switch refusalCode(err) {
+	case kerr.MessageTooLarge, kerr.RecordListTooLarge:
+		fix = fmt.Sprintf("the record of %d bytes of key, value and headers is over what the topic accepts now (the sink's limit, read again: %d); raise the topic's max.message.bytes (and Config.MaxRecordBytes), or use a compression that shrinks it", recordSize(r), limit)
+	case kerr.InvalidTimestamp:
+		fix = "its timestamp is outside what the topic's message.timestamp.before.max.ms and message.timestamp.after.max.ms allow (with message.timestamp.type=CreateTime); raise them, or use LogAppendTime"
+	case kerr.PolicyViolation:
+		fix = "a policy on the broker refuses it; ask the broker's operator"
+	default:
+		fix = "the broker validates each record against the topic's configuration (a compacted topic refuses a record without a key); fix the event or the topic"
+	}
+	return fmt.Errorf("the broker refused the record for %s[%d] on its own: %w; %s", r.Topic, r.Partition, err, fix)
+}

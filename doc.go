@@ -63,6 +63,14 @@
 //     transactional id afresh. The broker answers an older instance's
 //     re-initialisation PRODUCER_FENCED, and a checkpoint read back that
 //     the instance did not write means another one is writing: ErrFenced.
+//   - A commit the broker answered without writing its commit markers to a
+//     partition (Kafka 4.4 did so while the partition had no leader): before
+//     the next transaction begins, the sink checks that every data partition
+//     the last one wrote has its last stable offset past its records, waits
+//     up to a second for late markers, and keeps checking a partition still
+//     pending before each later transaction. If a later abort took the
+//     records, Write stops with ErrCheckpoint naming them; nothing is lost
+//     without a word while the sink runs.
 //
 // In the other modes a crash between the records and the checkpoint
 // redelivers at most the events since the last checkpoint.

@@ -18,6 +18,7 @@ type txnSink struct {
 	// claimed is when the sink last claimed its transactional id afresh
 	// (claimAfresh); zero before.
 	claimed time.Time
+	markers markerWatch // the commit markers still to be seen (markers.go)
 }
 
 var _ mode = (*txnSink)(nil)
@@ -216,6 +217,7 @@ func (s *txnSink) transact(ctx context.Context, pt *part, ck Checkpoint, t *open
 	}
 	info.Duration = time.Since(started)
 	s.store.from = ckRec.Offset
+	s.markers.committed(pt, ck, s.Checkpoint())
 	s.setCheckpoint(ck)
 	s.inflight = Checkpoint{}
 	s.counters.setTxnSince(time.Time{})
@@ -232,11 +234,15 @@ type openTxn struct {
 	records int
 }
 
-// begin begins a transaction. The broker aborts a transaction older than
+// begin begins a transaction, once the commit markers of the one before
+// are seen (verifyMarkers). The broker aborts a transaction older than
 // its timeout; the transaction's context ends a tenth early, so that
 // neither producing nor the commit request runs into the broker's abort.
 func (s *txnSink) begin(ctx context.Context) (*openTxn, error) {
 	if err := s.guard(); err != nil {
+		return nil, err
+	}
+	if err := s.verifyMarkers(ctx); err != nil {
 		return nil, err
 	}
 	if err := s.cl.BeginTransaction(); err != nil {

@@ -48,7 +48,11 @@ var (
 	// cannot trust: an unknown format version, an unparsable value, or a
 	// position that moves backwards; and by Write when a checkpoint the
 	// broker confirmed is no longer there (the broker lost a committed
-	// transaction, or truncated the log). Fatal.
+	// transaction, or truncated the log), or when records of a committed
+	// transaction are gone from a data partition (the broker skipped the
+	// transaction's commit markers there and a later abort took them; the
+	// error names the partitions, offsets and events, and the last
+	// verified checkpoint to resume from). Fatal.
 	ErrCheckpoint = errors.New("kafkasink: checkpoint unusable")
 
 	// ErrUnsafeCheckpointTopic is returned by New in exactly-once mode

@@ -1,0 +1,353 @@
+package kafkasink
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkasink/kafkasink/internal/backoff"
+)
+
+// Commit markers. A Kafka transaction is committed on a partition only
+// when its coordinator has written the COMMIT marker there, which it does
+// after it answered the commit. Kafka 4.4's coordinator was seen to
+// complete a commit without writing the marker to a partition that had no
+// leader for a moment (it logs that such partitions "are likely deleted
+// already and hence can be skipped"): the partition keeps the records
+// pending, a later commit of the same producer that writes to it commits
+// them, and a later abort that writes to it takes them, although Write
+// reported them delivered (TestRealBrokerLostCommitMarkers).
+//
+// So before a transaction begins, the sink checks that the one it
+// committed before is committed on every partition it wrote: the
+// partition's last stable offset, which a read_committed reader stops at,
+// is past the transaction's records there. Until this producer ends
+// another transaction nothing but the commit's own markers moves it past
+// them. Another producer's transaction, open since before ours, holds it
+// back too: when it does not move at once, the partition's leader is
+// asked whether our transaction is still open there (DescribeProducers). The markers are normally written within milliseconds of the
+// commit; a partition still pending after markerWait is carried as a
+// suspect, checked again before each later transaction, and its records
+// are read back once it settles: visible, they were committed late;
+// gone, a later abort took them, and the sink stops with ErrCheckpoint.
+//
+// Waiting rather than stopping at once is deliberate: a suspect is either
+// lost markers or markers a restarted leader has not taken yet (the
+// coordinator retries them, and the next transaction cannot begin on that
+// partition until it is done), and lost markers still end well when the
+// next transaction on the partition commits. Stopping would leave the
+// pending records to a new instance that knows nothing of them.
+//
+// The checkpoint partition is not checked here: other sinks' open
+// transactions on it hold its last stable offset back, and reading the
+// checkpoint back after an abort already notices a checkpoint the broker
+// lost (see checkpointStore.lost).
+
+// markerWait bounds how long a transaction's beginning waits for the
+// commit markers of the one before.
+const markerWait = time.Second
+
+// visibleWait bounds the read back of a suspect's records.
+const visibleWait = 10 * time.Second
+
+// txnSpan is what one committed transaction wrote to one partition.
+type txnSpan struct {
+	topic       string
+	partition   int32
+	producerID  int64
+	first, last int64      // offsets of the transaction's records in the partition
+	from, to    Position   // the events of the first and last of them
+	ck          Checkpoint // the checkpoint the transaction committed
+	before      Checkpoint // the checkpoint before it
+}
+
+func (sp txnSpan) String() string {
+	return fmt.Sprintf("%s[%d] offsets %d..%d (events %s..%s)", sp.topic, sp.partition, sp.first, sp.last, sp.from, sp.to)
+}
+
+// markerWatch is what the sink knows of the commit markers of its
+// transactions: the partitions of the last commit not yet seen committed,
+// and the suspects, partitions of earlier commits whose markers did not
+// come within markerWait. It lives as long as the sink: a new instance
+// knows nothing of its predecessor's suspects.
+type markerWatch struct {
+	pending  []txnSpan
+	suspects []txnSpan
+}
+
+// committed remembers what pt's transaction, which moved the checkpoint
+// from before to ck, wrote: every record has its offset.
+func (w *markerWatch) committed(pt *part, ck, before Checkpoint) {
+	w.pending = append(w.pending, txnSpans(pt, ck, before)...)
+}
+
+// txnSpans are the partitions pt's records were written to, with the
+// offsets and events of the first and last record in each.
+func txnSpans(pt *part, ck, before Checkpoint) []txnSpan {
+	var spans []txnSpan
+	at := make(map[topicPartition]int)
+	for j, r := range pt.records {
+		k := topicPartition{r.Topic, r.Partition}
+		i, ok := at[k]
+		if !ok {
+			at[k] = len(spans)
+			spans = append(spans, txnSpan{topic: r.Topic, partition: r.Partition, producerID: r.ProducerID,
+				first: r.Offset, last: r.Offset, from: pt.positions[j], to: pt.positions[j], ck: ck, before: before})
+			continue
+		}
+		sp := &spans[i]
+		if r.Offset < sp.first {
+			sp.first, sp.from = r.Offset, pt.positions[j]
+		}
+		if r.Offset > sp.last {
+			sp.last, sp.to = r.Offset, pt.positions[j]
+		}
+	}
+	return spans
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// settled splits spans into those whose partition's last stable offset
+// (in lso; a partition missing from it is unknown) is past their records
+// and those still pending.
+func settled(spans []txnSpan, lso map[topicPartition]int64) (done, open []txnSpan) {
+	for _, sp := range spans {
+		if o, ok := lso[topicPartition{sp.topic, sp.partition}]; ok && o > sp.last {
+			done = append(done, sp)
+		} else {
+			open = append(open, sp)
+		}
+	}
+	return done, open
+}
+
+// verifyMarkers checks, before a transaction begins, the commit markers
+// of the transactions committed before it (see the comment at the top of
+// this file). It returns an ErrCheckpoint, and stops the sink, when a
+// suspect's records are gone; every other failure leaves the partitions
+// to the next check.
+func (s *txnSink) verifyMarkers(ctx context.Context) error {
+	if err := s.stopped(); err != nil {
+		return err // a loss found before: nothing begins again
+	}
+	w := &s.markers
+	if len(w.pending) == 0 && len(w.suspects) == 0 {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, markerWait)
+	defer cancel()
+	wait := backoff.New(time.Millisecond, 100*time.Millisecond)
+	var late []txnSpan // suspects now settled: committed late, or aborted
+	for round := 0; ; round++ {
+		lso := lastStableOffsets(wctx, s.cl, slices.Concat(w.pending, w.suspects))
+		var done []txnSpan
+		_, w.pending = settled(w.pending, lso)
+		done, w.suspects = settled(w.suspects, lso)
+		late = append(late, done...)
+		if len(w.pending) > 0 && round > 0 {
+			// Another producer's open transaction may hold the
+			// last stable offset back: ask whether ours is open.
+			_, w.pending = settled(w.pending, endedHere(wctx, s.cl, w.pending))
+		}
+		if len(w.pending) == 0 || !wait.Wait(wctx) {
+			break
+		}
+	}
+	if len(w.pending) > 0 {
+		s.log.Warn("commit markers not seen within the wait; the partitions stay suspect until they are", "wait", markerWait, "partitions", spanList(w.pending))
+		w.suspects = append(w.suspects, w.pending...)
+		w.pending = nil
+	}
+	if len(late) == 0 {
+		return nil
+	}
+	var lost []txnSpan
+	for _, sp := range late {
+		ok, err := s.visible(ctx, sp)
+		switch {
+		case err != nil:
+			s.log.Warn("reading back a suspect partition failed; checking again before the next transaction", "partition", sp.String(), "error", err)
+			w.suspects = append(w.suspects, sp)
+		case ok:
+			s.log.Warn("commit markers came late; the records are committed", "partition", sp.String(), "checkpoint", sp.ck.Position.String())
+		default:
+			lost = append(lost, sp)
+		}
+	}
+	if len(lost) > 0 {
+		return s.follow(verdict{lostRecords(lost), actFatal})
+	}
+	return nil
+}
+
+// lostRecords is the error of records that a committed transaction wrote
+// and that a later abort took.
+func lostRecords(lost []txnSpan) error {
+	verified := lost[0].before
+	for _, sp := range lost[1:] {
+		if sp.before.Position.Compare(verified.Position) < 0 {
+			verified = sp.before
+		}
+	}
+	return fmt.Errorf("%w: records of committed transactions, which the checkpoint covers (so Write never writes them again), are gone for read_committed readers: %s: "+
+		"the broker answered their transaction's commit without writing its commit markers to these partitions (Kafka 4.4 did so while a partition had no leader), and a later abort of this producer took them; "+
+		"the checkpoint topic is past them, so New would resume after them. The last verified checkpoint is %s: the source must deliver the events after it again "+
+		"(restart it from there with a new sink id; if it cannot go back that far, as a replication slot confirmed past it cannot, snapshot the affected tables again); "+
+		"check the brokers' logs for skipped transaction markers",
+		ErrCheckpoint, spanList(lost), verified.Position)
+}
+
+func spanList(spans []txnSpan) string {
+	var b strings.Builder
+	for i, sp := range spans {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s, committed with checkpoint %s", sp, sp.ck.Position)
+	}
+	return b.String()
+}
+
+// lastStableOffsets asks the leaders of the spans' partitions for their
+// last stable offsets: one ListOffsets request (read_committed, latest),
+// which the client splits per leader. Partitions that fail are left out.
+func lastStableOffsets(ctx context.Context, cl *kgo.Client, spans []txnSpan) map[topicPartition]int64 {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = -1
+	req.IsolationLevel = 1
+	seen := make(map[topicPartition]bool, len(spans))
+	topics := make(map[string]int)
+	for _, sp := range spans {
+		k := topicPartition{sp.topic, sp.partition}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		i, ok := topics[sp.topic]
+		if !ok {
+			i = len(req.Topics)
+			topics[sp.topic] = i
+			t := kmsg.NewListOffsetsRequestTopic()
+			t.Topic = sp.topic
+			req.Topics = append(req.Topics, t)
+		}
+		p := kmsg.NewListOffsetsRequestTopicPartition()
+		p.Partition = sp.partition
+		p.CurrentLeaderEpoch = -1
+		p.Timestamp = -1 // latest: the last stable offset when read_committed
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
+	}
+	lso := make(map[topicPartition]int64, len(seen))
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return lso
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if p.ErrorCode == 0 {
+				lso[topicPartition{t.Topic, p.Partition}] = p.Offset
+			}
+		}
+	}
+	return lso
+}
+
+// endedHere asks the leaders of the spans' partitions which producers
+// have a transaction open there (DescribeProducers, which the client
+// splits per leader) and returns, as settled takes it, a stable offset
+// past the span for each partition where the span's producer has none
+// open from the span's records on: its markers were written, whatever
+// another producer's open transaction does to the last stable offset.
+// Partitions that fail are left out: a principal without the right to
+// describe them (READ on the topic) falls back to the last stable offset.
+func endedHere(ctx context.Context, cl *kgo.Client, spans []txnSpan) map[topicPartition]int64 {
+	req := kmsg.NewPtrDescribeProducersRequest()
+	topics := make(map[string]int)
+	for _, sp := range spans {
+		i, ok := topics[sp.topic]
+		if !ok {
+			i = len(req.Topics)
+			topics[sp.topic] = i
+			t := kmsg.NewDescribeProducersRequestTopic()
+			t.Topic = sp.topic
+			req.Topics = append(req.Topics, t)
+		}
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, sp.partition)
+	}
+	ended := make(map[topicPartition]int64, len(spans))
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return ended
+	}
+	for _, sp := range spans {
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if t.Topic != sp.topic || p.Partition != sp.partition || p.ErrorCode != 0 {
+					continue
+				}
+				open := false
+				for _, ap := range p.ActiveProducers {
+					if ap.ProducerID == sp.producerID && ap.CurrentTxnStartOffset >= 0 && ap.CurrentTxnStartOffset <= sp.last {
+						open = true
+					}
+				}
+				if !open {
+					ended[topicPartition{sp.topic, sp.partition}] = sp.last + 1
+				}
+			}
+		}
+	}
+	return ended
+}
+
+// visible reads sp's partition read_committed from sp's first record and
+// reports whether its records are there: the partition has settled (its
+// last stable offset is past them), so they were either committed or
+// aborted, all together.
+func (s *txnSink) visible(ctx context.Context, sp txnSpan) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, visibleWait)
+	defer cancel()
+	opts := append(append([]kgo.Opt(nil), s.connOptions()...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{sp.topic: {sp.partition: kgo.NewOffset().At(sp.first)}}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(), // the abort marker past them ends the read when they are gone
+		kgo.FetchMaxWait(100*time.Millisecond),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return false, err
+	}
+	defer cl.Close()
+	for {
+		fetches := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return false, context.Cause(ctx)
+		}
+		for _, fe := range fetches.Errors() {
+			if !IsRetryable(fe.Err) {
+				return false, fe.Err
+			}
+		}
+		found, past := false, false
+		fetches.EachRecord(func(r *kgo.Record) {
+			switch {
+			case r.Offset > sp.last:
+				past = true
+			case r.ProducerID == sp.producerID && !r.Attrs.IsControl():
+				found = true
+			}
+		})
+		if found || past {
+			return found, nil
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -54,6 +55,11 @@ import (
 // it; KAFKASINK_REALFAULTS_FAST_RESTART=1 restarts it at once (see
 // waitFenced for what Kafka 4.4 then does).
 //
+// On even seeds each instance has a Config.Guard that refuses once the
+// instance is retired, as a lease's does: the newest instance then claims
+// its transactional id afresh where the broker fenced it without a newer
+// one (its timeout abort, an older instance's recovery).
+//
 // Only cluster nodes 1..3 are ever signalled, never node 0 (the single
 // node others use); every node stopped or killed is resumed or restarted
 // in t.Cleanup, whatever happened.
@@ -62,8 +68,8 @@ func TestRealBrokerFaultsExactlyOnce(t *testing.T) {
 	brokers, name := onRealBrokers(t, sinktest.EnvBrokers3)
 	nodes := testenvNodes(t)
 	knobs := loadRealFaultKnobs(t)
-	t.Logf("seed %d (replay: KAFKASINK_REALFAULTS_SEED=%d), %d faults within %v, at most %d broker kills",
-		knobs.seed, knobs.seed, knobs.faults, knobs.budget, knobs.kills)
+	t.Logf("seed %d (replay: KAFKASINK_REALFAULTS_SEED=%d), %d faults within %v, at most %d broker kills, Config.Guard %t (even seeds)",
+		knobs.seed, knobs.seed, knobs.faults, knobs.budget, knobs.kills, knobs.seed%2 == 0)
 	r := newRealFaultRun(t, brokers, name, nodes, knobs)
 	runPhases(t,
 		phase{"apply faults while writing", r.applyFaults},
@@ -298,6 +304,9 @@ type sinkInstance struct {
 	n       int
 	s       *kafkasink.Sink
 	proxies *faultproxy.Proxies
+	// retired is set when the instance ends; from then on its
+	// Config.Guard (on even seeds) refuses, as a lease's does.
+	retired atomic.Bool
 }
 
 // restart styles: how an instance ends before the next one starts.
@@ -473,6 +482,14 @@ func (r *realFaultRun) startInstance(ctx context.Context) {
 	for attempt := 1; ; attempt++ {
 		cfg := kafkasink.Config{Brokers: proxies.Addrs(), SinkID: r.name, Logger: slog.New(&sinkLogTap{run: r, instance: in.n})}
 		r.config(&cfg)
+		if r.knobs.seed%2 == 0 {
+			cfg.Guard = func() error {
+				if in.retired.Load() {
+					return errors.New("realfaults: a newer instance holds the lease")
+				}
+				return nil
+			}
+		}
 		nctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		s, err := kafkasink.New(nctx, cfg)
 		cancel()
@@ -508,6 +525,7 @@ func (r *realFaultRun) startInstance(ctx context.Context) {
 // and goroutines are gone too.
 func (r *realFaultRun) retire(style string) {
 	in := r.cur
+	in.retired.Store(true)
 	r.cur = nil
 	r.restarts[style]++
 	if style == restartClose {

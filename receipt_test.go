@@ -36,9 +36,13 @@ func TestReceipts(t *testing.T) {
 		case 2:
 			refusedOnce = c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Err: kerr.TransactionAbortable, Count: 1}).Hits
 		case 3:
-			c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Partitions: []int32{1}, Err: kerr.InvalidRecord})
-			if err := tryWrite(t, s, b); !errors.Is(err, kerr.InvalidRecord) {
-				t.Fatalf("Write with a failing partition: %v, want INVALID_RECORD", err)
+			// A failure no record is refused for (INVALID_RECORD would
+			// be quarantined), until the Write's attempts run out.
+			failing := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Partitions: []int32{1}, Err: kerr.UnknownServerError, Count: -1})
+			err := tryWrite(t, s, b)
+			failing.Remove()
+			if !errors.Is(err, kerr.UnknownServerError) || !kafkasink.IsRetryable(err) {
+				t.Fatalf("Write with a failing partition: %v, want a retryable UNKNOWN_SERVER_ERROR", err)
 			}
 			if all, committed := sinktest.ReadUncommitted(t, brokers, topic), sinktest.ReadCommitted(t, brokers, topic); len(all) <= len(committed) {
 				t.Fatalf("%d records in %s, %d committed: the failed Write left none to abort, and the test no longer covers what it should", len(all), topic, len(committed))
@@ -325,9 +329,11 @@ func TestReceiptsIdempotentDuplicates(t *testing.T) {
 		cfg.Hooks = []kafkasink.Hook{h}
 	})
 	events := sinktest.Inserts("public", "orders", 100, 1, 12)
-	c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Partitions: []int32{1}, Err: kerr.InvalidRecord})
-	if err := tryWrite(t, s, kafkasink.Batch{Events: events}); !errors.Is(err, kerr.InvalidRecord) {
-		t.Fatalf("Write with a failing partition: %v, want INVALID_RECORD", err)
+	failing := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Partitions: []int32{1}, Err: kerr.UnknownServerError, Count: -1})
+	err := tryWrite(t, s, kafkasink.Batch{Events: events})
+	failing.Remove()
+	if !errors.Is(err, kerr.UnknownServerError) || !kafkasink.IsRetryable(err) {
+		t.Fatalf("Write with a failing partition: %v, want a retryable UNKNOWN_SERVER_ERROR", err)
 	}
 	left := len(sinktest.ReadCommitted(t, brokers, topic))
 	if left == 0 {

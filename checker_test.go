@@ -451,10 +451,11 @@ func (k *checker) write(events []kafkasink.Event) bool {
 		k.midWriteZombie(events)
 		return false
 	}
-	// Far above what a Write takes on its own (its attempts and
-	// recoveries are bounded by the transaction timeout): a Write that
-	// runs into this deadline is reported.
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// Far above what a Write takes on its own: its attempts (at most 5)
+	// and the recoveries between them are each bounded by about the
+	// transaction timeout. A Write that runs into this deadline is
+	// reported.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*k.cfg.TransactionTimeout+30*time.Second)
 	defer cancel()
 	cancelled := false
 	if k.rng.IntN(25) == 0 {

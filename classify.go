@@ -200,11 +200,11 @@ const (
 	// actFatal: this instance must stop; every later Write returns the
 	// error.
 	actFatal
-	// actClaimAfresh: the broker aborted this instance's transaction at
-	// its timeout and the client cannot recover its producer id; the
-	// sink claims the transactional id afresh, as New does, once
-	// Config.Guard consents (see txnSink.claimAfresh), and the
-	// checkpoint is unverified until it is read back after the claim.
+	// actClaimAfresh: the broker fenced this instance, and Config.Guard
+	// is set: the sink claims the transactional id afresh, as New does,
+	// if the client cannot recover its producer id and the guard
+	// consents (see txnSink.claimAfresh); the checkpoint is unverified
+	// until it is read back after the claim.
 	actClaimAfresh
 )
 

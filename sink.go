@@ -40,9 +40,9 @@ type Sink struct {
 	// Touched only while holding sem (or during New). The client is
 	// made by New and closed by Close. It is replaced only when the
 	// sink claims its transactional id afresh, which New does, and a
-	// running sink does only after the broker aborted its transaction at
-	// its timeout and Config.Guard proved no other instance can exist
-	// (see claimAfresh).
+	// running sink does only after the broker fenced it, its client
+	// could not recover, and Config.Guard proved no other instance can
+	// exist (see claimAfresh).
 	cl *kgo.Client
 	// adm is the admin client of cl; atomic, for Ping.
 	adm   atomic.Pointer[kadm.Client]

@@ -52,8 +52,11 @@ import (
 // commit markers of the one before.
 const markerWait = time.Second
 
-// visibleWait bounds the read back of a suspect's records.
-const visibleWait = 10 * time.Second
+// visibleWait bounds the read back of the suspects that settled, all of
+// them together: a read back that fails (a broker not answering fetches)
+// leaves them suspect for the next check rather than hold up the
+// transaction.
+const visibleWait = 2 * time.Second
 
 // txnSpan is what one committed transaction wrote to one partition.
 type txnSpan struct {
@@ -171,8 +174,10 @@ func (s *txnSink) verifyMarkers(ctx context.Context) error {
 		return nil
 	}
 	var lost []txnSpan
+	rctx, rcancel := context.WithTimeout(ctx, visibleWait)
+	defer rcancel()
 	for _, sp := range late {
-		ok, err := s.visible(ctx, sp)
+		ok, err := s.visible(rctx, sp)
 		switch {
 		case err != nil:
 			s.log.Warn("reading back a suspect partition failed; checking again before the next transaction", "partition", sp.String(), "error", err)
@@ -314,8 +319,6 @@ func endedHere(ctx context.Context, cl *kgo.Client, spans []txnSpan) map[topicPa
 // last stable offset is past them), so they were either committed or
 // aborted, all together.
 func (s *txnSink) visible(ctx context.Context, sp txnSpan) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, visibleWait)
-	defer cancel()
 	opts := append(append([]kgo.Opt(nil), s.connOptions()...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{sp.topic: {sp.partition: kgo.NewOffset().At(sp.first)}}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),

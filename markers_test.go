@@ -58,8 +58,15 @@ func tv1(cfg *kafkasink.Config) { cfg.ClientOptions = lostmarkers.ClientOptions(
 // reader sees in topic, by partition.
 func committedPositions(t *testing.T, brokers []string, topic string) map[int32][]kafkasink.Position {
 	t.Helper()
+	return positionsByPartition(t, sinktest.ReadCommitted(t, brokers, topic))
+}
+
+// positionsByPartition returns the event positions of records, by
+// partition.
+func positionsByPartition(t *testing.T, records []*kgo.Record) map[int32][]kafkasink.Position {
+	t.Helper()
 	got := make(map[int32][]kafkasink.Position)
-	for _, r := range sinktest.ReadCommitted(t, brokers, topic) {
+	for _, r := range records {
 		d, err := kafkasinktest.DecodeHeaders(r)
 		if err != nil {
 			t.Fatal(err)
@@ -97,7 +104,7 @@ func TestLostCommitMarkersAbortedLater(t *testing.T) {
 	}
 	lostPart := skips[0].Partition
 	var lostEvents []kafkasink.Position
-	for _, p := range committedPositionsUncommitted(t, brokers, topic)[lostPart.Partition] {
+	for _, p := range positionsByPartition(t, sinktest.ReadUncommitted(t, brokers, topic))[lostPart.Partition] {
 		if p.LSN == 200 {
 			lostEvents = append(lostEvents, p)
 		}
@@ -138,21 +145,6 @@ func TestLostCommitMarkersAbortedLater(t *testing.T) {
 	if err := tryWrite(t, s, kafkasink.Batch{Events: sinktest.Inserts("public", table, 400, 1, 1)}); !errors.Is(err, kafkasink.ErrCheckpoint) {
 		t.Errorf("a later Write: %v, want the same ErrCheckpoint", err)
 	}
-}
-
-// committedPositionsUncommitted is committedPositions for a reader that
-// sees every data record, committed or not.
-func committedPositionsUncommitted(t *testing.T, brokers []string, topic string) map[int32][]kafkasink.Position {
-	t.Helper()
-	got := make(map[int32][]kafkasink.Position)
-	for _, r := range sinktest.ReadUncommitted(t, brokers, topic) {
-		d, err := kafkasinktest.DecodeHeaders(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got[r.Partition] = append(got[r.Partition], d.Position)
-	}
-	return got
 }
 
 // TestLostCommitMarkersCommittedLater: a commit loses its markers on one

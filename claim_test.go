@@ -3,6 +3,7 @@ package kafkasink_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,9 +19,9 @@ import (
 // client cannot recover its producer id: the broker answers the
 // recovery's abort PRODUCER_FENCED, as it answers an instance a newer one
 // fenced. With Config.Guard consenting, the sink claims its transactional
-// id afresh, once, and goes on, exactly once; without a guard, or when the
-// guard refuses right before the claim, it stops as fenced and sends no
-// claim.
+// id afresh, once, and goes on, exactly once, and, fenced again right
+// after, stops rather than claim again; without a guard, or when the guard
+// refuses right before the claim, it stops as fenced and sends no claim.
 func TestTransactionTimeoutClaimsAfreshWithGuard(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -86,9 +87,22 @@ func TestTransactionTimeoutClaimsAfreshWithGuard(t *testing.T) {
 				if claims.Hits() != 1 {
 					t.Fatalf("%d fresh claims of the transactional id, want 1", claims.Hits())
 				}
-				write(t, s, sinktest.Inserts("public", "orders", 300, 7, 3))
-				sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic),
-					append(append(a, b...), sinktest.Inserts("public", "orders", 300, 7, 3)...))
+				c3 := sinktest.Inserts("public", "orders", 300, 7, 3)
+				write(t, s, c3)
+
+				// Fenced again right after the claim, though the guard
+				// consents: another instance must be using the id, and
+				// claiming again would fence it in a loop. The sink stops.
+				c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Err: kerr.ProducerFenced})
+				c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, TopLevel: true, Err: kerr.ProducerFenced})
+				err = s.Write(context.Background(), kafkasink.Batch{Events: sinktest.Inserts("public", "orders", 400, 10, 3)})
+				if !errors.Is(err, kafkasink.ErrFenced) || !kafkasink.IsFatal(err) || !strings.Contains(err.Error(), "fenced again") {
+					t.Fatalf("Write fenced again right after the claim: %v, want a fatal ErrFenced saying it was fenced again", err)
+				}
+				if claims.Hits() != 1 {
+					t.Fatalf("%d fresh claims of the transactional id, want still 1", claims.Hits())
+				}
+				sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic), append(append(a, b...), c3...))
 				return
 			}
 			if !errors.Is(err, kafkasink.ErrFenced) || !kafkasink.IsFatal(err) {

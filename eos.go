@@ -287,7 +287,7 @@ func (s *txnSink) abort(ctx context.Context, info TransactionInfo, started time.
 			s.hooks.onAborted(info, gerr)
 			return fmt.Errorf("%w; the transaction was failing already: %w", gerr, cause)
 		}
-		aerr = s.cl.EndTransaction(actx, kgo.TryAbort)
+		aerr = s.endAbort(actx)
 	}
 	if aerr != nil {
 		s.log.Warn("aborting the transaction failed; the next attempt recovers first", "error", withCause(actx, aerr), "cause", cause)
@@ -305,6 +305,35 @@ func (s *txnSink) abort(ctx context.Context, info TransactionInfo, started time.
 	cause = s.follow(judgeTxnFailure(&s.cfg, cause, info.Duration))
 	s.hooks.onAborted(info, cause)
 	return cause
+}
+
+// endAbort aborts the open transaction and moves the producer to a new
+// epoch, so that no sequence number of the aborted transaction is used
+// again under its epoch. kgo rewinds a partition's sequence numbers when a
+// batch fails, even one it had written (an answer lost, then a retry
+// refused), and under transaction version 1 an abort keeps the epoch: the
+// next transaction's first batch to that partition would carry the
+// aborted batch's sequence numbers, and the broker, taking it for a retry
+// of the batch it holds, would acknowledge it without writing it. Its
+// records would be reported committed and no read_committed reader would
+// ever see them (issue 30's first checker finding;
+// TestAbortedSequenceNotReused).
+//
+// kgo moves to a new epoch when it retries an abort whose outcome it could
+// not confirm: it re-initialises the producer id at its current id and
+// epoch (KIP-360), which aborts the transaction at the broker, resets the
+// sequence numbers, and which the broker refuses, PRODUCER_FENCED, once a
+// newer instance has claimed the transactional id. So the abort is first
+// asked for on a context already done, which leaves its outcome
+// unconfirmed without sending it, and then retried. When the first call
+// succeeds nothing was added to the transaction, so nothing was written.
+func (s *txnSink) endAbort(ctx context.Context) error {
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := s.cl.EndTransaction(done, kgo.TryAbort); err == nil {
+		return nil
+	}
+	return s.cl.EndTransaction(ctx, kgo.TryAbort)
 }
 
 // resolveCommit settles a commit that returned an error: its outcome is
@@ -358,7 +387,7 @@ func (s *txnSink) settleClient(ctx context.Context) error {
 	if err := s.cl.AbortBufferedRecords(ctx); err != nil {
 		return fmt.Errorf("kafkasink: recovering: failing the records still buffered: %w", withCause(ctx, err))
 	}
-	if err := s.cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
+	if err := s.endAbort(ctx); err != nil {
 		return s.settleFencing(ctx, fmt.Errorf("kafkasink: recovering: aborting the open transaction: %w", withCause(ctx, err)))
 	}
 	if _, _, err := s.cl.ProducerID(ctx); err != nil {

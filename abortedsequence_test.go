@@ -1,6 +1,8 @@
 package kafkasink_test
 
 import (
+	"context"
+	"sync/atomic"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -9,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/internal/faultproxy"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
 )
 
@@ -58,5 +61,62 @@ func TestAbortedSequenceNotReused(t *testing.T) {
 				sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic), append(warm, batch...))
 			})
 		}
+	}
+}
+
+// TestAbortedSequenceNotReusedRealBroker runs the same sequence on the
+// real broker, through fault proxies: the first produce of a part is
+// written and its answer dropped, and franz-go's retry of it is refused
+// for good (its CRC corrupted, CORRUPT_MESSAGE, which franz-go does not
+// retry). Kafka, as the fake cluster, acknowledges a batch carrying the
+// sequence numbers of one it holds under the same epoch without writing
+// it, aborted or not: without endAbort the transaction version 1 case
+// loses the part's records.
+func TestAbortedSequenceNotReusedRealBroker(t *testing.T) {
+	t.Parallel()
+	for _, tv := range []struct {
+		name string
+		opts []kgo.Opt
+	}{
+		{"tv1", []kgo.Opt{kgo.MaxVersions(sinktest.TransactionVersion1())}},
+		{"tv2", nil},
+	} {
+		t.Run(tv.name, func(t *testing.T) {
+			t.Parallel()
+			brokers, name := onRealBrokers(t, sinktest.EnvBrokers)
+			topic := name + ".public.a"
+			var produces atomic.Int32 // once armed (1), the produces seen
+			proxies := startProxies(t, brokers, func(r faultproxy.Request) faultproxy.Fault {
+				if kmsg.Key(r.Key) != kmsg.Produce || produces.Load() == 0 {
+					return faultproxy.Fault{}
+				}
+				switch produces.Add(1) {
+				case 2:
+					return faultproxy.Fault{Kind: faultproxy.DropResponse}
+				case 3:
+					return faultproxy.Fault{Kind: faultproxy.CorruptRecords}
+				}
+				return faultproxy.Fault{}
+			})
+			s := newSink(t, proxies.Addrs(), name, func(c *kafkasink.Config) {
+				c.Brokers = proxies.Addrs()
+				c.CheckpointTopic = name + ".checkpoints"
+				c.Topics.Prefix = name
+				c.Topics.Partitions = 1
+				c.ClientOptions = tv.opts
+			})
+			warm := sinktest.Inserts("public", "a", 100, 1000, 3)
+			write(t, s, warm)
+			batch := sinktest.Inserts("public", "a", 200, 1, 9)
+			produces.Store(1)
+			if err := s.Write(context.Background(), kafkasink.Batch{Events: batch}); err != nil {
+				t.Logf("the faulted Write: %v; writing the batch again", err)
+				write(t, s, batch)
+			}
+			if counts := proxies.Counts(); counts[faultproxy.Count{API: "Produce", Kind: faultproxy.CorruptRecords}] != 1 {
+				t.Fatalf("faults applied: %v, want a dropped answer and a corrupted retry", proxies.Applied())
+			}
+			sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic), append(warm, batch...))
+		})
 	}
 }

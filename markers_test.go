@@ -405,3 +405,81 @@ func TestCommitMarkersBehindAnotherOpenTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLostAbortMarkersStopTheSink: a transaction aborted, by the sink
+// after a produce failed or found aborted after a commit whose answer was
+// lost, and the leader of a data partition still reports it open
+// afterwards, as when Kafka 4.4 skips the abort markers of a partition
+// without a leader (the fake cluster answers DescribeProducers so here).
+// The next commit of the producer would commit the aborted records there,
+// so before the part is sent again the sink stops with ErrUnexpected,
+// naming the partition, the offset the hanging transaction starts at and
+// the way out. Without the check the Write delivers, and the test fails.
+func TestLostAbortMarkersStopTheSink(t *testing.T) {
+	t.Parallel()
+	for _, failing := range []struct {
+		name  string
+		fault func(topic string, aborted *atomic.Bool) kfake.Fault
+	}{
+		{"produce", func(topic string, aborted *atomic.Bool) kfake.Fault {
+			return kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, When: func(kmsg.Request) bool {
+				return !aborted.Swap(true)
+			}}
+		}},
+		{"unclear commit", func(_ string, aborted *atomic.Bool) kfake.Fault {
+			return kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, When: func(kreq kmsg.Request) bool {
+				return kreq.(*kmsg.EndTxnRequest).Commit && !aborted.Swap(true)
+			}}
+		}},
+	} {
+		t.Run(failing.name, func(t *testing.T) {
+			t.Parallel()
+			c, brokers := sinktest.Cluster(t)
+			name := sinktest.UniqueName(t)
+			topic := name + ".public.a"
+			s := newSink(t, brokers, name, func(cfg *kafkasink.Config) {
+				cfg.CheckpointTopic = name + ".checkpoints"
+				cfg.Topics.Prefix = name
+				cfg.Topics.Partitions = 2
+			})
+			write(t, s, sinktest.Inserts("public", "a", 100, 1000, 3))
+			pid := sinktest.ReadCommitted(t, brokers, topic)[0].ProducerID
+			var aborted atomic.Bool
+			c.ControlKey(kmsg.DescribeProducers.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				if !aborted.Load() {
+					return nil, nil, false
+				}
+				return openOnPartition1(kreq.(*kmsg.DescribeProducersRequest), topic, pid, 7), nil, true
+			})
+			c.Fault(failing.fault(topic, &aborted))
+			err := s.Write(ctxT(t), kafkasink.Batch{Events: sinktest.Inserts("public", "a", 200, 1, 20)})
+			if !errors.Is(err, kafkasink.ErrUnexpected) || !strings.Contains(err.Error(), "without writing its abort markers to "+topic+"[1] from offset 7") ||
+				!strings.Contains(err.Error(), "kafka-transactions.sh") {
+				t.Fatalf("Write: %v, want ErrUnexpected naming %s[1] from offset 7 and the way out", err, topic)
+			}
+		})
+	}
+}
+
+// openOnPartition1 answers req as a leader would whose partition 1 of
+// topic has a transaction of producer pid open from offset start.
+func openOnPartition1(req *kmsg.DescribeProducersRequest, topic string, pid, start int64) *kmsg.DescribeProducersResponse {
+	resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewDescribeProducersResponseTopic()
+		st.Topic = rt.Topic
+		for _, p := range rt.Partitions {
+			sp := kmsg.NewDescribeProducersResponseTopicPartition()
+			sp.Partition = p
+			if rt.Topic == topic && p == 1 {
+				ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
+				ap.ProducerID, ap.CurrentTxnStartOffset = pid, start
+				sp.ActiveProducers = append(sp.ActiveProducers, ap)
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}

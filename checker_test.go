@@ -114,8 +114,10 @@ var (
 		kerr.NetworkException, kerr.KafkaStorageError,
 	}
 	checkerAbortable = []*kerr.Error{kerr.TransactionAbortable, kerr.InvalidRecord, kerr.CorruptMessage}
-	checkerFatal     = []*kerr.Error{kerr.TopicAuthorizationFailed, kerr.ClusterAuthorizationFailed, kerr.InvalidTxnState, kerr.PolicyViolation}
-	checkerKeys      = []kmsg.Key{kmsg.Produce, kmsg.EndTxn, kmsg.InitProducerID, kmsg.FindCoordinator, kmsg.Metadata,
+	// checkerWrittenThenRefused refuse a retried batch for good.
+	checkerWrittenThenRefused = []*kerr.Error{kerr.UnknownServerError, kerr.TransactionAbortable, kerr.CorruptMessage}
+	checkerFatal              = []*kerr.Error{kerr.TopicAuthorizationFailed, kerr.ClusterAuthorizationFailed, kerr.InvalidTxnState, kerr.PolicyViolation}
+	checkerKeys               = []kmsg.Key{kmsg.Produce, kmsg.EndTxn, kmsg.InitProducerID, kmsg.FindCoordinator, kmsg.Metadata,
 		kmsg.ListOffsets, kmsg.Fetch, kmsg.AddPartitionsToTxn, kmsg.DescribeConfigs, kmsg.CreateTopics, kmsg.ApiVersions}
 )
 
@@ -350,6 +352,10 @@ func (k *checker) addFault() {
 		if k.rng.IntN(2) == 0 {
 			f.Partitions = []int32{int32(k.rng.IntN(int(k.cfg.Topics.Partitions)))}
 		}
+		if k.rng.IntN(3) == 0 {
+			k.addWrittenThenRefused(f)
+			return
+		}
 	}
 	f.Count = 1 + k.rng.IntN(3)
 	if k.rng.IntN(8) == 0 {
@@ -358,6 +364,21 @@ func (k *checker) addFault() {
 	k.logf("fault %s answers %s (partitions %v) %d time(s)", f.Keys[0].Name(), f.Err.Message, f.Partitions, f.Count)
 	k.st.faults++
 	k.faults = append(k.faults, k.c.Fault(f))
+}
+
+// addWrittenThenRefused installs issue 30's first finding on produce as
+// f selects it: a batch written whose answer is lost (REQUEST_TIMED_OUT,
+// answered after the append), then the client's retry of it refused for
+// good. Under transaction version 1 a sink that sent the next
+// transaction's batch under the same epoch and sequence numbers had it
+// acknowledged without being written (TestAbortedSequenceNotReused).
+func (k *checker) addWrittenThenRefused(f kfake.Fault) {
+	lost, refused := f, f
+	lost.Err, lost.Count = kerr.RequestTimedOut, 1
+	refused.Err, refused.Count = checkerWrittenThenRefused[k.rng.IntN(len(checkerWrittenThenRefused))], 1
+	k.logf("fault Produce (partitions %v): written, answer lost, then the retry refused with %s", f.Partitions, refused.Err.Message)
+	k.st.faults += 2
+	k.faults = append(k.faults, k.c.Fault(lost, refused))
 }
 
 func (k *checker) clearFaults() {

@@ -212,6 +212,21 @@ func (s *txnSink) verifyMarkers(ctx context.Context) error {
 	return nil
 }
 
+// finish checks, before Close closes the client, the markers of the
+// transactions the last Writes ended, as the next Write would have: lost
+// records are Close's error. Partitions whose commit markers have still
+// not come are logged: nothing watches them once the sink is closed.
+func (s *txnSink) finish(ctx context.Context) error {
+	if err := s.verifyMarkers(ctx); err != nil {
+		return err
+	}
+	if w := &s.markers; len(w.suspects) > 0 {
+		s.log.Error("closing with the commit markers of these partitions not seen: a later abort of this transactional id would take their records, which the checkpoint covers; check them with a read_committed reader",
+			"partitions", spanList(w.suspects))
+	}
+	return nil
+}
+
 // lostRecords is the error of records that a committed transaction wrote
 // and that a later abort took.
 func lostRecords(lost []txnSpan) error {

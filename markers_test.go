@@ -1,6 +1,7 @@
 package kafkasink_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -482,4 +483,50 @@ func openOnPartition1(req *kmsg.DescribeProducersRequest, topic string, pid, sta
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp
+}
+
+// TestCloseChecksTheLastCommitMarkers: the last Write before Close
+// commits and the broker loses its markers on a data partition
+// (internal/lostmarkers). No later transaction begins to check them, so
+// Close does: it waits for them as the next Write would, and, as nothing
+// will watch them once the sink is closed, logs the partition at error
+// level for the operator. Without the check Close logs nothing.
+func TestCloseChecksTheLastCommitMarkers(t *testing.T) {
+	t.Parallel()
+	c, brokers := sinktest.Cluster(t)
+	const table = "closemarkers"
+	topic := "kafkasink.public." + table
+	var armed atomic.Bool
+	skipDataMarkers(t, c, topic, &armed)
+	var logs syncBuffer
+	s := newSink(t, brokers, "close-markers", tv1, func(cfg *kafkasink.Config) {
+		cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelError}))
+	})
+	write(t, s, sinktest.Inserts("public", table, 100, 1, 20))
+	armed.Store(true)
+	write(t, s, sinktest.Inserts("public", table, 200, 100, 20))
+	if err := s.Close(ctxT(t)); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if got := logs.String(); !strings.Contains(got, "closing with the commit markers of these partitions not seen") || !strings.Contains(got, topic+"[") {
+		t.Fatalf("Close logged %q, want the partition whose commit markers never came, at error level", got)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the sink's concurrent logging.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

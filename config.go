@@ -1,6 +1,7 @@
 package kafkasink
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -372,10 +373,16 @@ func (c *Config) validate() error {
 	if len(c.Brokers) == 0 {
 		add("Brokers is empty: give at least one host:port")
 	}
-	if v, ok := c.Encoder.(interface{ validate() []string }); ok {
-		p = append(p, v.validate()...)
+	if v, ok := c.Encoder.(Validator); ok {
+		if err := v.Validate(); err != nil {
+			if ce := (*ConfigError)(nil); errors.As(err, &ce) {
+				p = append(p, ce.Problems...)
+			} else {
+				p = append(p, err.Error())
+			}
+		}
 	}
-	if k, ok := c.Encoder.(keyEncoder); ok && k.encodesKeys() && c.KeyFormat != KeyJSON {
+	if k, ok := c.Encoder.(AllKeysEncoder); ok && k.EncodesAllKeys() && c.KeyFormat != KeyJSON {
 		add("KeyFormat is %s, but Encoder DebeziumEncoder.SchemasEnable (schemas.enable) writes JSON keys with their schema "+
 			"and JSON __debezium.oldkey/newkey headers: set KeyFormat to KeyJSON (-key-format json)", c.KeyFormat)
 	}

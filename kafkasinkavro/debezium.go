@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/debezium"
 	"github.com/kafkasink/kafkasink/internal/dbztoast"
 	"github.com/kafkasink/kafkasink/kafkasinkavro/internal/registry"
 )
@@ -23,7 +24,7 @@ import (
 type DebeziumEncoder struct {
 	// dbz writes the records' content: each event's envelope and key
 	// payloads, and the Connect schemas the Avro schemas are made from.
-	dbz      kafkasink.DebeziumEncoder
+	dbz      debezium.Encoder
 	registry *sr.Client
 	subjects SubjectStrategy
 	versions registry.Versions[*debeziumVersion] // the table versions prepared
@@ -68,7 +69,7 @@ var (
 // (Debezium's, <Name>.<schema>.<table>.Envelope and .Key), under
 // TopicRecordName <topic>-<full name>; Namespace is refused, as Debezium
 // names its records itself. dbz's
-// options apply as they do to kafkasink.DebeziumEncoder: Name (Debezium's
+// options apply as they do to debezium.Encoder: Name (Debezium's
 // topic.prefix, the first part of the schemas' names; give the sink the
 // same kafkasink.Topics.Prefix for Debezium's topic names), Now, the
 // value modes (DecimalHandling, TimePrecision, IntervalHandling,
@@ -79,7 +80,7 @@ var (
 // records, in Avro under the subjects <TransactionTopic>-key and -value).
 // SchemasEnable is implied: the Avro schemas are made from the Connect
 // schemas it declares.
-func NewDebezium(cfg Config, dbz kafkasink.DebeziumEncoder) (*DebeziumEncoder, error) {
+func NewDebezium(cfg Config, dbz debezium.Encoder) (*DebeziumEncoder, error) {
 	problems := checkNames(&cfg)
 	if cfg.Registry == nil {
 		problems = append([]string{"kafkasinkavro.Config.Registry is nil; set it to an sr.Client for the Schema Registry (-schema-registry)"}, problems...)
@@ -95,12 +96,12 @@ func NewDebezium(cfg Config, dbz kafkasink.DebeziumEncoder) (*DebeziumEncoder, e
 	return &DebeziumEncoder{dbz: dbz, registry: cfg.Registry, subjects: cfg.Subjects}, nil
 }
 
-// Shape implements kafkasink.RecordShaper as kafkasink.DebeziumEncoder
+// Shape implements kafkasink.RecordShaper as debezium.Encoder
 // does: the tombstone after a delete, the skipped operations.
 func (d *DebeziumEncoder) Shape(e *kafkasink.Event) kafkasink.RecordShape { return d.dbz.Shape(e) }
 
 // AppendHeaders implements kafkasink.RecordShaper as
-// kafkasink.DebeziumEncoder does: Debezium's headers. The other key of a
+// debezium.Encoder does: Debezium's headers. The other key of a
 // key change (__debezium.oldkey, __debezium.newkey) is written as
 // Debezium's converters write it, its JSON payload ({"id":2}), whatever
 // the sink's Config.KeyFormat.
@@ -226,7 +227,7 @@ func rowColumns(row *connectSchema) []registry.Column {
 	return out
 }
 
-// envelopeSchema reads the Connect schema kafkasink.DebeziumEncoder
+// envelopeSchema reads the Connect schema debezium.Encoder
 // declares for e's table version (under SchemasEnable), from the document
 // it writes for an event of the version without rows: the schema does
 // not depend on the rows, and a row value it cannot write must reject
@@ -273,7 +274,7 @@ func (d *DebeziumEncoder) EncodeKey(dst []byte, e *kafkasink.Event, columns []st
 	return d.dbz.AppendAvroKey(registry.AppendHeader(dst, v.keyID), e, columns)
 }
 
-// FrameTopic implements kafkasink.Framer: kafkasink.DebeziumEncoder's
+// FrameTopic implements kafkasink.Framer: debezium.Encoder's
 // transaction topic with ProvideTransactionMetadata, "" without.
 func (d *DebeziumEncoder) FrameTopic() string { return d.dbz.FrameTopic() }
 
@@ -327,7 +328,7 @@ func (d *DebeziumEncoder) AppendFrame(dst []byte, e *kafkasink.Event, after bool
 }
 
 // checkUnchanged refuses an event with an unchanged TOAST value (a value
-// the change does not carry) that kafkasink.DebeziumEncoder writes as the
+// the change does not carry) that debezium.Encoder writes as the
 // placeholder string (UnavailableValuePlaceholder) in a column whose Avro
 // type is not a string: an array of a type Debezium gives no placeholder
 // of its own (dbztoast.Of: it does for bytea, hstore and for text, varchar,
@@ -349,7 +350,7 @@ func (v *debeziumVersion) checkUnchanged(e *kafkasink.Event) error {
 	return nil
 }
 
-// placeholderHasOwnForm reports whether kafkasink.DebeziumEncoder writes
+// placeholderHasOwnForm reports whether debezium.Encoder writes
 // the placeholder of an unchanged value of the column in the column's
 // own form rather than as the string.
 func placeholderHasOwnForm(rel *kafkasink.Relation, column string) bool {

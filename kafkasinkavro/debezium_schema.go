@@ -10,13 +10,13 @@ import (
 	"github.com/kafkasink/kafkasink/kafkasinkavro/internal/registry"
 )
 
-// This file turns the Kafka Connect schemas kafkasink.DebeziumEncoder
+// This file turns the Kafka Connect schemas debezium.Encoder
 // declares (its SchemasEnable documents: {"schema":<Connect schema>,
 // "payload":...}) into Avro schemas as Kafka Connect's AvroConverter
 // writes them (AvroData.fromConnectSchema, connect.meta.data=true, its
 // default; testdata/debezium/avro-schemas.json holds what Debezium's
 // records get). The root encoder writes each record's payload in the
-// Avro encoding of the same schema (kafkasink.DebeziumEncoder.AppendAvro). The Connect schemas are not copied here: they
+// Avro encoding of the same schema (debezium.Encoder.AppendAvro). The Connect schemas are not copied here: they
 // are read from the root encoder's output, which is measured against
 // Debezium's (pgcdc's TestDebeziumConformance).
 

@@ -17,7 +17,7 @@ type Encoding string
 const (
 	EventJSON Encoding = "json"     // kafkasink.JSONEncoder: the change event
 	Upsert    Encoding = "upsert"   // kafkasink.UpsertEncoder: the row's document
-	Debezium  Encoding = "debezium" // kafkasink.DebeziumEncoder: Debezium's envelope
+	Debezium  Encoding = "debezium" // debezium.Encoder: Debezium's envelope
 	// Tombstone is a null value: an UpsertEncoder delete or truncate, or
 	// the record a DebeziumEncoder writes after each delete.
 	Tombstone Encoding = "tombstone"

@@ -3,7 +3,7 @@
 // under REPLICA IDENTITY DEFAULT does not carry), by the column's type:
 // io.debezium.connector.postgresql.UnchangedToastedReplicationMessageColumn
 // picks one of UnchangedToastedPlaceholder's values by the type's name.
-// kafkasink.DebeziumEncoder writes the placeholder in that form, and
+// debezium.Encoder writes the placeholder in that form, and
 // kafkasinkavro.DebeziumEncoder refuses an unchanged value whose form is
 // the plain string in a field that cannot hold one; one decision serves
 // both.

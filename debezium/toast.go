@@ -1,8 +1,9 @@
-package kafkasink
+package debezium
 
 import (
 	"crypto/md5"
 
+	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/internal/dbztoast"
 )
 
@@ -19,7 +20,7 @@ const defaultUnavailablePlaceholder = "__debezium_unavailable_value"
 // a date array under time.precision.mode connect or isostring), it writes
 // the placeholder in the field's form, so that an unavailable value is
 // not read as a NULL, and null only with MatchDebeziumLosses.
-func (d *DebeziumEncoder) writeUnchanged(w *connectWriter, t *TypeInfo) {
+func (d *Encoder) writeUnchanged(w *connectWriter, t *kafkasink.TypeInfo) {
 	p := d.UnavailableValuePlaceholder
 	if p == "" {
 		p = defaultUnavailablePlaceholder

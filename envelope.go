@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/kafkasink/kafkasink/internal/jsonw"
+	"github.com/kafkasink/kafkasink/encoding/jsonw"
 )
 
 // Encoder turns an event into the value of its Kafka record.

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/kafkasink/kafkasink/internal/jsonw"
+	"github.com/kafkasink/kafkasink/encoding/jsonw"
 )
 
 // KeyFormat selects how message keys are rendered.

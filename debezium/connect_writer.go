@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	"github.com/kafkasink/kafkasink/internal/avrobin"
-	"github.com/kafkasink/kafkasink/internal/jsonw"
+	"github.com/kafkasink/kafkasink/encoding/avrobin"
+	"github.com/kafkasink/kafkasink/encoding/jsonw"
 )
 
 // connectWriter writes the values of a Kafka Connect record, as

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/kafkasink/kafkasink"
-	"github.com/kafkasink/kafkasink/internal/avrobin"
-	"github.com/kafkasink/kafkasink/internal/jsonw"
+	"github.com/kafkasink/kafkasink/encoding/avrobin"
+	"github.com/kafkasink/kafkasink/encoding/jsonw"
 )
 
 // TestAvroTextLengths: a string the writer builds in place (beginText,

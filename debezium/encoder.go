@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/kafkasink/kafkasink"
-	"github.com/kafkasink/kafkasink/internal/jsonw"
+	"github.com/kafkasink/kafkasink/encoding/jsonw"
 )
 
 // Encoder writes Debezium's PostgreSQL connector envelope in its

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/kafkasink/kafkasink"
-	"github.com/kafkasink/kafkasink/internal/jsonw"
+	"github.com/kafkasink/kafkasink/encoding/jsonw"
 )
 
 // Encoder's schema-carrying form (SchemasEnable): Kafka Connect's

@@ -15,7 +15,7 @@ import (
 	"unsafe"
 
 	"github.com/kafkasink/kafkasink"
-	"github.com/kafkasink/kafkasink/internal/jsonw"
+	"github.com/kafkasink/kafkasink/encoding/jsonw"
 )
 
 // Encoder's value forms: how a column value is written for its

@@ -177,3 +177,37 @@ func jsonEqual(t *testing.T, a, b json.RawMessage) bool {
 	ya, _ := json.Marshal(y)
 	return bytes.Equal(xa, ya)
 }
+
+// TestPlaceholderIsString pins the types whose unchanged placeholder
+// kafkasinkavro's Debezium encoder must find a string field for: every
+// type Debezium does not single out, and a domain over an array (Debezium
+// matches the column's own type name), but not a domain over bytea.
+func TestPlaceholderIsString(t *testing.T) {
+	t.Parallel()
+	typ := func(name string) *kafkasink.TypeInfo { return &kafkasink.TypeInfo{Name: name, Modifier: -1, Kind: 'b'} }
+	domain := func(name string, base *kafkasink.TypeInfo) *kafkasink.TypeInfo {
+		return &kafkasink.TypeInfo{Name: name, Modifier: -1, Kind: 'd', Base: base}
+	}
+	for _, c := range []struct {
+		name string
+		t    *kafkasink.TypeInfo
+		want bool
+	}{
+		{"nil", nil, true},
+		{"text", typ("text"), true},
+		{"jsonb", typ("jsonb"), true},
+		{"numeric array", typ("_numeric"), true},
+		{"bytea", typ("bytea"), false},
+		{"domain over bytea", domain("blob", typ("bytea")), false},
+		{"text array", typ("_text"), false},
+		{"bytea array", typ("_bytea"), false},
+		{"int4 array", typ("_int4"), false},
+		{"uuid array", typ("_uuid"), false},
+		{"hstore", typ("hstore"), false},
+		{"domain over an int4 array", domain("ints", typ("_int4")), true},
+	} {
+		if got := PlaceholderIsString(c.t); got != c.want {
+			t.Errorf("%s: PlaceholderIsString = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -2,7 +2,6 @@ package kafkasinkavro
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/debezium"
-	"github.com/kafkasink/kafkasink/internal/dbztoast"
 	"github.com/kafkasink/kafkasink/kafkasinkavro/internal/registry"
 )
 
@@ -44,7 +42,7 @@ type debeziumFrames struct {
 type debeziumVersion struct {
 	topic         string
 	schema, table string
-	envelope      *connectSchema // the Connect schema of the value
+	envelope      *debezium.ConnectSchema // the Connect schema of the value
 	valueID       int
 	keyColumns    []string // nil without a key schema
 	keyID         int
@@ -211,7 +209,7 @@ func (d *DebeziumEncoder) registerSchema(ctx context.Context, e *kafkasink.Event
 // rowColumns describes the fields of a Debezium row or key struct for
 // registry.Changes: each column with its Connect type, "NOT NULL int32",
 // "io.debezium.time.MicroTimestamp (int64)".
-func rowColumns(row *connectSchema) []registry.Column {
+func rowColumns(row *debezium.ConnectSchema) []registry.Column {
 	out := make([]registry.Column, len(row.Fields))
 	for i := range row.Fields {
 		f := &row.Fields[i]
@@ -227,24 +225,17 @@ func rowColumns(row *connectSchema) []registry.Column {
 	return out
 }
 
-// envelopeSchema reads the Connect schema debezium.Encoder
-// declares for e's table version (under SchemasEnable), from the document
-// it writes for an event of the version without rows: the schema does
-// not depend on the rows, and a row value it cannot write must reject
-// its event in Encode, not stop the sink here.
-func (d *DebeziumEncoder) envelopeSchema(e *kafkasink.Event) (*connectSchema, error) {
-	probe := kafkasink.Event{Op: kafkasink.OpInsert, Schema: e.Schema, Table: e.Table, Relation: e.Relation, Position: e.Position}
-	doc, err := d.dbz.Encode(nil, &probe)
+// envelopeSchema returns the Connect schema debezium.Encoder declares
+// for e's table version (debezium.Encoder.ValueSchema, as under
+// SchemasEnable): the schema does not depend on the rows, and a row value
+// it cannot write must reject its event in Encode, not stop the sink
+// here.
+func (d *DebeziumEncoder) envelopeSchema(e *kafkasink.Event) (*debezium.ConnectSchema, error) {
+	s, err := d.dbz.ValueSchema(e)
 	if err != nil {
 		return nil, fmt.Errorf("kafkasinkavro: the Debezium schema of %s: %w", kafkasink.TableName(e.Schema, e.Table), err)
 	}
-	var parsed struct {
-		Schema connectSchema `json:"schema"`
-	}
-	if err := json.Unmarshal(doc, &parsed); err != nil {
-		return nil, fmt.Errorf("kafkasinkavro: reading the Debezium schema of %s: %w", kafkasink.TableName(e.Schema, e.Table), err)
-	}
-	return &parsed.Schema, nil
+	return s, nil
 }
 
 // Encode implements kafkasink.Encoder: Debezium's envelope of e in the
@@ -287,25 +278,20 @@ func (d *DebeziumEncoder) prepareFrames(ctx context.Context, events []kafkasink.
 	if topic == "" || d.frames.Load() != nil || len(events) == 0 {
 		return nil
 	}
+	// The event names the table the registry's refusal would name.
 	probe := kafkasink.Event{Op: kafkasink.OpInsert, Schema: events[0].Schema, Table: events[0].Table}
-	doc, keyLen := d.dbz.AppendFrame(nil, &probe, false) // SchemasEnable: each record with its schema
+	keySchema, valueSchema := d.dbz.FrameSchemas()
 	var f debeziumFrames
 	for _, part := range []struct {
-		doc []byte
-		key bool
-		id  *int
-	}{{doc[:keyLen], true, &f.keyID}, {doc[keyLen:], false, &f.valueID}} {
-		var parsed struct {
-			Schema connectSchema `json:"schema"`
-		}
-		if err := json.Unmarshal(part.doc, &parsed); err != nil {
-			return &kafkasink.PrepareError{Err: fmt.Errorf("kafkasinkavro: reading the Debezium transaction record's schema: %w", err)}
-		}
-		text, err := convertConnectSchema(&parsed.Schema)
+		schema *debezium.ConnectSchema
+		key    bool
+		id     *int
+	}{{keySchema, true, &f.keyID}, {valueSchema, false, &f.valueID}} {
+		text, err := convertConnectSchema(part.schema)
 		if err != nil {
 			return &kafkasink.PrepareError{Err: fmt.Errorf("kafkasinkavro: the Debezium transaction record's schema: %w", err)}
 		}
-		if *part.id, err = d.registerSchema(ctx, &probe, d.subject(topic, parsed.Schema.Name, part.key), text, nil, false); err != nil {
+		if *part.id, err = d.registerSchema(ctx, &probe, d.subject(topic, part.schema.Name, part.key), text, nil, false); err != nil {
 			return err
 		}
 	}
@@ -331,7 +317,7 @@ func (d *DebeziumEncoder) AppendFrame(dst []byte, e *kafkasink.Event, after bool
 // the change does not carry) that debezium.Encoder writes as the
 // placeholder string (UnavailableValuePlaceholder) in a column whose Avro
 // type is not a string: an array of a type Debezium gives no placeholder
-// of its own (dbztoast.Of: it does for bytea, hstore and for text, varchar,
+// of its own (debezium.PlaceholderIsString: it does for bytea, hstore and for text, varchar,
 // char, json, jsonb, bytea, integer, bigint, date and uuid arrays, which the
 // root writes in the column's form).
 func (v *debeziumVersion) checkUnchanged(e *kafkasink.Event) error {
@@ -358,16 +344,12 @@ func placeholderHasOwnForm(rel *kafkasink.Relation, column string) bool {
 	if !ok || c.Type == nil {
 		return false
 	}
-	base := c.Type
-	for base.Base != nil {
-		base = base.Base
-	}
-	return dbztoast.Of(c.Type.Name, base.Name) != dbztoast.String
+	return !debezium.PlaceholderIsString(c.Type)
 }
 
 // rowField returns the Connect schema of the row's field for column, nil
 // when the row has none (a column Debezium leaves out).
-func (v *debeziumVersion) rowField(column string) *connectSchema {
+func (v *debeziumVersion) rowField(column string) *debezium.ConnectSchema {
 	row := &v.envelope.Fields[0] // before, the Value struct
 	for i := range row.Fields {
 		if row.Fields[i].Field == column {

@@ -177,7 +177,7 @@ type Config struct {
 	// kafkasink.table, kafkasink.lsn, kafkasink.commit_lsn),
 	// HeadersMinimal (kafkasink.id and kafkasink.op, what consumers that
 	// remove duplicates and kafkasinktest need) or HeadersNone. The
-	// Encoder's headers (DebeziumEncoder's) are written either way, and
+	// Encoder's headers (debezium.Encoder's) are written either way, and
 	// dead-lettered records always carry all five.
 	Headers HeaderSet
 	// Annotations are static key/values echoed in every record of an
@@ -187,7 +187,7 @@ type Config struct {
 	// "kafkasink." (the sink's headers) nor "__" (Kafka's tools' and
 	// Debezium's); a value is any UTF-8 text. Keys are written in sorted
 	// order. Neither the checkpoint records nor the Encoder's records
-	// around events (DebeziumEncoder's BEGIN and END) carry them.
+	// around events (debezium.Encoder's BEGIN and END) carry them.
 	Annotations map[string]string
 	// AnnotationsIn says where the records carry Annotations: in the
 	// value (AnnotateValue, the default: an "annotations" object, which

@@ -215,7 +215,7 @@ func (o *options) setPGPassword(_ context.Context, c *pgconn.Config) error {
 	return nil
 }
 
-// encoder returns the DebeziumEncoder the options describe, and a
+// encoder returns the debezium.Encoder the options describe, and a
 // problem for each mode flag whose value is not one of Debezium's. The
 // other values are checked by kafkasink.New.
 func (d debeziumOptions) encoder() (debezium.Encoder, []string) {

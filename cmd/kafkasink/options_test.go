@@ -151,7 +151,7 @@ func TestKeylessTablesFlag(t *testing.T) {
 	}
 }
 
-// TestDebeziumFlags checks that each DebeziumEncoder option has its flag,
+// TestDebeziumFlags checks that each debezium.Encoder option has its flag,
 // named after Debezium's property, with Debezium's default; that its
 // environment variable sets it too; that a mode Debezium does not have is
 // refused naming the flag; and that the flags are refused with another
@@ -257,7 +257,7 @@ func TestHeadersAndCompressionFlags(t *testing.T) {
 // TestAnnotationsFlags: -annotations, from the command line, the
 // environment or the configuration file (a YAML sequence), sets
 // Config.Annotations, -annotations-in Config.AnnotationsIn (value by
-// default) and -debezium-annotations DebeziumEncoder.WriteAnnotations; a
+// default) and -debezium-annotations debezium.Encoder.WriteAnnotations; a
 // pair without '=', a key given twice, an unknown place and
 // -debezium-annotations with another encoder are refused naming the flag,
 // and value annotations with a Schema Registry encoder are refused by New

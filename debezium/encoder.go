@@ -398,6 +398,11 @@ func (d Encoder) AppendHeaders(dst []kafkasink.Header, arena []byte, e *kafkasin
 	return dst, arena
 }
 
+var (
+	_ kafkasink.Validator  = Encoder{}
+	_ kafkasink.ValueSizer = Encoder{}
+)
+
 // Validate implements kafkasink.Validator: a *kafkasink.ConfigError
 // listing every option of d that is out of range, or nil.
 func (d Encoder) Validate() error {

@@ -399,6 +399,8 @@ func (d Encoder) AppendHeaders(dst []kafkasink.Header, arena []byte, e *kafkasin
 }
 
 var (
+	_ kafkasink.Encoder    = Encoder{}
+	_ kafkasink.Annotator  = Encoder{}
 	_ kafkasink.Validator  = Encoder{}
 	_ kafkasink.ValueSizer = Encoder{}
 )

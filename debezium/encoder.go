@@ -36,23 +36,23 @@ import (
 //	  connector    "postgresql"
 //	  name         Name, or "kafkasink" when empty (Debezium's topic prefix)
 //	  ts_ms        the commit time (a snapshot row: the time the snapshot's
-//	               transaction started, Event.Source.SnapshotTime) in Unix
+//	               transaction started, kafkasink.Event.Source.SnapshotTime) in Unix
 //	               milliseconds; 0 when unknown
-//	  snapshot     "false" for a change; for a snapshot row (OpRead), by
-//	               Event.Source.Snapshot: "last" (the run's last row),
+//	  snapshot     "false" for a change; for a snapshot row (kafkasink.OpRead), by
+//	               kafkasink.Event.Source.Snapshot: "last" (the run's last row),
 //	               "first" (its first), "last_in_data_collection" (a
 //	               table's last), "first_in_data_collection" (a table's
 //	               first), else "true"
-//	  db           Event.Source.Database ("" when the source does not say)
+//	  db           kafkasink.Event.Source.Database ("" when the source does not say)
 //	  sequence     a string holding a JSON array of two strings: the end
 //	               of the previous transaction's commit record
-//	               (Event.Source.PrevCommitEnd; null when unknown and on
+//	               (kafkasink.Event.Source.PrevCommitEnd; null when unknown and on
 //	               snapshot rows) and the lsn below
 //	  ts_us, ts_ns ts_ms in microseconds and nanoseconds
 //	  schema       the source schema
 //	  table        the source table
 //	  txId         the source transaction id (a snapshot row: the
-//	               snapshot's, Event.Source.SnapshotXID), a number
+//	               snapshot's, kafkasink.Event.Source.SnapshotXID), a number
 //	  lsn          the change's LSN (e.LSN, or the commit LSN when the
 //	               change has none; a snapshot row: the snapshot's LSN), a
 //	               number as Debezium writes it (LSNs above 2^53 lose
@@ -69,18 +69,18 @@ import (
 //	ts_ms        the time the event was encoded (Now) in Unix milliseconds
 //	ts_us, ts_ns the same in microseconds and nanoseconds
 //	annotations  with WriteAnnotations only (an extension, not
-//	             Debezium's): Config.Annotations as an object of strings
+//	             Debezium's): kafkasink.Config.Annotations as an object of strings
 //	             in sorted key order, when the sink's AnnotationsIn puts
 //	             them in the value
 //
-// Besides the value, as Debezium by default (see RecordShaper, and the
+// Besides the value, as Debezium by default (see kafkasink.RecordShaper, and the
 // options below): each delete is followed by a tombstone with the same
 // key (tombstones.on.delete), a TRUNCATE is not written
 // (skipped.operations "t"), the delete and insert of a key change carry
 // __debezium.newkey and __debezium.oldkey, and every record the
 // __debezium.context.* headers (extended.headers.enabled), after the
-// kafkasink.* headers that Config.Headers selects, which the tombstone
-// shares with its delete. With HeadersNone a record carries Debezium's
+// kafkasink.* headers that kafkasink.Config.Headers selects, which the tombstone
+// shares with its delete. With kafkasink.HeadersNone a record carries Debezium's
 // headers only, as Debezium writes them.
 //
 // Earlier kafkasink versions wrote no tombstone and no Debezium header,
@@ -88,10 +88,10 @@ import (
 // before and after, as Debezium writes it; its options (e.Truncate:
 // CASCADE, RESTART IDENTITY) are not in the envelope, which Debezium
 // defines without them and which strict readers bind to fixed fields.
-// JSONEncoder carries them.
+// kafkasink.JSONEncoder carries them.
 //
 // Column values are written as Debezium 3.6.1's PostgreSQL connector
-// writes them, by the column's declared type (Event.Relation, which pgcdc
+// writes them, by the column's declared type (kafkasink.Event.Relation, which pgcdc
 // fills), under the options below, whose defaults are Debezium's: with
 // the zero options, numeric and money are Connect Decimals (base64 of the
 // unscaled value; {"scale","value"} for numeric without a declared
@@ -124,7 +124,7 @@ import (
 // MatchDebeziumLosses reproduces all six, NullNestedArrays the first. Infinite dates are
 // Debezium's overflowed numbers, which differ between snapshot and
 // stream as Debezium's do, so that typed readers read a number. Without a Relation
-// (events built by hand) values are written as JSONEncoder writes them.
+// (events built by hand) values are written as kafkasink.JSONEncoder writes them.
 // With one, a value not in the form pgcdc gives its type (a money or
 // interval text the server printed under other settings than pgcdc pins,
 // another Go type), an after image lacking one of the Relation's columns

@@ -141,10 +141,13 @@ func (s *Sink) encodeParts(ctx context.Context, p *plan, events []Event, send fu
 	}
 	enc := s.encoderState(len(events), shaper, framer, frames)
 	p.enc = enc
-	if k, ok := s.cfg.Encoder.(keyEncoder); ok && k.encodesKeys() {
-		enc.keys = k
+	if k, ok := s.cfg.Encoder.(AllKeysEncoder); ok {
+		if k.EncodesAllKeys() {
+			enc.keys = k
+		}
+	} else {
+		enc.keyEncoder, _ = s.cfg.Encoder.(KeyEncoder)
 	}
-	enc.keyEncoder, _ = s.cfg.Encoder.(KeyEncoder)
 	if pr, ok := s.cfg.Encoder.(Preparer); ok {
 		if err := s.prepare(ctx, pr, events); err != nil {
 			return nil, err
@@ -410,7 +413,7 @@ func (s *Sink) encodeEvent(ctx context.Context, es *encoderState, i int, e *Even
 	var err error
 	switch {
 	case es.keys != nil:
-		keyOut, err = es.keys.appendKey(es.arena, e, rt.keyColumns, true)
+		keyOut, err = es.keys.EncodeKey(es.arena, e, rt.keyColumns)
 	case es.keyEncoder != nil:
 		keyOut, err = appendEncodedKey(es.arena, es.keyEncoder, e, rt.keyColumns, s.cfg.KeyFormat)
 	default:
@@ -511,7 +514,7 @@ func (s *Sink) shapedHeaders(es *encoderState, hs []kgo.RecordHeader, e *Event, 
 		var out []byte
 		var err error
 		if es.keys != nil {
-			out, err = es.keys.appendKey(es.arena, &other, keyColumns, false)
+			out, err = es.keys.AppendKeyPayload(es.arena, &other, keyColumns)
 		} else {
 			out, err = AppendKey(es.arena, &other, keyColumns, s.cfg.KeyFormat)
 		}

@@ -98,7 +98,7 @@ type mode interface {
 
 // Delivers reports whether Write writes e to its table's topic: false for
 // an event the Encoder leaves out (a RecordShaper's Skip, such as
-// DebeziumEncoder's SkippedOperations). A source counting the events of a
+// debezium.Encoder's SkippedOperations). A source counting the events of a
 // transaction (Event.Txn) asks it, as pgcdc's Run does. Safe for
 // concurrent use.
 func (s *Sink) Delivers(e *Event) bool {

@@ -65,7 +65,7 @@ type DecoderConfig struct {
 	// delivers, as Debezium counts the events it emits. Run sets it to
 	// its sink's Delivers method when the sink has one (*kafkasink.Sink
 	// has: it leaves out the events its Encoder skips, such as
-	// DebeziumEncoder's SkippedOperations). nil counts every event.
+	// debezium.Encoder's SkippedOperations). nil counts every event.
 	Counted func(*kafkasink.Event) bool
 
 	// OnMessage, when set, receives logical decoding messages

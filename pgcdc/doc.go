@@ -407,13 +407,13 @@
 //
 // Every change also says where it stands in its transaction
 // (kafkasink.Event.Txn), for encoders that describe transactions
-// (DebeziumEncoder's ProvideTransactionMetadata): its place among the
+// (debezium.Encoder's ProvideTransactionMetadata): its place among the
 // transaction's counted events and among those of its table, whether it
 // is the transaction's first, and, on its last, the transaction as a
 // whole (the end of its commit record, the counted events in all and per
 // table). Which events count is DecoderConfig.Counted's to say; Run asks
 // its sink (kafkasink.Sink.Delivers), so that the events the sink's
-// Encoder skips (a TRUNCATE under DebeziumEncoder's default
+// Encoder skips (a TRUNCATE under debezium.Encoder's default
 // SkippedOperations) are not counted, as Debezium counts only what it
 // emits. To know which event is the last, the Decoder holds each event
 // until the next change or the commit arrives, and delivers it then: a
@@ -484,8 +484,8 @@
 // Decoder without Run marks the replica identity columns of a table whose
 // identity is not FULL). Default is the column's DEFAULT expression
 // (pg_get_expr of pg_attrdef; none for a generated column), read with
-// NotNull (a Decoder without Run leaves it empty); DebeziumEncoder
-// declares it in its schemas as Debezium does. DebeziumEncoder writes
+// NotNull (a Decoder without Run leaves it empty); debezium.Encoder
+// declares it in its schemas as Debezium does. debezium.Encoder writes
 // values by these types.
 //
 // A date or a timestamp without time zone names a calendar day or a
@@ -507,7 +507,7 @@
 // the message never quotes the value, because row data may be
 // confidential. A Decoder used without Run gets the text its connection's
 // settings print: interval and money text then stays text, which
-// DebeziumEncoder refuses (an *EncodeError: the event is rejected or
+// debezium.Encoder refuses (an *EncodeError: the event is rejected or
 // dead-lettered) unless the connection has IntervalStyle postgres and
 // lc_monetary C.
 package pgcdc

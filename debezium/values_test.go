@@ -1,4 +1,4 @@
-package kafkasink
+package debezium
 
 import (
 	"bufio"
@@ -13,39 +13,41 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kafkasink/kafkasink"
 )
 
 // Declared types of testdata/debezium/workload.sql's types table, as
 // pgcdc describes them (typmod of numeric(p,s) is (p<<16|s)+4).
 var (
-	tNumeric    = &TypeInfo{Name: "numeric", Modifier: -1, Kind: 'b'}
-	tNum12x3    = &TypeInfo{Name: "numeric", Modifier: 12<<16 | 3 + 4, Kind: 'b'}
-	tNum40x5    = &TypeInfo{Name: "numeric", Modifier: 40<<16 | 5 + 4, Kind: 'b'}
-	tMoney      = &TypeInfo{Name: "money", Modifier: -1, Kind: 'b'}
-	tBytea      = &TypeInfo{Name: "bytea", Modifier: -1, Kind: 'b'}
-	tDate       = &TypeInfo{Name: "date", Modifier: -1, Kind: 'b'}
-	tTime       = &TypeInfo{Name: "time", Modifier: -1, Kind: 'b'}
-	tTime3      = &TypeInfo{Name: "time", Modifier: 3, Kind: 'b'}
-	tTimetz     = &TypeInfo{Name: "timetz", Modifier: -1, Kind: 'b'}
-	tTimestamp  = &TypeInfo{Name: "timestamp", Modifier: -1, Kind: 'b'}
-	tTimestamp3 = &TypeInfo{Name: "timestamp", Modifier: 3, Kind: 'b'}
-	tTstz       = &TypeInfo{Name: "timestamptz", Modifier: -1, Kind: 'b'}
-	tInterval   = &TypeInfo{Name: "interval", Modifier: -1, Kind: 'b'}
-	tBit1       = &TypeInfo{Name: "bit", Modifier: 1, Kind: 'b'}
-	tBit8       = &TypeInfo{Name: "bit", Modifier: 8, Kind: 'b'}
-	tVarbit     = &TypeInfo{Name: "varbit", Modifier: -1, Kind: 'b'}
-	tPoint      = &TypeInfo{Name: "point", Modifier: -1, Kind: 'b'}
-	tInt4       = &TypeInfo{Name: "int4", Modifier: -1, Kind: 'b'}
-	tText       = &TypeInfo{Name: "text", Modifier: -1, Kind: 'b'}
-	tPosint     = &TypeInfo{Name: "posint", Modifier: -1, Kind: 'd', Base: tInt4}
-	tNumArr     = &TypeInfo{Name: "_numeric", Modifier: -1, Kind: 'b', Elem: tNumeric}
-	tDateArr    = &TypeInfo{Name: "_date", Modifier: -1, Kind: 'b', Elem: tDate}
-	tInt4Arr    = &TypeInfo{Name: "_int4", Modifier: -1, Kind: 'b', Elem: tInt4}
-	tPair       = &TypeInfo{Name: "pair", Modifier: -1, Kind: 'c'}
+	tNumeric    = &kafkasink.TypeInfo{Name: "numeric", Modifier: -1, Kind: 'b'}
+	tNum12x3    = &kafkasink.TypeInfo{Name: "numeric", Modifier: 12<<16 | 3 + 4, Kind: 'b'}
+	tNum40x5    = &kafkasink.TypeInfo{Name: "numeric", Modifier: 40<<16 | 5 + 4, Kind: 'b'}
+	tMoney      = &kafkasink.TypeInfo{Name: "money", Modifier: -1, Kind: 'b'}
+	tBytea      = &kafkasink.TypeInfo{Name: "bytea", Modifier: -1, Kind: 'b'}
+	tDate       = &kafkasink.TypeInfo{Name: "date", Modifier: -1, Kind: 'b'}
+	tTime       = &kafkasink.TypeInfo{Name: "time", Modifier: -1, Kind: 'b'}
+	tTime3      = &kafkasink.TypeInfo{Name: "time", Modifier: 3, Kind: 'b'}
+	tTimetz     = &kafkasink.TypeInfo{Name: "timetz", Modifier: -1, Kind: 'b'}
+	tTimestamp  = &kafkasink.TypeInfo{Name: "timestamp", Modifier: -1, Kind: 'b'}
+	tTimestamp3 = &kafkasink.TypeInfo{Name: "timestamp", Modifier: 3, Kind: 'b'}
+	tTstz       = &kafkasink.TypeInfo{Name: "timestamptz", Modifier: -1, Kind: 'b'}
+	tInterval   = &kafkasink.TypeInfo{Name: "interval", Modifier: -1, Kind: 'b'}
+	tBit1       = &kafkasink.TypeInfo{Name: "bit", Modifier: 1, Kind: 'b'}
+	tBit8       = &kafkasink.TypeInfo{Name: "bit", Modifier: 8, Kind: 'b'}
+	tVarbit     = &kafkasink.TypeInfo{Name: "varbit", Modifier: -1, Kind: 'b'}
+	tPoint      = &kafkasink.TypeInfo{Name: "point", Modifier: -1, Kind: 'b'}
+	tInt4       = &kafkasink.TypeInfo{Name: "int4", Modifier: -1, Kind: 'b'}
+	tText       = &kafkasink.TypeInfo{Name: "text", Modifier: -1, Kind: 'b'}
+	tPosint     = &kafkasink.TypeInfo{Name: "posint", Modifier: -1, Kind: 'd', Base: tInt4}
+	tNumArr     = &kafkasink.TypeInfo{Name: "_numeric", Modifier: -1, Kind: 'b', Elem: tNumeric}
+	tDateArr    = &kafkasink.TypeInfo{Name: "_date", Modifier: -1, Kind: 'b', Elem: tDate}
+	tInt4Arr    = &kafkasink.TypeInfo{Name: "_int4", Modifier: -1, Kind: 'b', Elem: tInt4}
+	tPair       = &kafkasink.TypeInfo{Name: "pair", Modifier: -1, Kind: 'c'}
 )
 
 // typesColumns are the columns these tests render, with the declared type.
-var typesColumns = []ColumnInfo{
+var typesColumns = []kafkasink.ColumnInfo{
 	{Name: "id", Type: tInt4, NotNull: true},
 	{Name: "c_num_typmod", Type: tNum12x3}, {Name: "c_num", Type: tNumeric}, {Name: "c_num40", Type: tNum40x5},
 	{Name: "c_money", Type: tMoney}, {Name: "c_bytea", Type: tBytea}, {Name: "c_date", Type: tDate},
@@ -61,28 +63,28 @@ var typesColumns = []ColumnInfo{
 // value sets 1, 2, 3 and 5 (ids 11, 12, 13, 15), by column.
 var typesRows = map[int]map[string]any{
 	11: {
-		"c_num_typmod": Decimal("12345.678"), "c_num": Decimal("3.14159"),
-		"c_num40": Decimal("12345678901234567890123456789012345.12345"), "c_money": "$1,234.56",
+		"c_num_typmod": kafkasink.Decimal("12345.678"), "c_num": kafkasink.Decimal("3.14159"),
+		"c_num40": kafkasink.Decimal("12345678901234567890123456789012345.12345"), "c_money": "$1,234.56",
 		"c_bytea": []byte{0x00, 0xff, 0x10}, "c_date": "2024-02-29", "c_time": "13:45:59.123456", "c_time3": "13:45:59.123",
 		"c_timetz": "13:45:59.5+05:30", "c_ts": "2024-02-29T13:45:59.123456", "c_ts3": "2024-02-29T13:45:59.123",
 		"c_tstz": time.Date(2024, 2, 29, 12, 45, 59, 123456000, time.UTC), "c_interval": "1 year 2 mons 3 days 04:05:06.789",
 		"c_bit1": "1", "c_bit8": "10101010", "c_varbit": "101", "c_point": "(1.5,-2.25)", "c_domain": int32(42),
-		"c_num_arr": []any{Decimal("1.5"), nil, Decimal("-2")}, "c_date_arr": []any{"2024-02-29", nil},
+		"c_num_arr": []any{kafkasink.Decimal("1.5"), nil, kafkasink.Decimal("-2")}, "c_date_arr": []any{"2024-02-29", nil},
 		"c_pair": map[string]any{"a": int32(1), "b": "one"},
 		"c_hstore": `"a"=>"1", "b"=>NULL, "c"=>"", "z"=>"26", "Aa"=>"1", "BB"=>"2", "k01"=>"v1", "k02"=>"v2", "k03"=>"v3", ` +
 			`"k04"=>"v4", "k05"=>"v5", "k06"=>"v6", "key"=>"value", "two words"=>"x y", "longer_key_name"=>"a longer value"`,
 	},
 	12: {
-		"c_num_typmod": Decimal("NaN"), "c_num": Decimal("Infinity"), "c_num40": Decimal("-0.00001"),
+		"c_num_typmod": kafkasink.Decimal("NaN"), "c_num": kafkasink.Decimal("Infinity"), "c_num40": kafkasink.Decimal("-0.00001"),
 		"c_money": "-$92,233,720,368,547,758.08", "c_bytea": []byte{}, "c_time": "24:00:00", "c_time3": "00:00:00",
 		"c_timetz": "23:59:59.999999-08", "c_ts": "-infinity", "c_ts3": "infinity", "c_tstz": "infinity",
 		"c_interval": "-1 days -00:00:01", "c_bit1": "0", "c_bit8": "00000000", "c_varbit": "", "c_point": "(0,0)",
-		"c_domain": int32(1), "c_num_arr": []any{Decimal("NaN")}, "c_pair": map[string]any{"a": nil, "b": nil},
+		"c_domain": int32(1), "c_num_arr": []any{kafkasink.Decimal("NaN")}, "c_pair": map[string]any{"a": nil, "b": nil},
 		"c_date": "infinity", "c_date_arr": []any{"infinity"}, "c_hstore": "",
 	},
 	13: {
-		"c_num_typmod": Decimal("0.000"), "c_num": Decimal("-1234567890123456789012345678901234567890.0123456789"),
-		"c_num40": Decimal("0.00000"), "c_money": "$0.00", "c_bytea": []byte{0xde, 0xad, 0xbe, 0xef}, "c_date": "1969-12-31",
+		"c_num_typmod": kafkasink.Decimal("0.000"), "c_num": kafkasink.Decimal("-1234567890123456789012345678901234567890.0123456789"),
+		"c_num40": kafkasink.Decimal("0.00000"), "c_money": "$0.00", "c_bytea": []byte{0xde, 0xad, 0xbe, 0xef}, "c_date": "1969-12-31",
 		"c_time": "00:00:00.000001", "c_time3": "23:59:59.999", "c_timetz": "00:00:00+00",
 		"c_ts": "1900-01-01T00:00:00.000001", "c_ts3": "1969-12-31T23:59:59.999", "c_tstz": time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC),
 		"c_interval": "-178000000 years", "c_bit1": "1", "c_bit8": "11111111", "c_varbit": "1111111111111111111",
@@ -92,7 +94,7 @@ var typesRows = map[int]map[string]any{
 			"\"new\nline\ttab\"=>\"\r\n\"",
 	},
 	15: {
-		"c_num": Decimal("-Infinity"), "c_money": "$92,233,720,368,547,758.07", "c_date": "-0043-03-15",
+		"c_num": kafkasink.Decimal("-Infinity"), "c_money": "$92,233,720,368,547,758.07", "c_date": "-0043-03-15",
 		"c_time": "23:59:59.999999", "c_timetz": "12:00:00+14", "c_ts": "-0043-03-15T12:00:00", "c_tstz": "-infinity",
 		"c_interval": "1 mon",
 	},
@@ -100,7 +102,7 @@ var typesRows = map[int]map[string]any{
 
 // goldenConfigs maps testdata/debezium's configurations onto encoder
 // options.
-var goldenConfigs = map[string]DebeziumEncoder{
+var goldenConfigs = map[string]Encoder{
 	"defaults":           {},
 	"decimal-string":     {DecimalHandling: DecimalString},
 	"isostring":          {TimePrecision: TimeIsostring, IntervalHandling: IntervalString},
@@ -147,25 +149,25 @@ func TestDebeziumValuesMatchGolden(t *testing.T) {
 // decimal-string records show), floats as float32 and float64.
 var numZerosRows = map[int]map[string]any{
 	11: {
-		"n_var": Decimal("3.14159265358979323846264338327950288419716939937510"), "n_scaled": Decimal("1.5000"),
-		"n_int": Decimal("100"), "f4": float32(1.5), "f8": float64(100),
-		"a_var": []any{Decimal("1.50"), Decimal("100"), Decimal("1000.000"), Decimal("0.00100"), Decimal("-2.500"),
-			Decimal("0.00000000000000000001000"), nil},
-		"a_scaled": []any{Decimal("1.5000"), nil, Decimal("-2.2500")},
+		"n_var": kafkasink.Decimal("3.14159265358979323846264338327950288419716939937510"), "n_scaled": kafkasink.Decimal("1.5000"),
+		"n_int": kafkasink.Decimal("100"), "f4": float32(1.5), "f8": float64(100),
+		"a_var": []any{kafkasink.Decimal("1.50"), kafkasink.Decimal("100"), kafkasink.Decimal("1000.000"), kafkasink.Decimal("0.00100"), kafkasink.Decimal("-2.500"),
+			kafkasink.Decimal("0.00000000000000000001000"), nil},
+		"a_scaled": []any{kafkasink.Decimal("1.5000"), nil, kafkasink.Decimal("-2.2500")},
 		"a_f4":     []any{float32(1.5), float32(100)}, "a_f8": []any{1.5, 100.0, nil},
 	},
 	12: {
-		"n_var": Decimal("0.000"), "n_scaled": Decimal("0.0000"), "n_int": Decimal("0"),
+		"n_var": kafkasink.Decimal("0.000"), "n_scaled": kafkasink.Decimal("0.0000"), "n_int": kafkasink.Decimal("0"),
 		"f4": float32(math.Copysign(0, -1)), "f8": math.Copysign(0, -1),
-		"a_var":    []any{Decimal("0"), Decimal("0.00"), Decimal("0.000")},
-		"a_scaled": []any{Decimal("0.0000"), Decimal("0.0000")},
+		"a_var":    []any{kafkasink.Decimal("0"), kafkasink.Decimal("0.00"), kafkasink.Decimal("0.000")},
+		"a_scaled": []any{kafkasink.Decimal("0.0000"), kafkasink.Decimal("0.0000")},
 		"a_f4":     []any{float32(math.Copysign(0, -1)), float32(0), float32(math.Copysign(0, -1)), nil},
 		"a_f8":     []any{math.Copysign(0, -1), nil, 0.0, math.Copysign(0, -1)},
 	},
 	13: {
-		"n_var": Decimal("1000.000"), "n_scaled": Decimal("-12345678.9000"), "n_int": Decimal("0"),
+		"n_var": kafkasink.Decimal("1000.000"), "n_scaled": kafkasink.Decimal("-12345678.9000"), "n_int": kafkasink.Decimal("0"),
 		"f4": float32(math.NaN()), "f8": math.Inf(-1),
-		"a_var": []any{Decimal("0.000")}, "a_scaled": []any{Decimal("100.0000")},
+		"a_var": []any{kafkasink.Decimal("0.000")}, "a_scaled": []any{kafkasink.Decimal("100.0000")},
 		"a_f4": []any{float32(math.NaN()), float32(math.Copysign(0, -1)), float32(math.Inf(1))},
 		"a_f8": []any{math.Inf(-1), math.NaN(), math.Copysign(0, -1)},
 	},
@@ -187,11 +189,11 @@ func TestDebeziumZerosMatchGolden(t *testing.T) {
 			t.Fatalf("%s: %d streamed inserts of num_zeros, want %d", config, len(golden), len(numZerosRows))
 		}
 		for id, values := range numZerosRows {
-			row := Row{{Name: "id", Value: int32(id)}}
+			row := kafkasink.Row{{Name: "id", Value: int32(id)}}
 			for _, c := range numZerosRelation.Columns[1:] {
-				row = append(row, Column{Name: c.Name, Value: values[c.Name]})
+				row = append(row, kafkasink.Column{Name: c.Name, Value: values[c.Name]})
 			}
-			out, err := enc.Encode(nil, &Event{Op: OpInsert, Schema: "dbzconf", Table: "num_zeros", Relation: numZerosRelation, After: row})
+			out, err := enc.Encode(nil, &kafkasink.Event{Op: kafkasink.OpInsert, Schema: "dbzconf", Table: "num_zeros", Relation: numZerosRelation, After: row})
 			if err != nil {
 				t.Fatalf("%s id=%d: %v", config, id, err)
 			}
@@ -212,17 +214,17 @@ func TestDebeziumZerosMatchGolden(t *testing.T) {
 // typesInsert returns the insert of typesRows[id], with a Relation of the
 // columns it has values for (an after image carries every column of its
 // Relation).
-func typesInsert(id int) *Event {
+func typesInsert(id int) *kafkasink.Event {
 	values := typesRows[id]
-	row := Row{{Name: "id", Value: int32(id)}}
-	rel := &Relation{Columns: typesColumns[:1:1]}
+	row := kafkasink.Row{{Name: "id", Value: int32(id)}}
+	rel := &kafkasink.Relation{Columns: typesColumns[:1:1]}
 	for _, c := range typesColumns[1:] {
 		if v, ok := values[c.Name]; ok {
-			row = append(row, Column{Name: c.Name, Value: v})
+			row = append(row, kafkasink.Column{Name: c.Name, Value: v})
 			rel.Columns = append(rel.Columns, c)
 		}
 	}
-	return &Event{Op: OpInsert, Schema: "dbzconf", Table: "types", Relation: rel, After: row}
+	return &kafkasink.Event{Op: kafkasink.OpInsert, Schema: "dbzconf", Table: "types", Relation: rel, After: row}
 }
 
 func orAbsent(b json.RawMessage, ok bool) string {
@@ -236,7 +238,7 @@ func orAbsent(b json.RawMessage, ok bool) string {
 // inserts (op "c") in config, by id, column by column.
 func goldenInserts(t *testing.T, config, table string) map[int]map[string]json.RawMessage {
 	t.Helper()
-	f, err := os.Open("testdata/debezium/" + config + "-schemas-false.jsonl")
+	f, err := os.Open("../testdata/debezium/" + config + "-schemas-false.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,9 +324,9 @@ func normNumbers(v any) any {
 // placeholder (or the configured one); without a Relation the row is
 // written as before.
 func TestDebeziumRowImages(t *testing.T) {
-	rel := &Relation{Columns: []ColumnInfo{{Name: "id", Type: tInt4, NotNull: true}, {Name: "name", Type: tText}, {Name: "n", Type: tInt4}}}
-	del := &Event{Op: OpDelete, Schema: "dbzconf", Table: "ident_default", Relation: rel, Before: Row{{Name: "id", Value: int32(3)}}}
-	out, err := DebeziumEncoder{}.Encode(nil, del)
+	rel := &kafkasink.Relation{Columns: []kafkasink.ColumnInfo{{Name: "id", Type: tInt4, NotNull: true}, {Name: "name", Type: tText}, {Name: "n", Type: tInt4}}}
+	del := &kafkasink.Event{Op: kafkasink.OpDelete, Schema: "dbzconf", Table: "ident_default", Relation: rel, Before: kafkasink.Row{{Name: "id", Value: int32(3)}}}
+	out, err := Encoder{}.Encode(nil, del)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,17 +334,17 @@ func TestDebeziumRowImages(t *testing.T) {
 		t.Errorf("delete under identity DEFAULT:\n%s\nwant it to start %s (Debezium's record ident_default d id=3)", out, want)
 	}
 
-	toast := &Relation{Columns: []ColumnInfo{{Name: "id", Type: tInt4, NotNull: true}, {Name: "big", Type: tText}, {Name: "n", Type: tInt4}}}
-	upd := &Event{Op: OpUpdate, Schema: "dbzconf", Table: "toasty", Relation: toast,
-		After: Row{{Name: "id", Value: int32(1)}, {Name: "big", Unchanged: true}, {Name: "n", Value: int32(2)}}}
-	out, err = DebeziumEncoder{}.Encode(nil, upd)
+	toast := &kafkasink.Relation{Columns: []kafkasink.ColumnInfo{{Name: "id", Type: tInt4, NotNull: true}, {Name: "big", Type: tText}, {Name: "n", Type: tInt4}}}
+	upd := &kafkasink.Event{Op: kafkasink.OpUpdate, Schema: "dbzconf", Table: "toasty", Relation: toast,
+		After: kafkasink.Row{{Name: "id", Value: int32(1)}, {Name: "big", Unchanged: true}, {Name: "n", Value: int32(2)}}}
+	out, err = Encoder{}.Encode(nil, upd)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := `{"before":null,"after":{"id":1,"big":"__debezium_unavailable_value","n":2},`; !strings.HasPrefix(string(out), want) {
 		t.Errorf("unchanged TOAST column:\n%s\nwant it to start %s (Debezium's record toasty u id=1)", out, want)
 	}
-	out, err = DebeziumEncoder{UnavailableValuePlaceholder: "?"}.Encode(nil, upd)
+	out, err = Encoder{UnavailableValuePlaceholder: "?"}.Encode(nil, upd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +353,7 @@ func TestDebeziumRowImages(t *testing.T) {
 	}
 
 	upd.Relation = nil
-	out, err = DebeziumEncoder{}.Encode(nil, upd)
+	out, err = Encoder{}.Encode(nil, upd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,36 +367,36 @@ func TestDebeziumRowImages(t *testing.T) {
 // against the form Debezium documents or writes for it.
 func TestDebeziumValueOptions(t *testing.T) {
 	cases := []struct {
-		enc  DebeziumEncoder
-		typ  *TypeInfo
+		enc  Encoder
+		typ  *kafkasink.TypeInfo
 		v    any
 		want string
 	}{
-		{DebeziumEncoder{DecimalHandling: DecimalDouble}, tNum12x3, Decimal("12345.678"), `12345.678`},
-		{DebeziumEncoder{DecimalHandling: DecimalDouble}, tNumeric, Decimal("NaN"), `"NaN"`},
-		{DebeziumEncoder{DecimalHandling: DecimalDouble}, tMoney, "-$1,234.56", `-1234.56`},
-		{DebeziumEncoder{DecimalHandling: DecimalString}, tMoney, "-$0.05", `"-0.05"`},
-		{DebeziumEncoder{TimePrecision: TimeAdaptiveTimeMicroseconds}, tTime3, "13:45:59.123", `49559123000`},
-		{DebeziumEncoder{TimePrecision: TimeAdaptiveTimeMicroseconds}, tTimestamp3, "2024-02-29T13:45:59.123", `1709214359123`},
-		{DebeziumEncoder{TimePrecision: TimeConnect}, tTime, "13:45:59.123456", `49559123`},
-		{DebeziumEncoder{TimePrecision: TimeConnect}, tTimestamp, "2024-02-29T13:45:59.123456", `1709214359123`},
-		{DebeziumEncoder{TimePrecision: TimeConnect}, tDate, "2024-02-29", `19782`},
-		{DebeziumEncoder{BinaryHandling: BinaryBase64}, tBytea, []byte{0xfb, 0xff}, `"+/8="`},
-		{DebeziumEncoder{BinaryHandling: BinaryBase64URLSafe}, tBytea, []byte{0xfb, 0xff}, `"-_8="`},
-		{DebeziumEncoder{BinaryHandling: BinaryHex}, tBytea, []byte{0xfb, 0xff}, `"fbff"`},
+		{Encoder{DecimalHandling: DecimalDouble}, tNum12x3, kafkasink.Decimal("12345.678"), `12345.678`},
+		{Encoder{DecimalHandling: DecimalDouble}, tNumeric, kafkasink.Decimal("NaN"), `"NaN"`},
+		{Encoder{DecimalHandling: DecimalDouble}, tMoney, "-$1,234.56", `-1234.56`},
+		{Encoder{DecimalHandling: DecimalString}, tMoney, "-$0.05", `"-0.05"`},
+		{Encoder{TimePrecision: TimeAdaptiveTimeMicroseconds}, tTime3, "13:45:59.123", `49559123000`},
+		{Encoder{TimePrecision: TimeAdaptiveTimeMicroseconds}, tTimestamp3, "2024-02-29T13:45:59.123", `1709214359123`},
+		{Encoder{TimePrecision: TimeConnect}, tTime, "13:45:59.123456", `49559123`},
+		{Encoder{TimePrecision: TimeConnect}, tTimestamp, "2024-02-29T13:45:59.123456", `1709214359123`},
+		{Encoder{TimePrecision: TimeConnect}, tDate, "2024-02-29", `19782`},
+		{Encoder{BinaryHandling: BinaryBase64}, tBytea, []byte{0xfb, 0xff}, `"+/8="`},
+		{Encoder{BinaryHandling: BinaryBase64URLSafe}, tBytea, []byte{0xfb, 0xff}, `"-_8="`},
+		{Encoder{BinaryHandling: BinaryHex}, tBytea, []byte{0xfb, 0xff}, `"fbff"`},
 		// bit strings are not bytea to Debezium: base64 in every mode.
-		{DebeziumEncoder{BinaryHandling: BinaryHex}, tVarbit, "101", `"BQ=="`},
+		{Encoder{BinaryHandling: BinaryHex}, tVarbit, "101", `"BQ=="`},
 		// Debezium's records of '{{1,2},{3,4}}' and '{{{1,2}},{{3,4}}}'
 		// (types id=11 and id=15).
-		{DebeziumEncoder{NullNestedArrays: true}, tInt4Arr, []any{[]any{int32(1), int32(2)}, []any{int32(3), int32(4)}}, `[null,null]`},
-		{DebeziumEncoder{NullNestedArrays: true}, tInt4Arr, []any{[]any{[]any{int32(1), int32(2)}}, []any{[]any{int32(3), int32(4)}}}, `[null,null]`},
-		{DebeziumEncoder{}, tInt4Arr, []any{[]any{int32(1), int32(2)}, []any{int32(3), int32(4)}}, `[[1,2],[3,4]]`},
-		{DebeziumEncoder{NullNestedArrays: true}, tInt4Arr, []any{int32(1), nil}, `[1,null]`},
-		{DebeziumEncoder{IntervalHandling: IntervalString}, tInterval, "-1 years -2 mons +3 days -04:05:06.5", `"P-1Y-2M3DT-4H-5M-6.5S"`},
+		{Encoder{NullNestedArrays: true}, tInt4Arr, []any{[]any{int32(1), int32(2)}, []any{int32(3), int32(4)}}, `[null,null]`},
+		{Encoder{NullNestedArrays: true}, tInt4Arr, []any{[]any{[]any{int32(1), int32(2)}}, []any{[]any{int32(3), int32(4)}}}, `[null,null]`},
+		{Encoder{}, tInt4Arr, []any{[]any{int32(1), int32(2)}, []any{int32(3), int32(4)}}, `[[1,2],[3,4]]`},
+		{Encoder{NullNestedArrays: true}, tInt4Arr, []any{int32(1), nil}, `[1,null]`},
+		{Encoder{IntervalHandling: IntervalString}, tInterval, "-1 years -2 mons +3 days -04:05:06.5", `"P-1Y-2M3DT-4H-5M-6.5S"`},
 	}
 	for _, c := range cases {
-		rel := &Relation{Columns: []ColumnInfo{{Name: "v", Type: c.typ}}}
-		out, err := c.enc.Encode(nil, &Event{Op: OpInsert, Relation: rel, After: Row{{Name: "v", Value: c.v}}})
+		rel := &kafkasink.Relation{Columns: []kafkasink.ColumnInfo{{Name: "v", Type: c.typ}}}
+		out, err := c.enc.Encode(nil, &kafkasink.Event{Op: kafkasink.OpInsert, Relation: rel, After: kafkasink.Row{{Name: "v", Value: c.v}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -412,40 +414,40 @@ func TestDebeziumValueOptions(t *testing.T) {
 // and where Debezium keeps the value (a streamed BC date, a snapshot
 // name), the value is written.
 func TestMatchDebeziumLosses(t *testing.T) {
-	losses := DebeziumEncoder{MatchDebeziumLosses: true}
-	iso := DebeziumEncoder{MatchDebeziumLosses: true, TimePrecision: TimeIsostring}
+	losses := Encoder{MatchDebeziumLosses: true}
+	iso := Encoder{MatchDebeziumLosses: true, TimePrecision: TimeIsostring}
 	cases := []struct {
-		enc  DebeziumEncoder
-		op   Op
-		typ  *TypeInfo
+		enc  Encoder
+		op   kafkasink.Op
+		typ  *kafkasink.TypeInfo
 		v    any
 		want string
 	}{
-		{losses, OpRead, tDate, "-0043-03-15", `-703383`},
-		{DebeziumEncoder{}, OpRead, tDate, "-0043-03-15", `-735160`},
-		{losses, OpInsert, tDate, "-0043-03-15", `-735160`},
-		{iso, OpRead, tDate, "-0043-03-15", `"0044-03-15Z"`},
-		{iso, OpRead, tDate, "0000-01-01", `"0001-01-01Z"`},
-		{losses, OpRead, tDate, "2024-02-29", `19782`},
-		{losses, OpInsert, tName, "a_name", `null`},
-		{DebeziumEncoder{}, OpInsert, tName, "a_name", `"a_name"`},
-		{losses, OpRead, tName, "a_name", `"a_name"`},
-		{losses, OpInsert, tInt4Arr, []any{[]any{int32(1), int32(2)}, []any{int32(3), int32(4)}}, `[null,null]`},
+		{losses, kafkasink.OpRead, tDate, "-0043-03-15", `-703383`},
+		{Encoder{}, kafkasink.OpRead, tDate, "-0043-03-15", `-735160`},
+		{losses, kafkasink.OpInsert, tDate, "-0043-03-15", `-735160`},
+		{iso, kafkasink.OpRead, tDate, "-0043-03-15", `"0044-03-15Z"`},
+		{iso, kafkasink.OpRead, tDate, "0000-01-01", `"0001-01-01Z"`},
+		{losses, kafkasink.OpRead, tDate, "2024-02-29", `19782`},
+		{losses, kafkasink.OpInsert, tName, "a_name", `null`},
+		{Encoder{}, kafkasink.OpInsert, tName, "a_name", `"a_name"`},
+		{losses, kafkasink.OpRead, tName, "a_name", `"a_name"`},
+		{losses, kafkasink.OpInsert, tInt4Arr, []any{[]any{int32(1), int32(2)}, []any{int32(3), int32(4)}}, `[null,null]`},
 		// A numeric without a declared scale: Debezium strips its
 		// trailing zeros (num_zeros id=11 and 13 in the workload), in
 		// arrays too; a declared scale it keeps.
-		{losses, OpInsert, tNumeric, Decimal("1000.000"), `{"scale":0,"value":"A+g="}`},
-		{DebeziumEncoder{}, OpInsert, tNumeric, Decimal("1000.000"), `{"scale":3,"value":"D0JA"}`},
-		{losses, OpRead, tNumeric, Decimal("0.000"), `{"scale":0,"value":"AA=="}`},
-		{losses, OpInsert, tNumArr, []any{Decimal("1.50"), Decimal("-2.500"), Decimal("100")},
+		{losses, kafkasink.OpInsert, tNumeric, kafkasink.Decimal("1000.000"), `{"scale":0,"value":"A+g="}`},
+		{Encoder{}, kafkasink.OpInsert, tNumeric, kafkasink.Decimal("1000.000"), `{"scale":3,"value":"D0JA"}`},
+		{losses, kafkasink.OpRead, tNumeric, kafkasink.Decimal("0.000"), `{"scale":0,"value":"AA=="}`},
+		{losses, kafkasink.OpInsert, tNumArr, []any{kafkasink.Decimal("1.50"), kafkasink.Decimal("-2.500"), kafkasink.Decimal("100")},
 			`[{"scale":1,"value":"Dw=="},{"scale":1,"value":"5w=="},{"scale":0,"value":"ZA=="}]`},
-		{DebeziumEncoder{}, OpInsert, tNumArr, []any{Decimal("1.50")}, `[{"scale":2,"value":"AJY="}]`},
-		{losses, OpInsert, tNum12x3, Decimal("1.500"), `"Bdw="`},
-		{DebeziumEncoder{MatchDebeziumLosses: true, DecimalHandling: DecimalString}, OpInsert, tNumeric, Decimal("1.50"), `"1.50"`},
+		{Encoder{}, kafkasink.OpInsert, tNumArr, []any{kafkasink.Decimal("1.50")}, `[{"scale":2,"value":"AJY="}]`},
+		{losses, kafkasink.OpInsert, tNum12x3, kafkasink.Decimal("1.500"), `"Bdw="`},
+		{Encoder{MatchDebeziumLosses: true, DecimalHandling: DecimalString}, kafkasink.OpInsert, tNumeric, kafkasink.Decimal("1.50"), `"1.50"`},
 	}
 	for _, c := range cases {
-		rel := &Relation{Columns: []ColumnInfo{{Name: "v", Type: c.typ}}}
-		out, err := c.enc.Encode(nil, &Event{Op: c.op, Relation: rel, After: Row{{Name: "v", Value: c.v}}})
+		rel := &kafkasink.Relation{Columns: []kafkasink.ColumnInfo{{Name: "v", Type: c.typ}}}
+		out, err := c.enc.Encode(nil, &kafkasink.Event{Op: c.op, Relation: rel, After: kafkasink.Row{{Name: "v", Value: c.v}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -455,10 +457,10 @@ func TestMatchDebeziumLosses(t *testing.T) {
 	}
 }
 
-// TestDebeziumValuesAllocs holds DebeziumEncoder to zero allocations for
+// TestDebeziumValuesAllocs holds Encoder to zero allocations for
 // an event of every converted type.
 func TestDebeziumValuesAllocs(t *testing.T) {
-	var rows []*Event
+	var rows []*kafkasink.Event
 	for id := range typesRows {
 		rows = append(rows, typesInsert(id))
 	}
@@ -505,7 +507,7 @@ func TestDebeziumModeNames(t *testing.T) {
 	}
 }
 
-// TestDebeziumValueFormErrors: a value DebeziumEncoder cannot write in
+// TestDebeziumValueFormErrors: a value Encoder cannot write in
 // Debezium's form (a text PostgreSQL prints under other settings than
 // pgcdc pins, or a Go type pgcdc does not give the column's type) is an
 // *EncodeError naming the table, the column, the type, the text's form
@@ -513,7 +515,7 @@ func TestDebeziumModeNames(t *testing.T) {
 // that a Debezium reader would misread.
 func TestDebeziumValueFormErrors(t *testing.T) {
 	cases := []struct {
-		typ  *TypeInfo
+		typ  *kafkasink.TypeInfo
 		v    any
 		want []string // in the error, besides the table, column and type
 	}{
@@ -525,7 +527,7 @@ func TestDebeziumValueFormErrors(t *testing.T) {
 		{tInterval, "P1Y2M3DT4H5M6.789S", []string{`"P#Y#M#DT#H#M#.###S"`, "IntervalStyle=postgres"}},
 		{tInterval, "+1-2 +3 +4:05:06.789", []string{`"+#-# +# +#:##:##.###"`, "IntervalStyle=postgres"}},
 		{tInterval, "@ 1 year 2 mons", []string{`"@ # year # mons"`, "IntervalStyle=postgres"}},
-		{tNumeric, Decimal("1e5"), []string{`"#e#"`, "kafkasink.Decimal"}},
+		{tNumeric, kafkasink.Decimal("1e5"), []string{`"#e#"`, "kafkasink.Decimal"}},
 		{tDate, "02/29/2024", []string{`"##/##/####"`, `"2006-01-02"`}},
 		{tTime, "1:02", []string{`"#:##"`}},
 		{tTimetz, "13:45:59", []string{`"##:##:##"`}},
@@ -543,10 +545,10 @@ func TestDebeziumValueFormErrors(t *testing.T) {
 		{tDateArr, []any{"2024-02-29", "29.02.2024"}, []string{"date", `"##.##.####"`}},
 	}
 	for _, c := range cases {
-		rel := &Relation{Columns: []ColumnInfo{{Name: "id", Type: tInt4}, {Name: "v", Type: c.typ}}}
-		e := &Event{Op: OpInsert, Schema: "s", Table: "t", Relation: rel, After: Row{{Name: "id", Value: int32(1)}, {Name: "v", Value: c.v}}}
-		out, err := DebeziumEncoder{}.Encode(nil, e)
-		var ee *EncodeError
+		rel := &kafkasink.Relation{Columns: []kafkasink.ColumnInfo{{Name: "id", Type: tInt4}, {Name: "v", Type: c.typ}}}
+		e := &kafkasink.Event{Op: kafkasink.OpInsert, Schema: "s", Table: "t", Relation: rel, After: kafkasink.Row{{Name: "id", Value: int32(1)}, {Name: "v", Value: c.v}}}
+		out, err := Encoder{}.Encode(nil, e)
+		var ee *kafkasink.EncodeError
 		if !errors.As(err, &ee) {
 			t.Errorf("%s %#v: wrote %s (error %v), want an *EncodeError", c.typ.Name, c.v, out, err)
 			continue
@@ -576,28 +578,28 @@ func TestDebeziumValueFormErrors(t *testing.T) {
 // not know of or without the value it has; a before image that lacks
 // columns (an old key) writes them null, as Debezium does.
 func TestDebeziumRowMatchesRelation(t *testing.T) {
-	rel := &Relation{Columns: []ColumnInfo{{Name: "id", Type: tInt4, NotNull: true}, {Name: "name", Type: tText}, {Name: "c_pair", Type: tPair}}}
+	rel := &kafkasink.Relation{Columns: []kafkasink.ColumnInfo{{Name: "id", Type: tInt4, NotNull: true}, {Name: "name", Type: tText}, {Name: "c_pair", Type: tPair}}}
 	cases := []struct {
 		name          string
-		before, after Row
+		before, after kafkasink.Row
 		column        string // the column the error names; "" for none
 		want          string // the record's start when there is none
 	}{
-		{name: "after lacks a column", after: Row{{Name: "id", Value: int32(1)}, {Name: "c_pair", Value: map[string]any{}}}, column: "name"},
-		{name: "after has a column the Relation lacks", after: Row{{Name: "id", Value: int32(1)}, {Name: "name", Value: "a"}, {Name: "extra", Value: "x"}}, column: "extra"},
-		{name: "before has a column the Relation lacks", before: Row{{Name: "id", Value: int32(1)}, {Name: "extra", Value: "x"}}, column: "extra"},
-		{name: "after in another order", after: Row{{Name: "name", Value: "a"}, {Name: "c_pair", Value: nil}, {Name: "id", Value: int32(1)}},
+		{name: "after lacks a column", after: kafkasink.Row{{Name: "id", Value: int32(1)}, {Name: "c_pair", Value: map[string]any{}}}, column: "name"},
+		{name: "after has a column the Relation lacks", after: kafkasink.Row{{Name: "id", Value: int32(1)}, {Name: "name", Value: "a"}, {Name: "extra", Value: "x"}}, column: "extra"},
+		{name: "before has a column the Relation lacks", before: kafkasink.Row{{Name: "id", Value: int32(1)}, {Name: "extra", Value: "x"}}, column: "extra"},
+		{name: "after in another order", after: kafkasink.Row{{Name: "name", Value: "a"}, {Name: "c_pair", Value: nil}, {Name: "id", Value: int32(1)}},
 			want: `{"before":null,"after":{"id":1,"name":"a"},`},
-		{name: "before with the key alone", before: Row{{Name: "id", Value: int32(1)}},
+		{name: "before with the key alone", before: kafkasink.Row{{Name: "id", Value: int32(1)}},
 			want: `{"before":{"id":1,"name":null},"after":null,`},
 	}
 	for _, c := range cases {
-		op := OpInsert
+		op := kafkasink.OpInsert
 		if c.before != nil {
-			op = OpDelete
+			op = kafkasink.OpDelete
 		}
-		out, err := DebeziumEncoder{}.Encode(nil, &Event{Op: op, Schema: "s", Table: "t", Relation: rel, Before: c.before, After: c.after})
-		var ee *EncodeError
+		out, err := Encoder{}.Encode(nil, &kafkasink.Event{Op: op, Schema: "s", Table: "t", Relation: rel, Before: c.before, After: c.after})
+		var ee *kafkasink.EncodeError
 		switch {
 		case c.column == "" && err != nil:
 			t.Errorf("%s: %v", c.name, err)

@@ -1,4 +1,4 @@
-package kafkasink
+package debezium
 
 import (
 	"encoding/base64"
@@ -14,10 +14,11 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/kafkasink/kafkasink/internal/jsonw"
+	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/encoding/jsonw"
 )
 
-// DebeziumEncoder's value forms: how a column value is written for its
+// Encoder's value forms: how a column value is written for its
 // declared type (Event.Relation), as Debezium 3.6.1's PostgreSQL connector
 // writes it with Kafka Connect's JsonConverter, under the options Debezium
 // has for them. The forms were taken from the connector's records in
@@ -156,7 +157,7 @@ func parseMode(names []string, name string) (int, bool) {
 
 // valueProblems lists the value options of d that are out of range, for
 // Config validation.
-func (d DebeziumEncoder) valueProblems() []string {
+func (d Encoder) valueProblems() []string {
 	var out []string
 	check := func(field, property string, m int, names []string) {
 		if m >= len(names) {
@@ -182,14 +183,14 @@ func (d DebeziumEncoder) valueProblems() []string {
 // carry, or leaving out one it does, would pass a wrong row for the row.
 // Without a Relation (events built by hand) it writes the row's columns
 // in their forms for JSONEncoder.
-func (d *DebeziumEncoder) writeRow(w *connectWriter, e *Event, schemas *debeziumSchemas, row Row, before bool) error {
+func (d *Encoder) writeRow(w *connectWriter, e *kafkasink.Event, schemas *debeziumSchemas, row kafkasink.Row, before bool) error {
 	if row == nil {
 		w.null()
 		return nil
 	}
 	if e.Relation == nil { // JSON only: AppendAvro requires a Relation
 		var err error
-		w.buf, err = appendRow(w.buf, e, row)
+		w.buf, err = kafkasink.AppendJSONRow(w.buf, e, row)
 		return err
 	}
 	w.beginStruct()
@@ -198,7 +199,7 @@ func (d *DebeziumEncoder) writeRow(w *connectWriter, e *Event, schemas *debezium
 	found := 0 // the row's columns the Relation lists
 	for i := range e.Relation.Columns {
 		ci := &e.Relation.Columns[i]
-		var c *Column
+		var c *kafkasink.Column
 		if next < len(row) && row[next].Name == ci.Name {
 			c = &row[next]
 			next++
@@ -213,7 +214,7 @@ func (d *DebeziumEncoder) writeRow(w *connectWriter, e *Event, schemas *debezium
 		}
 		t := declaredBase(ci.Type)
 		if c == nil && !before {
-			return &EncodeError{Schema: e.Schema, Table: e.Table, Column: ci.Name, Err: errAfterLacksColumn}
+			return &kafkasink.EncodeError{Schema: e.Schema, Table: e.Table, Column: ci.Name, Err: errAfterLacksColumn}
 		}
 		w.member(schemas.members[i], first)
 		first = false
@@ -233,17 +234,17 @@ func (d *DebeziumEncoder) writeRow(w *connectWriter, e *Event, schemas *debezium
 			d.writeUnchanged(w, ci.Type)
 		default:
 			if err := d.writeTyped(w, t, c.Value, pathOf(e)); err != nil {
-				return &EncodeError{Schema: e.Schema, Table: e.Table, Column: c.Name, Err: err}
+				return &kafkasink.EncodeError{Schema: e.Schema, Table: e.Table, Column: c.Name, Err: err}
 			}
 		}
 		if err := w.failed(); err != nil {
-			return &EncodeError{Schema: e.Schema, Table: e.Table, Column: ci.Name, Err: err}
+			return &kafkasink.EncodeError{Schema: e.Schema, Table: e.Table, Column: ci.Name, Err: err}
 		}
 	}
 	if found < len(row) {
 		for _, c := range row {
 			if _, ok := e.Relation.Column(c.Name); !ok {
-				return &EncodeError{Schema: e.Schema, Table: e.Table, Column: c.Name, Err: errColumnNotInRelation}
+				return &kafkasink.EncodeError{Schema: e.Schema, Table: e.Table, Column: c.Name, Err: errColumnNotInRelation}
 			}
 		}
 	}
@@ -252,7 +253,7 @@ func (d *DebeziumEncoder) writeRow(w *connectWriter, e *Event, schemas *debezium
 }
 
 // columnIndex returns the index of the column named name in row, or -1.
-func columnIndex(row Row, name string) int {
+func columnIndex(row kafkasink.Row, name string) int {
 	for i := range row {
 		if row[i].Name == name {
 			return i
@@ -277,7 +278,7 @@ var (
 // varbit, point or xml, or of a domain (the workload's rare_arrays).
 // Without MatchDebeziumLosses those arrays are written, a deliberate
 // deviation.
-func (d *DebeziumEncoder) leavesOut(t *TypeInfo) bool {
+func (d *Encoder) leavesOut(t *kafkasink.TypeInfo) bool {
 	if b := declaredBase(t); b != nil && b.Kind == 'c' {
 		return true
 	}
@@ -296,7 +297,7 @@ func (d *DebeziumEncoder) leavesOut(t *TypeInfo) bool {
 
 // declaredBase returns t, or the base type of a domain, through domains
 // over domains.
-func declaredBase(t *TypeInfo) *TypeInfo {
+func declaredBase(t *kafkasink.TypeInfo) *kafkasink.TypeInfo {
 	for t != nil && t.Base != nil {
 		t = t.Base
 	}
@@ -309,7 +310,7 @@ func declaredBase(t *TypeInfo) *TypeInfo {
 // PostgreSQL's output under the settings pgcdc pins, is an error
 // (valueFormError): written in another form, a Debezium reader would
 // misread it (a money text decoded as a base64 Decimal).
-func (d *DebeziumEncoder) writeTyped(w *connectWriter, t *TypeInfo, v any, path readPath) error {
+func (d *Encoder) writeTyped(w *connectWriter, t *kafkasink.TypeInfo, v any, path readPath) error {
 	t = declaredBase(t)
 	if t == nil {
 		return writeValue(w, v)
@@ -324,7 +325,7 @@ func (d *DebeziumEncoder) writeTyped(w *connectWriter, t *TypeInfo, v any, path 
 	ok := false
 	switch t.Name {
 	case "numeric":
-		if n, isDecimal := v.(Decimal); isDecimal {
+		if n, isDecimal := v.(kafkasink.Decimal); isDecimal {
 			ok = d.writeNumeric(w, string(n), t.Modifier)
 		}
 	case "money":
@@ -395,16 +396,16 @@ func (d *DebeziumEncoder) writeTyped(w *connectWriter, t *TypeInfo, v any, path 
 func isInfinity(s string) bool { return s == "infinity" || s == "-infinity" }
 
 // valueFormError says that v, of declared type t, is not in the form
-// DebeziumEncoder reads that type from, which it names, and what to do.
+// Encoder reads that type from, which it names, and what to do.
 // A text is quoted with each digit shown as '#', which shows its form (a
 // locale's money, another IntervalStyle) but not the value: row data may
 // be confidential, and errors end up in logs and dead-letter headers.
-func valueFormError(t *TypeInfo, v any) error {
+func valueFormError(t *kafkasink.TypeInfo, v any) error {
 	var given string
 	switch v := v.(type) {
 	case string:
 		given = "the text " + maskDigits(v)
-	case Decimal:
+	case kafkasink.Decimal:
 		given = "the kafkasink.Decimal " + maskDigits(string(v))
 	default:
 		return fmt.Errorf("DebeziumEncoder cannot write a Go %T, given for a value of type %s, in Debezium's form: it reads that type from %s, as pgcdc gives it",
@@ -420,7 +421,7 @@ func valueFormError(t *TypeInfo, v any) error {
 
 // debeziumTextSetting is the server setting a type's text depends on,
 // which pgcdc pins, or "".
-func debeziumTextSetting(t *TypeInfo) string {
+func debeziumTextSetting(t *kafkasink.TypeInfo) string {
 	switch t.Name {
 	case "money":
 		return "lc_monetary=C"
@@ -430,9 +431,9 @@ func debeziumTextSetting(t *TypeInfo) string {
 	return ""
 }
 
-// debeziumValueForm names the form DebeziumEncoder reads a value of type
+// debeziumValueForm names the form Encoder reads a value of type
 // t from.
-func debeziumValueForm(t *TypeInfo) string {
+func debeziumValueForm(t *kafkasink.TypeInfo) string {
 	if t.Elem != nil {
 		return "a []any of its elements"
 	}
@@ -490,7 +491,7 @@ func maskDigits(s string) string {
 // dimension are written nested, each element in its form: Debezium
 // writes each inner array as null, losing the values (a documented
 // deviation), which NullNestedArrays and MatchDebeziumLosses reproduce.
-func (d *DebeziumEncoder) writeArray(w *connectWriter, elem *TypeInfo, a []any) error {
+func (d *Encoder) writeArray(w *connectWriter, elem *kafkasink.TypeInfo, a []any) error {
 	if elem != nil && elem.Name == "numeric" && hasSpecialNumeric(a) {
 		w.null()
 		return nil
@@ -523,7 +524,7 @@ func (d *DebeziumEncoder) writeArray(w *connectWriter, elem *TypeInfo, a []any) 
 func hasSpecialNumeric(a []any) bool {
 	for _, v := range a {
 		switch v := v.(type) {
-		case Decimal:
+		case kafkasink.Decimal:
 			if specialNumeric(string(v)) != "" {
 				return true
 			}
@@ -553,7 +554,7 @@ func specialNumeric(s string) string {
 // writeNumeric writes a numeric's text s (PostgreSQL's output: an
 // optional minus, digits, an optional fraction) in the decimal mode.
 // typmod is the declared modifier, -1 without precision and scale.
-func (d *DebeziumEncoder) writeNumeric(w *connectWriter, s string, typmod int32) bool {
+func (d *Encoder) writeNumeric(w *connectWriter, s string, typmod int32) bool {
 	if special := specialNumeric(s); special != "" {
 		switch d.DecimalHandling {
 		case DecimalString:
@@ -727,7 +728,7 @@ func twosComplement(buf []byte, start int, neg bool) []byte {
 // lc_monetary locale ("$1,234.56", "-$0.01" under C): its digits are the
 // value in cents, Debezium's scale 2. A text with a decimal part of other
 // than two digits is not understood.
-func (d *DebeziumEncoder) writeMoney(w *connectWriter, s string) bool {
+func (d *Encoder) writeMoney(w *connectWriter, s string) bool {
 	var cents uint64
 	neg, n, lastSep := false, 0, -1
 	for i := 0; i < len(s); i++ {
@@ -817,7 +818,7 @@ func timePrecision(typmod int32) int32 {
 // writeTime writes a time (without time zone) in the time precision
 // mode. 24:00:00 is 86400000000 µs, and "00:00:00Z" in isostring mode, as
 // Debezium writes it.
-func (d *DebeziumEncoder) writeTime(w *connectWriter, s string, typmod int32) bool {
+func (d *Encoder) writeTime(w *connectWriter, s string, typmod int32) bool {
 	us, _, rest, ok := clockMicros(s)
 	if !ok || rest != "" {
 		return false
@@ -943,7 +944,7 @@ func appendISODateText(dst []byte, y int, date string) []byte {
 // isostring mode. infinity and -infinity are the days Debezium writes for
 // them (see infiniteDateDays), so that typed readers (a Connect INT32
 // Date, a Flink INT column) read a number as they do from Debezium.
-func (d *DebeziumEncoder) writeDate(w *connectWriter, s string, path readPath) bool {
+func (d *Encoder) writeDate(w *connectWriter, s string, path readPath) bool {
 	if isInfinity(s) {
 		days := infiniteDateDays(s == "infinity", path)
 		if d.TimePrecision == TimeIsostring {
@@ -975,8 +976,8 @@ func (d *DebeziumEncoder) writeDate(w *connectWriter, s string, path readPath) b
 }
 
 // pathOf is how Debezium reads the scalar values of e.
-func pathOf(e *Event) readPath {
-	if e.Op == OpRead {
+func pathOf(e *kafkasink.Event) readPath {
+	if e.Op == kafkasink.OpRead {
 		return readByJDBC
 	}
 	return readStreamed
@@ -1066,7 +1067,7 @@ const (
 // writeTimestamp writes a timestamp without time zone, pgcdc's
 // "2024-02-29T13:45:59.123456", as µs or ms since the epoch, or the ISO
 // text with "Z" in isostring mode.
-func (d *DebeziumEncoder) writeTimestamp(w *connectWriter, s string, typmod int32) bool {
+func (d *Encoder) writeTimestamp(w *connectWriter, s string, typmod int32) bool {
 	var us int64
 	switch s {
 	case "infinity":
@@ -1153,7 +1154,7 @@ func appendTimestamptzText(dst []byte, t time.Time) []byte {
 // writeInterval writes an interval in PostgreSQL's default output style
 // ("1 year 2 mons 3 days 04:05:06.789", "-1 days -00:00:01") as
 // microseconds, or as an ISO 8601 duration in string mode.
-func (d *DebeziumEncoder) writeInterval(w *connectWriter, s string) bool {
+func (d *Encoder) writeInterval(w *connectWriter, s string) bool {
 	var years, months, days, clock int64
 	var clockNeg bool
 	rest := s
@@ -1271,7 +1272,7 @@ func writeBits(w *connectWriter, s string, boolean bool) bool {
 
 // writeBinary writes bytes in the binary handling mode: Connect bytes
 // in bytes mode, else a string of their text.
-func (d *DebeziumEncoder) writeBinary(w *connectWriter, b []byte) {
+func (d *Encoder) writeBinary(w *connectWriter, b []byte) {
 	if d.BinaryHandling == BinaryBytes {
 		w.bytes(b)
 		return
@@ -1334,7 +1335,7 @@ func putFloat64LE(b []byte, f float64) {
 func writeValue(w *connectWriter, v any) error {
 	if !w.avro {
 		var err error
-		w.buf, err = appendValue(w.buf, v)
+		w.buf, err = kafkasink.AppendJSONValue(w.buf, v)
 		return err
 	}
 	// One type switch over every kind, as jsonw.AppendValueExt's: a
@@ -1346,7 +1347,7 @@ func writeValue(w *connectWriter, v any) error {
 		w.bool(x)
 	case string:
 		w.str(x)
-	case Decimal:
+	case kafkasink.Decimal:
 		w.str(string(x))
 	case int:
 		w.int(int64(x))
@@ -1411,7 +1412,7 @@ func writeValue(w *connectWriter, v any) error {
 		}
 		w.endArray()
 	default:
-		if _, err := appendValue(nil, v); err != nil {
+		if _, err := kafkasink.AppendJSONValue(nil, v); err != nil {
 			return err
 		}
 		return fmt.Errorf("kafkasink: a Go %T has no form in Debezium's Avro record", v)

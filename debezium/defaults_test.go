@@ -1,4 +1,4 @@
-package kafkasink
+package debezium
 
 import (
 	"bufio"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kafkasink/kafkasink"
 )
 
 // goldenImage is a change record's before and after images as Debezium
@@ -22,7 +24,7 @@ type goldenImage struct {
 // order (tombstones left out).
 func goldenImages(t *testing.T, file, table string) []goldenImage {
 	t.Helper()
-	f, err := os.Open("testdata/debezium/" + file)
+	f, err := os.Open("../testdata/debezium/" + file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +60,7 @@ func goldenImages(t *testing.T, file, table string) []goldenImage {
 }
 
 // encodedImages encodes e and returns its before and after images.
-func encodedImages(t *testing.T, enc DebeziumEncoder, e *Event) goldenImage {
+func encodedImages(t *testing.T, enc Encoder, e *kafkasink.Event) goldenImage {
 	t.Helper()
 	out, err := enc.Encode(nil, e)
 	if err != nil {
@@ -76,10 +78,10 @@ func encodedImages(t *testing.T, enc DebeziumEncoder, e *Event) goldenImage {
 
 // mixedDefaultsNulls is a row of mixed_defaults with NULL in every
 // column but id and d_serial, as the workload inserts ids 2 and 12.
-func mixedDefaultsNulls(id, serial int32) Row {
-	row := Row{}
+func mixedDefaultsNulls(id, serial int32) kafkasink.Row {
+	row := kafkasink.Row{}
 	for _, c := range mixedDefaultsRelation.Columns {
-		col := Column{Name: c.Name}
+		col := kafkasink.Column{Name: c.Name}
 		switch c.Name {
 		case "id":
 			col.Value = id
@@ -101,10 +103,10 @@ func mixedDefaultsNulls(id, serial int32) Row {
 // declares no default (JsonConverter would read the NULLs as defaults).
 func TestDebeziumDefaultsReplaceNull(t *testing.T) {
 	t.Parallel()
-	insert := &Event{Op: OpInsert, Schema: "dbzconf", Table: "mixed_defaults", Relation: mixedDefaultsRelation,
+	insert := &kafkasink.Event{Op: kafkasink.OpInsert, Schema: "dbzconf", Table: "mixed_defaults", Relation: mixedDefaultsRelation,
 		Key: []string{"id"}, After: mixedDefaultsNulls(12, 200)}
-	del := &Event{Op: OpDelete, Schema: "dbzconf", Table: "mixed_defaults", Relation: mixedDefaultsRelation,
-		Key: []string{"id"}, Before: Row{{Name: "id", Value: int32(1)}}}
+	del := &kafkasink.Event{Op: kafkasink.OpDelete, Schema: "dbzconf", Table: "mixed_defaults", Relation: mixedDefaultsRelation,
+		Key: []string{"id"}, Before: kafkasink.Row{{Name: "id", Value: int32(1)}}}
 	for config, opts := range goldenConfigs {
 		for _, schemas := range []bool{false, true} {
 			file := config + "-schemas-" + map[bool]string{false: "false", true: "true"}[schemas] + ".jsonl"
@@ -147,40 +149,40 @@ func TestDebeziumDefaultsReplaceNull(t *testing.T) {
 // column's scale.
 func TestDebeziumDefaultForms(t *testing.T) {
 	t.Parallel()
-	tNum5x3 := &TypeInfo{Name: "numeric", Modifier: 5<<16 | 3 + 4, Kind: 'b'}
+	tNum5x3 := &kafkasink.TypeInfo{Name: "numeric", Modifier: 5<<16 | 3 + 4, Kind: 'b'}
 	cases := []struct {
-		enc  DebeziumEncoder
-		typ  *TypeInfo
+		enc  Encoder
+		typ  *kafkasink.TypeInfo
 		expr string
 		want string // "" for none
 	}{
-		{DebeziumEncoder{}, tInt4, "42", "42"},
-		{DebeziumEncoder{}, tInt2, "'-3'::integer", "-3"},
-		{DebeziumEncoder{}, tInt2, "70000", ""},
-		{DebeziumEncoder{}, tInt8, "nextval('s'::regclass)", "0"},
-		{DebeziumEncoder{}, tInt4, "NULL::integer", ""},
-		{DebeziumEncoder{}, tInt4, "(1 + 2)", ""},
-		{DebeziumEncoder{}, tBool, "false", "false"},
-		{DebeziumEncoder{}, tFloat8, "'100000000000000000000'::numeric", "100000000000000000000"}, // Debezium: 1.0E20
-		{DebeziumEncoder{}, tNum5x3, "1.5", `"Bdw="`},                                             // 1.500: 1500
-		{DebeziumEncoder{DecimalHandling: DecimalString}, tNum5x3, "1.5", `"1.5"`},
-		{DebeziumEncoder{}, tNumeric, "1.5", ""},
-		{DebeziumEncoder{DecimalHandling: DecimalDouble}, tNumeric, "1.5", "1.5"},
-		{DebeziumEncoder{}, tText, "upper('x'::text)", `""`},
-		{DebeziumEncoder{}, tText, "'it''s'::text", `"it"`},
-		{DebeziumEncoder{}, tText, "'open", ""},
-		{DebeziumEncoder{}, tDate, "CURRENT_DATE", ""},
-		{DebeziumEncoder{TimePrecision: TimeIsostring}, tDate, "'2024-02-29'::date", `"2024-02-29Z"`},
-		{DebeziumEncoder{}, tTimestamp, "now()", "0"},
-		{DebeziumEncoder{}, tTstz, "'2024-02-29 08:15:59.5+05:30'::timestamp with time zone", `"2024-02-29T02:45:59.500000Z"`},
-		{DebeziumEncoder{}, tTstz, "CURRENT_TIMESTAMP", ""},
-		{DebeziumEncoder{}, tPosint, "1", ""},
-		{DebeziumEncoder{}, tMood, "'ok'::mood", ""},
-		{DebeziumEncoder{}, tInt4Arr, "'{1}'::integer[]", ""},
-		{DebeziumEncoder{}, tUUID, "gen_random_uuid()", ""},
+		{Encoder{}, tInt4, "42", "42"},
+		{Encoder{}, tInt2, "'-3'::integer", "-3"},
+		{Encoder{}, tInt2, "70000", ""},
+		{Encoder{}, tInt8, "nextval('s'::regclass)", "0"},
+		{Encoder{}, tInt4, "NULL::integer", ""},
+		{Encoder{}, tInt4, "(1 + 2)", ""},
+		{Encoder{}, tBool, "false", "false"},
+		{Encoder{}, tFloat8, "'100000000000000000000'::numeric", "100000000000000000000"}, // Debezium: 1.0E20
+		{Encoder{}, tNum5x3, "1.5", `"Bdw="`},                                             // 1.500: 1500
+		{Encoder{DecimalHandling: DecimalString}, tNum5x3, "1.5", `"1.5"`},
+		{Encoder{}, tNumeric, "1.5", ""},
+		{Encoder{DecimalHandling: DecimalDouble}, tNumeric, "1.5", "1.5"},
+		{Encoder{}, tText, "upper('x'::text)", `""`},
+		{Encoder{}, tText, "'it''s'::text", `"it"`},
+		{Encoder{}, tText, "'open", ""},
+		{Encoder{}, tDate, "CURRENT_DATE", ""},
+		{Encoder{TimePrecision: TimeIsostring}, tDate, "'2024-02-29'::date", `"2024-02-29Z"`},
+		{Encoder{}, tTimestamp, "now()", "0"},
+		{Encoder{}, tTstz, "'2024-02-29 08:15:59.5+05:30'::timestamp with time zone", `"2024-02-29T02:45:59.500000Z"`},
+		{Encoder{}, tTstz, "CURRENT_TIMESTAMP", ""},
+		{Encoder{}, tPosint, "1", ""},
+		{Encoder{}, tMood, "'ok'::mood", ""},
+		{Encoder{}, tInt4Arr, "'{1}'::integer[]", ""},
+		{Encoder{}, tUUID, "gen_random_uuid()", ""},
 	}
 	for _, c := range cases {
-		got := c.enc.columnDefault(&ColumnInfo{Name: "v", Type: c.typ, Default: c.expr}).json
+		got := c.enc.columnDefault(&kafkasink.ColumnInfo{Name: "v", Type: c.typ, Default: c.expr}).json
 		if string(got) != c.want {
 			t.Errorf("%s DEFAULT %s under %+v: %q, want %q", c.typ.Name, c.expr, c.enc, got, c.want)
 		}
@@ -194,8 +196,8 @@ func TestDebeziumDefaultForms(t *testing.T) {
 // without it they are written.
 func TestDebeziumDroppedArrays(t *testing.T) {
 	t.Parallel()
-	e := &Event{Op: OpInsert, Schema: "dbzconf", Table: "rare_arrays", Relation: rareArraysRelation, Key: []string{"id"},
-		After: Row{{Name: "id", Value: int32(11)}, {Name: "a_money", Value: []any{"-$2.25"}},
+	e := &kafkasink.Event{Op: kafkasink.OpInsert, Schema: "dbzconf", Table: "rare_arrays", Relation: rareArraysRelation, Key: []string{"id"},
+		After: kafkasink.Row{{Name: "id", Value: int32(11)}, {Name: "a_money", Value: []any{"-$2.25"}},
 			{Name: "a_interval", Value: []any{"1 year 2 mons", "-00:00:01"}}, {Name: "a_varbit", Value: []any{"", "1111"}},
 			{Name: "a_point", Value: []any{"(0,0)"}}, {Name: "a_xml", Value: []any{"<b/>"}},
 			{Name: "a_domain", Value: []any{int32(1), int32(2)}}, {Name: "n", Value: int32(11)}}}
@@ -223,10 +225,10 @@ func TestDebeziumDroppedArrays(t *testing.T) {
 // event when it writes defaults in place of NULLs and leaves arrays out.
 func TestDebeziumDefaultsAllocs(t *testing.T) {
 	now := time.Unix(0, 0)
-	e := &Event{Op: OpInsert, Schema: "dbzconf", Table: "mixed_defaults", Relation: mixedDefaultsRelation,
+	e := &kafkasink.Event{Op: kafkasink.OpInsert, Schema: "dbzconf", Table: "mixed_defaults", Relation: mixedDefaultsRelation,
 		Key: []string{"id"}, After: mixedDefaultsNulls(12, 200)}
 	for _, schemas := range []bool{false, true} {
-		enc := DebeziumEncoder{Name: "dbz", MatchDebeziumLosses: true, SchemasEnable: schemas, Now: func() time.Time { return now }}
+		enc := Encoder{Name: "dbz", MatchDebeziumLosses: true, SchemasEnable: schemas, Now: func() time.Time { return now }}
 		buf := make([]byte, 0, 1<<14)
 		if n := testing.AllocsPerRun(50, func() { _, _ = enc.Encode(buf[:0], e) }); n != 0 {
 			t.Errorf("schemas=%t: %v allocations per event, want 0", schemas, n)

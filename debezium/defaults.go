@@ -1,4 +1,4 @@
-package kafkasink
+package debezium
 
 import (
 	"math"
@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kafkasink/kafkasink"
 )
 
 // Column DEFAULTs as Debezium 3.6.1 treats them. Its PostgreSQL connector
@@ -48,7 +50,7 @@ func debeziumDefaultText(expr, placeholder string) (text string, ok bool) {
 // when Debezium declares none: no DEFAULT, a type Debezium has no parser
 // for (domains, enums, arrays, and the types not handled below), or an
 // expression its parser refuses.
-func (d *DebeziumEncoder) columnDefault(ci *ColumnInfo) columnDefaultValue {
+func (d *Encoder) columnDefault(ci *kafkasink.ColumnInfo) columnDefaultValue {
 	w := connectWriter{}
 	if !d.writeColumnDefault(&w, ci) {
 		return columnDefaultValue{}
@@ -72,7 +74,7 @@ type columnDefaultValue struct {
 
 // writeColumnDefault writes column ci's declared default and reports
 // whether it has one (see columnDefault).
-func (d *DebeziumEncoder) writeColumnDefault(w *connectWriter, ci *ColumnInfo) bool {
+func (d *Encoder) writeColumnDefault(w *connectWriter, ci *kafkasink.ColumnInfo) bool {
 	t := ci.Type
 	if ci.Default == "" || t == nil || t.Base != nil || t.Elem != nil || t.Kind != 'b' {
 		return false
@@ -145,7 +147,7 @@ func (d *DebeziumEncoder) writeColumnDefault(w *connectWriter, ci *ColumnInfo) b
 // to it), and none without a declared scale (Debezium's variable-scale
 // value is a struct, which Connect cannot hold as a default); as the
 // value otherwise.
-func (d *DebeziumEncoder) writeNumericDefault(w *connectWriter, s string, typmod int32) bool {
+func (d *Encoder) writeNumericDefault(w *connectWriter, s string, typmod int32) bool {
 	_, digits, scale, ok := splitDecimal(s)
 	if !ok || specialNumeric(s) != "" {
 		return false

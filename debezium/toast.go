@@ -1,9 +1,9 @@
-package kafkasink
+package debezium
 
 import (
 	"crypto/md5"
 
-	"github.com/kafkasink/kafkasink/internal/dbztoast"
+	"github.com/kafkasink/kafkasink"
 )
 
 // defaultUnavailablePlaceholder is Debezium's unavailable.value.placeholder.
@@ -11,7 +11,7 @@ const defaultUnavailablePlaceholder = "__debezium_unavailable_value"
 
 // writeUnchanged writes the placeholder of an unchanged TOAST value (a
 // value the change does not carry) in a column of declared type t, in
-// the form Debezium 3.6.1 gives it (see dbztoast.Of), so that the value
+// the form Debezium 3.6.1 gives it (see toastFormOf), so that the value
 // fits the column's schema: bytes for a bytea, a list for the arrays
 // Debezium singles out, the string otherwise. Where Debezium writes null
 // instead (its converters cannot take the placeholder: a bytea in the
@@ -19,7 +19,7 @@ const defaultUnavailablePlaceholder = "__debezium_unavailable_value"
 // a date array under time.precision.mode connect or isostring), it writes
 // the placeholder in the field's form, so that an unavailable value is
 // not read as a NULL, and null only with MatchDebeziumLosses.
-func (d *DebeziumEncoder) writeUnchanged(w *connectWriter, t *TypeInfo) {
+func (d *Encoder) writeUnchanged(w *connectWriter, t *kafkasink.TypeInfo) {
 	p := d.UnavailableValuePlaceholder
 	if p == "" {
 		p = defaultUnavailablePlaceholder
@@ -32,8 +32,8 @@ func (d *DebeziumEncoder) writeUnchanged(w *connectWriter, t *TypeInfo) {
 	if base != nil {
 		baseName = base.Name
 	}
-	switch dbztoast.Of(name, baseName) {
-	case dbztoast.Bytes:
+	switch toastFormOf(name, baseName) {
+	case toastBytes:
 		switch {
 		case d.BinaryHandling == BinaryBytes:
 			d.writeBinary(w, []byte(p))
@@ -45,9 +45,9 @@ func (d *DebeziumEncoder) writeUnchanged(w *connectWriter, t *TypeInfo) {
 			// text.
 			w.str(p)
 		}
-	case dbztoast.TextList:
+	case toastTextList:
 		writeOneElement(w, p)
-	case dbztoast.BytesList:
+	case toastBytesList:
 		switch {
 		case d.BinaryHandling == BinaryBytes:
 			w.beginArray(1)
@@ -59,7 +59,7 @@ func (d *DebeziumEncoder) writeUnchanged(w *connectWriter, t *TypeInfo) {
 		default:
 			writeOneElement(w, p)
 		}
-	case dbztoast.IntList:
+	case toastIntList:
 		if t.Elem != nil && t.Elem.Name == "date" && d.MatchDebeziumLosses &&
 			(d.TimePrecision == TimeIsostring || d.TimePrecision == TimeConnect) {
 			w.null()
@@ -70,9 +70,9 @@ func (d *DebeziumEncoder) writeUnchanged(w *connectWriter, t *TypeInfo) {
 			return
 		}
 		writeSignedBytes(w, p)
-	case dbztoast.UUIDList:
+	case toastUUIDList:
 		writeOneElement(w, nameUUID(p))
-	case dbztoast.HstoreMap:
+	case toastHstoreMap:
 		writeHstorePlaceholder(w, p)
 	default:
 		w.str(p)

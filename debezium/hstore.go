@@ -1,4 +1,4 @@
-package kafkasink
+package debezium
 
 import (
 	"cmp"

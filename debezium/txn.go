@@ -1,10 +1,12 @@
-package kafkasink
+package debezium
 
 import (
 	"strconv"
+
+	"github.com/kafkasink/kafkasink"
 )
 
-// This file is DebeziumEncoder's provide.transaction.metadata: the
+// This file is Encoder's provide.transaction.metadata: the
 // transaction block of each change event and the BEGIN and END records
 // on the transaction topic, as Debezium 3.6.1's PostgreSQL connector
 // writes them (testdata/debezium/txmeta-*.jsonl). Debezium names a
@@ -46,11 +48,11 @@ var (
 	debeziumTxnValueSchemaJSON = string(debeziumTxnValueSchema.appendJSON(nil, ""))
 )
 
-var _ Framer = DebeziumEncoder{}
+var _ kafkasink.Framer = Encoder{}
 
 // FrameTopic implements Framer: TransactionTopic, or Debezium's default
 // "<Name>.transaction", with ProvideTransactionMetadata; "" without.
-func (d DebeziumEncoder) FrameTopic() string {
+func (d Encoder) FrameTopic() string {
 	switch {
 	case !d.ProvideTransactionMetadata:
 		return ""
@@ -61,7 +63,7 @@ func (d DebeziumEncoder) FrameTopic() string {
 }
 
 // name is source.name: Name, or "kafkasink" when empty.
-func (d DebeziumEncoder) name() string {
+func (d Encoder) name() string {
 	if d.Name == "" {
 		return "kafkasink"
 	}
@@ -74,7 +76,7 @@ func (d DebeziumEncoder) name() string {
 // "data_collections","ts_ms"} with ts_ms the commit time; BEGIN's counts
 // are null, END's are those of e.Txn.End. With SchemasEnable both carry
 // Debezium's TransactionMetadataKey and TransactionMetadataValue schemas.
-func (d DebeziumEncoder) AppendFrame(dst []byte, e *Event, after bool) ([]byte, int) {
+func (d Encoder) AppendFrame(dst []byte, e *kafkasink.Event, after bool) ([]byte, int) {
 	start := len(dst)
 	w := connectWriter{buf: dst}
 	if d.SchemasEnable {
@@ -98,7 +100,7 @@ func (d DebeziumEncoder) AppendFrame(dst []byte, e *Event, after bool) ([]byte, 
 // AppendAvroFrameKey appends the key of AppendFrame's record in the Avro
 // binary encoding of the schema AvroData makes from its Connect schema
 // (see AppendAvro), for the kafkasinkavro module.
-func (d DebeziumEncoder) AppendAvroFrameKey(dst []byte, e *Event, after bool) []byte {
+func (d Encoder) AppendAvroFrameKey(dst []byte, e *kafkasink.Event, after bool) []byte {
 	w := avroWriter(dst, &debeziumTxnKeySchema)
 	writeFrameKey(&w, e, after)
 	return avroFrame(&w)
@@ -106,7 +108,7 @@ func (d DebeziumEncoder) AppendAvroFrameKey(dst []byte, e *Event, after bool) []
 
 // AppendAvroFrameValue appends the value of AppendFrame's record in Avro,
 // as AppendAvroFrameKey its key.
-func (d DebeziumEncoder) AppendAvroFrameValue(dst []byte, e *Event, after bool) []byte {
+func (d Encoder) AppendAvroFrameValue(dst []byte, e *kafkasink.Event, after bool) []byte {
 	w := avroWriter(dst, &debeziumTxnValueSchema)
 	writeFrameValue(&w, e, after)
 	return avroFrame(&w)
@@ -124,7 +126,7 @@ func avroFrame(w *connectWriter) []byte {
 
 // frameLSN is the LSN in the name of e's transaction in its BEGIN (after
 // false) or END record.
-func frameLSN(e *Event, after bool) LSN {
+func frameLSN(e *kafkasink.Event, after bool) kafkasink.LSN {
 	if after {
 		return e.Txn.End.CommitEnd
 	}
@@ -132,7 +134,7 @@ func frameLSN(e *Event, after bool) LSN {
 }
 
 // writeFrameKey writes the key of e's transaction's BEGIN or END record.
-func writeFrameKey(w *connectWriter, e *Event, after bool) {
+func writeFrameKey(w *connectWriter, e *kafkasink.Event, after bool) {
 	w.beginStruct()
 	w.key(`"id":`)
 	writeTxnID(w, e.XID, frameLSN(e, after))
@@ -141,7 +143,7 @@ func writeFrameKey(w *connectWriter, e *Event, after bool) {
 
 // writeFrameValue writes the value of e's transaction's BEGIN or END
 // record.
-func writeFrameValue(w *connectWriter, e *Event, after bool) {
+func writeFrameValue(w *connectWriter, e *kafkasink.Event, after bool) {
 	w.beginStruct()
 	w.key(`"status":`)
 	if after {
@@ -188,8 +190,8 @@ func writeFrameValue(w *connectWriter, e *Event, after bool) {
 // ProvideTransactionMetadata, for a change whose source places it in its
 // transaction (e.Txn.Order), {"id","total_order","data_collection_order"};
 // null otherwise, snapshot rows included, as Debezium writes them.
-func (d DebeziumEncoder) writeTxnBlock(w *connectWriter, e *Event, lsn LSN) {
-	if !d.ProvideTransactionMetadata || e.Op == OpRead || e.Txn.Order == 0 {
+func (d Encoder) writeTxnBlock(w *connectWriter, e *kafkasink.Event, lsn kafkasink.LSN) {
+	if !d.ProvideTransactionMetadata || e.Op == kafkasink.OpRead || e.Txn.Order == 0 {
 		w.null()
 		return
 	}
@@ -204,7 +206,7 @@ func (d DebeziumEncoder) writeTxnBlock(w *connectWriter, e *Event, lsn LSN) {
 }
 
 // writeTxnID writes Debezium's transaction id "<txId>:<LSN>".
-func writeTxnID(w *connectWriter, xid uint32, lsn LSN) {
+func writeTxnID(w *connectWriter, xid uint32, lsn kafkasink.LSN) {
 	mark := w.beginText()
 	w.buf = strconv.AppendUint(w.buf, uint64(xid), 10)
 	w.buf = append(w.buf, ':')
@@ -214,7 +216,7 @@ func writeTxnID(w *connectWriter, xid uint32, lsn LSN) {
 
 // debeziumLSN is source.lsn of a change: its own LSN, or its commit LSN
 // when it has none.
-func debeziumLSN(e *Event) LSN {
+func debeziumLSN(e *kafkasink.Event) kafkasink.LSN {
 	if e.LSN != 0 {
 		return e.LSN
 	}
@@ -233,7 +235,7 @@ func debeziumLSN(e *Event) LSN {
 // keys in a table of 64 or more becomes a tree whose order is not
 // modelled here: it takes 9 table names that collide.) Checked against Debezium 3.6.1 on
 // a transaction of 7 tables.
-func javaHashMapOrder(tables []TableEvents, order []int) []int {
+func javaHashMapOrder(tables []kafkasink.TableEvents, order []int) []int {
 	n := len(tables)
 	for i := range n {
 		order = append(order, i)
@@ -241,7 +243,7 @@ func javaHashMapOrder(tables []TableEvents, order []int) []int {
 	if n < 2 {
 		return order
 	}
-	hash := func(t TableEvents) uint32 {
+	hash := func(t kafkasink.TableEvents) uint32 {
 		h := javaStringHash(javaStringHash(0, t.Schema)*31+'.', t.Table)
 		return h ^ h>>16
 	}

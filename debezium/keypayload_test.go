@@ -1,12 +1,14 @@
-package kafkasink
+package debezium
 
 import (
 	"bytes"
 	"testing"
+
+	"github.com/kafkasink/kafkasink"
 )
 
 // TestDebeziumAppendKeyPayload: AppendKeyPayload is the payload of the
-// key document DebeziumEncoder writes with SchemasEnable (whose keys the
+// key document Encoder writes with SchemasEnable (whose keys the
 // golden tests measure against Debezium's), under the encoder's options,
 // for a one- and a two-column key; a truncate's key is AppendKey's in
 // KeyJSON.
@@ -14,15 +16,15 @@ func TestDebeziumAppendKeyPayload(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		name string
-		enc  DebeziumEncoder
-		e    Event
+		enc  Encoder
+		e    kafkasink.Event
 		want string
 	}{
-		{"int key", DebeziumEncoder{}, Event{Op: OpInsert, Schema: "s", Table: "t", Key: []string{"id"}, Relation: goldenRelations["ident_default"].rel,
-			After: Row{{Name: "id", Value: int32(7)}, {Name: "name", Value: "x"}}}, `{"id":7}`},
-		{"two columns", DebeziumEncoder{}, Event{Op: OpDelete, Schema: "s", Table: "t", Key: []string{"a", "b"}, Relation: goldenRelations["multi_pk"].rel,
-			Before: Row{{Name: "a", Value: "k"}, {Name: "b", Value: int32(2)}}}, `{"a":"k","b":2}`},
-		{"truncate", DebeziumEncoder{}, Event{Op: OpTruncate, Schema: "s", Table: "t", Position: Position{LSN: 0x16, Index: 3}, Key: []string{"id"},
+		{"int key", Encoder{}, kafkasink.Event{Op: kafkasink.OpInsert, Schema: "s", Table: "t", Key: []string{"id"}, Relation: goldenRelations["ident_default"].rel,
+			After: kafkasink.Row{{Name: "id", Value: int32(7)}, {Name: "name", Value: "x"}}}, `{"id":7}`},
+		{"two columns", Encoder{}, kafkasink.Event{Op: kafkasink.OpDelete, Schema: "s", Table: "t", Key: []string{"a", "b"}, Relation: goldenRelations["multi_pk"].rel,
+			Before: kafkasink.Row{{Name: "a", Value: "k"}, {Name: "b", Value: int32(2)}}}, `{"a":"k","b":2}`},
+		{"truncate", Encoder{}, kafkasink.Event{Op: kafkasink.OpTruncate, Schema: "s", Table: "t", Position: kafkasink.Position{LSN: 0x16, Index: 3}, Key: []string{"id"},
 			Relation: goldenRelations["truncated"].rel}, `"0/16:3"`},
 	} {
 		got, err := c.enc.AppendKeyPayload([]byte("prefix"), &c.e, nil)

@@ -4,6 +4,12 @@
 // jsonw handles the closed set of value types a kafkasink row may hold with
 // a type switch and writes nothing to the heap when dst has room.
 //
+// It is a supported package of the kafkasink module, shared with the
+// kafkasinkavro module (whose decoders write the JSON the root's encoders
+// write): its API follows the module's version like the rest of it, and
+// the output rules below are part of it: a change to one is a change to
+// what every encoder writes, listed in the changelog.
+//
 // Output rules, which the kafkasink README repeats because consumers see them:
 //
 //   - Strings are escaped exactly as encoding/json's Encoder does with

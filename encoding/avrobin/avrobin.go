@@ -1,7 +1,12 @@
 // Package avrobin appends values in Avro's binary encoding
 // (https://avro.apache.org/docs/1.11.1/specification/#binary-encoding),
-// for the root's Debezium writer and the kafkasinkavro module's encoders:
-// straight into a record's buffer, nothing boxed.
+// for the debezium package's Connect writer and the kafkasinkavro
+// module's encoders: straight into a record's buffer, nothing boxed.
+//
+// It is a supported package of the kafkasink module, which the
+// kafkasinkavro module imports: its API follows the module's version
+// like the rest of it (see the kafkasink package documentation), and
+// what it writes is Avro's specification, which does not change.
 package avrobin
 
 import (

@@ -1,4 +1,4 @@
-package kafkasink
+package debezium
 
 import (
 	"encoding/base64"
@@ -9,13 +9,13 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	"github.com/kafkasink/kafkasink/internal/avrobin"
-	"github.com/kafkasink/kafkasink/internal/jsonw"
+	"github.com/kafkasink/kafkasink/encoding/avrobin"
+	"github.com/kafkasink/kafkasink/encoding/jsonw"
 )
 
 // connectWriter writes the values of a Kafka Connect record, as
-// DebeziumEncoder's rules decide them, in one of two encodings: the JSON
-// Kafka Connect's JsonConverter writes (every DebeziumEncoder record's
+// Encoder's rules decide them, in one of two encodings: the JSON
+// Kafka Connect's JsonConverter writes (every Encoder record's
 // payload), or the Avro binary encoding of the schema Kafka Connect's
 // AvroData makes from the record's Connect schema (AppendAvro, for the
 // kafkasinkavro module). One set of rules writes both, so the two cannot

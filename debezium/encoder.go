@@ -1,16 +1,21 @@
-package kafkasink
+package debezium
 
 import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/encoding/jsonw"
 )
 
-// DebeziumEncoder writes Debezium's PostgreSQL connector envelope in its
+// Encoder writes Debezium's PostgreSQL connector envelope in its
 // JSON form without schema (value.converter.schemas.enable=false), or with
 // SchemasEnable in Kafka Connect's schema-carrying form
 // (schemas.enable=true, keys included), so consumers written for Debezium
@@ -26,28 +31,28 @@ import (
 //	before       the old row object, or null
 //	after        the new row object, or null
 //	source       an object:
-//	  version      DebeziumVersion ("3.6.1.Final"), the release whose
+//	  version      Version ("3.6.1.Final"), the release whose
 //	               output this is
 //	  connector    "postgresql"
 //	  name         Name, or "kafkasink" when empty (Debezium's topic prefix)
 //	  ts_ms        the commit time (a snapshot row: the time the snapshot's
-//	               transaction started, Event.Source.SnapshotTime) in Unix
+//	               transaction started, kafkasink.Event.Source.SnapshotTime) in Unix
 //	               milliseconds; 0 when unknown
-//	  snapshot     "false" for a change; for a snapshot row (OpRead), by
-//	               Event.Source.Snapshot: "last" (the run's last row),
+//	  snapshot     "false" for a change; for a snapshot row (kafkasink.OpRead), by
+//	               kafkasink.Event.Source.Snapshot: "last" (the run's last row),
 //	               "first" (its first), "last_in_data_collection" (a
 //	               table's last), "first_in_data_collection" (a table's
 //	               first), else "true"
-//	  db           Event.Source.Database ("" when the source does not say)
+//	  db           kafkasink.Event.Source.Database ("" when the source does not say)
 //	  sequence     a string holding a JSON array of two strings: the end
 //	               of the previous transaction's commit record
-//	               (Event.Source.PrevCommitEnd; null when unknown and on
+//	               (kafkasink.Event.Source.PrevCommitEnd; null when unknown and on
 //	               snapshot rows) and the lsn below
 //	  ts_us, ts_ns ts_ms in microseconds and nanoseconds
 //	  schema       the source schema
 //	  table        the source table
 //	  txId         the source transaction id (a snapshot row: the
-//	               snapshot's, Event.Source.SnapshotXID), a number
+//	               snapshot's, kafkasink.Event.Source.SnapshotXID), a number
 //	  lsn          the change's LSN (e.LSN, or the commit LSN when the
 //	               change has none; a snapshot row: the snapshot's LSN), a
 //	               number as Debezium writes it (LSNs above 2^53 lose
@@ -64,18 +69,18 @@ import (
 //	ts_ms        the time the event was encoded (Now) in Unix milliseconds
 //	ts_us, ts_ns the same in microseconds and nanoseconds
 //	annotations  with WriteAnnotations only (an extension, not
-//	             Debezium's): Config.Annotations as an object of strings
+//	             Debezium's): kafkasink.Config.Annotations as an object of strings
 //	             in sorted key order, when the sink's AnnotationsIn puts
 //	             them in the value
 //
-// Besides the value, as Debezium by default (see RecordShaper, and the
+// Besides the value, as Debezium by default (see kafkasink.RecordShaper, and the
 // options below): each delete is followed by a tombstone with the same
 // key (tombstones.on.delete), a TRUNCATE is not written
 // (skipped.operations "t"), the delete and insert of a key change carry
 // __debezium.newkey and __debezium.oldkey, and every record the
 // __debezium.context.* headers (extended.headers.enabled), after the
-// kafkasink.* headers that Config.Headers selects, which the tombstone
-// shares with its delete. With HeadersNone a record carries Debezium's
+// kafkasink.* headers that kafkasink.Config.Headers selects, which the tombstone
+// shares with its delete. With kafkasink.HeadersNone a record carries Debezium's
 // headers only, as Debezium writes them.
 //
 // Earlier kafkasink versions wrote no tombstone and no Debezium header,
@@ -83,10 +88,10 @@ import (
 // before and after, as Debezium writes it; its options (e.Truncate:
 // CASCADE, RESTART IDENTITY) are not in the envelope, which Debezium
 // defines without them and which strict readers bind to fixed fields.
-// JSONEncoder carries them.
+// kafkasink.JSONEncoder carries them.
 //
 // Column values are written as Debezium 3.6.1's PostgreSQL connector
-// writes them, by the column's declared type (Event.Relation, which pgcdc
+// writes them, by the column's declared type (kafkasink.Event.Relation, which pgcdc
 // fills), under the options below, whose defaults are Debezium's: with
 // the zero options, numeric and money are Connect Decimals (base64 of the
 // unscaled value; {"scale","value"} for numeric without a declared
@@ -119,14 +124,14 @@ import (
 // MatchDebeziumLosses reproduces all six, NullNestedArrays the first. Infinite dates are
 // Debezium's overflowed numbers, which differ between snapshot and
 // stream as Debezium's do, so that typed readers read a number. Without a Relation
-// (events built by hand) values are written as JSONEncoder writes them.
+// (events built by hand) values are written as kafkasink.JSONEncoder writes them.
 // With one, a value not in the form pgcdc gives its type (a money or
 // interval text the server printed under other settings than pgcdc pins,
 // another Go type), an after image lacking one of the Relation's columns
 // and a row column the Relation does not list are each an *EncodeError:
 // the event is rejected or dead-lettered, never written in a form a
 // Debezium reader would misread.
-type DebeziumEncoder struct {
+type Encoder struct {
 	// Name is the logical server name written to source.name. Empty means
 	// "kafkasink".
 	Name string
@@ -299,14 +304,14 @@ type DebeziumEncoder struct {
 	annotations string // the annotations member, made by Annotate
 }
 
-// The headers DebeziumEncoder adds (see RecordShaper).
+// The headers Encoder adds (see RecordShaper).
 const (
 	// On the two events of a key change (Event.Source.KeyChange): the
 	// delete's record names the new key, the insert's the old one, in
 	// the sink's key form (Config.KeyFormat; KeyJSON is Debezium's), or
 	// with SchemasEnable as the key's payload.
-	HeaderDebeziumNewKey = "__debezium.newkey"
-	HeaderDebeziumOldKey = "__debezium.oldkey"
+	HeaderNewKey = "__debezium.newkey"
+	HeaderOldKey = "__debezium.oldkey"
 
 	headerDebeziumLogicalName   = "__debezium.context.connectorLogicalName"
 	headerDebeziumTaskID        = "__debezium.context.taskId"
@@ -314,7 +319,7 @@ const (
 	headerDebeziumRunID         = "__debezium.context.runId"
 )
 
-// debeziumRunID is DebeziumEncoder.RunID when it is empty: a random UUID
+// debeziumRunID is Encoder.RunID when it is empty: a random UUID
 // made once per process.
 var debeziumRunID = func() string {
 	var b [16]byte
@@ -325,15 +330,15 @@ var debeziumRunID = func() string {
 	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }()
 
-var _ RecordShaper = DebeziumEncoder{}
+var _ kafkasink.RecordShaper = Encoder{}
 
 // Shape implements RecordShaper: SkippedOperations, the tombstone after a
 // delete, and with ProvideTransactionMetadata the BEGIN and END records.
-func (d DebeziumEncoder) Shape(e *Event) RecordShape {
-	return RecordShape{
+func (d Encoder) Shape(e *kafkasink.Event) kafkasink.RecordShape {
+	return kafkasink.RecordShape{
 		Skip:         d.skips(e.Op),
-		Tombstone:    e.Op == OpDelete && !d.DisableTombstones,
-		NullKey:      e.Op == OpTruncate && d.MatchDebeziumLosses,
+		Tombstone:    e.Op == kafkasink.OpDelete && !d.DisableTombstones,
+		NullKey:      e.Op == kafkasink.OpTruncate && d.MatchDebeziumLosses,
 		RecordBefore: d.ProvideTransactionMetadata && e.Txn.First,
 		RecordAfter:  d.ProvideTransactionMetadata && e.Txn.End != nil,
 	}
@@ -341,12 +346,12 @@ func (d DebeziumEncoder) Shape(e *Event) RecordShape {
 
 // skips reports whether SkippedOperations names op. Snapshot reads are
 // never skipped, as in Debezium.
-func (d DebeziumEncoder) skips(op Op) bool {
+func (d Encoder) skips(op kafkasink.Op) bool {
 	list := d.SkippedOperations
 	switch {
 	case list == "":
 		list = "t"
-	case list == "none" || op == OpRead || !op.Valid():
+	case list == "none" || op == kafkasink.OpRead || !op.Valid():
 		return false
 	}
 	code := debeziumOps[op]
@@ -362,13 +367,13 @@ func (d DebeziumEncoder) skips(op Op) bool {
 
 // AppendHeaders implements RecordShaper: the key-change headers and the
 // extended headers.
-func (d DebeziumEncoder) AppendHeaders(dst []Header, arena []byte, e *Event, otherKey []byte) ([]Header, []byte) {
+func (d Encoder) AppendHeaders(dst []kafkasink.Header, arena []byte, e *kafkasink.Event, otherKey []byte) ([]kafkasink.Header, []byte) {
 	if e.Source.KeyChange != nil && otherKey != nil {
-		key := HeaderDebeziumOldKey
-		if e.Op == OpDelete {
-			key = HeaderDebeziumNewKey
+		key := HeaderOldKey
+		if e.Op == kafkasink.OpDelete {
+			key = HeaderNewKey
 		}
-		dst = append(dst, Header{Key: key, Value: otherKey})
+		dst = append(dst, kafkasink.Header{Key: key, Value: otherKey})
 	}
 	if d.DisableExtendedHeaders {
 		return dst, arena
@@ -376,7 +381,7 @@ func (d DebeziumEncoder) AppendHeaders(dst []Header, arena []byte, e *Event, oth
 	add := func(key, value string) {
 		start := len(arena)
 		arena = append(arena, value...)
-		dst = append(dst, Header{Key: key, Value: arena[start:len(arena):len(arena)]})
+		dst = append(dst, kafkasink.Header{Key: key, Value: arena[start:len(arena):len(arena)]})
 	}
 	name := d.Name
 	if name == "" {
@@ -393,11 +398,34 @@ func (d DebeziumEncoder) AppendHeaders(dst []Header, arena []byte, e *Event, oth
 	return dst, arena
 }
 
-// validate returns the problems of the options, for Config validation.
-func (d DebeziumEncoder) validate() []string {
+var (
+	_ kafkasink.Encoder    = Encoder{}
+	_ kafkasink.Annotator  = Encoder{}
+	_ kafkasink.Validator  = Encoder{}
+	_ kafkasink.ValueSizer = Encoder{}
+)
+
+// Validate implements kafkasink.Validator: a *kafkasink.ConfigError
+// listing every option of d that is out of range, or nil.
+func (d Encoder) Validate() error {
+	if p := d.problems(); len(p) > 0 {
+		return &kafkasink.ConfigError{Problems: p}
+	}
+	return nil
+}
+
+// MinValueSize implements kafkasink.ValueSizer: Encode writes every
+// changed column value of both images at least at its length, as
+// JSONEncoder does.
+func (d Encoder) MinValueSize(e *kafkasink.Event) int {
+	return kafkasink.MinRowSize(e.Before) + kafkasink.MinRowSize(e.After)
+}
+
+// problems returns the problems of the options, for Validate.
+func (d Encoder) problems() []string {
 	p := d.valueProblems()
 	if t := d.FrameTopic(); t != "" {
-		if err := validateTopicName(t); err != nil {
+		if err := kafkasink.ValidateTopicName(t); err != nil {
 			p = append(p, fmt.Sprintf("Encoder: DebeziumEncoder.TransactionTopic (transaction.topic) %q: %v", t, err))
 		}
 	}
@@ -418,7 +446,7 @@ func (d DebeziumEncoder) validate() []string {
 // Annotate implements Annotator, with WriteAnnotations and without
 // SchemasEnable: the encoder it returns writes annotations as the
 // envelope's last member.
-func (d DebeziumEncoder) Annotate(annotations map[string]string) (Encoder, error) {
+func (d Encoder) Annotate(annotations map[string]string) (kafkasink.Encoder, error) {
 	switch {
 	case !d.WriteAnnotations:
 		return nil, errors.New("DebeziumEncoder writes Debezium's envelope, which has no annotations field: " +
@@ -430,29 +458,51 @@ func (d DebeziumEncoder) Annotate(annotations map[string]string) (Encoder, error
 	return d, nil
 }
 
+// annotationsMember returns the JSON member `,"annotations":{...}` of
+// the annotations, keys in sorted order, as JSONEncoder writes it.
+func annotationsMember(annotations map[string]string) string {
+	dst := []byte(`,"annotations":{`)
+	for i, k := range slices.Sorted(maps.Keys(annotations)) {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = jsonw.AppendString(dst, k)
+		dst = append(dst, ':')
+		dst = jsonw.AppendString(dst, annotations[k])
+	}
+	return string(append(dst, '}'))
+}
+
+// invalidOpError reports an event whose Op is not one of the defined
+// operations, as the root's encoders do: Write refuses such events before
+// encoding; an Encoder called directly reports it the same way.
+func invalidOpError(e *kafkasink.Event) error {
+	return fmt.Errorf("%w: event %s of %s.%s has invalid op %s", kafkasink.ErrInvalidBatch, e.Position, e.Schema, e.Table, e.Op)
+}
+
 // errAnnotationsNoSchema refuses annotations in a value whose schema
 // Debezium declares: Connect's and Avro's.
 var errAnnotationsNoSchema = errors.New("DebeziumEncoder.WriteAnnotations writes annotations in JSON without schemas only: " +
 	"the Connect schema Debezium declares (SchemasEnable, Avro) has no annotations field; carry them in headers (AnnotateHeaders)")
 
 // debeziumOps maps an Op to Debezium's single-letter operation code.
-// DebeziumVersion is what DebeziumEncoder writes to source.version: the
+// Version is what Encoder writes to source.version: the
 // Debezium release whose default output it reproduces, so that a consumer
 // that checks the version reads the format it expects. The records' own
 // kafkasink.* headers, unless Config.Headers is HeadersNone, tell them
 // apart from Debezium's.
-const DebeziumVersion = "3.6.1.Final"
+const Version = "3.6.1.Final"
 
 var (
-	debeziumOps = [...]string{OpInsert: "c", OpUpdate: "u", OpDelete: "d", OpTruncate: "t", OpRead: "r"}
+	debeziumOps = [...]string{kafkasink.OpInsert: "c", kafkasink.OpUpdate: "u", kafkasink.OpDelete: "d", kafkasink.OpTruncate: "t", kafkasink.OpRead: "r"}
 	// debeziumOpMembers are the envelope's op members in JSON.
-	debeziumOpMembers = [...]string{OpInsert: `,"op":"c"`, OpUpdate: `,"op":"u"`, OpDelete: `,"op":"d"`, OpTruncate: `,"op":"t"`, OpRead: `,"op":"r"`}
+	debeziumOpMembers = [...]string{kafkasink.OpInsert: `,"op":"c"`, kafkasink.OpUpdate: `,"op":"u"`, kafkasink.OpDelete: `,"op":"d"`, kafkasink.OpTruncate: `,"op":"t"`, kafkasink.OpRead: `,"op":"r"`}
 )
 
 // Encode implements Encoder. It never returns a tombstone: Debezium's
 // tombstone after a delete is a second record, which the sink writes as
 // Shape asks (RecordShaper).
-func (d DebeziumEncoder) Encode(dst []byte, e *Event) ([]byte, error) {
+func (d Encoder) Encode(dst []byte, e *kafkasink.Event) ([]byte, error) {
 	if !e.Op.Valid() {
 		return nil, invalidOpError(e)
 	}
@@ -477,12 +527,12 @@ func (d DebeziumEncoder) Encode(dst []byte, e *Event) ([]byte, error) {
 // writes the record's wire-format header. The values are those Encode
 // writes, nested arrays null as with SchemasEnable; a value the schema
 // cannot hold is an *EncodeError, as is an event without a Relation.
-func (d DebeziumEncoder) AppendAvro(dst []byte, e *Event) ([]byte, error) {
+func (d Encoder) AppendAvro(dst []byte, e *kafkasink.Event) ([]byte, error) {
 	if !e.Op.Valid() {
 		return nil, invalidOpError(e)
 	}
 	if e.Relation == nil {
-		return nil, &EncodeError{Schema: e.Schema, Table: e.Table, Err: errNoAvroRelation}
+		return nil, &kafkasink.EncodeError{Schema: e.Schema, Table: e.Table, Err: errNoAvroRelation}
 	}
 	d.NullNestedArrays = true
 	schemas := d.schemasOf(e)
@@ -491,18 +541,18 @@ func (d DebeziumEncoder) AppendAvro(dst []byte, e *Event) ([]byte, error) {
 		return nil, err
 	}
 	if err := w.failed(); err != nil {
-		return nil, &EncodeError{Schema: e.Schema, Table: e.Table, Err: err}
+		return nil, &kafkasink.EncodeError{Schema: e.Schema, Table: e.Table, Err: err}
 	}
 	return w.buf, nil
 }
 
 // writeEnvelope writes the envelope of e, with schemas those of its
 // table version (nil without a Relation).
-func (d DebeziumEncoder) writeEnvelope(w *connectWriter, e *Event, schemas *debeziumSchemas) error {
+func (d Encoder) writeEnvelope(w *connectWriter, e *kafkasink.Event, schemas *debeziumSchemas) error {
 	if d.annotations != "" && (w.avro || d.SchemasEnable) {
 		// Annotate refused SchemasEnable; an annotated encoder set to
 		// SchemasEnable afterwards, or asked for Avro, lands here.
-		return &EncodeError{Schema: e.Schema, Table: e.Table, Err: errAnnotationsNoSchema}
+		return &kafkasink.EncodeError{Schema: e.Schema, Table: e.Table, Err: errAnnotationsNoSchema}
 	}
 	w.beginStruct()
 	w.key(`"before":`)
@@ -543,10 +593,10 @@ func (d DebeziumEncoder) writeEnvelope(w *connectWriter, e *Event, schemas *debe
 }
 
 // writeSource writes the source block of e, whose LSN is lsn.
-func (d DebeziumEncoder) writeSource(w *connectWriter, e *Event, lsn LSN, schemas *debeziumSchemas) {
+func (d Encoder) writeSource(w *connectWriter, e *kafkasink.Event, lsn kafkasink.LSN, schemas *debeziumSchemas) {
 	src := &e.Source
 	at, xid := e.Commit, e.XID
-	if e.Op == OpRead {
+	if e.Op == kafkasink.OpRead {
 		at, xid = src.SnapshotTime, src.SnapshotXID
 	}
 	var us int64
@@ -583,7 +633,7 @@ func (d DebeziumEncoder) writeSource(w *connectWriter, e *Event, lsn LSN, schema
 	}
 	mark := w.beginText()
 	w.buf = append(w.buf, '[')
-	if src.PrevCommitEnd == 0 || e.Op == OpRead {
+	if src.PrevCommitEnd == 0 || e.Op == kafkasink.OpRead {
 		w.buf = append(w.buf, "null"...)
 	} else {
 		w.buf = append(w.buf, quote...)
@@ -621,8 +671,8 @@ func (d DebeziumEncoder) writeSource(w *connectWriter, e *Event, lsn LSN, schema
 
 // writeSourceHead writes the source's first members: version,
 // connector, name.
-func (d DebeziumEncoder) writeSourceHead(w *connectWriter) {
-	w.fixedText(`"version":"`+DebeziumVersion+`"`, DebeziumVersion)
+func (d Encoder) writeSourceHead(w *connectWriter) {
+	w.fixedText(`"version":"`+Version+`"`, Version)
 	w.fixedText(`,"connector":"postgresql"`, "postgresql")
 	w.key(`,"name":`)
 	w.str(d.name())
@@ -632,7 +682,7 @@ func (d DebeziumEncoder) writeSourceHead(w *connectWriter) {
 const sourceTableField = 9
 
 // writeSourceTable writes the source's schema and table members.
-func writeSourceTable(w *connectWriter, e *Event) {
+func writeSourceTable(w *connectWriter, e *kafkasink.Event) {
 	w.key(`,"schema":`)
 	w.str(e.Schema)
 	w.key(`,"table":`)
@@ -685,18 +735,18 @@ func floorDiv(a, b int64) int64 {
 // debeziumSnapshot is source.snapshot: where a snapshot row stands in its
 // run, with Debezium's precedence (the last row of the run is "last" even
 // when it is also the first of its table), or "false" for a change.
-func debeziumSnapshot(e *Event) string {
-	if e.Op != OpRead {
+func debeziumSnapshot(e *kafkasink.Event) string {
+	if e.Op != kafkasink.OpRead {
 		return "false"
 	}
 	switch m := e.Source.Snapshot; {
-	case m&SnapshotLast != 0:
+	case m&kafkasink.SnapshotLast != 0:
 		return "last"
-	case m&SnapshotFirst != 0:
+	case m&kafkasink.SnapshotFirst != 0:
 		return "first"
-	case m&SnapshotLastInTable != 0:
+	case m&kafkasink.SnapshotLastInTable != 0:
 		return "last_in_data_collection"
-	case m&SnapshotFirstInTable != 0:
+	case m&kafkasink.SnapshotFirstInTable != 0:
 		return "first_in_data_collection"
 	}
 	return "true"

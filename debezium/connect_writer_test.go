@@ -1,4 +1,4 @@
-package kafkasink
+package debezium
 
 import (
 	"bytes"
@@ -7,8 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kafkasink/kafkasink/internal/avrobin"
-	"github.com/kafkasink/kafkasink/internal/jsonw"
+	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/encoding/avrobin"
+	"github.com/kafkasink/kafkasink/encoding/jsonw"
 )
 
 // TestAvroTextLengths: a string the writer builds in place (beginText,
@@ -70,16 +71,16 @@ func TestAvroValueOutsideItsSchema(t *testing.T) {
 		{"beyond int", int64(1) << 40, false, "beyond Avro's int"},
 		{"null", nil, true, "null where the schema (int32) requires a value"},
 	} {
-		e := &Event{
-			Op: OpInsert, Schema: "public", Table: "t", Key: []string{"id"},
-			After: Row{{Name: "id", Value: int32(1)}, {Name: "n", Value: c.value}},
-			Relation: &Relation{Columns: []ColumnInfo{
-				{Name: "id", Type: &TypeInfo{Name: "int4", Kind: 'b', Modifier: -1}, NotNull: true},
-				{Name: "n", Type: &TypeInfo{Name: "int4", Kind: 'b', Modifier: -1}, NotNull: c.notNull},
+		e := &kafkasink.Event{
+			Op: kafkasink.OpInsert, Schema: "public", Table: "t", Key: []string{"id"},
+			After: kafkasink.Row{{Name: "id", Value: int32(1)}, {Name: "n", Value: c.value}},
+			Relation: &kafkasink.Relation{Columns: []kafkasink.ColumnInfo{
+				{Name: "id", Type: &kafkasink.TypeInfo{Name: "int4", Kind: 'b', Modifier: -1}, NotNull: true},
+				{Name: "n", Type: &kafkasink.TypeInfo{Name: "int4", Kind: 'b', Modifier: -1}, NotNull: c.notNull},
 			}},
 		}
-		_, err := DebeziumEncoder{}.AppendAvro(nil, e)
-		var ee *EncodeError
+		_, err := Encoder{}.AppendAvro(nil, e)
+		var ee *kafkasink.EncodeError
 		if !errors.As(err, &ee) || ee.Column != "n" || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an EncodeError for column n saying %q", c.name, err, c.want)
 		}
@@ -91,29 +92,29 @@ func TestAvroValueOutsideItsSchema(t *testing.T) {
 // Relation (the Avro follows the declared columns), and the key of a
 // truncate or of an event without key columns (the sink keys those).
 func TestAppendAvroRefusals(t *testing.T) {
-	rel := &Relation{Columns: []ColumnInfo{{Name: "id", Type: &TypeInfo{Name: "int4", Kind: 'b', Modifier: -1}, NotNull: true}}}
-	row := Row{{Name: "id", Value: int32(1)}}
-	d := DebeziumEncoder{}
-	var ee *EncodeError
-	if _, err := d.AppendAvro(nil, &Event{Op: OpInsert, Schema: "public", Table: "t", After: row}); !errors.As(err, &ee) || !strings.Contains(err.Error(), "set Event.Relation") {
+	rel := &kafkasink.Relation{Columns: []kafkasink.ColumnInfo{{Name: "id", Type: &kafkasink.TypeInfo{Name: "int4", Kind: 'b', Modifier: -1}, NotNull: true}}}
+	row := kafkasink.Row{{Name: "id", Value: int32(1)}}
+	d := Encoder{}
+	var ee *kafkasink.EncodeError
+	if _, err := d.AppendAvro(nil, &kafkasink.Event{Op: kafkasink.OpInsert, Schema: "public", Table: "t", After: row}); !errors.As(err, &ee) || !strings.Contains(err.Error(), "set Event.Relation") {
 		t.Errorf("AppendAvro without a Relation: %v, want an EncodeError saying to set Event.Relation", err)
 	}
-	if _, err := d.AppendAvroKey(nil, &Event{Op: OpInsert, Schema: "public", Table: "t", After: row}, []string{"id"}); !errors.As(err, &ee) || !strings.Contains(err.Error(), "set Event.Relation") {
+	if _, err := d.AppendAvroKey(nil, &kafkasink.Event{Op: kafkasink.OpInsert, Schema: "public", Table: "t", After: row}, []string{"id"}); !errors.As(err, &ee) || !strings.Contains(err.Error(), "set Event.Relation") {
 		t.Errorf("AppendAvroKey without a Relation: %v, want an EncodeError saying to set Event.Relation", err)
 	}
 	for _, c := range []struct {
 		name    string
-		e       *Event
+		e       *kafkasink.Event
 		columns []string
 	}{
-		{"truncate", &Event{Op: OpTruncate, Schema: "public", Table: "t", Relation: rel}, []string{"id"}},
-		{"no key columns", &Event{Op: OpInsert, Schema: "public", Table: "t", After: row, Relation: rel}, nil},
+		{"truncate", &kafkasink.Event{Op: kafkasink.OpTruncate, Schema: "public", Table: "t", Relation: rel}, []string{"id"}},
+		{"no key columns", &kafkasink.Event{Op: kafkasink.OpInsert, Schema: "public", Table: "t", After: row, Relation: rel}, nil},
 	} {
 		if _, err := d.AppendAvroKey(nil, c.e, c.columns); !errors.As(err, &ee) || !strings.Contains(err.Error(), "the sink keys it") {
 			t.Errorf("AppendAvroKey of a %s: %v, want an EncodeError saying the sink keys it", c.name, err)
 		}
 	}
-	if out, err := d.AppendAvroKey(nil, &Event{Op: OpInsert, Schema: "public", Table: "t", After: row, Relation: rel}, []string{"id"}); err != nil || !bytes.Equal(out, avrobin.AppendLong(nil, 1)) {
+	if out, err := d.AppendAvroKey(nil, &kafkasink.Event{Op: kafkasink.OpInsert, Schema: "public", Table: "t", After: row, Relation: rel}, []string{"id"}); err != nil || !bytes.Equal(out, avrobin.AppendLong(nil, 1)) {
 		t.Errorf("AppendAvroKey of id 1: %x, %v; want the Key record holding the int 1", out, err)
 	}
 }

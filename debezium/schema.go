@@ -1,4 +1,4 @@
-package kafkasink
+package debezium
 
 import (
 	"errors"
@@ -9,10 +9,11 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/kafkasink/kafkasink/internal/jsonw"
+	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/encoding/jsonw"
 )
 
-// DebeziumEncoder's schema-carrying form (SchemasEnable): Kafka Connect's
+// Encoder's schema-carrying form (SchemasEnable): Kafka Connect's
 // JsonConverter with schemas.enable=true writes every key and value as
 // {"schema":<Connect schema>,"payload":<the schemaless document>}. The
 // schemas are those Debezium 3.6.1's PostgreSQL connector declares
@@ -166,7 +167,7 @@ var debeziumNoKeySchema = plainSchema("string")
 // columnSchema returns the Connect schema of a column of declared type t
 // (not optional: the caller says), as Debezium's PostgresValueConverter
 // declares it under d's options, for the value forms appendTyped writes.
-func (d *DebeziumEncoder) columnSchema(t *TypeInfo) connectSchema {
+func (d *Encoder) columnSchema(t *kafkasink.TypeInfo) connectSchema {
 	t = declaredBase(t)
 	if t == nil {
 		return plainSchema("string")
@@ -305,7 +306,7 @@ func (d *DebeziumEncoder) columnSchema(t *TypeInfo) connectSchema {
 
 // debeziumSchemaName is the name Debezium gives a table's schemas
 // (topic.prefix, schema, table; suffix Key, Value or Envelope).
-func (d *DebeziumEncoder) debeziumSchemaName(e *Event, suffix string) string {
+func (d *Encoder) debeziumSchemaName(e *kafkasink.Event, suffix string) string {
 	name := d.Name
 	if name == "" {
 		name = "kafkasink"
@@ -315,7 +316,7 @@ func (d *DebeziumEncoder) debeziumSchemaName(e *Event, suffix string) string {
 
 // envelopeSchema is the value's schema of e's table: the Envelope struct
 // with before and after as the table's Value struct.
-func (d *DebeziumEncoder) envelopeSchema(e *Event) connectSchema {
+func (d *Encoder) envelopeSchema(e *kafkasink.Event) connectSchema {
 	row := connectSchema{typ: "struct", optional: true, name: d.debeziumSchemaName(e, "Value")}
 	for i := range e.Relation.Columns {
 		ci := &e.Relation.Columns[i]
@@ -360,7 +361,7 @@ func (d *DebeziumEncoder) envelopeSchema(e *Event) connectSchema {
 // DEFAULT delete's before image lacks, which appendDebeziumRow writes as
 // this default, as Debezium does (JsonConverter refuses a null in a
 // required field).
-func (d *DebeziumEncoder) declaredDefault(ci *ColumnInfo) string {
+func (d *Encoder) declaredDefault(ci *kafkasink.ColumnInfo) string {
 	if !d.MatchDebeziumLosses && !ci.NotNull {
 		return ""
 	}
@@ -370,7 +371,7 @@ func (d *DebeziumEncoder) declaredDefault(ci *ColumnInfo) string {
 // keySchema is the key's schema of e's table for the key columns: the
 // Key struct with one field per column, in key order. missing names a
 // column the Relation does not have; the schema is then incomplete.
-func (d *DebeziumEncoder) keySchema(e *Event, columns []string) (s connectSchema, missing string) {
+func (d *Encoder) keySchema(e *kafkasink.Event, columns []string) (s connectSchema, missing string) {
 	s = connectSchema{typ: "struct", name: d.debeziumSchemaName(e, "Key")}
 	for _, name := range columns {
 		ci, found := e.Relation.Column(name)
@@ -424,7 +425,7 @@ type debeziumKeySchema struct {
 // (its *Relation, which a source shares among the version's events),
 // its name, and the options that change a schema.
 type schemaCacheKey struct {
-	rel           *Relation
+	rel           *kafkasink.Relation
 	schema, table string
 	name          string
 	decimal       DecimalMode
@@ -440,7 +441,7 @@ type schemaCacheKey struct {
 const maxCachedSchemas = 1024
 
 // schemaCache holds the schemas of the table versions encoded lately, for
-// every DebeziumEncoder of the process (encoders are values, so the cache
+// every Encoder of the process (encoders are values, so the cache
 // cannot live in one). Encode is safe for concurrent use, so is the cache.
 var schemaCache = struct {
 	sync.RWMutex
@@ -453,7 +454,7 @@ var lastSchemas atomic.Pointer[debeziumSchemas]
 
 // schemasOf returns the schemas of e's table version, from the cache or
 // made and cached. e.Relation must not be nil.
-func (d *DebeziumEncoder) schemasOf(e *Event) *debeziumSchemas {
+func (d *Encoder) schemasOf(e *kafkasink.Event) *debeziumSchemas {
 	k := schemaCacheKey{
 		rel: e.Relation, schema: e.Schema, table: e.Table, name: d.Name,
 		decimal: d.DecimalHandling, time: d.TimePrecision, interval: d.IntervalHandling,
@@ -500,8 +501,8 @@ func (d *DebeziumEncoder) schemasOf(e *Event) *debeziumSchemas {
 
 // errNoRelation is the error for an event without a Relation under
 // SchemasEnable.
-func errNoRelation(e *Event) error {
-	return &EncodeError{Schema: e.Schema, Table: e.Table, Err: fmt.Errorf(
+func errNoRelation(e *kafkasink.Event) error {
+	return &kafkasink.EncodeError{Schema: e.Schema, Table: e.Table, Err: fmt.Errorf(
 		"DebeziumEncoder.SchemasEnable (schemas.enable) writes each record's schema from the table's declared columns, " +
 			"and the event has none: set Event.Relation (pgcdc sets it), or turn SchemasEnable off")}
 }
@@ -511,7 +512,7 @@ func errNoRelation(e *Event) error {
 // them: the schema Debezium declares for an array column (an array of the
 // element type) cannot hold them, and JsonConverter would misread them
 // (each inner array of numbers as 0) rather than refuse them.
-func (d DebeziumEncoder) encodeWithSchema(dst []byte, e *Event) ([]byte, error) {
+func (d Encoder) encodeWithSchema(dst []byte, e *kafkasink.Event) ([]byte, error) {
 	if e.Relation == nil {
 		return nil, errNoRelation(e)
 	}
@@ -524,43 +525,39 @@ func (d DebeziumEncoder) encodeWithSchema(dst []byte, e *Event) ([]byte, error) 
 	return append(w.buf, '}'), nil
 }
 
-// keyEncoder is an optional interface of an Encoder that, under its
-// options, writes the record keys itself in place of the sink's
-// AppendKey in Config.KeyFormat: DebeziumEncoder with SchemasEnable,
-// whose keys carry their Connect schema. The sink asks encodesKeys once
-// per Write, and then has it write the record keys and the other key of
-// a key change for the RecordShaper's headers. Config validation
-// requires KeyFormat KeyJSON with it.
-type keyEncoder interface {
-	// encodesKeys reports whether the encoder writes the record keys.
-	encodesKeys() bool
-	// appendKey appends e's record key to dst, with AppendKey's contract
-	// for columns and errors; without withSchema only its payload, the
-	// form of the __debezium.oldkey and newkey headers, which Debezium
-	// writes without schema.
-	appendKey(dst []byte, e *Event, columns []string, withSchema bool) ([]byte, error)
+var _ kafkasink.AllKeysEncoder = Encoder{}
+
+// EncodesAllKeys implements kafkasink.AllKeysEncoder: with SchemasEnable
+// the encoder writes every record key, with its Connect schema, and the
+// JSON payload of the other key of a key change
+// (__debezium.oldkey/newkey). Without it the sink keys the records.
+func (d Encoder) EncodesAllKeys() bool { return d.SchemasEnable }
+
+// EncodeKey implements kafkasink.KeyEncoder: Debezium's key document with
+// its schema, as JsonConverter writes it with schemas.enable, whatever
+// SchemasEnable (which says whether the sink asks for it). A truncate, or
+// an event without key columns (columns and e.Key empty), is keyed as
+// AppendKey keys it in KeyJSON, under a string schema.
+func (d Encoder) EncodeKey(dst []byte, e *kafkasink.Event, columns []string) ([]byte, error) {
+	return d.appendKey(dst, e, columns, true)
 }
-
-var _ keyEncoder = DebeziumEncoder{}
-
-func (d DebeziumEncoder) encodesKeys() bool { return d.SchemasEnable }
 
 // appendKey writes Debezium's key: the key columns' values in Debezium's
 // forms (writeTyped), with withSchema under the Key struct. A truncate,
 // or a table without key columns, is keyed as AppendKey keys it (its
 // event id), with withSchema in a string schema.
-func (d DebeziumEncoder) appendKey(dst []byte, e *Event, columns []string, withSchema bool) ([]byte, error) {
+func (d Encoder) appendKey(dst []byte, e *kafkasink.Event, columns []string, withSchema bool) ([]byte, error) {
 	if len(columns) == 0 {
 		columns = e.Key
 	}
-	if len(columns) == 0 || e.Op == OpTruncate {
+	if len(columns) == 0 || e.Op == kafkasink.OpTruncate {
 		if !withSchema {
-			return AppendKey(dst, e, columns, KeyJSON)
+			return kafkasink.AppendKey(dst, e, columns, kafkasink.KeyJSON)
 		}
 		dst = debeziumNoKeySchema.appendJSON(append(dst, `{"schema":`...), "")
 		dst = append(dst, `,"payload":`...)
 		var err error
-		if dst, err = AppendKey(dst, e, columns, KeyJSON); err != nil {
+		if dst, err = kafkasink.AppendKey(dst, e, columns, kafkasink.KeyJSON); err != nil {
 			return nil, err
 		}
 		return append(dst, '}'), nil
@@ -588,13 +585,13 @@ func (d DebeziumEncoder) appendKey(dst []byte, e *Event, columns []string, withS
 
 // keySchemaOf returns the Key schema of e's table version for columns,
 // cached for the columns last asked for.
-func (d DebeziumEncoder) keySchemaOf(e *Event, columns []string) (*debeziumKeySchema, error) {
+func (d Encoder) keySchemaOf(e *kafkasink.Event, columns []string) (*debeziumKeySchema, error) {
 	schemas := d.schemasOf(e)
 	ks := schemas.key.Load()
 	if ks == nil || !slices.Equal(ks.columns, columns) {
 		s, missing := d.keySchema(e, columns)
 		if missing != "" {
-			return nil, missingKeyError(e, missing, false)
+			return nil, kafkasink.MissingKeyColumnError(e, missing, false)
 		}
 		ks = &debeziumKeySchema{columns: slices.Clone(columns), schema: s, open: schemaDocument(&s)}
 		schemas.key.Store(ks)
@@ -603,13 +600,13 @@ func (d DebeziumEncoder) keySchemaOf(e *Event, columns []string) (*debeziumKeySc
 }
 
 // writeKey writes the Key struct of e's key columns.
-func (d DebeziumEncoder) writeKey(w *connectWriter, e *Event, columns []string) error {
+func (d Encoder) writeKey(w *connectWriter, e *kafkasink.Event, columns []string) error {
 	row := e.Image()
 	w.beginStruct()
 	for i, name := range columns {
 		c, ok := row.Get(name)
 		if !ok || c.Unchanged {
-			return missingKeyError(e, name, ok)
+			return kafkasink.MissingKeyColumnError(e, name, ok)
 		}
 		w.name(i == 0, name)
 		if c.Value == nil {
@@ -617,14 +614,14 @@ func (d DebeziumEncoder) writeKey(w *connectWriter, e *Event, columns []string) 
 		} else {
 			ci, found := e.Relation.Column(name)
 			if !found {
-				return missingKeyError(e, name, false)
+				return kafkasink.MissingKeyColumnError(e, name, false)
 			}
 			if err := d.writeTyped(w, ci.Type, c.Value, pathOf(e)); err != nil {
-				return &EncodeError{Schema: e.Schema, Table: e.Table, Column: name, Err: err}
+				return &kafkasink.EncodeError{Schema: e.Schema, Table: e.Table, Column: name, Err: err}
 			}
 		}
 		if err := w.failed(); err != nil {
-			return &EncodeError{Schema: e.Schema, Table: e.Table, Column: name, Err: err}
+			return &kafkasink.EncodeError{Schema: e.Schema, Table: e.Table, Column: name, Err: err}
 		}
 	}
 	w.endStruct()
@@ -638,13 +635,13 @@ func (d DebeziumEncoder) writeKey(w *connectWriter, e *Event, columns []string) 
 // without key columns, is keyed by the sink: see KeyEncoder); a key
 // column the image lacks, or whose value has no Debezium form, is an
 // error as for AppendKey.
-func (d DebeziumEncoder) AppendAvroKey(dst []byte, e *Event, columns []string) ([]byte, error) {
-	if len(columns) == 0 || e.Op == OpTruncate {
-		return nil, &EncodeError{Schema: e.Schema, Table: e.Table, Err: errors.New(
+func (d Encoder) AppendAvroKey(dst []byte, e *kafkasink.Event, columns []string) ([]byte, error) {
+	if len(columns) == 0 || e.Op == kafkasink.OpTruncate {
+		return nil, &kafkasink.EncodeError{Schema: e.Schema, Table: e.Table, Err: errors.New(
 			"DebeziumEncoder.AppendAvroKey: a truncate, or an event without key columns, has no Debezium Key: the sink keys it (see KeyEncoder)")}
 	}
 	if e.Relation == nil {
-		return nil, &EncodeError{Schema: e.Schema, Table: e.Table, Err: errNoAvroRelation}
+		return nil, &kafkasink.EncodeError{Schema: e.Schema, Table: e.Table, Err: errNoAvroRelation}
 	}
 	d.NullNestedArrays = true
 	ks, err := d.keySchemaOf(e, columns)
@@ -656,7 +653,7 @@ func (d DebeziumEncoder) AppendAvroKey(dst []byte, e *Event, columns []string) (
 		return nil, err
 	}
 	if err := w.failed(); err != nil {
-		return nil, &EncodeError{Schema: e.Schema, Table: e.Table, Err: err}
+		return nil, &kafkasink.EncodeError{Schema: e.Schema, Table: e.Table, Err: err}
 	}
 	return w.buf, nil
 }
@@ -670,6 +667,6 @@ func (d DebeziumEncoder) AppendAvroKey(dst []byte, e *Event, columns []string) (
 // SchemasEnable). A truncate, or an event without key columns, is keyed
 // as AppendKey keys it in KeyJSON; a key column the image lacks, or whose
 // value has no Debezium form, is an error as for AppendKey.
-func (d DebeziumEncoder) AppendKeyPayload(dst []byte, e *Event, columns []string) ([]byte, error) {
+func (d Encoder) AppendKeyPayload(dst []byte, e *kafkasink.Event, columns []string) ([]byte, error) {
 	return d.appendKey(dst, e, columns, false)
 }

@@ -1,4 +1,4 @@
-package kafkasink
+package debezium
 
 import (
 	"bufio"
@@ -15,37 +15,39 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kafkasink/kafkasink"
 )
 
 // More declared types of the workload's tables (debezium_values_test.go
 // has the others), as pgcdc describes them.
 var (
-	tInt2    = &TypeInfo{Name: "int2", Modifier: -1, Kind: 'b'}
-	tInt8    = &TypeInfo{Name: "int8", Modifier: -1, Kind: 'b'}
-	tOID     = &TypeInfo{Name: "oid", Modifier: -1, Kind: 'b'}
-	tFloat4  = &TypeInfo{Name: "float4", Modifier: -1, Kind: 'b'}
-	tFloat8  = &TypeInfo{Name: "float8", Modifier: -1, Kind: 'b'}
-	tVarchar = &TypeInfo{Name: "varchar", Modifier: 20 + 4, Kind: 'b'}
-	tBpchar  = &TypeInfo{Name: "bpchar", Modifier: 5 + 4, Kind: 'b'}
-	tBool    = &TypeInfo{Name: "bool", Modifier: -1, Kind: 'b'}
-	tUUID    = &TypeInfo{Name: "uuid", Modifier: -1, Kind: 'b'}
-	tJSON    = &TypeInfo{Name: "json", Modifier: -1, Kind: 'b'}
-	tJSONB   = &TypeInfo{Name: "jsonb", Modifier: -1, Kind: 'b'}
-	tInet    = &TypeInfo{Name: "inet", Modifier: -1, Kind: 'b'}
-	tCidr    = &TypeInfo{Name: "cidr", Modifier: -1, Kind: 'b'}
-	tMacaddr = &TypeInfo{Name: "macaddr", Modifier: -1, Kind: 'b'}
-	tMood    = &TypeInfo{Name: "mood", Modifier: -1, Kind: 'e', Labels: []string{"sad", "ok", "happy"}}
-	tTextArr = &TypeInfo{Name: "_text", Modifier: -1, Kind: 'b', Elem: tText}
-	tName    = &TypeInfo{Name: "name", Modifier: -1, Kind: 'b'}
-	tQChar   = &TypeInfo{Name: "char", Modifier: -1, Kind: 'b'}
-	tNum10x2 = &TypeInfo{Name: "numeric", Modifier: 10<<16 | 2 + 4, Kind: 'b'}
-	tVarch10 = &TypeInfo{Name: "varchar", Modifier: 10 + 4, Kind: 'b'}
-	tXML     = &TypeInfo{Name: "xml", Modifier: -1, Kind: 'b'}
+	tInt2    = &kafkasink.TypeInfo{Name: "int2", Modifier: -1, Kind: 'b'}
+	tInt8    = &kafkasink.TypeInfo{Name: "int8", Modifier: -1, Kind: 'b'}
+	tOID     = &kafkasink.TypeInfo{Name: "oid", Modifier: -1, Kind: 'b'}
+	tFloat4  = &kafkasink.TypeInfo{Name: "float4", Modifier: -1, Kind: 'b'}
+	tFloat8  = &kafkasink.TypeInfo{Name: "float8", Modifier: -1, Kind: 'b'}
+	tVarchar = &kafkasink.TypeInfo{Name: "varchar", Modifier: 20 + 4, Kind: 'b'}
+	tBpchar  = &kafkasink.TypeInfo{Name: "bpchar", Modifier: 5 + 4, Kind: 'b'}
+	tBool    = &kafkasink.TypeInfo{Name: "bool", Modifier: -1, Kind: 'b'}
+	tUUID    = &kafkasink.TypeInfo{Name: "uuid", Modifier: -1, Kind: 'b'}
+	tJSON    = &kafkasink.TypeInfo{Name: "json", Modifier: -1, Kind: 'b'}
+	tJSONB   = &kafkasink.TypeInfo{Name: "jsonb", Modifier: -1, Kind: 'b'}
+	tInet    = &kafkasink.TypeInfo{Name: "inet", Modifier: -1, Kind: 'b'}
+	tCidr    = &kafkasink.TypeInfo{Name: "cidr", Modifier: -1, Kind: 'b'}
+	tMacaddr = &kafkasink.TypeInfo{Name: "macaddr", Modifier: -1, Kind: 'b'}
+	tMood    = &kafkasink.TypeInfo{Name: "mood", Modifier: -1, Kind: 'e', Labels: []string{"sad", "ok", "happy"}}
+	tTextArr = &kafkasink.TypeInfo{Name: "_text", Modifier: -1, Kind: 'b', Elem: tText}
+	tName    = &kafkasink.TypeInfo{Name: "name", Modifier: -1, Kind: 'b'}
+	tQChar   = &kafkasink.TypeInfo{Name: "char", Modifier: -1, Kind: 'b'}
+	tNum10x2 = &kafkasink.TypeInfo{Name: "numeric", Modifier: 10<<16 | 2 + 4, Kind: 'b'}
+	tVarch10 = &kafkasink.TypeInfo{Name: "varchar", Modifier: 10 + 4, Kind: 'b'}
+	tXML     = &kafkasink.TypeInfo{Name: "xml", Modifier: -1, Kind: 'b'}
 )
 
 // mixedDefaultsRelation is the Relation pgcdc gives the workload's
 // mixed_defaults table: its DEFAULTs as pg_get_expr prints them.
-var mixedDefaultsRelation = &Relation{Columns: []ColumnInfo{
+var mixedDefaultsRelation = &kafkasink.Relation{Columns: []kafkasink.ColumnInfo{
 	{Name: "id", Type: tInt4, NotNull: true},
 	{Name: "d_int", Type: tInt4, Default: "42"},
 	{Name: "d_int8", Type: tInt8, Default: "'-7'::integer"},
@@ -65,14 +67,14 @@ var mixedDefaultsRelation = &Relation{Columns: []ColumnInfo{
 
 // rareArraysRelation is the Relation of the workload's rare_arrays table,
 // whose array columns Debezium leaves out.
-var rareArraysRelation = &Relation{Columns: []ColumnInfo{
+var rareArraysRelation = &kafkasink.Relation{Columns: []kafkasink.ColumnInfo{
 	{Name: "id", Type: tInt4, NotNull: true},
-	{Name: "a_money", Type: &TypeInfo{Name: "_money", Modifier: -1, Kind: 'b', Elem: tMoney}},
-	{Name: "a_interval", Type: &TypeInfo{Name: "_interval", Modifier: -1, Kind: 'b', Elem: tInterval}},
-	{Name: "a_varbit", Type: &TypeInfo{Name: "_varbit", Modifier: -1, Kind: 'b', Elem: tVarbit}},
-	{Name: "a_point", Type: &TypeInfo{Name: "_point", Modifier: -1, Kind: 'b', Elem: tPoint}},
-	{Name: "a_xml", Type: &TypeInfo{Name: "_xml", Modifier: -1, Kind: 'b', Elem: tXML}},
-	{Name: "a_domain", Type: &TypeInfo{Name: "_posint", Modifier: -1, Kind: 'b', Elem: tPosint}},
+	{Name: "a_money", Type: &kafkasink.TypeInfo{Name: "_money", Modifier: -1, Kind: 'b', Elem: tMoney}},
+	{Name: "a_interval", Type: &kafkasink.TypeInfo{Name: "_interval", Modifier: -1, Kind: 'b', Elem: tInterval}},
+	{Name: "a_varbit", Type: &kafkasink.TypeInfo{Name: "_varbit", Modifier: -1, Kind: 'b', Elem: tVarbit}},
+	{Name: "a_point", Type: &kafkasink.TypeInfo{Name: "_point", Modifier: -1, Kind: 'b', Elem: tPoint}},
+	{Name: "a_xml", Type: &kafkasink.TypeInfo{Name: "_xml", Modifier: -1, Kind: 'b', Elem: tXML}},
+	{Name: "a_domain", Type: &kafkasink.TypeInfo{Name: "_posint", Modifier: -1, Kind: 'b', Elem: tPosint}},
 	{Name: "n", Type: tInt4},
 }}
 
@@ -80,10 +82,10 @@ var rareArraysRelation = &Relation{Columns: []ColumnInfo{
 // (testdata/debezium/workload.sql), every column in table order, and
 // their key columns.
 var goldenRelations = map[string]struct {
-	rel *Relation
+	rel *kafkasink.Relation
 	key []string
 }{
-	"types": {&Relation{Columns: []ColumnInfo{
+	"types": {&kafkasink.Relation{Columns: []kafkasink.ColumnInfo{
 		{Name: "id", Type: tInt4, NotNull: true}, {Name: "c_int2", Type: tInt2}, {Name: "c_int4", Type: tInt4},
 		{Name: "c_int8", Type: tInt8}, {Name: "c_oid", Type: tOID}, {Name: "c_num_typmod", Type: tNum12x3},
 		{Name: "c_num", Type: tNumeric}, {Name: "c_num40", Type: tNum40x5}, {Name: "c_money", Type: tMoney},
@@ -100,14 +102,14 @@ var goldenRelations = map[string]struct {
 		{Name: "c_name", Type: tName}, {Name: "c_qchar", Type: tQChar}, {Name: "c_num_arr", Type: tNumArr},
 		{Name: "c_date_arr", Type: tDateArr}, {Name: "c_pair", Type: tPair}, {Name: "c_hstore", Type: tHstore},
 	}}, []string{"id"}},
-	"ident_default": {&Relation{Columns: []ColumnInfo{{Name: "id", Type: tInt4, NotNull: true}, {Name: "name", Type: tText}, {Name: "n", Type: tInt4}}}, []string{"id"}},
-	"ident_full":    {&Relation{Columns: []ColumnInfo{{Name: "id", Type: tInt4, NotNull: true}, {Name: "name", Type: tText}, {Name: "big", Type: tText}}}, []string{"id"}},
-	"toasty":        {&Relation{Columns: []ColumnInfo{{Name: "id", Type: tInt4, NotNull: true}, {Name: "big", Type: tText}, {Name: "n", Type: tInt4}}}, []string{"id"}},
-	"truncated":     {&Relation{Columns: []ColumnInfo{{Name: "id", Type: tInt4, NotNull: true}, {Name: "v", Type: tText}}}, []string{"id"}},
-	"zz_end":        {&Relation{Columns: []ColumnInfo{{Name: "id", Type: tInt4, NotNull: true}}}, []string{"id"}},
+	"ident_default": {&kafkasink.Relation{Columns: []kafkasink.ColumnInfo{{Name: "id", Type: tInt4, NotNull: true}, {Name: "name", Type: tText}, {Name: "n", Type: tInt4}}}, []string{"id"}},
+	"ident_full":    {&kafkasink.Relation{Columns: []kafkasink.ColumnInfo{{Name: "id", Type: tInt4, NotNull: true}, {Name: "name", Type: tText}, {Name: "big", Type: tText}}}, []string{"id"}},
+	"toasty":        {&kafkasink.Relation{Columns: []kafkasink.ColumnInfo{{Name: "id", Type: tInt4, NotNull: true}, {Name: "big", Type: tText}, {Name: "n", Type: tInt4}}}, []string{"id"}},
+	"truncated":     {&kafkasink.Relation{Columns: []kafkasink.ColumnInfo{{Name: "id", Type: tInt4, NotNull: true}, {Name: "v", Type: tText}}}, []string{"id"}},
+	"zz_end":        {&kafkasink.Relation{Columns: []kafkasink.ColumnInfo{{Name: "id", Type: tInt4, NotNull: true}}}, []string{"id"}},
 	// PRIMARY KEY (b, a): Debezium's key is in the key's order.
-	"multi_pk":       {&Relation{Columns: []ColumnInfo{{Name: "a", Type: tText, NotNull: true}, {Name: "b", Type: tInt4, NotNull: true}, {Name: "v", Type: tText}}}, []string{"b", "a"}},
-	"no_pk":          {&Relation{Columns: []ColumnInfo{{Name: "a", Type: tInt4}, {Name: "b", Type: tText}}}, nil},
+	"multi_pk":       {&kafkasink.Relation{Columns: []kafkasink.ColumnInfo{{Name: "a", Type: tText, NotNull: true}, {Name: "b", Type: tInt4, NotNull: true}, {Name: "v", Type: tText}}}, []string{"b", "a"}},
+	"no_pk":          {&kafkasink.Relation{Columns: []kafkasink.ColumnInfo{{Name: "a", Type: tInt4}, {Name: "b", Type: tText}}}, nil},
 	"mixed_defaults": {mixedDefaultsRelation, []string{"id"}},
 	"rare_arrays":    {rareArraysRelation, []string{"id"}},
 	"toast_types":    {toastTypesRelation, []string{"id"}},
@@ -118,16 +120,16 @@ var goldenRelations = map[string]struct {
 // numeric without and with a declared scale (an array's elements have
 // the array column's modifier, as pgcdc gives them), real and double
 // precision, scalars and arrays.
-var numZerosRelation = func() *Relation {
-	num12x4 := &TypeInfo{Name: "numeric", Modifier: 12<<16 | 4 + 4, Kind: 'b'}
-	num10x0 := &TypeInfo{Name: "numeric", Modifier: 10<<16 | 0 + 4, Kind: 'b'}
-	return &Relation{Columns: []ColumnInfo{
+var numZerosRelation = func() *kafkasink.Relation {
+	num12x4 := &kafkasink.TypeInfo{Name: "numeric", Modifier: 12<<16 | 4 + 4, Kind: 'b'}
+	num10x0 := &kafkasink.TypeInfo{Name: "numeric", Modifier: 10<<16 | 0 + 4, Kind: 'b'}
+	return &kafkasink.Relation{Columns: []kafkasink.ColumnInfo{
 		{Name: "id", Type: tInt4, NotNull: true}, {Name: "n_var", Type: tNumeric}, {Name: "n_scaled", Type: num12x4},
 		{Name: "n_int", Type: num10x0}, {Name: "f4", Type: tFloat4}, {Name: "f8", Type: tFloat8},
 		{Name: "a_var", Type: tNumArr},
-		{Name: "a_scaled", Type: &TypeInfo{Name: "_numeric", Modifier: num12x4.Modifier, Kind: 'b', Elem: num12x4}},
-		{Name: "a_f4", Type: &TypeInfo{Name: "_float4", Modifier: -1, Kind: 'b', Elem: tFloat4}},
-		{Name: "a_f8", Type: &TypeInfo{Name: "_float8", Modifier: -1, Kind: 'b', Elem: tFloat8}},
+		{Name: "a_scaled", Type: &kafkasink.TypeInfo{Name: "_numeric", Modifier: num12x4.Modifier, Kind: 'b', Elem: num12x4}},
+		{Name: "a_f4", Type: &kafkasink.TypeInfo{Name: "_float4", Modifier: -1, Kind: 'b', Elem: tFloat4}},
+		{Name: "a_f8", Type: &kafkasink.TypeInfo{Name: "_float8", Modifier: -1, Kind: 'b', Elem: tFloat8}},
 	}}
 }()
 
@@ -147,7 +149,7 @@ type goldenSchemaRecord struct {
 
 func readGoldenSchemaRecords(t *testing.T, config string) []goldenSchemaRecord {
 	t.Helper()
-	f, err := os.Open("testdata/debezium/" + config + "-schemas-true.jsonl")
+	f, err := os.Open("../testdata/debezium/" + config + "-schemas-true.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,15 +208,15 @@ func TestDebeziumSchemasMatchDebezium(t *testing.T) {
 			enc.MatchDebeziumLosses = table == "mixed_defaults" || table == "rare_arrays"
 			// Every column (an after image carries them all), the key's 1,
 			// the others NULL.
-			after := Row{}
+			after := kafkasink.Row{}
 			for _, c := range decl.rel.Columns {
-				col := Column{Name: c.Name}
+				col := kafkasink.Column{Name: c.Name}
 				if slices.Contains(decl.key, c.Name) {
 					col.Value = int32(1)
 				}
 				after = append(after, col)
 			}
-			e := &Event{Op: OpInsert, Schema: "dbzconf", Table: table, Relation: decl.rel, Key: decl.key, After: after}
+			e := &kafkasink.Event{Op: kafkasink.OpInsert, Schema: "dbzconf", Table: table, Relation: decl.rel, Key: decl.key, After: after}
 			value, err := enc.Encode(nil, e)
 			if err != nil {
 				t.Fatalf("%s %s: %v", config, table, err)
@@ -250,20 +252,20 @@ func TestDebeziumSchemaRecordMatchesDebezium(t *testing.T) {
 	golden := readGoldenSchemaRecords(t, "defaults")
 	cases := []struct {
 		line int
-		e    func(src map[string]json.Number) Event
+		e    func(src map[string]json.Number) kafkasink.Event
 	}{
-		{0, func(src map[string]json.Number) Event {
-			return Event{Op: OpRead, Schema: "dbzconf", Table: "ident_default", Relation: goldenRelations["ident_default"].rel,
-				Position: Position{LSN: LSN(num(t, src["lsn"]))}, Key: []string{"id"}, After: identDefault(1, 10, "one"),
-				Source: Source{Database: "kafkasink", Snapshot: SnapshotFirst | SnapshotFirstInTable,
+		{0, func(src map[string]json.Number) kafkasink.Event {
+			return kafkasink.Event{Op: kafkasink.OpRead, Schema: "dbzconf", Table: "ident_default", Relation: goldenRelations["ident_default"].rel,
+				Position: kafkasink.Position{LSN: kafkasink.LSN(num(t, src["lsn"]))}, Key: []string{"id"}, After: identDefault(1, 10, "one"),
+				Source: kafkasink.Source{Database: "kafkasink", Snapshot: kafkasink.SnapshotFirst | kafkasink.SnapshotFirstInTable,
 					SnapshotXID: uint32(num(t, src["txId"])), SnapshotTime: time.UnixMicro(num(t, src["ts_us"]))}}
 		}},
-		{59, func(src map[string]json.Number) Event {
-			return Event{Op: OpInsert, Schema: "dbzconf", Table: "multi_pk", Relation: goldenRelations["multi_pk"].rel,
-				Position: Position{LSN: LSN(num(t, src["lsn"])) + 8}, LSN: LSN(num(t, src["lsn"])), XID: uint32(num(t, src["txId"])),
+		{59, func(src map[string]json.Number) kafkasink.Event {
+			return kafkasink.Event{Op: kafkasink.OpInsert, Schema: "dbzconf", Table: "multi_pk", Relation: goldenRelations["multi_pk"].rel,
+				Position: kafkasink.Position{LSN: kafkasink.LSN(num(t, src["lsn"])) + 8}, LSN: kafkasink.LSN(num(t, src["lsn"])), XID: uint32(num(t, src["txId"])),
 				Commit: time.UnixMicro(num(t, src["ts_us"])), Key: []string{"b", "a"},
-				After:  Row{{Name: "a", Value: "k"}, {Name: "b", Value: int32(2)}, {Name: "v", Value: "v2"}},
-				Source: Source{Database: "kafkasink", PrevCommitEnd: LSN(num(t, src["prev"]))}}
+				After:  kafkasink.Row{{Name: "a", Value: "k"}, {Name: "b", Value: int32(2)}, {Name: "v", Value: "v2"}},
+				Source: kafkasink.Source{Database: "kafkasink", PrevCommitEnd: kafkasink.LSN(num(t, src["prev"]))}}
 		}},
 	}
 	for _, c := range cases {
@@ -293,7 +295,7 @@ func TestDebeziumSchemaRecordMatchesDebezium(t *testing.T) {
 			src["prev"] = json.Number(*seq[0])
 		}
 		e := c.e(src)
-		enc := DebeziumEncoder{Name: "dbz", SchemasEnable: true, Now: func() time.Time { return time.Unix(0, num(t, raw.TsNs)) }}
+		enc := Encoder{Name: "dbz", SchemasEnable: true, Now: func() time.Time { return time.Unix(0, num(t, raw.TsNs)) }}
 		value, err := enc.Encode(nil, &e)
 		if err != nil {
 			t.Fatal(err)
@@ -326,10 +328,10 @@ func num(t *testing.T, n json.Number) int64 {
 // refuses with schemas.enable).
 func TestDebeziumSchemaKeyWithoutColumns(t *testing.T) {
 	t.Parallel()
-	enc := DebeziumEncoder{SchemasEnable: true}
-	for _, e := range []*Event{
-		{Op: OpTruncate, Schema: "s", Table: "t", Position: Position{LSN: 0x16, Index: 3}, Key: []string{"id"}, Relation: goldenRelations["truncated"].rel},
-		{Op: OpInsert, Schema: "s", Table: "t", Position: Position{LSN: 0x16, Index: 3}, Relation: goldenRelations["no_pk"].rel, After: Row{{Name: "a", Value: int32(1)}}},
+	enc := Encoder{SchemasEnable: true}
+	for _, e := range []*kafkasink.Event{
+		{Op: kafkasink.OpTruncate, Schema: "s", Table: "t", Position: kafkasink.Position{LSN: 0x16, Index: 3}, Key: []string{"id"}, Relation: goldenRelations["truncated"].rel},
+		{Op: kafkasink.OpInsert, Schema: "s", Table: "t", Position: kafkasink.Position{LSN: 0x16, Index: 3}, Relation: goldenRelations["no_pk"].rel, After: kafkasink.Row{{Name: "a", Value: int32(1)}}},
 	} {
 		key, err := enc.appendKey(nil, e, nil, true)
 		if err != nil {
@@ -347,22 +349,22 @@ func TestDebeziumSchemaKeyWithoutColumns(t *testing.T) {
 // no_key); an event without a Relation is refused, naming SchemasEnable.
 func TestDebeziumSchemaKeyErrors(t *testing.T) {
 	t.Parallel()
-	enc := DebeziumEncoder{SchemasEnable: true}
+	enc := Encoder{SchemasEnable: true}
 	rel := goldenRelations["ident_default"].rel
 	for _, c := range []struct {
 		name string
-		e    Event
+		e    kafkasink.Event
 		key  []string
 	}{
-		{"absent", Event{Op: OpDelete, Relation: rel, Key: []string{"id"}, Before: Row{{Name: "n", Value: int32(1)}}}, nil},
-		{"unchanged", Event{Op: OpUpdate, Relation: rel, Key: []string{"id"}, After: Row{{Name: "id", Unchanged: true}}}, nil},
-		{"not a column", Event{Op: OpInsert, Relation: rel, After: Row{{Name: "id", Value: int32(1)}}}, []string{"nope"}},
+		{"absent", kafkasink.Event{Op: kafkasink.OpDelete, Relation: rel, Key: []string{"id"}, Before: kafkasink.Row{{Name: "n", Value: int32(1)}}}, nil},
+		{"unchanged", kafkasink.Event{Op: kafkasink.OpUpdate, Relation: rel, Key: []string{"id"}, After: kafkasink.Row{{Name: "id", Unchanged: true}}}, nil},
+		{"not a column", kafkasink.Event{Op: kafkasink.OpInsert, Relation: rel, After: kafkasink.Row{{Name: "id", Value: int32(1)}}}, []string{"nope"}},
 	} {
 		if _, err := enc.appendKey(nil, &c.e, c.key, true); !errorIsMissingKey(err) {
 			t.Errorf("%s: %v, want the missing key column error", c.name, err)
 		}
 	}
-	e := &Event{Op: OpInsert, Schema: "s", Table: "t", Key: []string{"id"}, After: Row{{Name: "id", Value: int32(1)}}}
+	e := &kafkasink.Event{Op: kafkasink.OpInsert, Schema: "s", Table: "t", Key: []string{"id"}, After: kafkasink.Row{{Name: "id", Value: int32(1)}}}
 	if _, err := enc.appendKey(nil, e, nil, true); err == nil || !strings.Contains(err.Error(), "DebeziumEncoder.SchemasEnable") || !strings.Contains(err.Error(), "Event.Relation") {
 		t.Errorf("key without a Relation: %v, want an error naming SchemasEnable and Event.Relation", err)
 	}
@@ -371,9 +373,13 @@ func TestDebeziumSchemaKeyErrors(t *testing.T) {
 	}
 }
 
+// errMissingKeyColumn is the root's sentinel that the sink classifies as
+// ReasonNoKey, which kafkasink.MissingKeyColumnError wraps.
+var errMissingKeyColumn = errors.Unwrap(errors.Unwrap(kafkasink.MissingKeyColumnError(&kafkasink.Event{}, "id", false)))
+
 func errorIsMissingKey(err error) bool {
-	var ee *EncodeError
-	return errors.As(err, &ee) && errors.Is(err, errMissingKeyColumn)
+	var ee *kafkasink.EncodeError
+	return errMissingKeyColumn != nil && errors.As(err, &ee) && errors.Is(err, errMissingKeyColumn)
 }
 
 // TestDebeziumSchemaNestedArrays: with SchemasEnable a 2-D array's inner
@@ -381,13 +387,13 @@ func errorIsMissingKey(err error) bool {
 // of int32) cannot hold them; without it they keep their values.
 func TestDebeziumSchemaNestedArrays(t *testing.T) {
 	t.Parallel()
-	rel := &Relation{Columns: []ColumnInfo{{Name: "a", Type: tInt4Arr}}}
-	e := &Event{Op: OpInsert, Schema: "s", Table: "t", Relation: rel, After: Row{{Name: "a", Value: []any{[]any{int64(1), int64(2)}, []any{int64(3), int64(4)}}}}}
+	rel := &kafkasink.Relation{Columns: []kafkasink.ColumnInfo{{Name: "a", Type: tInt4Arr}}}
+	e := &kafkasink.Event{Op: kafkasink.OpInsert, Schema: "s", Table: "t", Relation: rel, After: kafkasink.Row{{Name: "a", Value: []any{[]any{int64(1), int64(2)}, []any{int64(3), int64(4)}}}}}
 	for _, c := range []struct {
 		schemas bool
 		want    string
 	}{{false, `"after":{"a":[[1,2],[3,4]]}`}, {true, `"after":{"a":[null,null]}`}} {
-		out, err := DebeziumEncoder{SchemasEnable: c.schemas}.Encode(nil, e)
+		out, err := Encoder{SchemasEnable: c.schemas}.Encode(nil, e)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -403,30 +409,30 @@ func TestDebeziumSchemaNestedArrays(t *testing.T) {
 // captured from a run).
 func TestDebeziumSchemaOptions(t *testing.T) {
 	t.Parallel()
-	numArr := &TypeInfo{Name: "_numeric", Modifier: 10<<16 | 2 + 4, Kind: 'b', Elem: &TypeInfo{Name: "numeric", Modifier: 10<<16 | 2 + 4, Kind: 'b'}}
-	moodArr := &TypeInfo{Name: "_mood", Modifier: -1, Kind: 'b', Elem: tMood}
+	numArr := &kafkasink.TypeInfo{Name: "_numeric", Modifier: 10<<16 | 2 + 4, Kind: 'b', Elem: &kafkasink.TypeInfo{Name: "numeric", Modifier: 10<<16 | 2 + 4, Kind: 'b'}}
+	moodArr := &kafkasink.TypeInfo{Name: "_mood", Modifier: -1, Kind: 'b', Elem: tMood}
 	for _, c := range []struct {
-		enc  DebeziumEncoder
-		typ  *TypeInfo
+		enc  Encoder
+		typ  *kafkasink.TypeInfo
 		want string
 	}{
-		{DebeziumEncoder{DecimalHandling: DecimalDouble}, tNum12x3, `{"type":"double","optional":false}`},
-		{DebeziumEncoder{DecimalHandling: DecimalDouble}, tMoney, `{"type":"double","optional":false}`},
-		{DebeziumEncoder{}, numArr, `{"type":"array","items":{"type":"bytes","optional":true,"name":"org.apache.kafka.connect.data.Decimal","version":1,"parameters":{"scale":"2","connect.decimal.precision":"10"}},"optional":false}`},
-		{DebeziumEncoder{TimePrecision: TimeConnect}, tDate, `{"type":"int32","optional":false,"name":"org.apache.kafka.connect.data.Date","version":1}`},
-		{DebeziumEncoder{TimePrecision: TimeConnect}, tTime, `{"type":"int32","optional":false,"name":"org.apache.kafka.connect.data.Time","version":1}`},
-		{DebeziumEncoder{TimePrecision: TimeConnect}, tTimestamp, `{"type":"int64","optional":false,"name":"org.apache.kafka.connect.data.Timestamp","version":1}`},
-		{DebeziumEncoder{TimePrecision: TimeAdaptiveTimeMicroseconds}, tTime3, `{"type":"int64","optional":false,"name":"io.debezium.time.MicroTime","version":1}`},
-		{DebeziumEncoder{TimePrecision: TimeAdaptiveTimeMicroseconds}, tTimestamp3, `{"type":"int64","optional":false,"name":"io.debezium.time.Timestamp","version":1}`},
-		{DebeziumEncoder{BinaryHandling: BinaryHex}, tBytea, `{"type":"string","optional":false}`},
-		{DebeziumEncoder{BinaryHandling: BinaryBase64}, tBytea, `{"type":"string","optional":false}`},
-		{DebeziumEncoder{}, &TypeInfo{Name: "varbit", Modifier: 5, Kind: 'b'}, `{"type":"bytes","optional":false,"name":"io.debezium.data.Bits","version":1,"parameters":{"length":"5"}}`},
-		{DebeziumEncoder{}, &TypeInfo{Name: "xml", Modifier: -1, Kind: 'b'}, `{"type":"string","optional":false,"name":"io.debezium.data.Xml","version":1}`},
-		{DebeziumEncoder{}, &TypeInfo{Name: "tsvector", Modifier: -1, Kind: 'b'}, `{"type":"string","optional":false,"name":"io.debezium.data.Tsvector","version":1}`},
-		{DebeziumEncoder{}, &TypeInfo{Name: "ltree", Modifier: -1, Kind: 'b'}, `{"type":"string","optional":false,"name":"io.debezium.data.Ltree","version":1}`},
-		{DebeziumEncoder{}, tHstore, `{"type":"string","optional":false,"name":"io.debezium.data.Json","version":1}`},
-		{DebeziumEncoder{}, &TypeInfo{Name: "int4range", Modifier: -1, Kind: 'r'}, `{"type":"string","optional":false}`},
-		{DebeziumEncoder{}, moodArr, `{"type":"array","items":{"type":"string","optional":false,"name":"io.debezium.data.Enum","version":1,"parameters":{"allowed":"sad,ok,happy"}},"optional":false}`},
+		{Encoder{DecimalHandling: DecimalDouble}, tNum12x3, `{"type":"double","optional":false}`},
+		{Encoder{DecimalHandling: DecimalDouble}, tMoney, `{"type":"double","optional":false}`},
+		{Encoder{}, numArr, `{"type":"array","items":{"type":"bytes","optional":true,"name":"org.apache.kafka.connect.data.Decimal","version":1,"parameters":{"scale":"2","connect.decimal.precision":"10"}},"optional":false}`},
+		{Encoder{TimePrecision: TimeConnect}, tDate, `{"type":"int32","optional":false,"name":"org.apache.kafka.connect.data.Date","version":1}`},
+		{Encoder{TimePrecision: TimeConnect}, tTime, `{"type":"int32","optional":false,"name":"org.apache.kafka.connect.data.Time","version":1}`},
+		{Encoder{TimePrecision: TimeConnect}, tTimestamp, `{"type":"int64","optional":false,"name":"org.apache.kafka.connect.data.Timestamp","version":1}`},
+		{Encoder{TimePrecision: TimeAdaptiveTimeMicroseconds}, tTime3, `{"type":"int64","optional":false,"name":"io.debezium.time.MicroTime","version":1}`},
+		{Encoder{TimePrecision: TimeAdaptiveTimeMicroseconds}, tTimestamp3, `{"type":"int64","optional":false,"name":"io.debezium.time.Timestamp","version":1}`},
+		{Encoder{BinaryHandling: BinaryHex}, tBytea, `{"type":"string","optional":false}`},
+		{Encoder{BinaryHandling: BinaryBase64}, tBytea, `{"type":"string","optional":false}`},
+		{Encoder{}, &kafkasink.TypeInfo{Name: "varbit", Modifier: 5, Kind: 'b'}, `{"type":"bytes","optional":false,"name":"io.debezium.data.Bits","version":1,"parameters":{"length":"5"}}`},
+		{Encoder{}, &kafkasink.TypeInfo{Name: "xml", Modifier: -1, Kind: 'b'}, `{"type":"string","optional":false,"name":"io.debezium.data.Xml","version":1}`},
+		{Encoder{}, &kafkasink.TypeInfo{Name: "tsvector", Modifier: -1, Kind: 'b'}, `{"type":"string","optional":false,"name":"io.debezium.data.Tsvector","version":1}`},
+		{Encoder{}, &kafkasink.TypeInfo{Name: "ltree", Modifier: -1, Kind: 'b'}, `{"type":"string","optional":false,"name":"io.debezium.data.Ltree","version":1}`},
+		{Encoder{}, tHstore, `{"type":"string","optional":false,"name":"io.debezium.data.Json","version":1}`},
+		{Encoder{}, &kafkasink.TypeInfo{Name: "int4range", Modifier: -1, Kind: 'r'}, `{"type":"string","optional":false}`},
+		{Encoder{}, moodArr, `{"type":"array","items":{"type":"string","optional":false,"name":"io.debezium.data.Enum","version":1,"parameters":{"allowed":"sad,ok,happy"}},"optional":false}`},
 	} {
 		s := c.enc.columnSchema(c.typ)
 		if got := string(s.appendJSON(nil, "")); got != c.want {
@@ -434,8 +440,8 @@ func TestDebeziumSchemaOptions(t *testing.T) {
 		}
 	}
 	// LSNAsString makes source.lsn a string in the schema too.
-	e := &Event{Op: OpInsert, Schema: "s", Table: "t", Relation: goldenRelations["zz_end"].rel, After: Row{{Name: "id", Value: int32(1)}}}
-	out, err := DebeziumEncoder{SchemasEnable: true, LSNAsString: true}.Encode(nil, e)
+	e := &kafkasink.Event{Op: kafkasink.OpInsert, Schema: "s", Table: "t", Relation: goldenRelations["zz_end"].rel, After: kafkasink.Row{{Name: "id", Value: int32(1)}}}
+	out, err := Encoder{SchemasEnable: true, LSNAsString: true}.Encode(nil, e)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,12 +462,12 @@ func TestDebeziumSchemaAllocs(t *testing.T) {
 		for id, values := range typesRows {
 			// Every column of the table (an after image carries them
 			// all), NULL where typesRows has no value.
-			row := Row{}
+			row := kafkasink.Row{}
 			for _, c := range rel.Columns {
-				row = append(row, Column{Name: c.Name, Value: values[c.Name]})
+				row = append(row, kafkasink.Column{Name: c.Name, Value: values[c.Name]})
 			}
 			row[0].Value = int32(id)
-			e := &Event{Op: OpInsert, Schema: "dbzconf", Table: "types", Relation: rel, Key: []string{"id"}, After: row}
+			e := &kafkasink.Event{Op: kafkasink.OpInsert, Schema: "dbzconf", Table: "types", Relation: rel, Key: []string{"id"}, After: row}
 			if _, err := enc.Encode(buf[:0], e); err != nil {
 				t.Fatal(err)
 			}
@@ -482,11 +488,11 @@ func TestDebeziumSchemaAllocs(t *testing.T) {
 // maxCachedSchemas table versions, and a version evicted is made again
 // with the same bytes.
 func TestDebeziumSchemaCacheBounded(t *testing.T) {
-	enc := DebeziumEncoder{SchemasEnable: true}
-	first := &Event{Op: OpInsert, Schema: "s", Table: "t", Relation: &Relation{Columns: []ColumnInfo{{Name: "id", Type: tInt4}}}}
+	enc := Encoder{SchemasEnable: true}
+	first := &kafkasink.Event{Op: kafkasink.OpInsert, Schema: "s", Table: "t", Relation: &kafkasink.Relation{Columns: []kafkasink.ColumnInfo{{Name: "id", Type: tInt4}}}}
 	want := string(enc.schemasOf(first).value)
 	for range maxCachedSchemas + 10 {
-		e := &Event{Op: OpInsert, Schema: "s", Table: "t", Relation: &Relation{Columns: []ColumnInfo{{Name: "id", Type: tInt4}}}}
+		e := &kafkasink.Event{Op: kafkasink.OpInsert, Schema: "s", Table: "t", Relation: &kafkasink.Relation{Columns: []kafkasink.ColumnInfo{{Name: "id", Type: tInt4}}}}
 		enc.schemasOf(e)
 	}
 	schemaCache.RLock()
@@ -532,12 +538,12 @@ func TestDebeziumSchemasReadByJsonConverter(t *testing.T) {
 		for id, values := range typesRows {
 			// Every column of the table (an after image carries them
 			// all), NULL where typesRows has no value.
-			row := Row{}
+			row := kafkasink.Row{}
 			for _, c := range rel.Columns {
-				row = append(row, Column{Name: c.Name, Value: values[c.Name]})
+				row = append(row, kafkasink.Column{Name: c.Name, Value: values[c.Name]})
 			}
 			row[0].Value = int32(id)
-			e := &Event{Op: OpInsert, Schema: "dbzconf", Table: "types", Relation: rel, Key: []string{"id"}, After: row}
+			e := &kafkasink.Event{Op: kafkasink.OpInsert, Schema: "dbzconf", Table: "types", Relation: rel, Key: []string{"id"}, After: row}
 			value, err := enc.Encode(nil, e)
 			if err != nil {
 				t.Fatalf("%s id=%d: %v", config, id, err)
@@ -626,14 +632,14 @@ func floatsAsConnectReads(t *testing.T, payload []byte) []byte {
 // goroutine writes.
 func TestDebeziumSchemaConcurrent(t *testing.T) {
 	t.Parallel()
-	enc := DebeziumEncoder{SchemasEnable: true, Now: func() time.Time { return time.Unix(0, 0) }}
-	var events []*Event
+	enc := Encoder{SchemasEnable: true, Now: func() time.Time { return time.Unix(0, 0) }}
+	var events []*kafkasink.Event
 	for i := range 4 {
-		rel := &Relation{Columns: []ColumnInfo{{Name: "id", Type: tInt4, NotNull: true}, {Name: "v", Type: tText}}}
-		events = append(events, &Event{Op: OpInsert, Schema: "s", Table: fmt.Sprint("t", i), Relation: rel, Key: []string{"id"},
-			After: Row{{Name: "id", Value: int32(i)}, {Name: "v", Value: "x"}}})
+		rel := &kafkasink.Relation{Columns: []kafkasink.ColumnInfo{{Name: "id", Type: tInt4, NotNull: true}, {Name: "v", Type: tText}}}
+		events = append(events, &kafkasink.Event{Op: kafkasink.OpInsert, Schema: "s", Table: fmt.Sprint("t", i), Relation: rel, Key: []string{"id"},
+			After: kafkasink.Row{{Name: "id", Value: int32(i)}, {Name: "v", Value: "x"}}})
 	}
-	encode := func(e *Event) string {
+	encode := func(e *kafkasink.Event) string {
 		value, err := enc.Encode(nil, e)
 		if err != nil {
 			return err.Error()

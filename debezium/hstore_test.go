@@ -1,4 +1,4 @@
-package kafkasink
+package debezium
 
 import (
 	"crypto/md5"
@@ -10,10 +10,12 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/kafkasink/kafkasink"
 )
 
 // tHstore is the hstore extension's type, as pgcdc describes it.
-var tHstore = &TypeInfo{Name: "hstore", Modifier: -1, Kind: 'b'}
+var tHstore = &kafkasink.TypeInfo{Name: "hstore", Modifier: -1, Kind: 'b'}
 
 // hstoreJSON is the JSON object text Debezium writes for the hstore text
 // s (hstoreInJavaOrder, then appendHstoreJSON), false when s is refused.
@@ -132,13 +134,13 @@ func goldenColumn(t *testing.T, row json.RawMessage, column string) string {
 // binary form, under pgoutput's binary option) is an EncodeError naming
 // the form, not a string Debezium's readers would misparse.
 func TestDebeziumHstoreValue(t *testing.T) {
-	rel := &Relation{Columns: []ColumnInfo{{Name: "id", Type: tInt4, NotNull: true}, {Name: "h", Type: tHstore}}}
-	event := func(v any) *Event {
-		return &Event{Op: OpInsert, Schema: "s", Table: "t", Relation: rel,
-			After: Row{{Name: "id", Value: int32(1)}, {Name: "h", Value: v}}}
+	rel := &kafkasink.Relation{Columns: []kafkasink.ColumnInfo{{Name: "id", Type: tInt4, NotNull: true}, {Name: "h", Type: tHstore}}}
+	event := func(v any) *kafkasink.Event {
+		return &kafkasink.Event{Op: kafkasink.OpInsert, Schema: "s", Table: "t", Relation: rel,
+			After: kafkasink.Row{{Name: "id", Value: int32(1)}, {Name: "h", Value: v}}}
 	}
 	for _, schemas := range []bool{false, true} {
-		enc := DebeziumEncoder{SchemasEnable: schemas}
+		enc := Encoder{SchemasEnable: schemas}
 		for v, want := range map[any]string{`"a"=>"1", "b"=>NULL`: `"{\"a\":\"1\",\"b\":null}"`, nil: `null`} {
 			out, err := enc.Encode(nil, event(v))
 			if err != nil {

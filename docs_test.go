@@ -37,35 +37,6 @@ func TestREADMEQuotesServiceExample(t *testing.T) {
 	}
 }
 
-// TestDocsQuoteTestedCode checks that each Go block of a doc that quotes a
-// test file is in that file word for word, so the quoted code is compiled
-// and run by go test.
-func TestDocsQuoteTestedCode(t *testing.T) {
-	for doc, source := range map[string]string{
-		"docs/testing-your-service.md": "kafkasinktest/service_test.go",
-	} {
-		md, err := os.ReadFile(doc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		src, err := os.ReadFile(source)
-		if err != nil {
-			t.Fatal(err)
-		}
-		blocks := 0
-		for _, block := range bytes.Split(md, []byte("```go\n"))[1:] {
-			code, _, _ := bytes.Cut(block, []byte("```"))
-			blocks++
-			if !bytes.Contains(src, code) {
-				t.Errorf("%s: Go block %d is not in %s word for word:\n%s", doc, blocks, source, code)
-			}
-		}
-		if blocks == 0 {
-			t.Errorf("%s has no Go block; it quoted %s", doc, source)
-		}
-	}
-}
-
 // TestREADMEListsPackages checks the README's "Packages and modules": every
 // package of the repository but internal ones is linked from it.
 func TestREADMEListsPackages(t *testing.T) {

@@ -37,6 +37,45 @@ func TestREADMEQuotesServiceExample(t *testing.T) {
 	}
 }
 
+// TestCIRunsREADMECommands checks that .ci/run runs the commands the
+// README gives: the first two, and the whole suite's.
+func TestCIRunsREADMECommands(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci, err := os.ReadFile(".ci/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ciLines []string
+	for line := range strings.Lines(string(ci)) {
+		ciLines = append(ciLines, strings.TrimSpace(line))
+	}
+	commands := 0
+	for _, block := range strings.Split(string(readme), "```sh\n")[1:] {
+		block, _, _ = strings.Cut(block, "```")
+		for line := range strings.Lines(block) {
+			cmd, _, _ := strings.Cut(line, "#")
+			cmd = strings.TrimSpace(cmd)
+			if !strings.HasPrefix(cmd, "go test") && !strings.HasPrefix(cmd, "go run ./examples/") {
+				continue
+			}
+			commands++
+			found := false
+			for _, l := range ciLines {
+				found = found || l == cmd || strings.HasPrefix(l, cmd+" ")
+			}
+			if !found {
+				t.Errorf(".ci/run does not run the README's %q", cmd)
+			}
+		}
+	}
+	if commands < 3 {
+		t.Errorf("found %d test commands in the README's sh blocks, want the quickstart, the short and the whole suite", commands)
+	}
+}
+
 // TestREADMEListsPackages checks the README's "Packages and modules": every
 // package of the repository but internal ones is linked from it.
 func TestREADMEListsPackages(t *testing.T) {

@@ -4,7 +4,7 @@
 // jsonw handles the closed set of value types a kafkasink row may hold with
 // a type switch and writes nothing to the heap when dst has room.
 //
-// Output rules, which the kafkasink README repeats because consumers see them:
+// Output rules, which kafkasink's docs/records.md repeats because consumers see them:
 //
 //   - Strings are escaped exactly as encoding/json's Encoder does with
 //     SetEscapeHTML(false): '"' and '\\' get a backslash; \b, \f, \n, \r and

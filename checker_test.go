@@ -35,15 +35,19 @@ import (
 // never fenced.
 //
 //	KAFKASINK_CHECKER_SEED     first seed (default: from the clock, logged)
-//	KAFKASINK_CHECKER_SEEDS    seeds to run (default 20)
-//	KAFKASINK_CHECKER_BATCHES  acknowledged batches per seed (default 100)
+//	KAFKASINK_CHECKER_SEEDS    seeds to run (default 20; 3 with -short)
+//	KAFKASINK_CHECKER_BATCHES  acknowledged batches per seed (default 100; 30 with -short)
 //	KAFKASINK_CHECKER_LOG      set: the sinks log at debug level to stderr
 //
 // A failure prints the seed and the schedule that reproduces it.
 func TestRandomFaultsExactlyOnce(t *testing.T) {
 	t.Parallel()
 	first := knob(t, "KAFKASINK_CHECKER_SEED", uint64(time.Now().UnixNano()%1e9), parseSeed)
-	seeds, batches := knob(t, "KAFKASINK_CHECKER_SEEDS", 20, positiveInt), knob(t, "KAFKASINK_CHECKER_BATCHES", 100, positiveInt)
+	defSeeds, defBatches := 20, 100
+	if testing.Short() {
+		defSeeds, defBatches = 3, 30 // a few short seeds; the full suite runs 20 of 100 (docs/integration-tests.md)
+	}
+	seeds, batches := knob(t, "KAFKASINK_CHECKER_SEEDS", defSeeds, positiveInt), knob(t, "KAFKASINK_CHECKER_BATCHES", defBatches, positiveInt)
 	t.Logf("seeds %d..%d, %d batches each (replay one with KAFKASINK_CHECKER_SEED=<seed> KAFKASINK_CHECKER_SEEDS=1)", first, first+uint64(seeds)-1, batches)
 	var total checkerStats
 	var mu sync.Mutex

@@ -261,7 +261,7 @@ type Config struct {
 	// is franz-go's default, snappy, unless an option such as
 	// kgo.ProducerBatchCompression(kgo.ZstdCompression()) says otherwise
 	// (zstd wrote 27% fewer bytes than snappy on 1 KB rows and 59% fewer
-	// on 200 B ones in the README's measurements, for up to half the
+	// on 200 B ones in docs/benchmarks.md's measurements, for up to half the
 	// throughput on the larger rows). Options the sink owns are refused, not
 	// overridden: SeedBrokers, TransactionalID, TransactionTimeout,
 	// DisableIdempotentWrite, RequiredAcks, RecordPartitioner,

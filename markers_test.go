@@ -188,12 +188,16 @@ func TestLostCommitMarkersCommittedLater(t *testing.T) {
 // sink's last transaction are checked only when another one begins.
 //
 //	KAFKASINK_LOSTMARKERS_SEED     first seed (default: from the clock, logged)
-//	KAFKASINK_LOSTMARKERS_SEEDS    seeds to run (default 8)
+//	KAFKASINK_LOSTMARKERS_SEEDS    seeds to run (default 8; 2 with -short)
 //	KAFKASINK_LOSTMARKERS_BATCHES  batches per seed (default 30)
 func TestRandomLostCommitMarkers(t *testing.T) {
 	t.Parallel()
 	first := knob(t, "KAFKASINK_LOSTMARKERS_SEED", uint64(time.Now().UnixNano()%1e9), parseSeed)
-	seeds, batches := knob(t, "KAFKASINK_LOSTMARKERS_SEEDS", 8, positiveInt), knob(t, "KAFKASINK_LOSTMARKERS_BATCHES", 30, positiveInt)
+	defSeeds := 8
+	if testing.Short() {
+		defSeeds = 2 // -short keeps a few seeds; the full suite runs 8 (docs/integration-tests.md)
+	}
+	seeds, batches := knob(t, "KAFKASINK_LOSTMARKERS_SEEDS", defSeeds, positiveInt), knob(t, "KAFKASINK_LOSTMARKERS_BATCHES", 30, positiveInt)
 	t.Logf("seeds %d..%d, %d batches each (replay one with KAFKASINK_LOSTMARKERS_SEED=<seed> KAFKASINK_LOSTMARKERS_SEEDS=1)", first, first+uint64(seeds)-1, batches)
 	var mu sync.Mutex
 	var total lostMarkerStats

@@ -10,7 +10,7 @@
 // the output rules below are part of it: a change to one is a change to
 // what every encoder writes, listed in the changelog.
 //
-// Output rules, which the kafkasink README repeats because consumers see them:
+// Output rules, which kafkasink's docs/records.md repeats because consumers see them:
 //
 //   - Strings are escaped exactly as encoding/json's Encoder does with
 //     SetEscapeHTML(false): '"' and '\\' get a backslash; \b, \f, \n, \r and

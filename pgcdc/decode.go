@@ -440,18 +440,18 @@ func (d *Decoder) decode(lsn kafkasink.LSN, data []byte) error {
 	}
 	typ := data[0]
 	switch m := msg.(type) {
-	case *pglogrepl.BeginMessage:
+	case *beginMsg:
 		return d.openTxn(lsn, typ, m)
-	case *pglogrepl.CommitMessage:
+	case *commitMsg:
 		return d.commitTxn(lsn, typ, m)
-	case *pglogrepl.OriginMessage:
+	case *originMsg:
 		return d.setOrigin(lsn, typ, m)
-	case *pglogrepl.RelationMessageV2, *pglogrepl.TypeMessageV2:
+	case *relationMsg, *typeDefMsg:
 		if d.state.phase == phaseStream {
 			return d.spoolMessage(lsn, data, msg)
 		}
 		return d.schema(lsn, msg)
-	case *changeMsg, *pglogrepl.TruncateMessageV2:
+	case *changeMsg, *truncateMsg:
 		switch d.state.phase {
 		case phaseStream:
 			return d.spoolMessage(lsn, data, msg)
@@ -459,15 +459,15 @@ func (d *Decoder) decode(lsn kafkasink.LSN, data []byte) error {
 			return d.change(d.state.txn, lsn, msg)
 		}
 		return malformed(lsn, typ, "change outside a transaction")
-	case *pglogrepl.LogicalDecodingMessageV2:
+	case *logicalMsg:
 		return d.logicalMessage(lsn, data, m)
-	case *pglogrepl.StreamStartMessageV2:
+	case *streamStartMsg:
 		return d.openStream(lsn, typ, m)
-	case *pglogrepl.StreamStopMessageV2:
+	case *streamStopMsg:
 		return d.closeStream(lsn, typ)
-	case *pglogrepl.StreamCommitMessageV2:
+	case *streamCommitMsg:
 		return d.commitStream(lsn, typ, m)
-	case *pglogrepl.StreamAbortMessageV2:
+	case *streamAbortMsg:
 		return d.abortStream(lsn, typ, m)
 	}
 	return malformed(lsn, typ, "unexpected message %T", msg)
@@ -486,17 +486,17 @@ func (d *Decoder) requireIdle(lsn kafkasink.LSN, typ byte, what string) error {
 }
 
 // openTxn begins an ordinary transaction.
-func (d *Decoder) openTxn(lsn kafkasink.LSN, typ byte, m *pglogrepl.BeginMessage) error {
-	if err := d.requireIdle(lsn, typ, fmt.Sprintf("transaction %d begins", m.Xid)); err != nil {
+func (d *Decoder) openTxn(lsn kafkasink.LSN, typ byte, m *beginMsg) error {
+	if err := d.requireIdle(lsn, typ, fmt.Sprintf("transaction %d begins", m.xid)); err != nil {
 		return err
 	}
-	d.begin(&txnState{xid: m.Xid, commitLSN: kafkasink.LSN(m.FinalLSN), commit: m.CommitTime.UTC()})
+	d.begin(&txnState{xid: m.xid, commitLSN: m.finalLSN, commit: m.commit.UTC()})
 	return nil
 }
 
 // commitTxn ends the open ordinary transaction, whose events are all
 // delivered, and calls OnCommit.
-func (d *Decoder) commitTxn(lsn kafkasink.LSN, typ byte, m *pglogrepl.CommitMessage) error {
+func (d *Decoder) commitTxn(lsn kafkasink.LSN, typ byte, m *commitMsg) error {
 	switch d.state.phase {
 	case phaseStream:
 		return malformed(lsn, typ, "commit inside the stream of transaction %d", d.state.stream.xid)
@@ -504,21 +504,21 @@ func (d *Decoder) commitTxn(lsn kafkasink.LSN, typ byte, m *pglogrepl.CommitMess
 		return malformed(lsn, typ, "commit without begin")
 	}
 	t := d.state.txn
-	if kafkasink.LSN(m.CommitLSN) != t.commitLSN {
+	if m.commitLSN != t.commitLSN {
 		return malformed(lsn, typ, "commit LSN %s differs from the final LSN %s announced by Begin of transaction %d",
-			kafkasink.LSN(m.CommitLSN), t.commitLSN, t.xid)
+			m.commitLSN, t.commitLSN, t.xid)
 	}
 	d.toIdle()
-	return d.commit(t, t.committed(kafkasink.LSN(m.TransactionEndLSN), false))
+	return d.commit(t, t.committed(m.endLSN, false))
 }
 
 // setOrigin records the replication origin of the transaction in progress.
-func (d *Decoder) setOrigin(lsn kafkasink.LSN, typ byte, m *pglogrepl.OriginMessage) error {
+func (d *Decoder) setOrigin(lsn kafkasink.LSN, typ byte, m *originMsg) error {
 	switch d.state.phase {
 	case phaseStream:
-		d.state.stream.origin = m.Name
+		d.state.stream.origin = m.name
 	case phaseTxn:
-		d.state.txn.origin = m.Name
+		d.state.txn.origin = m.name
 	default:
 		return malformed(lsn, typ, "origin outside a transaction")
 	}
@@ -528,8 +528,8 @@ func (d *Decoder) setOrigin(lsn kafkasink.LSN, typ byte, m *pglogrepl.OriginMess
 // logicalMessage delivers a logical decoding message: a transactional one
 // with its transaction (spooled with a streamed one), a non-transactional
 // one at once.
-func (d *Decoder) logicalMessage(lsn kafkasink.LSN, data []byte, m *pglogrepl.LogicalDecodingMessageV2) error {
-	if !m.Transactional {
+func (d *Decoder) logicalMessage(lsn kafkasink.LSN, data []byte, m *logicalMsg) error {
+	if !m.transactional {
 		return d.message(m, nil)
 	}
 	switch d.state.phase {
@@ -543,13 +543,13 @@ func (d *Decoder) logicalMessage(lsn kafkasink.LSN, data []byte, m *pglogrepl.Lo
 
 // openStream starts a stream block of a streamed transaction, spooling
 // into the transaction's spool: a new one for its first segment.
-func (d *Decoder) openStream(lsn kafkasink.LSN, typ byte, m *pglogrepl.StreamStartMessageV2) error {
-	if err := d.requireIdle(lsn, typ, fmt.Sprintf("stream of transaction %d starts", m.Xid)); err != nil {
+func (d *Decoder) openStream(lsn kafkasink.LSN, typ byte, m *streamStartMsg) error {
+	if err := d.requireIdle(lsn, typ, fmt.Sprintf("stream of transaction %d starts", m.xid)); err != nil {
 		return err
 	}
-	s := d.spools[m.Xid]
+	s := d.spools[m.xid]
 	switch {
-	case m.FirstSegment == 1 && s != nil:
+	case m.first && s != nil:
 		// Only a server that starts over sends a first segment
 		// again, and it then resends everything: the old spool is
 		// a stale prefix.
@@ -557,15 +557,15 @@ func (d *Decoder) openStream(lsn kafkasink.LSN, typ byte, m *pglogrepl.StreamSta
 			return err
 		}
 		s = nil
-	case m.FirstSegment != 1 && s == nil:
-		return malformed(lsn, typ, "stream of transaction %d continues, but its first segment was never received", m.Xid)
+	case !m.first && s == nil:
+		return malformed(lsn, typ, "stream of transaction %d continues, but its first segment was never received", m.xid)
 	}
 	if s == nil {
 		var err error
-		if s, err = newTxnSpool(d.cfg.SpoolDir, m.Xid, &d.spooled); err != nil {
+		if s, err = newTxnSpool(d.cfg.SpoolDir, m.xid, &d.spooled); err != nil {
 			return err
 		}
-		d.spools[m.Xid] = s
+		d.spools[m.xid] = s
 	}
 	if err := s.open(); err != nil {
 		return err
@@ -586,44 +586,44 @@ func (d *Decoder) closeStream(lsn kafkasink.LSN, typ byte) error {
 }
 
 // commitStream delivers a committed streamed transaction from its spool.
-func (d *Decoder) commitStream(lsn kafkasink.LSN, typ byte, m *pglogrepl.StreamCommitMessageV2) error {
-	if err := d.requireIdle(lsn, typ, fmt.Sprintf("commit of streamed transaction %d", m.Xid)); err != nil {
+func (d *Decoder) commitStream(lsn kafkasink.LSN, typ byte, m *streamCommitMsg) error {
+	if err := d.requireIdle(lsn, typ, fmt.Sprintf("commit of streamed transaction %d", m.xid)); err != nil {
 		return err
 	}
-	s := d.spools[m.Xid]
+	s := d.spools[m.xid]
 	if s == nil {
-		return malformed(lsn, typ, "commit of streamed transaction %d, which was never streamed", m.Xid)
+		return malformed(lsn, typ, "commit of streamed transaction %d, which was never streamed", m.xid)
 	}
-	delete(d.spools, m.Xid)
+	delete(d.spools, m.xid)
 	return d.replay(s, m)
 }
 
 // abortStream forgets a streamed transaction, or the changes of one of its
 // subtransactions.
-func (d *Decoder) abortStream(lsn kafkasink.LSN, typ byte, m *pglogrepl.StreamAbortMessageV2) error {
-	if err := d.requireIdle(lsn, typ, fmt.Sprintf("abort of streamed transaction %d", m.Xid)); err != nil {
+func (d *Decoder) abortStream(lsn kafkasink.LSN, typ byte, m *streamAbortMsg) error {
+	if err := d.requireIdle(lsn, typ, fmt.Sprintf("abort of streamed transaction %d", m.xid)); err != nil {
 		return err
 	}
-	s := d.spools[m.Xid]
+	s := d.spools[m.xid]
 	switch {
 	case s == nil:
 		// Nothing was spooled for it, so there is nothing to forget.
 		return nil
-	case m.SubXid == m.Xid:
-		delete(d.spools, m.Xid)
+	case m.subXid == m.xid:
+		delete(d.spools, m.xid)
 		return s.remove()
 	default:
-		s.abortSub(m.SubXid)
+		s.abortSub(m.subXid)
 		return nil
 	}
 }
 
 // schema applies a Relation or Type message.
-func (d *Decoder) schema(lsn kafkasink.LSN, msg pglogrepl.Message) error {
+func (d *Decoder) schema(lsn kafkasink.LSN, msg message) error {
 	switch m := msg.(type) {
-	case *pglogrepl.TypeMessageV2:
-		d.types[m.DataType] = typeInfo{namespace: m.Namespace, name: m.Name}
-	case *pglogrepl.RelationMessageV2:
+	case *typeDefMsg:
+		d.types[m.oid] = typeInfo{namespace: m.namespace, name: m.name}
+	case *relationMsg:
 		rel, configured, err := d.newRelInfo(m)
 		if err != nil {
 			return &DecodeError{LSN: lsn, Type: "Relation", Err: err}
@@ -635,7 +635,7 @@ func (d *Decoder) schema(lsn kafkasink.LSN, msg pglogrepl.Message) error {
 			}
 		}
 		if !configured && len(rel.keyIdx) > 0 && d.identityOrder != nil {
-			names, err := d.identityOrder(rel.oid, m.ReplicaIdentity == 'i')
+			names, err := d.identityOrder(rel.oid, m.identity == 'i')
 			if err != nil {
 				return err
 			}
@@ -653,7 +653,7 @@ func (d *Decoder) schema(lsn kafkasink.LSN, msg pglogrepl.Message) error {
 			}
 		}
 		rel.keyless = d.keyless && len(rel.key) == 0
-		cols := rel.describe(rel.identityNotNull(m.ReplicaIdentity == 'f'))
+		cols := rel.describe(rel.identityNotNull(m.identity == 'f'))
 		if d.declared != nil {
 			declared, err := d.declared(rel.oid)
 			if err != nil {
@@ -671,10 +671,10 @@ func (d *Decoder) schema(lsn kafkasink.LSN, msg pglogrepl.Message) error {
 		// (a publication changed anywhere in the database, say), not only
 		// after a change of the table: an unchanged description keeps its
 		// *Relation, so all events of one table version share one.
-		if old, ok := d.relations[m.RelationID]; ok && sameRelation(old.relation, rel.relation) {
+		if old, ok := d.relations[m.oid]; ok && sameRelation(old.relation, rel.relation) {
 			rel.relation = old.relation
 		}
-		d.relations[m.RelationID] = rel
+		d.relations[m.oid] = rel
 		if d.cfg.OnRelation != nil {
 			d.cfg.OnRelation(rel.schema, rel.table, rel.columnNames())
 		}
@@ -685,17 +685,17 @@ func (d *Decoder) schema(lsn kafkasink.LSN, msg pglogrepl.Message) error {
 // newRelInfo describes the relation of m, with the key DecoderConfig.KeyColumns
 // names (configured is then true) or else its replica identity columns,
 // unless the identity is FULL.
-func (d *Decoder) newRelInfo(m *pglogrepl.RelationMessageV2) (rel *relInfo, configured bool, err error) {
-	rel = &relInfo{oid: m.RelationID, schema: m.Namespace, table: m.RelationName}
-	switch m.ReplicaIdentity {
+func (d *Decoder) newRelInfo(m *relationMsg) (rel *relInfo, configured bool, err error) {
+	rel = &relInfo{oid: m.oid, schema: m.namespace, table: m.name}
+	switch m.identity {
 	case 'd', 'n', 'f', 'i':
 	default:
-		return nil, false, fmt.Errorf("relation %s.%s: unknown replica identity %q", m.Namespace, m.RelationName, m.ReplicaIdentity)
+		return nil, false, fmt.Errorf("relation %s.%s: unknown replica identity %q", m.namespace, m.name, m.identity)
 	}
-	full := m.ReplicaIdentity == 'f'
-	for i, c := range m.Columns {
-		ident := c.Flags&1 != 0
-		rel.cols = append(rel.cols, relColumn{name: c.Name, oid: c.DataType, typmod: c.TypeModifier, ident: ident})
+	full := m.identity == 'f'
+	for i, c := range m.columns {
+		ident := c.flags&1 != 0
+		rel.cols = append(rel.cols, relColumn{name: c.name, oid: c.oid, typmod: c.typmod, ident: ident})
 		if ident {
 			rel.identIdx = append(rel.identIdx, i)
 			if !full {
@@ -706,7 +706,7 @@ func (d *Decoder) newRelInfo(m *pglogrepl.RelationMessageV2) (rel *relInfo, conf
 			}
 		}
 	}
-	if names, ok := d.cfg.KeyColumns.Columns(m.Namespace, m.RelationName); ok {
+	if names, ok := d.cfg.KeyColumns.Columns(m.namespace, m.name); ok {
 		return rel, true, rel.setKey(names, "DecoderConfig.KeyColumns (Config.KeyColumns, flag -key-columns of cmd/kafkasink)")
 	}
 	return rel, false, rel.setKey(nil, "")
@@ -796,7 +796,7 @@ func (d *Decoder) relation(lsn kafkasink.LSN, typ string, oid uint32) (*relInfo,
 }
 
 // change delivers the events of one data change of transaction t.
-func (d *Decoder) change(t *txnState, lsn kafkasink.LSN, msg pglogrepl.Message) error {
+func (d *Decoder) change(t *txnState, lsn kafkasink.LSN, msg message) error {
 	switch m := msg.(type) {
 	case *changeMsg:
 		typ := m.typ.String()
@@ -841,10 +841,10 @@ func (d *Decoder) change(t *txnState, lsn kafkasink.LSN, msg pglogrepl.Message) 
 		}
 		return d.emit(t, rel, lsn, kafkasink.OpUpdate, before, after)
 
-	case *pglogrepl.TruncateMessageV2:
+	case *truncateMsg:
 		// Resolve every relation first, so that a bad OID delivers none.
-		rels := make([]*relInfo, len(m.RelationIDs))
-		for i, oid := range m.RelationIDs {
+		rels := make([]*relInfo, len(m.relations))
+		for i, oid := range m.relations {
 			rel, err := d.relation(lsn, "Truncate", oid)
 			if err != nil {
 				return err
@@ -852,8 +852,8 @@ func (d *Decoder) change(t *txnState, lsn kafkasink.LSN, msg pglogrepl.Message) 
 			rels[i] = rel
 		}
 		opts := kafkasink.TruncateOptions{
-			Cascade:         m.Option&pglogrepl.TruncateOptionCascade != 0,
-			RestartIdentity: m.Option&pglogrepl.TruncateOptionRestartIdentity != 0,
+			Cascade:         m.options&pglogrepl.TruncateOptionCascade != 0,
+			RestartIdentity: m.options&pglogrepl.TruncateOptionRestartIdentity != 0,
 		}
 		for _, rel := range rels {
 			ev := d.event(t, rel, lsn, kafkasink.OpTruncate, nil, nil)
@@ -1011,16 +1011,16 @@ func (d *Decoder) commit(t *txnState, c Txn) error {
 // message delivers a logical decoding message: a transactional one of t,
 // when t holds an event, after that event (see deliver), so that it stays
 // in order among t's events; nil t for a non-transactional one.
-func (d *Decoder) message(m *pglogrepl.LogicalDecodingMessageV2, t *txnState) error {
+func (d *Decoder) message(m *logicalMsg, t *txnState) error {
 	if d.cfg.OnMessage == nil {
 		return nil
 	}
 	msg := Message{
-		LSN:           kafkasink.LSN(m.LSN),
-		Transactional: m.Transactional,
-		Prefix:        m.Prefix,
+		LSN:           m.lsn,
+		Transactional: m.transactional,
+		Prefix:        m.prefix,
 		// pglogrepl's Content aliases the caller's buffer.
-		Content: bytes.Clone(m.Content),
+		Content: bytes.Clone(m.content),
 	}
 	if t == nil {
 		return d.cfg.OnMessage(msg)
@@ -1051,19 +1051,19 @@ func (d *Decoder) release(t *txnState, ev kafkasink.Event) error {
 
 // spoolMessage appends a message of the stream in progress to its spool,
 // tagged with the (sub)transaction it belongs to.
-func (d *Decoder) spoolMessage(lsn kafkasink.LSN, data []byte, msg pglogrepl.Message) error {
+func (d *Decoder) spoolMessage(lsn kafkasink.LSN, data []byte, msg message) error {
 	var sub uint32
 	switch m := msg.(type) {
-	case *pglogrepl.RelationMessageV2:
-		sub = m.Xid
-	case *pglogrepl.TypeMessageV2:
-		sub = m.Xid
+	case *relationMsg:
+		sub = m.xid
+	case *typeDefMsg:
+		sub = m.xid
 	case *changeMsg:
 		sub = m.xid
-	case *pglogrepl.TruncateMessageV2:
-		sub = m.Xid
-	case *pglogrepl.LogicalDecodingMessageV2:
-		sub = m.Xid
+	case *truncateMsg:
+		sub = m.xid
+	case *logicalMsg:
+		sub = m.xid
 	}
 	return d.state.stream.append(sub, lsn, data)
 }
@@ -1073,7 +1073,7 @@ func (d *Decoder) spoolMessage(lsn kafkasink.LSN, data []byte, msg pglogrepl.Mes
 // transaction not been streamed; they are kept even when their
 // subtransaction aborted, because the server does not describe a relation
 // twice within one streamed transaction.
-func (d *Decoder) replay(s *txnSpool, c *pglogrepl.StreamCommitMessageV2) (err error) {
+func (d *Decoder) replay(s *txnSpool, c *streamCommitMsg) (err error) {
 	defer func() {
 		// The callback's error stays unwrapped; a failed removal matters
 		// only when nothing else failed.
@@ -1081,16 +1081,16 @@ func (d *Decoder) replay(s *txnSpool, c *pglogrepl.StreamCommitMessageV2) (err e
 			err = rmErr
 		}
 	}()
-	t := &txnState{xid: c.Xid, commitLSN: kafkasink.LSN(c.CommitLSN), commit: c.CommitTime.UTC(), origin: s.origin}
+	t := &txnState{xid: c.xid, commitLSN: c.commitLSN, commit: c.commit.UTC(), origin: s.origin}
 	err = s.replay(func(sub uint32, lsn kafkasink.LSN, data []byte) error {
 		msg, err := d.parse(lsn, data, true)
 		if err != nil {
 			return err
 		}
 		switch m := msg.(type) {
-		case *pglogrepl.RelationMessageV2, *pglogrepl.TypeMessageV2:
+		case *relationMsg, *typeDefMsg:
 			return d.schema(lsn, msg)
-		case *pglogrepl.LogicalDecodingMessageV2:
+		case *logicalMsg:
 			if s.aborted(sub) {
 				return nil
 			}
@@ -1105,5 +1105,5 @@ func (d *Decoder) replay(s *txnSpool, c *pglogrepl.StreamCommitMessageV2) (err e
 	if err != nil {
 		return err
 	}
-	return d.commit(t, t.committed(kafkasink.LSN(c.TransactionEndLSN), true))
+	return d.commit(t, t.committed(c.endLSN, true))
 }

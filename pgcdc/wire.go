@@ -5,47 +5,138 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 
 	"github.com/kafkasink/kafkasink"
 )
 
-// This file is pgoutput's byte layout: every message the Decoder receives
-// is checked here before anything reads its fields, Insert, Update and
-// Delete are parsed here, and the rest is handed to pglogrepl once its
-// layout is known to be sound. Layouts follow PostgreSQL's "Logical
-// Replication Message Formats".
+// This file is pgoutput's byte layout, parsed once: every message the
+// Decoder receives is read here, field by field, into the struct the
+// Decoder acts on, and a message whose layout is not sound becomes an error
+// naming what is wrong, never a panic or a silently misread field. Layouts
+// follow PostgreSQL's "Logical Replication Message Formats"; inStream adds
+// the transaction id that messages inside a stream block carry.
 
-// parse validates data and parses it: changes with parseChange into the
-// reused d.changes, the other messages with pglogrepl.
-func (d *Decoder) parse(lsn kafkasink.LSN, data []byte, inStream bool) (msg pglogrepl.Message, err error) {
+// message is a parsed pgoutput message.
+type message interface {
+	Type() pglogrepl.MessageType
+}
+
+// parse parses data: changes into the reused d.changes, the other messages
+// into a struct of their own.
+func (d *Decoder) parse(lsn kafkasink.LSN, data []byte, inStream bool) (message, error) {
 	if len(data) == 0 {
 		return nil, &DecodeError{LSN: lsn, Err: errors.New("empty message")}
 	}
 	typ := data[0]
+	var (
+		msg message
+		err error
+	)
 	if isChange(typ) {
-		if err := parseChange(data, inStream, &d.changes); err != nil {
-			return nil, &DecodeError{LSN: lsn, Type: typeName(typ), Err: err}
-		}
-		return &d.changes, nil
+		err = parseChange(data, inStream, &d.changes)
+		msg = &d.changes
+	} else {
+		msg, err = parseMessage(data, inStream, d.cfg.ProtocolVersion)
 	}
-	if err := validate(data, inStream, d.cfg.ProtocolVersion); err != nil {
-		return nil, &DecodeError{LSN: lsn, Type: typeName(typ), Err: err}
-	}
-	// validate checks every length pglogrepl relies on; the recover is
-	// only a backstop against parser panics validate does not foresee.
-	defer func() {
-		if r := recover(); r != nil {
-			msg, err = nil, malformed(lsn, typ, "pglogrepl parser failed: %v", r)
-		}
-	}()
-	msg, err = pglogrepl.ParseV2(data, inStream)
 	if err != nil {
 		return nil, &DecodeError{LSN: lsn, Type: typeName(typ), Err: err}
 	}
 	return msg, nil
 }
+
+// beginMsg is a Begin message.
+type beginMsg struct {
+	finalLSN kafkasink.LSN // the LSN of the commit record
+	commit   time.Time
+	xid      uint32
+}
+
+// commitMsg is a Commit message.
+type commitMsg struct {
+	commitLSN kafkasink.LSN
+	endLSN    kafkasink.LSN // the end of the commit record
+	commit    time.Time
+}
+
+// originMsg is an Origin message.
+type originMsg struct{ name string }
+
+// relationMsg is a Relation message.
+type relationMsg struct {
+	xid       uint32 // the (sub)transaction, inside a stream block; 0 outside
+	oid       uint32
+	namespace string
+	name      string
+	identity  byte // replica identity: 'd', 'n', 'f' or 'i'
+	columns   []relationMsgColumn
+}
+
+type relationMsgColumn struct {
+	flags  uint8 // 1: part of the replica identity
+	name   string
+	oid    uint32
+	typmod int32
+}
+
+// typeDefMsg is a Type message (typeMsg builds one in the tests).
+type typeDefMsg struct {
+	xid       uint32
+	oid       uint32
+	namespace string
+	name      string
+}
+
+// truncateMsg is a Truncate message.
+type truncateMsg struct {
+	xid       uint32
+	options   uint8
+	relations []uint32
+}
+
+// logicalMsg is a logical decoding Message; content points into the
+// message bytes.
+type logicalMsg struct {
+	xid           uint32
+	transactional bool
+	lsn           kafkasink.LSN
+	prefix        string
+	content       []byte
+}
+
+// streamStartMsg is a Stream Start message.
+type streamStartMsg struct {
+	xid   uint32
+	first bool // the transaction's first segment
+}
+
+// streamStopMsg is a Stream Stop message.
+type streamStopMsg struct{}
+
+// streamCommitMsg is a Stream Commit message.
+type streamCommitMsg struct {
+	xid       uint32
+	commitLSN kafkasink.LSN
+	endLSN    kafkasink.LSN
+	commit    time.Time
+}
+
+// streamAbortMsg is a Stream Abort message.
+type streamAbortMsg struct{ xid, subXid uint32 }
+
+func (*beginMsg) Type() pglogrepl.MessageType        { return pglogrepl.MessageTypeBegin }
+func (*commitMsg) Type() pglogrepl.MessageType       { return pglogrepl.MessageTypeCommit }
+func (*originMsg) Type() pglogrepl.MessageType       { return pglogrepl.MessageTypeOrigin }
+func (*relationMsg) Type() pglogrepl.MessageType     { return pglogrepl.MessageTypeRelation }
+func (*typeDefMsg) Type() pglogrepl.MessageType      { return pglogrepl.MessageTypeType }
+func (*truncateMsg) Type() pglogrepl.MessageType     { return pglogrepl.MessageTypeTruncate }
+func (*logicalMsg) Type() pglogrepl.MessageType      { return pglogrepl.MessageTypeMessage }
+func (*streamStartMsg) Type() pglogrepl.MessageType  { return pglogrepl.MessageTypeStreamStart }
+func (*streamStopMsg) Type() pglogrepl.MessageType   { return pglogrepl.MessageTypeStreamStop }
+func (*streamCommitMsg) Type() pglogrepl.MessageType { return pglogrepl.MessageTypeStreamCommit }
+func (*streamAbortMsg) Type() pglogrepl.MessageType  { return pglogrepl.MessageTypeStreamAbort }
 
 // changeMsg is an Insert, Update or Delete message. The Decoder parses these
 // itself rather than with pglogrepl: they are nearly every message of a
@@ -63,8 +154,8 @@ type changeMsg struct {
 	new     tuple
 }
 
-// Type implements pglogrepl.Message, so that parse returns every message
-// kind alike.
+// Type implements message, so that parse returns every message kind
+// alike.
 func (m *changeMsg) Type() pglogrepl.MessageType { return m.typ }
 
 // tuple is the TupleData of a change message, one entry per column.
@@ -91,7 +182,7 @@ func isChange(typ byte) bool {
 }
 
 // parseChange parses data, an Insert, Update or Delete message, into m,
-// reusing m's column slices, and checks its layout the way validate checks
+// reusing m's column slices, and checks its layout the way parseMessage checks
 // the other messages. Layouts follow PostgreSQL's "Logical Replication
 // Message Formats"; inStream adds the transaction id that messages inside a
 // stream block carry.
@@ -167,101 +258,113 @@ func (r *wire) tuple(field string, cols tuple) tuple {
 	return cols
 }
 
-// validate checks the layout of a pgoutput message, so that malformed input
-// becomes an error naming what is wrong instead of a pglogrepl panic or a
-// silently misread field. Layouts follow PostgreSQL's "Logical Replication
-// Message Formats"; inStream adds the transaction id that messages inside a
-// stream block carry. Insert, Update and Delete are not its business:
-// parseChange checks them as it parses them.
-func validate(data []byte, inStream bool, version int) error {
+// parseMessage parses data, any message but Insert, Update and Delete
+// (parseChange's), and checks its layout: every length it reads is
+// checked, and bytes left over are an error. version is the protocol
+// version, which allows stream messages from 2 on.
+func parseMessage(data []byte, inStream bool, version int) (message, error) {
 	r := wire{b: data[1:]}
 	typ := data[0]
-	xid := func() {
+	xid := func() uint32 {
 		if inStream {
-			r.u32("transaction id")
+			return r.u32("transaction id")
 		}
+		return 0
 	}
+	var msg message
 	switch pglogrepl.MessageType(typ) {
 	case pglogrepl.MessageTypeBegin:
-		r.u64("final LSN")
-		r.u64("commit time")
-		r.u32("transaction id")
+		msg = &beginMsg{finalLSN: r.lsn("final LSN"), commit: r.time("commit time"), xid: r.u32("transaction id")}
 	case pglogrepl.MessageTypeCommit:
 		r.u8("flags")
-		r.u64("commit LSN")
-		r.u64("end LSN")
-		r.u64("commit time")
+		msg = &commitMsg{commitLSN: r.lsn("commit LSN"), endLSN: r.lsn("end LSN"), commit: r.time("commit time")}
 	case pglogrepl.MessageTypeOrigin:
-		r.u64("origin LSN")
-		r.cstring("origin name")
+		r.lsn("origin LSN")
+		msg = &originMsg{name: r.cstring("origin name")}
 	case pglogrepl.MessageTypeRelation:
-		xid()
-		r.u32("relation OID")
-		r.cstring("namespace")
-		r.cstring("relation name")
-		r.u8("replica identity")
+		m := &relationMsg{xid: xid()}
+		m.oid = r.u32("relation OID")
+		m.namespace = r.cstring("namespace")
+		m.name = r.cstring("relation name")
+		m.identity = r.u8("replica identity")
 		n := r.u16("column count")
 		for i := 0; i < int(n) && r.err == nil; i++ {
-			r.u8("column flags")
-			r.cstring("column name")
-			r.u32("column type OID")
-			r.u32("column type modifier")
+			var c relationMsgColumn
+			c.flags = r.u8("column flags")
+			c.name = r.cstring("column name")
+			c.oid = r.u32("column type OID")
+			c.typmod = int32(r.u32("column type modifier"))
+			m.columns = append(m.columns, c)
 		}
+		msg = m
 	case pglogrepl.MessageTypeType:
-		xid()
-		r.u32("type OID")
-		r.cstring("type namespace")
-		r.cstring("type name")
+		m := &typeDefMsg{xid: xid()}
+		m.oid = r.u32("type OID")
+		m.namespace = r.cstring("type namespace")
+		m.name = r.cstring("type name")
+		msg = m
 	case pglogrepl.MessageTypeTruncate:
-		xid()
+		m := &truncateMsg{xid: xid()}
 		n := r.u32("relation count")
-		r.u8("options")
+		m.options = r.u8("options")
 		if n == 0 {
 			r.fail(errors.New("truncate of no relation"))
 		}
 		if r.err == nil && uint64(n)*4 != uint64(len(r.b)) {
 			r.fail(fmt.Errorf("relation count %d needs %d bytes of OIDs, %d left", n, uint64(n)*4, len(r.b)))
 		}
-		r.b = nil
+		for r.err == nil && len(r.b) > 0 {
+			m.relations = append(m.relations, r.u32("relation OID"))
+		}
+		msg = m
 	case pglogrepl.MessageTypeMessage:
-		xid()
-		if flags := r.u8("flags"); flags > 1 {
+		m := &logicalMsg{xid: xid()}
+		flags := r.u8("flags")
+		if flags > 1 {
 			r.fail(fmt.Errorf("flags %d: want 0 or 1", flags))
 		}
-		r.u64("message LSN")
-		r.cstring("prefix")
-		r.bytes("content", int64(r.u32("content length")))
+		m.transactional = flags == 1
+		m.lsn = r.lsn("message LSN")
+		m.prefix = r.cstring("prefix")
+		m.content = r.take("content", int64(r.u32("content length")))
+		msg = m
 	case pglogrepl.MessageTypeStreamStart, pglogrepl.MessageTypeStreamStop,
 		pglogrepl.MessageTypeStreamCommit, pglogrepl.MessageTypeStreamAbort:
 		if version < 2 {
-			return errors.New("stream messages need protocol version 2")
+			return nil, errors.New("stream messages need protocol version 2")
 		}
-		r.streamControl(pglogrepl.MessageType(typ))
+		msg = r.streamControl(pglogrepl.MessageType(typ))
 	default:
-		return fmt.Errorf("unknown message type %q", typ)
+		return nil, fmt.Errorf("unknown message type %q", typ)
 	}
-	return r.end()
+	if err := r.end(); err != nil {
+		return nil, err
+	}
+	return msg, nil
 }
 
-// streamControl reads the fields of a Stream Start, Stop, Commit or Abort
-// message.
-func (r *wire) streamControl(typ pglogrepl.MessageType) {
+// streamControl reads a Stream Start, Stop, Commit or Abort message.
+func (r *wire) streamControl(typ pglogrepl.MessageType) message {
 	switch typ {
 	case pglogrepl.MessageTypeStreamStart:
-		r.u32("transaction id")
-		if first := r.u8("first segment flag"); first > 1 {
+		m := &streamStartMsg{xid: r.u32("transaction id")}
+		first := r.u8("first segment flag")
+		if first > 1 {
 			r.fail(fmt.Errorf("first segment flag %d: want 0 or 1", first))
 		}
+		m.first = first == 1
+		return m
 	case pglogrepl.MessageTypeStreamCommit:
-		r.u32("transaction id")
+		m := &streamCommitMsg{xid: r.u32("transaction id")}
 		r.u8("flags")
-		r.u64("commit LSN")
-		r.u64("end LSN")
-		r.u64("commit time")
+		m.commitLSN = r.lsn("commit LSN")
+		m.endLSN = r.lsn("end LSN")
+		m.commit = r.time("commit time")
+		return m
 	case pglogrepl.MessageTypeStreamAbort:
-		r.u32("transaction id")
-		r.u32("subtransaction id")
+		return &streamAbortMsg{xid: r.u32("transaction id"), subXid: r.u32("subtransaction id")}
 	}
+	return &streamStopMsg{}
 }
 
 // wire reads the fields of a message, remembering the first error.
@@ -322,12 +425,24 @@ func (r *wire) u32(field string) uint32 {
 	return 0
 }
 
-func (r *wire) u64(field string) {
-	r.take(field, 8)
+func (r *wire) u64(field string) uint64 {
+	if b := r.take(field, 8); b != nil {
+		return binary.BigEndian.Uint64(b)
+	}
+	return 0
 }
 
-func (r *wire) bytes(field string, n int64) {
-	r.take(field, n)
+// lsn reads an LSN.
+func (r *wire) lsn(field string) kafkasink.LSN { return kafkasink.LSN(r.u64(field)) }
+
+// microsecFromUnixEpochToY2K is PostgreSQL's epoch, 2000-01-01, in
+// microseconds since the Unix epoch.
+const microsecFromUnixEpochToY2K = 946684800 * 1000000
+
+// time reads a timestamp: microseconds since 2000-01-01, as pglogrepl
+// converts them.
+func (r *wire) time(field string) time.Time {
+	return time.Unix(0, (microsecFromUnixEpochToY2K+int64(r.u64(field)))*1000)
 }
 
 func (r *wire) tag(field string, want byte) {
@@ -336,14 +451,16 @@ func (r *wire) tag(field string, want byte) {
 	}
 }
 
-func (r *wire) cstring(field string) {
+func (r *wire) cstring(field string) string {
 	if r.err != nil {
-		return
+		return ""
 	}
 	i := bytes.IndexByte(r.b, 0)
 	if i < 0 {
 		r.fail(fmt.Errorf("%s is not NUL-terminated", field))
-		return
+		return ""
 	}
+	s := string(r.b[:i])
 	r.b = r.b[i+1:]
+	return s
 }

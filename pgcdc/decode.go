@@ -41,13 +41,12 @@ type DecoderConfig struct {
 	// KeyColumns names the key columns of tables (see
 	// kafkasink.TableKeys): for a table it names, they replace the replica
 	// identity columns the Relation message flags. Tables with REPLICA
-	// IDENTITY FULL flag every column, which names no row: without them, a
-	// Decoder used alone gives their events no Key (and cannot detect
-	// their key changes), while Run looks up their primary key. Every
-	// name it gives must be a column of the relation. Without them, a
-	// Decoder used alone lists the replica identity columns in
-	// the table's order, Run in their index's order (see the package
-	// documentation).
+	// IDENTITY FULL flag every column, which names no row: without them,
+	// their events have no Key (and their key changes go undetected)
+	// unless Catalog.Key names one, as Run's names the primary key. Every
+	// name it gives must be a column of the relation. Without them, the
+	// replica identity columns are listed in the table's order, or with
+	// a Catalog in their index's order (see the package documentation).
 	KeyColumns kafkasink.TableKeys
 
 	// OnEvent receives every row change, in order. Required. The Event
@@ -79,6 +78,106 @@ type DecoderConfig struct {
 	// or the publication changed, and after reconnecting. The slice
 	// belongs to the callee.
 	OnRelation func(schema, table string, columns []string)
+
+	// KeylessTables gives the events of a relation without key columns
+	// (no KeyColumns entry, no replica identity that names its rows, no
+	// answer from Catalog.Key) Event.Keyless, as Config.KeylessTables
+	// does for Run. False, the default, leaves them without a Key.
+	KeylessTables bool
+
+	// PrevCommitEnd is the end of the commit record of the last
+	// transaction delivered before the Decoder's first: the
+	// Event.Source.PrevCommitEnd of the first transaction's events,
+	// such as the last transaction a checkpoint records as written.
+	// Zero, the default, means none is known. Reset returns to it. Run
+	// sets it to the last transaction its cursor records as written.
+	PrevCommitEnd kafkasink.LSN
+
+	// Catalog, when set, answers what pgoutput does not say: the key of
+	// a relation whose replica identity does not name its rows, the
+	// order of the replica identity index's columns, the NOT NULL flags
+	// and DEFAULTs of Event.Relation, and what types pgx does not know
+	// are made of. Run sets it to one that reads the database's catalog
+	// (see Catalog). Nil, the default, answers nothing: such relations
+	// have no key, key columns follow the table's order, NOT NULL is
+	// known of the replica identity columns only, and values of types
+	// pgx does not know keep their text.
+	Catalog Catalog
+}
+
+// Catalog answers a Decoder's questions about the database, which the
+// Decoder asks at Relation messages (and, for a composite type whose
+// values no longer fit its description, while it converts a value). Run's
+// reads the catalog of the database it streams from, on a connection of
+// its own; a Decoder given a Catalog that answers as Run's does yields the
+// events Run writes. Its methods are called from Decode, which has no
+// context: an implementation bounds its own queries (Run's uses the
+// context of its replication session). An error it returns stops
+// decoding: Decode returns it unchanged. A Decoder calls its Catalog from
+// the goroutine that calls Decode only.
+type Catalog interface {
+	// Key returns the key columns, among columns, of a relation whose
+	// replica identity does not name its rows (FULL, NOTHING, or DEFAULT
+	// without a primary key) and that DecoderConfig.KeyColumns leaves
+	// alone, or nil for none. Run's returns the primary key when all
+	// its columns are published.
+	Key(relation uint32, schema, table string, columns []string) ([]string, error)
+	// IdentityIndex returns the columns of the relation's replica
+	// identity index in the index's order: the index REPLICA IDENTITY
+	// USING INDEX names when usingIndex, else the primary key; nil when
+	// there is none. The Relation message flags these columns but lists
+	// them in the table's order; Event.Key follows the index.
+	IdentityIndex(relation uint32, usingIndex bool) ([]string, error)
+	// Columns returns the NOT NULL flags and DEFAULT expressions of the
+	// relation's columns, for Event.Relation. A column it leaves out is
+	// nullable and has no DEFAULT.
+	Columns(relation uint32) ([]CatalogColumn, error)
+	// Type describes the type with OID oid, which pgx does not know;
+	// found is false when there is no such type (dropped since).
+	Type(oid uint32) (t CatalogType, found bool, err error)
+}
+
+// CatalogColumn is what a Catalog says of a column for Event.Relation
+// (kafkasink.ColumnInfo), which a Relation message does not say.
+type CatalogColumn struct {
+	Name    string
+	NotNull bool   // declared NOT NULL
+	Default string // the DEFAULT expression; "" when none, and for a generated column
+}
+
+// CatalogType is what a Catalog says of a type pgx does not know, from
+// pg_type. Domains convert as their base type, arrays element by element,
+// composites attribute by attribute; other types (enums, ranges, extension
+// types) keep their text.
+type CatalogType struct {
+	Name   string // typname, for Event.Relation
+	Kind   byte   // typtype: 'c' composite, 'd' domain, 'e' enum, ...
+	Base   uint32 // a domain's base type; 0 for other types
+	Typmod int32  // a domain's typtypmod: the modifier of its base type
+	// Array says the type is a true array type (typelem set, variable
+	// length), of Elem, whose elements Delim (the element type's
+	// typdelim) separates.
+	Array      bool
+	Elem       uint32
+	Delim      byte
+	Attributes []CatalogAttribute // a composite's attributes, in order
+	Labels     []string           // an enum's labels in order, for Event.Relation
+}
+
+// CatalogAttribute is an attribute of a composite type.
+type CatalogAttribute struct {
+	Name string
+	OID  uint32 // its type
+}
+
+// custom is t as the value converter keeps it.
+func (t CatalogType) custom() customType {
+	c := customType{name: t.Name, kind: t.Kind, base: t.Base, typmod: t.Typmod, array: t.Array, elem: t.Elem,
+		delim: t.Delim, composite: t.Kind == 'c', labels: t.Labels}
+	for _, a := range t.Attributes {
+		c.attrs = append(c.attrs, typeAttr{name: a.Name, oid: a.OID})
+	}
+	return c
 }
 
 // Txn describes a committed transaction. It is passed to
@@ -173,36 +272,14 @@ type Decoder struct {
 	spools  map[uint32]*txnSpool // streamed transactions not yet committed or aborted, by XID
 	spooled spoolBudget          // what the spools may hold and hold
 
-	// fallbackKey, when set, is asked for the key of a relation whose
-	// replica identity does not name its rows (FULL, NOTHING, or DEFAULT
-	// without a primary key) and for which KeyColumns has no answer; Run
-	// sets it to look up the table's primary key. It gets the relation's
-	// OID and column names and returns key columns among them, or nil
-	// for none. Its error is returned unchanged.
-	fallbackKey func(relation uint32, schema, table string, columns []string) ([]string, error)
-	// keyless gives the events of a relation without key columns
-	// Event.Keyless, under Config.KeylessTables.
-	keyless bool
-	// identityOrder, when set, is asked for the columns of a relation's
-	// replica identity index in the index's order (usingIndex: REPLICA
-	// IDENTITY USING INDEX, else the primary key), which the Relation
-	// message does not say: it flags them in the table's order. Run sets
-	// it to read pg_index, so that Event.Key follows the index.
-	identityOrder func(relation uint32, usingIndex bool) ([]string, error)
-	// declared, when set, is asked for the NOT NULL flags and DEFAULTs of
-	// a relation's columns for Event.Relation, which pgoutput does not
-	// say. Run sets it to read them from the catalog.
-	declared func(relation uint32) ([]declaredColumn, error)
-
 	// changes is reused by every Insert, Update and Delete message.
 	changes changeMsg
 	// columns is where newRow carves rows from.
 	columns []kafkasink.Column
 
 	// prevCommitEnd is the end of the commit record of the last
-	// transaction delivered on this connection (Event.Source.PrevCommitEnd
-	// of the next one's events); zero before the first, unless Run
-	// sets it to the last transaction its cursor records as written.
+	// transaction delivered (Event.Source.PrevCommitEnd of the next
+	// one's events); DecoderConfig.PrevCommitEnd before the first.
 	prevCommitEnd kafkasink.LSN
 
 	err    error
@@ -338,12 +415,16 @@ func NewDecoder(cfg DecoderConfig) (*Decoder, error) {
 	if problems != nil {
 		return nil, &kafkasink.ConfigError{Problems: problems}
 	}
-	return newDecoder(cfg, newValueConverter()), nil
-}
-
-// newDecoder returns a Decoder for cfg that converts values with conv. cfg
-// must pass NewDecoder's checks, with ProtocolVersion set.
-func newDecoder(cfg DecoderConfig, conv *valueConverter) *Decoder {
+	conv := newValueConverter()
+	if cat := cfg.Catalog; cat != nil {
+		conv.describe = func(oid uint32) (customType, bool, error) {
+			t, found, err := cat.Type(oid)
+			return t.custom(), found, err
+		}
+		// Decode asks while converting values, to catch up with a
+		// composite type changed since it was described.
+		conv.liveCatalog = true
+	}
 	d := &Decoder{cfg: cfg, conv: conv}
 	d.spooled = spoolBudget{max: cfg.SpoolMaxBytes, dir: cfg.SpoolDir}
 	if d.spooled.max == 0 {
@@ -353,7 +434,7 @@ func newDecoder(cfg DecoderConfig, conv *valueConverter) *Decoder {
 		d.spooled.dir = os.TempDir()
 	}
 	d.resetState()
-	return d
+	return d, nil
 }
 
 func (d *Decoder) resetState() {
@@ -361,7 +442,7 @@ func (d *Decoder) resetState() {
 	d.types = make(map[uint32]typeInfo)
 	d.toIdle()
 	d.spools = make(map[uint32]*txnSpool)
-	d.prevCommitEnd = 0
+	d.prevCommitEnd = d.cfg.PrevCommitEnd
 	d.err = nil
 }
 
@@ -634,8 +715,8 @@ func (d *Decoder) schema(lsn kafkasink.LSN, msg message) error {
 				return err
 			}
 		}
-		if !configured && len(rel.keyIdx) > 0 && d.identityOrder != nil {
-			names, err := d.identityOrder(rel.oid, m.identity == 'i')
+		if !configured && len(rel.keyIdx) > 0 && d.cfg.Catalog != nil {
+			names, err := d.cfg.Catalog.IdentityIndex(rel.oid, m.identity == 'i')
 			if err != nil {
 				return err
 			}
@@ -643,8 +724,8 @@ func (d *Decoder) schema(lsn kafkasink.LSN, msg message) error {
 				return &DecodeError{LSN: lsn, Type: "Relation", Err: err}
 			}
 		}
-		if !configured && len(rel.keyIdx) == 0 && d.fallbackKey != nil {
-			key, err := d.fallbackKey(rel.oid, rel.schema, rel.table, rel.columnNames())
+		if !configured && len(rel.keyIdx) == 0 && d.cfg.Catalog != nil {
+			key, err := d.cfg.Catalog.Key(rel.oid, rel.schema, rel.table, rel.columnNames())
 			if err != nil {
 				return err
 			}
@@ -652,17 +733,17 @@ func (d *Decoder) schema(lsn kafkasink.LSN, msg message) error {
 				return &DecodeError{LSN: lsn, Type: "Relation", Err: err}
 			}
 		}
-		rel.keyless = d.keyless && len(rel.key) == 0
+		rel.keyless = d.cfg.KeylessTables && len(rel.key) == 0
 		cols := rel.describe(rel.identityNotNull(m.identity == 'f'))
-		if d.declared != nil {
-			declared, err := d.declared(rel.oid)
+		if d.cfg.Catalog != nil {
+			declared, err := d.cfg.Catalog.Columns(rel.oid)
 			if err != nil {
 				return err
 			}
 			for i := range cols {
 				cols[i].notNull, cols[i].def = false, ""
-				if j := slices.IndexFunc(declared, func(c declaredColumn) bool { return c.name == cols[i].name }); j >= 0 {
-					cols[i].notNull, cols[i].def = declared[j].notNull, declared[j].def
+				if j := slices.IndexFunc(declared, func(c CatalogColumn) bool { return c.Name == cols[i].name }); j >= 0 {
+					cols[i].notNull, cols[i].def = declared[j].NotNull, declared[j].Default
 				}
 			}
 		}

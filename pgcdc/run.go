@@ -152,7 +152,6 @@ type runner struct {
 	version  int // server_version_num
 	protocol int
 	spool    *spoolDir
-	conv     *valueConverter // the stream's, shared by its sessions' decoders
 	catalog  *catalog
 	// cursor is the cursor of the sink's checkpoint as Run keeps it: read
 	// at start-up, then changed by Run alone and written with every Write.
@@ -367,9 +366,7 @@ func (r *runner) recordSource(ctx context.Context, id sourceIdentity, slot slotS
 }
 
 // prepareStream creates what every session of the Run shares, once the
-// source is known: the spool directory, the protocol version, and the
-// value converter, which keeps the types it described from session to
-// session.
+// source is known: the spool directory and the protocol version.
 func (r *runner) prepareStream() error {
 	spool, removed, err := openSpoolDir(r.cfg.SpoolDir, *r.cursor.Source)
 	if removed > 0 {
@@ -385,8 +382,6 @@ func (r *runner) prepareStream() error {
 		// messages came with PostgreSQL 14.
 		r.protocol = 1
 	}
-	r.conv = newValueConverter()
-	r.conv.liveCatalog = true
 	return nil
 }
 

@@ -191,7 +191,10 @@ func (s *snapshotRun) run(ctx context.Context, exported string) error {
 	if err := tx.QueryRow(ctx, "SELECT CASE WHEN pg_is_in_recovery() THEN 0 ELSE txid_current() % 4294967296 END::bigint, now()").Scan(&s.xid, &s.started); err != nil {
 		return fmt.Errorf("pgcdc: snapshot: reading the snapshot transaction's id and time: %w", err)
 	}
-	s.conv.describe = func(oid uint32) (customType, bool, error) { return describeType(ctx, tx, oid) }
+	s.conv.describe = func(oid uint32) (customType, bool, error) {
+		t, found, err := describeType(ctx, tx, oid)
+		return t.custom(), found, err
+	}
 	// The publication as of the snapshot is the publication pgoutput
 	// applies to the changes right after it.
 	published, err := publishedTables(ctx, tx, s.r.cfg.Publication)

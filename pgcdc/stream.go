@@ -134,7 +134,9 @@ func (r *runner) stream(ctx context.Context, slot slotState) error {
 	}
 	s.timer.Stop()
 	defer s.standby.Stop()
-	s.dec = r.newDecoder(s)
+	if s.dec, err = r.newDecoder(s); err != nil {
+		return err
+	}
 	defer func() {
 		// The server sends the open transactions again to the next
 		// session, streamed ones from their first segment.
@@ -146,16 +148,11 @@ func (r *runner) stream(ctx context.Context, slot slotState) error {
 	return s.run()
 }
 
-// newDecoder returns the decoder of session s: its callbacks are s's, and
-// the catalog lookups it makes for s (a table's fallback key, what a type
-// is made of) run under the session's context. Its value converter is the
-// runner's, which keeps what it learnt of types from session to session.
-func (r *runner) newDecoder(s *session) *Decoder {
-	ctx := s.ctx
-	r.conv.describe = func(oid uint32) (customType, bool, error) {
-		return r.catalog.streamType(ctx, oid)
-	}
-	dec := newDecoder(DecoderConfig{
+// newDecoder returns the decoder of session s, built as any user builds
+// one: its callbacks are s's, and its Catalog asks Run's catalog under the
+// session's context.
+func (r *runner) newDecoder(s *session) (*Decoder, error) {
+	dec, err := NewDecoder(DecoderConfig{
 		ProtocolVersion: r.protocol,
 		SpoolDir:        r.spool.path,
 		SpoolMaxBytes:   r.cfg.SpoolMaxBytes,
@@ -167,20 +164,17 @@ func (r *runner) newDecoder(s *session) *Decoder {
 		OnRelation: func(schema, table string, columns []string) {
 			r.noteColumns(schema, table, columns, "Relation message")
 		},
-	}, r.conv)
-	// The first transaction of the session follows the last one
-	// written, on an earlier connection or by an earlier Run.
-	dec.prevCommitEnd = kafkasink.LSN(r.cursor.LastCommitEnd)
-	dec.keyless = r.cfg.KeylessTables
+		KeylessTables: r.cfg.KeylessTables,
+		// The first transaction of the session follows the last one
+		// written, on an earlier connection or by an earlier Run.
+		PrevCommitEnd: kafkasink.LSN(r.cursor.LastCommitEnd),
+		Catalog:       sessionCatalog{ctx: s.ctx, k: r.catalog},
+	})
+	if err != nil {
+		return nil, err
+	}
 	r.cfg.Monitor.watchSpool(&dec.spooled)
-	dec.fallbackKey = func(oid uint32, schema, table string, columns []string) ([]string, error) {
-		return r.catalog.streamKey(ctx, oid, schema, table, columns)
-	}
-	dec.identityOrder = func(oid uint32, usingIndex bool) ([]string, error) {
-		return r.catalog.streamIdentityOrder(ctx, oid, usingIndex)
-	}
-	dec.declared = func(oid uint32) ([]declaredColumn, error) { return r.catalog.streamDeclared(ctx, oid) }
-	return dec
+	return dec, nil
 }
 
 // counted is DecoderConfig.Counted for sink: its Delivers method, when it

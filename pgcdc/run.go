@@ -101,10 +101,10 @@ func Run(ctx context.Context, cfg Config, sink Sink) error {
 	wait := cfg.backoff()
 	var failed error // the last attempt's error while Run reconnects
 	for {
-		r.progress = false
+		r.phase.attemptStarts()
 		mon.attempt()
 		err := r.attempt(ctx)
-		if r.progress {
+		if r.phase == runnerReceived {
 			failed = nil
 			wait.Reset()
 		}
@@ -146,9 +146,9 @@ type runner struct {
 	sink Sink
 	log  *slog.Logger
 
-	// ready is set once the server was checked and the publication and
-	// slot exist; from then on a missing slot is ErrSlotLost.
-	ready    bool
+	// phase is where the Run stands across its attempts; only
+	// runnerPhase's methods change it.
+	phase    runnerPhase
 	version  int // server_version_num
 	protocol int
 	spool    *spoolDir
@@ -157,15 +157,53 @@ type runner struct {
 	// at start-up, then changed by Run alone and written with every Write.
 	// The snapshot and, while streaming, the session's writer own it.
 	cursor cursor
-	// progress is set when an attempt received something from the
-	// server, so the backoff starts over.
-	progress bool
 	// columns are the columns each table ("schema.table") is streamed
 	// with, as far as this Run knows; see noteColumns.
 	columns map[string][]string
 	// database is the name of the database the source reads, which every
 	// event carries (Event.Source.Database).
 	database string
+}
+
+// runnerPhase is where a Run stands across its attempts. It starts
+// unprepared; its methods are its only transitions:
+//
+//	unprepared --prepared--> prepared <--attemptStarts-- received
+//	                         prepared --receives------>  received
+type runnerPhase uint8
+
+const (
+	// runnerUnprepared: the server is not yet checked, nor the
+	// publication and the slot known to exist.
+	runnerUnprepared runnerPhase = iota
+	// runnerPrepared: the server was checked, the publication and the
+	// slot exist and the spool is open; from now on a missing slot is
+	// ErrSlotLost.
+	runnerPrepared
+	// runnerReceived: prepared, and the attempt in progress received a
+	// message from the server, so the backoff starts over after it.
+	runnerReceived
+)
+
+// prepared ends the first preparation of the server and the source.
+func (p *runnerPhase) prepared() {
+	if *p == runnerUnprepared {
+		*p = runnerPrepared
+	}
+}
+
+// attemptStarts forgets what the previous attempt received.
+func (p *runnerPhase) attemptStarts() {
+	if *p == runnerReceived {
+		*p = runnerPrepared
+	}
+}
+
+// receives notes that the attempt in progress received a message.
+func (p *runnerPhase) receives() {
+	if *p == runnerPrepared {
+		*p = runnerReceived
+	}
 }
 
 // attempt connects, prepares, snapshots if needed, and streams until an
@@ -183,7 +221,7 @@ func (r *runner) attempt(ctx context.Context) error {
 			closeConn(created.conn)
 		}
 	}()
-	if !r.ready {
+	if r.phase == runnerUnprepared {
 		if err := r.prepareServer(ctx, db); err != nil {
 			return err
 		}
@@ -191,11 +229,11 @@ func (r *runner) attempt(ctx context.Context) error {
 	if created, err = r.prepareSource(ctx, db); err != nil {
 		return err
 	}
-	if !r.ready {
+	if r.phase == runnerUnprepared {
 		if err := r.prepareStream(); err != nil {
 			return err
 		}
-		r.ready = true
+		r.phase.prepared()
 		r.log.Info("server ready", "server_version_num", r.version, "publication", r.cfg.Publication)
 	}
 
@@ -257,7 +295,7 @@ func (r *runner) prepareSource(ctx context.Context, db *pgx.Conn) (*createdSlot,
 	if err != nil {
 		return nil, err
 	}
-	f := sourceFacts{cfg: r.cfg, streamed: r.ready, ck: r.sink.Checkpoint(), cur: r.cursor, id: id, slot: slot}
+	f := sourceFacts{cfg: r.cfg, streamed: r.phase != runnerUnprepared, ck: r.sink.Checkpoint(), cur: r.cursor, id: id, slot: slot}
 	p := planSource(f)
 	if p.timeline {
 		r.report(SourceEvent{Kind: SourceTimelineChanged, Slot: r.cfg.Slot, Detail: fmt.Sprintf(
@@ -268,7 +306,7 @@ func (r *runner) prepareSource(ctx context.Context, db *pgx.Conn) (*createdSlot,
 		r.reportRefusal(p)
 		return nil, p.refuse
 	}
-	if !r.ready {
+	if r.phase == runnerUnprepared {
 		// A table the snapshot cannot read is refused before the slot
 		// exists: a slot left behind would hold WAL.
 		gap := r.cursor.gapSnapshot()

@@ -87,7 +87,9 @@ type session struct {
 
 	confirmed kafkasink.LSN // last flush LSN reported to the server
 	database  string        // Event.Source.Database of every event
-	received  bool          // some message arrived: the session made progress
+	// phase is the runner's, which a message arriving moves to
+	// runnerReceived; nil outside Run.
+	phase *runnerPhase
 
 	// cursor is the runner's, owned by the writer during the session: each
 	// Write records in it the LSN the batch lets the loop confirm, before
@@ -131,6 +133,7 @@ func (r *runner) stream(ctx context.Context, slot slotState) error {
 		confirmed: slot.confirmed,
 		cursor:    &r.cursor,
 		database:  r.database,
+		phase:     &r.phase,
 	}
 	s.timer.Stop()
 	defer s.standby.Stop()
@@ -144,7 +147,6 @@ func (r *runner) stream(ctx context.Context, slot slotState) error {
 			r.log.Warn("removing spool files", "error", err)
 		}
 	}()
-	defer func() { r.progress = r.progress || s.received }()
 	return s.run()
 }
 
@@ -319,7 +321,9 @@ func (s *session) handle(data []byte) error {
 	if len(data) == 0 {
 		return nil
 	}
-	s.received = true
+	if s.phase != nil {
+		s.phase.receives()
+	}
 	switch data[0] {
 	case pglogrepl.XLogDataByteID:
 		x, err := pglogrepl.ParseXLogData(data[1:])

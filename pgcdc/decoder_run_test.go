@@ -131,7 +131,7 @@ func TestUserDecoderIsRuns(t *testing.T) {
 	cfg.KeylessTables = true
 	cfg = cfg.withDefaults()
 	r := &runner{cfg: &cfg, log: cfg.Logger, protocol: 2, spool: &spoolDir{path: t.TempDir()},
-		cursor: cursor{cursorFields: cursorFields{LastCommitEnd: lsnText(prev)}}}
+		ck: checkpointer{cur: cursor{cursorFields: cursorFields{LastCommitEnd: lsnText(prev)}}}}
 	r.catalog = &catalog{cfg: r.cfg, log: r.log}
 	t.Cleanup(r.catalog.close)
 	s := newTestSession(t, 1000)

@@ -116,7 +116,7 @@ func (r *runner) snapshot(ctx context.Context, db *pgx.Conn, slot slotState, cre
 	ck := r.sink.Checkpoint()
 	cur, ok := parseCursor(ck.Cursor)
 	var exported string
-	plan := planSnapshot(r.cfg.Snapshot, ck, created != nil, r.cursor.gapSnapshot())
+	plan := planSnapshot(r.cfg.Snapshot, ck, created != nil, r.ck.cur.gapSnapshot())
 	switch plan {
 	case snapshotNone:
 		if !r.cfg.Snapshot && ok && !cur.Done {
@@ -774,7 +774,7 @@ func (s *snapshotRun) chunk(ctx context.Context, tx pgx.Tx, ti *tableInfo, relat
 // writeChunk writes one snapshot chunk with its cursor, retrying retryable
 // errors.
 func (r *runner) writeChunk(ctx context.Context, events []kafkasink.Event, cur snapshotCursor) error {
-	next := r.cursor
+	next := r.ck.cur
 	next.snapshot = &cur
 	if err := r.writeCursor(ctx, next, events); err != nil {
 		return err

@@ -91,10 +91,10 @@ type session struct {
 	// runnerReceived; nil outside Run.
 	phase *runnerPhase
 
-	// cursor is the runner's, owned by the writer during the session: each
-	// Write records in it the LSN the batch lets the loop confirm, before
-	// the loop confirms it.
-	cursor *cursor
+	// ck is the runner's, which the writer alone uses during the
+	// session: each Write records in its cursor the LSN the batch lets
+	// the loop confirm, before the loop confirms it.
+	ck *checkpointer
 	// checkpointed is when the writer last wrote a checkpoint; a
 	// cursor-only Write waits Config.tick after it.
 	checkpointed time.Time
@@ -131,7 +131,7 @@ func (r *runner) stream(ctx context.Context, slot slotState) error {
 		wrote:     make(chan struct{}, 1),
 		werr:      make(chan error, 1),
 		confirmed: slot.confirmed,
-		cursor:    &r.cursor,
+		ck:        &r.ck,
 		database:  r.database,
 		phase:     &r.phase,
 	}
@@ -169,7 +169,7 @@ func (r *runner) newDecoder(s *session) (*Decoder, error) {
 		KeylessTables: r.cfg.KeylessTables,
 		// The first transaction of the session follows the last one
 		// written, on an earlier connection or by an earlier Run.
-		PrevCommitEnd: kafkasink.LSN(r.cursor.LastCommitEnd),
+		PrevCommitEnd: kafkasink.LSN(r.ck.cur.LastCommitEnd),
 		Catalog:       sessionCatalog{ctx: s.ctx, k: r.catalog},
 	})
 	if err != nil {

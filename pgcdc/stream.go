@@ -80,13 +80,17 @@ type session struct {
 	armed   bool
 	standby *time.Ticker
 
-	batches chan *batch   // pump → writer, unbuffered
-	written atomic.Uint64 // highest confirmable LSN of a written batch
+	batches chan *batch // pump → writer, unbuffered
+	// written is the highest confirmable LSN of a written batch, which
+	// the writer alone raises (publish) and the pump reports.
+	written atomic.Uint64
 	wrote   chan struct{} // writer → pump: a batch was written (capacity 1)
 	werr    chan error    // writer → pump: the writer stopped (capacity 1)
 
-	confirmed kafkasink.LSN // last flush LSN reported to the server
-	database  string        // Event.Source.Database of every event
+	// confirmed is the flush LSN last reported to the server, at the
+	// start the slot's confirmed position; told alone changes it.
+	confirmed kafkasink.LSN
+	database  string // Event.Source.Database of every event
 	// phase is the runner's, which a message arriving moves to
 	// runnerReceived; nil outside Run.
 	phase *runnerPhase
@@ -119,24 +123,23 @@ func (r *runner) stream(ctx context.Context, slot slotState) error {
 	}
 	r.log.Info("replication started", "start", start.String(), "slot_confirmed", slot.confirmed.String(), "protocol", r.protocol)
 	r.cfg.Monitor.setState(RunStreaming)
-	r.cfg.Monitor.confirm(slot.confirmed)
 
 	s := &session{
 		cfg: r.cfg, sink: r.sink, conn: conn, log: r.log, in: newInbox(),
-		ctx:       ctx,
-		cur:       &batch{},
-		timer:     time.NewTimer(time.Hour),
-		standby:   time.NewTicker(r.cfg.StandbyInterval),
-		batches:   make(chan *batch),
-		wrote:     make(chan struct{}, 1),
-		werr:      make(chan error, 1),
-		confirmed: slot.confirmed,
-		ck:        &r.ck,
-		database:  r.database,
-		phase:     &r.phase,
+		ctx:      ctx,
+		cur:      &batch{},
+		timer:    time.NewTimer(time.Hour),
+		standby:  time.NewTicker(r.cfg.StandbyInterval),
+		batches:  make(chan *batch),
+		wrote:    make(chan struct{}, 1),
+		werr:     make(chan error, 1),
+		ck:       &r.ck,
+		database: r.database,
+		phase:    &r.phase,
 	}
 	s.timer.Stop()
 	defer s.standby.Stop()
+	s.told(slot.confirmed)
 	if s.dec, err = r.newDecoder(s); err != nil {
 		return err
 	}
@@ -454,7 +457,13 @@ func (s *session) sendStatus(onlyNew bool) error {
 	if lsn != s.confirmed {
 		s.log.Debug("confirmed flush position", "lsn", lsn.String())
 	}
+	s.told(lsn)
+	return nil
+}
+
+// told makes lsn the position the server was told is confirmed, and the
+// Monitor's RunStats.Confirmed.
+func (s *session) told(lsn kafkasink.LSN) {
 	s.confirmed = lsn
 	s.cfg.Monitor.confirm(lsn)
-	return nil
 }

@@ -355,7 +355,10 @@
 // commit, so a huge transaction does not have to fit in memory. Aborted
 // streamed transactions and rolled-back subtransactions are never delivered.
 //
-// Run's Decoder is built with NewDecoder like any other: what it knows
+// The Decoder is package pgcdc/pgoutput's; pgcdc re-exports its names
+// (Decoder, DecoderConfig, NewDecoder, Txn, Message, DecodeError, Catalog
+// and its types, ErrDecoderClosed) as aliases. Run's Decoder is built with
+// pgoutput.NewDecoder like any other: what it knows
 // beyond the pgoutput messages comes from its DecoderConfig, and what it
 // asks the database goes through DecoderConfig.Catalog, which Run sets to
 // one reading the catalog. Below, what "Run" does is what a Decoder with

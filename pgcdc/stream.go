@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/pgcdc/pgoutput"
 )
 
 // heartbeatPrefix is the prefix of the logical decoding messages Run emits
@@ -157,7 +158,7 @@ func (r *runner) stream(ctx context.Context, slot slotState) error {
 // one: its callbacks are s's, and its Catalog asks Run's catalog under the
 // session's context.
 func (r *runner) newDecoder(s *session) (*Decoder, error) {
-	dec, err := NewDecoder(DecoderConfig{
+	dec, err := pgoutput.NewDecoder(DecoderConfig{
 		ProtocolVersion: r.protocol,
 		SpoolDir:        r.spool.path,
 		SpoolMaxBytes:   r.cfg.SpoolMaxBytes,
@@ -178,7 +179,7 @@ func (r *runner) newDecoder(s *session) (*Decoder, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.cfg.Monitor.watchSpool(&dec.spooled)
+	r.cfg.Monitor.watchSpool(dec)
 	return dec, nil
 }
 

@@ -1,4 +1,4 @@
-package pgcdc
+package pgoutput
 
 import (
 	"bytes"
@@ -46,7 +46,7 @@ type DecoderConfig struct {
 	// unless Catalog.Key names one, as Run's names the primary key. Every
 	// name it gives must be a column of the relation. Without them, the
 	// replica identity columns are listed in the table's order, or with
-	// a Catalog in their index's order (see the package documentation).
+	// a Catalog in their index's order (see pgcdc's documentation, "Decoding").
 	KeyColumns kafkasink.TableKeys
 
 	// OnEvent receives every row change, in order. Required. The Event
@@ -81,7 +81,7 @@ type DecoderConfig struct {
 
 	// KeylessTables gives the events of a relation without key columns
 	// (no KeyColumns entry, no replica identity that names its rows, no
-	// answer from Catalog.Key) Event.Keyless, as Config.KeylessTables
+	// answer from Catalog.Key) Event.Keyless, as pgcdc.Config.KeylessTables
 	// does for Run. False, the default, leaves them without a Key.
 	KeylessTables bool
 
@@ -445,6 +445,12 @@ func (d *Decoder) resetState() {
 	d.prevCommitEnd = d.cfg.PrevCommitEnd
 	d.err = nil
 }
+
+// SpoolBytes returns the bytes the spool files hold now: the streamed
+// transactions not yet committed or aborted. Unlike the Decoder's other
+// methods, it is safe for concurrent use, so that a monitor may read it
+// while another goroutine decodes.
+func (d *Decoder) SpoolBytes() int64 { return d.spooled.used.Load() }
 
 // InTransaction reports whether a transaction has begun and not yet
 // committed. Streamed transactions between their stream blocks do not count:

@@ -355,6 +355,16 @@
 // commit, so a huge transaction does not have to fit in memory. Aborted
 // streamed transactions and rolled-back subtransactions are never delivered.
 //
+// The Decoder is package pgcdc/pgoutput's; pgcdc re-exports its names
+// (Decoder, DecoderConfig, NewDecoder, Txn, Message, DecodeError, Catalog
+// and its types, ErrDecoderClosed) as aliases. Run's Decoder is built with
+// pgoutput.NewDecoder like any other: what it knows
+// beyond the pgoutput messages comes from its DecoderConfig, and what it
+// asks the database goes through DecoderConfig.Catalog, which Run sets to
+// one reading the catalog. Below, what "Run" does is what a Decoder with
+// such a Catalog (and Run's KeylessTables and PrevCommitEnd) does, and "a
+// Decoder used alone" or "without Run" is one without a Catalog.
+//
 // Inserts become OpInsert events, updates OpUpdate, deletes OpDelete, and a
 // TRUNCATE one OpTruncate event per published table it emptied (tables
 // reached through CASCADE included), each with the statement's CASCADE and

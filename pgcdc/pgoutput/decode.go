@@ -1,4 +1,4 @@
-package pgcdc
+package pgoutput
 
 import (
 	"bytes"
@@ -41,13 +41,12 @@ type DecoderConfig struct {
 	// KeyColumns names the key columns of tables (see
 	// kafkasink.TableKeys): for a table it names, they replace the replica
 	// identity columns the Relation message flags. Tables with REPLICA
-	// IDENTITY FULL flag every column, which names no row: without them, a
-	// Decoder used alone gives their events no Key (and cannot detect
-	// their key changes), while Run looks up their primary key. Every
-	// name it gives must be a column of the relation. Without them, a
-	// Decoder used alone lists the replica identity columns in
-	// the table's order, Run in their index's order (see the package
-	// documentation).
+	// IDENTITY FULL flag every column, which names no row: without them,
+	// their events have no Key (and their key changes go undetected)
+	// unless Catalog.Key names one, as Run's names the primary key. Every
+	// name it gives must be a column of the relation. Without them, the
+	// replica identity columns are listed in the table's order, or with
+	// a Catalog in their index's order (see pgcdc's documentation, "Decoding").
 	KeyColumns kafkasink.TableKeys
 
 	// OnEvent receives every row change, in order. Required. The Event
@@ -79,6 +78,106 @@ type DecoderConfig struct {
 	// or the publication changed, and after reconnecting. The slice
 	// belongs to the callee.
 	OnRelation func(schema, table string, columns []string)
+
+	// KeylessTables gives the events of a relation without key columns
+	// (no KeyColumns entry, no replica identity that names its rows, no
+	// answer from Catalog.Key) Event.Keyless, as pgcdc.Config.KeylessTables
+	// does for Run. False, the default, leaves them without a Key.
+	KeylessTables bool
+
+	// PrevCommitEnd is the end of the commit record of the last
+	// transaction delivered before the Decoder's first: the
+	// Event.Source.PrevCommitEnd of the first transaction's events,
+	// such as the last transaction a checkpoint records as written.
+	// Zero, the default, means none is known. Reset returns to it. Run
+	// sets it to the last transaction its cursor records as written.
+	PrevCommitEnd kafkasink.LSN
+
+	// Catalog, when set, answers what pgoutput does not say: the key of
+	// a relation whose replica identity does not name its rows, the
+	// order of the replica identity index's columns, the NOT NULL flags
+	// and DEFAULTs of Event.Relation, and what types pgx does not know
+	// are made of. Run sets it to one that reads the database's catalog
+	// (see Catalog). Nil, the default, answers nothing: such relations
+	// have no key, key columns follow the table's order, NOT NULL is
+	// known of the replica identity columns only, and values of types
+	// pgx does not know keep their text.
+	Catalog Catalog
+}
+
+// Catalog answers a Decoder's questions about the database, which the
+// Decoder asks at Relation messages (and, for a composite type whose
+// values no longer fit its description, while it converts a value). Run's
+// reads the catalog of the database it streams from, on a connection of
+// its own; a Decoder given a Catalog that answers as Run's does yields the
+// events Run writes. Its methods are called from Decode, which has no
+// context: an implementation bounds its own queries (Run's uses the
+// context of its replication session). An error it returns stops
+// decoding: Decode returns it unchanged. A Decoder calls its Catalog from
+// the goroutine that calls Decode only.
+type Catalog interface {
+	// Key returns the key columns, among columns, of a relation whose
+	// replica identity does not name its rows (FULL, NOTHING, or DEFAULT
+	// without a primary key) and that DecoderConfig.KeyColumns leaves
+	// alone, or nil for none. Run's returns the primary key when all
+	// its columns are published.
+	Key(relation uint32, schema, table string, columns []string) ([]string, error)
+	// IdentityIndex returns the columns of the relation's replica
+	// identity index in the index's order: the index REPLICA IDENTITY
+	// USING INDEX names when usingIndex, else the primary key; nil when
+	// there is none. The Relation message flags these columns but lists
+	// them in the table's order; Event.Key follows the index.
+	IdentityIndex(relation uint32, usingIndex bool) ([]string, error)
+	// Columns returns the NOT NULL flags and DEFAULT expressions of the
+	// relation's columns, for Event.Relation. A column it leaves out is
+	// nullable and has no DEFAULT.
+	Columns(relation uint32) ([]CatalogColumn, error)
+	// Type describes the type with OID oid, which pgx does not know;
+	// found is false when there is no such type (dropped since).
+	Type(oid uint32) (t CatalogType, found bool, err error)
+}
+
+// CatalogColumn is what a Catalog says of a column for Event.Relation
+// (kafkasink.ColumnInfo), which a Relation message does not say.
+type CatalogColumn struct {
+	Name    string
+	NotNull bool   // declared NOT NULL
+	Default string // the DEFAULT expression; "" when none, and for a generated column
+}
+
+// CatalogType is what a Catalog says of a type pgx does not know, from
+// pg_type. Domains convert as their base type, arrays element by element,
+// composites attribute by attribute; other types (enums, ranges, extension
+// types) keep their text.
+type CatalogType struct {
+	Name   string // typname, for Event.Relation
+	Kind   byte   // typtype: 'c' composite, 'd' domain, 'e' enum, ...
+	Base   uint32 // a domain's base type; 0 for other types
+	Typmod int32  // a domain's typtypmod: the modifier of its base type
+	// Array says the type is a true array type (typelem set, variable
+	// length), of Elem, whose elements Delim (the element type's
+	// typdelim) separates.
+	Array      bool
+	Elem       uint32
+	Delim      byte
+	Attributes []CatalogAttribute // a composite's attributes, in order
+	Labels     []string           // an enum's labels in order, for Event.Relation
+}
+
+// CatalogAttribute is an attribute of a composite type.
+type CatalogAttribute struct {
+	Name string
+	OID  uint32 // its type
+}
+
+// custom is t as the value converter keeps it.
+func (t CatalogType) custom() customType {
+	c := customType{name: t.Name, kind: t.Kind, base: t.Base, typmod: t.Typmod, array: t.Array, elem: t.Elem,
+		delim: t.Delim, composite: t.Kind == 'c', labels: t.Labels}
+	for _, a := range t.Attributes {
+		c.attrs = append(c.attrs, typeAttr{name: a.Name, oid: a.OID})
+	}
+	return c
 }
 
 // Txn describes a committed transaction. It is passed to
@@ -173,36 +272,14 @@ type Decoder struct {
 	spools  map[uint32]*txnSpool // streamed transactions not yet committed or aborted, by XID
 	spooled spoolBudget          // what the spools may hold and hold
 
-	// fallbackKey, when set, is asked for the key of a relation whose
-	// replica identity does not name its rows (FULL, NOTHING, or DEFAULT
-	// without a primary key) and for which KeyColumns has no answer; Run
-	// sets it to look up the table's primary key. It gets the relation's
-	// OID and column names and returns key columns among them, or nil
-	// for none. Its error is returned unchanged.
-	fallbackKey func(relation uint32, schema, table string, columns []string) ([]string, error)
-	// keyless gives the events of a relation without key columns
-	// Event.Keyless, under Config.KeylessTables.
-	keyless bool
-	// identityOrder, when set, is asked for the columns of a relation's
-	// replica identity index in the index's order (usingIndex: REPLICA
-	// IDENTITY USING INDEX, else the primary key), which the Relation
-	// message does not say: it flags them in the table's order. Run sets
-	// it to read pg_index, so that Event.Key follows the index.
-	identityOrder func(relation uint32, usingIndex bool) ([]string, error)
-	// declared, when set, is asked for the NOT NULL flags and DEFAULTs of
-	// a relation's columns for Event.Relation, which pgoutput does not
-	// say. Run sets it to read them from the catalog.
-	declared func(relation uint32) ([]declaredColumn, error)
-
 	// changes is reused by every Insert, Update and Delete message.
 	changes changeMsg
 	// columns is where newRow carves rows from.
 	columns []kafkasink.Column
 
 	// prevCommitEnd is the end of the commit record of the last
-	// transaction delivered on this connection (Event.Source.PrevCommitEnd
-	// of the next one's events); zero before the first, unless Run
-	// sets it to the last transaction its cursor records as written.
+	// transaction delivered (Event.Source.PrevCommitEnd of the next
+	// one's events); DecoderConfig.PrevCommitEnd before the first.
 	prevCommitEnd kafkasink.LSN
 
 	err    error
@@ -338,12 +415,16 @@ func NewDecoder(cfg DecoderConfig) (*Decoder, error) {
 	if problems != nil {
 		return nil, &kafkasink.ConfigError{Problems: problems}
 	}
-	return newDecoder(cfg, newValueConverter()), nil
-}
-
-// newDecoder returns a Decoder for cfg that converts values with conv. cfg
-// must pass NewDecoder's checks, with ProtocolVersion set.
-func newDecoder(cfg DecoderConfig, conv *valueConverter) *Decoder {
+	conv := newValueConverter()
+	if cat := cfg.Catalog; cat != nil {
+		conv.describe = func(oid uint32) (customType, bool, error) {
+			t, found, err := cat.Type(oid)
+			return t.custom(), found, err
+		}
+		// Decode asks while converting values, to catch up with a
+		// composite type changed since it was described.
+		conv.liveCatalog = true
+	}
 	d := &Decoder{cfg: cfg, conv: conv}
 	d.spooled = spoolBudget{max: cfg.SpoolMaxBytes, dir: cfg.SpoolDir}
 	if d.spooled.max == 0 {
@@ -353,7 +434,7 @@ func newDecoder(cfg DecoderConfig, conv *valueConverter) *Decoder {
 		d.spooled.dir = os.TempDir()
 	}
 	d.resetState()
-	return d
+	return d, nil
 }
 
 func (d *Decoder) resetState() {
@@ -361,9 +442,15 @@ func (d *Decoder) resetState() {
 	d.types = make(map[uint32]typeInfo)
 	d.toIdle()
 	d.spools = make(map[uint32]*txnSpool)
-	d.prevCommitEnd = 0
+	d.prevCommitEnd = d.cfg.PrevCommitEnd
 	d.err = nil
 }
+
+// SpoolBytes returns the bytes the spool files hold now: the streamed
+// transactions not yet committed or aborted. Unlike the Decoder's other
+// methods, it is safe for concurrent use, so that a monitor may read it
+// while another goroutine decodes.
+func (d *Decoder) SpoolBytes() int64 { return d.spooled.used.Load() }
 
 // InTransaction reports whether a transaction has begun and not yet
 // committed. Streamed transactions between their stream blocks do not count:
@@ -440,18 +527,18 @@ func (d *Decoder) decode(lsn kafkasink.LSN, data []byte) error {
 	}
 	typ := data[0]
 	switch m := msg.(type) {
-	case *pglogrepl.BeginMessage:
+	case *beginMsg:
 		return d.openTxn(lsn, typ, m)
-	case *pglogrepl.CommitMessage:
+	case *commitMsg:
 		return d.commitTxn(lsn, typ, m)
-	case *pglogrepl.OriginMessage:
+	case *originMsg:
 		return d.setOrigin(lsn, typ, m)
-	case *pglogrepl.RelationMessageV2, *pglogrepl.TypeMessageV2:
+	case *relationMsg, *typeDefMsg:
 		if d.state.phase == phaseStream {
 			return d.spoolMessage(lsn, data, msg)
 		}
 		return d.schema(lsn, msg)
-	case *changeMsg, *pglogrepl.TruncateMessageV2:
+	case *changeMsg, *truncateMsg:
 		switch d.state.phase {
 		case phaseStream:
 			return d.spoolMessage(lsn, data, msg)
@@ -459,15 +546,15 @@ func (d *Decoder) decode(lsn kafkasink.LSN, data []byte) error {
 			return d.change(d.state.txn, lsn, msg)
 		}
 		return malformed(lsn, typ, "change outside a transaction")
-	case *pglogrepl.LogicalDecodingMessageV2:
+	case *logicalMsg:
 		return d.logicalMessage(lsn, data, m)
-	case *pglogrepl.StreamStartMessageV2:
+	case *streamStartMsg:
 		return d.openStream(lsn, typ, m)
-	case *pglogrepl.StreamStopMessageV2:
+	case *streamStopMsg:
 		return d.closeStream(lsn, typ)
-	case *pglogrepl.StreamCommitMessageV2:
+	case *streamCommitMsg:
 		return d.commitStream(lsn, typ, m)
-	case *pglogrepl.StreamAbortMessageV2:
+	case *streamAbortMsg:
 		return d.abortStream(lsn, typ, m)
 	}
 	return malformed(lsn, typ, "unexpected message %T", msg)
@@ -486,17 +573,17 @@ func (d *Decoder) requireIdle(lsn kafkasink.LSN, typ byte, what string) error {
 }
 
 // openTxn begins an ordinary transaction.
-func (d *Decoder) openTxn(lsn kafkasink.LSN, typ byte, m *pglogrepl.BeginMessage) error {
-	if err := d.requireIdle(lsn, typ, fmt.Sprintf("transaction %d begins", m.Xid)); err != nil {
+func (d *Decoder) openTxn(lsn kafkasink.LSN, typ byte, m *beginMsg) error {
+	if err := d.requireIdle(lsn, typ, fmt.Sprintf("transaction %d begins", m.xid)); err != nil {
 		return err
 	}
-	d.begin(&txnState{xid: m.Xid, commitLSN: kafkasink.LSN(m.FinalLSN), commit: m.CommitTime.UTC()})
+	d.begin(&txnState{xid: m.xid, commitLSN: m.finalLSN, commit: m.commit.UTC()})
 	return nil
 }
 
 // commitTxn ends the open ordinary transaction, whose events are all
 // delivered, and calls OnCommit.
-func (d *Decoder) commitTxn(lsn kafkasink.LSN, typ byte, m *pglogrepl.CommitMessage) error {
+func (d *Decoder) commitTxn(lsn kafkasink.LSN, typ byte, m *commitMsg) error {
 	switch d.state.phase {
 	case phaseStream:
 		return malformed(lsn, typ, "commit inside the stream of transaction %d", d.state.stream.xid)
@@ -504,21 +591,21 @@ func (d *Decoder) commitTxn(lsn kafkasink.LSN, typ byte, m *pglogrepl.CommitMess
 		return malformed(lsn, typ, "commit without begin")
 	}
 	t := d.state.txn
-	if kafkasink.LSN(m.CommitLSN) != t.commitLSN {
+	if m.commitLSN != t.commitLSN {
 		return malformed(lsn, typ, "commit LSN %s differs from the final LSN %s announced by Begin of transaction %d",
-			kafkasink.LSN(m.CommitLSN), t.commitLSN, t.xid)
+			m.commitLSN, t.commitLSN, t.xid)
 	}
 	d.toIdle()
-	return d.commit(t, t.committed(kafkasink.LSN(m.TransactionEndLSN), false))
+	return d.commit(t, t.committed(m.endLSN, false))
 }
 
 // setOrigin records the replication origin of the transaction in progress.
-func (d *Decoder) setOrigin(lsn kafkasink.LSN, typ byte, m *pglogrepl.OriginMessage) error {
+func (d *Decoder) setOrigin(lsn kafkasink.LSN, typ byte, m *originMsg) error {
 	switch d.state.phase {
 	case phaseStream:
-		d.state.stream.origin = m.Name
+		d.state.stream.origin = m.name
 	case phaseTxn:
-		d.state.txn.origin = m.Name
+		d.state.txn.origin = m.name
 	default:
 		return malformed(lsn, typ, "origin outside a transaction")
 	}
@@ -528,8 +615,8 @@ func (d *Decoder) setOrigin(lsn kafkasink.LSN, typ byte, m *pglogrepl.OriginMess
 // logicalMessage delivers a logical decoding message: a transactional one
 // with its transaction (spooled with a streamed one), a non-transactional
 // one at once.
-func (d *Decoder) logicalMessage(lsn kafkasink.LSN, data []byte, m *pglogrepl.LogicalDecodingMessageV2) error {
-	if !m.Transactional {
+func (d *Decoder) logicalMessage(lsn kafkasink.LSN, data []byte, m *logicalMsg) error {
+	if !m.transactional {
 		return d.message(m, nil)
 	}
 	switch d.state.phase {
@@ -543,13 +630,13 @@ func (d *Decoder) logicalMessage(lsn kafkasink.LSN, data []byte, m *pglogrepl.Lo
 
 // openStream starts a stream block of a streamed transaction, spooling
 // into the transaction's spool: a new one for its first segment.
-func (d *Decoder) openStream(lsn kafkasink.LSN, typ byte, m *pglogrepl.StreamStartMessageV2) error {
-	if err := d.requireIdle(lsn, typ, fmt.Sprintf("stream of transaction %d starts", m.Xid)); err != nil {
+func (d *Decoder) openStream(lsn kafkasink.LSN, typ byte, m *streamStartMsg) error {
+	if err := d.requireIdle(lsn, typ, fmt.Sprintf("stream of transaction %d starts", m.xid)); err != nil {
 		return err
 	}
-	s := d.spools[m.Xid]
+	s := d.spools[m.xid]
 	switch {
-	case m.FirstSegment == 1 && s != nil:
+	case m.first && s != nil:
 		// Only a server that starts over sends a first segment
 		// again, and it then resends everything: the old spool is
 		// a stale prefix.
@@ -557,15 +644,15 @@ func (d *Decoder) openStream(lsn kafkasink.LSN, typ byte, m *pglogrepl.StreamSta
 			return err
 		}
 		s = nil
-	case m.FirstSegment != 1 && s == nil:
-		return malformed(lsn, typ, "stream of transaction %d continues, but its first segment was never received", m.Xid)
+	case !m.first && s == nil:
+		return malformed(lsn, typ, "stream of transaction %d continues, but its first segment was never received", m.xid)
 	}
 	if s == nil {
 		var err error
-		if s, err = newTxnSpool(d.cfg.SpoolDir, m.Xid, &d.spooled); err != nil {
+		if s, err = newTxnSpool(d.cfg.SpoolDir, m.xid, &d.spooled); err != nil {
 			return err
 		}
-		d.spools[m.Xid] = s
+		d.spools[m.xid] = s
 	}
 	if err := s.open(); err != nil {
 		return err
@@ -586,44 +673,44 @@ func (d *Decoder) closeStream(lsn kafkasink.LSN, typ byte) error {
 }
 
 // commitStream delivers a committed streamed transaction from its spool.
-func (d *Decoder) commitStream(lsn kafkasink.LSN, typ byte, m *pglogrepl.StreamCommitMessageV2) error {
-	if err := d.requireIdle(lsn, typ, fmt.Sprintf("commit of streamed transaction %d", m.Xid)); err != nil {
+func (d *Decoder) commitStream(lsn kafkasink.LSN, typ byte, m *streamCommitMsg) error {
+	if err := d.requireIdle(lsn, typ, fmt.Sprintf("commit of streamed transaction %d", m.xid)); err != nil {
 		return err
 	}
-	s := d.spools[m.Xid]
+	s := d.spools[m.xid]
 	if s == nil {
-		return malformed(lsn, typ, "commit of streamed transaction %d, which was never streamed", m.Xid)
+		return malformed(lsn, typ, "commit of streamed transaction %d, which was never streamed", m.xid)
 	}
-	delete(d.spools, m.Xid)
+	delete(d.spools, m.xid)
 	return d.replay(s, m)
 }
 
 // abortStream forgets a streamed transaction, or the changes of one of its
 // subtransactions.
-func (d *Decoder) abortStream(lsn kafkasink.LSN, typ byte, m *pglogrepl.StreamAbortMessageV2) error {
-	if err := d.requireIdle(lsn, typ, fmt.Sprintf("abort of streamed transaction %d", m.Xid)); err != nil {
+func (d *Decoder) abortStream(lsn kafkasink.LSN, typ byte, m *streamAbortMsg) error {
+	if err := d.requireIdle(lsn, typ, fmt.Sprintf("abort of streamed transaction %d", m.xid)); err != nil {
 		return err
 	}
-	s := d.spools[m.Xid]
+	s := d.spools[m.xid]
 	switch {
 	case s == nil:
 		// Nothing was spooled for it, so there is nothing to forget.
 		return nil
-	case m.SubXid == m.Xid:
-		delete(d.spools, m.Xid)
+	case m.subXid == m.xid:
+		delete(d.spools, m.xid)
 		return s.remove()
 	default:
-		s.abortSub(m.SubXid)
+		s.abortSub(m.subXid)
 		return nil
 	}
 }
 
 // schema applies a Relation or Type message.
-func (d *Decoder) schema(lsn kafkasink.LSN, msg pglogrepl.Message) error {
+func (d *Decoder) schema(lsn kafkasink.LSN, msg message) error {
 	switch m := msg.(type) {
-	case *pglogrepl.TypeMessageV2:
-		d.types[m.DataType] = typeInfo{namespace: m.Namespace, name: m.Name}
-	case *pglogrepl.RelationMessageV2:
+	case *typeDefMsg:
+		d.types[m.oid] = typeInfo{namespace: m.namespace, name: m.name}
+	case *relationMsg:
 		rel, configured, err := d.newRelInfo(m)
 		if err != nil {
 			return &DecodeError{LSN: lsn, Type: "Relation", Err: err}
@@ -634,8 +721,8 @@ func (d *Decoder) schema(lsn kafkasink.LSN, msg pglogrepl.Message) error {
 				return err
 			}
 		}
-		if !configured && len(rel.keyIdx) > 0 && d.identityOrder != nil {
-			names, err := d.identityOrder(rel.oid, m.ReplicaIdentity == 'i')
+		if !configured && len(rel.keyIdx) > 0 && d.cfg.Catalog != nil {
+			names, err := d.cfg.Catalog.IdentityIndex(rel.oid, m.identity == 'i')
 			if err != nil {
 				return err
 			}
@@ -643,8 +730,8 @@ func (d *Decoder) schema(lsn kafkasink.LSN, msg pglogrepl.Message) error {
 				return &DecodeError{LSN: lsn, Type: "Relation", Err: err}
 			}
 		}
-		if !configured && len(rel.keyIdx) == 0 && d.fallbackKey != nil {
-			key, err := d.fallbackKey(rel.oid, rel.schema, rel.table, rel.columnNames())
+		if !configured && len(rel.keyIdx) == 0 && d.cfg.Catalog != nil {
+			key, err := d.cfg.Catalog.Key(rel.oid, rel.schema, rel.table, rel.columnNames())
 			if err != nil {
 				return err
 			}
@@ -652,17 +739,17 @@ func (d *Decoder) schema(lsn kafkasink.LSN, msg pglogrepl.Message) error {
 				return &DecodeError{LSN: lsn, Type: "Relation", Err: err}
 			}
 		}
-		rel.keyless = d.keyless && len(rel.key) == 0
-		cols := rel.describe(rel.identityNotNull(m.ReplicaIdentity == 'f'))
-		if d.declared != nil {
-			declared, err := d.declared(rel.oid)
+		rel.keyless = d.cfg.KeylessTables && len(rel.key) == 0
+		cols := rel.describe(rel.identityNotNull(m.identity == 'f'))
+		if d.cfg.Catalog != nil {
+			declared, err := d.cfg.Catalog.Columns(rel.oid)
 			if err != nil {
 				return err
 			}
 			for i := range cols {
 				cols[i].notNull, cols[i].def = false, ""
-				if j := slices.IndexFunc(declared, func(c declaredColumn) bool { return c.name == cols[i].name }); j >= 0 {
-					cols[i].notNull, cols[i].def = declared[j].notNull, declared[j].def
+				if j := slices.IndexFunc(declared, func(c CatalogColumn) bool { return c.Name == cols[i].name }); j >= 0 {
+					cols[i].notNull, cols[i].def = declared[j].NotNull, declared[j].Default
 				}
 			}
 		}
@@ -671,10 +758,10 @@ func (d *Decoder) schema(lsn kafkasink.LSN, msg pglogrepl.Message) error {
 		// (a publication changed anywhere in the database, say), not only
 		// after a change of the table: an unchanged description keeps its
 		// *Relation, so all events of one table version share one.
-		if old, ok := d.relations[m.RelationID]; ok && sameRelation(old.relation, rel.relation) {
+		if old, ok := d.relations[m.oid]; ok && sameRelation(old.relation, rel.relation) {
 			rel.relation = old.relation
 		}
-		d.relations[m.RelationID] = rel
+		d.relations[m.oid] = rel
 		if d.cfg.OnRelation != nil {
 			d.cfg.OnRelation(rel.schema, rel.table, rel.columnNames())
 		}
@@ -685,17 +772,17 @@ func (d *Decoder) schema(lsn kafkasink.LSN, msg pglogrepl.Message) error {
 // newRelInfo describes the relation of m, with the key DecoderConfig.KeyColumns
 // names (configured is then true) or else its replica identity columns,
 // unless the identity is FULL.
-func (d *Decoder) newRelInfo(m *pglogrepl.RelationMessageV2) (rel *relInfo, configured bool, err error) {
-	rel = &relInfo{oid: m.RelationID, schema: m.Namespace, table: m.RelationName}
-	switch m.ReplicaIdentity {
+func (d *Decoder) newRelInfo(m *relationMsg) (rel *relInfo, configured bool, err error) {
+	rel = &relInfo{oid: m.oid, schema: m.namespace, table: m.name}
+	switch m.identity {
 	case 'd', 'n', 'f', 'i':
 	default:
-		return nil, false, fmt.Errorf("relation %s.%s: unknown replica identity %q", m.Namespace, m.RelationName, m.ReplicaIdentity)
+		return nil, false, fmt.Errorf("relation %s.%s: unknown replica identity %q", m.namespace, m.name, m.identity)
 	}
-	full := m.ReplicaIdentity == 'f'
-	for i, c := range m.Columns {
-		ident := c.Flags&1 != 0
-		rel.cols = append(rel.cols, relColumn{name: c.Name, oid: c.DataType, typmod: c.TypeModifier, ident: ident})
+	full := m.identity == 'f'
+	for i, c := range m.columns {
+		ident := c.flags&1 != 0
+		rel.cols = append(rel.cols, relColumn{name: c.name, oid: c.oid, typmod: c.typmod, ident: ident})
 		if ident {
 			rel.identIdx = append(rel.identIdx, i)
 			if !full {
@@ -706,7 +793,7 @@ func (d *Decoder) newRelInfo(m *pglogrepl.RelationMessageV2) (rel *relInfo, conf
 			}
 		}
 	}
-	if names, ok := d.cfg.KeyColumns.Columns(m.Namespace, m.RelationName); ok {
+	if names, ok := d.cfg.KeyColumns.Columns(m.namespace, m.name); ok {
 		return rel, true, rel.setKey(names, "DecoderConfig.KeyColumns (Config.KeyColumns, flag -key-columns of cmd/kafkasink)")
 	}
 	return rel, false, rel.setKey(nil, "")
@@ -796,7 +883,7 @@ func (d *Decoder) relation(lsn kafkasink.LSN, typ string, oid uint32) (*relInfo,
 }
 
 // change delivers the events of one data change of transaction t.
-func (d *Decoder) change(t *txnState, lsn kafkasink.LSN, msg pglogrepl.Message) error {
+func (d *Decoder) change(t *txnState, lsn kafkasink.LSN, msg message) error {
 	switch m := msg.(type) {
 	case *changeMsg:
 		typ := m.typ.String()
@@ -841,10 +928,10 @@ func (d *Decoder) change(t *txnState, lsn kafkasink.LSN, msg pglogrepl.Message) 
 		}
 		return d.emit(t, rel, lsn, kafkasink.OpUpdate, before, after)
 
-	case *pglogrepl.TruncateMessageV2:
+	case *truncateMsg:
 		// Resolve every relation first, so that a bad OID delivers none.
-		rels := make([]*relInfo, len(m.RelationIDs))
-		for i, oid := range m.RelationIDs {
+		rels := make([]*relInfo, len(m.relations))
+		for i, oid := range m.relations {
 			rel, err := d.relation(lsn, "Truncate", oid)
 			if err != nil {
 				return err
@@ -852,8 +939,8 @@ func (d *Decoder) change(t *txnState, lsn kafkasink.LSN, msg pglogrepl.Message) 
 			rels[i] = rel
 		}
 		opts := kafkasink.TruncateOptions{
-			Cascade:         m.Option&pglogrepl.TruncateOptionCascade != 0,
-			RestartIdentity: m.Option&pglogrepl.TruncateOptionRestartIdentity != 0,
+			Cascade:         m.options&pglogrepl.TruncateOptionCascade != 0,
+			RestartIdentity: m.options&pglogrepl.TruncateOptionRestartIdentity != 0,
 		}
 		for _, rel := range rels {
 			ev := d.event(t, rel, lsn, kafkasink.OpTruncate, nil, nil)
@@ -1011,16 +1098,16 @@ func (d *Decoder) commit(t *txnState, c Txn) error {
 // message delivers a logical decoding message: a transactional one of t,
 // when t holds an event, after that event (see deliver), so that it stays
 // in order among t's events; nil t for a non-transactional one.
-func (d *Decoder) message(m *pglogrepl.LogicalDecodingMessageV2, t *txnState) error {
+func (d *Decoder) message(m *logicalMsg, t *txnState) error {
 	if d.cfg.OnMessage == nil {
 		return nil
 	}
 	msg := Message{
-		LSN:           kafkasink.LSN(m.LSN),
-		Transactional: m.Transactional,
-		Prefix:        m.Prefix,
+		LSN:           m.lsn,
+		Transactional: m.transactional,
+		Prefix:        m.prefix,
 		// pglogrepl's Content aliases the caller's buffer.
-		Content: bytes.Clone(m.Content),
+		Content: bytes.Clone(m.content),
 	}
 	if t == nil {
 		return d.cfg.OnMessage(msg)
@@ -1051,19 +1138,19 @@ func (d *Decoder) release(t *txnState, ev kafkasink.Event) error {
 
 // spoolMessage appends a message of the stream in progress to its spool,
 // tagged with the (sub)transaction it belongs to.
-func (d *Decoder) spoolMessage(lsn kafkasink.LSN, data []byte, msg pglogrepl.Message) error {
+func (d *Decoder) spoolMessage(lsn kafkasink.LSN, data []byte, msg message) error {
 	var sub uint32
 	switch m := msg.(type) {
-	case *pglogrepl.RelationMessageV2:
-		sub = m.Xid
-	case *pglogrepl.TypeMessageV2:
-		sub = m.Xid
+	case *relationMsg:
+		sub = m.xid
+	case *typeDefMsg:
+		sub = m.xid
 	case *changeMsg:
 		sub = m.xid
-	case *pglogrepl.TruncateMessageV2:
-		sub = m.Xid
-	case *pglogrepl.LogicalDecodingMessageV2:
-		sub = m.Xid
+	case *truncateMsg:
+		sub = m.xid
+	case *logicalMsg:
+		sub = m.xid
 	}
 	return d.state.stream.append(sub, lsn, data)
 }
@@ -1073,7 +1160,7 @@ func (d *Decoder) spoolMessage(lsn kafkasink.LSN, data []byte, msg pglogrepl.Mes
 // transaction not been streamed; they are kept even when their
 // subtransaction aborted, because the server does not describe a relation
 // twice within one streamed transaction.
-func (d *Decoder) replay(s *txnSpool, c *pglogrepl.StreamCommitMessageV2) (err error) {
+func (d *Decoder) replay(s *txnSpool, c *streamCommitMsg) (err error) {
 	defer func() {
 		// The callback's error stays unwrapped; a failed removal matters
 		// only when nothing else failed.
@@ -1081,16 +1168,16 @@ func (d *Decoder) replay(s *txnSpool, c *pglogrepl.StreamCommitMessageV2) (err e
 			err = rmErr
 		}
 	}()
-	t := &txnState{xid: c.Xid, commitLSN: kafkasink.LSN(c.CommitLSN), commit: c.CommitTime.UTC(), origin: s.origin}
+	t := &txnState{xid: c.xid, commitLSN: c.commitLSN, commit: c.commit.UTC(), origin: s.origin}
 	err = s.replay(func(sub uint32, lsn kafkasink.LSN, data []byte) error {
 		msg, err := d.parse(lsn, data, true)
 		if err != nil {
 			return err
 		}
 		switch m := msg.(type) {
-		case *pglogrepl.RelationMessageV2, *pglogrepl.TypeMessageV2:
+		case *relationMsg, *typeDefMsg:
 			return d.schema(lsn, msg)
-		case *pglogrepl.LogicalDecodingMessageV2:
+		case *logicalMsg:
 			if s.aborted(sub) {
 				return nil
 			}
@@ -1105,5 +1192,5 @@ func (d *Decoder) replay(s *txnSpool, c *pglogrepl.StreamCommitMessageV2) (err e
 	if err != nil {
 		return err
 	}
-	return d.commit(t, t.committed(kafkasink.LSN(c.TransactionEndLSN), true))
+	return d.commit(t, t.committed(c.endLSN, true))
 }

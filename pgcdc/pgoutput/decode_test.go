@@ -1,4 +1,4 @@
-package pgcdc
+package pgoutput
 
 import (
 	"bytes"

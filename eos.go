@@ -161,7 +161,7 @@ func (s *txnSink) commitPart(ctx context.Context, p *plan, i int, early *earlyTx
 		if !wait.Wait(ctx) {
 			return err
 		}
-		if s.state == ckptUnverified {
+		if s.state.unverified() {
 			if rerr := s.recover(ctx); rerr != nil {
 				return fmt.Errorf("%w (recovering after: %v)", rerr, err)
 			}
@@ -180,7 +180,7 @@ func (s *txnSink) transact(ctx context.Context, pt *part, ck Checkpoint, t *open
 	if t == nil {
 		var err error
 		if t, err = s.begin(ctx); err != nil {
-			s.state = ckptUnverified // recover settles the client's state
+			s.state.unclear() // recover settles the client's state
 			return err
 		}
 		for _, r := range pt.records {
@@ -195,7 +195,7 @@ func (s *txnSink) transact(ctx context.Context, pt *part, ck Checkpoint, t *open
 	if err != nil {
 		return s.abort(ctx, t, info, err)
 	}
-	s.inflight = ck
+	s.state.sent(ck)
 	results.produce(tctx, s.cl, ckRec)
 	t.sentTo(ckRec.Topic)
 	if err := s.cl.Flush(tctx); err != nil {
@@ -218,10 +218,8 @@ func (s *txnSink) transact(ctx context.Context, pt *part, ck Checkpoint, t *open
 		return s.resolveCommit(ctx, t, pt, info, ck, withCause(cctx, err))
 	}
 	info.Duration = time.Since(started)
-	s.store.from = ckRec.Offset
 	s.markers.committed(pt, ck, s.Checkpoint())
-	s.setCheckpoint(ck)
-	s.inflight = Checkpoint{}
+	s.state.committed(ck, ckRec.Offset)
 	s.counters.setTxnSince(time.Time{})
 	s.hooks.onCommitted(info)
 	return nil
@@ -290,7 +288,7 @@ func (s *txnSink) abort(ctx context.Context, t *openTxn, info TransactionInfo, c
 	actx, cancel := context.WithTimeoutCause(context.WithoutCancel(ctx), s.cfg.CommitTimeout, errAbortTimeout)
 	defer cancel()
 	aerr := s.cl.AbortBufferedRecords(actx)
-	s.state = ckptUnverified
+	s.state.unclear()
 	if aerr == nil {
 		if gerr := s.guard(); gerr != nil {
 			// The sink has stopped: the transaction is left open
@@ -360,7 +358,7 @@ func (s *txnSink) resolveCommit(ctx context.Context, t *openTxn, pt *part, info 
 	info.Duration = time.Since(t.started)
 	v := judgeTxnFailure(&s.cfg, fmt.Errorf("kafkasink: committing transaction %s..%s: %w", info.First, info.Last, commitErr), info.Duration)
 	commitErr = s.follow(v)
-	s.state = ckptUnverified
+	s.state.unclear()
 	if v.action == actFatal {
 		return commitErr
 	}

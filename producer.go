@@ -57,17 +57,17 @@ func (s *producerSink) deliver(ctx context.Context, p *plan) (int, error) {
 		if err != nil {
 			return i, err
 		}
-		s.inflight = ck
+		s.state.sent(ck)
 		if err := s.cl.ProduceSync(ctx, ckRec).FirstErr(); err != nil {
 			return i, s.writeError(ctx, pt, ck, ckRec, err)
 		}
-		if s.cfg.Acks != AcksNone {
+		at := ckRec.Offset
+		if s.cfg.Acks == AcksNone {
 			// With acks=0 the broker reports no offset to start
 			// the next checkpoint read from.
-			s.store.from = ckRec.Offset
+			at = noOffset
 		}
-		s.setCheckpoint(ck)
-		s.inflight = Checkpoint{}
+		s.state.committed(ck, at)
 	}
 	return len(p.parts), nil
 }

@@ -117,7 +117,7 @@ func refusalOf(err error) *refusal {
 // dead-letter topic it returns the *RejectedError naming the events.
 func (s *txnSink) quarantine(ctx context.Context, p *plan, i int, ref *refusal) (*openTxn, error) {
 	pt := &p.parts[i]
-	if s.state == ckptUnverified {
+	if s.state.unverified() {
 		if err := s.recover(ctx); err != nil {
 			return nil, fmt.Errorf("%w (recovering after: %v)", err, ref)
 		}
@@ -127,7 +127,7 @@ func (s *txnSink) quarantine(ctx context.Context, p *plan, i int, ref *refusal) 
 	}
 	t, err := s.begin(ctx)
 	if err != nil {
-		s.state = ckptUnverified // recover settles the client's state
+		s.state.unclear() // recover settles the client's state
 		return nil, err
 	}
 	refused, sent, rounds, perr := s.probe(t.ctx, failedRecords(ref.failed))
@@ -152,7 +152,7 @@ func (s *txnSink) quarantine(ctx context.Context, p *plan, i int, ref *refusal) 
 		return nil, err
 	}
 	if t, err = s.begin(ctx); err != nil {
-		s.state = ckptUnverified
+		s.state.unclear()
 		return nil, err
 	}
 	// A record that fails now is transact's to find: it checks every

@@ -47,11 +47,8 @@ type Sink struct {
 	// adm is the admin client of cl; atomic, for Ping.
 	adm   atomic.Pointer[kadm.Client]
 	store checkpointStore
-	// state says whether ckpt may be planned against.
-	state ckptState
-	// inflight is the checkpoint last sent whose outcome is not
-	// confirmed yet; zero when none is.
-	inflight Checkpoint
+	// state is the checkpoint and its state (state.go).
+	state sinkState
 	// owed is what the last Write that failed retryably left
 	// undelivered, as far as the checkpoint then knew; zero when nothing
 	// is owed. Until a Write delivers it, a batch that skips past it is
@@ -71,9 +68,6 @@ type Sink struct {
 	fatal atomic.Pointer[error]
 	// clientClosed closes the client once.
 	clientClosed sync.Once
-
-	mu   sync.Mutex // guards ckpt
-	ckpt Checkpoint
 
 	// frameTopic is the topic of the records the Encoder writes around
 	// events (Framer), "" when it writes none.
@@ -162,12 +156,11 @@ func (s *Sink) start(ctx context.Context) error {
 			return s.classifyInitErr(err)
 		}
 	}
-	ck, err := s.store.read(ctx, s.adm.Load(), s.connOptions(), Checkpoint{})
+	_, ck, err := s.state.readBack(ctx, &s.store, s.adm.Load(), s.connOptions())
 	if err != nil {
 		return err
 	}
-	s.setCheckpoint(ck)
-	s.state = ckptVerified
+	s.state.verified(ck)
 	s.log.Info("sink started", "mode", s.cfg.Mode.String(), "checkpoint", ck.Position.String(),
 		"checkpoint_topic", s.cfg.CheckpointTopic, "checkpoint_partition", s.store.partition)
 	return nil
@@ -216,7 +209,7 @@ func (s *Sink) Write(ctx context.Context, batch Batch) (err error) {
 	if err := checkBatch(b); err != nil {
 		return err
 	}
-	if s.state == ckptUnverified {
+	if s.state.unverified() {
 		if err := s.recover(ctx); err != nil {
 			return err
 		}
@@ -291,7 +284,7 @@ func (s *Sink) settle(ctx context.Context, b *Batch, err error) error {
 		// the rejected events, so nothing is owed.
 		return err
 	}
-	s.state = ckptUnverified
+	s.state.unclear()
 	if s.owed.first.IsZero() {
 		ck := s.Checkpoint().Position
 		for i := range b.Events {
@@ -310,23 +303,6 @@ type owedEvents struct {
 	first, last Position
 }
 
-// ckptState says whether the in-memory checkpoint is what the broker has.
-// It is explicit, never inferred from other facts (such as whether a
-// client exists): planning, skipping and committing against a checkpoint
-// that may be stale is how a recovered sink writes a part twice.
-type ckptState uint8
-
-const (
-	// ckptUnverified: an outcome is unclear (a commit or abort that
-	// failed or timed out, records sent without a confirmed
-	// checkpoint), so the broker may hold a newer checkpoint than the
-	// one in memory. recover must run before anything is planned.
-	ckptUnverified ckptState = iota
-	// ckptVerified: read back by a complete start-up or recovery, or
-	// moved by a commit the broker confirmed.
-	ckptVerified
-)
-
 // recover makes an unverified checkpoint verified again. The mode first
 // ends whatever the client may have open (settleClient): in ExactlyOnce
 // mode that KEEPS the producer identity, because a running sink never
@@ -344,21 +320,18 @@ func (s *Sink) recover(ctx context.Context) error {
 	if err := s.mode.settleClient(ctx); err != nil {
 		return err
 	}
-	known := s.Checkpoint()
-	ck, err := s.store.read(ctx, s.adm.Load(), s.connOptions(), known)
+	known, ck, err := s.state.readBack(ctx, &s.store, s.adm.Load(), s.connOptions())
 	if errors.Is(err, ErrCheckpoint) {
 		return s.follow(verdict{err, actFatal})
 	}
 	if err != nil {
 		return withCause(ctx, err)
 	}
-	if !ck.same(known) && !ck.same(s.inflight) {
+	if !s.state.knows(ck) {
 		return s.follow(verdict{fmt.Errorf("%w: checkpoint topic %q holds checkpoint %s of sink id %q, which this instance did not write (it last wrote %s): another instance with the same sink id is writing, or an operator reset the checkpoint; restart the sink (New) to resume from what is there",
 			ErrFenced, s.cfg.CheckpointTopic, ck.Position, s.cfg.SinkID, known.Position), actFatal})
 	}
-	s.setCheckpoint(ck)
-	s.inflight = Checkpoint{}
-	s.state = ckptVerified
+	s.state.verified(ck)
 	s.log.Info("checkpoint read back", "checkpoint", ck.Position.String())
 	return nil
 }
@@ -384,7 +357,7 @@ func (s *Sink) guard() error {
 func (s *Sink) follow(v verdict) error {
 	switch v.action {
 	case actRecover, actClaimAfresh:
-		s.state = ckptUnverified
+		s.state.unclear()
 	case actFatal:
 		s.fatal.Store(&v.err)
 		s.log.Error("this sink stops", "error", v.err)
@@ -435,20 +408,10 @@ func skipsOwed(owed Position, what string, ck Position) error {
 // Checkpoint returns the last delivered position and cursor: the one read
 // from the checkpoint topic at start-up, then the one of the last
 // successful Write. A source resumes after it.
-func (s *Sink) Checkpoint() Checkpoint {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.ckpt
-}
+func (s *Sink) Checkpoint() Checkpoint { return s.state.checkpoint() }
 
 // ID returns the sink's id, Config.SinkID: the key of its checkpoint.
 func (s *Sink) ID() string { return s.cfg.SinkID }
-
-func (s *Sink) setCheckpoint(c Checkpoint) {
-	s.mu.Lock()
-	s.ckpt = c
-	s.mu.Unlock()
-}
 
 // Close releases the Kafka client. It waits for a running Write to return,
 // or for ctx. It may be called more than once; later Writes return

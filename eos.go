@@ -220,14 +220,14 @@ func (s *txnSink) transact(ctx context.Context, pt *part, ck Checkpoint, t *open
 	info.Duration = time.Since(started)
 	s.markers.committed(pt, ck, s.Checkpoint())
 	s.state.committed(ck, ckRec.Offset)
-	s.counters.setTxnSince(time.Time{})
+	s.state.txnEnded()
 	s.hooks.onCommitted(info)
 	return nil
 }
 
 // openTxn is a transaction begun and being filled.
 type openTxn struct {
-	started time.Time
+	started time.Time       // never changes: sinkState.txnOpenFor reads it from any goroutine
 	ctx     context.Context // ends a tenth before the transaction timeout
 	cancel  context.CancelFunc
 	results produceResults
@@ -250,8 +250,8 @@ func (s *txnSink) begin(ctx context.Context) (*openTxn, error) {
 		return nil, fmt.Errorf("kafkasink: beginning a transaction: %w", err)
 	}
 	t := &openTxn{started: time.Now()}
-	s.counters.setTxnSince(t.started)
 	t.ctx, t.cancel = context.WithDeadlineCause(ctx, t.started.Add(s.cfg.ownTxnDeadline()), ErrTransactionTimeout)
+	s.state.txnBegun(t)
 	return t, nil
 }
 
@@ -303,7 +303,7 @@ func (s *txnSink) abort(ctx context.Context, t *openTxn, info TransactionInfo, c
 	if aerr != nil {
 		s.log.Warn("aborting the transaction failed; the next attempt recovers first", "error", withCause(actx, aerr), "cause", cause)
 	} else {
-		s.counters.setTxnSince(time.Time{})
+		s.state.txnEnded()
 		// Every record has its outcome once the abort succeeded;
 		// after a failed one, records may stay buffered until
 		// recover aborts them, so nothing waits for them then.
@@ -408,7 +408,7 @@ func (s *txnSink) settleClient(ctx context.Context) error {
 	if _, _, err := s.cl.ProducerID(ctx); err != nil {
 		return s.settleFencing(ctx, fmt.Errorf("kafkasink: recovering: re-initialising the producer id of transactional id %q at its current epoch: %w", s.cfg.TransactionalID, withCause(ctx, err)))
 	}
-	s.counters.setTxnSince(time.Time{})
+	s.state.txnEnded()
 	return nil
 }
 
@@ -416,7 +416,7 @@ func (s *txnSink) settleClient(ctx context.Context) error {
 // re-initialise the producer id: fenced, the sink stops, or with a guard
 // claims the id afresh.
 func (s *txnSink) settleFencing(ctx context.Context, err error) error {
-	v := judgeFencing(&s.cfg, err, s.counters.txnOpenFor())
+	v := judgeFencing(&s.cfg, err, s.state.txnOpenFor())
 	err = s.follow(v)
 	if v.action == actClaimAfresh {
 		err = s.claimAfresh(ctx, err)
@@ -460,7 +460,7 @@ func (s *txnSink) claimAfresh(ctx context.Context, cause error) error {
 	s.useClient(cl)
 	old.Close()
 	s.claimed = time.Now()
-	s.counters.setTxnSince(time.Time{})
+	s.state.txnEnded()
 	s.log.Warn("the broker fenced this instance and its client could not recover; Config.Guard consented, so the sink claimed its transactional id afresh", "transactional_id", s.cfg.TransactionalID, "cause", cause)
 	return nil
 }

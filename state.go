@@ -3,19 +3,22 @@ package kafkasink
 import (
 	"context"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // sinkState is the sink's state and its one owner: the checkpoint, whether
-// it may be planned against, the checkpoint in flight and where the next
-// read of the checkpoint starts. Every change is one of the named
-// transitions below; nothing else writes its fields.
+// it may be planned against, the checkpoint in flight, where the next read
+// of the checkpoint starts, and the transaction that may still be open.
+// Every change is one of the named transitions below; nothing else writes
+// its fields.
 //
-// The checkpoint is read from any goroutine (Sink.Checkpoint, Stats); the
-// rest is touched only by the Write that holds the sink's semaphore, or by
-// New.
+// The checkpoint and the open transaction's age are read from any
+// goroutine (Sink.Checkpoint, Stats); the rest is touched only by the
+// Write that holds the sink's semaphore, or by New.
 type sinkState struct {
 	mu   sync.Mutex // guards ckpt
 	ckpt Checkpoint
@@ -29,6 +32,11 @@ type sinkState struct {
 	// Compaction never renumbers, so nothing of ours that is newer can
 	// sit below it.
 	from int64
+	// txn is the transaction that may still be open: begun, and not
+	// known to have ended since; nil when none may be. Its start is the
+	// one record of its age, which the fencing decision and Stats read
+	// (txnOpenFor). Atomic, for Stats.
+	txn atomic.Pointer[openTxn]
 }
 
 // ckptState says whether the in-memory checkpoint is what the broker has.
@@ -109,3 +117,23 @@ func (st *sinkState) verified(ck Checkpoint) {
 // unclear: an outcome is unknown, so the broker may hold a newer
 // checkpoint than the one in memory.
 func (st *sinkState) unclear() { st.status = ckptUnverified }
+
+// txnBegun: t is open.
+func (st *sinkState) txnBegun(t *openTxn) { st.txn.Store(t) }
+
+// txnEnded: no transaction may be open any more (committed, aborted, or
+// ended by recovery).
+func (st *sinkState) txnEnded() { st.txn.Store(nil) }
+
+// txnOpenFor is how long the transaction that may still be open has been
+// open; 0 when none may be. Safe for concurrent use: a transaction's start
+// never changes. It is measured on the wall clock (Round(0) drops the
+// monotonic reading), as it was when the start was kept in Unix
+// nanoseconds for Stats.
+func (st *sinkState) txnOpenFor() time.Duration {
+	t := st.txn.Load()
+	if t == nil {
+		return 0
+	}
+	return time.Since(t.started.Round(0))
+}

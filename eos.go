@@ -148,7 +148,7 @@ func (s *txnSink) commitPart(ctx context.Context, p *plan, i int, early *earlyTx
 				continue
 			}
 		}
-		if err := s.stopped(); err != nil {
+		if err := s.state.stopped(); err != nil {
 			return err
 		}
 		// A transaction that outlived its timeout would likely do so
@@ -161,10 +161,8 @@ func (s *txnSink) commitPart(ctx context.Context, p *plan, i int, early *earlyTx
 		if !wait.Wait(ctx) {
 			return err
 		}
-		if s.state.unverified() {
-			if rerr := s.recover(ctx); rerr != nil {
-				return fmt.Errorf("%w (recovering after: %v)", rerr, err)
-			}
+		if rerr := s.recoverIfUnverified(ctx); rerr != nil {
+			return fmt.Errorf("%w (recovering after: %v)", rerr, err)
 		}
 		if len(pt.records) > 0 && pt.last.Compare(s.Checkpoint().Position) <= 0 {
 			return nil // the failed attempt had committed after all
@@ -180,8 +178,7 @@ func (s *txnSink) transact(ctx context.Context, pt *part, ck Checkpoint, t *open
 	if t == nil {
 		var err error
 		if t, err = s.begin(ctx); err != nil {
-			s.state.unclear() // recover settles the client's state
-			return err
+			return s.follow(verdict{err, actRecover}) // recovery settles the client's state
 		}
 		for _, r := range pt.records {
 			t.produce(s.cl, r)
@@ -273,14 +270,15 @@ func (t *openTxn) sentTo(topic string) {
 
 // abort ends a transaction that must not commit. It runs even when ctx is
 // cancelled: a Write is committed or aborted, never left half done. When
-// the abort itself fails, recover ends the transaction before anything
+// the abort itself fails, recovery ends the transaction before anything
 // else is planned, and no new transaction begins until it has (records
 // still buffered must never join one). When Config.Guard refuses, the
 // sink stops as fenced and leaves the transaction open, sending nothing
 // more.
 //
-// Either way the checkpoint becomes unverified, so that recover reads it
-// back before the next transaction: an abort is where a broker that lost
+// Unless the sink stopped, the checkpoint becomes unverified (its verdict
+// is recovering), so that recovery reads it back before the next
+// transaction: an abort is where a broker that lost
 // the commit markers of this producer's last committed transaction makes
 // that loss final (the abort markers take the committed records with
 // them), and the read back is what notices it (see checkpointStore.lost).
@@ -288,7 +286,6 @@ func (s *txnSink) abort(ctx context.Context, t *openTxn, info TransactionInfo, c
 	actx, cancel := context.WithTimeoutCause(context.WithoutCancel(ctx), s.cfg.CommitTimeout, errAbortTimeout)
 	defer cancel()
 	aerr := s.cl.AbortBufferedRecords(actx)
-	s.state.unclear()
 	if aerr == nil {
 		if gerr := s.guard(); gerr != nil {
 			// The sink has stopped: the transaction is left open
@@ -306,14 +303,14 @@ func (s *txnSink) abort(ctx context.Context, t *openTxn, info TransactionInfo, c
 		s.state.txnEnded()
 		// Every record has its outcome once the abort succeeded;
 		// after a failed one, records may stay buffered until
-		// recover aborts them, so nothing waits for them then.
+		// recovery aborts them, so nothing waits for them then.
 		t.results.wait()
 	}
-	// Checked before the next transaction begins, after recover
+	// Checked before the next transaction begins, after recovery
 	// ended this one if the abort failed.
 	s.markers.aborted(t.topics)
 	info.Duration = time.Since(t.started)
-	cause = s.follow(judgeTxnFailure(&s.cfg, cause, info.Duration))
+	cause = s.follow(judgeTxnFailure(&s.cfg, cause, info.Duration).recovering())
 	s.hooks.onAborted(info, cause)
 	return cause
 }
@@ -348,7 +345,7 @@ func (s *txnSink) endAbort(ctx context.Context) error {
 }
 
 // resolveCommit settles a commit that returned an error: its outcome is
-// unknown (a lost response, a timeout) or it failed. recover ends whatever
+// unknown (a lost response, a timeout) or it failed. Recovery ends whatever
 // is still open without giving up the producer identity and reads the
 // checkpoint back: if it holds this transaction's checkpoint, the commit
 // happened. Either way the markers are checked before the next
@@ -356,14 +353,13 @@ func (s *txnSink) endAbort(ctx context.Context) error {
 func (s *txnSink) resolveCommit(ctx context.Context, t *openTxn, pt *part, info TransactionInfo, ck Checkpoint, commitErr error) error {
 	before := s.Checkpoint()
 	info.Duration = time.Since(t.started)
-	v := judgeTxnFailure(&s.cfg, fmt.Errorf("kafkasink: committing transaction %s..%s: %w", info.First, info.Last, commitErr), info.Duration)
+	v := judgeTxnFailure(&s.cfg, fmt.Errorf("kafkasink: committing transaction %s..%s: %w", info.First, info.Last, commitErr), info.Duration).recovering()
 	commitErr = s.follow(v)
-	s.state.unclear()
 	if v.action == actFatal {
 		return commitErr
 	}
-	// Resolve even when the caller's ctx is done; recover is bounded.
-	if err := s.recover(context.WithoutCancel(ctx)); err != nil {
+	// Resolve even when the caller's ctx is done; recovery is bounded.
+	if err := s.recoverIfUnverified(context.WithoutCancel(ctx)); err != nil {
 		// The next Write recovers again and learns the outcome then.
 		return fmt.Errorf("%w; reading the checkpoint back to learn the outcome failed too: %w", commitErr, err)
 	}
@@ -433,7 +429,7 @@ func (s *txnSink) settleFencing(ctx context.Context, err error) error {
 // it is done only when Config.Guard, asked right before the claim,
 // consents: the guard of a lease proves that no other instance can hold
 // the id. The old client is closed; its records were failed by
-// settleClient. recover reads the checkpoint back after it.
+// settleClient. Recovery reads the checkpoint back after it.
 //
 // Fenced again soon after a claim, the sink stops: the guard consented
 // although another instance uses the id, and claiming again would make

@@ -152,7 +152,7 @@ func settled(spans []txnSpan, lso map[topicPartition]int64) (done, open []txnSpa
 // suspect's records are gone; every other failure leaves the partitions
 // to the next check.
 func (s *txnSink) verifyMarkers(ctx context.Context) error {
-	if err := s.stopped(); err != nil {
+	if err := s.state.stopped(); err != nil {
 		return err // a loss found before: nothing begins again
 	}
 	w := &s.markers

@@ -117,18 +117,15 @@ func refusalOf(err error) *refusal {
 // dead-letter topic it returns the *RejectedError naming the events.
 func (s *txnSink) quarantine(ctx context.Context, p *plan, i int, ref *refusal) (*openTxn, error) {
 	pt := &p.parts[i]
-	if s.state.unverified() {
-		if err := s.recover(ctx); err != nil {
-			return nil, fmt.Errorf("%w (recovering after: %v)", err, ref)
-		}
+	if err := s.recoverIfUnverified(ctx); err != nil {
+		return nil, fmt.Errorf("%w (recovering after: %v)", err, ref)
 	}
 	if err := s.refreshLimits(ctx, ref.failed); err != nil {
 		return nil, err
 	}
 	t, err := s.begin(ctx)
 	if err != nil {
-		s.state.unclear() // recover settles the client's state
-		return nil, err
+		return nil, s.follow(verdict{err, actRecover}) // recovery settles the client's state
 	}
 	refused, sent, rounds, perr := s.probe(t.ctx, failedRecords(ref.failed))
 	info := TransactionInfo{First: pt.first, Last: pt.last, Records: sent}
@@ -145,15 +142,15 @@ func (s *txnSink) quarantine(ctx context.Context, p *plan, i int, ref *refusal) 
 	}
 	s.log.Info("found the records the broker refuses in an aborted probe transaction", "first", pt.first.String(), "last", pt.last.String(),
 		"failed", len(ref.failed), "refused", len(refused), "rounds", rounds)
-	if err := s.recover(ctx); err != nil {
+	// The probe's abort made the checkpoint unverified: this reads it back.
+	if err := s.recoverIfUnverified(ctx); err != nil {
 		return nil, err
 	}
 	if _, err := s.quarantineRefused(ctx, p, i, refused); err != nil {
 		return nil, err
 	}
 	if t, err = s.begin(ctx); err != nil {
-		s.state.unclear()
-		return nil, err
+		return nil, s.follow(verdict{err, actRecover})
 	}
 	// A record that fails now is transact's to find: it checks every
 	// result and aborts.

@@ -47,7 +47,8 @@ type Sink struct {
 	// adm is the admin client of cl; atomic, for Ping.
 	adm   atomic.Pointer[kadm.Client]
 	store checkpointStore
-	// state is the checkpoint and its state (state.go).
+	// state is the checkpoint and its state, the open transaction and
+	// the fatal error (state.go).
 	state sinkState
 	// owed is what the last Write that failed retryably left
 	// undelivered, as far as the checkpoint then knew; zero when nothing
@@ -62,10 +63,6 @@ type Sink struct {
 	spare *encoderState
 	// router names each table's topic.
 	router *router
-	// fatal, once set, is returned by every later Write (and by Ping):
-	// fencing or an unusable checkpoint never heals by retrying. Atomic,
-	// for Ping.
-	fatal atomic.Pointer[error]
 	// clientClosed closes the client once.
 	clientClosed sync.Once
 
@@ -83,7 +80,7 @@ type mode interface {
 	// (or checkpointed parts) it wrote.
 	writeBatch(ctx context.Context, b *Batch) (p *plan, n int, err error)
 	// settleClient ends whatever the client may still have open after an
-	// unclear outcome, before recover reads the checkpoint back.
+	// unclear outcome, before recovery reads the checkpoint back.
 	settleClient(ctx context.Context) error
 	// finish checks, before Close closes the client, what the last Write
 	// left to check: a loss it finds is Close's error.
@@ -209,10 +206,8 @@ func (s *Sink) Write(ctx context.Context, batch Batch) (err error) {
 	if err := checkBatch(b); err != nil {
 		return err
 	}
-	if s.state.unverified() {
-		if err := s.recover(ctx); err != nil {
-			return err
-		}
+	if err := s.recoverIfUnverified(ctx); err != nil {
+		return err
 	}
 	if err := s.checkRedelivery(b); err != nil {
 		return err
@@ -253,7 +248,7 @@ func (s *Sink) enter() error {
 		<-s.sem
 		return ErrClosed
 	}
-	if err := s.stopped(); err != nil {
+	if err := s.state.stopped(); err != nil {
 		<-s.sem
 		return err
 	}
@@ -284,7 +279,7 @@ func (s *Sink) settle(ctx context.Context, b *Batch, err error) error {
 		// the rejected events, so nothing is owed.
 		return err
 	}
-	s.state.unclear()
+	err = s.follow(verdict{err, actRecover})
 	if s.owed.first.IsZero() {
 		ck := s.Checkpoint().Position
 		for i := range b.Events {
@@ -303,16 +298,21 @@ type owedEvents struct {
 	first, last Position
 }
 
-// recover makes an unverified checkpoint verified again. The mode first
-// ends whatever the client may have open (settleClient): in ExactlyOnce
-// mode that KEEPS the producer identity, because a running sink never
-// claims its transactional id afresh, so that an older instance can never
-// fence a newer one. Then it reads the checkpoint back.
+// recoverIfUnverified is recovery, and its one entry point: it makes an
+// unverified checkpoint verified again, and does nothing to a verified
+// one. The mode first ends whatever the client may have open
+// (settleClient): in ExactlyOnce mode that KEEPS the producer identity,
+// because a running sink never claims its transactional id afresh, so
+// that an older instance can never fence a newer one. Then it reads the
+// checkpoint back.
 //
 // What the read may show is known: the checkpoint in memory, or the one in
 // flight. Anything else was written by another instance with the same sink
 // id (or is an operator's reset), which makes this one a zombie: ErrFenced.
-func (s *Sink) recover(ctx context.Context) error {
+func (s *Sink) recoverIfUnverified(ctx context.Context) error {
+	if !s.state.unverified() {
+		return nil
+	}
 	// Bounded, so that a broker that does not answer makes Write
 	// return a retryable error rather than hang to the caller's end.
 	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.TransactionTimeout, errRecoveryTimeout)
@@ -349,17 +349,17 @@ func (s *Sink) guard() error {
 	return nil
 }
 
-// follow acts on a verdict: it is where a decided failure changes the
-// sink's state. actRecover makes the checkpoint unverified; actFatal
+// follow acts on a verdict: it is the one place where a failure changes
+// the sink's state. actRecover makes the checkpoint unverified; actFatal
 // stops the sink for good, so that every later Write returns the error.
 // actClaimAfresh makes the checkpoint unverified too: the claim is the
-// mode's to make (txnSink.settleClient), before recover reads it back.
+// mode's to make (txnSink.settleClient), before recovery reads it back.
 func (s *Sink) follow(v verdict) error {
 	switch v.action {
 	case actRecover, actClaimAfresh:
 		s.state.unclear()
 	case actFatal:
-		s.fatal.Store(&v.err)
+		s.state.stop(v.err)
 		s.log.Error("this sink stops", "error", v.err)
 	}
 	return v.err
@@ -435,7 +435,7 @@ func (s *Sink) Close(ctx context.Context) error {
 		}
 	}
 	var err error
-	if first && s.stopped() == nil {
+	if first && s.state.stopped() == nil {
 		err = s.mode.finish(ctx)
 	}
 	s.closeClient()
@@ -454,12 +454,4 @@ func (s *Sink) closeClient() {
 func (s *Sink) useClient(cl *kgo.Client) {
 	s.cl = cl
 	s.adm.Store(kadm.NewClient(cl))
-}
-
-// stopped returns the fatal error that stopped the sink; nil while it runs.
-func (s *Sink) stopped() error {
-	if err := s.fatal.Load(); err != nil {
-		return *err
-	}
-	return nil
 }

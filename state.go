@@ -12,13 +12,15 @@ import (
 
 // sinkState is the sink's state and its one owner: the checkpoint, whether
 // it may be planned against, the checkpoint in flight, where the next read
-// of the checkpoint starts, and the transaction that may still be open.
-// Every change is one of the named transitions below; nothing else writes
-// its fields.
+// of the checkpoint starts, the transaction that may still be open, and
+// the fatal error that stopped the sink. Every change is one of the named
+// transitions below; nothing else writes its fields. A failure changes
+// them only through a verdict (classify.go), which Sink.follow applies:
+// unclear and stop are its transitions.
 //
-// The checkpoint and the open transaction's age are read from any
-// goroutine (Sink.Checkpoint, Stats); the rest is touched only by the
-// Write that holds the sink's semaphore, or by New.
+// The checkpoint, the open transaction's age and the fatal error are read
+// from any goroutine (Sink.Checkpoint, Stats, Ping); the rest is touched
+// only by the Write that holds the sink's semaphore, or by New.
 type sinkState struct {
 	mu   sync.Mutex // guards ckpt
 	ckpt Checkpoint
@@ -37,6 +39,10 @@ type sinkState struct {
 	// one record of its age, which the fencing decision and Stats read
 	// (txnOpenFor). Atomic, for Stats.
 	txn atomic.Pointer[openTxn]
+	// fatal, once set, is returned by every later Write (and by Ping):
+	// fencing or an unusable checkpoint never heals by retrying.
+	// Atomic, for Ping.
+	fatal atomic.Pointer[error]
 }
 
 // ckptState says whether the in-memory checkpoint is what the broker has.
@@ -115,8 +121,24 @@ func (st *sinkState) verified(ck Checkpoint) {
 }
 
 // unclear: an outcome is unknown, so the broker may hold a newer
-// checkpoint than the one in memory.
+// checkpoint than the one in memory. Only Sink.follow calls it, for a
+// verdict that calls for recovery.
 func (st *sinkState) unclear() { st.status = ckptUnverified }
+
+// stop: err stops the sink for good. Only Sink.follow calls it, for a
+// fatal verdict. Once stopped, nothing reads the checkpoint's status
+// again: every later Write returns err before it would (Sink.enter), and
+// so does a Write's retry (txnSink.commitPart).
+func (st *sinkState) stop(err error) { st.fatal.Store(&err) }
+
+// stopped returns the fatal error that stopped the sink; nil while it
+// runs. Safe for concurrent use.
+func (st *sinkState) stopped() error {
+	if err := st.fatal.Load(); err != nil {
+		return *err
+	}
+	return nil
+}
 
 // txnBegun: t is open.
 func (st *sinkState) txnBegun(t *openTxn) { st.txn.Store(t) }

@@ -120,9 +120,9 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	b.frameTopic = frameTopic(cfg.Encoder)
 	if cfg.Mode == ExactlyOnce {
 		b.store.txnID = cfg.TransactionalID
-		b.mode = &txnSink{Sink: b}
+		b.mode = &txnSink{sink: b}
 	} else {
-		b.mode = &producerSink{Sink: b}
+		b.mode = &producerSink{sink: b}
 	}
 	cl, err := kgo.NewClient(b.producerOptions()...)
 	if err != nil {

@@ -126,9 +126,10 @@ func (st *sinkState) verified(ck Checkpoint) {
 func (st *sinkState) unclear() { st.status = ckptUnverified }
 
 // stop: err stops the sink for good. Only Sink.follow calls it, for a
-// fatal verdict. Once stopped, nothing reads the checkpoint's status
-// again: every later Write returns err before it would (Sink.enter), and
-// so does a Write's retry (txnSink.commitPart).
+// fatal verdict. Once stopped, the checkpoint's status no longer matters:
+// nothing is planned again (Sink.enter refuses every later Write), and no
+// transaction begins or is retried (verifyMarkers and commitPart return
+// err first).
 func (st *sinkState) stop(err error) { st.fatal.Store(&err) }
 
 // stopped returns the fatal error that stopped the sink; nil while it

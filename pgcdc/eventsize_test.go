@@ -21,12 +21,13 @@ import (
 // 1 KB of text) and rows of large values (text, jsonb, bytea, an array).
 func TestBatchBytesBoundHeap(t *testing.T) {
 	note := func(n int) string { return strings.Repeat("0123456789abcdef", n/16+1)[:n] }
-	soakCols := []pgoutputmsg.Column{pgoutputmsg.Key("id", pgtype.Int8OID), pgoutputmsg.Col("version", pgtype.Int8OID), pgoutputmsg.Col("status", pgtype.TextOID),
-		pgoutputmsg.Col("amount", pgtype.NumericOID), pgoutputmsg.Col("updated_at", pgtype.TimestamptzOID), pgoutputmsg.Col("note", pgtype.TextOID)}
+	soakCols := []pgoutputmsg.Column{pgoutputmsg.Key("id", pgtype.Int8OID), pgoutputmsg.Col("version", pgtype.Int8OID),
+		pgoutputmsg.Col("status", pgtype.TextOID), pgoutputmsg.Col("amount", pgtype.NumericOID),
+		pgoutputmsg.Col("updated_at", pgtype.TimestamptzOID), pgoutputmsg.Col("note", pgtype.TextOID)}
 	soakRow := func(size int) func(id int) []pgoutputmsg.Value {
 		return func(id int) []pgoutputmsg.Value {
-			return pgoutputmsg.Tuple(pgoutputmsg.Text(fmt.Sprint(id)), pgoutputmsg.Text(fmt.Sprint(id%7+300)), pgoutputmsg.Text("active"), pgoutputmsg.Text("1234.56"),
-				pgoutputmsg.Text("2026-12-01 07:16:27.123456+00"), pgoutputmsg.Text(note(size)))
+			return pgoutputmsg.Tuple(pgoutputmsg.Text(fmt.Sprint(id)), pgoutputmsg.Text(fmt.Sprint(id%7+300)),
+				pgoutputmsg.Text("active"), pgoutputmsg.Text("1234.56"), pgoutputmsg.Text("2026-12-01 07:16:27.123456+00"), pgoutputmsg.Text(note(size)))
 		}
 	}
 	for _, tt := range []struct {
@@ -37,8 +38,8 @@ func TestBatchBytesBoundHeap(t *testing.T) {
 	}{
 		{"200 B rows", soakCols, soakRow(100), 30000},
 		{"1 KB rows", soakCols, soakRow(900), 12000},
-		{"large values", []pgoutputmsg.Column{pgoutputmsg.Key("id", pgtype.Int8OID), pgoutputmsg.Col("body", pgtype.TextOID), pgoutputmsg.Col("doc", pgtype.JSONBOID),
-			pgoutputmsg.Col("data", pgtype.ByteaOID), pgoutputmsg.Col("tags", pgtype.Int4ArrayOID)},
+		{"large values", []pgoutputmsg.Column{pgoutputmsg.Key("id", pgtype.Int8OID), pgoutputmsg.Col("body", pgtype.TextOID),
+			pgoutputmsg.Col("doc", pgtype.JSONBOID), pgoutputmsg.Col("data", pgtype.ByteaOID), pgoutputmsg.Col("tags", pgtype.Int4ArrayOID)},
 			func(id int) []pgoutputmsg.Value {
 				return pgoutputmsg.Tuple(pgoutputmsg.Text(fmt.Sprint(id)), pgoutputmsg.Text(note(6000)), pgoutputmsg.Text(`{"k":"`+note(3000)+`"}`),
 					pgoutputmsg.Text(`\x`+note(4000)), pgoutputmsg.Text("{1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20}"))

@@ -108,9 +108,11 @@ func TestKeyChange(t *testing.T) {
 		wal{0x100, pgoutputmsg.Begin(0x500, t0, 7)},
 		wal{0x100, usersR},
 		// Key changed: delete of the old key, then insert of the new row.
-		wal{0x110, pgoutputmsg.Update(0, 16384, 'K', pgoutputmsg.Tuple(pgoutputmsg.Text("1"), pgoutputmsg.Null(), pgoutputmsg.Null()), pgoutputmsg.Tuple(pgoutputmsg.Text("2"), pgoutputmsg.Text("bob"), pgoutputmsg.Text("1")))},
+		wal{0x110, pgoutputmsg.Update(0, 16384, 'K', pgoutputmsg.Tuple(pgoutputmsg.Text("1"), pgoutputmsg.Null(), pgoutputmsg.Null()),
+			pgoutputmsg.Tuple(pgoutputmsg.Text("2"), pgoutputmsg.Text("bob"), pgoutputmsg.Text("1")))},
 		// Key sent because it is stored out of line, but unchanged: an update.
-		wal{0x120, pgoutputmsg.Update(0, 16384, 'K', pgoutputmsg.Tuple(pgoutputmsg.Text("3"), pgoutputmsg.Null(), pgoutputmsg.Null()), pgoutputmsg.Tuple(pgoutputmsg.Text("3"), pgoutputmsg.Text("cy"), pgoutputmsg.Text("2")))},
+		wal{0x120, pgoutputmsg.Update(0, 16384, 'K', pgoutputmsg.Tuple(pgoutputmsg.Text("3"), pgoutputmsg.Null(), pgoutputmsg.Null()),
+			pgoutputmsg.Tuple(pgoutputmsg.Text("3"), pgoutputmsg.Text("cy"), pgoutputmsg.Text("2")))},
 		wal{0x130, pgoutputmsg.Insert(0, 16384, pgoutputmsg.Text("4"), pgoutputmsg.Text("dee"), pgoutputmsg.Text("3"))},
 		wal{0x500, pgoutputmsg.Commit(0x500, 0x530, t0)},
 	)
@@ -157,9 +159,11 @@ func TestReplicaIdentityFull(t *testing.T) {
 		{0x100, pgoutputmsg.Begin(0x500, t0, 9)},
 		{0x100, fullR},
 		// Body unchanged and TOASTed: the old row supplies it.
-		{0x110, pgoutputmsg.Update(0, 16400, 'O', pgoutputmsg.Tuple(pgoutputmsg.Text("1"), pgoutputmsg.Text("long"), pgoutputmsg.Text("1")), pgoutputmsg.Tuple(pgoutputmsg.Text("1"), pgoutputmsg.Toast(), pgoutputmsg.Text("2")))},
+		{0x110, pgoutputmsg.Update(0, 16400, 'O', pgoutputmsg.Tuple(pgoutputmsg.Text("1"), pgoutputmsg.Text("long"), pgoutputmsg.Text("1")),
+			pgoutputmsg.Tuple(pgoutputmsg.Text("1"), pgoutputmsg.Toast(), pgoutputmsg.Text("2")))},
 		// Key change from 1 to 5.
-		{0x120, pgoutputmsg.Update(0, 16400, 'O', pgoutputmsg.Tuple(pgoutputmsg.Text("1"), pgoutputmsg.Text("long"), pgoutputmsg.Text("2")), pgoutputmsg.Tuple(pgoutputmsg.Text("5"), pgoutputmsg.Text("long"), pgoutputmsg.Text("2")))},
+		{0x120, pgoutputmsg.Update(0, 16400, 'O', pgoutputmsg.Tuple(pgoutputmsg.Text("1"), pgoutputmsg.Text("long"), pgoutputmsg.Text("2")),
+			pgoutputmsg.Tuple(pgoutputmsg.Text("5"), pgoutputmsg.Text("long"), pgoutputmsg.Text("2")))},
 		{0x130, pgoutputmsg.Delete(0, 16400, 'O', pgoutputmsg.Text("5"), pgoutputmsg.Text("long"), pgoutputmsg.Text("2"))},
 		{0x500, pgoutputmsg.Commit(0x500, 0x530, t0)},
 	}
@@ -286,7 +290,8 @@ func TestStreamedTransaction(t *testing.T) {
 	feed(t, d,
 		wal{0x300, pgoutputmsg.StreamStart(top, false)},
 		wal{0x300, usersV2},
-		wal{0x310, pgoutputmsg.Update(sub2, 16384, 0, nil, pgoutputmsg.Tuple(pgoutputmsg.Text("1"), pgoutputmsg.Text("b"), pgoutputmsg.Text("1"), pgoutputmsg.Text(`{x,"y z",NULL}`)))},
+		wal{0x310, pgoutputmsg.Update(sub2, 16384, 0, nil,
+			pgoutputmsg.Tuple(pgoutputmsg.Text("1"), pgoutputmsg.Text("b"), pgoutputmsg.Text("1"), pgoutputmsg.Text(`{x,"y z",NULL}`)))},
 		wal{0x320, pgoutputmsg.Delete(top, 16384, 'K', pgoutputmsg.Text("1"), pgoutputmsg.Null(), pgoutputmsg.Null(), pgoutputmsg.Null())},
 		wal{0x330, pgoutputmsg.Truncate(sub2, 0, 16390)},
 		wal{0x330, pgoutputmsg.StreamStop()},
@@ -569,7 +574,8 @@ func TestMalformed(t *testing.T) {
 		{"unknown relation", 2, open, pgoutputmsg.Insert(0, 99, pgoutputmsg.Text("1")), "unknown relation OID 99"},
 		{"truncate unknown relation", 2, open, pgoutputmsg.Truncate(0, 0, 16384, 99), "unknown relation OID 99"},
 		{"column count", 2, open, pgoutputmsg.Insert(0, 16384, pgoutputmsg.Text("1")), "tuple has 1 columns, relation public.users (OID 16384) has 3"},
-		{"bad int", 2, open, pgoutputmsg.Insert(0, 16384, pgoutputmsg.Text("x"), pgoutputmsg.Text("a"), pgoutputmsg.Text("1")), `column "id" of public.users (OID 16384): value of type int4 does not parse: invalid syntax`},
+		{"bad int", 2, open, pgoutputmsg.Insert(0, 16384, pgoutputmsg.Text("x"), pgoutputmsg.Text("a"), pgoutputmsg.Text("1")),
+			`column "id" of public.users (OID 16384): value of type int4 does not parse: invalid syntax`},
 		{"int out of range", 2, open, pgoutputmsg.Insert(0, 16384, pgoutputmsg.Text("2147483648"), pgoutputmsg.Text("a"), pgoutputmsg.Text("1")), "value out of range"},
 		{"bad numeric", 2, open, pgoutputmsg.Insert(0, 16384, pgoutputmsg.Text("1"), pgoutputmsg.Text("a"), pgoutputmsg.Text("1e5")), `column "balance"`},
 		{"unknown tuple kind", 2, open, []byte{'I', 0, 0, 0x40, 0, 'N', 0, 1, 'x'}, "new tuple column 0 has unknown kind 'x'"},
@@ -577,7 +583,9 @@ func TestMalformed(t *testing.T) {
 		{"huge column length", 2, open, []byte{'I', 0, 0, 0x40, 0, 'N', 0, 1, 't', 0xff, 0xff, 0xff, 0xff}, "4294967295 bytes long"},
 		{"insert without N", 2, open, []byte{'I', 0, 0, 0x40, 0, 'K', 0, 0}, `new tuple marker is 'K', want 'N'`},
 		{"update bad marker", 2, open, []byte{'U', 0, 0, 0x40, 0, 'X'}, "tuple marker must be K, O or N"},
-		{"update old without new", 2, open, append(pgoutputmsg.Message('U').Uint32(16384).Uint8('K').Tuple(pgoutputmsg.Tuple(pgoutputmsg.Text("1"), pgoutputmsg.Null(), pgoutputmsg.Null())).Bytes(), 'X'), `new tuple marker is 'X', want 'N'`},
+		{"update old without new", 2, open,
+			append(pgoutputmsg.Message('U').Uint32(16384).Uint8('K').Tuple(pgoutputmsg.Tuple(pgoutputmsg.Text("1"), pgoutputmsg.Null(), pgoutputmsg.Null())).Bytes(), 'X'),
+			`new tuple marker is 'X', want 'N'`},
 		{"delete bad marker", 2, open, []byte{'D', 0, 0, 0x40, 0, 'N', 0, 0}, "old tuple marker must be K or O"},
 		{"delete too short", 2, open, []byte{'D', 0, 0, 0x40, 0}, "old tuple marker needs 1 bytes, 0 left"},
 		{"truncate count", 2, open, []byte{'T', 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0x40, 0}, "relation count 4294967295 needs"},
@@ -716,7 +724,9 @@ func TestBinaryTuple(t *testing.T) {
 	}
 	// A binary value that does not decode for its type is an error.
 	feed(t, d, wal{11, pgoutputmsg.Begin(19, t0, 2)})
-	err := d.Decode(12, pgoutputmsg.Insert(0, 1, pgoutputmsg.Binary([]byte{1, 2}), pgoutputmsg.Null(), pgoutputmsg.Null(), pgoutputmsg.Null(), pgoutputmsg.Null(), pgoutputmsg.Null(), pgoutputmsg.Null(), pgoutputmsg.Null(), pgoutputmsg.Null(), pgoutputmsg.Null(), pgoutputmsg.Null(), pgoutputmsg.Null()))
+	err := d.Decode(12, pgoutputmsg.Insert(0, 1,
+		pgoutputmsg.Binary([]byte{1, 2}), pgoutputmsg.Null(), pgoutputmsg.Null(), pgoutputmsg.Null(), pgoutputmsg.Null(), pgoutputmsg.Null(),
+		pgoutputmsg.Null(), pgoutputmsg.Null(), pgoutputmsg.Null(), pgoutputmsg.Null(), pgoutputmsg.Null(), pgoutputmsg.Null()))
 	if err == nil || !strings.Contains(err.Error(), `column "i4"`) {
 		t.Fatalf("err = %v, want a DecodeError for column i4", err)
 	}
@@ -758,15 +768,21 @@ var fuzzR = pgoutputmsg.Relation(0, 1, "s", "t", 'd',
 	pgoutputmsg.Col("ai", pgtype.Int4ArrayOID), pgoutputmsg.Col("at", pgtype.TextArrayOID), pgoutputmsg.Col("e", 50000))
 
 func FuzzDecode(f *testing.F) {
-	row := pgoutputmsg.Tuple(pgoutputmsg.Text("t"), pgoutputmsg.Text("1"), pgoutputmsg.Text("2"), pgoutputmsg.Text("3"), pgoutputmsg.Text("4"), pgoutputmsg.Text("1.5"), pgoutputmsg.Text("NaN"), pgoutputmsg.Text("1.20"), pgoutputmsg.Text("x"),
+	row := pgoutputmsg.Tuple(pgoutputmsg.Text("t"), pgoutputmsg.Text("1"), pgoutputmsg.Text("2"), pgoutputmsg.Text("3"),
+		pgoutputmsg.Text("4"), pgoutputmsg.Text("1.5"), pgoutputmsg.Text("NaN"), pgoutputmsg.Text("1.20"), pgoutputmsg.Text("x"),
 		pgoutputmsg.Text("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"), pgoutputmsg.Text(`{"a":1}`), pgoutputmsg.Text(`\x00`), pgoutputmsg.Text("2024-01-01"),
-		pgoutputmsg.Text("2024-01-01 00:00:00"), pgoutputmsg.Text("2024-01-01 00:00:00+00"), pgoutputmsg.Text("{{1,2},{3,NULL}}"), pgoutputmsg.Text(`{"a",b}`), pgoutputmsg.Text("happy"))
-	bins := pgoutputmsg.Tuple(pgoutputmsg.Binary([]byte{1}), pgoutputmsg.Binary([]byte{0, 1}), pgoutputmsg.Binary([]byte{0, 0, 0, 2}), pgoutputmsg.Binary(make([]byte, 8)), pgoutputmsg.Binary([]byte{0, 0, 0, 4}),
-		pgoutputmsg.Binary([]byte{0x3f, 0xc0, 0, 0}), pgoutputmsg.Binary(make([]byte, 8)), pgoutputmsg.Binary([]byte{0, 1, 0, 0, 0, 0, 0, 0, 0, 1}), pgoutputmsg.Binary([]byte("x")),
-		pgoutputmsg.Binary(make([]byte, 16)), pgoutputmsg.Binary([]byte("\x01{}")), pgoutputmsg.Binary([]byte{9}), pgoutputmsg.Binary(make([]byte, 4)), pgoutputmsg.Binary(make([]byte, 8)), pgoutputmsg.Binary(make([]byte, 8)),
-		pgoutputmsg.Binary([]byte{0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 23, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 4, 0, 0, 0, 7}), pgoutputmsg.Null(), pgoutputmsg.Toast())
+		pgoutputmsg.Text("2024-01-01 00:00:00"), pgoutputmsg.Text("2024-01-01 00:00:00+00"), pgoutputmsg.Text("{{1,2},{3,NULL}}"),
+		pgoutputmsg.Text(`{"a",b}`), pgoutputmsg.Text("happy"))
+	bins := pgoutputmsg.Tuple(pgoutputmsg.Binary([]byte{1}), pgoutputmsg.Binary([]byte{0, 1}), pgoutputmsg.Binary([]byte{0, 0, 0, 2}),
+		pgoutputmsg.Binary(make([]byte, 8)), pgoutputmsg.Binary([]byte{0, 0, 0, 4}), pgoutputmsg.Binary([]byte{0x3f, 0xc0, 0, 0}),
+		pgoutputmsg.Binary(make([]byte, 8)), pgoutputmsg.Binary([]byte{0, 1, 0, 0, 0, 0, 0, 0, 0, 1}), pgoutputmsg.Binary([]byte("x")),
+		pgoutputmsg.Binary(make([]byte, 16)), pgoutputmsg.Binary([]byte("\x01{}")), pgoutputmsg.Binary([]byte{9}),
+		pgoutputmsg.Binary(make([]byte, 4)), pgoutputmsg.Binary(make([]byte, 8)), pgoutputmsg.Binary(make([]byte, 8)),
+		pgoutputmsg.Binary([]byte{0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 23, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 4, 0, 0, 0, 7}),
+		pgoutputmsg.Null(), pgoutputmsg.Toast())
 	seeds := [][][]byte{
-		{pgoutputmsg.Begin(9, t0, 1), pgoutputmsg.Insert(0, 1, row...), pgoutputmsg.Update(0, 1, 'K', row, row), pgoutputmsg.Delete(0, 1, 'O', row...), pgoutputmsg.Truncate(0, 0, 1), pgoutputmsg.Commit(9, 10, t0)},
+		{pgoutputmsg.Begin(9, t0, 1), pgoutputmsg.Insert(0, 1, row...), pgoutputmsg.Update(0, 1, 'K', row, row),
+			pgoutputmsg.Delete(0, 1, 'O', row...), pgoutputmsg.Truncate(0, 0, 1), pgoutputmsg.Commit(9, 10, t0)},
 		{pgoutputmsg.Begin(9, t0, 1), pgoutputmsg.Insert(0, 1, bins...), pgoutputmsg.Commit(9, 10, t0)},
 		{pgoutputmsg.StreamStart(5, true), pgoutputmsg.Origin("o"), pgoutputmsg.Relation(5, 2, "s", "u", 'f', pgoutputmsg.Key("a", pgtype.TextOID)),
 			pgoutputmsg.Insert(6, 2, pgoutputmsg.Text("a")), pgoutputmsg.Logical(6, true, 3, "p", "c"), pgoutputmsg.StreamStop(), pgoutputmsg.StreamAbort(5, 6),
@@ -863,9 +879,12 @@ func TestRepeatedRelationMessageKeepsRelation(t *testing.T) {
 	t0 := time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
 	widened := pgoutputmsg.Relation(0, 16390, "shop", "orders", 'd', pgoutputmsg.Key("id", pgtype.Int8OID), pgoutputmsg.Col("note", pgtype.TextOID))
 	feed(t, d,
-		wal{0x100, pgoutputmsg.Begin(0x110, t0, 1)}, wal{0x100, ordersR}, wal{0x105, pgoutputmsg.Insert(0, 16390, pgoutputmsg.Text("1"))}, wal{0x110, pgoutputmsg.Commit(0x110, 0x118, t0)},
-		wal{0x200, pgoutputmsg.Begin(0x210, t0, 2)}, wal{0x200, ordersR}, wal{0x205, pgoutputmsg.Insert(0, 16390, pgoutputmsg.Text("2"))}, wal{0x210, pgoutputmsg.Commit(0x210, 0x218, t0)},
-		wal{0x300, pgoutputmsg.Begin(0x310, t0, 3)}, wal{0x300, widened}, wal{0x305, pgoutputmsg.Insert(0, 16390, pgoutputmsg.Text("3"), pgoutputmsg.Text("x"))}, wal{0x310, pgoutputmsg.Commit(0x310, 0x318, t0)},
+		wal{0x100, pgoutputmsg.Begin(0x110, t0, 1)}, wal{0x100, ordersR},
+		wal{0x105, pgoutputmsg.Insert(0, 16390, pgoutputmsg.Text("1"))}, wal{0x110, pgoutputmsg.Commit(0x110, 0x118, t0)},
+		wal{0x200, pgoutputmsg.Begin(0x210, t0, 2)}, wal{0x200, ordersR},
+		wal{0x205, pgoutputmsg.Insert(0, 16390, pgoutputmsg.Text("2"))}, wal{0x210, pgoutputmsg.Commit(0x210, 0x218, t0)},
+		wal{0x300, pgoutputmsg.Begin(0x310, t0, 3)}, wal{0x300, widened},
+		wal{0x305, pgoutputmsg.Insert(0, 16390, pgoutputmsg.Text("3"), pgoutputmsg.Text("x"))}, wal{0x310, pgoutputmsg.Commit(0x310, 0x318, t0)},
 	)
 	if len(rec.events) != 3 {
 		t.Fatalf("%d events, want 3", len(rec.events))

@@ -25,7 +25,8 @@ func TestParseMessageMatchesPglogrepl(t *testing.T) {
 		pgoutputmsg.Type(0, 50000, "public", "mood"), pgoutputmsg.Type(5, 50000, "public", "mood"),
 		pgoutputmsg.Truncate(0, 3, 1, 2), pgoutputmsg.Truncate(5, 0, 7),
 		pgoutputmsg.Logical(0, false, 3, "p", "c"), pgoutputmsg.Logical(6, true, 3, "p", ""),
-		pgoutputmsg.StreamStart(5, true), pgoutputmsg.StreamStart(5, false), pgoutputmsg.StreamStop(), pgoutputmsg.StreamCommit(5, 20, 21, t0), pgoutputmsg.StreamAbort(5, 6),
+		pgoutputmsg.StreamStart(5, true), pgoutputmsg.StreamStart(5, false), pgoutputmsg.StreamStop(),
+		pgoutputmsg.StreamCommit(5, 20, 21, t0), pgoutputmsg.StreamAbort(5, 6),
 	}
 	r := rand.New(rand.NewPCG(25, 5))
 	parsed := 0

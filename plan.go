@@ -109,7 +109,6 @@ type routing struct {
 	shapes []RecordShape // of each event; nil without a RecordShaper
 	tables []routedTable
 	index  map[[2]string]int // of tables, by schema and table
-	last   int               // the table of found last: events come in runs of one table
 	// frame is the limits of the Framer's topic, when an event asks for
 	// a record around it.
 	frame topicInfo
@@ -132,7 +131,7 @@ func (rt *routing) reset(n int, shaped bool) {
 		rt.shapes = make([]RecordShape, 0, n)
 	}
 	clear(rt.tables) // let go of the routes' memory
-	rt.tables, rt.order, rt.last = rt.tables[:0], rt.order[:0], 0
+	rt.tables, rt.order = rt.tables[:0], rt.order[:0]
 	if rt.index == nil {
 		rt.index = make(map[[2]string]int)
 	}
@@ -140,10 +139,12 @@ func (rt *routing) reset(n int, shaped bool) {
 	rt.frame = topicInfo{}
 }
 
-// of returns the route of e's table; nil when it has none.
-func (rt *routing) of(e *Event) *routedTable {
-	if rt.last < len(rt.tables) {
-		if t := &rt.tables[rt.last]; t.schema == e.Schema && t.table == e.Table {
+// of returns the route of e's table; nil when it has none. *last is the
+// index of the table the caller found last, which it tries first (events
+// come in runs of one table); of sets it to the table found.
+func (rt *routing) of(e *Event, last *int) *routedTable {
+	if *last < len(rt.tables) {
+		if t := &rt.tables[*last]; t.schema == e.Schema && t.table == e.Table {
 			return t
 		}
 	}
@@ -151,16 +152,17 @@ func (rt *routing) of(e *Event) *routedTable {
 	if !ok {
 		return nil
 	}
-	rt.last = i
+	*last = i
 	return &rt.tables[i]
 }
 
-// add adds the route of a table and returns it.
-func (rt *routing) add(schema, table string, route tableRoute, info topicInfo) *routedTable {
-	rt.index[[2]string{schema, table}] = len(rt.tables)
-	rt.last = len(rt.tables)
+// add adds the route of a table, with its topic's limits, and returns its
+// index.
+func (rt *routing) add(schema, table string, route tableRoute, info topicInfo) int {
+	i := len(rt.tables)
+	rt.index[[2]string{schema, table}] = i
 	rt.tables = append(rt.tables, routedTable{tableRoute: route, schema: schema, table: table, info: info, used: -1})
-	return &rt.tables[rt.last]
+	return i
 }
 
 // shape returns the RecordShape of events[i].
@@ -187,6 +189,7 @@ func (s *Sink) resolve(ctx context.Context, events []Event) (*routing, error) {
 	rt := &s.routing
 	rt.reset(len(events), shaper != nil)
 	frameAt := -1 // the first event asking for a record around it
+	last := 0     // the table of the last event
 	for i := range events {
 		e := &events[i]
 		var shape RecordShape
@@ -200,13 +203,14 @@ func (s *Sink) resolve(ctx context.Context, events []Event) (*routing, error) {
 		if shape.Skip && !prepares {
 			continue // no record and no Preparer: never routed
 		}
-		t := rt.of(e)
+		t := rt.of(e, &last)
 		if t == nil {
-			t = rt.add(e.Schema, e.Table, s.routeOf(e), topicInfo{})
+			last = rt.add(e.Schema, e.Table, s.routeOf(e), topicInfo{})
+			t = &rt.tables[last]
 		}
 		if !shape.Skip && t.used < 0 {
 			t.used = i
-			rt.order = append(rt.order, rt.last)
+			rt.order = append(rt.order, last)
 		}
 	}
 	if prepares {

@@ -63,9 +63,10 @@ func (s *Sink) prepare(ctx context.Context, pr Preparer, events []Event, rt *rou
 		return nil
 	}
 	routes := make([]EventRoute, len(events))
+	last := 0
 	for i := range events {
 		e := &events[i]
-		t := rt.of(e)
+		t := rt.of(e, &last)
 		if t.err != nil || t.collision != nil {
 			continue
 		}

@@ -90,6 +90,7 @@ type encoding struct {
 	deadLetterKnown bool
 
 	next    int            // the next event to encode
+	table   int            // the index in routes of the last event's table
 	pending *pendingLetter // the event run stopped at, to dead-letter
 
 	rejections []Rejection
@@ -143,6 +144,9 @@ func (s *Sink) newEncoding(b *Batch, events []Event, routes *routing, send func(
 func (en *encoding) run() (needDeadLetterTopic bool, err error) {
 	cfg, es, p := en.cfg, en.es, en.p
 	if l := en.pending; l != nil {
+		if !en.deadLetterKnown {
+			return true, nil
+		}
 		en.pending = nil
 		r := en.deadLetterRecord(l.e, l.d, l.rej)
 		p.add(l.e.Position, true, cfg.MaxTransactionRecords, cfg.MaxTransactionBytes, en.send, l.before, r, nil, l.after)
@@ -375,7 +379,7 @@ type draft struct {
 // topic (resolve returns that error before anything is encoded).
 func (en *encoding) encodeEvent(i int, e *Event, knownValueSize int, shapedNullKey bool) (draft, *Rejection) {
 	es := en.es
-	t := en.routes.of(e)
+	t := en.routes.of(e, &en.table)
 	rt, info := t.tableRoute, t.info
 	d := draft{record: &es.records[i]}
 	*d.record = kgo.Record{Topic: rt.topic, Headers: es.standardHeaders(en.cfg.Headers, e)}

@@ -17,9 +17,8 @@ import (
 //     reported (rejections, events the Encoder leaves out, dead letters
 //     without their value) rather than logging it or calling hooks. Its
 //     one exception is send, ExactlyOnce mode's early send. It pauses at
-//     the batch's first dead letter when the dead-letter topic is not
-//     known yet, so that the topic is made sure of only when a batch has
-//     a rejected event, as ever.
+//     the batch's first dead letter for planSending to make sure of the
+//     dead-letter topic (encode): a batch without one never asks for it.
 
 // planSending plans b and sends its first part while planning: it drops
 // the events the checkpoint already covers (delivered), resolves the
@@ -126,9 +125,13 @@ type routedTable struct {
 
 // reset empties rt for a plan of n events.
 func (rt *routing) reset(n int, shaped bool) {
-	rt.shapes = rt.shapes[:0]
-	if shaped && cap(rt.shapes) < n {
+	switch {
+	case !shaped:
+		rt.shapes = nil
+	case cap(rt.shapes) < n:
 		rt.shapes = make([]RecordShape, 0, n)
+	default:
+		rt.shapes = rt.shapes[:0]
 	}
 	clear(rt.tables) // let go of the routes' memory
 	rt.tables, rt.order = rt.tables[:0], rt.order[:0]

@@ -356,6 +356,9 @@ func TestPlanEncodingWaitsForDeadLetterTopic(t *testing.T) {
 	if got := gotParts(en.p); !equalParts(got, want) {
 		t.Errorf("parts:\n got %+v\nwant %+v", got, want)
 	}
+	if need, err := en.run(); err != nil || need || !equalParts(gotParts(en.p), want) || en.p.rejected != 1 || len(en.rejections) != 1 {
+		t.Errorf("running a finished encoding again: need %v, %v, parts %+v, %d dead-lettered", need, err, gotParts(en.p), en.p.rejected)
+	}
 }
 
 // TestPlanEncodingFrameTooLarge: a record around an event too large for

@@ -90,6 +90,7 @@ type encoding struct {
 	deadLetterKnown bool
 
 	next    int            // the next event to encode
+	done    bool           // every event is encoded
 	table   int            // the index in routes of the last event's table
 	pending *pendingLetter // the event run stopped at, to dead-letter
 
@@ -139,8 +140,9 @@ func (s *Sink) newEncoding(b *Batch, events []Event, routes *routing, send func(
 
 // run encodes the events into the parts of en.p, from en.next on. It
 // returns needDeadLetterTopic when it stopped at a rejected event to
-// dead-letter before the dead-letter topic's limits are known: set them,
-// and run again to go on.
+// dead-letter before the dead-letter topic's limits are known: set them
+// (deadLetter, deadLetterKnown) and run again to go on. Once every event
+// is encoded, running again changes nothing.
 func (en *encoding) run() (needDeadLetterTopic bool, err error) {
 	cfg, es, p := en.cfg, en.es, en.p
 	if l := en.pending; l != nil {
@@ -195,7 +197,10 @@ func (en *encoding) run() (needDeadLetterTopic bool, err error) {
 		}
 		p.add(e.Position, true, cfg.MaxTransactionRecords, cfg.MaxTransactionBytes, en.send, before, r, tomb, after)
 	}
-	p.skipped += en.omitted.Events
+	if !en.done {
+		en.done = true
+		p.skipped += en.omitted.Events
+	}
 	return false, nil
 }
 

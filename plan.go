@@ -46,7 +46,7 @@ func (s *Sink) planSending(ctx context.Context, b *Batch, send func(*kgo.Record)
 		return nil, err
 	}
 	en := s.newEncoding(b, events, rt, send)
-	err = s.encode(ctx, en)
+	err = s.encode(ctx, &en)
 	for _, l := range en.lost {
 		s.logLostValue(l)
 	}

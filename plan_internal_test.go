@@ -60,7 +60,7 @@ func planEncoding(s *Sink, b *Batch, send func(*kgo.Record)) (*encoding, error) 
 		return nil, err
 	}
 	en := s.newEncoding(b, events, rt, send)
-	return en, s.encode(noIO(), en)
+	return &en, s.encode(noIO(), &en)
 }
 
 // shapingEncoder is JSONEncoder with the shapes of a RecordShaper and
@@ -345,7 +345,7 @@ func TestPlanEncodingWaitsForDeadLetterTopic(t *testing.T) {
 	if got := gotParts(en.p); len(got) != 1 || len(got[0].records) != 1 {
 		t.Fatalf("stopped with parts %+v, want the first event's record alone", got)
 	}
-	if err := s.encode(noIO(), en); !errors.Is(err, context.Canceled) {
+	if err := s.encode(noIO(), &en); !errors.Is(err, context.Canceled) {
 		t.Fatalf("encode with the dead-letter topic unknown: %v, want it to ask the broker (context.Canceled)", err)
 	}
 	en.deadLetter, en.deadLetterKnown = openTopic, true

@@ -111,7 +111,7 @@ type pendingLetter struct {
 // newEncoding returns the encoding of events, b's events above the
 // checkpoint, into a new plan of b, in the memory the last delivered
 // Write left (see encoderState).
-func (s *Sink) newEncoding(b *Batch, events []Event, routes *routing, send func(*kgo.Record)) *encoding {
+func (s *Sink) newEncoding(b *Batch, events []Event, routes *routing, send func(*kgo.Record)) encoding {
 	shaper, _ := s.cfg.Encoder.(RecordShaper)
 	framer, _ := shaper.(Framer)
 	frames := 0
@@ -135,7 +135,7 @@ func (s *Sink) newEncoding(b *Batch, events []Event, routes *routing, send func(
 	}
 	enc.keyEncoder, _ = s.cfg.Encoder.(KeyEncoder)
 	p := &plan{events: len(b.Events), skipped: len(b.Events) - len(events), cursor: b.Cursor, enc: enc, planned: events}
-	return &encoding{cfg: &s.cfg, p: p, es: enc, events: events, routes: routes, frameTopic: s.frameTopic, send: send}
+	return encoding{cfg: &s.cfg, p: p, es: enc, events: events, routes: routes, frameTopic: s.frameTopic, send: send}
 }
 
 // run encodes the events into the parts of en.p, from en.next on. It

@@ -68,13 +68,14 @@ func checkBatch(b *Batch) error {
 }
 
 // encoding is the second phase of a plan (see resolve for the first): it
-// encodes a batch's events into the parts of its plan from what resolve
-// found, and does no I/O: no network, no log, no hook, nothing of the
-// Sink's. Its one exception is send, when not nil, which is given each
-// record of the first part as soon as it is made. What it finds to report
-// it keeps: the rejected events (with a dead-letter topic, their
-// dead-letter records are in the parts), the events the Encoder leaves
-// out, the dead letters without their value.
+// encodes a batch's events into the parts of its plan from the
+// configuration and what resolve found, and does no I/O: no network, no
+// log, no hook, and it changes nothing of the Sink's (it has no Sink). Its
+// one exception is send, when not nil, which is given each record of the
+// first part as soon as it is made. What it finds to report it keeps: the
+// rejected events (with a dead-letter topic, their dead-letter records
+// are in the parts), the events the Encoder leaves out, the dead letters
+// without their value.
 type encoding struct {
 	cfg        *Config
 	p          *plan

@@ -9,7 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kafkasink/kafkasink/internal/jsonw"
+	"github.com/kafkasink/kafkasink/encoding/jsonw"
 )
 
 // This file is the annotations: static key/values the sink echoes in
@@ -63,7 +63,7 @@ func ParseAnnotationPlace(s string) (AnnotationPlace, error) {
 // reported with New's others. New refuses those places with an Encoder
 // that does not implement Annotator (with a schema'd format, the field
 // must be in the schema). JSONEncoder, UpsertEncoder and, with
-// WriteAnnotations, DebeziumEncoder implement it.
+// WriteAnnotations, the debezium package's Encoder implement it.
 //
 // The annotations New passes have been checked (see Config.Annotations);
 // Annotate must not modify or keep the map: it makes what it writes from
@@ -77,7 +77,6 @@ type Annotator interface {
 var (
 	_ Annotator = JSONEncoder{}
 	_ Annotator = UpsertEncoder{}
-	_ Annotator = DebeziumEncoder{}
 )
 
 // MaxAnnotationKeyLen is the longest annotation key, in bytes.

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/debezium"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
 )
 
@@ -37,13 +38,13 @@ func TestAnnotationsInRecords(t *testing.T) {
 			{"json-both", kafkasink.JSONEncoder{}, kafkasink.AnnotateBoth, kafkasink.HeadersAll, 3},
 			{"json-value", kafkasink.JSONEncoder{}, kafkasink.AnnotateValue, kafkasink.HeadersAll, 3},
 			{"upsert-both", kafkasink.UpsertEncoder{}, kafkasink.AnnotateBoth, kafkasink.HeadersMinimal, 3},
-			{"debezium-both", kafkasink.DebeziumEncoder{WriteAnnotations: true}, kafkasink.AnnotateBoth, kafkasink.HeadersAll, 4},
-			{"debezium-headers", kafkasink.DebeziumEncoder{}, kafkasink.AnnotateHeaders, kafkasink.HeadersNone, 4},
-			{"debezium-txn", kafkasink.DebeziumEncoder{ProvideTransactionMetadata: true}, kafkasink.AnnotateHeaders, kafkasink.HeadersAll, 4},
+			{"debezium-both", debezium.Encoder{WriteAnnotations: true}, kafkasink.AnnotateBoth, kafkasink.HeadersAll, 4},
+			{"debezium-headers", debezium.Encoder{}, kafkasink.AnnotateHeaders, kafkasink.HeadersNone, 4},
+			{"debezium-txn", debezium.Encoder{ProvideTransactionMetadata: true}, kafkasink.AnnotateHeaders, kafkasink.HeadersAll, 4},
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				prefix := name + "." + c.name
-				dbz, frames := c.enc.(kafkasink.DebeziumEncoder)
+				dbz, frames := c.enc.(debezium.Encoder)
 				if frames = frames && dbz.ProvideTransactionMetadata; frames {
 					dbz.TransactionTopic = prefix + ".txn"
 					c.enc = dbz

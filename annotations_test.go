@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/debezium"
 )
 
 // testAnnotations holds a value of every kind JSON must escape (quote,
@@ -113,7 +114,7 @@ func TestAnnotatedEncoders(t *testing.T) {
 	for _, enc := range []kafkasink.Encoder{
 		kafkasink.JSONEncoder{},
 		kafkasink.UpsertEncoder{},
-		kafkasink.DebeziumEncoder{WriteAnnotations: true, Now: now},
+		debezium.Encoder{WriteAnnotations: true, Now: now},
 	} {
 		ann := annotated(t, enc)
 		for _, e := range annotationsEvents() {
@@ -144,7 +145,7 @@ func TestAnnotatedEncodeAllocs(t *testing.T) {
 	for _, enc := range []kafkasink.Encoder{
 		kafkasink.JSONEncoder{},
 		kafkasink.UpsertEncoder{},
-		kafkasink.DebeziumEncoder{WriteAnnotations: true},
+		debezium.Encoder{WriteAnnotations: true},
 	} {
 		ann := annotated(t, enc)
 		if n := testing.AllocsPerRun(200, func() { _, _ = ann.Encode(buf[:0], &e) }); n != 0 {
@@ -163,22 +164,22 @@ func TestDebeziumAnnotationsRefusals(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		name string
-		enc  kafkasink.DebeziumEncoder
+		enc  debezium.Encoder
 		want string
 	}{
-		{"without WriteAnnotations", kafkasink.DebeziumEncoder{}, "set DebeziumEncoder.WriteAnnotations"},
-		{"with SchemasEnable", kafkasink.DebeziumEncoder{WriteAnnotations: true, SchemasEnable: true}, "JSON without schemas only"},
+		{"without WriteAnnotations", debezium.Encoder{}, "set DebeziumEncoder.WriteAnnotations"},
+		{"with SchemasEnable", debezium.Encoder{WriteAnnotations: true, SchemasEnable: true}, "JSON without schemas only"},
 	} {
 		if _, err := c.enc.Annotate(testAnnotations); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: Annotate: %v, want an error saying %q", c.name, err, c.want)
 		}
 	}
 
-	enc, err := kafkasink.DebeziumEncoder{WriteAnnotations: true}.Annotate(testAnnotations)
+	enc, err := debezium.Encoder{WriteAnnotations: true}.Annotate(testAnnotations)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := enc.(kafkasink.DebeziumEncoder)
+	d := enc.(debezium.Encoder)
 	e := annotationsEvents()[0]
 	e.Relation = &kafkasink.Relation{Columns: []kafkasink.ColumnInfo{
 		{Name: "id", Type: &kafkasink.TypeInfo{Name: "int8", Kind: 'b', Modifier: -1}, NotNull: true},
@@ -239,7 +240,7 @@ func TestAnnotationsConfigErrors(t *testing.T) {
 			[][]string{{`Annotations key "env:prod"`, "[a-zA-Z0-9._-]"}}},
 		{"the sink's header", func(c *kafkasink.Config) { c.Annotations = one(kafkasink.HeaderOp, "x") },
 			[][]string{{`Annotations key "kafkasink.op"`, `"kafkasink."`, "reserved", "sink's own headers"}}},
-		{"Debezium's header", func(c *kafkasink.Config) { c.Annotations = one(kafkasink.HeaderDebeziumOldKey, "x") },
+		{"Debezium's header", func(c *kafkasink.Config) { c.Annotations = one(debezium.HeaderOldKey, "x") },
 			[][]string{{`Annotations key "__debezium.oldkey"`, `"__"`, "reserved", "Debezium"}}},
 		{"invalid UTF-8 value", func(c *kafkasink.Config) { c.Annotations = one("env", "pr\xffod") },
 			[][]string{{`Annotations["env"]`, "not valid UTF-8"}}},
@@ -251,11 +252,11 @@ func TestAnnotationsConfigErrors(t *testing.T) {
 			c.Annotations, c.Encoder = one("env", "x"), notAnnotator{}
 		}, [][]string{{"AnnotationsIn is value", "notAnnotator", "does not write annotations", "AnnotateHeaders"}}},
 		{"both with DebeziumEncoder without WriteAnnotations", func(c *kafkasink.Config) {
-			c.Annotations, c.AnnotationsIn, c.Encoder = one("env", "x"), kafkasink.AnnotateBoth, kafkasink.DebeziumEncoder{}
+			c.Annotations, c.AnnotationsIn, c.Encoder = one("env", "x"), kafkasink.AnnotateBoth, debezium.Encoder{}
 		}, [][]string{{"AnnotationsIn is both", "DebeziumEncoder.WriteAnnotations", "AnnotateHeaders"}}},
 		{"value with DebeziumEncoder SchemasEnable", func(c *kafkasink.Config) {
 			c.Annotations, c.KeyFormat = one("env", "x"), kafkasink.KeyJSON
-			c.Encoder = kafkasink.DebeziumEncoder{WriteAnnotations: true, SchemasEnable: true}
+			c.Encoder = debezium.Encoder{WriteAnnotations: true, SchemasEnable: true}
 		}, [][]string{{"AnnotationsIn is value", "JSON without schemas only", "AnnotateHeaders"}}},
 		{"every key problem at once", func(c *kafkasink.Config) {
 			c.Annotations = map[string]string{"ok": "x", "b d": "x", "kafkasink.id": "x", "e": "\xff"}

@@ -27,14 +27,15 @@ type encoderState struct {
 	ptrs      []*kgo.Record // the parts' records (see plan.newPart)
 	positions []Position    // the parts' positions
 	headers   []kgo.RecordHeader
-	arena     []byte       // the chunk being filled
-	chunks    [][]byte     // every chunk, in the order they are filled
-	chunk     int          // the index of arena in chunks; -1 before the first
-	shaper    RecordShaper // the Encoder's, when it has one
-	framer    Framer       // the Encoder's, when it has one
-	frames    []kgo.Record // the records around events
-	keys      keyEncoder   // the Encoder's, when it writes the keys
-	// keyEncoder is the Encoder's KeyEncoder, when it has one.
+	arena     []byte         // the chunk being filled
+	chunks    [][]byte       // every chunk, in the order they are filled
+	chunk     int            // the index of arena in chunks; -1 before the first
+	shaper    RecordShaper   // the Encoder's, when it has one
+	framer    Framer         // the Encoder's, when it has one
+	frames    []kgo.Record   // the records around events
+	keys      AllKeysEncoder // the Encoder's, when it writes every key
+	// keyEncoder is the Encoder's KeyEncoder, when it writes the keys of
+	// row changes with key columns.
 	keyEncoder KeyEncoder
 	shaped     []Header // its headers of one event, reused
 	shared     sharedHeaderValues
@@ -52,8 +53,8 @@ func (s *Sink) encoderState(events int, shaper RecordShaper, framer Framer, fram
 	}
 	records, headers := events, (s.cfg.Headers.count()+len(s.cfg.annotationHeaders))*events
 	if shaper != nil {
-		// A tombstone shares its event's headers; the shaper's
-		// (DebeziumEncoder's extended headers) are about five.
+		// A tombstone shares its event's headers; room for five of the
+		// shaper's own (the debezium package's extended headers).
 		records, headers = 2*events, headers+5*events
 	}
 	if cap(es.records) < records {

@@ -112,52 +112,12 @@ func benchStdUpsert(e *Event) any {
 	return u
 }
 
-type stdDebezium struct {
-	Before *stdRow `json:"before"`
-	After  *stdRow `json:"after"`
-	Source struct {
-		Version   string  `json:"version"`
-		Connector string  `json:"connector"`
-		Name      string  `json:"name"`
-		TsMs      int64   `json:"ts_ms"`
-		Snapshot  string  `json:"snapshot"`
-		DB        string  `json:"db"`
-		Sequence  string  `json:"sequence"`
-		TsUs      int64   `json:"ts_us"`
-		TsNs      int64   `json:"ts_ns"`
-		Schema    string  `json:"schema"`
-		Table     string  `json:"table"`
-		TxID      uint32  `json:"txId"`
-		LSN       uint64  `json:"lsn"`
-		Xmin      *uint64 `json:"xmin"`
-		Origin    *string `json:"origin"`
-		OriginLSN *uint64 `json:"origin_lsn"`
-	} `json:"source"`
-	Transaction *struct {
-	} `json:"transaction"`
-	Op   string `json:"op"`
-	TsMs int64  `json:"ts_ms"`
-	TsUs int64  `json:"ts_us"`
-	TsNs int64  `json:"ts_ns"`
-}
-
-func benchStdDebezium(e *Event, now time.Time) *stdDebezium {
-	d := &stdDebezium{After: benchStdRow(), Op: "u", TsMs: now.UnixMilli(), TsUs: now.UnixMicro(), TsNs: now.UnixNano()}
-	s := &d.Source
-	s.Version, s.Connector, s.Name, s.Snapshot = DebeziumVersion, "postgresql", "kafkasink", "false"
-	s.TsMs, s.TsUs, s.TsNs = e.Commit.UnixMilli(), e.Commit.UnixMicro(), e.Commit.UnixMicro()*1000
-	s.Sequence = `[null,"` + strconv.FormatUint(uint64(e.LSN), 10) + `"]`
-	s.Schema, s.Table, s.TxID, s.LSN = e.Schema, e.Table, e.XID, uint64(e.LSN)
-	return d
-}
-
 // TestStdlibBaselinesEquivalent proves each baseline marshals the same
 // content as the encoder it is compared with, so the ratios compare like
 // with like.
 func TestStdlibBaselinesEquivalent(t *testing.T) {
 	e := benchEvent()
 	now := time.UnixMilli(1717245296789)
-	deb := benchStdDebezium(&e, now)
 	cases := []struct {
 		name string
 		enc  Encoder
@@ -165,7 +125,14 @@ func TestStdlibBaselinesEquivalent(t *testing.T) {
 	}{
 		{"json", JSONEncoder{}, benchStdJSON(&e)},
 		{"upsert", UpsertEncoder{}, benchStdUpsert(&e)},
-		{"debezium", DebeziumEncoder{Now: func() time.Time { return now }}, deb},
+	}
+	for _, b := range stdlibBaselines {
+		enc, std := b.baseline(&e, now)
+		cases = append(cases, struct {
+			name string
+			enc  Encoder
+			std  any
+		}{b.name, enc, std})
 	}
 	for _, c := range cases {
 		ours, err := c.enc.Encode([]byte{}, &e)
@@ -180,6 +147,13 @@ func TestStdlibBaselinesEquivalent(t *testing.T) {
 			t.Errorf("%s: encoder and baseline differ:\nours   %s\nstdlib %s", c.name, ours, theirs)
 		}
 	}
+}
+
+// stdlibBaselines are the baselines of the encoders of other packages
+// (AddStdlibBaseline): the debezium package's.
+var stdlibBaselines []struct {
+	name     string
+	baseline func(e *Event, now time.Time) (Encoder, any)
 }
 
 func benchEncoder(b *testing.B, enc Encoder) { benchEncoderOn(b, enc, func(*Event) {}) }
@@ -230,55 +204,6 @@ func BenchmarkEncodeUpsert_StdlibBaseline(b *testing.B) {
 	benchStdlib(b, func() any { return v })
 }
 
-// The Debezium encoder reads the clock for ts_ms on every event, so its
-// baseline does too.
-func BenchmarkEncodeDebezium(b *testing.B) { benchEncoder(b, DebeziumEncoder{}) }
-
-// benchRelation declares benchEvent's columns as pgcdc would, so that
-// BenchmarkEncodeDebezium_Declared takes the path of real pgcdc events:
-// values rendered by declared type (balance as a Kafka Connect Decimal).
-var benchRelation = func() *Relation {
-	typ := func(name string, mod int32) *TypeInfo { return &TypeInfo{Name: name, Modifier: mod, Kind: 'b'} }
-	int8, text, tstz := typ("int8", -1), typ("text", -1), typ("timestamptz", -1)
-	return &Relation{Columns: []ColumnInfo{
-		{Name: "id", Type: int8, NotNull: true}, {Name: "account_id", Type: int8}, {Name: "email", Type: text},
-		{Name: "name", Type: text}, {Name: "balance", Type: typ("numeric", 12<<16|2+4)}, {Name: "created_at", Type: tstz},
-		{Name: "updated_at", Type: tstz}, {Name: "active", Type: typ("bool", -1)}, {Name: "score", Type: typ("float8", -1)},
-		{Name: "deleted_at", Type: tstz},
-	}}
-}()
-
-func BenchmarkEncodeDebezium_Declared(b *testing.B) {
-	benchEncoderOn(b, DebeziumEncoder{}, func(e *Event) { e.Relation = benchRelation })
-}
-
-// BenchmarkEncodeDebezium_Schemas is the declared path with
-// SchemasEnable: the cached schema document before the same envelope.
-func BenchmarkEncodeDebezium_Schemas(b *testing.B) {
-	benchEncoderOn(b, DebeziumEncoder{SchemasEnable: true}, func(e *Event) { e.Relation = benchRelation })
-}
-
-func BenchmarkEncodeDebezium_StdlibBaseline(b *testing.B) {
-	e := benchEvent()
-	v := benchStdDebezium(&e, time.Now())
-	benchStdlib(b, func() any {
-		now := time.Now()
-		v.TsMs, v.TsUs, v.TsNs = now.UnixMilli(), now.UnixMicro(), now.UnixNano()
-		return v
-	})
-}
-
-// BenchmarkEncodeDebezium_TxnMetadata is the declared path with
-// ProvideTransactionMetadata: the transaction block of an event in the
-// middle of its transaction (BEGIN and END are records of their own,
-// made once per transaction).
-func BenchmarkEncodeDebezium_TxnMetadata(b *testing.B) {
-	benchEncoderOn(b, DebeziumEncoder{ProvideTransactionMetadata: true}, func(e *Event) {
-		e.Relation = benchRelation
-		e.Txn = TxnPlace{Order: 1234, TableOrder: 56}
-	})
-}
-
 // BenchmarkEncodeJSON_Text1KB is benchEvent with a 1 KB text column, the
 // shape of the bench suite's 1 KB events, where escaping text is most of
 // the work.
@@ -286,6 +211,14 @@ func BenchmarkEncodeJSON_Text1KB(b *testing.B) {
 	note := strings.Repeat("The quick brown fox jumps over the lazy dog 0123456789. ", 19)[:1024]
 	benchEncoderOn(b, JSONEncoder{}, func(e *Event) { e.After = append(e.After, Column{Name: "note", Value: note}) })
 }
+
+// annotatingEncoders are the encoders BenchmarkEncodeAnnotations
+// measures; debezium_encode_test.go adds the debezium package's
+// (AddAnnotatingEncoder).
+var annotatingEncoders = []struct {
+	name string
+	enc  Annotator
+}{{"json", JSONEncoder{}}, {"upsert", UpsertEncoder{}}}
 
 // benchAnnotations are three annotations of the kind a deployment sets.
 var benchAnnotations = map[string]string{"env": "prod", "region": "eu-west-1", "team": "payments"}
@@ -295,10 +228,7 @@ var benchAnnotations = map[string]string{"env": "prod", "region": "eu-west-1", "
 //
 //	go test -run '^$' -bench EncodeAnnotations -count 10 . | benchstat -col /annotations -
 func BenchmarkEncodeAnnotations(b *testing.B) {
-	for _, c := range []struct {
-		name string
-		enc  Annotator
-	}{{"json", JSONEncoder{}}, {"upsert", UpsertEncoder{}}, {"debezium", DebeziumEncoder{WriteAnnotations: true}}} {
+	for _, c := range annotatingEncoders {
 		annotated, err := c.enc.Annotate(benchAnnotations)
 		if err != nil {
 			b.Fatal(err)

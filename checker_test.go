@@ -35,15 +35,19 @@ import (
 // never fenced.
 //
 //	KAFKASINK_CHECKER_SEED     first seed (default: from the clock, logged)
-//	KAFKASINK_CHECKER_SEEDS    seeds to run (default 20)
-//	KAFKASINK_CHECKER_BATCHES  acknowledged batches per seed (default 100)
+//	KAFKASINK_CHECKER_SEEDS    seeds to run (default 20; 3 with -short)
+//	KAFKASINK_CHECKER_BATCHES  acknowledged batches per seed (default 100; 30 with -short)
 //	KAFKASINK_CHECKER_LOG      set: the sinks log at debug level to stderr
 //
 // A failure prints the seed and the schedule that reproduces it.
 func TestRandomFaultsExactlyOnce(t *testing.T) {
 	t.Parallel()
 	first := knob(t, "KAFKASINK_CHECKER_SEED", uint64(time.Now().UnixNano()%1e9), parseSeed)
-	seeds, batches := knob(t, "KAFKASINK_CHECKER_SEEDS", 20, positiveInt), knob(t, "KAFKASINK_CHECKER_BATCHES", 100, positiveInt)
+	defSeeds, defBatches := 20, 100
+	if testing.Short() {
+		defSeeds, defBatches = 3, 30 // a few short seeds; the full suite runs 20 of 100 (docs/integration-tests.md)
+	}
+	seeds, batches := knob(t, "KAFKASINK_CHECKER_SEEDS", defSeeds, positiveInt), knob(t, "KAFKASINK_CHECKER_BATCHES", defBatches, positiveInt)
 	t.Logf("seeds %d..%d, %d batches each (replay one with KAFKASINK_CHECKER_SEED=<seed> KAFKASINK_CHECKER_SEEDS=1)", first, first+uint64(seeds)-1, batches)
 	var total checkerStats
 	var mu sync.Mutex
@@ -114,8 +118,10 @@ var (
 		kerr.NetworkException, kerr.KafkaStorageError,
 	}
 	checkerAbortable = []*kerr.Error{kerr.TransactionAbortable, kerr.InvalidRecord, kerr.CorruptMessage}
-	checkerFatal     = []*kerr.Error{kerr.TopicAuthorizationFailed, kerr.ClusterAuthorizationFailed, kerr.InvalidTxnState, kerr.PolicyViolation}
-	checkerKeys      = []kmsg.Key{kmsg.Produce, kmsg.EndTxn, kmsg.InitProducerID, kmsg.FindCoordinator, kmsg.Metadata,
+	// checkerWrittenThenRefused refuse a retried batch for good.
+	checkerWrittenThenRefused = []*kerr.Error{kerr.UnknownServerError, kerr.TransactionAbortable, kerr.CorruptMessage}
+	checkerFatal              = []*kerr.Error{kerr.TopicAuthorizationFailed, kerr.ClusterAuthorizationFailed, kerr.InvalidTxnState, kerr.PolicyViolation}
+	checkerKeys               = []kmsg.Key{kmsg.Produce, kmsg.EndTxn, kmsg.InitProducerID, kmsg.FindCoordinator, kmsg.Metadata,
 		kmsg.ListOffsets, kmsg.Fetch, kmsg.AddPartitionsToTxn, kmsg.DescribeConfigs, kmsg.CreateTopics, kmsg.ApiVersions}
 )
 
@@ -350,6 +356,10 @@ func (k *checker) addFault() {
 		if k.rng.IntN(2) == 0 {
 			f.Partitions = []int32{int32(k.rng.IntN(int(k.cfg.Topics.Partitions)))}
 		}
+		if k.rng.IntN(3) == 0 {
+			k.addWrittenThenRefused(f)
+			return
+		}
 	}
 	f.Count = 1 + k.rng.IntN(3)
 	if k.rng.IntN(8) == 0 {
@@ -358,6 +368,21 @@ func (k *checker) addFault() {
 	k.logf("fault %s answers %s (partitions %v) %d time(s)", f.Keys[0].Name(), f.Err.Message, f.Partitions, f.Count)
 	k.st.faults++
 	k.faults = append(k.faults, k.c.Fault(f))
+}
+
+// addWrittenThenRefused installs issue 30's first finding on produce as
+// f selects it: a batch written whose answer is lost (REQUEST_TIMED_OUT,
+// answered after the append), then the client's retry of it refused for
+// good. Under transaction version 1 a sink that sent the next
+// transaction's batch under the same epoch and sequence numbers had it
+// acknowledged without being written (TestAbortedSequenceNotReused).
+func (k *checker) addWrittenThenRefused(f kfake.Fault) {
+	lost, refused := f, f
+	lost.Err, lost.Count = kerr.RequestTimedOut, 1
+	refused.Err, refused.Count = checkerWrittenThenRefused[k.rng.IntN(len(checkerWrittenThenRefused))], 1
+	k.logf("fault Produce (partitions %v): written, answer lost, then the retry refused with %s", f.Partitions, refused.Err.Message)
+	k.st.faults += 2
+	k.faults = append(k.faults, k.c.Fault(lost, refused))
 }
 
 func (k *checker) clearFaults() {

@@ -112,6 +112,7 @@ const (
 )
 
 func TestCheckpointSurvivesRealLogCleaner(t *testing.T) {
+	skipInShort(t, "waits for the real log cleaner and SIGKILLs child processes")
 	t.Parallel()
 	c := newCleanerRun(t)
 	runPhases(t,

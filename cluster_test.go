@@ -126,6 +126,7 @@ func checkReplicated(t *testing.T, adm *kadm.Client, topic string, rf int, minIS
 }
 
 func TestThreeBrokerKillDuringStream(t *testing.T) {
+	skipInShort(t, "kills and restarts real cluster nodes")
 	// Not parallel: it stops cluster nodes; see helpers_test.go.
 	brokers, name := onRealBrokers(t, sinktest.EnvBrokers3)
 	nodes := testenvNodes(t)

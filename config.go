@@ -1,6 +1,7 @@
 package kafkasink
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -176,7 +177,7 @@ type Config struct {
 	// kafkasink.table, kafkasink.lsn, kafkasink.commit_lsn),
 	// HeadersMinimal (kafkasink.id and kafkasink.op, what consumers that
 	// remove duplicates and kafkasinktest need) or HeadersNone. The
-	// Encoder's headers (DebeziumEncoder's) are written either way, and
+	// Encoder's headers (debezium.Encoder's) are written either way, and
 	// dead-lettered records always carry all five.
 	Headers HeaderSet
 	// Annotations are static key/values echoed in every record of an
@@ -186,7 +187,7 @@ type Config struct {
 	// "kafkasink." (the sink's headers) nor "__" (Kafka's tools' and
 	// Debezium's); a value is any UTF-8 text. Keys are written in sorted
 	// order. Neither the checkpoint records nor the Encoder's records
-	// around events (DebeziumEncoder's BEGIN and END) carry them.
+	// around events (debezium.Encoder's BEGIN and END) carry them.
 	Annotations map[string]string
 	// AnnotationsIn says where the records carry Annotations: in the
 	// value (AnnotateValue, the default: an "annotations" object, which
@@ -260,7 +261,7 @@ type Config struct {
 	// is franz-go's default, snappy, unless an option such as
 	// kgo.ProducerBatchCompression(kgo.ZstdCompression()) says otherwise
 	// (zstd wrote 27% fewer bytes than snappy on 1 KB rows and 59% fewer
-	// on 200 B ones in the README's measurements, for up to half the
+	// on 200 B ones in docs/benchmarks.md's measurements, for up to half the
 	// throughput on the larger rows). Options the sink owns are refused, not
 	// overridden: SeedBrokers, TransactionalID, TransactionTimeout,
 	// DisableIdempotentWrite, RequiredAcks, RecordPartitioner,
@@ -372,10 +373,16 @@ func (c *Config) validate() error {
 	if len(c.Brokers) == 0 {
 		add("Brokers is empty: give at least one host:port")
 	}
-	if v, ok := c.Encoder.(interface{ validate() []string }); ok {
-		p = append(p, v.validate()...)
+	if v, ok := c.Encoder.(Validator); ok {
+		if err := v.Validate(); err != nil {
+			if ce := (*ConfigError)(nil); errors.As(err, &ce) {
+				p = append(p, ce.Problems...)
+			} else {
+				p = append(p, err.Error())
+			}
+		}
 	}
-	if k, ok := c.Encoder.(keyEncoder); ok && k.encodesKeys() && c.KeyFormat != KeyJSON {
+	if k, ok := c.Encoder.(AllKeysEncoder); ok && k.EncodesAllKeys() && c.KeyFormat != KeyJSON {
 		add("KeyFormat is %s, but Encoder DebeziumEncoder.SchemasEnable (schemas.enable) writes JSON keys with their schema "+
 			"and JSON __debezium.oldkey/newkey headers: set KeyFormat to KeyJSON (-key-format json)", c.KeyFormat)
 	}

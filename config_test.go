@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/debezium"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
 )
 
@@ -68,11 +69,11 @@ func TestConfigErrors(t *testing.T) {
 		{"DeadLetterTopic is CheckpointTopic", func(c *kafkasink.Config) { c.DeadLetterTopic = kafkasink.DefaultCheckpointTopic },
 			[][]string{{"DeadLetterTopic", "CheckpointTopic"}}},
 		{"DebeziumEncoder mode out of range", func(c *kafkasink.Config) {
-			c.Encoder = kafkasink.DebeziumEncoder{DecimalHandling: 3, BinaryHandling: 9}
+			c.Encoder = debezium.Encoder{DecimalHandling: 3, BinaryHandling: 9}
 		}, [][]string{{"DebeziumEncoder.DecimalHandling", "decimal.handling.mode", "3", "precise, double, string"},
 			{"DebeziumEncoder.BinaryHandling", "binary.handling.mode", "9", "bytes, base64, base64-url-safe, hex"}}},
 		{"*DebeziumEncoder mode out of range", func(c *kafkasink.Config) {
-			c.Encoder = &kafkasink.DebeziumEncoder{TimePrecision: 4, IntervalHandling: 2}
+			c.Encoder = &debezium.Encoder{TimePrecision: 4, IntervalHandling: 2}
 		}, [][]string{{"DebeziumEncoder.TimePrecision", "time.precision.mode", "4", "adaptive, adaptive_time_microseconds, connect, isostring"},
 			{"DebeziumEncoder.IntervalHandling", "interval.handling.mode", "2", "numeric, string"}}},
 		{"Hook implementing nothing", func(c *kafkasink.Config) { c.Hooks = []kafkasink.Hook{noHook{}} },

@@ -50,6 +50,7 @@ func (c crashStream) run(t *testing.T, ctx context.Context, brokers []string, mo
 }
 
 func TestSIGKILLAtEachProtocolPointExactlyOnce(t *testing.T) {
+	skipInShort(t, "builds and SIGKILLs a child process")
 	t.Parallel()
 	brokers := testBrokers(t)
 	stream := newCrashStream(t, 12, 15, 7)
@@ -78,6 +79,7 @@ func TestSIGKILLAtEachProtocolPointExactlyOnce(t *testing.T) {
 }
 
 func TestSIGKILLAtRandomMomentsExactlyOnce(t *testing.T) {
+	skipInShort(t, "builds and SIGKILLs a child process")
 	t.Parallel()
 	brokers := testBrokers(t)
 	stream := newCrashStream(t, 80, 10, 5, "-pause", "40ms")
@@ -107,6 +109,7 @@ func TestSIGKILLAtRandomMomentsExactlyOnce(t *testing.T) {
 }
 
 func TestSIGKILLAtLeastOnceModesLoseNothing(t *testing.T) {
+	skipInShort(t, "builds and SIGKILLs a child process")
 	t.Parallel()
 	for _, mode := range []string{"idempotent", "plain"} {
 		t.Run(mode, func(t *testing.T) {
@@ -149,6 +152,7 @@ func TestSIGKILLAtLeastOnceModesLoseNothing(t *testing.T) {
 }
 
 func TestTwoProcessesSameSinkIDOlderIsFenced(t *testing.T) {
+	skipInShort(t, "builds and runs two child processes")
 	t.Parallel()
 	brokers := testBrokers(t)
 	stream := newCrashStream(t, 30, 5, 4, "-retries", "0")

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/debezium"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
 )
 
@@ -25,7 +26,7 @@ func TestDebeziumSchemaRecords(t *testing.T) {
 	t.Parallel()
 	_, brokers := sinktest.Cluster(t)
 	s := newSink(t, brokers, "dbzschemas", func(c *kafkasink.Config) {
-		c.Encoder = kafkasink.DebeziumEncoder{Name: "dbz", SchemasEnable: true}
+		c.Encoder = debezium.Encoder{Name: "dbz", SchemasEnable: true}
 		c.KeyFormat = kafkasink.KeyJSON
 		c.Topics.Partitions = 1 // one order to read back
 	})
@@ -59,7 +60,7 @@ func TestDebeziumSchemaRecords(t *testing.T) {
 			!strings.HasSuffix(string(r.Value), "}}") || !strings.Contains(string(r.Value), `"op":"`+w.op+`"`)):
 			t.Errorf("record %d: value %s, want the Envelope document of op %s", i, r.Value, w.op)
 		}
-		for key, value := range map[string]string{kafkasink.HeaderDebeziumNewKey: w.newKey, kafkasink.HeaderDebeziumOldKey: w.oldKey} {
+		for key, value := range map[string]string{debezium.HeaderNewKey: w.newKey, debezium.HeaderOldKey: w.oldKey} {
 			if got, _ := header(r, key); got != value {
 				t.Errorf("record %d: header %s = %q, want %q", i, key, got, value)
 			}
@@ -73,14 +74,14 @@ func TestDebeziumSchemaRecords(t *testing.T) {
 func TestDebeziumSchemaRefusals(t *testing.T) {
 	t.Parallel()
 	_, err := kafkasink.New(context.Background(), kafkasink.Config{Brokers: []string{"localhost:1"}, SinkID: "x",
-		Encoder: kafkasink.DebeziumEncoder{SchemasEnable: true}})
+		Encoder: debezium.Encoder{SchemasEnable: true}})
 	if err == nil || !strings.Contains(err.Error(), "KeyFormat is text") || !strings.Contains(err.Error(), "DebeziumEncoder.SchemasEnable") || !strings.Contains(err.Error(), "-key-format json") {
 		t.Errorf("New with KeyText: %v, want KeyFormat and SchemasEnable named with the fix", err)
 	}
 
 	_, brokers := sinktest.Cluster(t)
 	s := newSink(t, brokers, "dbzschemanorel", func(c *kafkasink.Config) {
-		c.Encoder = kafkasink.DebeziumEncoder{SchemasEnable: true}
+		c.Encoder = debezium.Encoder{SchemasEnable: true}
 		c.KeyFormat = kafkasink.KeyJSON
 	})
 	err = s.Write(context.Background(), kafkasink.Batch{Events: []kafkasink.Event{dbzEvent(kafkasink.OpInsert, 100, 0, 1)}})
@@ -98,7 +99,7 @@ func TestDebeziumSchemaKeyChangeHeaders(t *testing.T) {
 	t.Parallel()
 	_, brokers := sinktest.Cluster(t)
 	s := newSink(t, brokers, "dbzschemakeychange", func(c *kafkasink.Config) {
-		c.Encoder = kafkasink.DebeziumEncoder{Name: "dbz", SchemasEnable: true, DisableTombstones: true}
+		c.Encoder = debezium.Encoder{Name: "dbz", SchemasEnable: true, DisableTombstones: true}
 		c.KeyFormat = kafkasink.KeyJSON
 		c.Topics.Partitions = 1
 	})
@@ -117,8 +118,8 @@ func TestDebeziumSchemaKeyChangeHeaders(t *testing.T) {
 	recs := sinktest.ReadCommitted(t, brokers, "kafkasink.public.t")
 	const keyOpen = `{"schema":{"type":"struct","fields":[{"type":"int32","optional":false,"name":"io.debezium.time.Date","version":1,"field":"d"}],"optional":false,"name":"dbz.public.t.Key"},"payload":`
 	wants := []struct{ key, header, value string }{
-		{keyOpen + `{"d":19782}}`, kafkasink.HeaderDebeziumNewKey, `{"d":19783}`},
-		{keyOpen + `{"d":19783}}`, kafkasink.HeaderDebeziumOldKey, `{"d":19782}`},
+		{keyOpen + `{"d":19782}}`, debezium.HeaderNewKey, `{"d":19783}`},
+		{keyOpen + `{"d":19783}}`, debezium.HeaderOldKey, `{"d":19782}`},
 	}
 	if len(recs) != len(wants) {
 		t.Fatalf("read %d records, want %d", len(recs), len(wants))

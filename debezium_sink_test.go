@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/debezium"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
 )
 
@@ -49,7 +50,7 @@ func header(r *kgo.Record, key string) (string, bool) {
 	return "", false
 }
 
-// TestDebeziumRecords writes, with DebeziumEncoder's defaults, an insert,
+// TestDebeziumRecords writes, with Encoder's defaults, an insert,
 // a delete, a TRUNCATE and a key change, one event per transaction
 // (MaxTransactionRecords 1), and reads the topic back read_committed: each
 // delete is followed by its tombstone (same key and headers, null value),
@@ -78,7 +79,7 @@ func TestDebeziumRecords(t *testing.T) {
 	_, brokers := sinktest.Cluster(t)
 	skips := &skipRecorder{}
 	s := newSink(t, brokers, "dbzrecords", func(c *kafkasink.Config) {
-		c.Encoder = kafkasink.DebeziumEncoder{Name: "dbz", RunID: "run-1"}
+		c.Encoder = debezium.Encoder{Name: "dbz", RunID: "run-1"}
 		c.KeyFormat = kafkasink.KeyJSON
 		c.MaxTransactionRecords = 1
 		c.Topics.Partitions = 1 // one order to read back
@@ -125,7 +126,7 @@ func TestDebeziumRecords(t *testing.T) {
 		if w.op != "" && !strings.Contains(string(r.Value), `"op":"`+w.op+`"`) {
 			t.Errorf("record %d: value %s, want op %s", i, r.Value, w.op)
 		}
-		for key, value := range map[string]string{kafkasink.HeaderDebeziumNewKey: w.newKey, kafkasink.HeaderDebeziumOldKey: w.oldKey} {
+		for key, value := range map[string]string{debezium.HeaderNewKey: w.newKey, debezium.HeaderOldKey: w.oldKey} {
 			if got, _ := header(r, key); got != value {
 				t.Errorf("record %d: header %s = %q, want %q", i, key, got, value)
 			}
@@ -152,7 +153,7 @@ func TestDebeziumTombstoneInItsDeleteTransaction(t *testing.T) {
 	t.Parallel()
 	c, brokers := sinktest.Cluster(t)
 	s := newSink(t, brokers, "dbztomb", func(c *kafkasink.Config) {
-		c.Encoder = kafkasink.DebeziumEncoder{}
+		c.Encoder = debezium.Encoder{}
 		c.MaxTransactionRecords = 1
 	})
 	const topic = "kafkasink.public.t"
@@ -180,13 +181,13 @@ func TestDebeziumTombstoneInItsDeleteTransaction(t *testing.T) {
 func TestDebeziumOptionsValidated(t *testing.T) {
 	t.Parallel()
 	_, err := kafkasink.New(context.Background(), kafkasink.Config{Brokers: []string{"localhost:1"}, SinkID: "x",
-		Encoder: kafkasink.DebeziumEncoder{SkippedOperations: "c,x"}})
+		Encoder: debezium.Encoder{SkippedOperations: "c,x"}})
 	if err == nil || !strings.Contains(err.Error(), `DebeziumEncoder.SkippedOperations (skipped.operations) "c,x"`) || !strings.Contains(err.Error(), `"none"`) {
 		t.Fatalf("New: %v, want the invalid SkippedOperations named", err)
 	}
 	for _, ok := range []string{"", "none", "t", "c,u,d,t", " u , d "} {
 		_, err := kafkasink.New(context.Background(), kafkasink.Config{Brokers: []string{"localhost:1"}, SinkID: "x",
-			Encoder: kafkasink.DebeziumEncoder{SkippedOperations: ok}})
+			Encoder: debezium.Encoder{SkippedOperations: ok}})
 		if err != nil && strings.Contains(err.Error(), "SkippedOperations") {
 			t.Errorf("SkippedOperations %q refused: %v", ok, err)
 		}
@@ -207,7 +208,7 @@ func TestDebeziumTombstoneOfRejectedDelete(t *testing.T) {
 	)
 	createTopic(t, brokers, topic, 1, map[string]string{"max.message.bytes": "2048"})
 	s := newSink(t, brokers, "dbzreject", func(c *kafkasink.Config) {
-		c.Encoder = kafkasink.DebeziumEncoder{}
+		c.Encoder = debezium.Encoder{}
 		c.DeadLetterTopic = dlq
 	})
 	big := dbzEvent(kafkasink.OpDelete, 200, 0, 2)

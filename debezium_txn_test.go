@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/debezium"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
 	"github.com/kafkasink/kafkasink/kafkasinktest"
 )
@@ -93,7 +94,7 @@ func jsonInt(t *testing.T, raw json.RawMessage) int {
 func TestDebeziumTransactionFrames(t *testing.T) {
 	t.Parallel()
 	for _, schemas := range []bool{false, true} {
-		enc := kafkasink.DebeziumEncoder{Name: "dbz", ProvideTransactionMetadata: true, SchemasEnable: schemas}
+		enc := debezium.Encoder{Name: "dbz", ProvideTransactionMetadata: true, SchemasEnable: schemas}
 		if got := enc.FrameTopic(); got != "dbz.transaction" {
 			t.Errorf("FrameTopic = %q, want Debezium's default dbz.transaction", got)
 		}
@@ -152,7 +153,7 @@ func TestDebeziumTransactionFrames(t *testing.T) {
 // every block without ProvideTransactionMetadata.
 func TestDebeziumTransactionBlock(t *testing.T) {
 	t.Parallel()
-	enc := kafkasink.DebeziumEncoder{Name: "dbz", ProvideTransactionMetadata: true}
+	enc := debezium.Encoder{Name: "dbz", ProvideTransactionMetadata: true}
 	ops := map[string]kafkasink.Op{`"c"`: kafkasink.OpInsert, `"u"`: kafkasink.OpUpdate, `"d"`: kafkasink.OpDelete, `"r"`: kafkasink.OpRead}
 	blocks, nulls := 0, 0
 	for i, g := range readGoldenLines(t, "txmeta-schemas-false.jsonl") {
@@ -250,7 +251,7 @@ func TestDebeziumTransactionRecordsOnce(t *testing.T) {
 	c := kafkasinktest.NewCluster(t, kafkasinktest.Partitions(1))
 	brokers := c.Brokers()
 	s := newSink(t, brokers, "dbztxn", func(cfg *kafkasink.Config) {
-		cfg.Encoder = kafkasink.DebeziumEncoder{Name: "dbz", ProvideTransactionMetadata: true, RunID: "run-1"}
+		cfg.Encoder = debezium.Encoder{Name: "dbz", ProvideTransactionMetadata: true, RunID: "run-1"}
 		cfg.KeyFormat = kafkasink.KeyJSON
 		cfg.MaxTransactionRecords = 2
 		cfg.Topics.Partitions = 1
@@ -317,7 +318,7 @@ func TestDebeziumTransactionDeadLetter(t *testing.T) {
 	t.Parallel()
 	_, brokers := sinktest.Cluster(t)
 	s := newSink(t, brokers, "dbztxndl", func(cfg *kafkasink.Config) {
-		cfg.Encoder = kafkasink.DebeziumEncoder{Name: "dbz", ProvideTransactionMetadata: true}
+		cfg.Encoder = debezium.Encoder{Name: "dbz", ProvideTransactionMetadata: true}
 		cfg.KeyFormat = kafkasink.KeyJSON
 		cfg.Topics.Partitions = 1
 		cfg.DeadLetterTopic = "dlq"
@@ -363,7 +364,7 @@ func TestDebeziumTransactionTopicClaimed(t *testing.T) {
 	t.Parallel()
 	_, brokers := sinktest.Cluster(t)
 	s := newSink(t, brokers, "dbztxnclaim", func(cfg *kafkasink.Config) {
-		cfg.Encoder = kafkasink.DebeziumEncoder{Name: "dbz", ProvideTransactionMetadata: true, TransactionTopic: "kafkasink.public.t"}
+		cfg.Encoder = debezium.Encoder{Name: "dbz", ProvideTransactionMetadata: true, TransactionTopic: "kafkasink.public.t"}
 		cfg.KeyFormat = kafkasink.KeyJSON
 	})
 	err := s.Write(ctxT(t), kafkasink.Batch{Events: txnEvents()[:1]})
@@ -373,7 +374,7 @@ func TestDebeziumTransactionTopicClaimed(t *testing.T) {
 	}
 	for _, topic := range []string{"kafkasink.checkpoints", "bad topic"} {
 		_, err := startSink(t, brokers, "dbztxnbad", func(cfg *kafkasink.Config) {
-			cfg.Encoder = kafkasink.DebeziumEncoder{ProvideTransactionMetadata: true, TransactionTopic: topic}
+			cfg.Encoder = debezium.Encoder{ProvideTransactionMetadata: true, TransactionTopic: topic}
 			cfg.KeyFormat = kafkasink.KeyJSON
 		})
 		if !errors.As(err, &ce) || !strings.Contains(err.Error(), "TransactionTopic") {
@@ -393,7 +394,7 @@ func TestDebeziumTransactionSkippedOnlyCommitLost(t *testing.T) {
 	c := kafkasinktest.NewCluster(t, kafkasinktest.Partitions(1))
 	brokers := c.Brokers()
 	s := newSink(t, brokers, "dbztxnlost", func(cfg *kafkasink.Config) {
-		cfg.Encoder = kafkasink.DebeziumEncoder{Name: "dbz", ProvideTransactionMetadata: true}
+		cfg.Encoder = debezium.Encoder{Name: "dbz", ProvideTransactionMetadata: true}
 		cfg.KeyFormat = kafkasink.KeyJSON
 		cfg.Topics.Partitions = 1
 	})
@@ -423,7 +424,7 @@ func TestDebeziumTransactionSkippedOnlyCommitLost(t *testing.T) {
 // ident_default and zz_end, in this order).
 func TestDebeziumTransactionEndTableOrder(t *testing.T) {
 	t.Parallel()
-	enc := kafkasink.DebeziumEncoder{Name: "dbz", ProvideTransactionMetadata: true}
+	enc := debezium.Encoder{Name: "dbz", ProvideTransactionMetadata: true}
 	e := kafkasink.Event{XID: 12815, Commit: time.UnixMilli(1796098061035)}
 	sum := &kafkasink.TxnSummary{CommitEnd: 43375440, Events: 8}
 	for _, table := range []string{"no_pk", "ident_full", "multi_pk", "truncated", "toasty", "ident_default", "zz_end"} {

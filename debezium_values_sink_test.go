@@ -6,11 +6,12 @@ import (
 	"testing"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/debezium"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
 )
 
 // TestDebeziumRowsNotMatchingRelationDeadLettered writes, with
-// DebeziumEncoder and a dead-letter topic, events whose rows do not match
+// Encoder and a dead-letter topic, events whose rows do not match
 // their Relation: an insert with a column the Relation does not list and
 // an update whose after image lacks one of its columns go to the
 // dead-letter topic with their values, naming the column; a delete whose
@@ -25,7 +26,7 @@ func TestDebeziumRowsNotMatchingRelationDeadLettered(t *testing.T) {
 		dlq   = "kafkasink.dead-letters"
 	)
 	s := newSink(t, brokers, "dbzrelation", func(c *kafkasink.Config) {
-		c.Encoder = kafkasink.DebeziumEncoder{}
+		c.Encoder = debezium.Encoder{}
 		c.KeyFormat = kafkasink.KeyJSON
 		c.DeadLetterTopic = dlq
 		c.Topics.Partitions = 1

@@ -14,6 +14,20 @@
 //	...
 //	err = sink.Write(ctx, kafkasink.Batch{Events: events})
 //
+// # Formats
+//
+// Import the package of the format the records are written in. This
+// package writes its own JSON: the change event (JSONEncoder, the
+// default) and the row document (UpsertEncoder).
+// github.com/kafkasink/kafkasink/debezium writes Debezium's envelope
+// (debezium.Encoder), in JSON with or without Kafka Connect schemas. The
+// github.com/kafkasink/kafkasink/kafkasinkavro module writes Avro and
+// JSON Schema with a Schema Registry (kafkasinkavro.New; NewDebezium for
+// Debezium's envelope in Avro). The sink knows an Encoder only through
+// Encoder and its optional interfaces (KeyEncoder, AllKeysEncoder,
+// Preparer, RecordShaper, Framer, Annotator, Validator, ValueSizer),
+// which a format of one's own implements as those packages do.
+//
 // # Modes
 //
 // The Mode in Config selects the guarantee:
@@ -89,7 +103,7 @@
 //
 // Key: Config.KeyColumns for the table, else the event's key columns, else
 // the event id; in the text form of KeyText or as JSON (KeyJSON), or, with
-// DebeziumEncoder.SchemasEnable, as Debezium's key with its Kafka Connect
+// debezium.Encoder.SchemasEnable, as Debezium's key with its Kafka Connect
 // schema ({"schema","payload"}, which needs KeyJSON). Records are
 // partitioned by Kafka's murmur2 of the key, like the Java producer, so other
 // producers agree on partitions. An event of a table without a key that
@@ -98,9 +112,9 @@
 //
 // Value: Config.Encoder: JSONEncoder (the change event, default),
 // UpsertEncoder (the row document, a tombstone for deletes), or
-// DebeziumEncoder (Debezium 3.6.1's envelope, records and headers: see its
+// debezium.Encoder (Debezium 3.6.1's envelope, records and headers: see its
 // doc). LSNs and other integers that can exceed 2^53 are JSON strings,
-// except where DebeziumEncoder follows Debezium. NaN and infinite
+// except where debezium.Encoder follows Debezium. NaN and infinite
 // floats are the strings "NaN", "Infinity" and "-Infinity"; invalid UTF-8 in
 // a string becomes U+FFFD, as encoding/json does.
 //
@@ -108,23 +122,23 @@
 // before its records are produced (Preparer): the kafkasinkavro module's
 // Avro encoders register each table version's schemas in a Schema Registry
 // that way, and write keys and values in the Confluent wire format: the
-// change event (kafkasinkavro.New), or DebeziumEncoder's envelope as
+// change event (kafkasinkavro.New), or debezium.Encoder's envelope as
 // Kafka Connect's AvroConverter writes Debezium's (kafkasinkavro.NewDebezium,
-// built on DebeziumEncoder.AppendKeyPayload and its Connect schemas).
+// built on debezium.Encoder.AppendKeyPayload and its Connect schemas).
 //
 // Headers: every record of an event carries kafkasink.id, kafkasink.op,
 // kafkasink.table, kafkasink.lsn and kafkasink.commit_lsn, unless
 // Config.Headers selects fewer: HeadersMinimal keeps kafkasink.id and
 // kafkasink.op (what consumers that remove duplicates, and kafkasinktest,
-// read), HeadersNone none (DebeziumEncoder's records then carry only
+// read), HeadersNone none (debezium.Encoder's records then carry only
 // Debezium's headers). Dead-lettered records carry all five. The BEGIN and
-// END records of DebeziumEncoder.ProvideTransactionMetadata (on its
+// END records of debezium.Encoder.ProvideTransactionMetadata (on its
 // TransactionTopic, a Framer's records) carry none, as Debezium's.
 //
 // Annotations: Config.Annotations are static key/values (env=prod) echoed
 // in every record of an event, as Config.AnnotationsIn says: an
 // "annotations" object in the value (the default; JSONEncoder,
-// UpsertEncoder, DebeziumEncoder with WriteAnnotations: see Annotator), a
+// UpsertEncoder, debezium.Encoder with WriteAnnotations: see Annotator), a
 // header each after the sink's and the Encoder's (tombstones and dead
 // letters included), or both, keys in sorted order.
 //
@@ -137,7 +151,7 @@
 // the dead-letter topic itself is left out, never cut short: the record
 // keeps its key and headers, kafkasink.value says "omitted", and the sink
 // logs an Error. A dead-lettered event keeps the BEGIN and END records
-// around it (DebeziumEncoder.ProvideTransactionMetadata), which count
+// around it (debezium.Encoder.ProvideTransactionMetadata), which count
 // it: its transaction is still described whole.
 //
 // Large values: a record that cannot fit its topic by the lengths of its

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/kafkasink/kafkasink/internal/jsonw"
+	"github.com/kafkasink/kafkasink/encoding/jsonw"
 )
 
 // Encoder turns an event into the value of its Kafka record.
@@ -50,8 +50,26 @@ type Encoder interface {
 var (
 	_ Encoder = JSONEncoder{}
 	_ Encoder = UpsertEncoder{}
-	_ Encoder = DebeziumEncoder{}
 )
+
+// Validator is an optional interface of an Encoder whose options can be
+// out of range or in conflict. New calls Validate once and reports what
+// it returns with its own problems, in one *ConfigError: each of the
+// Problems of a *ConfigError Validate returns, else the error's text.
+type Validator interface {
+	Validate() error
+}
+
+// ValueSizer is an optional interface of an Encoder that knows, before
+// encoding, a size its value for an event reaches at least, so that a
+// record too large for its topic is refused before it is encoded:
+// encoding a 100 MB value takes a few times that in memory, only to be
+// thrown away. MinValueSize must be cheap, and must not exceed the size
+// of the value Encode writes (MinRowSize helps an encoder that writes
+// every changed column value at least at its length).
+type ValueSizer interface {
+	MinValueSize(e *Event) int
+}
 
 // JSONEncoder writes the change event itself as one JSON object. It is the
 // default Encoder. Its zero value is ready to use and it is safe for
@@ -264,6 +282,21 @@ func appendExtValue(dst []byte, v any) ([]byte, bool, error) {
 		return jsonw.AppendString(dst, string(d)), true, nil
 	}
 	return dst, false, nil
+}
+
+// AppendJSONValue appends v, one column value, in JSON as JSONEncoder
+// writes it (see JSONEncoder for the forms), for encoders that write some
+// values as it does. A value of a type it cannot write is an error.
+func AppendJSONValue(dst []byte, v any) ([]byte, error) {
+	return appendValue(dst, v)
+}
+
+// AppendJSONRow appends row as JSONEncoder writes an image: an object of
+// its changed columns in order (unchanged TOAST columns left out), or
+// null for a nil row. A value it cannot write is an *EncodeError naming
+// e's table and the column.
+func AppendJSONRow(dst []byte, e *Event, row Row) ([]byte, error) {
+	return appendRow(dst, e, row)
 }
 
 // appendValue appends the JSON form of one column value.

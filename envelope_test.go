@@ -18,7 +18,8 @@ var goldenEncoders = []struct {
 }{
 	{"json", JSONEncoder{}},
 	{"upsert", UpsertEncoder{}},
-	{"debezium", DebeziumEncoder{Name: "pg-main", Now: func() time.Time { return goldenNow }}},
+	// The debezium package's Encoder is added by debezium_encode_test.go
+	// (AddGoldenEncoder): the root does not import it.
 }
 
 // TestGoldenEncoders pins every built-in encoder's output over the fixed
@@ -166,46 +167,9 @@ func TestUpsertEncoder(t *testing.T) {
 	}
 }
 
-func TestDebeziumEncoder(t *testing.T) {
-	t.Parallel()
-	ops := map[string]string{"insert": "c", "update": "u", "delete": "d", "truncate": "t", "read": "r"}
-	for name, op := range ops {
-		e := goldenByName(t, name)
-		m := decodeObject(t, mustEncode(DebeziumEncoder{}.Encode([]byte{}, e)))
-		if m["op"] != op {
-			t.Errorf("%s: op = %v, want %s", name, m["op"], op)
-		}
-		src := m["source"].(map[string]any)
-		wantSnap := "false"
-		if name == "read" {
-			wantSnap = "true"
-		}
-		if src["snapshot"] != wantSnap || src["name"] != "kafkasink" || src["connector"] != "postgresql" {
-			t.Errorf("%s: source = %v", name, src)
-		}
-		if _, isNumber := src["lsn"].(json.Number); !isNumber {
-			t.Errorf("%s: source.lsn = %v, want a number, as Debezium writes it", name, src["lsn"])
-		}
-		// A nil Now means the wall clock.
-		ts, _ := m["ts_ms"].(json.Number).Int64()
-		if d := time.Since(time.UnixMilli(ts)); d < 0 || d > time.Minute {
-			t.Errorf("%s: ts_ms = %d is not the current time", name, ts)
-		}
-	}
-	e := goldenByName(t, "truncate")
-	m := decodeObject(t, mustEncode(DebeziumEncoder{LSNAsString: true}.Encode([]byte{}, e)))
-	if src := m["source"].(map[string]any); src["lsn"] != "18446744073709551615" {
-		t.Errorf("LSNAsString: source.lsn = %v, want the string of the commit LSN", src["lsn"])
-	}
-	m = decodeObject(t, mustEncode(DebeziumEncoder{}.Encode([]byte{}, e)))
-	if src := m["source"].(map[string]any); src["lsn"] != json.Number("18446744073709551615") {
-		t.Errorf("truncate without its own LSN: source.lsn = %v, want the commit LSN", src["lsn"])
-	}
-}
-
 // TestEncodersKeepNegativeZero: a real's and a double's -0, scalars and
-// array elements, is -0.0 in every JSON encoder (DebeziumEncoder with
-// and without a Relation, as Debezium writes it), which JSON readers that
+// array elements, is -0.0 in every JSON encoder (the debezium package's
+// Encoder too: TestDebeziumKeepsNegativeZero), which JSON readers that
 // type numbers by their spelling keep (Jackson and Python read -0 as the
 // integer 0), and in the key's JSON form; the text key keeps its -0.
 func TestEncodersKeepNegativeZero(t *testing.T) {
@@ -214,13 +178,6 @@ func TestEncodersKeepNegativeZero(t *testing.T) {
 	e := Event{Op: OpInsert, Schema: "s", Table: "t", Key: []string{"f8"},
 		After: Row{{Name: "f4", Value: float32(negZero)}, {Name: "f8", Value: negZero},
 			{Name: "a4", Value: []any{float32(negZero), float32(0)}}, {Name: "a8", Value: []any{negZero, 0.0}}}}
-	withRelation := e
-	withRelation.Relation = &Relation{Columns: []ColumnInfo{
-		{Name: "f4", Type: &TypeInfo{Name: "float4", Modifier: -1, Kind: 'b'}},
-		{Name: "f8", Type: &TypeInfo{Name: "float8", Modifier: -1, Kind: 'b'}},
-		{Name: "a4", Type: &TypeInfo{Name: "_float4", Modifier: -1, Kind: 'b', Elem: &TypeInfo{Name: "float4", Modifier: -1, Kind: 'b'}}},
-		{Name: "a8", Type: &TypeInfo{Name: "_float8", Modifier: -1, Kind: 'b', Elem: &TypeInfo{Name: "float8", Modifier: -1, Kind: 'b'}}},
-	}}
 	const want = `{"f4":-0.0,"f8":-0.0,"a4":[-0.0,0],"a8":[-0.0,0]}`
 	for _, c := range []struct {
 		name string
@@ -229,9 +186,6 @@ func TestEncodersKeepNegativeZero(t *testing.T) {
 	}{
 		{"JSONEncoder", JSONEncoder{}, &e},
 		{"UpsertEncoder", UpsertEncoder{}, &e},
-		{"DebeziumEncoder", DebeziumEncoder{}, &e},
-		{"DebeziumEncoder with a Relation", DebeziumEncoder{}, &withRelation},
-		{"DebeziumEncoder with MatchDebeziumLosses", DebeziumEncoder{MatchDebeziumLosses: true}, &withRelation},
 	} {
 		out, err := c.enc.Encode(nil, c.e)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -100,7 +101,7 @@ func (e *earlyTxn) take() *openTxn {
 func (e *earlyTxn) discard(ctx context.Context, cause error) {
 	if t := e.take(); t != nil {
 		defer t.cancel()
-		e.s.abort(ctx, TransactionInfo{Records: t.records}, t.started, cause, &t.results)
+		e.s.abort(ctx, t, TransactionInfo{Records: t.records}, cause)
 	}
 }
 
@@ -192,19 +193,20 @@ func (s *txnSink) transact(ctx context.Context, pt *part, ck Checkpoint, t *open
 
 	ckRec, err := s.store.record(ck)
 	if err != nil {
-		return s.abort(ctx, info, started, err, results)
+		return s.abort(ctx, t, info, err)
 	}
 	s.inflight = ck
 	results.produce(tctx, s.cl, ckRec)
+	t.sentTo(ckRec.Topic)
 	if err := s.cl.Flush(tctx); err != nil {
 		cause := fmt.Errorf("kafkasink: flushing transaction %s..%s: %w", pt.first, pt.last, context.Cause(tctx))
 		if derr := s.deletedTopic(ctx, pt); derr != nil {
 			cause = derr
 		}
-		return s.abort(ctx, info, started, cause, results)
+		return s.abort(ctx, t, info, cause)
 	}
 	if _, perr := results.wait(); perr != nil {
-		return s.abort(ctx, info, started, s.produceError(tctx, pt, ck, results), nil)
+		return s.abort(ctx, t, info, s.produceError(tctx, pt, ck, results))
 	}
 
 	if err := s.guard(); err != nil {
@@ -213,7 +215,7 @@ func (s *txnSink) transact(ctx context.Context, pt *part, ck Checkpoint, t *open
 	cctx, ccancel := context.WithTimeoutCause(tctx, s.cfg.CommitTimeout, errCommitTimeout)
 	defer ccancel()
 	if err := s.cl.EndTransaction(cctx, kgo.TryCommit); err != nil {
-		return s.resolveCommit(ctx, info, started, ck, withCause(cctx, err))
+		return s.resolveCommit(ctx, t, pt, info, ck, withCause(cctx, err))
 	}
 	info.Duration = time.Since(started)
 	s.store.from = ckRec.Offset
@@ -232,6 +234,7 @@ type openTxn struct {
 	cancel  context.CancelFunc
 	results produceResults
 	records int
+	topics  []string // every topic a record was sent to, for an abort's check (markers.go)
 }
 
 // begin begins a transaction, once the commit markers of the one before
@@ -258,6 +261,16 @@ func (s *txnSink) begin(ctx context.Context) (*openTxn, error) {
 func (t *openTxn) produce(cl *kgo.Client, r *kgo.Record) {
 	t.results.produce(t.ctx, cl, r)
 	t.records++
+	t.sentTo(r.Topic)
+}
+
+// sentTo notes that a record of the transaction was sent to topic.
+// Records come in runs of one topic: the last one is checked first.
+func (t *openTxn) sentTo(topic string) {
+	if n := len(t.topics); n > 0 && t.topics[n-1] == topic || slices.Contains(t.topics, topic) {
+		return
+	}
+	t.topics = append(t.topics, topic)
 }
 
 // abort ends a transaction that must not commit. It runs even when ctx is
@@ -273,7 +286,7 @@ func (t *openTxn) produce(cl *kgo.Client, r *kgo.Record) {
 // the commit markers of this producer's last committed transaction makes
 // that loss final (the abort markers take the committed records with
 // them), and the read back is what notices it (see checkpointStore.lost).
-func (s *txnSink) abort(ctx context.Context, info TransactionInfo, started time.Time, cause error, pending *produceResults) error {
+func (s *txnSink) abort(ctx context.Context, t *openTxn, info TransactionInfo, cause error) error {
 	actx, cancel := context.WithTimeoutCause(context.WithoutCancel(ctx), s.cfg.CommitTimeout, errAbortTimeout)
 	defer cancel()
 	aerr := s.cl.AbortBufferedRecords(actx)
@@ -283,37 +296,68 @@ func (s *txnSink) abort(ctx context.Context, info TransactionInfo, started time.
 			// The sink has stopped: the transaction is left open
 			// for the successor's fencing, or the broker's
 			// timeout, to abort.
-			info.Duration = time.Since(started)
+			info.Duration = time.Since(t.started)
 			s.hooks.onAborted(info, gerr)
 			return fmt.Errorf("%w; the transaction was failing already: %w", gerr, cause)
 		}
-		aerr = s.cl.EndTransaction(actx, kgo.TryAbort)
+		aerr = s.endAbort(actx)
 	}
 	if aerr != nil {
 		s.log.Warn("aborting the transaction failed; the next attempt recovers first", "error", withCause(actx, aerr), "cause", cause)
 	} else {
 		s.counters.setTxnSince(time.Time{})
-		if pending != nil {
-			// Every record has its outcome once the abort
-			// succeeded; after a failed one, records may stay
-			// buffered until recover aborts them, so nothing
-			// waits for them here.
-			pending.wait()
-		}
+		// Every record has its outcome once the abort succeeded;
+		// after a failed one, records may stay buffered until
+		// recover aborts them, so nothing waits for them then.
+		t.results.wait()
 	}
-	info.Duration = time.Since(started)
+	// Checked before the next transaction begins, after recover
+	// ended this one if the abort failed.
+	s.markers.aborted(t.topics)
+	info.Duration = time.Since(t.started)
 	cause = s.follow(judgeTxnFailure(&s.cfg, cause, info.Duration))
 	s.hooks.onAborted(info, cause)
 	return cause
+}
+
+// endAbort aborts the open transaction and moves the producer to a new
+// epoch, so that no sequence number of the aborted transaction is used
+// again under its epoch. kgo rewinds a partition's sequence numbers when a
+// batch fails, even one it had written (an answer lost, then a retry
+// refused), and under transaction version 1 an abort keeps the epoch: the
+// next transaction's first batch to that partition would carry the
+// aborted batch's sequence numbers, and the broker, taking it for a retry
+// of the batch it holds, would acknowledge it without writing it. Its
+// records would be reported committed and no read_committed reader would
+// ever see them (issue 30's first checker finding;
+// TestAbortedSequenceNotReused).
+//
+// kgo moves to a new epoch when it retries an abort whose outcome it could
+// not confirm: it re-initialises the producer id at its current id and
+// epoch (KIP-360), which aborts the transaction at the broker, resets the
+// sequence numbers, and which the broker refuses, PRODUCER_FENCED, once a
+// newer instance has claimed the transactional id. So the abort is first
+// asked for on a context already done, which leaves its outcome
+// unconfirmed without sending it, and then retried. When the first call
+// succeeds nothing was added to the transaction, so nothing was written.
+func (s *txnSink) endAbort(ctx context.Context) error {
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := s.cl.EndTransaction(done, kgo.TryAbort); err == nil {
+		return nil
+	}
+	return s.cl.EndTransaction(ctx, kgo.TryAbort)
 }
 
 // resolveCommit settles a commit that returned an error: its outcome is
 // unknown (a lost response, a timeout) or it failed. recover ends whatever
 // is still open without giving up the producer identity and reads the
 // checkpoint back: if it holds this transaction's checkpoint, the commit
-// happened.
-func (s *txnSink) resolveCommit(ctx context.Context, info TransactionInfo, started time.Time, ck Checkpoint, commitErr error) error {
-	info.Duration = time.Since(started)
+// happened. Either way the markers are checked before the next
+// transaction begins, as after any commit or abort (markers.go).
+func (s *txnSink) resolveCommit(ctx context.Context, t *openTxn, pt *part, info TransactionInfo, ck Checkpoint, commitErr error) error {
+	before := s.Checkpoint()
+	info.Duration = time.Since(t.started)
 	v := judgeTxnFailure(&s.cfg, fmt.Errorf("kafkasink: committing transaction %s..%s: %w", info.First, info.Last, commitErr), info.Duration)
 	commitErr = s.follow(v)
 	s.state = ckptUnverified
@@ -327,9 +371,11 @@ func (s *txnSink) resolveCommit(ctx context.Context, info TransactionInfo, start
 	}
 	if s.Checkpoint().same(ck) {
 		s.log.Info("commit outcome was unknown; the checkpoint read back shows it committed", "checkpoint", ck.Position.String())
+		s.markers.committed(pt, ck, before)
 		s.hooks.onCommitted(info)
 		return nil
 	}
+	s.markers.aborted(t.topics)
 	commitErr = fmt.Errorf("%w: %w", ErrTransactionAborted, commitErr)
 	s.hooks.onAborted(info, commitErr)
 	return commitErr
@@ -358,7 +404,7 @@ func (s *txnSink) settleClient(ctx context.Context) error {
 	if err := s.cl.AbortBufferedRecords(ctx); err != nil {
 		return fmt.Errorf("kafkasink: recovering: failing the records still buffered: %w", withCause(ctx, err))
 	}
-	if err := s.cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
+	if err := s.endAbort(ctx); err != nil {
 		return s.settleFencing(ctx, fmt.Errorf("kafkasink: recovering: aborting the open transaction: %w", withCause(ctx, err)))
 	}
 	if _, _, err := s.cl.ProducerID(ctx); err != nil {

@@ -210,7 +210,7 @@ type Event struct {
 	// does not say".
 	Source Source
 	// Txn is where the event stands in its source transaction, for
-	// encoders that describe transactions (DebeziumEncoder's
+	// encoders that describe transactions (debezium.Encoder's
 	// ProvideTransactionMetadata). The zero value means the source does
 	// not say; pgcdc fills it for every change, not for snapshot rows.
 	Txn TxnPlace
@@ -219,7 +219,7 @@ type Event struct {
 // TxnPlace is where an event stands in its source transaction. The
 // orders and counts are over the transaction's counted events: every
 // event the source delivers, except those the sink says it leaves out
-// (Sink.Delivers; DebeziumEncoder's SkippedOperations), as Debezium
+// (Sink.Delivers; debezium.Encoder's SkippedOperations), as Debezium
 // counts only the events it emits. Its zero value means the source does
 // not say.
 //
@@ -263,7 +263,7 @@ type TableEvents struct {
 }
 
 // Source describes where an event comes from, for encoders that write a
-// source block (DebeziumEncoder). Every field is optional: its zero value
+// source block (debezium.Encoder). Every field is optional: its zero value
 // means the source does not say, and encoders write their "unknown" form.
 type Source struct {
 	// Database is the name of the database the event was read from.

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/debezium"
 )
 
 // A sink for a production cluster: TLS with a private CA, SCRAM, topics per
@@ -27,7 +28,7 @@ func ExampleNew() {
 			Password:  kafkasink.Secret("from your secret store"),
 		},
 		Topics:  kafkasink.Topics{Template: "cdc.{schema}.{table}", Partitions: 12, ReplicationFactor: 3},
-		Encoder: kafkasink.DebeziumEncoder{Name: "orders"},
+		Encoder: debezium.Encoder{Name: "orders"},
 	})
 	if err != nil {
 		log.Fatal(err)

@@ -31,7 +31,7 @@ const (
 // (Config.Headers). All five are about 115 bytes per record before
 // compression: a tenth of the record of a 1 KB event, over a quarter of
 // a 200 B one's. The smaller sets save those bytes on the wire and in the
-// topics (the README's performance section has the figures compressed).
+// topics (docs/records.md has the figures compressed).
 type HeaderSet uint8
 
 // The header sets. The zero HeaderSet is HeadersAll.
@@ -46,7 +46,7 @@ const (
 	// because a tombstone has no value to tell a delete from a truncate.
 	HeadersMinimal
 	// HeadersNone: none of the sink's own headers; the records carry
-	// only the Encoder's (DebeziumEncoder's are Debezium's). Nothing then
+	// only the Encoder's (debezium.Encoder's are Debezium's). Nothing then
 	// tells a duplicate apart but the value, and kafkasinktest's Decode
 	// refuses the records.
 	HeadersNone

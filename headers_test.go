@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/debezium"
 	"github.com/kafkasink/kafkasink/internal/rawrecord"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
 	"github.com/kafkasink/kafkasink/kafkasinktest"
@@ -144,7 +145,7 @@ func TestHeaderSetDeadLetters(t *testing.T) {
 // only Debezium's, as Debezium writes them.
 func TestHeaderSetDebezium(t *testing.T) {
 	t.Parallel()
-	enc := kafkasink.DebeziumEncoder{Name: "dbz", RunID: "run-1"}
+	enc := debezium.Encoder{Name: "dbz", RunID: "run-1"}
 	for _, set := range []kafkasink.HeaderSet{kafkasink.HeadersMinimal, kafkasink.HeadersNone} {
 		t.Run(set.String(), func(t *testing.T) {
 			t.Parallel()

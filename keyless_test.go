@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/debezium"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
 )
 
@@ -20,7 +21,7 @@ func TestKeylessEventsHaveNullKey(t *testing.T) {
 	_, brokers := sinktest.Cluster(t)
 	s := newSink(t, brokers, "keyless", func(c *kafkasink.Config) {
 		c.Topics = kafkasink.Topics{Prefix: "t", Partitions: 4}
-		c.Encoder = kafkasink.DebeziumEncoder{SkippedOperations: "none"}
+		c.Encoder = debezium.Encoder{SkippedOperations: "none"}
 		c.KeyColumns = map[string][]string{"public.configured": {"a"}}
 	})
 	row := func(a int) kafkasink.Row { return kafkasink.Row{{Name: "a", Value: a}, {Name: "b", Value: "x"}} }
@@ -134,7 +135,7 @@ func TestMatchDebeziumLossesTruncateHasNullKey(t *testing.T) {
 			_, brokers := sinktest.Cluster(t)
 			s := newSink(t, brokers, "truncate-key", func(c *kafkasink.Config) {
 				c.Topics = kafkasink.Topics{Prefix: "t", Partitions: 4, Configs: tc.configs}
-				c.Encoder = kafkasink.DebeziumEncoder{SkippedOperations: "none", MatchDebeziumLosses: tc.losses}
+				c.Encoder = debezium.Encoder{SkippedOperations: "none", MatchDebeziumLosses: tc.losses}
 				c.DeadLetterTopic = "t.dead"
 			})
 			write(t, s, []kafkasink.Event{truncate})

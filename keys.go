@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/kafkasink/kafkasink/internal/jsonw"
+	"github.com/kafkasink/kafkasink/encoding/jsonw"
 )
 
 // KeyFormat selects how message keys are rendered.
@@ -41,6 +41,42 @@ func (f KeyFormat) String() string {
 // as ReasonNoKey. It carries no "kafkasink:" prefix because it is always
 // wrapped in an EncodeError, whose message starts with one.
 var errMissingKeyColumn = errors.New("key column has no value")
+
+// AllKeysEncoder is an optional interface of a KeyEncoder that, under its
+// options, writes every record key itself, not only those of row changes
+// with key columns: the debezium package's Encoder with SchemasEnable,
+// whose keys carry their Connect schema. New and each Write ask
+// EncodesAllKeys; when it reports false, the sink keys every record
+// itself (AppendKey in Config.KeyFormat), as for an Encoder without a
+// KeyEncoder.
+//
+// When it reports true, the sink calls EncodeKey for every record of a
+// row change or truncate, with columns Config.KeyColumns for the table
+// (empty when unset: the encoder falls back to Event.Key, and keys a
+// truncate or an event without key columns itself), and
+// AppendKeyPayload for the other key of a key change
+// (Source.KeyChange), which RecordShaper.AppendHeaders receives. A key
+// column the image lacks is the error of MissingKeyColumnError, and the
+// event is rejected with ReasonNoKey; any other error rejects it with
+// ReasonUnencodable.
+type AllKeysEncoder interface {
+	KeyEncoder
+	// EncodesAllKeys reports whether the encoder writes every record
+	// key under its options.
+	EncodesAllKeys() bool
+	// AppendKeyPayload appends e's key for columns in the form a
+	// RecordShaper's headers carry it, as EncodeKey's contract says.
+	AppendKeyPayload(dst []byte, e *Event, columns []string) ([]byte, error)
+}
+
+// MissingKeyColumnError returns the error AppendKey returns when key
+// column name has no usable value in e's image: absent from it, or
+// (present) an unchanged TOAST value the source did not send. It is an
+// *EncodeError, and the sink rejects an event whose KeyEncoder returns
+// it with ReasonNoKey.
+func MissingKeyColumnError(e *Event, name string, present bool) error {
+	return missingKeyError(e, name, present)
+}
 
 // nullText is the text form of a NULL key value, PostgreSQL's COPY spelling.
 const nullText = `\N`

@@ -3,6 +3,7 @@ package kafkasink
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -81,6 +82,18 @@ func (sp txnSpan) String() string {
 type markerWatch struct {
 	pending  []txnSpan
 	suspects []txnSpan
+	// abortedIn are the topics aborted transactions sent records to
+	// since the last check of their abort markers.
+	abortedIn []string
+}
+
+// aborted remembers the topics an aborted transaction sent records to.
+func (w *markerWatch) aborted(topics []string) {
+	for _, t := range topics {
+		if !slices.Contains(w.abortedIn, t) {
+			w.abortedIn = append(w.abortedIn, t)
+		}
+	}
 }
 
 // committed remembers what pt's transaction, which moved the checkpoint
@@ -143,6 +156,11 @@ func (s *txnSink) verifyMarkers(ctx context.Context) error {
 		return err // a loss found before: nothing begins again
 	}
 	w := &s.markers
+	if len(w.abortedIn) > 0 {
+		if err := s.verifyAbortMarkers(ctx); err != nil {
+			return err
+		}
+	}
 	if len(w.pending) == 0 && len(w.suspects) == 0 {
 		return nil
 	}
@@ -190,6 +208,21 @@ func (s *txnSink) verifyMarkers(ctx context.Context) error {
 	}
 	if len(lost) > 0 {
 		return s.follow(verdict{lostRecords(lost), actFatal})
+	}
+	return nil
+}
+
+// finish checks, before Close closes the client, the markers of the
+// transactions the last Writes ended, as the next Write would have: lost
+// records are Close's error. Partitions whose commit markers have still
+// not come are logged: nothing watches them once the sink is closed.
+func (s *txnSink) finish(ctx context.Context) error {
+	if err := s.verifyMarkers(ctx); err != nil {
+		return err
+	}
+	if w := &s.markers; len(w.suspects) > 0 {
+		s.log.Error("closing with the commit markers of these partitions not seen: a later abort of this transactional id would take their records, which the checkpoint covers; check them with a read_committed reader",
+			"partitions", spanList(w.suspects))
 	}
 	return nil
 }
@@ -266,15 +299,32 @@ func lastStableOffsets(ctx context.Context, cl *kgo.Client, spans []txnSpan) map
 	return lso
 }
 
-// endedHere asks the leaders of the spans' partitions which producers
-// have a transaction open there (DescribeProducers, which the client
-// splits per leader) and returns, as settled takes it, a stable offset
-// past the span for each partition where the span's producer has none
-// open from the span's records on: its markers were written, whatever
-// another producer's open transaction does to the last stable offset.
-// Partitions that fail are left out: a principal without the right to
-// describe them (READ on the topic) falls back to the last stable offset.
+// endedHere returns, as settled takes it, a stable offset past the span
+// for each partition where the span's producer has no transaction open
+// from the span's records on (openTxns): its markers were written,
+// whatever another producer's open transaction does to the last stable
+// offset. Partitions that fail are left out: a principal without the right
+// to describe them (READ on the topic) falls back to the last stable
+// offset.
 func endedHere(ctx context.Context, cl *kgo.Client, spans []txnSpan) map[topicPartition]int64 {
+	open, _ := openTxns(ctx, cl, spans)
+	ended := make(map[topicPartition]int64, len(spans))
+	for _, sp := range spans {
+		k := topicPartition{sp.topic, sp.partition}
+		if start, ok := open[k]; ok && start < 0 {
+			ended[k] = sp.last + 1
+		}
+	}
+	return ended
+}
+
+// openTxns asks the leaders of the spans' partitions which producers have
+// a transaction open there (DescribeProducers, which the client splits per
+// leader). For each partition that answered it gives the offset where the
+// span's producer's open transaction starts, when it starts at or before
+// the span's last record, and -1 when there is none. It returns an error
+// only when the request failed as a whole.
+func openTxns(ctx context.Context, cl *kgo.Client, spans []txnSpan) (map[topicPartition]int64, error) {
 	req := kmsg.NewPtrDescribeProducersRequest()
 	topics := make(map[string]int)
 	for _, sp := range spans {
@@ -288,30 +338,33 @@ func endedHere(ctx context.Context, cl *kgo.Client, spans []txnSpan) map[topicPa
 		}
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, sp.partition)
 	}
-	ended := make(map[topicPartition]int64, len(spans))
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
-		return ended
+		return nil, err
 	}
-	for _, sp := range spans {
-		for _, t := range resp.Topics {
-			for _, p := range t.Partitions {
-				if t.Topic != sp.topic || p.Partition != sp.partition || p.ErrorCode != 0 {
-					continue
-				}
-				open := false
-				for _, ap := range p.ActiveProducers {
-					if ap.ProducerID == sp.producerID && ap.CurrentTxnStartOffset >= 0 && ap.CurrentTxnStartOffset <= sp.last {
-						open = true
-					}
-				}
-				if !open {
-					ended[topicPartition{sp.topic, sp.partition}] = sp.last + 1
-				}
+	answered := make(map[topicPartition][]kmsg.DescribeProducersResponseTopicPartitionActiveProducer, len(spans))
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if p.ErrorCode == 0 {
+				answered[topicPartition{t.Topic, p.Partition}] = p.ActiveProducers
 			}
 		}
 	}
-	return ended
+	open := make(map[topicPartition]int64, len(answered))
+	for _, sp := range spans {
+		k := topicPartition{sp.topic, sp.partition}
+		producers, ok := answered[k]
+		if !ok {
+			continue
+		}
+		open[k] = -1
+		for _, ap := range producers {
+			if ap.ProducerID == sp.producerID && ap.CurrentTxnStartOffset >= 0 && ap.CurrentTxnStartOffset <= sp.last {
+				open[k] = ap.CurrentTxnStartOffset
+			}
+		}
+	}
+	return open, nil
 }
 
 // visible reads sp's partition read_committed from sp's first record and
@@ -353,4 +406,78 @@ func (s *txnSink) visible(ctx context.Context, sp txnSpan) (bool, error) {
 			return found, nil
 		}
 	}
+}
+
+// verifyAbortMarkers checks, before a transaction begins, that the
+// transactions aborted since the last check left nothing of this producer
+// open on the partitions of the topics they wrote to. The abort is over
+// when it returns (endAbort re-initialises the producer id, which the
+// broker answers once the abort markers are written), and no transaction
+// of this producer is open before the next begins; so a partition whose
+// leader reports one open (DescribeProducers) lost its abort markers, as
+// Kafka 4.4 loses commit markers (see the top of this file). Its records
+// there are pending, and the next commit of this producer that writes to
+// the partition would commit them: events duplicated. The sink stops
+// instead. A check that cannot be made (the leaders do not answer within
+// markerWait, the principal may not describe the topic) is logged and
+// given up: it must not stop a sink that lost nothing.
+func (s *txnSink) verifyAbortMarkers(ctx context.Context) error {
+	w := &s.markers
+	topics := w.abortedIn
+	w.abortedIn = nil
+	wctx, cancel := context.WithTimeout(ctx, markerWait)
+	defer cancel()
+	id, _, err := s.cl.ProducerID(wctx)
+	if err != nil {
+		s.log.Warn("could not check the abort markers of the last aborted transaction: the producer id is unknown", "topics", topics, "error", err)
+		return nil
+	}
+	details, err := s.adm.Load().ListTopics(wctx, topics...)
+	if err == nil {
+		err = details.Error()
+	}
+	var spans []txnSpan
+	for _, t := range details.Sorted() {
+		for _, p := range t.Partitions.Sorted() {
+			spans = append(spans, txnSpan{topic: t.Topic, partition: p.Partition, producerID: id, last: math.MaxInt64})
+		}
+	}
+	var open map[topicPartition]int64
+	if err == nil {
+		open, err = openTxns(wctx, s.cl, spans)
+	}
+	if err == nil && len(open) < len(spans) {
+		err = fmt.Errorf("%d of %d partitions did not answer", len(spans)-len(open), len(spans))
+	}
+	if err != nil {
+		s.log.Warn("could not check all abort markers of the last aborted transaction", "topics", topics, "error", err)
+	}
+	var hanging []txnSpan
+	for _, sp := range spans {
+		if start, ok := open[topicPartition{sp.topic, sp.partition}]; ok && start >= 0 {
+			sp.first = start
+			hanging = append(hanging, sp)
+		}
+	}
+	if len(hanging) > 0 {
+		return s.follow(verdict{hangingAbort(hanging), actFatal})
+	}
+	return nil
+}
+
+// hangingAbort is the error of partitions an aborted transaction of this
+// producer left open.
+func hangingAbort(hanging []txnSpan) error {
+	var b strings.Builder
+	for i, sp := range hanging {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s[%d] from offset %d", sp.topic, sp.partition, sp.first)
+	}
+	return fmt.Errorf("%w: the broker ended an aborted transaction of producer id %d without writing its abort markers to %s "+
+		"(Kafka 4.4 was seen to skip the markers of a partition that had no leader for a moment): its records there are still pending, "+
+		"and the next commit of this producer that writes to these partitions would commit them, duplicating events. Nothing is lost: "+
+		"abort the hanging transaction on each partition (kafka-transactions.sh --bootstrap-server <broker> abort --topic <topic> --partition <partition> --start-offset <offset>), "+
+		"then start the sink again", ErrUnexpected, hanging[0].producerID, b.String())
 }

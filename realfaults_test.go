@@ -64,6 +64,7 @@ import (
 // node others use); every node stopped or killed is resumed or restarted
 // in t.Cleanup, whatever happened.
 func TestRealBrokerFaultsExactlyOnce(t *testing.T) {
+	skipInShort(t, "a seeded fault run of about 70 s on the real cluster")
 	// Not parallel: it stops cluster nodes; see helpers_test.go.
 	brokers, name := onRealBrokers(t, sinktest.EnvBrokers3)
 	nodes := testenvNodes(t)

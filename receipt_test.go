@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/debezium"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
 )
 
@@ -280,7 +281,7 @@ func TestReceiptsDebeziumRecords(t *testing.T) {
 	createTopic(t, brokers, txnTopic, 1, nil)
 	h := &hookLog{}
 	s := newSink(t, brokers, "receipts-dbz", func(c *kafkasink.Config) {
-		c.Encoder = kafkasink.DebeziumEncoder{Name: "dbz", ProvideTransactionMetadata: true}
+		c.Encoder = debezium.Encoder{Name: "dbz", ProvideTransactionMetadata: true}
 		c.Topics.Partitions = 3
 		c.Receipts = true
 		c.Hooks = []kafkasink.Hook{h}

@@ -131,10 +131,13 @@ func (s *Sink) newEncoding(b *Batch, events []Event, routes *routing, send func(
 		}
 	}
 	enc := s.encoderState(len(events), shaper, framer, frames)
-	if k, ok := s.cfg.Encoder.(keyEncoder); ok && k.encodesKeys() {
-		enc.keys = k
+	if k, ok := s.cfg.Encoder.(AllKeysEncoder); ok {
+		if k.EncodesAllKeys() {
+			enc.keys = k
+		}
+	} else {
+		enc.keyEncoder, _ = s.cfg.Encoder.(KeyEncoder)
 	}
-	enc.keyEncoder, _ = s.cfg.Encoder.(KeyEncoder)
 	p := &plan{events: len(b.Events), skipped: len(b.Events) - len(events), cursor: b.Cursor, enc: enc, planned: events}
 	return encoding{cfg: &s.cfg, p: p, es: enc, events: events, routes: routes, frameTopic: s.frameTopic, send: send}
 }
@@ -408,7 +411,7 @@ func (en *encoding) encodeEvent(i int, e *Event, knownValueSize int, shapedNullK
 	var err error
 	switch {
 	case es.keys != nil:
-		keyOut, err = es.keys.appendKey(es.arena, e, rt.keyColumns, true)
+		keyOut, err = es.keys.EncodeKey(es.arena, e, rt.keyColumns)
 	case es.keyEncoder != nil:
 		keyOut, err = appendEncodedKey(es.arena, es.keyEncoder, e, rt.keyColumns, en.cfg.KeyFormat)
 	default:
@@ -510,7 +513,7 @@ func (en *encoding) shapedHeaders(es *encoderState, hs []kgo.RecordHeader, e *Ev
 		var out []byte
 		var err error
 		if es.keys != nil {
-			out, err = es.keys.appendKey(es.arena, &other, keyColumns, false)
+			out, err = es.keys.AppendKeyPayload(es.arena, &other, keyColumns)
 		} else {
 			out, err = AppendKey(es.arena, &other, keyColumns, en.cfg.KeyFormat)
 		}

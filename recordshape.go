@@ -1,7 +1,7 @@
 package kafkasink
 
 // RecordShaper is an optional interface of an Encoder that writes an event
-// as something other than exactly one record: DebeziumEncoder uses it for
+// as something other than exactly one record: debezium.Encoder uses it for
 // Debezium's tombstone after a delete, its skipped.operations and its
 // headers. The sink asks once per event, before encoding it; an Encoder
 // without it costs nothing more.
@@ -47,13 +47,13 @@ type RecordShape struct {
 	Tombstone bool
 	// NullKey writes the event's record with a null key, in partition 0
 	// as the sink writes Event.Keyless events, where the Encoder's format
-	// has no key for it: DebeziumEncoder's TRUNCATE under
+	// has no key for it: debezium.Encoder's TRUNCATE under
 	// MatchDebeziumLosses. A compacted topic refuses such a record, so
 	// there the event is rejected (ReasonNoKey), naming the fix.
 	NullKey bool
 	// RecordBefore and RecordAfter write a record before the event's
 	// records and one after them (after its tombstone) on the topic the
-	// Encoder's Framer names, made by its AppendFrame: DebeziumEncoder's
+	// Encoder's Framer names, made by its AppendFrame: debezium.Encoder's
 	// transaction BEGIN and END. They are part of the event (see
 	// RecordShaper); a dead-lettered event keeps them around its
 	// dead-letter record, and a skipped event still gets them. The

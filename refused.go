@@ -132,7 +132,10 @@ func (s *txnSink) quarantine(ctx context.Context, p *plan, i int, ref *refusal) 
 	}
 	refused, sent, rounds, perr := s.probe(t.ctx, failedRecords(ref.failed))
 	info := TransactionInfo{First: pt.first, Last: pt.last, Records: sent}
-	aerr := s.abort(ctx, info, t.started, errProbeAborted, nil)
+	for _, f := range ref.failed {
+		t.sentTo(f.r.Topic) // the probe sent them outside t.produce
+	}
+	aerr := s.abort(ctx, t, info, errProbeAborted)
 	t.cancel()
 	if aerr != errProbeAborted {
 		return nil, aerr // fenced, timed out: what abort decided stands
@@ -156,7 +159,7 @@ func (s *txnSink) quarantine(ctx context.Context, p *plan, i int, ref *refusal) 
 	// result and aborts.
 	if err := s.sendInRuns(t.ctx, pt.records, func(r *kgo.Record) { t.produce(s.cl, r) }, &t.results); err != nil {
 		defer t.cancel()
-		return nil, s.abort(ctx, TransactionInfo{First: pt.first, Last: pt.last, Records: t.records}, t.started, err, &t.results)
+		return nil, s.abort(ctx, t, TransactionInfo{First: pt.first, Last: pt.last, Records: t.records}, err)
 	}
 	return t, nil
 }

@@ -49,6 +49,7 @@ func (f *firstCommit) OnTransactionCommitted(kafkasink.TransactionInfo) {
 }
 
 func TestBrokerRestartBetweenAndDuringWrites(t *testing.T) {
+	skipInShort(t, "stops and restarts the real broker")
 	// Not parallel: it stops the single node every other test uses; see
 	// helpers_test.go.
 	brokers, name := onRealBrokers(t, sinktest.EnvBrokers)

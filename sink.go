@@ -93,11 +93,14 @@ type mode interface {
 	// settleClient ends whatever the client may still have open after an
 	// unclear outcome, before recover reads the checkpoint back.
 	settleClient(ctx context.Context) error
+	// finish checks, before Close closes the client, what the last Write
+	// left to check: a loss it finds is Close's error.
+	finish(ctx context.Context) error
 }
 
 // Delivers reports whether Write writes e to its table's topic: false for
 // an event the Encoder leaves out (a RecordShaper's Skip, such as
-// DebeziumEncoder's SkippedOperations). A source counting the events of a
+// debezium.Encoder's SkippedOperations). A source counting the events of a
 // transaction (Event.Txn) asks it, as pgcdc's Run does. Safe for
 // concurrent use.
 func (s *Sink) Delivers(e *Event) bool {
@@ -451,7 +454,10 @@ func (s *Sink) setCheckpoint(c Checkpoint) {
 
 // Close releases the Kafka client. It waits for a running Write to return,
 // or for ctx. It may be called more than once; later Writes return
-// ErrClosed.
+// ErrClosed. In ExactlyOnce mode it first checks, for up to about three
+// seconds, the transaction markers of the last Write, as the next Write
+// would have (see ErrCheckpoint): records of a committed transaction
+// that the broker lost are Close's error.
 func (s *Sink) Close(ctx context.Context) error {
 	first := !s.closed.Swap(true)
 	select {
@@ -467,12 +473,16 @@ func (s *Sink) Close(ctx context.Context) error {
 			return fmt.Errorf("kafkasink: Close: a Write is still running and will release the client when it returns: %w", context.Cause(ctx))
 		}
 	}
+	var err error
+	if first && s.stopped() == nil {
+		err = s.mode.finish(ctx)
+	}
 	s.closeClient()
 	<-s.sem
 	if first {
 		s.log.Info("sink closed")
 	}
-	return nil
+	return err
 }
 
 func (s *Sink) closeClient() {

@@ -52,28 +52,34 @@ func (c *Config) checkRecordSize(size int, exact bool, topic string, info topicI
 // reach, from the lengths of e's column values alone, so that a record too
 // large for its topic is refused before it is encoded: encoding a 100 MB
 // value takes a few times that in memory, only to be thrown away. It is 0
-// for an Encoder it does not know, whose records are measured after
-// encoding.
+// for an Encoder it does not know and that is no ValueSizer, whose records
+// are measured after encoding.
 //
 // The bound holds for the built-in encoders because each writes every
 // changed column value of the images it includes at least at its length:
 // a string escaped, []byte in base64, raw JSON verbatim.
 func minValueSize(enc Encoder, e *Event) int {
 	switch enc.(type) {
-	case JSONEncoder, *JSONEncoder, DebeziumEncoder, *DebeziumEncoder:
-		return minRowSize(e.Before) + minRowSize(e.After)
+	case JSONEncoder, *JSONEncoder:
+		return MinRowSize(e.Before) + MinRowSize(e.After)
 	case UpsertEncoder, *UpsertEncoder:
 		if e.Op == OpDelete || e.Op == OpTruncate {
 			return 0 // a tombstone
 		}
-		return minRowSize(e.After)
+		return MinRowSize(e.After)
+	}
+	if s, ok := enc.(ValueSizer); ok {
+		return s.MinValueSize(e)
 	}
 	return 0
 }
 
-// minRowSize is the bytes a row's written values take at least: the
-// values of the unchanged TOAST columns are not written.
-func minRowSize(row Row) int {
+// MinRowSize returns the bytes row's values take at least in JSON, for a
+// ValueSizer: each value not marked unchanged (Column.Unchanged, whose
+// value is not written) at its length, a string escaped, []byte in
+// base64, raw JSON verbatim; the types whose size does not grow with the
+// data count nothing.
+func MinRowSize(row Row) int {
 	n := 0
 	for i := range row {
 		if !row[i].Unchanged {

@@ -108,3 +108,11 @@ func quotePart(s string) string {
 	}
 	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
 }
+
+// ValidateTopicName returns why name is not a valid Kafka topic name
+// (empty, "." or "..", over 249 bytes, or with characters outside
+// [a-zA-Z0-9._-]), or nil, for an Encoder's Validator that names a topic
+// of its own.
+func ValidateTopicName(name string) error {
+	return validateTopicName(name)
+}

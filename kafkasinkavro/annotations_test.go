@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/debezium"
 	"github.com/kafkasink/kafkasink/kafkasinkavro"
 	"github.com/kafkasink/kafkasink/kafkasinkavro/jsonschema"
 	"github.com/kafkasink/kafkasink/kafkasinktest"
@@ -37,7 +38,7 @@ func TestAnnotationsOnlyInHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dbz, err := kafkasinkavro.NewDebezium(kafkasinkavro.Config{Registry: cl}, kafkasink.DebeziumEncoder{WriteAnnotations: true})
+	dbz, err := kafkasinkavro.NewDebezium(kafkasinkavro.Config{Registry: cl}, debezium.Encoder{WriteAnnotations: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/kafkasink/kafkasink"
-	"github.com/kafkasink/kafkasink/internal/avrobin"
+	"github.com/kafkasink/kafkasink/encoding/avrobin"
 )
 
 // This file writes Avro's binary encoding

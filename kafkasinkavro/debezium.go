@@ -2,7 +2,6 @@ package kafkasinkavro
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/kafkasink/kafkasink"
-	"github.com/kafkasink/kafkasink/internal/dbztoast"
+	"github.com/kafkasink/kafkasink/debezium"
 	"github.com/kafkasink/kafkasink/kafkasinkavro/internal/registry"
 )
 
@@ -23,7 +22,7 @@ import (
 type DebeziumEncoder struct {
 	// dbz writes the records' content: each event's envelope and key
 	// payloads, and the Connect schemas the Avro schemas are made from.
-	dbz      kafkasink.DebeziumEncoder
+	dbz      debezium.Encoder
 	registry *sr.Client
 	subjects SubjectStrategy
 	versions registry.Versions[*debeziumVersion] // the table versions prepared
@@ -43,7 +42,7 @@ type debeziumFrames struct {
 type debeziumVersion struct {
 	topic         string
 	schema, table string
-	envelope      *connectSchema // the Connect schema of the value
+	envelope      *debezium.ConnectSchema // the Connect schema of the value
 	valueID       int
 	keyColumns    []string // nil without a key schema
 	keyID         int
@@ -68,7 +67,7 @@ var (
 // (Debezium's, <Name>.<schema>.<table>.Envelope and .Key), under
 // TopicRecordName <topic>-<full name>; Namespace is refused, as Debezium
 // names its records itself. dbz's
-// options apply as they do to kafkasink.DebeziumEncoder: Name (Debezium's
+// options apply as they do to debezium.Encoder: Name (Debezium's
 // topic.prefix, the first part of the schemas' names; give the sink the
 // same kafkasink.Topics.Prefix for Debezium's topic names), Now, the
 // value modes (DecimalHandling, TimePrecision, IntervalHandling,
@@ -79,7 +78,7 @@ var (
 // records, in Avro under the subjects <TransactionTopic>-key and -value).
 // SchemasEnable is implied: the Avro schemas are made from the Connect
 // schemas it declares.
-func NewDebezium(cfg Config, dbz kafkasink.DebeziumEncoder) (*DebeziumEncoder, error) {
+func NewDebezium(cfg Config, dbz debezium.Encoder) (*DebeziumEncoder, error) {
 	problems := checkNames(&cfg)
 	if cfg.Registry == nil {
 		problems = append([]string{"kafkasinkavro.Config.Registry is nil; set it to an sr.Client for the Schema Registry (-schema-registry)"}, problems...)
@@ -95,12 +94,12 @@ func NewDebezium(cfg Config, dbz kafkasink.DebeziumEncoder) (*DebeziumEncoder, e
 	return &DebeziumEncoder{dbz: dbz, registry: cfg.Registry, subjects: cfg.Subjects}, nil
 }
 
-// Shape implements kafkasink.RecordShaper as kafkasink.DebeziumEncoder
+// Shape implements kafkasink.RecordShaper as debezium.Encoder
 // does: the tombstone after a delete, the skipped operations.
 func (d *DebeziumEncoder) Shape(e *kafkasink.Event) kafkasink.RecordShape { return d.dbz.Shape(e) }
 
 // AppendHeaders implements kafkasink.RecordShaper as
-// kafkasink.DebeziumEncoder does: Debezium's headers. The other key of a
+// debezium.Encoder does: Debezium's headers. The other key of a
 // key change (__debezium.oldkey, __debezium.newkey) is written as
 // Debezium's converters write it, its JSON payload ({"id":2}), whatever
 // the sink's Config.KeyFormat.
@@ -210,7 +209,7 @@ func (d *DebeziumEncoder) registerSchema(ctx context.Context, e *kafkasink.Event
 // rowColumns describes the fields of a Debezium row or key struct for
 // registry.Changes: each column with its Connect type, "NOT NULL int32",
 // "io.debezium.time.MicroTimestamp (int64)".
-func rowColumns(row *connectSchema) []registry.Column {
+func rowColumns(row *debezium.ConnectSchema) []registry.Column {
 	out := make([]registry.Column, len(row.Fields))
 	for i := range row.Fields {
 		f := &row.Fields[i]
@@ -226,24 +225,17 @@ func rowColumns(row *connectSchema) []registry.Column {
 	return out
 }
 
-// envelopeSchema reads the Connect schema kafkasink.DebeziumEncoder
-// declares for e's table version (under SchemasEnable), from the document
-// it writes for an event of the version without rows: the schema does
-// not depend on the rows, and a row value it cannot write must reject
-// its event in Encode, not stop the sink here.
-func (d *DebeziumEncoder) envelopeSchema(e *kafkasink.Event) (*connectSchema, error) {
-	probe := kafkasink.Event{Op: kafkasink.OpInsert, Schema: e.Schema, Table: e.Table, Relation: e.Relation, Position: e.Position}
-	doc, err := d.dbz.Encode(nil, &probe)
+// envelopeSchema returns the Connect schema debezium.Encoder declares
+// for e's table version (debezium.Encoder.ValueSchema, as under
+// SchemasEnable): the schema does not depend on the rows, and a row value
+// it cannot write must reject its event in Encode, not stop the sink
+// here.
+func (d *DebeziumEncoder) envelopeSchema(e *kafkasink.Event) (*debezium.ConnectSchema, error) {
+	s, err := d.dbz.ValueSchema(e)
 	if err != nil {
 		return nil, fmt.Errorf("kafkasinkavro: the Debezium schema of %s: %w", kafkasink.TableName(e.Schema, e.Table), err)
 	}
-	var parsed struct {
-		Schema connectSchema `json:"schema"`
-	}
-	if err := json.Unmarshal(doc, &parsed); err != nil {
-		return nil, fmt.Errorf("kafkasinkavro: reading the Debezium schema of %s: %w", kafkasink.TableName(e.Schema, e.Table), err)
-	}
-	return &parsed.Schema, nil
+	return s, nil
 }
 
 // Encode implements kafkasink.Encoder: Debezium's envelope of e in the
@@ -273,7 +265,7 @@ func (d *DebeziumEncoder) EncodeKey(dst []byte, e *kafkasink.Event, columns []st
 	return d.dbz.AppendAvroKey(registry.AppendHeader(dst, v.keyID), e, columns)
 }
 
-// FrameTopic implements kafkasink.Framer: kafkasink.DebeziumEncoder's
+// FrameTopic implements kafkasink.Framer: debezium.Encoder's
 // transaction topic with ProvideTransactionMetadata, "" without.
 func (d *DebeziumEncoder) FrameTopic() string { return d.dbz.FrameTopic() }
 
@@ -286,25 +278,20 @@ func (d *DebeziumEncoder) prepareFrames(ctx context.Context, events []kafkasink.
 	if topic == "" || d.frames.Load() != nil || len(events) == 0 {
 		return nil
 	}
+	// The event names the table the registry's refusal would name.
 	probe := kafkasink.Event{Op: kafkasink.OpInsert, Schema: events[0].Schema, Table: events[0].Table}
-	doc, keyLen := d.dbz.AppendFrame(nil, &probe, false) // SchemasEnable: each record with its schema
+	keySchema, valueSchema := d.dbz.FrameSchemas()
 	var f debeziumFrames
 	for _, part := range []struct {
-		doc []byte
-		key bool
-		id  *int
-	}{{doc[:keyLen], true, &f.keyID}, {doc[keyLen:], false, &f.valueID}} {
-		var parsed struct {
-			Schema connectSchema `json:"schema"`
-		}
-		if err := json.Unmarshal(part.doc, &parsed); err != nil {
-			return &kafkasink.PrepareError{Err: fmt.Errorf("kafkasinkavro: reading the Debezium transaction record's schema: %w", err)}
-		}
-		text, err := convertConnectSchema(&parsed.Schema)
+		schema *debezium.ConnectSchema
+		key    bool
+		id     *int
+	}{{keySchema, true, &f.keyID}, {valueSchema, false, &f.valueID}} {
+		text, err := convertConnectSchema(part.schema)
 		if err != nil {
 			return &kafkasink.PrepareError{Err: fmt.Errorf("kafkasinkavro: the Debezium transaction record's schema: %w", err)}
 		}
-		if *part.id, err = d.registerSchema(ctx, &probe, d.subject(topic, parsed.Schema.Name, part.key), text, nil, false); err != nil {
+		if *part.id, err = d.registerSchema(ctx, &probe, d.subject(topic, part.schema.Name, part.key), text, nil, false); err != nil {
 			return err
 		}
 	}
@@ -327,10 +314,10 @@ func (d *DebeziumEncoder) AppendFrame(dst []byte, e *kafkasink.Event, after bool
 }
 
 // checkUnchanged refuses an event with an unchanged TOAST value (a value
-// the change does not carry) that kafkasink.DebeziumEncoder writes as the
+// the change does not carry) that debezium.Encoder writes as the
 // placeholder string (UnavailableValuePlaceholder) in a column whose Avro
 // type is not a string: an array of a type Debezium gives no placeholder
-// of its own (dbztoast.Of: it does for bytea, hstore and for text, varchar,
+// of its own (debezium.PlaceholderIsString: it does for bytea, hstore and for text, varchar,
 // char, json, jsonb, bytea, integer, bigint, date and uuid arrays, which the
 // root writes in the column's form).
 func (v *debeziumVersion) checkUnchanged(e *kafkasink.Event) error {
@@ -349,7 +336,7 @@ func (v *debeziumVersion) checkUnchanged(e *kafkasink.Event) error {
 	return nil
 }
 
-// placeholderHasOwnForm reports whether kafkasink.DebeziumEncoder writes
+// placeholderHasOwnForm reports whether debezium.Encoder writes
 // the placeholder of an unchanged value of the column in the column's
 // own form rather than as the string.
 func placeholderHasOwnForm(rel *kafkasink.Relation, column string) bool {
@@ -357,16 +344,12 @@ func placeholderHasOwnForm(rel *kafkasink.Relation, column string) bool {
 	if !ok || c.Type == nil {
 		return false
 	}
-	base := c.Type
-	for base.Base != nil {
-		base = base.Base
-	}
-	return dbztoast.Of(c.Type.Name, base.Name) != dbztoast.String
+	return !debezium.PlaceholderIsString(c.Type)
 }
 
 // rowField returns the Connect schema of the row's field for column, nil
 // when the row has none (a column Debezium leaves out).
-func (v *debeziumVersion) rowField(column string) *connectSchema {
+func (v *debeziumVersion) rowField(column string) *debezium.ConnectSchema {
 	row := &v.envelope.Fields[0] // before, the Value struct
 	for i := range row.Fields {
 		if row.Fields[i].Field == column {

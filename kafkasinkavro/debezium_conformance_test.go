@@ -23,6 +23,7 @@ import (
 	twmb "github.com/twmb/avro"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/debezium"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
 	"github.com/kafkasink/kafkasink/kafkasinkavro"
 	"github.com/kafkasink/kafkasink/pgcdc"
@@ -167,28 +168,28 @@ const transactionTopic = "transaction"
 // (configs/<name>.properties), each as the DebeziumEncoder options that
 // mirror its properties.
 var avroConfigs = []avroConfig{
-	{"avro", kafkasink.DebeziumEncoder{Name: "dbz"}},
+	{"avro", debezium.Encoder{Name: "dbz"}},
 	// decimal.handling.mode=double, time.precision.mode=connect,
 	// binary.handling.mode=hex.
-	{"avro-double-connect-hex", kafkasink.DebeziumEncoder{Name: "dbz", DecimalHandling: kafkasink.DecimalDouble,
-		TimePrecision: kafkasink.TimeConnect, BinaryHandling: kafkasink.BinaryHex}},
+	{"avro-double-connect-hex", debezium.Encoder{Name: "dbz", DecimalHandling: debezium.DecimalDouble,
+		TimePrecision: debezium.TimeConnect, BinaryHandling: debezium.BinaryHex}},
 	// decimal.handling.mode=string, skipped.operations=none.
-	{"avro-decimal-string", kafkasink.DebeziumEncoder{Name: "dbz", DecimalHandling: kafkasink.DecimalString, SkippedOperations: "none"}},
+	{"avro-decimal-string", debezium.Encoder{Name: "dbz", DecimalHandling: debezium.DecimalString, SkippedOperations: "none"}},
 	// time.precision.mode=isostring, interval.handling.mode=string.
-	{"avro-isostring", kafkasink.DebeziumEncoder{Name: "dbz", TimePrecision: kafkasink.TimeIsostring, IntervalHandling: kafkasink.IntervalString}},
+	{"avro-isostring", debezium.Encoder{Name: "dbz", TimePrecision: debezium.TimeIsostring, IntervalHandling: debezium.IntervalString}},
 	// time.precision.mode=adaptive_time_microseconds,
 	// binary.handling.mode=base64-url-safe.
-	{"avro-micros-urlsafe", kafkasink.DebeziumEncoder{Name: "dbz", TimePrecision: kafkasink.TimeAdaptiveTimeMicroseconds, BinaryHandling: kafkasink.BinaryBase64URLSafe}},
+	{"avro-micros-urlsafe", debezium.Encoder{Name: "dbz", TimePrecision: debezium.TimeAdaptiveTimeMicroseconds, BinaryHandling: debezium.BinaryBase64URLSafe}},
 	// binary.handling.mode=base64.
-	{"avro-base64", kafkasink.DebeziumEncoder{Name: "dbz", BinaryHandling: kafkasink.BinaryBase64}},
+	{"avro-base64", debezium.Encoder{Name: "dbz", BinaryHandling: debezium.BinaryBase64}},
 	// provide.transaction.metadata=true; each sink's transaction topic
 	// is <prefix>.transaction.
-	{"avro-txmeta", kafkasink.DebeziumEncoder{Name: "dbz", ProvideTransactionMetadata: true}},
+	{"avro-txmeta", debezium.Encoder{Name: "dbz", ProvideTransactionMetadata: true}},
 }
 
 type avroConfig struct {
 	name string
-	enc  kafkasink.DebeziumEncoder
+	enc  debezium.Encoder
 }
 
 // prefix is the topic prefix (and sink id) of the configuration's sink:
@@ -667,7 +668,7 @@ func render(v any) string {
 // avroDeviationReasons say why each difference from Debezium is there:
 // every line of deviations-avro.txt matches one, and is written with its
 // reason.
-// They are kafkasink.DebeziumEncoder's deliberate deviations, each where
+// They are debezium.Encoder's deliberate deviations, each where
 // Debezium loses or garbles a value; MatchDebeziumLosses reproduces them
 // all, and its variant has no difference at all.
 var avroDeviationReasons = []struct {

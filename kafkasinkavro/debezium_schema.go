@@ -7,32 +7,20 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kafkasink/kafkasink/debezium"
+	"github.com/kafkasink/kafkasink/encoding/jsonw"
 	"github.com/kafkasink/kafkasink/kafkasinkavro/internal/registry"
 )
 
-// This file turns the Kafka Connect schemas kafkasink.DebeziumEncoder
-// declares (its SchemasEnable documents: {"schema":<Connect schema>,
-// "payload":...}) into Avro schemas as Kafka Connect's AvroConverter
+// This file turns the Kafka Connect schemas debezium.Encoder
+// declares (debezium.ConnectSchema: its ValueSchema and FrameSchemas, the
+// schemas its SchemasEnable documents carry) into Avro schemas as Kafka Connect's AvroConverter
 // writes them (AvroData.fromConnectSchema, connect.meta.data=true, its
 // default; testdata/debezium/avro-schemas.json holds what Debezium's
 // records get). The root encoder writes each record's payload in the
-// Avro encoding of the same schema (kafkasink.DebeziumEncoder.AppendAvro). The Connect schemas are not copied here: they
+// Avro encoding of the same schema (debezium.Encoder.AppendAvro). The Connect schemas are not copied here: they
 // are read from the root encoder's output, which is measured against
 // Debezium's (pgcdc's TestDebeziumConformance).
-
-// connectSchema is a Connect schema as JsonConverter writes it.
-type connectSchema struct {
-	Type       string          `json:"type"`
-	Fields     []connectSchema `json:"fields"`
-	Items      *connectSchema  `json:"items"`
-	Optional   bool            `json:"optional"`
-	Name       string          `json:"name"`
-	Version    int             `json:"version"`
-	Doc        string          `json:"doc"`
-	Parameters json.RawMessage `json:"parameters"` // an object of strings, kept in its order
-	Default    json.RawMessage `json:"default"`    // in JsonConverter's form
-	Field      string          `json:"field"`      // the name, as a struct's field
-}
 
 // Connect's logical types that AvroData maps to Avro logical types.
 const (
@@ -50,7 +38,7 @@ type avroSchemaWriter struct {
 }
 
 // convertConnectSchema returns the Avro schema text of s.
-func convertConnectSchema(s *connectSchema) (string, error) {
+func convertConnectSchema(s *debezium.ConnectSchema) (string, error) {
 	w := avroSchemaWriter{records: make(map[string]bool)}
 	if err := w.write(s, true); err != nil {
 		return "", err
@@ -63,7 +51,7 @@ func convertConnectSchema(s *connectSchema) (string, error) {
 // The union of an optional schema is ["null", T], or [T, "null"] when
 // the schema has a default (a union's default is its first branch's);
 // the root's writer picks the branches by the same rule.
-func (w *avroSchemaWriter) write(s *connectSchema, top bool) error {
+func (w *avroSchemaWriter) write(s *debezium.ConnectSchema, top bool) error {
 	if !s.Optional || top {
 		return w.writeBase(s)
 	}
@@ -85,7 +73,7 @@ func (w *avroSchemaWriter) write(s *connectSchema, top bool) error {
 
 // writeBase writes s's type without its optionality: a plain type name,
 // or an object with AvroData's connect.* properties.
-func (w *avroSchemaWriter) writeBase(s *connectSchema) error {
+func (w *avroSchemaWriter) writeBase(s *debezium.ConnectSchema) error {
 	var avroType, connectType, logical string
 	switch s.Type {
 	case "int8", "int16":
@@ -140,7 +128,7 @@ func (w *avroSchemaWriter) writeBase(s *connectSchema) error {
 }
 
 // writeProps writes AvroData's connect.* properties of s, in its order.
-func (w *avroSchemaWriter) writeProps(s *connectSchema, connectType string) {
+func (w *avroSchemaWriter) writeProps(s *debezium.ConnectSchema, connectType string) {
 	if connectType != "" {
 		w.b.WriteString(`,"connect.type":"` + connectType + `"`)
 	}
@@ -152,7 +140,7 @@ func (w *avroSchemaWriter) writeProps(s *connectSchema, connectType string) {
 	}
 	if len(s.Parameters) > 0 {
 		w.b.WriteString(`,"connect.parameters":`)
-		w.b.Write(s.Parameters)
+		w.b.Write(parametersJSON(s.Parameters))
 	}
 	if len(s.Default) > 0 && string(s.Default) != "null" {
 		w.b.WriteString(`,"connect.default":`)
@@ -165,7 +153,7 @@ func (w *avroSchemaWriter) writeProps(s *connectSchema, connectType string) {
 
 // writeRecord writes a struct as a record named after the Connect
 // schema, or a reference to it when the record was written before.
-func (w *avroSchemaWriter) writeRecord(s *connectSchema) error {
+func (w *avroSchemaWriter) writeRecord(s *debezium.ConnectSchema) error {
 	full := s.Name
 	if full == "" {
 		return fmt.Errorf("a Connect struct without a name (fields %s) has no Avro form in kafkasinkavro", fieldNames(s))
@@ -209,7 +197,7 @@ func (w *avroSchemaWriter) writeRecord(s *connectSchema) error {
 	return nil
 }
 
-func fieldNames(s *connectSchema) string {
+func fieldNames(s *debezium.ConnectSchema) string {
 	names := make([]string, len(s.Fields))
 	for i := range s.Fields {
 		names[i] = s.Fields[i].Field
@@ -220,7 +208,7 @@ func fieldNames(s *connectSchema) string {
 // avroDefault is s's default in Avro's JSON encoding of default values:
 // bytes as a string of one code point per byte (U+0000 to U+00FF); every
 // other type as JsonConverter writes it.
-func avroDefault(s *connectSchema) string {
+func avroDefault(s *debezium.ConnectSchema) string {
 	if s.Type != "bytes" {
 		return string(s.Default)
 	}
@@ -240,15 +228,29 @@ func avroDefault(s *connectSchema) string {
 	return string(text)
 }
 
+// parametersJSON is a Connect schema's parameters as JsonConverter
+// writes them: an object of strings, in their order.
+func parametersJSON(params []debezium.ConnectParameter) []byte {
+	dst := []byte{'{'}
+	for i, p := range params {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(jsonw.AppendString(dst, p.Name), ':')
+		dst = jsonw.AppendString(dst, p.Value)
+	}
+	return append(dst, '}')
+}
+
 // decimalParameters reads a Connect Decimal's scale and precision
 // (connect.decimal.precision; AvroData's default, 64, without it).
-func decimalParameters(params json.RawMessage) (scale, precision int, err error) {
-	var p map[string]string
-	if err := json.Unmarshal(params, &p); err != nil {
-		return 0, 0, fmt.Errorf("the Connect Decimal's parameters %s: %w", params, err)
+func decimalParameters(params []debezium.ConnectParameter) (scale, precision int, err error) {
+	p := make(map[string]string, len(params))
+	for _, kv := range params {
+		p[kv.Name] = kv.Value
 	}
 	if scale, err = strconv.Atoi(p["scale"]); err != nil {
-		return 0, 0, fmt.Errorf("the Connect Decimal's parameters %s have no scale", params)
+		return 0, 0, fmt.Errorf("the Connect Decimal's parameters %s have no scale", parametersJSON(params))
 	}
 	precision = 64
 	if v, ok := p["connect.decimal.precision"]; ok {
@@ -263,14 +265,14 @@ func decimalParameters(params json.RawMessage) (scale, precision int, err error)
 // <prefix>.<schema>.<table>.Key with the row's fields of those columns,
 // in key order, as DebeziumEncoder declares it (the same field schemas
 // as the Value struct's). value is the Envelope's schema.
-func keyConnectSchema(value *connectSchema, columns []string) (*connectSchema, error) {
+func keyConnectSchema(value *debezium.ConnectSchema, columns []string) (*debezium.ConnectSchema, error) {
 	if len(value.Fields) == 0 || value.Fields[0].Type != "struct" {
 		return nil, fmt.Errorf("the Envelope schema %q has no before struct", value.Name)
 	}
 	row := &value.Fields[0]
-	fields, missing := registry.Pick(row.Fields, func(f connectSchema) string { return f.Field }, columns)
+	fields, missing := registry.Pick(row.Fields, func(f debezium.ConnectSchema) string { return f.Field }, columns)
 	if missing != "" {
 		return nil, fmt.Errorf("the key column %q is not in the table's Debezium row (a type Debezium leaves out, or not a column)", missing)
 	}
-	return &connectSchema{Type: "struct", Name: strings.TrimSuffix(row.Name, ".Value") + ".Key", Fields: fields}, nil
+	return &debezium.ConnectSchema{Type: "struct", Name: strings.TrimSuffix(row.Name, ".Value") + ".Key", Fields: fields}, nil
 }

@@ -15,12 +15,13 @@ import (
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/debezium"
 	"github.com/kafkasink/kafkasink/kafkasinkavro"
 )
 
 // preparedDebezium returns a DebeziumEncoder with e's table version
 // prepared for topic in the fake registry reg, and the registry's client.
-func preparedDebezium(tb testing.TB, reg *srfake.Registry, dbz kafkasink.DebeziumEncoder, e *kafkasink.Event, topic string) (*kafkasinkavro.DebeziumEncoder, *sr.Client) {
+func preparedDebezium(tb testing.TB, reg *srfake.Registry, dbz debezium.Encoder, e *kafkasink.Event, topic string) (*kafkasinkavro.DebeziumEncoder, *sr.Client) {
 	tb.Helper()
 	cl, err := sr.NewClient(sr.URLs(reg.URL()))
 	if err != nil {
@@ -47,7 +48,7 @@ func BenchmarkDebeziumEncode(b *testing.B) {
 	reg := srfake.New()
 	defer reg.Close()
 	e := benchEvent()
-	dbz := kafkasink.DebeziumEncoder{Name: "shop", Now: fixedNow}
+	dbz := debezium.Encoder{Name: "shop", Now: fixedNow}
 	enc, _ := preparedDebezium(b, reg, dbz, &e, "shop.public.accounts")
 	benchEncoders(b, 2048, []benchEncoder{
 		{"json", func(dst []byte) ([]byte, error) { return kafkasink.JSONEncoder{}.Encode(dst, &e) }},
@@ -65,7 +66,7 @@ func TestDebeziumEncodeAllocs(t *testing.T) {
 	reg := srfake.New()
 	defer reg.Close()
 	e := benchEvent()
-	enc, _ := preparedDebezium(t, reg, kafkasink.DebeziumEncoder{Name: "shop", Now: fixedNow}, &e, "shop.public.accounts")
+	enc, _ := preparedDebezium(t, reg, debezium.Encoder{Name: "shop", Now: fixedNow}, &e, "shop.public.accounts")
 	buf := make([]byte, 0, 2048)
 	enc.Encode(buf[:0], &e) // the payload buffer's first use grows it
 	if n := testing.AllocsPerRun(100, func() {
@@ -101,7 +102,7 @@ func TestDebeziumEncodeStrings(t *testing.T) {
 				{Name: "a", Type: &kafkasink.TypeInfo{Name: "_int4", Kind: 'b', Elem: typeInfo("int4", -1)}},
 			}},
 		}
-		enc, cl := preparedDebezium(t, reg, kafkasink.DebeziumEncoder{Name: "shop"}, &e, "shop.public.strs")
+		enc, cl := preparedDebezium(t, reg, debezium.Encoder{Name: "shop"}, &e, "shop.public.strs")
 		out, err := enc.Encode(nil, &e)
 		if err != nil {
 			t.Fatalf("%q: %v", s, err)
@@ -143,7 +144,7 @@ func TestDebeziumEncodeIntegers(t *testing.T) {
 				{Name: "a", Type: &kafkasink.TypeInfo{Name: "_int4", Kind: 'b', Elem: typeInfo("int4", -1)}},
 			}},
 		}
-		enc, cl := preparedDebezium(t, reg, kafkasink.DebeziumEncoder{Name: "shop", Now: fixedNow}, &e, "shop.public.ints")
+		enc, cl := preparedDebezium(t, reg, debezium.Encoder{Name: "shop", Now: fixedNow}, &e, "shop.public.ints")
 		out, err := enc.Encode(nil, &e)
 		if err != nil {
 			t.Fatalf("%d: %v", n, err)
@@ -179,7 +180,7 @@ func TestDebeziumEncodeIntegers(t *testing.T) {
 // into the row the database had.
 func TestDebeziumSchemaEvolution(t *testing.T) {
 	e := newAvroEnv(t)
-	enc, err := kafkasinkavro.NewDebezium(kafkasinkavro.Config{Registry: e.registry}, kafkasink.DebeziumEncoder{Name: e.name})
+	enc, err := kafkasinkavro.NewDebezium(kafkasinkavro.Config{Registry: e.registry}, debezium.Encoder{Name: e.name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +261,7 @@ func TestDebeziumUnchangedToast(t *testing.T) {
 				{Name: "v", Type: c.typ},
 			}},
 		}
-		enc, cl := preparedDebezium(t, reg, kafkasink.DebeziumEncoder{Name: "shop"}, &e, "shop.public.toast"+c.typ.Name)
+		enc, cl := preparedDebezium(t, reg, debezium.Encoder{Name: "shop"}, &e, "shop.public.toast"+c.typ.Name)
 		out, err := enc.Encode(nil, &e)
 		var ee *kafkasink.EncodeError
 		switch {
@@ -292,7 +293,7 @@ func TestDebeziumUnchangedToast(t *testing.T) {
 // produced.
 func TestDebeziumIncompatibleRetypeIsFatal(t *testing.T) {
 	e := newAvroEnv(t)
-	enc, err := kafkasinkavro.NewDebezium(kafkasinkavro.Config{Registry: e.registry}, kafkasink.DebeziumEncoder{Name: e.name})
+	enc, err := kafkasinkavro.NewDebezium(kafkasinkavro.Config{Registry: e.registry}, debezium.Encoder{Name: e.name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +328,7 @@ func TestDebeziumSubjects(t *testing.T) {
 		{kafkasinkavro.RecordName, "shop.public.accounts.Envelope", "shop.public.accounts.Key"},
 		{kafkasinkavro.TopicRecordName, "cdc.public.accounts-shop.public.accounts.Envelope", "cdc.public.accounts-shop.public.accounts.Key"},
 	} {
-		enc, err := kafkasinkavro.NewDebezium(kafkasinkavro.Config{Registry: cl, Subjects: c.strategy}, kafkasink.DebeziumEncoder{Name: "shop"})
+		enc, err := kafkasinkavro.NewDebezium(kafkasinkavro.Config{Registry: cl, Subjects: c.strategy}, debezium.Encoder{Name: "shop"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -340,7 +341,7 @@ func TestDebeziumSubjects(t *testing.T) {
 			}
 		}
 	}
-	_, err = kafkasinkavro.NewDebezium(kafkasinkavro.Config{Registry: cl, Subjects: kafkasinkavro.RecordName, Namespace: "db1"}, kafkasink.DebeziumEncoder{Name: "shop"})
+	_, err = kafkasinkavro.NewDebezium(kafkasinkavro.Config{Registry: cl, Subjects: kafkasinkavro.RecordName, Namespace: "db1"}, debezium.Encoder{Name: "shop"})
 	if err == nil || !strings.Contains(err.Error(), "-schema-registry-namespace") {
 		t.Errorf("NewDebezium with a Namespace: %v, want an error naming -schema-registry-namespace", err)
 	}
@@ -370,7 +371,7 @@ func TestNegativeZeroKeepsItsSign(t *testing.T) {
 			{Name: "a8", Type: &kafkasink.TypeInfo{Name: "_float8", Kind: 'b', Elem: typeInfo("float8", -1)}},
 		}},
 	}
-	dbz, _ := preparedDebezium(t, reg, kafkasink.DebeziumEncoder{Name: "shop", Now: fixedNow}, &e, "shop.public.zeros")
+	dbz, _ := preparedDebezium(t, reg, debezium.Encoder{Name: "shop", Now: fixedNow}, &e, "shop.public.zeros")
 	for _, enc := range []struct {
 		name string
 		enc  kafkasink.Encoder

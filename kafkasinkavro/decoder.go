@@ -17,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 
-	"github.com/kafkasink/kafkasink/internal/jsonw"
+	"github.com/kafkasink/kafkasink/encoding/jsonw"
 	"github.com/kafkasink/kafkasink/kafkasinkavro/internal/registry"
 )
 

@@ -152,11 +152,11 @@
 // (connect.meta.data on, its default) writes it, for Debezium and
 // Materialize consumers reading Avro from a registry:
 //
-//	enc, err := kafkasinkavro.NewDebezium(kafkasinkavro.Config{Registry: reg}, kafkasink.DebeziumEncoder{Name: "shop"})
+//	enc, err := kafkasinkavro.NewDebezium(kafkasinkavro.Config{Registry: reg}, debezium.Encoder{Name: "shop"})
 //	...
 //	sink, err := kafkasink.New(ctx, kafkasink.Config{Brokers: brokers, SinkID: "shop", Encoder: enc, Topics: kafkasink.Topics{Prefix: "shop"}})
 //
-// The content is kafkasink.DebeziumEncoder's with SchemasEnable, under its
+// The content is debezium.Encoder's with SchemasEnable, under its
 // options (see there): each record's Kafka Connect schema becomes its Avro
 // schema as AvroData makes it, and its payload the Avro record. So the
 // value is the record <Name>.<schema>.<table>.Envelope (before and after
@@ -193,7 +193,7 @@
 // time.precision.mode, interval.handling.mode and binary.handling.mode,
 // skipped.operations none, provide.transaction.metadata);
 // TestDebeziumAvroConformance finds
-// the same schemas, records and headers, but for kafkasink.DebeziumEncoder's
+// the same schemas, records and headers, but for debezium.Encoder's
 // deliberate deviations and a truncate's event-id key (listed with their
 // reasons in testdata/debezium/deviations-avro*.txt), and none at all with
 // MatchDebeziumLosses. A decoded value:
@@ -209,7 +209,7 @@
 //
 // An unchanged TOAST value (a change under REPLICA IDENTITY DEFAULT that
 // does not carry it) is Debezium's placeholder (UnavailableValuePlaceholder)
-// in the column's own form, as kafkasink.DebeziumEncoder writes it: the
+// in the column's own form, as debezium.Encoder writes it: the
 // string, the bytes of a bytea, a list for text, varchar, char, json,
 // jsonb, bytea, integer, bigint, date and uuid arrays. In an array of
 // another type, where Debezium has no placeholder of the array's form and
@@ -217,7 +217,7 @@
 // naming the column and REPLICA IDENTITY FULL).
 //
 // Each event is written by the root encoder straight into the record in
-// Avro (kafkasink.DebeziumEncoder.AppendAvro): the rules that write its
+// Avro (debezium.Encoder.AppendAvro): the rules that write its
 // JSON write the Avro too, following the Connect schema the Avro schema is
 // made from, without allocating (BenchmarkDebeziumEncode,
 // TestDebeziumEncodeAllocs). Schema evolution
@@ -234,6 +234,6 @@
 // encoding, as kafkasink.JSONEncoder appends JSON: a steady-state event
 // costs no allocation (BenchmarkEncode). The DebeziumEncoder (NewDebezium)
 // costs more per event, for Debezium's value forms and envelope, about as
-// much as kafkasink.DebeziumEncoder's JSON: BenchmarkDebeziumEncode
+// much as debezium.Encoder's JSON: BenchmarkDebeziumEncode
 // compares both with JSONEncoder on a 10-column update.
 package kafkasinkavro

@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/kafkasink/kafkasink"
-	"github.com/kafkasink/kafkasink/internal/avrobin"
+	"github.com/kafkasink/kafkasink/encoding/avrobin"
 	"github.com/kafkasink/kafkasink/kafkasinkavro/internal/registry"
 )
 

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/debezium"
 	"github.com/kafkasink/kafkasink/kafkasinkavro"
 	"github.com/kafkasink/kafkasink/kafkasinkavro/jsonschema"
 )
@@ -252,7 +253,7 @@ func TestKeyColumnNotInTable(t *testing.T) {
 			return jsonschema.New(jsonschema.Config{Registry: cl})
 		}, []string{`jsonschema: key column "nope" is not a column of public.accounts`, "-key-columns"}},
 		{"debezium-avro", func(cl *sr.Client) (kafkasink.Preparer, error) {
-			return kafkasinkavro.NewDebezium(kafkasinkavro.Config{Registry: cl}, kafkasink.DebeziumEncoder{Name: "shop"})
+			return kafkasinkavro.NewDebezium(kafkasinkavro.Config{Registry: cl}, debezium.Encoder{Name: "shop"})
 		}, []string{`the key column "nope" is not in the table's Debezium row`, "-key-columns"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

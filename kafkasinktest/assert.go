@@ -22,8 +22,8 @@ const maxListed = 20
 // ReadCommitted returns them), holds every event of want exactly once and
 // nothing else, with the event's op, and that the records of each key of a
 // topic are in the order of their positions. The tombstone the
-// DebeziumEncoder writes after a delete is that delete's, not a duplicate;
-// an event the encoder does not write (the DebeziumEncoder's truncates, by
+// debezium.Encoder writes after a delete is that delete's, not a duplicate;
+// an event the encoder does not write (the debezium.Encoder's truncates, by
 // default) must be left out of want.
 //
 // On failure it reports, with positions and where each record is, the

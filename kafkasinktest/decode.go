@@ -17,9 +17,9 @@ type Encoding string
 const (
 	EventJSON Encoding = "json"     // kafkasink.JSONEncoder: the change event
 	Upsert    Encoding = "upsert"   // kafkasink.UpsertEncoder: the row's document
-	Debezium  Encoding = "debezium" // kafkasink.DebeziumEncoder: Debezium's envelope
+	Debezium  Encoding = "debezium" // debezium.Encoder: Debezium's envelope
 	// Tombstone is a null value: an UpsertEncoder delete or truncate, or
-	// the record a DebeziumEncoder writes after each delete.
+	// the record a debezium.Encoder writes after each delete.
 	Tombstone Encoding = "tombstone"
 )
 
@@ -34,7 +34,7 @@ type Record struct {
 	Encoding  Encoding           // what wrote the value
 	// Value is the row the record carries, column names to values, with
 	// numbers as json.Number: the after image, or the before image of a
-	// delete (JSONEncoder, DebeziumEncoder), or the document
+	// delete (JSONEncoder, debezium.Encoder), or the document
 	// (UpsertEncoder). Nil for a tombstone and for a truncate.
 	Value map[string]any
 }
@@ -61,7 +61,7 @@ func Decode(r *kgo.Record) (Record, error) {
 	var v struct {
 		// JSONEncoder and UpsertEncoder.
 		ID string `json:"id"`
-		// JSONEncoder's op word, DebeziumEncoder's op letter.
+		// JSONEncoder's op word, debezium.Encoder's op letter.
 		Op        string          `json:"op"`
 		CommitLSN *string         `json:"commit_lsn"`
 		Operation *string         `json:"operation"`

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/debezium"
 	"github.com/kafkasink/kafkasink/kafkasinktest"
 )
 
@@ -54,7 +55,7 @@ func TestReadCommittedDecodesEveryEncoder(t *testing.T) {
 			{kafkasink.OpDelete, 2, kafkasinktest.Tombstone, nil},
 			{kafkasink.OpTruncate, 3, kafkasinktest.Tombstone, nil},
 		}},
-		{"DebeziumEncoder", kafkasink.DebeziumEncoder{Now: func() time.Time { return time.Unix(1767225600, 0) }}, []want{
+		{"DebeziumEncoder", debezium.Encoder{Now: func() time.Time { return time.Unix(1767225600, 0) }}, []want{
 			{kafkasink.OpInsert, 0, kafkasinktest.Debezium, inserted},
 			{kafkasink.OpUpdate, 1, kafkasinktest.Debezium, paid},
 			{kafkasink.OpDelete, 2, kafkasinktest.Debezium, deleted},

@@ -11,10 +11,10 @@ import (
 	"github.com/kafkasink/kafkasink/kafkasinktest"
 )
 
-// The README's "Testing your service" is the code between the markers
-// below, and TestReadmeShowsServiceTest keeps the two the same.
+// docs/testing-your-service.md shows the code between the markers below,
+// and TestDocShowsServiceTest keeps the two the same.
 
-// README begin
+// docs begin
 // syncOrders is the service under test: it writes each batch of its source
 // until it is delivered (back off between attempts in production).
 func syncOrders(ctx context.Context, sink *kafkasink.Sink, batches <-chan kafkasink.Batch) error {
@@ -55,28 +55,29 @@ func TestSyncOrdersSurvivesLostCommit(t *testing.T) {
 	kafkasinktest.AssertCheckpoint(t, cfg, want[2].Position)
 }
 
-// README end
+// docs end
 
-// The README shows the test above as it is, in under 40 lines.
-func TestReadmeShowsServiceTest(t *testing.T) {
+// docs/testing-your-service.md shows the test above as it is, in under 40
+// lines.
+func TestDocShowsServiceTest(t *testing.T) {
 	src, err := os.ReadFile("service_test.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, code, _ := strings.Cut(string(src), "// README begin\n")
-	code, _, _ = strings.Cut(code, "\n// README end")
-	readme, err := os.ReadFile("../README.md")
+	_, code, _ := strings.Cut(string(src), "// docs begin\n")
+	code, _, _ = strings.Cut(code, "\n// docs end")
+	readme, err := os.ReadFile("../docs/testing-your-service.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "\n## Testing your service\n")
+	_, section, ok := strings.Cut(string(readme), "# Testing your service\n")
 	_, block, ok2 := strings.Cut(section, "```go\n")
 	block, _, ok3 := strings.Cut(block, "```")
 	if !ok || !ok2 || !ok3 {
-		t.Fatal(`README.md has no "## Testing your service" section with a go block`)
+		t.Fatal(`docs/testing-your-service.md has no "# Testing your service" with a go block`)
 	}
 	if strings.TrimSpace(block) != strings.TrimSpace(code) {
-		t.Errorf("README.md's \"Testing your service\" differs from the test in service_test.go; copy it there:\n%s", code)
+		t.Errorf("docs/testing-your-service.md differs from the test in service_test.go; copy it there:\n%s", code)
 	}
 	if n := strings.Count(strings.TrimSpace(code), "\n") + 1; n >= 40 {
 		t.Errorf("the service test is %d lines, want under 40", n)

@@ -106,25 +106,17 @@ func (k *catalog) key(ctx context.Context, q querier, rel uint32, schema, name s
 // its generation expression, not a default).
 const columnDefault = `CASE WHEN a.attgenerated = '' THEN coalesce(pg_get_expr(d.adbin, d.adrelid), '') ELSE '' END`
 
-// declaredColumn is what pgoutput's Relation message does not say of a
-// column and Event.Relation does: NOT NULL and the DEFAULT expression.
-type declaredColumn struct {
-	name    string
-	notNull bool
-	def     string
-}
-
 // columnDeclarations returns, for Event.Relation, the NOT NULL flag and the
 // DEFAULT expression of the columns of the table with OID rel.
-func columnDeclarations(ctx context.Context, q querier, rel uint32) ([]declaredColumn, error) {
+func columnDeclarations(ctx context.Context, q querier, rel uint32) ([]CatalogColumn, error) {
 	rows, err := q.Query(ctx, `SELECT a.attname::text, a.attnotnull, `+columnDefault+` FROM pg_attribute a
 		LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
 		WHERE a.attrelid = $1::oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`, rel)
 	if err != nil {
 		return nil, fmt.Errorf("pgcdc: looking up the NOT NULL flags and DEFAULTs of the columns of table %d: %w", rel, err)
 	}
-	cols, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (c declaredColumn, err error) {
-		err = row.Scan(&c.name, &c.notNull, &c.def)
+	cols, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (c CatalogColumn, err error) {
+		err = row.Scan(&c.Name, &c.NotNull, &c.Default)
 		return c, err
 	})
 	if err != nil {
@@ -134,7 +126,7 @@ func columnDeclarations(ctx context.Context, q querier, rel uint32) ([]declaredC
 }
 
 // streamDeclared is columnDeclarations for a Relation message.
-func (k *catalog) streamDeclared(ctx context.Context, oid uint32) ([]declaredColumn, error) {
+func (k *catalog) streamDeclared(ctx context.Context, oid uint32) ([]CatalogColumn, error) {
 	conn, err := k.connection(ctx)
 	if err != nil {
 		return nil, err
@@ -197,10 +189,10 @@ func (k *catalog) streamIdentityOrder(ctx context.Context, oid uint32, usingInde
 }
 
 // streamType is describeType for the types of a Relation message.
-func (k *catalog) streamType(ctx context.Context, oid uint32) (customType, bool, error) {
+func (k *catalog) streamType(ctx context.Context, oid uint32) (CatalogType, bool, error) {
 	conn, err := k.connection(ctx)
 	if err != nil {
-		return customType{}, false, err
+		return CatalogType{}, false, err
 	}
 	t, found, err := describeType(ctx, conn, oid)
 	if err != nil {
@@ -211,7 +203,7 @@ func (k *catalog) streamType(ctx context.Context, oid uint32) (customType, bool,
 
 // describeType reads what the type with OID oid is made of; found is
 // false when there is no such type (dropped since the change was made).
-func describeType(ctx context.Context, q querier, oid uint32) (t customType, found bool, err error) {
+func describeType(ctx context.Context, q querier, oid uint32) (t CatalogType, found bool, err error) {
 	rows, err := q.Query(ctx, `SELECT t.typname::text, t.typtypmod, t.typtype::text, t.typbasetype, t.typelem <> 0 AND t.typlen = -1, t.typelem, coalesce(e.typdelim, ',')::text,
 			(SELECT array_agg(a.attname::text ORDER BY a.attnum) FROM pg_attribute a WHERE t.typtype = 'c' AND a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped),
 			(SELECT array_agg(a.atttypid ORDER BY a.attnum) FROM pg_attribute a WHERE t.typtype = 'c' AND a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped),
@@ -230,25 +222,52 @@ func describeType(ctx context.Context, q querier, oid uint32) (t customType, fou
 		names       []string
 		types       []uint32
 	)
-	if err := rows.Scan(&t.name, &t.typmod, &kind, &t.base, &t.array, &t.elem, &delim, &names, &types, &t.labels); err != nil {
+	if err := rows.Scan(&t.Name, &t.Typmod, &kind, &t.Base, &t.Array, &t.Elem, &delim, &names, &types, &t.Labels); err != nil {
 		return t, false, fmt.Errorf("pgcdc: looking up type %d in pg_type: %w", oid, err)
 	}
 	if len(delim) == 1 {
-		t.delim = delim[0]
+		t.Delim = delim[0]
 	} else {
-		t.array = false // a delimiter pgcdc cannot split on: keep the text
+		t.Array = false // a delimiter pgcdc cannot split on: keep the text
 	}
-	t.composite = kind == "c"
 	if len(kind) == 1 {
-		t.kind = kind[0]
+		t.Kind = kind[0]
 	}
 	if kind != "d" {
-		t.base = 0
+		t.Base = 0
 	}
 	for i := range names {
-		t.attrs = append(t.attrs, typeAttr{name: names[i], oid: types[i]})
+		t.Attributes = append(t.Attributes, CatalogAttribute{Name: names[i], OID: types[i]})
 	}
 	return t, true, rows.Err()
+}
+
+// sessionCatalog is the Catalog of a replication session's Decoder: Run's
+// catalog, asked under the session's context, so that a lookup ends with
+// the session.
+type sessionCatalog struct {
+	ctx context.Context
+	k   *catalog
+}
+
+// Key is catalog.streamKey.
+func (c sessionCatalog) Key(relation uint32, schema, table string, columns []string) ([]string, error) {
+	return c.k.streamKey(c.ctx, relation, schema, table, columns)
+}
+
+// IdentityIndex is catalog.streamIdentityOrder.
+func (c sessionCatalog) IdentityIndex(relation uint32, usingIndex bool) ([]string, error) {
+	return c.k.streamIdentityOrder(c.ctx, relation, usingIndex)
+}
+
+// Columns is catalog.streamDeclared.
+func (c sessionCatalog) Columns(relation uint32) ([]CatalogColumn, error) {
+	return c.k.streamDeclared(c.ctx, relation)
+}
+
+// Type is catalog.streamType.
+func (c sessionCatalog) Type(oid uint32) (CatalogType, bool, error) {
+	return c.k.streamType(c.ctx, oid)
 }
 
 // close closes the stream's lookup connection, if open.

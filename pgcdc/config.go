@@ -12,6 +12,7 @@ import (
 
 	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/internal/backoff"
+	"github.com/kafkasink/kafkasink/pgcdc/pgoutput"
 )
 
 // Defaults of the Config fields whose zero value means "the default".
@@ -24,7 +25,7 @@ const (
 	DefaultReconnectBackoff  = 500 * time.Millisecond
 	DefaultReconnectMax      = 30 * time.Second
 	DefaultRetainedWALWarn   = 1 << 30
-	DefaultSpoolMaxBytes     = 16 << 30
+	DefaultSpoolMaxBytes     = pgoutput.DefaultSpoolMaxBytes
 )
 
 // Config configures Run. Run copies it; later changes have no effect. The

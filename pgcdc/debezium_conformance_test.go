@@ -30,6 +30,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/debezium"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
 )
 
@@ -48,31 +49,31 @@ const debeziumSchema = "dbzconf"
 // debeziumVariants; records are compared under Debezium's "dbz").
 var debeziumConfigs = []struct {
 	name, prefix string
-	enc          kafkasink.DebeziumEncoder
+	enc          debezium.Encoder
 }{
-	{"defaults", "dbz", kafkasink.DebeziumEncoder{Name: "dbz"}},
+	{"defaults", "dbz", debezium.Encoder{Name: "dbz"}},
 	// decimal.handling.mode=string, skipped.operations=none.
-	{"decimal-string", "dbzds", kafkasink.DebeziumEncoder{Name: "dbz", DecimalHandling: kafkasink.DecimalString, SkippedOperations: "none"}},
+	{"decimal-string", "dbzds", debezium.Encoder{Name: "dbz", DecimalHandling: debezium.DecimalString, SkippedOperations: "none"}},
 	// time.precision.mode=isostring, interval.handling.mode=string.
-	{"isostring", "dbziso", kafkasink.DebeziumEncoder{Name: "dbz", TimePrecision: kafkasink.TimeIsostring, IntervalHandling: kafkasink.IntervalString}},
+	{"isostring", "dbziso", debezium.Encoder{Name: "dbz", TimePrecision: debezium.TimeIsostring, IntervalHandling: debezium.IntervalString}},
 	// decimal.handling.mode=double, time.precision.mode=connect,
 	// binary.handling.mode=hex.
-	{"double-connect-hex", "dbzdch", kafkasink.DebeziumEncoder{Name: "dbz", DecimalHandling: kafkasink.DecimalDouble, TimePrecision: kafkasink.TimeConnect, BinaryHandling: kafkasink.BinaryHex}},
+	{"double-connect-hex", "dbzdch", debezium.Encoder{Name: "dbz", DecimalHandling: debezium.DecimalDouble, TimePrecision: debezium.TimeConnect, BinaryHandling: debezium.BinaryHex}},
 	// time.precision.mode=adaptive_time_microseconds,
 	// binary.handling.mode=base64-url-safe.
-	{"micros-urlsafe", "dbzmu", kafkasink.DebeziumEncoder{Name: "dbz", TimePrecision: kafkasink.TimeAdaptiveTimeMicroseconds, BinaryHandling: kafkasink.BinaryBase64URLSafe}},
+	{"micros-urlsafe", "dbzmu", debezium.Encoder{Name: "dbz", TimePrecision: debezium.TimeAdaptiveTimeMicroseconds, BinaryHandling: debezium.BinaryBase64URLSafe}},
 	// binary.handling.mode=base64.
-	{"base64", "dbzb64", kafkasink.DebeziumEncoder{Name: "dbz", BinaryHandling: kafkasink.BinaryBase64}},
+	{"base64", "dbzb64", debezium.Encoder{Name: "dbz", BinaryHandling: debezium.BinaryBase64}},
 	// provide.transaction.metadata=true; each sink's transaction topic
 	// is under its own prefix (see debeziumEncoder).
-	{"txmeta", "dbztx", kafkasink.DebeziumEncoder{Name: "dbz", ProvideTransactionMetadata: true}},
+	{"txmeta", "dbztx", debezium.Encoder{Name: "dbz", ProvideTransactionMetadata: true}},
 }
 
 // debeziumEncoder is the encoder of a configuration's sink of variant v,
 // writing under prefix: its transaction topic, when it has one, is
 // <prefix>.transaction, so that the sinks of a configuration do not
 // share it.
-func debeziumEncoder(enc kafkasink.DebeziumEncoder, prefix string, v debeziumVariant) kafkasink.DebeziumEncoder {
+func debeziumEncoder(enc debezium.Encoder, prefix string, v debeziumVariant) debezium.Encoder {
 	enc.SchemasEnable, enc.MatchDebeziumLosses = v.schemas, v.losses
 	if enc.ProvideTransactionMetadata {
 		enc.TransactionTopic = prefix + ".transaction"

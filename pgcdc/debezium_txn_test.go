@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/debezium"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
 )
 
@@ -190,7 +191,7 @@ func TestStreamedTransactionMetadata(t *testing.T) {
 		SinkID:    e.name,
 		Topics:    kafkasink.Topics{Prefix: "t", Partitions: 1},
 		KeyFormat: kafkasink.KeyJSON,
-		Encoder:   kafkasink.DebeziumEncoder{Name: "t", ProvideTransactionMetadata: true, TransactionTopic: txnTopic},
+		Encoder:   debezium.Encoder{Name: "t", ProvideTransactionMetadata: true, TransactionTopic: txnTopic},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/debezium"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
 )
 
@@ -89,7 +90,7 @@ func TestDebeziumRefusesIntervalOfOtherStyle(t *testing.T) {
 	topic := "t.public." + table
 
 	rejecting, err := kafkasink.New(ctx, kafkasink.Config{Brokers: e.brokers, SinkID: e.name + "_rejecting",
-		Topics: kafkasink.Topics{Prefix: "t", Partitions: 1}, KeyFormat: kafkasink.KeyJSON, Encoder: kafkasink.DebeziumEncoder{}})
+		Topics: kafkasink.Topics{Prefix: "t", Partitions: 1}, KeyFormat: kafkasink.KeyJSON, Encoder: debezium.Encoder{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +112,7 @@ func TestDebeziumRefusesIntervalOfOtherStyle(t *testing.T) {
 
 	const dlq = "dead-letters"
 	diverting, err := kafkasink.New(ctx, kafkasink.Config{Brokers: e.brokers, SinkID: e.name + "_diverting",
-		Topics: kafkasink.Topics{Prefix: "t", Partitions: 1}, KeyFormat: kafkasink.KeyJSON, Encoder: kafkasink.DebeziumEncoder{},
+		Topics: kafkasink.Topics{Prefix: "t", Partitions: 1}, KeyFormat: kafkasink.KeyJSON, Encoder: debezium.Encoder{},
 		DeadLetterTopic: dlq})
 	if err != nil {
 		t.Fatal(err)

@@ -355,6 +355,16 @@
 // commit, so a huge transaction does not have to fit in memory. Aborted
 // streamed transactions and rolled-back subtransactions are never delivered.
 //
+// The Decoder is package pgcdc/pgoutput's; pgcdc re-exports its names
+// (Decoder, DecoderConfig, NewDecoder, Txn, Message, DecodeError, Catalog
+// and its types, ErrDecoderClosed) as aliases. Run's Decoder is built with
+// pgoutput.NewDecoder like any other: what it knows
+// beyond the pgoutput messages comes from its DecoderConfig, and what it
+// asks the database goes through DecoderConfig.Catalog, which Run sets to
+// one reading the catalog. Below, what "Run" does is what a Decoder with
+// such a Catalog (and Run's KeylessTables and PrevCommitEnd) does, and "a
+// Decoder used alone" or "without Run" is one without a Catalog.
+//
 // Inserts become OpInsert events, updates OpUpdate, deletes OpDelete, and a
 // TRUNCATE one OpTruncate event per published table it emptied (tables
 // reached through CASCADE included), each with the statement's CASCADE and
@@ -407,13 +417,13 @@
 //
 // Every change also says where it stands in its transaction
 // (kafkasink.Event.Txn), for encoders that describe transactions
-// (DebeziumEncoder's ProvideTransactionMetadata): its place among the
+// (debezium.Encoder's ProvideTransactionMetadata): its place among the
 // transaction's counted events and among those of its table, whether it
 // is the transaction's first, and, on its last, the transaction as a
 // whole (the end of its commit record, the counted events in all and per
 // table). Which events count is DecoderConfig.Counted's to say; Run asks
 // its sink (kafkasink.Sink.Delivers), so that the events the sink's
-// Encoder skips (a TRUNCATE under DebeziumEncoder's default
+// Encoder skips (a TRUNCATE under debezium.Encoder's default
 // SkippedOperations) are not counted, as Debezium counts only what it
 // emits. To know which event is the last, the Decoder holds each event
 // until the next change or the commit arrives, and delivers it then: a
@@ -484,8 +494,8 @@
 // Decoder without Run marks the replica identity columns of a table whose
 // identity is not FULL). Default is the column's DEFAULT expression
 // (pg_get_expr of pg_attrdef; none for a generated column), read with
-// NotNull (a Decoder without Run leaves it empty); DebeziumEncoder
-// declares it in its schemas as Debezium does. DebeziumEncoder writes
+// NotNull (a Decoder without Run leaves it empty); debezium.Encoder
+// declares it in its schemas as Debezium does. debezium.Encoder writes
 // values by these types.
 //
 // A date or a timestamp without time zone names a calendar day or a
@@ -507,7 +517,7 @@
 // the message never quotes the value, because row data may be
 // confidential. A Decoder used without Run gets the text its connection's
 // settings print: interval and money text then stays text, which
-// DebeziumEncoder refuses (an *EncodeError: the event is rejected or
+// debezium.Encoder refuses (an *EncodeError: the event is rejected or
 // dead-lettered) unless the connection has IntervalStyle postgres and
 // lc_monetary C.
 package pgcdc

@@ -13,7 +13,8 @@ import (
 // The helpers below encode pgoutput messages as PostgreSQL's "Logical
 // Replication Message Formats" lays them out. sx is the transaction id a
 // message carries inside a stream block; 0 means outside one (0 is
-// InvalidTransactionId, never a real one).
+// InvalidTransactionId, never a real one). Package pgoutput's tests have
+// the full set; these are the ones Run's tests feed a Decoder or a session.
 
 type enc struct{ b []byte }
 
@@ -44,8 +45,6 @@ func commit(lsn, end kafkasink.LSN, ts time.Time) []byte {
 	return msg('C').u8(0).u64(uint64(lsn)).u64(uint64(end)).ts(ts).b
 }
 
-func origin(name string) []byte { return msg('O').u64(0x99).str(name).b }
-
 type relCol struct {
 	key  bool
 	name string
@@ -64,10 +63,6 @@ func relation(sx, oid uint32, ns, name string, ident byte, cols ...relCol) []byt
 	return e.b
 }
 
-func typeMsg(sx, oid uint32, ns, name string) []byte {
-	return msg('Y').xid(sx).u32(oid).str(ns).str(name).b
-}
-
 // tcol is one column of a TupleData.
 type tcol struct {
 	kind byte
@@ -75,9 +70,7 @@ type tcol struct {
 }
 
 func txt(s string) tcol    { return tcol{'t', s} }
-func bin(b []byte) tcol    { return tcol{'b', string(b)} }
 func null() tcol           { return tcol{kind: 'n'} }
-func toast() tcol          { return tcol{kind: 'u'} }
 func tup(c ...tcol) []tcol { return c }
 
 func (e *enc) tuple(cols []tcol) *enc {
@@ -101,10 +94,6 @@ func update(sx, rel uint32, oldKind byte, old, new []tcol) []byte {
 		e.u8(oldKind).tuple(old)
 	}
 	return e.u8('N').tuple(new).b
-}
-
-func del(sx, rel uint32, kind byte, old ...tcol) []byte {
-	return msg('D').xid(sx).u32(rel).u8(kind).tuple(old).b
 }
 
 func truncate(sx uint32, opts byte, rels ...uint32) []byte {
@@ -136,8 +125,6 @@ func streamStop() []byte { return msg('E').b }
 func streamCommit(xid uint32, lsn, end kafkasink.LSN, ts time.Time) []byte {
 	return msg('c').u32(xid).u8(0).u64(uint64(lsn)).u64(uint64(end)).ts(ts).b
 }
-
-func streamAbort(xid, sub uint32) []byte { return msg('A').u32(xid).u32(sub).b }
 
 // wal is one XLogData: its WALStart and pgoutput payload.
 type wal struct {
@@ -198,8 +185,3 @@ func row(kv ...any) kafkasink.Row {
 
 // unchanged marks an unchanged TOAST column in row.
 var unchanged = &struct{ x int }{}
-
-func ev(op kafkasink.Op, schema, table string, commitLSN kafkasink.LSN, idx uint64, lsn kafkasink.LSN, xid uint32, key []string, before, after kafkasink.Row) kafkasink.Event {
-	return kafkasink.Event{Op: op, Schema: schema, Table: table, Position: kafkasink.Position{LSN: commitLSN, Index: idx},
-		LSN: lsn, XID: xid, Commit: t0, Key: key, Before: before, After: after}
-}

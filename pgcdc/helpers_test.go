@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/debezium"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
 )
 
@@ -777,7 +778,7 @@ var encoderPrefixes = []string{"json", "upsert", "debezium"}
 
 func (e *pgEnv) newEncoderSinks() *encoderSinks {
 	e.t.Helper()
-	encoders := []kafkasink.Encoder{kafkasink.JSONEncoder{}, kafkasink.UpsertEncoder{}, kafkasink.DebeziumEncoder{}}
+	encoders := []kafkasink.Encoder{kafkasink.JSONEncoder{}, kafkasink.UpsertEncoder{}, debezium.Encoder{}}
 	fan := &encoderSinks{}
 	for i, enc := range encoders {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

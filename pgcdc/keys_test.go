@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/debezium"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
 )
 
@@ -194,7 +195,7 @@ func TestKeyFollowsIndexOrder(t *testing.T) {
 		SinkID:    e.name,
 		Topics:    kafkasink.Topics{Prefix: "t", Partitions: 1},
 		KeyFormat: kafkasink.KeyJSON,
-		Encoder:   kafkasink.DebeziumEncoder{},
+		Encoder:   debezium.Encoder{},
 	})
 	if err != nil {
 		t.Fatalf("kafkasink.New: %v", err)
@@ -231,7 +232,7 @@ func TestKeyFollowsIndexOrder(t *testing.T) {
 				t.Errorf("%s: key %s has columns %v, want the index's order [b a]", table, key, names)
 			}
 			for _, h := range r.Headers {
-				if h.Key == kafkasink.HeaderDebeziumNewKey || h.Key == kafkasink.HeaderDebeziumOldKey {
+				if h.Key == debezium.HeaderNewKey || h.Key == debezium.HeaderOldKey {
 					if names := jsonObjectKeys(t, h.Value); !slices.Equal(names, []string{"b", "a"}) {
 						t.Errorf("%s: header %s %s has columns %v, want [b a]", table, h.Key, h.Value, names)
 					}

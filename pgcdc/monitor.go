@@ -21,8 +21,8 @@ type Monitor struct {
 	confirmed  atomic.Uint64
 	events     atomic.Int64
 	snapshot   atomic.Int64
-	lastCommit atomic.Int64                // Unix nanoseconds; 0 before the first
-	spool      atomic.Pointer[spoolBudget] // the session's decoder's
+	lastCommit atomic.Int64            // Unix nanoseconds; 0 before the first
+	spool      atomic.Pointer[Decoder] // the session's, for its SpoolBytes
 
 	mu     sync.Mutex
 	tables map[string]TableProgress // guarded by mu
@@ -115,8 +115,8 @@ func (m *Monitor) Stats() RunStats {
 	if ns := m.lastCommit.Load(); ns != 0 {
 		st.LastCommit = time.Unix(0, ns)
 	}
-	if b := m.spool.Load(); b != nil {
-		st.SpoolBytes = b.used.Load()
+	if d := m.spool.Load(); d != nil {
+		st.SpoolBytes = d.SpoolBytes()
 	}
 	m.mu.Lock()
 	st.SnapshotTables = maps.Clone(m.tables)
@@ -149,11 +149,11 @@ func (m *Monitor) failed(err error) {
 	}
 }
 
-// watchSpool makes b, the spool budget of a session's decoder, what
+// watchSpool makes d, a session's decoder, the one whose spool
 // SpoolBytes reports.
-func (m *Monitor) watchSpool(b *spoolBudget) {
+func (m *Monitor) watchSpool(d *Decoder) {
 	if m != nil {
-		m.spool.Store(b)
+		m.spool.Store(d)
 	}
 }
 

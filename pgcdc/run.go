@@ -78,6 +78,7 @@ func Run(ctx context.Context, cfg Config, sink Sink) error {
 		return err
 	}
 	r := &runner{cfg: &cfg, sink: sink, log: cfg.Logger.With("slot", cfg.Slot)}
+	r.ck = checkpointer{cfg: r.cfg, log: r.log, sink: sink}
 	r.catalog = &catalog{cfg: r.cfg, log: r.log}
 	defer r.catalog.close()
 	defer func() {
@@ -101,10 +102,10 @@ func Run(ctx context.Context, cfg Config, sink Sink) error {
 	wait := cfg.backoff()
 	var failed error // the last attempt's error while Run reconnects
 	for {
-		r.progress = false
+		r.phase.attemptStarts()
 		mon.attempt()
 		err := r.attempt(ctx)
-		if r.progress {
+		if r.phase == runnerReceived {
 			failed = nil
 			wait.Reset()
 		}
@@ -146,27 +147,63 @@ type runner struct {
 	sink Sink
 	log  *slog.Logger
 
-	// ready is set once the server was checked and the publication and
-	// slot exist; from then on a missing slot is ErrSlotLost.
-	ready    bool
+	// phase is where the Run stands across its attempts; only
+	// runnerPhase's methods change it.
+	phase    runnerPhase
 	version  int // server_version_num
 	protocol int
 	spool    *spoolDir
-	conv     *valueConverter // the stream's, shared by its sessions' decoders
 	catalog  *catalog
-	// cursor is the cursor of the sink's checkpoint as Run keeps it: read
-	// at start-up, then changed by Run alone and written with every Write.
-	// The snapshot and, while streaming, the session's writer own it.
-	cursor cursor
-	// progress is set when an attempt received something from the
-	// server, so the backoff starts over.
-	progress bool
+	// ck owns the cursor of the sink's checkpoint as Run keeps it, and
+	// makes every Write.
+	ck checkpointer
 	// columns are the columns each table ("schema.table") is streamed
 	// with, as far as this Run knows; see noteColumns.
 	columns map[string][]string
 	// database is the name of the database the source reads, which every
 	// event carries (Event.Source.Database).
 	database string
+}
+
+// runnerPhase is where a Run stands across its attempts. It starts
+// unprepared; its methods are its only transitions:
+//
+//	unprepared --prepared--> prepared <--attemptStarts-- received
+//	                         prepared --receives------>  received
+type runnerPhase uint8
+
+const (
+	// runnerUnprepared: the server is not yet checked, nor the
+	// publication and the slot known to exist.
+	runnerUnprepared runnerPhase = iota
+	// runnerPrepared: the server was checked, the publication and the
+	// slot exist and the spool is open; from now on a missing slot is
+	// ErrSlotLost.
+	runnerPrepared
+	// runnerReceived: prepared, and the attempt in progress received a
+	// message from the server, so the backoff starts over after it.
+	runnerReceived
+)
+
+// prepared ends the first preparation of the server and the source.
+func (p *runnerPhase) prepared() {
+	if *p == runnerUnprepared {
+		*p = runnerPrepared
+	}
+}
+
+// attemptStarts forgets what the previous attempt received.
+func (p *runnerPhase) attemptStarts() {
+	if *p == runnerReceived {
+		*p = runnerPrepared
+	}
+}
+
+// receives notes that the attempt in progress received a message.
+func (p *runnerPhase) receives() {
+	if *p == runnerPrepared {
+		*p = runnerReceived
+	}
 }
 
 // attempt connects, prepares, snapshots if needed, and streams until an
@@ -184,7 +221,7 @@ func (r *runner) attempt(ctx context.Context) error {
 			closeConn(created.conn)
 		}
 	}()
-	if !r.ready {
+	if r.phase == runnerUnprepared {
 		if err := r.prepareServer(ctx, db); err != nil {
 			return err
 		}
@@ -192,11 +229,11 @@ func (r *runner) attempt(ctx context.Context) error {
 	if created, err = r.prepareSource(ctx, db); err != nil {
 		return err
 	}
-	if !r.ready {
+	if r.phase == runnerUnprepared {
 		if err := r.prepareStream(); err != nil {
 			return err
 		}
-		r.ready = true
+		r.phase.prepared()
 		r.log.Info("server ready", "server_version_num", r.version, "publication", r.cfg.Publication)
 	}
 
@@ -235,14 +272,13 @@ func (r *runner) prepareServer(ctx context.Context, db *pgx.Conn) error {
 	if err := warnPartialRows(ctx, db, r.cfg.Publication, r.log); err != nil {
 		return err
 	}
-	r.cursor, err = parseRunCursor(r.sink.Checkpoint().Cursor)
-	return err
+	return r.ck.load()
 }
 
 // prepareSource checks that the slot continues the sink's checkpoint, from
 // the same source, and handles a gap as Config.SlotGap says: it drops an
 // invalidated slot, creates a missing one, and records the gap and the
-// source's identity in r.cursor. It returns the slot it created, if any.
+// source's identity in Run's cursor. It returns the slot it created, if any.
 //
 // Every check comes before anything is written, and a refused gap
 // creates no slot: the error names the current WAL position, where a new
@@ -258,21 +294,21 @@ func (r *runner) prepareSource(ctx context.Context, db *pgx.Conn) (*createdSlot,
 	if err != nil {
 		return nil, err
 	}
-	f := sourceFacts{cfg: r.cfg, streamed: r.ready, ck: r.sink.Checkpoint(), cur: r.cursor, id: id, slot: slot}
+	f := sourceFacts{cfg: r.cfg, streamed: r.phase != runnerUnprepared, ck: r.sink.Checkpoint(), cur: r.ck.cur, id: id, slot: slot}
 	p := planSource(f)
 	if p.timeline {
 		r.report(SourceEvent{Kind: SourceTimelineChanged, Slot: r.cfg.Slot, Detail: fmt.Sprintf(
 			"the checkpoint was written on timeline %d, the server is on timeline %d: a standby was promoted or a backup restored",
-			r.cursor.Source.Timeline, id.Timeline)})
+			r.ck.cur.Source.Timeline, id.Timeline)})
 	}
 	if p.refuse != nil {
 		r.reportRefusal(p)
 		return nil, p.refuse
 	}
-	if !r.ready {
+	if r.phase == runnerUnprepared {
 		// A table the snapshot cannot read is refused before the slot
 		// exists: a slot left behind would hold WAL.
-		gap := r.cursor.gapSnapshot()
+		gap := r.ck.cur.gapSnapshot()
 		if p.gap != nil && p.gap.Action == SlotGapResnapshot {
 			gap = gapSnapshotFresh
 		}
@@ -341,37 +377,37 @@ func (r *runner) createPlannedSlot(ctx context.Context, db *pgx.Conn, f sourceFa
 	return created, nil
 }
 
-// recordSource records in r.cursor the source's identity, the position
-// the slot begins at (created, when Run created it, else slot) and the
-// gap, if any, which it reports; an accepted gap is written at once.
+// recordSource records in Run's cursor the source's identity, the
+// position the slot begins at (created, when Run created it, else slot)
+// and the gap, if any, which it reports; an accepted gap is written at
+// once.
 func (r *runner) recordSource(ctx context.Context, id sourceIdentity, slot slotState, created *createdSlot, gap *SourceEvent) error {
-	r.cursor.Source = &id
-	switch {
-	case created != nil:
-		r.cursor.Confirmed = lsnText(created.consistent)
-	default:
-		r.cursor.Confirmed = max(r.cursor.Confirmed, lsnText(slot.confirmed))
+	begins := lsnText(slot.confirmed)
+	if created != nil {
+		begins = lsnText(created.consistent)
 	}
+	var rec *gapRecord
+	if gap != nil {
+		rec = &gapRecord{Cause: gap.Kind.String(), Action: gap.Action.String(),
+			From: lsnText(gap.From), To: lsnText(gap.To), Bytes: gap.Bytes, At: time.Now().UTC()}
+	}
+	r.ck.recordSource(id, begins, created != nil, rec)
 	if gap == nil {
 		return nil
 	}
-	r.cursor.addGap(gapRecord{Cause: gap.Kind.String(), Action: gap.Action.String(),
-		From: lsnText(gap.From), To: lsnText(gap.To), Bytes: gap.Bytes, At: time.Now().UTC()})
 	r.report(*gap)
 	if gap.Action == SlotGapAccept {
 		// Record the gap before anything after it is written; a
 		// re-snapshot records it with its first Write.
-		return r.writeCursor(ctx, r.cursor, nil)
+		return r.writeCursor(ctx, r.ck.cur, nil)
 	}
 	return nil
 }
 
 // prepareStream creates what every session of the Run shares, once the
-// source is known: the spool directory, the protocol version, and the
-// value converter, which keeps the types it described from session to
-// session.
+// source is known: the spool directory and the protocol version.
 func (r *runner) prepareStream() error {
-	spool, removed, err := openSpoolDir(r.cfg.SpoolDir, *r.cursor.Source)
+	spool, removed, err := openSpoolDir(r.cfg.SpoolDir, *r.ck.cur.Source)
 	if removed > 0 {
 		r.log.Info("removed spool directories of processes that are gone", "dir", r.cfg.SpoolDir, "removed", removed)
 	}
@@ -385,8 +421,6 @@ func (r *runner) prepareStream() error {
 		// messages came with PostgreSQL 14.
 		r.protocol = 1
 	}
-	r.conv = newValueConverter()
-	r.conv.liveCatalog = true
 	return nil
 }
 

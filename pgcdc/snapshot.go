@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/pgcdc/pgoutput"
 )
 
 // snapshotCursor is the Batch.Cursor of every snapshot chunk, and so what
@@ -116,7 +117,7 @@ func (r *runner) snapshot(ctx context.Context, db *pgx.Conn, slot slotState, cre
 	ck := r.sink.Checkpoint()
 	cur, ok := parseCursor(ck.Cursor)
 	var exported string
-	plan := planSnapshot(r.cfg.Snapshot, ck, created != nil, r.cursor.gapSnapshot())
+	plan := planSnapshot(r.cfg.Snapshot, ck, created != nil, r.ck.cur.gapSnapshot())
 	switch plan {
 	case snapshotNone:
 		if !r.cfg.Snapshot && ok && !cur.Done {
@@ -136,7 +137,7 @@ func (r *runner) snapshot(ctx context.Context, db *pgx.Conn, slot slotState, cre
 	if err != nil {
 		return fmt.Errorf("%w: snapshot cursor: %v", kafkasink.ErrCheckpoint, err)
 	}
-	s := &snapshotRun{r: r, db: db, cur: cur, lsn: lsn, conv: newValueConverter(), plan: plan}
+	s := &snapshotRun{r: r, db: db, cur: cur, lsn: lsn, plan: plan}
 	if plan == snapshotResumed {
 		// Row indexes run on across chunks and tables; before the
 		// first chunk, the checkpoint is still below the run's LSN.
@@ -161,7 +162,9 @@ type snapshotRun struct {
 	cur  snapshotCursor
 	lsn  kafkasink.LSN
 	next uint64 // Position.Index of the next row
-	conv *valueConverter
+	// values converts the rows and describes the tables as the stream's
+	// decoder does, asking the snapshot's transaction about types.
+	values *pgoutput.Values
 	// xid and started are the snapshot transaction's id and start time.
 	xid     uint32
 	started time.Time
@@ -191,7 +194,7 @@ func (s *snapshotRun) run(ctx context.Context, exported string) error {
 	if err := tx.QueryRow(ctx, "SELECT CASE WHEN pg_is_in_recovery() THEN 0 ELSE txid_current() % 4294967296 END::bigint, now()").Scan(&s.xid, &s.started); err != nil {
 		return fmt.Errorf("pgcdc: snapshot: reading the snapshot transaction's id and time: %w", err)
 	}
-	s.conv.describe = func(oid uint32) (customType, bool, error) { return describeType(ctx, tx, oid) }
+	s.values = pgoutput.NewValues(func(oid uint32) (CatalogType, bool, error) { return describeType(ctx, tx, oid) })
 	// The publication as of the snapshot is the publication pgoutput
 	// applies to the changes right after it.
 	published, err := publishedTables(ctx, tx, s.r.cfg.Publication)
@@ -519,13 +522,10 @@ func inIndexOrder(cols []column, ord []int) []column {
 func (s *snapshotRun) table(ctx context.Context, tx pgx.Tx, ti *tableInfo, last, lastWithRows bool) error {
 	name := ti.name()
 	keyNames := columnNames(ti.chunkKey)
-	seen := make(map[uint32]bool)
-	for _, c := range ti.cols {
-		if err := s.conv.resolve(c.oid, seen); err != nil {
-			return err
-		}
+	relation, err := s.values.Relation(ti.describeColumns())
+	if err != nil {
+		return err
 	}
-	relation := s.conv.relation(ti.describeColumns())
 	if ti.byPages {
 		if err := s.readPages(ctx, tx, ti, relation, last, lastWithRows); err != nil {
 			return err
@@ -669,10 +669,10 @@ func whereClause(conds []string) string {
 }
 
 // describeColumns returns the published columns for Event.Relation.
-func (ti *tableInfo) describeColumns() []relationColumn {
-	out := make([]relationColumn, len(ti.cols))
+func (ti *tableInfo) describeColumns() []pgoutput.Column {
+	out := make([]pgoutput.Column, len(ti.cols))
 	for i, c := range ti.cols {
-		out[i] = relationColumn{name: c.name, oid: c.oid, typmod: c.typmod, notNull: c.notNull, def: c.def}
+		out[i] = pgoutput.Column{Name: c.name, OID: c.oid, Typmod: c.typmod, NotNull: c.notNull, Default: c.def}
 	}
 	return out
 }
@@ -734,7 +734,7 @@ func (s *snapshotRun) chunk(ctx context.Context, tx pgx.Tx, ti *tableInfo, relat
 			if v == nil {
 				continue
 			}
-			val, err := s.conv.text(ti.cols[i].oid, v)
+			val, err := s.values.Text(ti.cols[i].oid, v)
 			if err != nil {
 				rr.Close()
 				// The same row would fail again: a DecodeError
@@ -771,7 +771,7 @@ func (s *snapshotRun) chunk(ctx context.Context, tx pgx.Tx, ti *tableInfo, relat
 // writeChunk writes one snapshot chunk with its cursor, retrying retryable
 // errors.
 func (r *runner) writeChunk(ctx context.Context, events []kafkasink.Event, cur snapshotCursor) error {
-	next := r.cursor
+	next := r.ck.cur
 	next.snapshot = &cur
 	if err := r.writeCursor(ctx, next, events); err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/debezium"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
 )
 
@@ -160,7 +161,7 @@ func TestPrevCommitEndAcrossReconnects(t *testing.T) {
 		s, err := kafkasink.New(ctx, kafkasink.Config{
 			Brokers: e.brokers, SinkID: id,
 			Topics:  kafkasink.Topics{Prefix: prefix, Partitions: 1},
-			Encoder: kafkasink.DebeziumEncoder{},
+			Encoder: debezium.Encoder{},
 		})
 		if err != nil {
 			t.Fatalf("kafkasink.New: %v", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/pgcdc/pgoutput"
 )
 
 // heartbeatPrefix is the prefix of the logical decoding messages Run emits
@@ -80,19 +81,25 @@ type session struct {
 	armed   bool
 	standby *time.Ticker
 
-	batches chan *batch   // pump → writer, unbuffered
-	written atomic.Uint64 // highest confirmable LSN of a written batch
+	batches chan *batch // pump → writer, unbuffered
+	// written is the highest confirmable LSN of a written batch, which
+	// the writer alone raises (publish) and the pump reports.
+	written atomic.Uint64
 	wrote   chan struct{} // writer → pump: a batch was written (capacity 1)
 	werr    chan error    // writer → pump: the writer stopped (capacity 1)
 
-	confirmed kafkasink.LSN // last flush LSN reported to the server
-	database  string        // Event.Source.Database of every event
-	received  bool          // some message arrived: the session made progress
+	// confirmed is the flush LSN last reported to the server, at the
+	// start the slot's confirmed position; told alone changes it.
+	confirmed kafkasink.LSN
+	database  string // Event.Source.Database of every event
+	// phase is the runner's, which a message arriving moves to
+	// runnerReceived; nil outside Run.
+	phase *runnerPhase
 
-	// cursor is the runner's, owned by the writer during the session: each
-	// Write records in it the LSN the batch lets the loop confirm, before
-	// the loop confirms it.
-	cursor *cursor
+	// ck is the runner's, which the writer alone uses during the
+	// session: each Write records in its cursor the LSN the batch lets
+	// the loop confirm, before the loop confirms it.
+	ck *checkpointer
 	// checkpointed is when the writer last wrote a checkpoint; a
 	// cursor-only Write waits Config.tick after it.
 	checkpointed time.Time
@@ -117,24 +124,26 @@ func (r *runner) stream(ctx context.Context, slot slotState) error {
 	}
 	r.log.Info("replication started", "start", start.String(), "slot_confirmed", slot.confirmed.String(), "protocol", r.protocol)
 	r.cfg.Monitor.setState(RunStreaming)
-	r.cfg.Monitor.confirm(slot.confirmed)
 
 	s := &session{
 		cfg: r.cfg, sink: r.sink, conn: conn, log: r.log, in: newInbox(),
-		ctx:       ctx,
-		cur:       &batch{},
-		timer:     time.NewTimer(time.Hour),
-		standby:   time.NewTicker(r.cfg.StandbyInterval),
-		batches:   make(chan *batch),
-		wrote:     make(chan struct{}, 1),
-		werr:      make(chan error, 1),
-		confirmed: slot.confirmed,
-		cursor:    &r.cursor,
-		database:  r.database,
+		ctx:      ctx,
+		cur:      &batch{},
+		timer:    time.NewTimer(time.Hour),
+		standby:  time.NewTicker(r.cfg.StandbyInterval),
+		batches:  make(chan *batch),
+		wrote:    make(chan struct{}, 1),
+		werr:     make(chan error, 1),
+		ck:       &r.ck,
+		database: r.database,
+		phase:    &r.phase,
 	}
 	s.timer.Stop()
 	defer s.standby.Stop()
-	s.dec = r.newDecoder(s)
+	s.told(slot.confirmed)
+	if s.dec, err = r.newDecoder(s); err != nil {
+		return err
+	}
 	defer func() {
 		// The server sends the open transactions again to the next
 		// session, streamed ones from their first segment.
@@ -142,20 +151,14 @@ func (r *runner) stream(ctx context.Context, slot slotState) error {
 			r.log.Warn("removing spool files", "error", err)
 		}
 	}()
-	defer func() { r.progress = r.progress || s.received }()
 	return s.run()
 }
 
-// newDecoder returns the decoder of session s: its callbacks are s's, and
-// the catalog lookups it makes for s (a table's fallback key, what a type
-// is made of) run under the session's context. Its value converter is the
-// runner's, which keeps what it learnt of types from session to session.
-func (r *runner) newDecoder(s *session) *Decoder {
-	ctx := s.ctx
-	r.conv.describe = func(oid uint32) (customType, bool, error) {
-		return r.catalog.streamType(ctx, oid)
-	}
-	dec := newDecoder(DecoderConfig{
+// newDecoder returns the decoder of session s, built as any user builds
+// one: its callbacks are s's, and its Catalog asks Run's catalog under the
+// session's context.
+func (r *runner) newDecoder(s *session) (*Decoder, error) {
+	dec, err := pgoutput.NewDecoder(DecoderConfig{
 		ProtocolVersion: r.protocol,
 		SpoolDir:        r.spool.path,
 		SpoolMaxBytes:   r.cfg.SpoolMaxBytes,
@@ -167,20 +170,17 @@ func (r *runner) newDecoder(s *session) *Decoder {
 		OnRelation: func(schema, table string, columns []string) {
 			r.noteColumns(schema, table, columns, "Relation message")
 		},
-	}, r.conv)
-	// The first transaction of the session follows the last one
-	// written, on an earlier connection or by an earlier Run.
-	dec.prevCommitEnd = kafkasink.LSN(r.cursor.LastCommitEnd)
-	dec.keyless = r.cfg.KeylessTables
-	r.cfg.Monitor.watchSpool(&dec.spooled)
-	dec.fallbackKey = func(oid uint32, schema, table string, columns []string) ([]string, error) {
-		return r.catalog.streamKey(ctx, oid, schema, table, columns)
+		KeylessTables: r.cfg.KeylessTables,
+		// The first transaction of the session follows the last one
+		// written, on an earlier connection or by an earlier Run.
+		PrevCommitEnd: kafkasink.LSN(r.ck.cur.LastCommitEnd),
+		Catalog:       sessionCatalog{ctx: s.ctx, k: r.catalog},
+	})
+	if err != nil {
+		return nil, err
 	}
-	dec.identityOrder = func(oid uint32, usingIndex bool) ([]string, error) {
-		return r.catalog.streamIdentityOrder(ctx, oid, usingIndex)
-	}
-	dec.declared = func(oid uint32) ([]declaredColumn, error) { return r.catalog.streamDeclared(ctx, oid) }
-	return dec
+	r.cfg.Monitor.watchSpool(dec)
+	return dec, nil
 }
 
 // counted is DecoderConfig.Counted for sink: its Delivers method, when it
@@ -325,7 +325,9 @@ func (s *session) handle(data []byte) error {
 	if len(data) == 0 {
 		return nil
 	}
-	s.received = true
+	if s.phase != nil {
+		s.phase.receives()
+	}
 	switch data[0] {
 	case pglogrepl.XLogDataByteID:
 		x, err := pglogrepl.ParseXLogData(data[1:])
@@ -456,7 +458,13 @@ func (s *session) sendStatus(onlyNew bool) error {
 	if lsn != s.confirmed {
 		s.log.Debug("confirmed flush position", "lsn", lsn.String())
 	}
+	s.told(lsn)
+	return nil
+}
+
+// told makes lsn the position the server was told is confirmed, and the
+// Monitor's RunStats.Confirmed.
+func (s *session) told(lsn kafkasink.LSN) {
 	s.confirmed = lsn
 	s.cfg.Monitor.confirm(lsn)
-	return nil
 }

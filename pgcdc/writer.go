@@ -10,21 +10,70 @@ import (
 
 // This file is every sink.Write Run makes: the snapshot's chunks and a
 // recorded gap through runner.writeCursor, the stream's batches through
-// the session's writer goroutine, both retrying with writeRetrying.
+// the session's writer goroutine, all through checkpointer.write, which
+// retries with writeRetrying.
 
-// writeCursor writes events with the cursor next, retrying retryable
-// errors, and makes next Run's cursor once it is written: a cursor that
-// did not reach the checkpoint must not steer the next attempt.
-func (r *runner) writeCursor(ctx context.Context, next cursor, events []kafkasink.Event) error {
+// checkpointer owns Run's cursor, the Batch.Cursor of every Write Run
+// makes. It is read from the sink's checkpoint at start-up (load), and the
+// source check records the source's identity, the slot's position and
+// gaps in it before an attempt writes anything (recordSource); after that
+// it changes only in write, once a Write carried it to the checkpoint: a
+// cursor that did not reach the checkpoint must not steer the next
+// attempt. The runner's goroutine uses it, but while a session streams:
+// then the session's writer alone does, until the session ends.
+type checkpointer struct {
+	cfg  *Config
+	log  *slog.Logger
+	sink Sink
+	cur  cursor
+}
+
+// load reads the cursor of the sink's checkpoint.
+func (c *checkpointer) load() error {
+	cur, err := parseRunCursor(c.sink.Checkpoint().Cursor)
+	if err != nil {
+		return err
+	}
+	c.cur = cur
+	return nil
+}
+
+// recordSource records the source's identity, the position its slot
+// begins at (a slot Run created begins there; an existing one confirmed
+// it, which the cursor may have recorded beyond already) and an accepted
+// or planned gap, nil when none. Nothing is written: the next Write
+// carries it.
+func (c *checkpointer) recordSource(id sourceIdentity, begins lsnText, created bool, gap *gapRecord) {
+	c.cur.Source = &id
+	if created {
+		c.cur.Confirmed = begins
+	} else {
+		c.cur.Confirmed = max(c.cur.Confirmed, begins)
+	}
+	if gap != nil {
+		c.cur.addGap(*gap)
+	}
+}
+
+// write writes events with the cursor next, retrying retryable errors
+// until sctx ends (a Write in progress runs on with ctx), and makes next
+// the cursor once it is written.
+func (c *checkpointer) write(ctx, sctx context.Context, next cursor, events []kafkasink.Event) error {
 	raw, err := next.marshal()
 	if err != nil {
 		return err
 	}
-	if err := writeRetrying(ctx, ctx, r.cfg, r.log, r.sink, kafkasink.Batch{Events: events, Cursor: raw}); err != nil {
+	if err := writeRetrying(ctx, sctx, c.cfg, c.log, c.sink, kafkasink.Batch{Events: events, Cursor: raw}); err != nil {
 		return err
 	}
-	r.cursor = next
+	c.cur = next
 	return nil
+}
+
+// writeCursor writes events with the cursor next, retrying retryable
+// errors until ctx ends.
+func (r *runner) writeCursor(ctx context.Context, next cursor, events []kafkasink.Event) error {
+	return r.ck.write(ctx, ctx, next, events)
 }
 
 // writer writes the batches it is handed, in order. sctx ends the session:
@@ -39,7 +88,7 @@ func (r *runner) writeCursor(ctx context.Context, next cursor, events []kafkasin
 // most once per Config.tick; meanwhile its position is not confirmed.
 func (s *session) writer(ctx, sctx context.Context) {
 	for b := range s.batches {
-		recorded := kafkasink.LSN(s.cursor.Confirmed)
+		recorded := kafkasink.LSN(s.ck.cur.Confirmed)
 		events := b.events
 		if n := len(events); n > 0 && events[n-1].Position.Compare(s.sink.Checkpoint().Position) <= 0 {
 			// Redelivered after a restart: the sink would skip them,
@@ -54,20 +103,15 @@ func (s *session) writer(ctx, sctx context.Context) {
 		case time.Since(s.checkpointed) < s.cfg.tick():
 			continue
 		}
-		next := *s.cursor
+		next := s.ck.cur
 		next.Confirmed = lsnText(max(recorded, b.confirm))
 		if b.commitEnd != 0 {
 			next.LastCommitEnd = lsnText(b.commitEnd)
 		}
-		raw, err := next.marshal()
-		if err == nil {
-			err = writeRetrying(ctx, sctx, s.cfg, s.log, s.sink, kafkasink.Batch{Events: events, Cursor: raw})
-		}
-		if err != nil {
+		if err := s.ck.write(ctx, sctx, next, events); err != nil {
 			s.werr <- err
 			return
 		}
-		*s.cursor = next
 		s.checkpointed = time.Now()
 		s.publish(b.confirm)
 	}

@@ -30,7 +30,7 @@ func TestWriterRecordsConfirmedFirst(t *testing.T) {
 	const tick = 300 * time.Millisecond
 	cfg := Config{HeartbeatInterval: tick}.withDefaults()
 	s := &session{cfg: &cfg, sink: sink, log: cfg.Logger, batches: make(chan *batch),
-		wrote: make(chan struct{}, 1), werr: make(chan error, 1), cursor: &cursor{}}
+		wrote: make(chan struct{}, 1), werr: make(chan error, 1), ck: &checkpointer{cfg: &cfg, log: cfg.Logger, sink: sink}}
 	done := make(chan struct{})
 	go func() { defer close(done); s.writer(ctx, ctx) }()
 	defer func() { close(s.batches); <-done }()

@@ -53,7 +53,7 @@ KAFKA_CP="$KAFKA_HOME/lib/*"
 # Central serves whole (2.6.13.Final's schema-util-provider is not served).
 # 3.0.9 builds too (KAFKASINK_APICURIO_VERSION=3.0.9, Java 17): Central
 # serves all of it but its parent POM and four modules, which
-# scripts/apicurio3/3.0.9 holds as released (see ensure_apicurio3_modules).
+# third_party/apicurio3/3.0.9 holds as released (see ensure_apicurio3_modules).
 # 3.3.3, the newest, cannot be built here: Central lacks ten of its modules
 # (schema-util-provider, -common, -avro, -json, -protobuf, contracts-rules,
 # config-definitions, config-index, utils-import-export,
@@ -63,7 +63,7 @@ KAFKA_CP="$KAFKA_HOME/lib/*"
 # so ensure_apicurio builds one (see there).
 APICURIO_VERSION="${KAFKASINK_APICURIO_VERSION:-2.4.2.Final}"
 APICURIO_HOME="$CACHE/apicurio-registry-$APICURIO_VERSION"
-APICURIO3_SOURCES="$(dirname "$SCRIPT_PATH")/apicurio3/$APICURIO_VERSION"
+APICURIO3_SOURCES="$(dirname "$(dirname "$SCRIPT_PATH")")/third_party/apicurio3/$APICURIO_VERSION"
 
 # Fixed loopback ports; see `env` output.
 HOST=127.0.0.1
@@ -352,7 +352,7 @@ EOJ
 }
 
 # Installs into the Maven cache what Central does not serve of Apicurio
-# Registry 3.x, built from scripts/apicurio3/<version>: Apicurio's release
+# Registry 3.x, built from third_party/apicurio3/<version>: Apicurio's release
 # files verbatim (see its README). A copy is built, so no target/ lands in
 # the repository.
 ensure_apicurio3_modules() {

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/debezium"
 	"github.com/kafkasink/kafkasink/kafkasinkavro"
 	"github.com/kafkasink/kafkasink/pgcdc"
 )
@@ -214,17 +215,17 @@ func (o *options) setPGPassword(_ context.Context, c *pgconn.Config) error {
 	return nil
 }
 
-// encoder returns the DebeziumEncoder the options describe, and a
+// encoder returns the debezium.Encoder the options describe, and a
 // problem for each mode flag whose value is not one of Debezium's. The
 // other values are checked by kafkasink.New.
-func (d debeziumOptions) encoder() (kafkasink.DebeziumEncoder, []string) {
+func (d debeziumOptions) encoder() (debezium.Encoder, []string) {
 	var problems []string
 	mode := func(flag, value, want string, ok bool) {
 		if !ok {
 			problems = append(problems, fmt.Sprintf("-%s %q: want %s", flag, value, want))
 		}
 	}
-	enc := kafkasink.DebeziumEncoder{
+	enc := debezium.Encoder{
 		DisableTombstones:           !d.tombstonesOnDelete,
 		SkippedOperations:           d.skippedOperations,
 		DisableExtendedHeaders:      !d.extendedHeaders,
@@ -238,13 +239,13 @@ func (d debeziumOptions) encoder() (kafkasink.DebeziumEncoder, []string) {
 		WriteAnnotations:            d.annotations,
 	}
 	var ok bool
-	enc.DecimalHandling, ok = kafkasink.ParseDecimalMode(d.decimalHandling)
+	enc.DecimalHandling, ok = debezium.ParseDecimalMode(d.decimalHandling)
 	mode("decimal.handling.mode", d.decimalHandling, "precise, double or string", ok)
-	enc.TimePrecision, ok = kafkasink.ParseTimePrecisionMode(d.timePrecision)
+	enc.TimePrecision, ok = debezium.ParseTimePrecisionMode(d.timePrecision)
 	mode("time.precision.mode", d.timePrecision, "adaptive, adaptive_time_microseconds, connect or isostring", ok)
-	enc.IntervalHandling, ok = kafkasink.ParseIntervalMode(d.intervalHandling)
+	enc.IntervalHandling, ok = debezium.ParseIntervalMode(d.intervalHandling)
 	mode("interval.handling.mode", d.intervalHandling, "numeric or string", ok)
-	enc.BinaryHandling, ok = kafkasink.ParseBinaryMode(d.binaryHandling)
+	enc.BinaryHandling, ok = debezium.ParseBinaryMode(d.binaryHandling)
 	mode("binary.handling.mode", d.binaryHandling, "bytes, base64, base64-url-safe or hex", ok)
 	return enc, problems
 }

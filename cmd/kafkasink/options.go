@@ -57,7 +57,7 @@ type registryOptions struct {
 // registryDefaults are the flags' defaults.
 var registryDefaults = registryOptions{subjects: kafkasinkavro.TopicName.String()}
 
-// debeziumOptions are the flags of kafkasink.DebeziumEncoder's options,
+// debeziumOptions are the flags of debezium.Encoder's options,
 // each named after the Debezium connector property it mirrors (or, for
 // the options Debezium lacks, prefixed debezium-).
 type debeziumOptions struct {

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/debezium"
 	"github.com/kafkasink/kafkasink/pgcdc"
 )
 
@@ -44,7 +45,7 @@ func TestFlagsOverrideEnvironment(t *testing.T) {
 	if kcfg.Mode != kafkasink.Idempotent || pcfg.BatchMaxEvents != 77 || !pcfg.Snapshot {
 		t.Errorf("environment not applied: mode %v, batch %d, snapshot %t", kcfg.Mode, pcfg.BatchMaxEvents, pcfg.Snapshot)
 	}
-	if _, ok := kcfg.Encoder.(kafkasink.DebeziumEncoder); !ok {
+	if _, ok := kcfg.Encoder.(debezium.Encoder); !ok {
 		t.Errorf("Encoder %T, want DebeziumEncoder", kcfg.Encoder)
 	}
 	if kcfg.SASL == nil || kcfg.SASL.Mechanism != kafkasink.SASLScramSHA512 || kcfg.SASL.Username != "cdc" || kcfg.SASL.Password != "hunter2" {
@@ -150,14 +151,14 @@ func TestKeylessTablesFlag(t *testing.T) {
 	}
 }
 
-// TestDebeziumFlags checks that each DebeziumEncoder option has its flag,
+// TestDebeziumFlags checks that each debezium.Encoder option has its flag,
 // named after Debezium's property, with Debezium's default; that its
 // environment variable sets it too; that a mode Debezium does not have is
 // refused naming the flag; and that the flags are refused with another
 // encoder.
 func TestDebeziumFlags(t *testing.T) {
 	base := []string{"-pg", "postgres://h/db", "-brokers", "b:9092", "-slot", "shop"}
-	encoder := func(t *testing.T, args []string, env map[string]string) (kafkasink.DebeziumEncoder, error) {
+	encoder := func(t *testing.T, args []string, env map[string]string) (debezium.Encoder, error) {
 		t.Helper()
 		var stderr bytes.Buffer
 		o, err := parse(append(slices.Clone(base), args...), func(k string) string { return env[k] }, &stderr)
@@ -165,7 +166,7 @@ func TestDebeziumFlags(t *testing.T) {
 			t.Fatal(err)
 		}
 		kcfg, _, err := o.configs(nil)
-		enc, _ := kcfg.Encoder.(kafkasink.DebeziumEncoder)
+		enc, _ := kcfg.Encoder.(debezium.Encoder)
 		return enc, err
 	}
 
@@ -173,7 +174,7 @@ func TestDebeziumFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (kafkasink.DebeziumEncoder{Name: "shop"}); !reflect.DeepEqual(enc, want) {
+	if want := (debezium.Encoder{Name: "shop"}); !reflect.DeepEqual(enc, want) {
 		t.Errorf("defaults: %+v, want Debezium's, %+v", enc, want)
 	}
 
@@ -186,9 +187,9 @@ func TestDebeziumFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := kafkasink.DebeziumEncoder{Name: "shop",
-		DecimalHandling: kafkasink.DecimalString, TimePrecision: kafkasink.TimeIsostring, IntervalHandling: kafkasink.IntervalString,
-		BinaryHandling: kafkasink.BinaryHex, DisableTombstones: true, SkippedOperations: "none",
+	want := debezium.Encoder{Name: "shop",
+		DecimalHandling: debezium.DecimalString, TimePrecision: debezium.TimeIsostring, IntervalHandling: debezium.IntervalString,
+		BinaryHandling: debezium.BinaryHex, DisableTombstones: true, SkippedOperations: "none",
 		UnavailableValuePlaceholder: "??", DisableExtendedHeaders: true,
 		LSNAsString: true, NullNestedArrays: true, MatchDebeziumLosses: true, RunID: "run-1",
 		ProvideTransactionMetadata: true, TransactionTopic: "shop.txns"}
@@ -197,7 +198,7 @@ func TestDebeziumFlags(t *testing.T) {
 	}
 
 	enc, err = encoder(t, []string{"-encoder", "debezium"}, map[string]string{"KAFKASINK_DECIMAL_HANDLING_MODE": "double", "KAFKASINK_TOMBSTONES_ON_DELETE": "false"})
-	if err != nil || enc.DecimalHandling != kafkasink.DecimalDouble || !enc.DisableTombstones {
+	if err != nil || enc.DecimalHandling != debezium.DecimalDouble || !enc.DisableTombstones {
 		t.Errorf("from the environment: %+v, %v; want decimal double, no tombstones", enc, err)
 	}
 
@@ -256,7 +257,7 @@ func TestHeadersAndCompressionFlags(t *testing.T) {
 // TestAnnotationsFlags: -annotations, from the command line, the
 // environment or the configuration file (a YAML sequence), sets
 // Config.Annotations, -annotations-in Config.AnnotationsIn (value by
-// default) and -debezium-annotations DebeziumEncoder.WriteAnnotations; a
+// default) and -debezium-annotations debezium.Encoder.WriteAnnotations; a
 // pair without '=', a key given twice, an unknown place and
 // -debezium-annotations with another encoder are refused naming the flag,
 // and value annotations with a Schema Registry encoder are refused by New
@@ -296,7 +297,7 @@ func TestAnnotationsFlags(t *testing.T) {
 	}
 
 	kcfg, err := configs(t, []string{"-encoder", "debezium", "-debezium-annotations", "-annotations", "env=prod"}, nil)
-	if enc, _ := kcfg.Encoder.(kafkasink.DebeziumEncoder); err != nil || !enc.WriteAnnotations {
+	if enc, _ := kcfg.Encoder.(debezium.Encoder); err != nil || !enc.WriteAnnotations {
 		t.Errorf("-debezium-annotations: %+v, %v; want WriteAnnotations", kcfg.Encoder, err)
 	}
 

@@ -44,9 +44,15 @@ const (
 	// CutBefore cuts the connection instead of forwarding the request:
 	// the broker never sees it.
 	CutBefore
+	// CorruptRecords flips a byte of each record batch's CRC in a Produce
+	// request before forwarding it: the broker refuses every batch,
+	// CORRUPT_MESSAGE, without writing it, and franz-go fails a batch so
+	// refused at once. It is how a test makes a real broker refuse a
+	// retry for good. Requests other than Produce pass.
+	CorruptRecords
 )
 
-// Kinds lists every fault kind, Pass excluded.
+// Kinds lists the fault kinds any request can take, Pass excluded.
 var Kinds = []Kind{DelayRequest, DelayResponse, DropResponse, CutBefore}
 
 func (k Kind) String() string {
@@ -61,6 +67,8 @@ func (k Kind) String() string {
 		return "drop-response"
 	case CutBefore:
 		return "cut-before"
+	case CorruptRecords:
+		return "corrupt-records"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }

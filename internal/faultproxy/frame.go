@@ -1,6 +1,7 @@
 package faultproxy
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -115,6 +116,7 @@ func (d *decoder) skipTags() {
 type requestHeader struct {
 	Request
 	expectsResponse bool
+	bodyAt          int   // where a Produce request's body starts in its frame
 	fault           Fault // what the proxy decided for it
 }
 
@@ -137,6 +139,7 @@ func parseRequest(frame []byte) (requestHeader, error) {
 		if req.IsFlexible() {
 			d.skipTags()
 		}
+		h.bodyAt = len(frame) - len(d.b)
 		if h.Version >= 3 {
 			if req.IsFlexible() {
 				d.compactNullableString()
@@ -159,4 +162,28 @@ func responseCorrelationID(frame []byte) (int32, error) {
 	d := decoder{b: frame}
 	id := d.int32()
 	return id, d.err
+}
+
+// corruptRecords returns a copy of a Produce request frame, whose body
+// starts at bodyAt, with a byte of each record batch's CRC flipped. The
+// batches are found by their bytes, which the frame holds verbatim.
+func corruptRecords(frame []byte, bodyAt int) ([]byte, error) {
+	req := kmsg.NewPtrProduceRequest()
+	version := int16(binary.BigEndian.Uint16(frame[2:4]))
+	req.SetVersion(version)
+	if err := req.ReadFrom(frame[bodyAt:]); err != nil {
+		return nil, fmt.Errorf("reading produce request v%d: %w", version, err)
+	}
+	out := bytes.Clone(frame)
+	const crcAt = 8 + 4 + 4 + 1 // base offset, length, leader epoch, magic
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			i := bytes.Index(frame[bodyAt:], p.Records)
+			if len(p.Records) <= crcAt || i < 0 {
+				return nil, fmt.Errorf("produce request v%d: no record batch to corrupt for %s[%d]", version, t.Topic, p.Partition)
+			}
+			out[bodyAt+i+crcAt] ^= 0xff
+		}
+	}
+	return out, nil
 }

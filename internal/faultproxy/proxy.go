@@ -6,6 +6,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // dialTimeout bounds connecting to a broker. A stopped (SIGSTOP) broker
@@ -246,6 +248,14 @@ func (c *conn) requests() {
 			g.record(h.Request, f)
 			if !c.sleep(f.Delay) {
 				return
+			}
+		case CorruptRecords:
+			if kmsg.Key(h.Key) == kmsg.Produce {
+				if frame, err = corruptRecords(frame, h.bodyAt); err != nil {
+					g.fail(fmt.Errorf("faultproxy: %s: %w", h.Request, err))
+					return
+				}
+				g.record(h.Request, f)
 			}
 		}
 		if h.expectsResponse {

@@ -1,8 +1,10 @@
 // Package rawrecord builds, without the sink, what the sink writes for an
 // event and what a hand-written pipeline would: the baselines of the
-// benchmarks (the root package's and the bench module's) and the
-// expectations of the header tests. It is written apart from the sink's
-// own code on purpose, so that comparing with it checks that code.
+// root package's benchmarks and the expectations of the header tests
+// (the bench module has its own copy, bench/internal/rawrecord, as a
+// module does not import another module's internal packages). It is
+// written apart from the sink's own code on purpose, so that comparing
+// with it checks that code.
 package rawrecord
 
 import (

@@ -44,7 +44,7 @@ func Env(t testing.TB, names ...string) []string {
 		}
 	}
 	if len(missing) > 0 {
-		t.Skipf("%s not set: this test needs the real test environment; run scripts/testenv.sh up --brokers 3 and eval \"$(scripts/testenv.sh env)\" (see README)",
+		t.Skipf("%s not set: this test needs the real test environment; run scripts/testenv.sh up --brokers 3 and eval \"$(scripts/testenv.sh env)\" (see docs/integration-tests.md)",
 			strings.Join(missing, ", "))
 	}
 	return vals

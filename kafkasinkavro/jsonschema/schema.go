@@ -4,7 +4,7 @@ import (
 	"strings"
 
 	"github.com/kafkasink/kafkasink"
-	"github.com/kafkasink/kafkasink/internal/jsonw"
+	"github.com/kafkasink/kafkasink/encoding/jsonw"
 )
 
 // quote is s as a JSON string.

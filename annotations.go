@@ -167,16 +167,7 @@ func annotationHeaders(annotations map[string]string) []kgo.RecordHeader {
 // the annotations, keys in sorted order, for an encoder to append to its
 // values as it is.
 func annotationsMember(annotations map[string]string) string {
-	dst := []byte(`,"annotations":{`)
-	for i, k := range slices.Sorted(maps.Keys(annotations)) {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = jsonw.AppendString(dst, k)
-		dst = append(dst, ':')
-		dst = jsonw.AppendString(dst, annotations[k])
-	}
-	return string(append(dst, '}'))
+	return string(jsonw.AppendStringMap([]byte(`,"annotations":`), annotations))
 }
 
 // appendAnnotationHeaders returns the record headers hs (the last

@@ -29,27 +29,39 @@ const (
 )
 
 // deadLetter turns the draft of a rejected event into its dead-letter
-// record. The record always carries the event: its key, or the event id
-// when the key could not be made; its value as the Encoder wrote it, or
-// the event as JSONEncoder writes it when the Encoder failed or made a
-// tombstone (see eventJSON); and headers naming the reason. Only a value
-// too large for the dead-letter topic itself is left out, which the
-// kafkasink.value header says and an Error log reports.
+// record (see deadLetterRecord), making sure of the dead-letter topic
+// first, and logs an Error when the record cannot carry the event's value.
 func (s *Sink) deadLetter(ctx context.Context, es *encoderState, e *Event, d draft, rej *Rejection) (*kgo.Record, error) {
 	info, err := s.topics.get(ctx, s.cl, s.cfg.DeadLetterTopic)
 	if err != nil {
 		return nil, err
 	}
-	limit := s.cfg.recordLimit(info)
-	r := d.record
-	r.Topic = s.cfg.DeadLetterTopic
+	r, lost := deadLetterRecord(&s.cfg, es, e, d, rej, info)
+	if lost {
+		s.logLostValue(lostValue{position: e.Position, schema: e.Schema, table: e.Table, reason: rej.Reason, limit: s.cfg.recordLimit(info)})
+	}
+	return r, nil
+}
+
+// deadLetterRecord turns the draft of a rejected event into its
+// dead-letter record, for a dead-letter topic of info. The record always
+// carries the event: its key, or the event id when the key could not be
+// made; its value as the Encoder wrote it, or the event as JSONEncoder
+// writes it when the Encoder failed or made a tombstone (see eventJSON);
+// and headers naming the reason. Only a value too large for the
+// dead-letter topic itself is left out, which the kafkasink.value header
+// says and lost reports, for the caller to log at Error.
+func deadLetterRecord(cfg *Config, es *encoderState, e *Event, d draft, rej *Rejection, info topicInfo) (r *kgo.Record, lost bool) {
+	limit := cfg.recordLimit(info)
+	r = d.record
+	r.Topic = cfg.DeadLetterTopic
 	if !d.keyMade {
 		r.Key = eventIDKey(es, e)
 	}
 	// The error text is cut short, to leave room for the event on a
 	// topic with a small max.message.bytes.
 	errText := truncate(rej.Err.Error(), min(4096, limit/4))
-	if set := s.cfg.Headers; set != HeadersAll {
+	if set := cfg.Headers; set != HeadersAll {
 		// A dead letter is read by people and repair tools, which need
 		// the table and the LSNs: it carries every standard header, and
 		// after them the Encoder's.
@@ -64,10 +76,10 @@ func (s *Sink) deadLetter(ctx context.Context, es *encoderState, e *Event, d dra
 	kind := ValueEncoded
 	switch {
 	case d.valueMade && r.Value != nil:
-	case d.valueErr == nil && !d.valueMade && fixed+minValueSize(s.cfg.Encoder, e) <= limit:
+	case d.valueErr == nil && !d.valueMade && fixed+minValueSize(cfg.Encoder, e) <= limit:
 		// Not encoded yet (rejected first, or too large for its own
 		// topic); it may fit this one.
-		if d.valueErr = s.encodeValue(es, r, s.cfg.Encoder, e); d.valueErr == nil && r.Value != nil {
+		if d.valueErr = encodeValue(es, r, cfg.Encoder, e); d.valueErr == nil && r.Value != nil {
 			break
 		}
 		fallthrough
@@ -82,16 +94,13 @@ func (s *Sink) deadLetter(ctx context.Context, es *encoderState, e *Event, d dra
 		}
 	}
 	if r.Value == nil || fixed+len(r.Value) > limit {
-		kind, r.Value = ValueOmitted, nil
+		kind, r.Value, lost = ValueOmitted, nil, true
 		if fixed > limit {
 			r.Key = eventIDKey(es, e) // the key is what is too large
 		}
-		s.log.Error("dead-lettered event is too large even for the dead-letter topic: its record carries only the key and headers, and the row's values are in no Kafka record; raise the dead-letter topic's max.message.bytes and Config.MaxRecordBytes, or recover the row from the database",
-			"position", e.Position.String(), "table", TableName(e.Schema, e.Table), "reason", string(rej.Reason),
-			"dead_letter_topic", s.cfg.DeadLetterTopic, "limit", limit)
 	}
 	r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderValue, Value: []byte(kind)})
-	return r, nil
+	return r, lost
 }
 
 // eventIDKey returns the event id as a record key.

@@ -56,19 +56,21 @@ type KeyEncoder interface {
 	EncodeKey(dst []byte, e *Event, columns []string) ([]byte, error)
 }
 
-// prepare gives the Encoder's Preparer the events and their routes.
-func (s *Sink) prepare(ctx context.Context, pr Preparer, events []Event) error {
+// prepare gives the Encoder's Preparer the events and their routes, as
+// resolve found them.
+func (s *Sink) prepare(ctx context.Context, pr Preparer, events []Event, rt *routing) error {
 	if len(events) == 0 {
 		return nil
 	}
 	routes := make([]EventRoute, len(events))
+	last := 0
 	for i := range events {
 		e := &events[i]
-		rt := s.routeOf(e)
-		if rt.err != nil || rt.collision != nil {
+		t := rt.of(e, &last)
+		if t.err != nil || t.collision != nil {
 			continue
 		}
-		routes[i] = EventRoute{Topic: rt.topic, KeyColumns: encodedKeyColumns(e, rt.keyColumns)}
+		routes[i] = EventRoute{Topic: t.topic, KeyColumns: encodedKeyColumns(e, t.keyColumns)}
 	}
 	return pr.Prepare(ctx, events, routes)
 }

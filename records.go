@@ -1,7 +1,6 @@
 package kafkasink
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -68,60 +67,52 @@ func checkBatch(b *Batch) error {
 	return nil
 }
 
-// planSending plans b and sends its first part while planning: it drops
-// the events the checkpoint already covers (skipDelivered), encodes the
-// rest into records split into parts (encodeParts), and reports the events
-// that cannot be delivered (reportRejections), which are dead-lettered or
-// fail the batch with a *RejectedError listing all of them. A plan without
-// parts has nothing to deliver: every event was delivered before.
-//
-// send, when not nil, is given each record of the first part as soon as it
-// is encoded, so that the ExactlyOnce sink produces it while the rest is
-// encoded; what send started is the caller's to finish, also when
-// planSending fails (see txnSink.writeBatch). With a nil send it only
-// plans. b must have passed checkBatch.
-func (s *Sink) planSending(ctx context.Context, b *Batch, send func(*kgo.Record)) (*plan, error) {
-	ck := s.Checkpoint()
-	events := s.skipDelivered(b, ck.Position)
-	p := &plan{events: len(b.Events), skipped: len(b.Events) - len(events), cursor: b.Cursor}
-	p.planned = events
-	rejections, err := s.encodeParts(ctx, p, events, send)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.reportRejections(rejections); err != nil {
-		return nil, err
-	}
-	if len(p.parts) == 0 && p.cursor != nil && p.skipped == 0 {
-		// A batch of no events moving only the cursor, such as an
-		// empty snapshot chunk: one part holding just the checkpoint.
-		// (A redelivered cursor is stored already, with its events.)
-		p.parts = []part{{first: ck.Position, last: ck.Position}}
-	}
-	return p, nil
+// encoding is the second phase of a plan (see resolve for the first): it
+// encodes a batch's events into the parts of its plan from the
+// configuration and what resolve found, and does no I/O: no network, no
+// log, no hook, and it changes nothing of the Sink's (it has no Sink). Its
+// one exception is send, when not nil, which is given each record of the
+// first part as soon as it is made. What it finds to report it keeps: the
+// rejected events (with a dead-letter topic, their dead-letter records
+// are in the parts), the events the Encoder leaves out, the dead letters
+// without their value.
+type encoding struct {
+	cfg        *Config
+	p          *plan
+	es         *encoderState // p.enc
+	events     []Event       // p.planned
+	routes     *routing
+	frameTopic string
+	send       func(*kgo.Record)
+	// deadLetter is the dead-letter topic's limits, once known
+	// (deadLetterKnown); until then run stops at the batch's first
+	// dead letter for the caller to make sure of the topic.
+	deadLetter      topicInfo
+	deadLetterKnown bool
+
+	next    int            // the next event to encode
+	done    bool           // every event is encoded
+	table   int            // the index in routes of the last event's table
+	pending *pendingLetter // the event run stopped at, to dead-letter
+
+	rejections []Rejection
+	omitted    SkipInfo    // the events the Encoder leaves out
+	lost       []lostValue // dead letters too large to carry their value
 }
 
-// skipDelivered returns the events of b above the checkpoint position ck,
-// and reports the ones at or below it, which were delivered before: a
-// source redelivering after a restart.
-func (s *Sink) skipDelivered(b *Batch, ck Position) []Event {
-	events := b.Events
-	for len(events) > 0 && events[0].Position.Compare(ck) <= 0 {
-		events = events[1:]
-	}
-	if skipped := len(b.Events) - len(events); skipped > 0 {
-		s.log.Info("skipping events the checkpoint covers (redelivery after a restart)",
-			"skipped", skipped, "checkpoint", ck.String())
-		s.hooks.onSkipped(SkipInfo{First: b.Events[0].Position, Last: b.Events[skipped-1].Position, Events: skipped, Checkpoint: ck})
-	}
-	return events
+// pendingLetter is a rejected event whose dead-letter record waits for
+// the dead-letter topic's limits, with the records made around it.
+type pendingLetter struct {
+	e             *Event
+	d             draft
+	rej           *Rejection
+	before, after *kgo.Record
 }
 
-// encodeParts encodes events into the parts of p, and gives send (when not
-// nil) each record of the first part as soon as it is made. It returns the
-// rejected events; with a dead-letter topic, their dead-letter records are
-// in the parts.
-func (s *Sink) encodeParts(ctx context.Context, p *plan, events []Event, send func(*kgo.Record)) ([]Rejection, error) {
+// newEncoding returns the encoding of events, b's events above the
+// checkpoint, into a new plan of b, in the memory the last delivered
+// Write left (see encoderState).
+func (s *Sink) newEncoding(b *Batch, events []Event, routes *routing, send func(*kgo.Record)) encoding {
 	shaper, _ := s.cfg.Encoder.(RecordShaper)
 	framer, _ := shaper.(Framer)
 	frames := 0
@@ -140,7 +131,6 @@ func (s *Sink) encodeParts(ctx context.Context, p *plan, events []Event, send fu
 		}
 	}
 	enc := s.encoderState(len(events), shaper, framer, frames)
-	p.enc = enc
 	if k, ok := s.cfg.Encoder.(AllKeysEncoder); ok {
 		if k.EncodesAllKeys() {
 			enc.keys = k
@@ -148,68 +138,85 @@ func (s *Sink) encodeParts(ctx context.Context, p *plan, events []Event, send fu
 	} else {
 		enc.keyEncoder, _ = s.cfg.Encoder.(KeyEncoder)
 	}
-	if pr, ok := s.cfg.Encoder.(Preparer); ok {
-		if err := s.prepare(ctx, pr, events); err != nil {
-			return nil, err
+	p := &plan{events: len(b.Events), skipped: len(b.Events) - len(events), cursor: b.Cursor, enc: enc, planned: events}
+	return encoding{cfg: &s.cfg, p: p, es: enc, events: events, routes: routes, frameTopic: s.frameTopic, send: send}
+}
+
+// run encodes the events into the parts of en.p, from en.next on. It
+// returns needDeadLetterTopic when it stopped at a rejected event to
+// dead-letter before the dead-letter topic's limits are known: set them
+// (deadLetter, deadLetterKnown) and run again to go on. Once every event
+// is encoded, running again changes nothing.
+func (en *encoding) run() (needDeadLetterTopic bool, err error) {
+	cfg, es, p := en.cfg, en.es, en.p
+	if l := en.pending; l != nil {
+		if !en.deadLetterKnown {
+			return true, nil
 		}
+		en.pending = nil
+		r := en.deadLetterRecord(l.e, l.d, l.rej)
+		p.add(l.e.Position, true, cfg.MaxTransactionRecords, cfg.MaxTransactionBytes, en.send, l.before, r, nil, l.after)
 	}
-	var (
-		rejections []Rejection
-		omitted    SkipInfo
-	)
-	for i := range events {
-		e := &events[i]
-		var shape RecordShape
-		if shaper != nil {
-			shape = shaper.Shape(e)
-		}
-		known := minValueSize(s.cfg.Encoder, e)
+	for en.next < len(en.events) {
+		i := en.next
+		en.next++
+		e := &en.events[i]
+		shape := en.routes.shape(i)
+		known := minValueSize(cfg.Encoder, e)
 		// The value at least, and as much again for the key and any
 		// escaping (and the records around the event); no record is
 		// larger than MaxRecordBytes, and an event known to exceed it is
 		// rejected before it is encoded.
-		enc.reserve(min(2*known, s.cfg.MaxRecordBytes))
-		before, after, err := s.frames(ctx, enc, e, shape)
+		es.reserve(min(2*known, cfg.MaxRecordBytes))
+		before, after, err := en.frames(e, shape)
 		if err != nil {
-			return nil, err
+			return false, err
 		}
 		if shape.Skip {
-			omitted.note(e.Position)
+			en.omitted.note(e.Position)
 			if before == nil && after == nil {
 				p.omit(e.Position)
 			} else {
-				p.add(e.Position, false, s.cfg.MaxTransactionRecords, s.cfg.MaxTransactionBytes, send, before, after)
+				p.add(e.Position, false, cfg.MaxTransactionRecords, cfg.MaxTransactionBytes, en.send, before, after)
 			}
 			continue
 		}
-		d, rej, err := s.encodeEvent(ctx, enc, i, e, known, shape.NullKey)
-		if err != nil {
-			return nil, err
-		}
+		d, rej := en.encodeEvent(i, e, known, shape.NullKey)
 		r := d.record
 		var tomb *kgo.Record
 		if rej == nil && shape.Tombstone {
-			tomb = &enc.records[len(events)+i]
+			tomb = &es.records[len(en.events)+i]
 			*tomb = kgo.Record{Topic: r.Topic, Key: r.Key, Headers: r.Headers}
 		}
 		if rej != nil {
-			rejections = append(rejections, *rej)
-			if s.cfg.DeadLetterTopic == "" {
+			en.rejections = append(en.rejections, *rej)
+			if cfg.DeadLetterTopic == "" {
 				continue
 			}
-			if r, err = s.deadLetter(ctx, enc, e, d, rej); err != nil {
-				return nil, err
+			if !en.deadLetterKnown {
+				en.pending = &pendingLetter{e: e, d: d, rej: rej, before: before, after: after}
+				return true, nil
 			}
-			p.rejected++
+			r = en.deadLetterRecord(e, d, rej)
 		}
-		p.add(e.Position, true, s.cfg.MaxTransactionRecords, s.cfg.MaxTransactionBytes, send, before, r, tomb, after)
+		p.add(e.Position, true, cfg.MaxTransactionRecords, cfg.MaxTransactionBytes, en.send, before, r, tomb, after)
 	}
-	if omitted.Events > 0 {
-		p.skipped += omitted.Events
-		s.log.Info("skipping events the Encoder leaves out", "skipped", omitted.Events, "first", omitted.First.String(), "last", omitted.Last.String())
-		s.hooks.onSkipped(omitted)
+	if !en.done {
+		en.done = true
+		p.skipped += en.omitted.Events
 	}
-	return rejections, nil
+	return false, nil
+}
+
+// deadLetterRecord turns the draft of the rejected event e into its
+// dead-letter record, counting it in the plan.
+func (en *encoding) deadLetterRecord(e *Event, d draft, rej *Rejection) *kgo.Record {
+	r, lost := deadLetterRecord(en.cfg, en.es, e, d, rej, en.deadLetter)
+	if lost {
+		en.lost = append(en.lost, lostValue{position: e.Position, schema: e.Schema, table: e.Table, reason: rej.Reason, limit: en.cfg.recordLimit(en.deadLetter)})
+	}
+	en.p.rejected++
+	return r
 }
 
 // add appends rs, the records of the event at pos (its record, and those
@@ -287,15 +294,13 @@ func (info *SkipInfo) note(pos Position) {
 // topic's size limit; one too large fails the Write with a fatal
 // *ConfigError, since its transaction would be described wrongly without
 // it, whatever becomes of the event.
-func (s *Sink) frames(ctx context.Context, es *encoderState, e *Event, shape RecordShape) (before, after *kgo.Record, err error) {
+func (en *encoding) frames(e *Event, shape RecordShape) (before, after *kgo.Record, err error) {
+	es := en.es
 	if es.framer == nil || !shape.RecordBefore && !shape.RecordAfter {
 		return nil, nil, nil
 	}
-	topic := s.frameTopic
-	info, err := s.topics.get(ctx, s.cl, topic)
-	if err != nil {
-		return nil, nil, err
-	}
+	topic := en.frameTopic
+	info := en.routes.frame
 	frame := func(last bool) (*kgo.Record, error) {
 		start := len(es.arena)
 		out, keyLen := es.framer.AppendFrame(es.arena, e, last)
@@ -304,7 +309,7 @@ func (s *Sink) frames(ctx context.Context, es *encoderState, e *Event, shape Rec
 			Key:   es.arena[start : start+keyLen : start+keyLen],
 			Value: es.take(start + keyLen)})
 		r := &es.frames[len(es.frames)-1]
-		if err := s.cfg.checkRecordSize(recordSize(r), true, topic, info); err != nil {
+		if err := en.cfg.checkRecordSize(recordSize(r), true, topic, info); err != nil {
 			where := "before"
 			if last {
 				where = "after"
@@ -380,32 +385,25 @@ type draft struct {
 // only the dead-letter topic may need. Two tables routed to one topic are
 // a fatal error, not a rejection: dead-lettering one of them would change
 // sides with every restart, as whichever table comes first claims the
-// topic.
-func (s *Sink) encodeEvent(ctx context.Context, es *encoderState, i int, e *Event, knownValueSize int, shapedNullKey bool) (draft, *Rejection, error) {
-	rt := s.routeOf(e)
-	if rt.collision != nil {
-		return draft{}, nil, rt.collision
-	}
+// topic (resolve returns that error before anything is encoded).
+func (en *encoding) encodeEvent(i int, e *Event, knownValueSize int, shapedNullKey bool) (draft, *Rejection) {
+	es := en.es
+	t := en.routes.of(e, &en.table)
+	rt, info := t.tableRoute, t.info
 	d := draft{record: &es.records[i]}
-	*d.record = kgo.Record{Topic: rt.topic, Headers: es.standardHeaders(s.cfg.Headers, e)}
+	*d.record = kgo.Record{Topic: rt.topic, Headers: es.standardHeaders(en.cfg.Headers, e)}
 	if es.shaper != nil {
-		d.record.Headers = s.shapedHeaders(es, d.record.Headers, e, rt.keyColumns)
+		d.record.Headers = en.shapedHeaders(es, d.record.Headers, e, rt.keyColumns)
 	}
-	d.record.Headers = es.appendAnnotationHeaders(d.record.Headers, s.cfg.annotationHeaders)
+	d.record.Headers = es.appendAnnotationHeaders(d.record.Headers, en.cfg.annotationHeaders)
 	var rej *Rejection
 	reject := func(reason Reason, err error) {
 		if rej == nil { // the first reason is the rejection's
 			rej = &Rejection{Position: e.Position, Schema: e.Schema, Table: e.Table, Topic: rt.topic, Reason: reason, Err: err}
 		}
 	}
-	var info topicInfo
 	if rt.err != nil {
 		reject(ReasonUnroutable, rt.err)
-	} else {
-		var err error
-		if info, err = s.topics.get(ctx, s.cl, rt.topic); err != nil {
-			return draft{}, nil, err
-		}
 	}
 
 	start := len(es.arena)
@@ -415,9 +413,9 @@ func (s *Sink) encodeEvent(ctx context.Context, es *encoderState, i int, e *Even
 	case es.keys != nil:
 		keyOut, err = es.keys.EncodeKey(es.arena, e, rt.keyColumns)
 	case es.keyEncoder != nil:
-		keyOut, err = appendEncodedKey(es.arena, es.keyEncoder, e, rt.keyColumns, s.cfg.KeyFormat)
+		keyOut, err = appendEncodedKey(es.arena, es.keyEncoder, e, rt.keyColumns, en.cfg.KeyFormat)
 	default:
-		keyOut, err = AppendKey(es.arena, e, rt.keyColumns, s.cfg.KeyFormat)
+		keyOut, err = AppendKey(es.arena, e, rt.keyColumns, en.cfg.KeyFormat)
 	}
 	switch {
 	case errors.Is(err, errMissingKeyColumn):
@@ -437,25 +435,25 @@ func (s *Sink) encodeEvent(ctx context.Context, es *encoderState, i int, e *Even
 	}
 
 	if rej != nil {
-		return d, rej, nil // deadLetter makes the value, if it can fit
+		return d, rej // deadLetterRecord makes the value, if it can fit
 	}
-	if err := s.cfg.checkRecordSize(recordSize(d.record)+knownValueSize, false, rt.topic, info); err != nil {
+	if err := en.cfg.checkRecordSize(recordSize(d.record)+knownValueSize, false, rt.topic, info); err != nil {
 		reject(ReasonTooLarge, err)
-		return d, rej, nil
+		return d, rej
 	}
-	if d.valueErr = s.encodeValue(es, d.record, s.cfg.Encoder, e); d.valueErr != nil {
+	if d.valueErr = encodeValue(es, d.record, en.cfg.Encoder, e); d.valueErr != nil {
 		reject(ReasonUnencodable, d.valueErr)
-		return d, rej, nil
+		return d, rej
 	}
 	d.valueMade = true
-	if err := s.cfg.checkRecordSize(recordSize(d.record), true, rt.topic, info); err != nil {
+	if err := en.cfg.checkRecordSize(recordSize(d.record), true, rt.topic, info); err != nil {
 		reject(ReasonTooLarge, err)
 	}
-	return d, rej, nil
+	return d, rej
 }
 
 // encodeValue sets r.Value to enc's value of e.
-func (s *Sink) encodeValue(es *encoderState, r *kgo.Record, enc Encoder, e *Event) error {
+func encodeValue(es *encoderState, r *kgo.Record, enc Encoder, e *Event) error {
 	start := len(es.arena)
 	out, err := enc.Encode(es.arena, e)
 	if err != nil {
@@ -479,7 +477,8 @@ type tableRoute struct {
 }
 
 // routeOf returns the route of e's table, computed once per table unless
-// a Topics.Route function decides (it may answer differently over time).
+// a Topics.Route function decides (it may answer differently over time):
+// then once per plan (see resolve).
 func (s *Sink) routeOf(e *Event) tableRoute {
 	k := [2]string{e.Schema, e.Table}
 	if rt, ok := s.routes[k]; ok {
@@ -506,7 +505,7 @@ func (s *Sink) routeOf(e *Event) tableRoute {
 // renders the other event's key (by keyColumns, as the record's own) for
 // them; a key it cannot render is left out, as the event's own key
 // decides the event's fate.
-func (s *Sink) shapedHeaders(es *encoderState, hs []kgo.RecordHeader, e *Event, keyColumns []string) []kgo.RecordHeader {
+func (en *encoding) shapedHeaders(es *encoderState, hs []kgo.RecordHeader, e *Event, keyColumns []string) []kgo.RecordHeader {
 	var otherKey []byte
 	if e.Source.KeyChange != nil {
 		other := Event{Op: OpInsert, Schema: e.Schema, Table: e.Table, Position: e.Position, Key: e.Key, Relation: e.Relation, After: e.Source.KeyChange}
@@ -516,7 +515,7 @@ func (s *Sink) shapedHeaders(es *encoderState, hs []kgo.RecordHeader, e *Event, 
 		if es.keys != nil {
 			out, err = es.keys.AppendKeyPayload(es.arena, &other, keyColumns)
 		} else {
-			out, err = AppendKey(es.arena, &other, keyColumns, s.cfg.KeyFormat)
+			out, err = AppendKey(es.arena, &other, keyColumns, en.cfg.KeyFormat)
 		}
 		if err == nil {
 			es.arena = out

@@ -57,6 +57,8 @@ type Sink struct {
 	owed owedEvents
 	// routes caches each table's route.
 	routes map[[2]string]tableRoute
+	// routing is the memory of a plan's routes (see resolve).
+	routing routing
 	// spare is the memory of the last delivered batch's records, for
 	// the next plan (see encoderState); nil after a failed Write, whose
 	// records the client may still hold.

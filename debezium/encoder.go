@@ -5,8 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -461,16 +459,7 @@ func (d Encoder) Annotate(annotations map[string]string) (kafkasink.Encoder, err
 // annotationsMember returns the JSON member `,"annotations":{...}` of
 // the annotations, keys in sorted order, as JSONEncoder writes it.
 func annotationsMember(annotations map[string]string) string {
-	dst := []byte(`,"annotations":{`)
-	for i, k := range slices.Sorted(maps.Keys(annotations)) {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = jsonw.AppendString(dst, k)
-		dst = append(dst, ':')
-		dst = jsonw.AppendString(dst, annotations[k])
-	}
-	return string(append(dst, '}'))
+	return string(jsonw.AppendStringMap([]byte(`,"annotations":`), annotations))
 }
 
 // invalidOpError reports an event whose Op is not one of the defined

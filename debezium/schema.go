@@ -197,33 +197,66 @@ func (d *Encoder) columnSchema(t *kafkasink.TypeInfo) connectSchema {
 		return plainSchema("double")
 	case "bool":
 		return plainSchema("boolean")
-	case "numeric":
-		switch d.DecimalHandling {
-		case DecimalDouble:
-			return plainSchema("double")
-		case DecimalString:
-			return plainSchema("string")
+	case "numeric", "money":
+		return d.decimalSchema(t)
+	case "date", "time", "timestamp", "timetz", "timestamptz", "interval":
+		return d.temporalSchema(t)
+	case "uuid":
+		return semanticSchema("string", "io.debezium.data.Uuid")
+	case "json", "jsonb", "hstore": // hstore as a JSON object (hstore.handling.mode json)
+		return semanticSchema("string", "io.debezium.data.Json")
+	case "xml":
+		return semanticSchema("string", "io.debezium.data.Xml")
+	case "tsvector":
+		return semanticSchema("string", "io.debezium.data.Tsvector")
+	case "ltree": // the extension's type, which Debezium knows by name
+		return semanticSchema("string", "io.debezium.data.Ltree")
+	case "bit", "varbit":
+		return bitsSchema(t)
+	case "bytea":
+		if d.BinaryHandling == BinaryBytes {
+			return plainSchema("bytes")
 		}
-		if t.Modifier < 4 { // no declared precision and scale
-			s := semanticSchema("struct", "io.debezium.data.VariableScaleDecimal")
-			s.fields = []connectField{{"scale", plainSchema("int32")}, {"value", plainSchema("bytes")}}
-			s.doc = "Variable scaled decimal"
-			return s
-		}
-		mod := t.Modifier - 4
-		s := semanticSchema("bytes", "org.apache.kafka.connect.data.Decimal")
-		s.params = [][2]string{{"scale", strconv.Itoa(int(mod & 0xffff))}, {"connect.decimal.precision", strconv.Itoa(int(mod >> 16))}}
-		return s
-	case "money":
-		switch d.DecimalHandling {
-		case DecimalDouble:
-			return plainSchema("double")
-		case DecimalString:
-			return plainSchema("string")
-		}
+		return plainSchema("string")
+	case "point":
+		return pointSchema()
+	}
+	// Text, character types, name, "char", inet, cidr, macaddr, enums
+	// whose labels the source did not give, and every other type pgcdc
+	// keeps as its text.
+	return plainSchema("string")
+}
+
+// decimalSchema is columnSchema of numeric and money, which
+// decimal.handling.mode writes alike.
+func (d *Encoder) decimalSchema(t *kafkasink.TypeInfo) connectSchema {
+	switch d.DecimalHandling {
+	case DecimalDouble:
+		return plainSchema("double")
+	case DecimalString:
+		return plainSchema("string")
+	}
+	if t.Name == "money" {
 		s := semanticSchema("bytes", "org.apache.kafka.connect.data.Decimal")
 		s.params = [][2]string{{"scale", "2"}}
 		return s
+	}
+	if t.Modifier < 4 { // no declared precision and scale
+		s := semanticSchema("struct", "io.debezium.data.VariableScaleDecimal")
+		s.fields = []connectField{{"scale", plainSchema("int32")}, {"value", plainSchema("bytes")}}
+		s.doc = "Variable scaled decimal"
+		return s
+	}
+	mod := t.Modifier - 4
+	s := semanticSchema("bytes", "org.apache.kafka.connect.data.Decimal")
+	s.params = [][2]string{{"scale", strconv.Itoa(int(mod & 0xffff))}, {"connect.decimal.precision", strconv.Itoa(int(mod >> 16))}}
+	return s
+}
+
+// temporalSchema is columnSchema of the date and time types, under
+// time.precision.mode and, for interval, interval.handling.mode.
+func (d *Encoder) temporalSchema(t *kafkasink.TypeInfo) connectSchema {
+	switch t.Name {
 	case "date":
 		switch d.TimePrecision {
 		case TimeIsostring:
@@ -256,52 +289,39 @@ func (d *Encoder) columnSchema(t *kafkasink.TypeInfo) connectSchema {
 		return semanticSchema("string", "io.debezium.time.ZonedTime")
 	case "timestamptz":
 		return semanticSchema("string", "io.debezium.time.ZonedTimestamp")
-	case "interval":
-		if d.IntervalHandling == IntervalString {
-			return semanticSchema("string", "io.debezium.time.Interval")
-		}
-		return semanticSchema("int64", "io.debezium.time.MicroDuration")
-	case "uuid":
-		return semanticSchema("string", "io.debezium.data.Uuid")
-	case "json", "jsonb", "hstore": // hstore as a JSON object (hstore.handling.mode json)
-		return semanticSchema("string", "io.debezium.data.Json")
-	case "xml":
-		return semanticSchema("string", "io.debezium.data.Xml")
-	case "tsvector":
-		return semanticSchema("string", "io.debezium.data.Tsvector")
-	case "ltree": // the extension's type, which Debezium knows by name
-		return semanticSchema("string", "io.debezium.data.Ltree")
-	case "bit", "varbit":
-		if t.Name == "bit" && t.Modifier == 1 {
-			return plainSchema("boolean") // as appendBits writes bit(1)
-		}
-		length := "2147483647" // varbit without a length, as pgjdbc reports it
-		if t.Modifier >= 0 {
-			length = strconv.Itoa(int(t.Modifier))
-		}
-		s := semanticSchema("bytes", "io.debezium.data.Bits")
-		s.params = [][2]string{{"length", length}}
-		return s
-	case "bytea":
-		if d.BinaryHandling == BinaryBytes {
-			return plainSchema("bytes")
-		}
-		return plainSchema("string")
-	case "point":
-		s := semanticSchema("struct", "io.debezium.data.geometry.Point")
-		s.fields = []connectField{
-			{"x", plainSchema("double")},
-			{"y", plainSchema("double")},
-			{"wkb", optionalSchema(plainSchema("bytes"))},
-			{"srid", optionalSchema(plainSchema("int32"))},
-		}
-		s.doc = "Geometry (POINT)"
-		return s
 	}
-	// Text, character types, name, "char", inet, cidr, macaddr, enums
-	// whose labels the source did not give, and every other type pgcdc
-	// keeps as its text.
-	return plainSchema("string")
+	if d.IntervalHandling == IntervalString {
+		return semanticSchema("string", "io.debezium.time.Interval")
+	}
+	return semanticSchema("int64", "io.debezium.time.MicroDuration")
+}
+
+// bitsSchema is columnSchema of bit and varbit.
+func bitsSchema(t *kafkasink.TypeInfo) connectSchema {
+	if t.Name == "bit" && t.Modifier == 1 {
+		return plainSchema("boolean") // as appendBits writes bit(1)
+	}
+	length := "2147483647" // varbit without a length, as pgjdbc reports it
+	if t.Modifier >= 0 {
+		length = strconv.Itoa(int(t.Modifier))
+	}
+	s := semanticSchema("bytes", "io.debezium.data.Bits")
+	s.params = [][2]string{{"length", length}}
+	return s
+}
+
+// pointSchema is columnSchema of point: Debezium's geometry Point, as
+// writePoint writes it.
+func pointSchema() connectSchema {
+	s := semanticSchema("struct", "io.debezium.data.geometry.Point")
+	s.fields = []connectField{
+		{"x", plainSchema("double")},
+		{"y", plainSchema("double")},
+		{"wkb", optionalSchema(plainSchema("bytes"))},
+		{"srid", optionalSchema(plainSchema("int32"))},
+	}
+	s.doc = "Geometry (POINT)"
+	return s
 }
 
 // debeziumSchemaName is the name Debezium gives a table's schemas

@@ -297,22 +297,7 @@ func (n *avroNode) decode(dst, src []byte) ([]byte, []byte, error) {
 		}
 		return jsonw.AppendFloat(dst, math.Float64frombits(binary.LittleEndian.Uint64(src)), 64), src[8:], nil
 	case "bytes", "fixed":
-		var b []byte
-		var err error
-		if n.typ == "fixed" {
-			if len(src) < n.size {
-				return nil, nil, errShort
-			}
-			b, src = src[:n.size], src[n.size:]
-		} else if b, src, err = readBytes(src); err != nil {
-			return nil, nil, err
-		}
-		if n.logical == "decimal" {
-			return appendDecimalText(dst, b, n.scale), src, nil
-		}
-		dst = append(dst, '"')
-		dst = base64.StdEncoding.AppendEncode(dst, b)
-		return append(dst, '"'), src, nil
+		return n.decodeBytes(dst, src)
 	case "string":
 		s, rest, err := readBytes(src)
 		if err != nil {
@@ -332,60 +317,93 @@ func (n *avroNode) decode(dst, src []byte) ([]byte, []byte, error) {
 		}
 		return n.branches[i].decode(dst, rest)
 	case "record":
-		dst = append(dst, '{')
-		for i := range n.fields {
-			f := &n.fields[i]
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = append(jsonw.AppendString(dst, f.column), ':')
-			var err error
-			if dst, src, err = f.typ.decode(dst, src); err != nil {
-				return nil, nil, fmt.Errorf("%s: %w", f.column, err)
-			}
-		}
-		return append(dst, '}'), src, nil
+		return n.decodeRecord(dst, src)
 	case "array", "map":
-		open, end := byte('['), byte(']')
-		if n.typ == "map" {
-			open, end = '{', '}'
+		return n.decodeBlocks(dst, src)
+	}
+	return nil, nil, fmt.Errorf("Avro type %q is not supported", n.typ)
+}
+
+// decodeBytes is decode of bytes and fixed: a decimal as its text, other
+// bytes in base64.
+func (n *avroNode) decodeBytes(dst, src []byte) ([]byte, []byte, error) {
+	var b []byte
+	var err error
+	if n.typ == "fixed" {
+		if len(src) < n.size {
+			return nil, nil, errShort
 		}
-		dst = append(dst, open)
-		first := true
-		for {
-			count, rest, err := readLong(src)
-			if err != nil {
+		b, src = src[:n.size], src[n.size:]
+	} else if b, src, err = readBytes(src); err != nil {
+		return nil, nil, err
+	}
+	if n.logical == "decimal" {
+		return appendDecimalText(dst, b, n.scale), src, nil
+	}
+	dst = append(dst, '"')
+	dst = base64.StdEncoding.AppendEncode(dst, b)
+	return append(dst, '"'), src, nil
+}
+
+// decodeRecord is decode of a record: an object of its fields, each
+// named after its column.
+func (n *avroNode) decodeRecord(dst, src []byte) ([]byte, []byte, error) {
+	dst = append(dst, '{')
+	for i := range n.fields {
+		f := &n.fields[i]
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(jsonw.AppendString(dst, f.column), ':')
+		var err error
+		if dst, src, err = f.typ.decode(dst, src); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", f.column, err)
+		}
+	}
+	return append(dst, '}'), src, nil
+}
+
+// decodeBlocks is decode of an array or a map, whose items Avro writes
+// in blocks: a count, then that many items, until a count of 0.
+func (n *avroNode) decodeBlocks(dst, src []byte) ([]byte, []byte, error) {
+	open, end := byte('['), byte(']')
+	if n.typ == "map" {
+		open, end = '{', '}'
+	}
+	dst = append(dst, open)
+	first := true
+	for {
+		count, rest, err := readLong(src)
+		if err != nil {
+			return nil, nil, err
+		}
+		src = rest
+		if count == 0 {
+			return append(dst, end), src, nil
+		}
+		if count < 0 { // a block with its size in bytes
+			count = -count
+			if _, src, err = readLong(src); err != nil {
 				return nil, nil, err
 			}
-			src = rest
-			if count == 0 {
-				return append(dst, end), src, nil
+		}
+		for ; count > 0; count-- {
+			if !first {
+				dst = append(dst, ',')
 			}
-			if count < 0 { // a block with its size in bytes
-				count = -count
-				if _, src, err = readLong(src); err != nil {
+			first = false
+			if n.typ == "map" {
+				var k []byte
+				if k, src, err = readBytes(src); err != nil {
 					return nil, nil, err
 				}
+				dst = append(jsonw.AppendString(dst, string(k)), ':')
 			}
-			for ; count > 0; count-- {
-				if !first {
-					dst = append(dst, ',')
-				}
-				first = false
-				if n.typ == "map" {
-					var k []byte
-					if k, src, err = readBytes(src); err != nil {
-						return nil, nil, err
-					}
-					dst = append(jsonw.AppendString(dst, string(k)), ':')
-				}
-				if dst, src, err = n.items.decode(dst, src); err != nil {
-					return nil, nil, err
-				}
+			if dst, src, err = n.items.decode(dst, src); err != nil {
+				return nil, nil, err
 			}
 		}
 	}
-	return nil, nil, fmt.Errorf("Avro type %q is not supported", n.typ)
 }
 
 // appendLogicalLong appends an int or long as its logical type's value in

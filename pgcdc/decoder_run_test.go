@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/pgcdc/internal/pgoutputmsg"
 )
 
 // userCatalog is a Catalog as a user of the Decoder writes it, with
@@ -109,20 +110,21 @@ func TestUserDecoderIsRuns(t *testing.T) {
 
 	t1 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	msgs := []wal{
-		{0x1000, begin(0x1900, t1, 7)},
-		{0x1000, relation(0, fullOID, "public", full, 'f',
-			relCol{true, "a", pgtype.Int4OID}, relCol{true, "b", pgtype.TextOID}, relCol{true, "c", pgtype.Int4OID})},
-		{0x1010, insert(0, fullOID, txt("1"), txt("x"), txt("2"))},
-		{0x1020, update(0, fullOID, 'O', tup(txt("1"), txt("x"), txt("2")), tup(txt("1"), txt("y"), txt("3")))},
-		{0x1030, relation(0, orderedOID, "public", ordered, 'd',
-			relCol{true, "a", pgtype.Int4OID}, relCol{true, "b", pgtype.Int4OID}, relCol{false, "n", domOID})},
-		{0x1040, insert(0, orderedOID, txt("1"), txt("2"), txt("5"))},
-		{0x1050, relation(0, keylessOID, "public", keyless, 'd', relCol{false, "v", pgtype.TextOID})},
-		{0x1060, insert(0, keylessOID, txt("v"))},
-		{0x1900, commit(0x1900, 0x1950, t1)},
-		{0x2000, begin(0x2900, t1, 8)},
-		{0x2010, insert(0, orderedOID, txt("3"), txt("4"), null())},
-		{0x2900, commit(0x2900, 0x2950, t1)},
+		{0x1000, pgoutputmsg.Begin(0x1900, t1, 7)},
+		{0x1000, pgoutputmsg.Relation(0, fullOID, "public", full, 'f',
+			pgoutputmsg.Key("a", pgtype.Int4OID), pgoutputmsg.Key("b", pgtype.TextOID), pgoutputmsg.Key("c", pgtype.Int4OID))},
+		{0x1010, pgoutputmsg.Insert(0, fullOID, pgoutputmsg.Text("1"), pgoutputmsg.Text("x"), pgoutputmsg.Text("2"))},
+		{0x1020, pgoutputmsg.Update(0, fullOID, 'O', pgoutputmsg.Tuple(pgoutputmsg.Text("1"), pgoutputmsg.Text("x"), pgoutputmsg.Text("2")),
+			pgoutputmsg.Tuple(pgoutputmsg.Text("1"), pgoutputmsg.Text("y"), pgoutputmsg.Text("3")))},
+		{0x1030, pgoutputmsg.Relation(0, orderedOID, "public", ordered, 'd',
+			pgoutputmsg.Key("a", pgtype.Int4OID), pgoutputmsg.Key("b", pgtype.Int4OID), pgoutputmsg.Col("n", domOID))},
+		{0x1040, pgoutputmsg.Insert(0, orderedOID, pgoutputmsg.Text("1"), pgoutputmsg.Text("2"), pgoutputmsg.Text("5"))},
+		{0x1050, pgoutputmsg.Relation(0, keylessOID, "public", keyless, 'd', pgoutputmsg.Col("v", pgtype.TextOID))},
+		{0x1060, pgoutputmsg.Insert(0, keylessOID, pgoutputmsg.Text("v"))},
+		{0x1900, pgoutputmsg.Commit(0x1900, 0x1950, t1)},
+		{0x2000, pgoutputmsg.Begin(0x2900, t1, 8)},
+		{0x2010, pgoutputmsg.Insert(0, orderedOID, pgoutputmsg.Text("3"), pgoutputmsg.Text("4"), pgoutputmsg.Null())},
+		{0x2900, pgoutputmsg.Commit(0x2900, 0x2950, t1)},
 	}
 	const prev = kafkasink.LSN(0x500)
 

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/pgcdc/internal/pgoutputmsg"
 )
 
 // TestBatchBytesBoundHeap decodes transactions through a session, as the
@@ -20,27 +21,28 @@ import (
 // 1 KB of text) and rows of large values (text, jsonb, bytea, an array).
 func TestBatchBytesBoundHeap(t *testing.T) {
 	note := func(n int) string { return strings.Repeat("0123456789abcdef", n/16+1)[:n] }
-	soakCols := []relCol{{true, "id", pgtype.Int8OID}, {false, "version", pgtype.Int8OID}, {false, "status", pgtype.TextOID},
-		{false, "amount", pgtype.NumericOID}, {false, "updated_at", pgtype.TimestamptzOID}, {false, "note", pgtype.TextOID}}
-	soakRow := func(size int) func(id int) []tcol {
-		return func(id int) []tcol {
-			return tup(txt(fmt.Sprint(id)), txt(fmt.Sprint(id%7+300)), txt("active"), txt("1234.56"),
-				txt("2026-12-01 07:16:27.123456+00"), txt(note(size)))
+	soakCols := []pgoutputmsg.Column{pgoutputmsg.Key("id", pgtype.Int8OID), pgoutputmsg.Col("version", pgtype.Int8OID),
+		pgoutputmsg.Col("status", pgtype.TextOID), pgoutputmsg.Col("amount", pgtype.NumericOID),
+		pgoutputmsg.Col("updated_at", pgtype.TimestamptzOID), pgoutputmsg.Col("note", pgtype.TextOID)}
+	soakRow := func(size int) func(id int) []pgoutputmsg.Value {
+		return func(id int) []pgoutputmsg.Value {
+			return pgoutputmsg.Tuple(pgoutputmsg.Text(fmt.Sprint(id)), pgoutputmsg.Text(fmt.Sprint(id%7+300)),
+				pgoutputmsg.Text("active"), pgoutputmsg.Text("1234.56"), pgoutputmsg.Text("2026-12-01 07:16:27.123456+00"), pgoutputmsg.Text(note(size)))
 		}
 	}
 	for _, tt := range []struct {
 		name   string
-		cols   []relCol
-		row    func(id int) []tcol
+		cols   []pgoutputmsg.Column
+		row    func(id int) []pgoutputmsg.Value
 		events int
 	}{
 		{"200 B rows", soakCols, soakRow(100), 30000},
 		{"1 KB rows", soakCols, soakRow(900), 12000},
-		{"large values", []relCol{{true, "id", pgtype.Int8OID}, {false, "body", pgtype.TextOID}, {false, "doc", pgtype.JSONBOID},
-			{false, "data", pgtype.ByteaOID}, {false, "tags", pgtype.Int4ArrayOID}},
-			func(id int) []tcol {
-				return tup(txt(fmt.Sprint(id)), txt(note(6000)), txt(`{"k":"`+note(3000)+`"}`),
-					txt(`\x`+note(4000)), txt("{1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20}"))
+		{"large values", []pgoutputmsg.Column{pgoutputmsg.Key("id", pgtype.Int8OID), pgoutputmsg.Col("body", pgtype.TextOID),
+			pgoutputmsg.Col("doc", pgtype.JSONBOID), pgoutputmsg.Col("data", pgtype.ByteaOID), pgoutputmsg.Col("tags", pgtype.Int4ArrayOID)},
+			func(id int) []pgoutputmsg.Value {
+				return pgoutputmsg.Tuple(pgoutputmsg.Text(fmt.Sprint(id)), pgoutputmsg.Text(note(6000)), pgoutputmsg.Text(`{"k":"`+note(3000)+`"}`),
+					pgoutputmsg.Text(`\x`+note(4000)), pgoutputmsg.Text("{1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20}"))
 			}, 1500},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -48,14 +50,14 @@ func TestBatchBytesBoundHeap(t *testing.T) {
 			s.cfg.BatchMaxBytes = 4 << 20
 			s.batches = make(chan *batch, 1000)
 			const txnRows = 100
-			msgs := [][]byte{xlog(0x100, relation(0, 1, "public", "t", 'd', tt.cols...))}
+			msgs := [][]byte{xlog(0x100, pgoutputmsg.Relation(0, 1, "public", "t", 'd', tt.cols...))}
 			lsn := kafkasink.LSN(0x1000)
 			for id := 0; id < tt.events; id += txnRows {
-				msgs = append(msgs, xlog(lsn, begin(lsn+txnRows+1, t0, uint32(1000+id))))
+				msgs = append(msgs, xlog(lsn, pgoutputmsg.Begin(lsn+txnRows+1, t0, uint32(1000+id))))
 				for i := range txnRows {
-					msgs = append(msgs, xlog(lsn+kafkasink.LSN(i+1), update(0, 1, 0, nil, tt.row(id+i))))
+					msgs = append(msgs, xlog(lsn+kafkasink.LSN(i+1), pgoutputmsg.Update(0, 1, 0, nil, tt.row(id+i))))
 				}
-				msgs = append(msgs, xlog(lsn+txnRows+1, commit(lsn+txnRows+1, lsn+txnRows+2, t0)))
+				msgs = append(msgs, xlog(lsn+txnRows+1, pgoutputmsg.Commit(lsn+txnRows+1, lsn+txnRows+2, t0)))
 				lsn += txnRows + 3
 			}
 			if err := s.handle(msgs[0]); err != nil { // the relation cache is not the batches'

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
+	"github.com/kafkasink/kafkasink/pgcdc/internal/pgoutputmsg"
 )
 
 // sqlf fills %[1]s in each statement with the test's unique name.
@@ -610,21 +611,21 @@ func TestDecoderReportsRelations(t *testing.T) {
 		got = append(got, schema+"."+table+":"+strings.Join(columns, ","))
 	}})
 	const top = 800
-	narrow := relation(top, 16384, "public", "users", 'd', relCol{true, "id", pgtype.Int4OID})
+	narrow := pgoutputmsg.Relation(top, 16384, "public", "users", 'd', pgoutputmsg.Key("id", pgtype.Int4OID))
 	feed(t, d,
-		wal{0x100, begin(0x110, t0, 700)},
+		wal{0x100, pgoutputmsg.Begin(0x110, t0, 700)},
 		wal{0x100, usersR},
-		wal{0x110, commit(0x110, 0x118, t0)},
-		wal{0x200, streamStart(top, true)},
+		wal{0x110, pgoutputmsg.Commit(0x110, 0x118, t0)},
+		wal{0x200, pgoutputmsg.StreamStart(top, true)},
 		wal{0x200, narrow},
-		wal{0x210, insert(top, 16384, txt("1"))},
-		wal{0x220, streamStop()},
+		wal{0x210, pgoutputmsg.Insert(top, 16384, pgoutputmsg.Text("1"))},
+		wal{0x220, pgoutputmsg.StreamStop()},
 	)
 	want := []string{"public.users:id,name,balance"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("before the streamed commit OnRelation saw %q, want %q", got, want)
 	}
-	feed(t, d, wal{0x300, streamCommit(top, 0x300, 0x340, t0)})
+	feed(t, d, wal{0x300, pgoutputmsg.StreamCommit(top, 0x300, 0x340, t0)})
 	if want = append(want, "public.users:id"); !slices.Equal(got, want) {
 		t.Fatalf("OnRelation saw %q, want %q", got, want)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/pgcdc/internal/pgoutputmsg"
 )
 
 // newTestSession returns a session without a connection whose handed-over
@@ -70,20 +71,20 @@ func TestSessionConfirmRules(t *testing.T) {
 		}
 	}
 	t0 := time.Unix(1767225600, 0)
-	rel := relation(0, 1, "public", "items", 'd', relCol{true, "id", pgtype.Int4OID})
+	rel := pgoutputmsg.Relation(0, 1, "public", "items", 'd', pgoutputmsg.Key("id", pgtype.Int4OID))
 
 	// A transaction of 25 events with a keepalive and a heartbeat inside:
 	// two full batches confirm nothing.
-	feed(0x100, begin(0x900, t0, 7))
+	feed(0x100, pgoutputmsg.Begin(0x900, t0, 7))
 	feed(0x100, rel)
 	for i := range 25 {
-		feed(kafkasink.LSN(0x200+i), insert(0, 1, txt("1")))
+		feed(kafkasink.LSN(0x200+i), pgoutputmsg.Insert(0, 1, pgoutputmsg.Text("1")))
 		if i == 12 {
 			kept(0x5000)
-			feed(0x300, logical(0, false, 0x300, heartbeatPrefix, ""))
+			feed(0x300, pgoutputmsg.Logical(0, false, 0x300, heartbeatPrefix, ""))
 		}
 	}
-	feed(0x900, commit(0x900, 0x950, t0))
+	feed(0x900, pgoutputmsg.Commit(0x900, 0x950, t0))
 	if got := len(s.batches); got != 2 {
 		t.Fatalf("%d batches handed over, want 2", got)
 	}
@@ -102,27 +103,27 @@ func TestSessionConfirmRules(t *testing.T) {
 	if s.cur.confirm != 0x1000 {
 		t.Errorf("confirm after a keepalive between transactions = %s, want 0/1000", s.cur.confirm)
 	}
-	feed(0x1100, logical(0, false, 0x1100, heartbeatPrefix, ""))
+	feed(0x1100, pgoutputmsg.Logical(0, false, 0x1100, heartbeatPrefix, ""))
 	if s.cur.confirm != 0x1100 {
 		t.Errorf("confirm after a heartbeat = %s, want 0/1100", s.cur.confirm)
 	}
-	feed(0x1200, logical(0, false, 0x1200, "other.prefix", ""))
+	feed(0x1200, pgoutputmsg.Logical(0, false, 0x1200, "other.prefix", ""))
 	kept(0x1050) // never backwards
 	if s.cur.confirm != 0x1100 {
 		t.Errorf("confirm after another prefix and an older keepalive = %s, want 0/1100", s.cur.confirm)
 	}
 
 	// Inside a stream block nothing moves it.
-	feed(0x2000, streamStart(9, true))
+	feed(0x2000, pgoutputmsg.StreamStart(9, true))
 	kept(0x3000)
-	feed(0x2001, logical(0, false, 0x2001, heartbeatPrefix, ""))
+	feed(0x2001, pgoutputmsg.Logical(0, false, 0x2001, heartbeatPrefix, ""))
 	if s.cur.confirm != 0x1100 {
 		t.Errorf("confirm inside a stream block = %s, want 0/1100", s.cur.confirm)
 	}
-	feed(0x2002, relation(9, 1, "public", "items", 'd', relCol{true, "id", pgtype.Int4OID}))
-	feed(0x2003, truncate(9, 0, 1))
-	feed(0x2004, streamStop())
-	feed(0x2100, streamCommit(9, 0x2100, 0x2150, t0))
+	feed(0x2002, pgoutputmsg.Relation(9, 1, "public", "items", 'd', pgoutputmsg.Key("id", pgtype.Int4OID)))
+	feed(0x2003, pgoutputmsg.Truncate(9, 0, 1))
+	feed(0x2004, pgoutputmsg.StreamStop())
+	feed(0x2100, pgoutputmsg.StreamCommit(9, 0x2100, 0x2150, t0))
 	if last := s.cur.events[len(s.cur.events)-1]; last.Op != kafkasink.OpTruncate {
 		t.Errorf("last event %v, want the streamed truncate", last.Op)
 	}

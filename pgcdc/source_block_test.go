@@ -16,6 +16,7 @@ import (
 	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/debezium"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
+	"github.com/kafkasink/kafkasink/pgcdc/internal/pgoutputmsg"
 )
 
 // TestEventSourceFields checks what Run tells the encoders about where
@@ -118,10 +119,10 @@ func TestDecoderPrevCommitEnd(t *testing.T) {
 	d, rec := newTestDecoder(t, DecoderConfig{})
 	txn := func(start, commitLSN, end kafkasink.LSN) {
 		feed(t, d,
-			wal{start, begin(commitLSN, t0, 7)},
+			wal{start, pgoutputmsg.Begin(commitLSN, t0, 7)},
 			wal{start, usersR},
-			wal{start + 0x10, insert(0, 16384, txt("1"), txt("a"), txt("1"))},
-			wal{commitLSN, commit(commitLSN, end, t0)},
+			wal{start + 0x10, pgoutputmsg.Insert(0, 16384, pgoutputmsg.Text("1"), pgoutputmsg.Text("a"), pgoutputmsg.Text("1"))},
+			wal{commitLSN, pgoutputmsg.Commit(commitLSN, end, t0)},
 		)
 	}
 	txn(0x100, 0x500, 0x530)

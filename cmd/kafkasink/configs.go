@@ -20,89 +20,9 @@ import (
 // the values themselves are left to kafkasink.New and pgcdc.Run, which
 // report them all at once.
 func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, error) {
-	var problems []string
-	mode, err := kafkasink.ParseMode(o.mode)
-	if err != nil {
-		problems = append(problems, err.Error())
-	}
-	var enc kafkasink.Encoder
-	switch o.encoder {
-	case "json":
-		enc = kafkasink.JSONEncoder{}
-	case "upsert":
-		enc = kafkasink.UpsertEncoder{}
-	case "debezium":
-		dbz, dbzProblems := o.debezium.encoder()
-		dbz.Name = o.slot
-		enc, problems = dbz, append(problems, dbzProblems...)
-	case "avro":
-		avro, err := o.schemaRegistry.config()
-		if err == nil {
-			enc, err = kafkasinkavro.New(avro)
-		}
-		if err != nil {
-			problems = append(problems, err.Error())
-		}
-	case "json-schema":
-		js, err := o.schemaRegistry.jsonSchemaEncoder()
-		if err != nil {
-			problems = append(problems, err.Error())
-		}
-		enc = js
-	case "debezium-avro":
-		dbz, dbzProblems := o.debezium.encoder()
-		dbz.Name = o.slot
-		problems = append(problems, dbzProblems...)
-		avro, err := o.schemaRegistry.config()
-		if err == nil {
-			enc, err = kafkasinkavro.NewDebezium(avro, dbz)
-		}
-		if err != nil {
-			problems = append(problems, err.Error())
-		}
-	default:
-		problems = append(problems, fmt.Sprintf("-encoder %q: want json, upsert, debezium, avro, json-schema or debezium-avro", o.encoder))
-	}
-	if changed := o.schemaRegistry.changed(); o.encoder != "avro" && o.encoder != "json-schema" && o.encoder != "debezium-avro" && changed != nil {
-		problems = append(problems, fmt.Sprintf("the Schema Registry's flags (%s) apply to -encoder avro, json-schema and debezium-avro only, not %q", strings.Join(changed, ", "), o.encoder))
-	}
-	if o.encoder != "debezium" && o.encoder != "debezium-avro" && o.debezium != debeziumDefaults {
-		problems = append(problems, fmt.Sprintf("the Debezium encoder's flags (%s) apply to -encoder debezium and debezium-avro only, not %q", strings.Join(o.debezium.changed(), ", "), o.encoder))
-	}
-	var kf kafkasink.KeyFormat
-	switch o.keyFormat {
-	case "text":
-		kf = kafkasink.KeyText
-	case "json":
-		kf = kafkasink.KeyJSON
-	default:
-		problems = append(problems, fmt.Sprintf("-key-format %q: want text or json", o.keyFormat))
-	}
-	headers, err := kafkasink.ParseHeaderSet(o.headers)
-	if err != nil {
-		problems = append(problems, fmt.Sprintf("-headers %q: want all, minimal or none", o.headers))
-	}
-	annotations, err := parseAnnotations(o.annotations)
-	if err != nil {
-		problems = append(problems, err.Error())
-	}
-	annotationsIn, err := kafkasink.ParseAnnotationPlace(o.annotationsIn)
-	if err != nil {
-		problems = append(problems, fmt.Sprintf("-annotations-in %q: want value, headers or both", o.annotationsIn))
-	}
-	codec, err := kafkasink.ParseCompression(o.compression)
-	if err != nil {
-		problems = append(problems, fmt.Sprintf("-compression %q: want none, snappy, lz4, zstd or gzip", o.compression))
-	}
-	routes := make(map[string]string)
-	for _, r := range splitNames(o.topicRoutes) {
-		i := strings.LastIndexByte(r, '=')
-		if i < 0 {
-			problems = append(problems, fmt.Sprintf("-topic-routes entry %q: want schema.table=topic", r))
-			continue
-		}
-		routes[strings.TrimSpace(r[:i])] = strings.TrimSpace(r[i+1:])
-	}
+	// The checks are in the order that the error lists their problems in,
+	// hence the two Configs are filled in turn.
+	kcfg, problems := o.sinkConfig(logger)
 	if o.pg == "" {
 		problems = append(problems, "-pg (or $KAFKASINK_PG) is required: a PostgreSQL connection string")
 	}
@@ -113,45 +33,8 @@ func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, 
 	if err != nil {
 		problems = append(problems, err.Error())
 	}
-	sinkID := o.sinkID
-	if sinkID == "" {
-		sinkID = o.slot
-	}
-	kcfg := kafkasink.Config{
-		Brokers:            splitList(o.brokers),
-		SinkID:             sinkID,
-		Mode:               mode,
-		TransactionTimeout: o.txnTimeout,
-		CheckpointTopic:    o.checkpointTopic,
-		Topics: kafkasink.Topics{
-			Prefix: o.prefix, Template: o.template, Routes: routes,
-			Partitions: int32(o.partitions), ReplicationFactor: int16(o.replicationFactor),
-		},
-		KeyFormat:       kf,
-		Encoder:         enc,
-		Headers:         headers,
-		Annotations:     annotations,
-		AnnotationsIn:   annotationsIn,
-		DeadLetterTopic: o.deadLetter,
-		Logger:          logger,
-		// The write receipts are logged at Debug; not computed unless
-		// they are (see Config.Receipts).
-		Receipts:      logger != nil && logger.Enabled(context.Background(), slog.LevelDebug),
-		ClientOptions: []kgo.Opt{kgo.ProducerBatchCompression(codec)},
-	}
-	if o.tlsCA != "" || o.tlsCert != "" || o.tlsKey != "" || o.tlsServerName != "" {
-		kcfg.TLS = &kafkasink.TLS{CAFile: o.tlsCA, CertFile: o.tlsCert, KeyFile: o.tlsKey, ServerName: o.tlsServerName}
-	}
-	saslPassword, err := o.saslPasswordValue()
-	if err != nil {
+	if err := o.setKafkaSecurity(&kcfg); err != nil {
 		problems = append(problems, err.Error())
-	}
-	if o.saslMechanism != "" {
-		kcfg.SASL = &kafkasink.SASL{
-			Mechanism: kafkasink.SASLMechanism(strings.ToUpper(o.saslMechanism)),
-			Username:  o.saslUser,
-			Password:  kafkasink.Secret(saslPassword),
-		}
 	}
 	pcfg := pgcdc.Config{
 		ConnString:              o.pg,
@@ -169,23 +52,190 @@ func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, 
 		BatchMaxEvents:          o.batchEvents,
 		BatchMaxBytes:           o.batchBytes,
 		BatchMaxWait:            o.batchWait,
+		KeyColumns:              keyColumns,
 		Logger:                  logger,
 	}
-	pcfg.KeyColumns = keyColumns
-	if o.pgPasswordFile != "" {
-		if connStringHasPassword(o.pg) {
-			problems = append(problems, "-pg holds a password and -pg-password-file is set: give the password one way")
-		}
-		if _, err := readSecretFile("-pg-password-file", o.pgPasswordFile); err != nil {
-			problems = append(problems, err.Error())
-		}
-		pcfg.ConfigureConn = o.setPGPassword
-	}
+	problems = append(problems, o.usePGPasswordFile(&pcfg)...)
 	problems = append(problems, o.httpProblems()...)
 	if problems != nil {
 		return kcfg, pcfg, &kafkasink.ConfigError{Problems: problems}
 	}
 	return kcfg, pcfg, nil
+}
+
+// sinkConfig is the sink's Config but for its TLS and SASL, and the
+// problems of the flags it comes from.
+func (o *options) sinkConfig(logger *slog.Logger) (kafkasink.Config, []string) {
+	sinkID := o.sinkID
+	if sinkID == "" {
+		sinkID = o.slot
+	}
+	cfg := kafkasink.Config{
+		Brokers:            splitList(o.brokers),
+		SinkID:             sinkID,
+		TransactionTimeout: o.txnTimeout,
+		CheckpointTopic:    o.checkpointTopic,
+		Topics: kafkasink.Topics{
+			Prefix: o.prefix, Template: o.template,
+			Partitions: int32(o.partitions), ReplicationFactor: int16(o.replicationFactor),
+		},
+		DeadLetterTopic: o.deadLetter,
+		Logger:          logger,
+		// The write receipts are logged at Debug; not computed unless
+		// they are (see Config.Receipts).
+		Receipts: logger != nil && logger.Enabled(context.Background(), slog.LevelDebug),
+	}
+	var problems []string
+	var err error
+	if cfg.Mode, err = kafkasink.ParseMode(o.mode); err != nil {
+		problems = append(problems, err.Error())
+	}
+	var encProblems, routeProblems []string
+	cfg.Encoder, encProblems = o.newEncoder()
+	problems = append(problems, encProblems...)
+	problems = append(problems, o.setRecordFormat(&cfg)...)
+	cfg.Topics.Routes, routeProblems = parseTopicRoutes(o.topicRoutes)
+	return cfg, append(problems, routeProblems...)
+}
+
+// newEncoder returns the record values' encoder that -encoder names, and
+// the problems of its flags, and of the flags of the encoders not chosen.
+func (o *options) newEncoder() (kafkasink.Encoder, []string) {
+	var problems []string
+	var enc kafkasink.Encoder
+	switch o.encoder {
+	case "json":
+		enc = kafkasink.JSONEncoder{}
+	case "upsert":
+		enc = kafkasink.UpsertEncoder{}
+	case "debezium":
+		enc, problems = o.debeziumEncoder()
+	case "avro":
+		avro, err := o.schemaRegistry.config()
+		if err == nil {
+			enc, err = kafkasinkavro.New(avro)
+		}
+		if err != nil {
+			problems = append(problems, err.Error())
+		}
+	case "json-schema":
+		js, err := o.schemaRegistry.jsonSchemaEncoder()
+		if err != nil {
+			problems = append(problems, err.Error())
+		}
+		enc = js
+	case "debezium-avro":
+		var dbz debezium.Encoder
+		dbz, problems = o.debeziumEncoder()
+		avro, err := o.schemaRegistry.config()
+		if err == nil {
+			enc, err = kafkasinkavro.NewDebezium(avro, dbz)
+		}
+		if err != nil {
+			problems = append(problems, err.Error())
+		}
+	default:
+		problems = append(problems, fmt.Sprintf("-encoder %q: want json, upsert, debezium, avro, json-schema or debezium-avro", o.encoder))
+	}
+	if changed := o.schemaRegistry.changed(); o.encoder != "avro" && o.encoder != "json-schema" && o.encoder != "debezium-avro" && changed != nil {
+		problems = append(problems, fmt.Sprintf("the Schema Registry's flags (%s) apply to -encoder avro, json-schema and debezium-avro only, not %q", strings.Join(changed, ", "), o.encoder))
+	}
+	if o.encoder != "debezium" && o.encoder != "debezium-avro" && o.debezium != debeziumDefaults {
+		problems = append(problems, fmt.Sprintf("the Debezium encoder's flags (%s) apply to -encoder debezium and debezium-avro only, not %q", strings.Join(o.debezium.changed(), ", "), o.encoder))
+	}
+	return enc, problems
+}
+
+// debeziumEncoder is the Debezium encoder of -encoder debezium and
+// debezium-avro, named after the slot: its source.name (see
+// -transaction.topic).
+func (o *options) debeziumEncoder() (debezium.Encoder, []string) {
+	dbz, problems := o.debezium.encoder()
+	dbz.Name = o.slot
+	return dbz, problems
+}
+
+// setRecordFormat sets what the sink writes around each record's value:
+// the key's format, the headers, the annotations, and the batches'
+// compression. It returns the problems of their flags.
+func (o *options) setRecordFormat(c *kafkasink.Config) []string {
+	var problems []string
+	switch o.keyFormat {
+	case "text":
+		c.KeyFormat = kafkasink.KeyText
+	case "json":
+		c.KeyFormat = kafkasink.KeyJSON
+	default:
+		problems = append(problems, fmt.Sprintf("-key-format %q: want text or json", o.keyFormat))
+	}
+	var err error
+	if c.Headers, err = kafkasink.ParseHeaderSet(o.headers); err != nil {
+		problems = append(problems, fmt.Sprintf("-headers %q: want all, minimal or none", o.headers))
+	}
+	if c.Annotations, err = parseAnnotations(o.annotations); err != nil {
+		problems = append(problems, err.Error())
+	}
+	if c.AnnotationsIn, err = kafkasink.ParseAnnotationPlace(o.annotationsIn); err != nil {
+		problems = append(problems, fmt.Sprintf("-annotations-in %q: want value, headers or both", o.annotationsIn))
+	}
+	codec, err := kafkasink.ParseCompression(o.compression)
+	if err != nil {
+		problems = append(problems, fmt.Sprintf("-compression %q: want none, snappy, lz4, zstd or gzip", o.compression))
+	}
+	c.ClientOptions = []kgo.Opt{kgo.ProducerBatchCompression(codec)}
+	return problems
+}
+
+// parseTopicRoutes parses -topic-routes: schema.table=topic pairs
+// separated by commas, table names quoted as in -tables. The map is not
+// nil even when s is empty; a problem names each malformed pair.
+func parseTopicRoutes(s string) (map[string]string, []string) {
+	var problems []string
+	routes := make(map[string]string)
+	for _, r := range splitNames(s) {
+		i := strings.LastIndexByte(r, '=')
+		if i < 0 {
+			problems = append(problems, fmt.Sprintf("-topic-routes entry %q: want schema.table=topic", r))
+			continue
+		}
+		routes[strings.TrimSpace(r[:i])] = strings.TrimSpace(r[i+1:])
+	}
+	return routes, problems
+}
+
+// setKafkaSecurity sets the sink's TLS, when any -tls-* flag is set, and
+// its SASL, with -sasl-mechanism. The error is the SASL password's.
+func (o *options) setKafkaSecurity(c *kafkasink.Config) error {
+	if o.tlsCA != "" || o.tlsCert != "" || o.tlsKey != "" || o.tlsServerName != "" {
+		c.TLS = &kafkasink.TLS{CAFile: o.tlsCA, CertFile: o.tlsCert, KeyFile: o.tlsKey, ServerName: o.tlsServerName}
+	}
+	password, err := o.saslPasswordValue()
+	if o.saslMechanism != "" {
+		c.SASL = &kafkasink.SASL{
+			Mechanism: kafkasink.SASLMechanism(strings.ToUpper(o.saslMechanism)),
+			Username:  o.saslUser,
+			Password:  kafkasink.Secret(password),
+		}
+	}
+	return err
+}
+
+// usePGPasswordFile has c read the PostgreSQL password from
+// -pg-password-file, when set, and returns its problems: the file is read
+// now too, so that a missing one stops the program at start-up.
+func (o *options) usePGPasswordFile(c *pgcdc.Config) []string {
+	if o.pgPasswordFile == "" {
+		return nil
+	}
+	var problems []string
+	if connStringHasPassword(o.pg) {
+		problems = append(problems, "-pg holds a password and -pg-password-file is set: give the password one way")
+	}
+	if _, err := readSecretFile("-pg-password-file", o.pgPasswordFile); err != nil {
+		problems = append(problems, err.Error())
+	}
+	c.ConfigureConn = o.setPGPassword
+	return problems
 }
 
 // saslPasswordValue is the SASL password: from -sasl-password-file or

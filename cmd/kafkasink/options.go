@@ -89,124 +89,188 @@ type setting struct {
 func defineFlags(o *options, stderr io.Writer) (*flag.FlagSet, map[string]setting) {
 	fs := flag.NewFlagSet("kafkasink", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	settings := make(map[string]setting)
-	str := func(p *string, name, env, def, usage string) {
-		fs.StringVar(p, name, def, usage+" ($"+env+")")
-		settings[name] = setting{env: env}
-	}
-	num := func(p *int, name, env string, def int, usage string) {
-		fs.IntVar(p, name, def, usage+" ($"+env+")")
-		settings[name] = setting{env: env, want: "an integer"}
-	}
-	num64 := func(p *int64, name, env string, def int64, usage string) {
-		fs.Int64Var(p, name, def, usage+" ($"+env+")")
-		settings[name] = setting{env: env, want: "an integer"}
-	}
-	dur := func(p *time.Duration, name, env string, def time.Duration, usage string) {
-		fs.DurationVar(p, name, def, usage+" ($"+env+")")
-		settings[name] = setting{env: env, want: "a duration such as 250ms"}
-	}
-	boolean := func(p *bool, name, env string, def bool, usage string) {
-		fs.BoolVar(p, name, def, usage+" ($"+env+")")
-		settings[name] = setting{env: env, want: "a boolean"}
-	}
-
-	str(&o.configFile, "config", "KAFKASINK_CONFIG", "", "YAML configuration file: a key for each flag, named as the flag with _ for - and . (see kafkasink.example.yaml); "+
+	f := flagDefiner{fs: fs, settings: make(map[string]setting)}
+	f.str(&o.configFile, "config", "KAFKASINK_CONFIG", "", "YAML configuration file: a key for each flag, named as the flag with _ for - and . (see kafkasink.example.yaml); "+
 		"flags win over environment variables, which win over the file")
-	str(&o.pg, "pg", "KAFKASINK_PG", "", "PostgreSQL connection string (postgres:// URL or keyword/value); the role needs REPLICATION; "+
+	o.definePostgreSQLFlags(f)
+	o.defineKafkaFlags(f)
+	o.defineTopicFlags(f)
+	o.defineRecordFlags(f)
+	o.schemaRegistry.defineFlags(f)
+	o.debezium.defineFlags(f)
+	o.defineBatchFlags(f)
+	o.defineMonitoringFlags(f)
+	o.defineHAFlags(f)
+	return fs, f.settings
+}
+
+// flagDefiner defines flags in fs, and records in settings where else
+// each flag's value may come from: its environment variable, which the
+// flag's usage names so that -h shows it.
+type flagDefiner struct {
+	fs       *flag.FlagSet
+	settings map[string]setting
+}
+
+func (f flagDefiner) str(p *string, name, env, def, usage string) {
+	f.fs.StringVar(p, name, def, usage+" ($"+env+")")
+	f.settings[name] = setting{env: env}
+}
+
+func (f flagDefiner) num(p *int, name, env string, def int, usage string) {
+	f.fs.IntVar(p, name, def, usage+" ($"+env+")")
+	f.settings[name] = setting{env: env, want: "an integer"}
+}
+
+func (f flagDefiner) num64(p *int64, name, env string, def int64, usage string) {
+	f.fs.Int64Var(p, name, def, usage+" ($"+env+")")
+	f.settings[name] = setting{env: env, want: "an integer"}
+}
+
+func (f flagDefiner) dur(p *time.Duration, name, env string, def time.Duration, usage string) {
+	f.fs.DurationVar(p, name, def, usage+" ($"+env+")")
+	f.settings[name] = setting{env: env, want: "a duration such as 250ms"}
+}
+
+func (f flagDefiner) boolean(p *bool, name, env string, def bool, usage string) {
+	f.fs.BoolVar(p, name, def, usage+" ($"+env+")")
+	f.settings[name] = setting{env: env, want: "a boolean"}
+}
+
+// definePostgreSQLFlags defines the flags of the source: the connection,
+// the slot, the publication and its tables, their keys, the snapshot, and
+// what the program does when the slot cannot continue or holds too much.
+func (o *options) definePostgreSQLFlags(f flagDefiner) {
+	f.str(&o.pg, "pg", "KAFKASINK_PG", "", "PostgreSQL connection string (postgres:// URL or keyword/value); the role needs REPLICATION; "+
 		"the password is best left out of it and given by -pg-password-file or $PGPASSWORD")
-	str(&o.pgPasswordFile, "pg-password-file", "KAFKASINK_PG_PASSWORD_FILE", "", "file holding the PostgreSQL password (a trailing newline is dropped), read again for every connection, so it can rotate")
-	str(&o.brokers, "brokers", "KAFKASINK_BROKERS", "", "Kafka seed brokers, comma-separated host:port")
-	str(&o.tables, "tables", "KAFKASINK_TABLES", "", `tables of the publication to create (an existing publication must have these tables, see -accept-publication-tables), comma-separated schema.table, names as stored; quote a name with a dot, comma or double quote as in SQL: public."a.b"; empty means FOR ALL TABLES`)
-	str(&o.slot, "slot", "KAFKASINK_SLOT", "kafkasink", "logical replication slot")
-	str(&o.publication, "publication", "KAFKASINK_PUBLICATION", "kafkasink", "publication")
-	str(&o.keyColumns, "key-columns", "KAFKASINK_KEY_COLUMNS", "", "key columns of tables, as schema.table=col1,col2 separated by ';' (default: the replica identity, else the primary key)")
-	boolean(&o.keylessTables, "keyless-tables", "KAFKASINK_KEYLESS_TABLES", false, "write the changes of tables without a primary key or replica identity index with a null key, "+
+	f.str(&o.pgPasswordFile, "pg-password-file", "KAFKASINK_PG_PASSWORD_FILE", "", "file holding the PostgreSQL password (a trailing newline is dropped), read again for every connection, so it can rotate")
+	f.str(&o.tables, "tables", "KAFKASINK_TABLES", "", `tables of the publication to create (an existing publication must have these tables, see -accept-publication-tables), comma-separated schema.table, names as stored; quote a name with a dot, comma or double quote as in SQL: public."a.b"; empty means FOR ALL TABLES`)
+	f.str(&o.slot, "slot", "KAFKASINK_SLOT", "kafkasink", "logical replication slot")
+	f.str(&o.publication, "publication", "KAFKASINK_PUBLICATION", "kafkasink", "publication")
+	f.str(&o.keyColumns, "key-columns", "KAFKASINK_KEY_COLUMNS", "", "key columns of tables, as schema.table=col1,col2 separated by ';' (default: the replica identity, else the primary key)")
+	f.boolean(&o.keylessTables, "keyless-tables", "KAFKASINK_KEYLESS_TABLES", false, "write the changes of tables without a primary key or replica identity index with a null key, "+
 		"in partition 0, as Debezium does, and read them in the snapshot (which then cannot resume inside such a table); "+
 		"default: keyed by event id, and the snapshot refuses them")
-	boolean(&o.create, "create", "KAFKASINK_CREATE", true, "create the slot and the publication when missing")
-	boolean(&o.acceptPublicationTables, "accept-publication-tables", "KAFKASINK_ACCEPT_PUBLICATION_TABLES", false,
+	f.boolean(&o.create, "create", "KAFKASINK_CREATE", true, "create the slot and the publication when missing")
+	f.boolean(&o.acceptPublicationTables, "accept-publication-tables", "KAFKASINK_ACCEPT_PUBLICATION_TABLES", false,
 		"stream an existing publication whose tables differ from -tables as it is, with a warning (default: refuse to start, naming the tables)")
-	boolean(&o.snapshot, "snapshot", "KAFKASINK_SNAPSHOT", false, "deliver the tables' existing rows before the changes")
-	fs.TextVar(&o.slotGap, "slot-gap", pgcdc.SlotGapRefuse, "when the slot cannot continue from the checkpoint (dropped, invalidated, moved by someone else): "+
+	f.boolean(&o.snapshot, "snapshot", "KAFKASINK_SNAPSHOT", false, "deliver the tables' existing rows before the changes")
+	f.fs.TextVar(&o.slotGap, "slot-gap", pgcdc.SlotGapRefuse, "when the slot cannot continue from the checkpoint (dropped, invalidated, moved by someone else): "+
 		"refuse, resnapshot (read the tables again from the new slot) or accept (stream on, the gap recorded in the checkpoint) ($KAFKASINK_SLOT_GAP)")
-	settings["slot-gap"] = setting{env: "KAFKASINK_SLOT_GAP", want: "refuse, resnapshot or accept"}
-	num64(&o.retainedWALWarn, "retained-wal-warn", "KAFKASINK_RETAINED_WAL_WARN", 0, "warn when the slot retains more WAL than this many bytes (0: 1 GiB; negative: never)")
-	num64(&o.spoolMaxBytes, "spool-max-bytes", "KAFKASINK_SPOOL_MAX_BYTES", 0, "bound on the bytes spooled to disk for streamed transactions not yet committed; a larger transaction stops the program (0: 16 GiB; negative: no bound)")
-	str(&o.sinkID, "sink-id", "KAFKASINK_SINK_ID", "", "sink id: checkpoint key and base of the transactional id; default the slot name")
-	str(&o.mode, "mode", "KAFKASINK_MODE", "exactly-once", "exactly-once, idempotent or plain")
-	str(&o.prefix, "topic-prefix", "KAFKASINK_TOPIC_PREFIX", "", "topics are <prefix>.<schema>.<table> (default prefix kafkasink)")
-	str(&o.topicRoutes, "topic-routes", "KAFKASINK_TOPIC_ROUTES", "", `explicit topics, comma-separated schema.table=topic (names quoted as in -tables); they win over -topic-prefix and -topic-template, and tables listed with the same topic share it`)
-	str(&o.template, "topic-template", "KAFKASINK_TOPIC_TEMPLATE", "", "topic template with {schema} and {table}; conflicts with -topic-prefix")
-	num(&o.partitions, "partitions", "KAFKASINK_PARTITIONS", 0, "partitions of topics the sink creates (0: the broker's default)")
-	num(&o.replicationFactor, "replication-factor", "KAFKASINK_REPLICATION_FACTOR", 0, "replication factor of topics the sink creates (0: the broker's default)")
-	str(&o.encoder, "encoder", "KAFKASINK_ENCODER", "json", "record value: json (change event), upsert (row, tombstone on delete), debezium, avro (the change event, and the key, in Avro with their schemas in -schema-registry), "+
+	f.settings["slot-gap"] = setting{env: "KAFKASINK_SLOT_GAP", want: "refuse, resnapshot or accept"}
+	f.num64(&o.retainedWALWarn, "retained-wal-warn", "KAFKASINK_RETAINED_WAL_WARN", 0, "warn when the slot retains more WAL than this many bytes (0: 1 GiB; negative: never)")
+	f.num64(&o.spoolMaxBytes, "spool-max-bytes", "KAFKASINK_SPOOL_MAX_BYTES", 0, "bound on the bytes spooled to disk for streamed transactions not yet committed; a larger transaction stops the program (0: 16 GiB; negative: no bound)")
+}
+
+// defineKafkaFlags defines the flags of the sink's connection to Kafka
+// and of its identity, mode and checkpoints.
+func (o *options) defineKafkaFlags(f flagDefiner) {
+	f.str(&o.brokers, "brokers", "KAFKASINK_BROKERS", "", "Kafka seed brokers, comma-separated host:port")
+	f.str(&o.tlsCA, "tls-ca", "KAFKASINK_TLS_CA", "", "PEM file of the CAs to trust; setting any -tls-* flag enables TLS")
+	f.str(&o.tlsCert, "tls-cert", "KAFKASINK_TLS_CERT", "", "client certificate PEM file, for mutual TLS")
+	f.str(&o.tlsKey, "tls-key", "KAFKASINK_TLS_KEY", "", "client key PEM file, for mutual TLS")
+	f.str(&o.tlsServerName, "tls-server-name", "KAFKASINK_TLS_SERVER_NAME", "", "name to verify in the broker's certificate")
+	f.str(&o.saslMechanism, "sasl-mechanism", "KAFKASINK_SASL_MECHANISM", "", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; the password comes from -sasl-password-file or $KAFKASINK_SASL_PASSWORD")
+	f.str(&o.saslUser, "sasl-user", "KAFKASINK_SASL_USER", "", "SASL user name")
+	f.str(&o.saslPasswordFile, "sasl-password-file", "KAFKASINK_SASL_PASSWORD_FILE", "", "file holding the SASL password (a trailing newline is dropped), read at start-up; conflicts with $KAFKASINK_SASL_PASSWORD")
+	f.str(&o.sinkID, "sink-id", "KAFKASINK_SINK_ID", "", "sink id: checkpoint key and base of the transactional id; default the slot name")
+	f.str(&o.mode, "mode", "KAFKASINK_MODE", "exactly-once", "exactly-once, idempotent or plain")
+	f.dur(&o.txnTimeout, "transaction-timeout", "KAFKASINK_TRANSACTION_TIMEOUT", 0, "Kafka transaction timeout (0: the sink's default)")
+	f.str(&o.checkpointTopic, "checkpoint-topic", "KAFKASINK_CHECKPOINT_TOPIC", "", "checkpoint topic (default "+kafkasink.DefaultCheckpointTopic+")")
+}
+
+// defineTopicFlags defines the flags of the topics records go to.
+func (o *options) defineTopicFlags(f flagDefiner) {
+	f.str(&o.prefix, "topic-prefix", "KAFKASINK_TOPIC_PREFIX", "", "topics are <prefix>.<schema>.<table> (default prefix kafkasink)")
+	f.str(&o.topicRoutes, "topic-routes", "KAFKASINK_TOPIC_ROUTES", "", `explicit topics, comma-separated schema.table=topic (names quoted as in -tables); they win over -topic-prefix and -topic-template, and tables listed with the same topic share it`)
+	f.str(&o.template, "topic-template", "KAFKASINK_TOPIC_TEMPLATE", "", "topic template with {schema} and {table}; conflicts with -topic-prefix")
+	f.num(&o.partitions, "partitions", "KAFKASINK_PARTITIONS", 0, "partitions of topics the sink creates (0: the broker's default)")
+	f.num(&o.replicationFactor, "replication-factor", "KAFKASINK_REPLICATION_FACTOR", 0, "replication factor of topics the sink creates (0: the broker's default)")
+	f.str(&o.deadLetter, "dead-letter-topic", "KAFKASINK_DEAD_LETTER_TOPIC", "", "topic for events that cannot be delivered (unroutable, unencodable, no key, too large), with headers naming the reason; empty stops the program on such an event instead")
+}
+
+// defineRecordFlags defines the flags of the records' form: the value's
+// encoder, the key's format, headers, annotations and compression.
+func (o *options) defineRecordFlags(f flagDefiner) {
+	f.str(&o.encoder, "encoder", "KAFKASINK_ENCODER", "json", "record value: json (change event), upsert (row, tombstone on delete), debezium, avro (the change event, and the key, in Avro with their schemas in -schema-registry), "+
 		"json-schema (the change event as json writes it, and the key, behind the ids of their JSON Schemas in -schema-registry), "+
 		"or debezium-avro (Debezium's envelope and key in Avro as Kafka Connect's AvroConverter writes them, schemas in -schema-registry; the -encoder debezium flags apply)")
-	r, rdef := &o.schemaRegistry, registryDefaults
-	str(&r.url, "schema-registry", "KAFKASINK_SCHEMA_REGISTRY", rdef.url, "-encoder avro, json-schema and debezium-avro: the Schema Registry's URL, comma-separated for several (Confluent's API; Apicurio Registry's ends in /apis/ccompat/v7)")
-	str(&r.subjects, "schema-registry-subjects", "KAFKASINK_SCHEMA_REGISTRY_SUBJECTS", rdef.subjects, "-encoder avro and json-schema: the subjects of the schemas, Confluent's strategies: "+
+	f.str(&o.keyFormat, "key-format", "KAFKASINK_KEY_FORMAT", "text", "record key: text or json")
+	f.str(&o.headers, "headers", "KAFKASINK_HEADERS", "all", "the sink's own headers on each record: all (kafkasink.id, .op, .table, .lsn and .commit_lsn), "+
+		"minimal (kafkasink.id and kafkasink.op, what a consumer removing duplicates needs) or none (with -encoder debezium, Debezium's headers only); dead letters carry all")
+	f.str(&o.annotations, "annotations", "KAFKASINK_ANNOTATIONS", "", "static key/values in every record, comma-separated key=value such as env=prod,region=eu-west-1 "+
+		"(keys of [a-zA-Z0-9._-], not starting with kafkasink. or __; a value cannot hold a comma)")
+	f.str(&o.annotationsIn, "annotations-in", "KAFKASINK_ANNOTATIONS_IN", "value", "where -annotations go: value (an annotations object; -encoder json and upsert, and debezium with -debezium-annotations), "+
+		"headers (one header each, any encoder) or both")
+	f.str(&o.compression, "compression", "KAFKASINK_COMPRESSION", "snappy", "compression of the record batches: none, snappy, lz4, zstd or gzip")
+}
+
+// defineFlags defines the Schema Registry's flags, which set r.
+func (r *registryOptions) defineFlags(f flagDefiner) {
+	def := registryDefaults
+	f.str(&r.url, "schema-registry", "KAFKASINK_SCHEMA_REGISTRY", def.url, "-encoder avro, json-schema and debezium-avro: the Schema Registry's URL, comma-separated for several (Confluent's API; Apicurio Registry's ends in /apis/ccompat/v7)")
+	f.str(&r.subjects, "schema-registry-subjects", "KAFKASINK_SCHEMA_REGISTRY_SUBJECTS", def.subjects, "-encoder avro and json-schema: the subjects of the schemas, Confluent's strategies: "+
 		"TopicNameStrategy (<topic>-key and <topic>-value), RecordNameStrategy (<namespace>.Key and <namespace>.Envelope, the namespace [-schema-registry-namespace.]<schema>.<table>: a subject per table, for tables sharing a topic; "+
 		"the Avro records' names, the JSON Schemas' titles) or TopicRecordNameStrategy (<topic>-<namespace>.Key and .Envelope)")
-	str(&r.namespace, "schema-registry-namespace", "KAFKASINK_SCHEMA_REGISTRY_NAMESPACE", rdef.namespace, "-encoder avro and json-schema with RecordNameStrategy or TopicRecordNameStrategy: put before <schema>.<table> in the records' names and subjects, "+
+	f.str(&r.namespace, "schema-registry-namespace", "KAFKASINK_SCHEMA_REGISTRY_NAMESPACE", def.namespace, "-encoder avro and json-schema with RecordNameStrategy or TopicRecordNameStrategy: put before <schema>.<table> in the records' names and subjects, "+
 		"so that pipelines of several databases can share a registry (such as the -topic-prefix)")
-	str(&r.user, "schema-registry-user", "KAFKASINK_SCHEMA_REGISTRY_USER", rdef.user, "-encoder avro and json-schema: user name for the Schema Registry's basic authentication, with -schema-registry-password-file")
-	str(&r.passwordFile, "schema-registry-password-file", "KAFKASINK_SCHEMA_REGISTRY_PASSWORD_FILE", rdef.passwordFile, "-encoder avro and json-schema: file holding the Schema Registry password (a trailing newline is dropped), read at start-up")
-	str(&r.tokenFile, "schema-registry-token-file", "KAFKASINK_SCHEMA_REGISTRY_TOKEN_FILE", rdef.tokenFile, "-encoder avro and json-schema: file holding a bearer token for the Schema Registry (a trailing newline is dropped), "+
+	f.str(&r.user, "schema-registry-user", "KAFKASINK_SCHEMA_REGISTRY_USER", def.user, "-encoder avro and json-schema: user name for the Schema Registry's basic authentication, with -schema-registry-password-file")
+	f.str(&r.passwordFile, "schema-registry-password-file", "KAFKASINK_SCHEMA_REGISTRY_PASSWORD_FILE", def.passwordFile, "-encoder avro and json-schema: file holding the Schema Registry password (a trailing newline is dropped), read at start-up")
+	f.str(&r.tokenFile, "schema-registry-token-file", "KAFKASINK_SCHEMA_REGISTRY_TOKEN_FILE", def.tokenFile, "-encoder avro and json-schema: file holding a bearer token for the Schema Registry (a trailing newline is dropped), "+
 		"read again for every request, so it can rotate; conflicts with basic authentication")
-	str(&r.tlsCA, "schema-registry-tls-ca", "KAFKASINK_SCHEMA_REGISTRY_TLS_CA", rdef.tlsCA, "-encoder avro and json-schema: PEM file of the CAs to trust for the Schema Registry's https:// URL (default: the system's)")
-	str(&r.tlsCert, "schema-registry-tls-cert", "KAFKASINK_SCHEMA_REGISTRY_TLS_CERT", rdef.tlsCert, "-encoder avro and json-schema: client certificate PEM file, for a Schema Registry that requires mutual TLS; with -schema-registry-tls-key")
-	str(&r.tlsKey, "schema-registry-tls-key", "KAFKASINK_SCHEMA_REGISTRY_TLS_KEY", rdef.tlsKey, "-encoder avro and json-schema: client key PEM file, with -schema-registry-tls-cert")
-	d, def := &o.debezium, debeziumDefaults
-	str(&d.decimalHandling, "decimal.handling.mode", "KAFKASINK_DECIMAL_HANDLING_MODE", def.decimalHandling, "-encoder debezium: numeric and money as precise (Connect Decimal), double or string")
-	str(&d.timePrecision, "time.precision.mode", "KAFKASINK_TIME_PRECISION_MODE", def.timePrecision, "-encoder debezium: dates and times as adaptive, adaptive_time_microseconds, connect or isostring")
-	str(&d.intervalHandling, "interval.handling.mode", "KAFKASINK_INTERVAL_HANDLING_MODE", def.intervalHandling, "-encoder debezium: intervals as numeric (microseconds) or string (ISO 8601)")
-	str(&d.binaryHandling, "binary.handling.mode", "KAFKASINK_BINARY_HANDLING_MODE", def.binaryHandling, "-encoder debezium: bytea as bytes, base64, base64-url-safe or hex")
-	boolean(&d.tombstonesOnDelete, "tombstones.on.delete", "KAFKASINK_TOMBSTONES_ON_DELETE", def.tombstonesOnDelete, "-encoder debezium: follow each delete with a tombstone")
-	str(&d.skippedOperations, "skipped.operations", "KAFKASINK_SKIPPED_OPERATIONS", def.skippedOperations, `-encoder debezium: operations not written, comma-separated c, u, d, t, or none (default t)`)
-	boolean(&d.provideTxnMetadata, "provide.transaction.metadata", "KAFKASINK_PROVIDE_TRANSACTION_METADATA", def.provideTxnMetadata, "-encoder debezium: a transaction block in each change, and BEGIN and END records around each transaction on -transaction.topic")
-	str(&d.transactionTopic, "transaction.topic", "KAFKASINK_TRANSACTION_TOPIC", def.transactionTopic, "-encoder debezium: the topic of the BEGIN and END records (default <-slot>.transaction: Debezium's <topic.prefix>.transaction, the slot being source.name)")
-	str(&d.unavailablePlaceholder, "unavailable.value.placeholder", "KAFKASINK_UNAVAILABLE_VALUE_PLACEHOLDER", def.unavailablePlaceholder, "-encoder debezium: value of an unchanged TOAST column (default __debezium_unavailable_value)")
-	boolean(&d.extendedHeaders, "extended.headers.enabled", "KAFKASINK_EXTENDED_HEADERS_ENABLED", def.extendedHeaders, "-encoder debezium: add the __debezium.context.* headers")
-	boolean(&d.lsnAsString, "debezium-lsn-as-string", "KAFKASINK_DEBEZIUM_LSN_AS_STRING", def.lsnAsString, "-encoder debezium: write source.lsn as a string (not a Debezium property), for readers that round numbers above 2^53")
-	boolean(&d.nullNestedArrays, "debezium-null-nested-arrays", "KAFKASINK_DEBEZIUM_NULL_NESTED_ARRAYS", def.nullNestedArrays, "-encoder debezium: write the inner arrays of a multi-dimensional array as null, as Debezium does (not a Debezium property)")
-	boolean(&d.matchLosses, "debezium-match-losses", "KAFKASINK_DEBEZIUM_MATCH_LOSSES", def.matchLosses, "-encoder debezium: write what Debezium writes where it loses a value (nested arrays, streamed name columns, BC dates of snapshot rows, trailing zeros of numerics without a declared scale), for consumers that must see exactly its output (not a Debezium property)")
-	boolean(&d.annotations, "debezium-annotations", "KAFKASINK_DEBEZIUM_ANNOTATIONS", def.annotations, "-encoder debezium: with -annotations in the value, end the envelope with an annotations object (not a Debezium property: Debezium's envelope has no such field)")
-	str(&d.runID, "debezium-run-id", "KAFKASINK_DEBEZIUM_RUN_ID", def.runID, "-encoder debezium: the __debezium.context.runId header (default: new for every run, as Debezium's)")
-	str(&o.keyFormat, "key-format", "KAFKASINK_KEY_FORMAT", "text", "record key: text or json")
-	str(&o.headers, "headers", "KAFKASINK_HEADERS", "all", "the sink's own headers on each record: all (kafkasink.id, .op, .table, .lsn and .commit_lsn), "+
-		"minimal (kafkasink.id and kafkasink.op, what a consumer removing duplicates needs) or none (with -encoder debezium, Debezium's headers only); dead letters carry all")
-	str(&o.annotations, "annotations", "KAFKASINK_ANNOTATIONS", "", "static key/values in every record, comma-separated key=value such as env=prod,region=eu-west-1 "+
-		"(keys of [a-zA-Z0-9._-], not starting with kafkasink. or __; a value cannot hold a comma)")
-	str(&o.annotationsIn, "annotations-in", "KAFKASINK_ANNOTATIONS_IN", "value", "where -annotations go: value (an annotations object; -encoder json and upsert, and debezium with -debezium-annotations), "+
-		"headers (one header each, any encoder) or both")
-	str(&o.compression, "compression", "KAFKASINK_COMPRESSION", "snappy", "compression of the record batches: none, snappy, lz4, zstd or gzip")
-	str(&o.checkpointTopic, "checkpoint-topic", "KAFKASINK_CHECKPOINT_TOPIC", "", "checkpoint topic (default "+kafkasink.DefaultCheckpointTopic+")")
-	str(&o.deadLetter, "dead-letter-topic", "KAFKASINK_DEAD_LETTER_TOPIC", "", "topic for events that cannot be delivered (unroutable, unencodable, no key, too large), with headers naming the reason; empty stops the program on such an event instead")
-	str(&o.tlsCA, "tls-ca", "KAFKASINK_TLS_CA", "", "PEM file of the CAs to trust; setting any -tls-* flag enables TLS")
-	str(&o.tlsCert, "tls-cert", "KAFKASINK_TLS_CERT", "", "client certificate PEM file, for mutual TLS")
-	str(&o.tlsKey, "tls-key", "KAFKASINK_TLS_KEY", "", "client key PEM file, for mutual TLS")
-	str(&o.tlsServerName, "tls-server-name", "KAFKASINK_TLS_SERVER_NAME", "", "name to verify in the broker's certificate")
-	str(&o.saslMechanism, "sasl-mechanism", "KAFKASINK_SASL_MECHANISM", "", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; the password comes from -sasl-password-file or $KAFKASINK_SASL_PASSWORD")
-	str(&o.saslUser, "sasl-user", "KAFKASINK_SASL_USER", "", "SASL user name")
-	str(&o.saslPasswordFile, "sasl-password-file", "KAFKASINK_SASL_PASSWORD_FILE", "", "file holding the SASL password (a trailing newline is dropped), read at start-up; conflicts with $KAFKASINK_SASL_PASSWORD")
-	num(&o.batchEvents, "batch-max-events", "KAFKASINK_BATCH_MAX_EVENTS", 0, "events per Write (0: pgcdc's default)")
-	num(&o.batchBytes, "batch-max-bytes", "KAFKASINK_BATCH_MAX_BYTES", 0, "memory a batch (one Write) holds before it is written; the program holds at most two (0: pgcdc's default, 16 MiB)")
-	num64(&o.memoryLimit, "memory-limit", "KAFKASINK_MEMORY_LIMIT", -1, "soft memory limit in bytes, at which the garbage collector works harder (runtime/debug.SetMemoryLimit); "+
+	f.str(&r.tlsCA, "schema-registry-tls-ca", "KAFKASINK_SCHEMA_REGISTRY_TLS_CA", def.tlsCA, "-encoder avro and json-schema: PEM file of the CAs to trust for the Schema Registry's https:// URL (default: the system's)")
+	f.str(&r.tlsCert, "schema-registry-tls-cert", "KAFKASINK_SCHEMA_REGISTRY_TLS_CERT", def.tlsCert, "-encoder avro and json-schema: client certificate PEM file, for a Schema Registry that requires mutual TLS; with -schema-registry-tls-key")
+	f.str(&r.tlsKey, "schema-registry-tls-key", "KAFKASINK_SCHEMA_REGISTRY_TLS_KEY", def.tlsKey, "-encoder avro and json-schema: client key PEM file, with -schema-registry-tls-cert")
+}
+
+// defineFlags defines the Debezium encoder's flags, which set d.
+func (d *debeziumOptions) defineFlags(f flagDefiner) {
+	def := debeziumDefaults
+	f.str(&d.decimalHandling, "decimal.handling.mode", "KAFKASINK_DECIMAL_HANDLING_MODE", def.decimalHandling, "-encoder debezium: numeric and money as precise (Connect Decimal), double or string")
+	f.str(&d.timePrecision, "time.precision.mode", "KAFKASINK_TIME_PRECISION_MODE", def.timePrecision, "-encoder debezium: dates and times as adaptive, adaptive_time_microseconds, connect or isostring")
+	f.str(&d.intervalHandling, "interval.handling.mode", "KAFKASINK_INTERVAL_HANDLING_MODE", def.intervalHandling, "-encoder debezium: intervals as numeric (microseconds) or string (ISO 8601)")
+	f.str(&d.binaryHandling, "binary.handling.mode", "KAFKASINK_BINARY_HANDLING_MODE", def.binaryHandling, "-encoder debezium: bytea as bytes, base64, base64-url-safe or hex")
+	f.boolean(&d.tombstonesOnDelete, "tombstones.on.delete", "KAFKASINK_TOMBSTONES_ON_DELETE", def.tombstonesOnDelete, "-encoder debezium: follow each delete with a tombstone")
+	f.str(&d.skippedOperations, "skipped.operations", "KAFKASINK_SKIPPED_OPERATIONS", def.skippedOperations, `-encoder debezium: operations not written, comma-separated c, u, d, t, or none (default t)`)
+	f.boolean(&d.provideTxnMetadata, "provide.transaction.metadata", "KAFKASINK_PROVIDE_TRANSACTION_METADATA", def.provideTxnMetadata, "-encoder debezium: a transaction block in each change, and BEGIN and END records around each transaction on -transaction.topic")
+	f.str(&d.transactionTopic, "transaction.topic", "KAFKASINK_TRANSACTION_TOPIC", def.transactionTopic, "-encoder debezium: the topic of the BEGIN and END records (default <-slot>.transaction: Debezium's <topic.prefix>.transaction, the slot being source.name)")
+	f.str(&d.unavailablePlaceholder, "unavailable.value.placeholder", "KAFKASINK_UNAVAILABLE_VALUE_PLACEHOLDER", def.unavailablePlaceholder, "-encoder debezium: value of an unchanged TOAST column (default __debezium_unavailable_value)")
+	f.boolean(&d.extendedHeaders, "extended.headers.enabled", "KAFKASINK_EXTENDED_HEADERS_ENABLED", def.extendedHeaders, "-encoder debezium: add the __debezium.context.* headers")
+	f.boolean(&d.lsnAsString, "debezium-lsn-as-string", "KAFKASINK_DEBEZIUM_LSN_AS_STRING", def.lsnAsString, "-encoder debezium: write source.lsn as a string (not a Debezium property), for readers that round numbers above 2^53")
+	f.boolean(&d.nullNestedArrays, "debezium-null-nested-arrays", "KAFKASINK_DEBEZIUM_NULL_NESTED_ARRAYS", def.nullNestedArrays, "-encoder debezium: write the inner arrays of a multi-dimensional array as null, as Debezium does (not a Debezium property)")
+	f.boolean(&d.matchLosses, "debezium-match-losses", "KAFKASINK_DEBEZIUM_MATCH_LOSSES", def.matchLosses, "-encoder debezium: write what Debezium writes where it loses a value (nested arrays, streamed name columns, BC dates of snapshot rows, trailing zeros of numerics without a declared scale), for consumers that must see exactly its output (not a Debezium property)")
+	f.boolean(&d.annotations, "debezium-annotations", "KAFKASINK_DEBEZIUM_ANNOTATIONS", def.annotations, "-encoder debezium: with -annotations in the value, end the envelope with an annotations object (not a Debezium property: Debezium's envelope has no such field)")
+	f.str(&d.runID, "debezium-run-id", "KAFKASINK_DEBEZIUM_RUN_ID", def.runID, "-encoder debezium: the __debezium.context.runId header (default: new for every run, as Debezium's)")
+}
+
+// defineBatchFlags defines the flags of the batches written to Kafka,
+// and of the memory they may take.
+func (o *options) defineBatchFlags(f flagDefiner) {
+	f.num(&o.batchEvents, "batch-max-events", "KAFKASINK_BATCH_MAX_EVENTS", 0, "events per Write (0: pgcdc's default)")
+	f.num(&o.batchBytes, "batch-max-bytes", "KAFKASINK_BATCH_MAX_BYTES", 0, "memory a batch (one Write) holds before it is written; the program holds at most two (0: pgcdc's default, 16 MiB)")
+	f.num64(&o.memoryLimit, "memory-limit", "KAFKASINK_MEMORY_LIMIT", -1, "soft memory limit in bytes, at which the garbage collector works harder (runtime/debug.SetMemoryLimit); "+
 		"-1: -batch-max-bytes + the sink's MaxTransactionBytes + 32 MiB (80 MiB with the defaults); 0: Go's default, no limit; a GOMEMLIMIT in the environment wins")
-	dur(&o.batchWait, "batch-max-wait", "KAFKASINK_BATCH_MAX_WAIT", 0, "how long a batch waits for more transactions (0: none, written as soon as the previous Write returns)")
-	dur(&o.txnTimeout, "transaction-timeout", "KAFKASINK_TRANSACTION_TIMEOUT", 0, "Kafka transaction timeout (0: the sink's default)")
-	str(&o.httpAddr, "http-addr", "KAFKASINK_HTTP_ADDR", "", "address of the HTTP listener serving /metrics, /healthz, /readyz and /status, such as 127.0.0.1:9187 (empty: none); a loopback address unless -http-allow-remote")
-	boolean(&o.httpAllowRemote, "http-allow-remote", "KAFKASINK_HTTP_ALLOW_REMOTE", false, "allow -http-addr to listen on other than a loopback address (its endpoints have no authentication)")
-	num64(&o.readyMaxLagBytes, "ready-max-lag-bytes", "KAFKASINK_READY_MAX_LAG_BYTES", 0, "/readyz fails while the slot holds more WAL than this many bytes not yet in Kafka (0: no bound)")
-	dur(&o.readyMaxLag, "ready-max-lag", "KAFKASINK_READY_MAX_LAG", 0, "/readyz fails while WAL is pending and the newest change in Kafka committed longer ago than this (0: no bound)")
-	dur(&o.progress, "progress", "KAFKASINK_PROGRESS", 5*time.Second, "how often to report progress (a log record, or on a terminal the progress line); 0 disables")
-	str(&o.logLevel, "log-level", "KAFKASINK_LOG_LEVEL", "info", "debug, info, warn or error")
-	str(&o.logFormat, "log-format", "KAFKASINK_LOG_FORMAT", "auto", "json, text, or auto: text and a progress line on a terminal, JSON otherwise (for a log collector)")
-	boolean(&o.lease.enabled, "ha", "KAFKASINK_HA", true, "high availability: stream only while holding the slot's lease in PostgreSQL, so that replicas with the same configuration wait in turn "+
+	f.dur(&o.batchWait, "batch-max-wait", "KAFKASINK_BATCH_MAX_WAIT", 0, "how long a batch waits for more transactions (0: none, written as soon as the previous Write returns)")
+}
+
+// defineMonitoringFlags defines the flags of what the program reports:
+// its HTTP endpoints, progress and logs.
+func (o *options) defineMonitoringFlags(f flagDefiner) {
+	f.str(&o.httpAddr, "http-addr", "KAFKASINK_HTTP_ADDR", "", "address of the HTTP listener serving /metrics, /healthz, /readyz and /status, such as 127.0.0.1:9187 (empty: none); a loopback address unless -http-allow-remote")
+	f.boolean(&o.httpAllowRemote, "http-allow-remote", "KAFKASINK_HTTP_ALLOW_REMOTE", false, "allow -http-addr to listen on other than a loopback address (its endpoints have no authentication)")
+	f.num64(&o.readyMaxLagBytes, "ready-max-lag-bytes", "KAFKASINK_READY_MAX_LAG_BYTES", 0, "/readyz fails while the slot holds more WAL than this many bytes not yet in Kafka (0: no bound)")
+	f.dur(&o.readyMaxLag, "ready-max-lag", "KAFKASINK_READY_MAX_LAG", 0, "/readyz fails while WAL is pending and the newest change in Kafka committed longer ago than this (0: no bound)")
+	f.dur(&o.progress, "progress", "KAFKASINK_PROGRESS", 5*time.Second, "how often to report progress (a log record, or on a terminal the progress line); 0 disables")
+	f.str(&o.logLevel, "log-level", "KAFKASINK_LOG_LEVEL", "info", "debug, info, warn or error")
+	f.str(&o.logFormat, "log-format", "KAFKASINK_LOG_FORMAT", "auto", "json, text, or auto: text and a progress line on a terminal, JSON otherwise (for a log collector)")
+}
+
+// defineHAFlags defines the flags of high availability: the slot's
+// lease.
+func (o *options) defineHAFlags(f flagDefiner) {
+	f.boolean(&o.lease.enabled, "ha", "KAFKASINK_HA", true, "high availability: stream only while holding the slot's lease in PostgreSQL, so that replicas with the same configuration wait in turn "+
 		"(false: no lease, for a single instance; a second one would fence it)")
-	dur(&o.lease.timeout, "lease-timeout", "KAFKASINK_LEASE_TIMEOUT", pgcdc.DefaultLeaseTimeout, "-ha: how long a replica that stopped renewing its lease (frozen, cut off) keeps it before a standby takes over; at least 1s")
-	return fs, settings
+	f.dur(&o.lease.timeout, "lease-timeout", "KAFKASINK_LEASE_TIMEOUT", pgcdc.DefaultLeaseTimeout, "-ha: how long a replica that stopped renewing its lease (frozen, cut off) keeps it before a standby takes over; at least 1s")
 }
 
 // parse reads the settings. Each comes from the first of: the command line

@@ -52,6 +52,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -346,6 +347,21 @@ var plain = func() (t [utf8.RuneSelf]bool) {
 	}
 	return t
 }()
+
+// AppendStringMap appends m as a JSON object of strings, its keys in
+// sorted order, so that the same map is always written the same way.
+func AppendStringMap(dst []byte, m map[string]string) []byte {
+	dst = append(dst, '{')
+	for i, k := range slices.Sorted(maps.Keys(m)) {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = AppendString(dst, k)
+		dst = append(dst, ':')
+		dst = AppendString(dst, m[k])
+	}
+	return append(dst, '}')
+}
 
 // AppendString appends s as a JSON string, escaped as the package
 // documentation describes (encoding/json's rules without HTML escaping,

@@ -377,3 +377,21 @@ func FuzzAppendFloat(f *testing.F) {
 		}
 	})
 }
+
+// TestAppendStringMap: keys in sorted order whatever the map's iteration
+// order, each key and value escaped as AppendString does; the result is
+// what encoding/json writes for the map (it sorts keys too).
+func TestAppendStringMap(t *testing.T) {
+	for _, m := range []map[string]string{nil, {"a": "1"}, {"zone": "eu", "app": "orders\n", "é": `"q"`, "b": ""}} {
+		want, err := json.Marshal(m)
+		if m == nil {
+			want, err = []byte("{}"), nil
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := AppendStringMap([]byte("x"), m); string(got) != "x"+string(want) {
+			t.Errorf("AppendStringMap(%v) = %s, want x%s", m, got, want)
+		}
+	}
+}

@@ -17,10 +17,11 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/pgcdc/internal/pgoutputmsg"
 )
 
 var (
-	ordersR = relation(0, 16390, "shop", "orders", 'd', relCol{true, "id", pgtype.Int8OID})
+	ordersR = pgoutputmsg.Relation(0, 16390, "shop", "orders", 'd', pgoutputmsg.Key("id", pgtype.Int8OID))
 	userKey = []string{"id"}
 )
 
@@ -60,14 +61,14 @@ func TestDecodeTransaction(t *testing.T) {
 			t.Parallel()
 			d, rec := newTestDecoder(t, DecoderConfig{ProtocolVersion: version})
 			feed(t, d,
-				wal{0x100, begin(0x500, t0, 700)},
+				wal{0x100, pgoutputmsg.Begin(0x500, t0, 700)},
 				wal{0x100, usersR},
-				wal{0x110, insert(0, 16384, txt("1"), txt("ann"), txt("10.50"))},
-				wal{0x120, update(0, 16384, 0, nil, tup(txt("1"), txt("anne"), null()))},
-				wal{0x130, del(0, 16384, 'K', txt("1"), null(), null())},
+				wal{0x110, pgoutputmsg.Insert(0, 16384, pgoutputmsg.Text("1"), pgoutputmsg.Text("ann"), pgoutputmsg.Text("10.50"))},
+				wal{0x120, pgoutputmsg.Update(0, 16384, 0, nil, pgoutputmsg.Tuple(pgoutputmsg.Text("1"), pgoutputmsg.Text("anne"), pgoutputmsg.Null()))},
+				wal{0x130, pgoutputmsg.Delete(0, 16384, 'K', pgoutputmsg.Text("1"), pgoutputmsg.Null(), pgoutputmsg.Null())},
 				wal{0x140, ordersR},
-				wal{0x140, truncate(0, 3, 16384, 16390)}, // CASCADE and RESTART IDENTITY
-				wal{0x500, commit(0x500, 0x530, t0)},
+				wal{0x140, pgoutputmsg.Truncate(0, 3, 16384, 16390)}, // CASCADE and RESTART IDENTITY
+				wal{0x500, pgoutputmsg.Commit(0x500, 0x530, t0)},
 			)
 			want := []kafkasink.Event{
 				ev(kafkasink.OpInsert, "public", "users", 0x500, 0, 0x110, 700, userKey, nil,
@@ -104,14 +105,16 @@ func TestKeyChange(t *testing.T) {
 	t.Parallel()
 	d, rec := newTestDecoder(t, DecoderConfig{})
 	feed(t, d,
-		wal{0x100, begin(0x500, t0, 7)},
+		wal{0x100, pgoutputmsg.Begin(0x500, t0, 7)},
 		wal{0x100, usersR},
 		// Key changed: delete of the old key, then insert of the new row.
-		wal{0x110, update(0, 16384, 'K', tup(txt("1"), null(), null()), tup(txt("2"), txt("bob"), txt("1")))},
+		wal{0x110, pgoutputmsg.Update(0, 16384, 'K', pgoutputmsg.Tuple(pgoutputmsg.Text("1"), pgoutputmsg.Null(), pgoutputmsg.Null()),
+			pgoutputmsg.Tuple(pgoutputmsg.Text("2"), pgoutputmsg.Text("bob"), pgoutputmsg.Text("1")))},
 		// Key sent because it is stored out of line, but unchanged: an update.
-		wal{0x120, update(0, 16384, 'K', tup(txt("3"), null(), null()), tup(txt("3"), txt("cy"), txt("2")))},
-		wal{0x130, insert(0, 16384, txt("4"), txt("dee"), txt("3"))},
-		wal{0x500, commit(0x500, 0x530, t0)},
+		wal{0x120, pgoutputmsg.Update(0, 16384, 'K', pgoutputmsg.Tuple(pgoutputmsg.Text("3"), pgoutputmsg.Null(), pgoutputmsg.Null()),
+			pgoutputmsg.Tuple(pgoutputmsg.Text("3"), pgoutputmsg.Text("cy"), pgoutputmsg.Text("2")))},
+		wal{0x130, pgoutputmsg.Insert(0, 16384, pgoutputmsg.Text("4"), pgoutputmsg.Text("dee"), pgoutputmsg.Text("3"))},
+		wal{0x500, pgoutputmsg.Commit(0x500, 0x530, t0)},
 	)
 	// Each half of the key change names the other's row
 	// (Source.KeyChange), for the encoders' old/new key headers.
@@ -135,10 +138,10 @@ func TestUnchangedToast(t *testing.T) {
 	t.Parallel()
 	d, rec := newTestDecoder(t, DecoderConfig{})
 	feed(t, d,
-		wal{0x100, begin(0x500, t0, 7)},
+		wal{0x100, pgoutputmsg.Begin(0x500, t0, 7)},
 		wal{0x100, usersR},
-		wal{0x110, update(0, 16384, 0, nil, tup(txt("1"), toast(), txt("5")))},
-		wal{0x500, commit(0x500, 0x530, t0)},
+		wal{0x110, pgoutputmsg.Update(0, 16384, 0, nil, pgoutputmsg.Tuple(pgoutputmsg.Text("1"), pgoutputmsg.Toast(), pgoutputmsg.Text("5")))},
+		wal{0x500, pgoutputmsg.Commit(0x500, 0x530, t0)},
 	)
 	checkEvents(t, rec.events, []kafkasink.Event{
 		ev(kafkasink.OpUpdate, "public", "users", 0x500, 0, 0x110, 7, userKey, nil,
@@ -147,20 +150,22 @@ func TestUnchangedToast(t *testing.T) {
 }
 
 // fullR is a REPLICA IDENTITY FULL table: the server flags every column.
-var fullR = relation(0, 16400, "public", "docs", 'f',
-	relCol{true, "id", pgtype.Int4OID}, relCol{true, "body", pgtype.TextOID}, relCol{true, "rev", pgtype.Int2OID})
+var fullR = pgoutputmsg.Relation(0, 16400, "public", "docs", 'f',
+	pgoutputmsg.Key("id", pgtype.Int4OID), pgoutputmsg.Key("body", pgtype.TextOID), pgoutputmsg.Key("rev", pgtype.Int2OID))
 
 func TestReplicaIdentityFull(t *testing.T) {
 	t.Parallel()
 	msgs := []wal{
-		{0x100, begin(0x500, t0, 9)},
+		{0x100, pgoutputmsg.Begin(0x500, t0, 9)},
 		{0x100, fullR},
 		// Body unchanged and TOASTed: the old row supplies it.
-		{0x110, update(0, 16400, 'O', tup(txt("1"), txt("long"), txt("1")), tup(txt("1"), toast(), txt("2")))},
+		{0x110, pgoutputmsg.Update(0, 16400, 'O', pgoutputmsg.Tuple(pgoutputmsg.Text("1"), pgoutputmsg.Text("long"), pgoutputmsg.Text("1")),
+			pgoutputmsg.Tuple(pgoutputmsg.Text("1"), pgoutputmsg.Toast(), pgoutputmsg.Text("2")))},
 		// Key change from 1 to 5.
-		{0x120, update(0, 16400, 'O', tup(txt("1"), txt("long"), txt("2")), tup(txt("5"), txt("long"), txt("2")))},
-		{0x130, del(0, 16400, 'O', txt("5"), txt("long"), txt("2"))},
-		{0x500, commit(0x500, 0x530, t0)},
+		{0x120, pgoutputmsg.Update(0, 16400, 'O', pgoutputmsg.Tuple(pgoutputmsg.Text("1"), pgoutputmsg.Text("long"), pgoutputmsg.Text("2")),
+			pgoutputmsg.Tuple(pgoutputmsg.Text("5"), pgoutputmsg.Text("long"), pgoutputmsg.Text("2")))},
+		{0x130, pgoutputmsg.Delete(0, 16400, 'O', pgoutputmsg.Text("5"), pgoutputmsg.Text("long"), pgoutputmsg.Text("2"))},
+		{0x500, pgoutputmsg.Commit(0x500, 0x530, t0)},
 	}
 	old1 := row("id", int32(1), "body", "long", "rev", int16(1))
 	old2 := row("id", int32(1), "body", "long", "rev", int16(2))
@@ -207,16 +212,16 @@ func TestReplicaIdentityFull(t *testing.T) {
 func TestRelationChangeMidTransaction(t *testing.T) {
 	t.Parallel()
 	d, rec := newTestDecoder(t, DecoderConfig{})
-	v2 := relation(0, 16384, "public", "users", 'd',
-		relCol{true, "id", pgtype.Int4OID}, relCol{false, "name", pgtype.TextOID},
-		relCol{false, "balance", pgtype.NumericOID}, relCol{false, "active", pgtype.BoolOID})
+	v2 := pgoutputmsg.Relation(0, 16384, "public", "users", 'd',
+		pgoutputmsg.Key("id", pgtype.Int4OID), pgoutputmsg.Col("name", pgtype.TextOID),
+		pgoutputmsg.Col("balance", pgtype.NumericOID), pgoutputmsg.Col("active", pgtype.BoolOID))
 	feed(t, d,
-		wal{0x100, begin(0x500, t0, 7)},
+		wal{0x100, pgoutputmsg.Begin(0x500, t0, 7)},
 		wal{0x100, usersR},
-		wal{0x110, insert(0, 16384, txt("1"), txt("a"), txt("1"))},
+		wal{0x110, pgoutputmsg.Insert(0, 16384, pgoutputmsg.Text("1"), pgoutputmsg.Text("a"), pgoutputmsg.Text("1"))},
 		wal{0x120, v2},
-		wal{0x120, insert(0, 16384, txt("2"), txt("b"), txt("2"), txt("t"))},
-		wal{0x500, commit(0x500, 0x530, t0)},
+		wal{0x120, pgoutputmsg.Insert(0, 16384, pgoutputmsg.Text("2"), pgoutputmsg.Text("b"), pgoutputmsg.Text("2"), pgoutputmsg.Text("t"))},
+		wal{0x500, pgoutputmsg.Commit(0x500, 0x530, t0)},
 	)
 	checkEvents(t, rec.events, []kafkasink.Event{
 		ev(kafkasink.OpInsert, "public", "users", 0x500, 0, 0x110, 7, userKey, nil,
@@ -225,7 +230,7 @@ func TestRelationChangeMidTransaction(t *testing.T) {
 			row("id", int32(2), "name", "b", "balance", kafkasink.Decimal("2"), "active", true)),
 	})
 	// A tuple for the old shape no longer matches.
-	err := d.Decode(0x600, insert(0, 16384, txt("3"), txt("c"), txt("3")))
+	err := d.Decode(0x600, pgoutputmsg.Insert(0, 16384, pgoutputmsg.Text("3"), pgoutputmsg.Text("c"), pgoutputmsg.Text("3")))
 	if err == nil || !strings.Contains(err.Error(), "change outside a transaction") {
 		t.Fatalf("err = %v", err)
 	}
@@ -249,21 +254,21 @@ func TestStreamedTransaction(t *testing.T) {
 	dir := t.TempDir()
 	d, rec := newTestDecoder(t, DecoderConfig{SpoolDir: dir})
 	const top, sub1, sub2 = 800, 801, 802
-	usersStreamed := relation(top, 16384, "public", "users", 'd',
-		relCol{true, "id", pgtype.Int4OID}, relCol{false, "name", pgtype.TextOID}, relCol{false, "balance", pgtype.NumericOID})
+	usersStreamed := pgoutputmsg.Relation(top, 16384, "public", "users", 'd',
+		pgoutputmsg.Key("id", pgtype.Int4OID), pgoutputmsg.Col("name", pgtype.TextOID), pgoutputmsg.Col("balance", pgtype.NumericOID))
 	// The relation changes in the middle of the stream: an added column.
-	usersV2 := relation(sub2, 16384, "public", "users", 'd',
-		relCol{true, "id", pgtype.Int4OID}, relCol{false, "name", pgtype.TextOID},
-		relCol{false, "balance", pgtype.NumericOID}, relCol{false, "tags", pgtype.TextArrayOID})
+	usersV2 := pgoutputmsg.Relation(sub2, 16384, "public", "users", 'd',
+		pgoutputmsg.Key("id", pgtype.Int4OID), pgoutputmsg.Col("name", pgtype.TextOID),
+		pgoutputmsg.Col("balance", pgtype.NumericOID), pgoutputmsg.Col("tags", pgtype.TextArrayOID))
 	feed(t, d,
-		wal{0x100, streamStart(top, true)},
-		wal{0x100, origin("upstream")},
+		wal{0x100, pgoutputmsg.StreamStart(top, true)},
+		wal{0x100, pgoutputmsg.Origin("upstream")},
 		wal{0x100, usersStreamed},
-		wal{0x110, insert(top, 16384, txt("1"), txt("a"), txt("1"))},
-		wal{0x120, insert(sub1, 16384, txt("2"), txt("rolled back"), txt("2"))},
-		wal{0x125, logical(sub1, true, 0x125, "app", "rolled back")},
-		wal{0x130, logical(top, true, 0x130, "app", "kept")},
-		wal{0x130, streamStop()},
+		wal{0x110, pgoutputmsg.Insert(top, 16384, pgoutputmsg.Text("1"), pgoutputmsg.Text("a"), pgoutputmsg.Text("1"))},
+		wal{0x120, pgoutputmsg.Insert(sub1, 16384, pgoutputmsg.Text("2"), pgoutputmsg.Text("rolled back"), pgoutputmsg.Text("2"))},
+		wal{0x125, pgoutputmsg.Logical(sub1, true, 0x125, "app", "rolled back")},
+		wal{0x130, pgoutputmsg.Logical(top, true, 0x130, "app", "kept")},
+		wal{0x130, pgoutputmsg.StreamStop()},
 	)
 	if len(spoolFiles(t, dir)) != 1 {
 		t.Fatalf("spool files = %v, want one", spoolFiles(t, dir))
@@ -274,23 +279,24 @@ func TestStreamedTransaction(t *testing.T) {
 	// An ordinary transaction commits between the stream blocks and is
 	// delivered at once.
 	feed(t, d,
-		wal{0x200, begin(0x210, t0, 900)},
+		wal{0x200, pgoutputmsg.Begin(0x210, t0, 900)},
 		wal{0x200, ordersR},
-		wal{0x205, insert(0, 16390, txt("77"))},
-		wal{0x210, commit(0x210, 0x218, t0)},
+		wal{0x205, pgoutputmsg.Insert(0, 16390, pgoutputmsg.Text("77"))},
+		wal{0x210, pgoutputmsg.Commit(0x210, 0x218, t0)},
 	)
 	checkEvents(t, rec.events, []kafkasink.Event{
 		ev(kafkasink.OpInsert, "shop", "orders", 0x210, 0, 0x205, 900, userKey, nil, row("id", int64(77))),
 	})
 	feed(t, d,
-		wal{0x300, streamStart(top, false)},
+		wal{0x300, pgoutputmsg.StreamStart(top, false)},
 		wal{0x300, usersV2},
-		wal{0x310, update(sub2, 16384, 0, nil, tup(txt("1"), txt("b"), txt("1"), txt(`{x,"y z",NULL}`)))},
-		wal{0x320, del(top, 16384, 'K', txt("1"), null(), null(), null())},
-		wal{0x330, truncate(sub2, 0, 16390)},
-		wal{0x330, streamStop()},
-		wal{0x400, streamAbort(top, sub1)},
-		wal{0x500, streamCommit(top, 0x500, 0x540, t0)},
+		wal{0x310, pgoutputmsg.Update(sub2, 16384, 0, nil,
+			pgoutputmsg.Tuple(pgoutputmsg.Text("1"), pgoutputmsg.Text("b"), pgoutputmsg.Text("1"), pgoutputmsg.Text(`{x,"y z",NULL}`)))},
+		wal{0x320, pgoutputmsg.Delete(top, 16384, 'K', pgoutputmsg.Text("1"), pgoutputmsg.Null(), pgoutputmsg.Null(), pgoutputmsg.Null())},
+		wal{0x330, pgoutputmsg.Truncate(sub2, 0, 16390)},
+		wal{0x330, pgoutputmsg.StreamStop()},
+		wal{0x400, pgoutputmsg.StreamAbort(top, sub1)},
+		wal{0x500, pgoutputmsg.StreamCommit(top, 0x500, 0x540, t0)},
 	)
 	streamed := []kafkasink.Event{
 		ev(kafkasink.OpInsert, "public", "users", 0x500, 0, 0x110, top, userKey, nil,
@@ -322,9 +328,9 @@ func TestStreamedTransaction(t *testing.T) {
 	}
 	// The streamed Relation message took effect at commit.
 	feed(t, d,
-		wal{0x600, begin(0x610, t0, 901)},
-		wal{0x600, insert(0, 16384, txt("9"), txt("z"), txt("9"), null())},
-		wal{0x610, commit(0x610, 0x618, t0)},
+		wal{0x600, pgoutputmsg.Begin(0x610, t0, 901)},
+		wal{0x600, pgoutputmsg.Insert(0, 16384, pgoutputmsg.Text("9"), pgoutputmsg.Text("z"), pgoutputmsg.Text("9"), pgoutputmsg.Null())},
+		wal{0x610, pgoutputmsg.Commit(0x610, 0x618, t0)},
 	)
 }
 
@@ -333,29 +339,29 @@ func TestStreamAbort(t *testing.T) {
 	dir := t.TempDir()
 	d, rec := newTestDecoder(t, DecoderConfig{SpoolDir: dir})
 	feed(t, d,
-		wal{0x100, streamStart(50, true)},
-		wal{0x100, relation(50, 16390, "shop", "orders", 'd', relCol{true, "id", pgtype.Int8OID})},
-		wal{0x110, insert(50, 16390, txt("1"))},
-		wal{0x120, streamStop()},
-		wal{0x130, streamStart(60, true)},
-		wal{0x130, insert(60, 16390, txt("2"))},
-		wal{0x140, streamStop()},
+		wal{0x100, pgoutputmsg.StreamStart(50, true)},
+		wal{0x100, pgoutputmsg.Relation(50, 16390, "shop", "orders", 'd', pgoutputmsg.Key("id", pgtype.Int8OID))},
+		wal{0x110, pgoutputmsg.Insert(50, 16390, pgoutputmsg.Text("1"))},
+		wal{0x120, pgoutputmsg.StreamStop()},
+		wal{0x130, pgoutputmsg.StreamStart(60, true)},
+		wal{0x130, pgoutputmsg.Insert(60, 16390, pgoutputmsg.Text("2"))},
+		wal{0x140, pgoutputmsg.StreamStop()},
 	)
 	if n := len(spoolFiles(t, dir)); n != 2 {
 		t.Fatalf("%d spool files, want 2", n)
 	}
-	feed(t, d, wal{0x200, streamAbort(50, 50)})
+	feed(t, d, wal{0x200, pgoutputmsg.StreamAbort(50, 50)})
 	if n := len(spoolFiles(t, dir)); n != 1 {
 		t.Fatalf("%d spool files after abort, want 1", n)
 	}
 	// Aborting a transaction never streamed is harmless.
-	feed(t, d, wal{0x210, streamAbort(51, 51)})
+	feed(t, d, wal{0x210, pgoutputmsg.StreamAbort(51, 51)})
 	if len(rec.events) != 0 || len(rec.txns) != 0 {
 		t.Fatalf("aborted transaction delivered: %+v %+v", rec.events, rec.txns)
 	}
 	// Transaction 60 never got the Relation message: that one was spooled
 	// in the aborted transaction 50 and died with it.
-	err := d.Decode(0x300, streamCommit(60, 0x300, 0x310, t0))
+	err := d.Decode(0x300, pgoutputmsg.StreamCommit(60, 0x300, 0x310, t0))
 	if err == nil || !strings.Contains(err.Error(), "unknown relation OID 16390") {
 		t.Fatalf("err = %v, want unknown relation", err)
 	}
@@ -378,11 +384,11 @@ func TestSpoolCleanup(t *testing.T) {
 			dir := t.TempDir()
 			d, _ := newTestDecoder(t, DecoderConfig{SpoolDir: dir})
 			feed(t, d,
-				wal{0x100, streamStart(50, true)},
-				wal{0x110, insert(50, 16390, txt("1"))},
-				wal{0x120, streamStop()},
-				wal{0x130, streamStart(60, true)}, // left open in a stream block
-				wal{0x140, insert(60, 16390, txt("2"))},
+				wal{0x100, pgoutputmsg.StreamStart(50, true)},
+				wal{0x110, pgoutputmsg.Insert(50, 16390, pgoutputmsg.Text("1"))},
+				wal{0x120, pgoutputmsg.StreamStop()},
+				wal{0x130, pgoutputmsg.StreamStart(60, true)}, // left open in a stream block
+				wal{0x140, pgoutputmsg.Insert(60, 16390, pgoutputmsg.Text("2"))},
 			)
 			if n := len(spoolFiles(t, dir)); n != 2 {
 				t.Fatalf("%d spool files, want 2", n)
@@ -396,7 +402,7 @@ func TestSpoolCleanup(t *testing.T) {
 			if err := tc.end(d); err != nil {
 				t.Fatalf("second %s: %v", tc.name, err)
 			}
-			err := d.Decode(0x200, begin(0x300, t0, 1))
+			err := d.Decode(0x200, pgoutputmsg.Begin(0x300, t0, 1))
 			if tc.name == "Close" && !errors.Is(err, ErrDecoderClosed) {
 				t.Fatalf("Decode after Close = %v, want ErrDecoderClosed", err)
 			}
@@ -412,16 +418,16 @@ func TestSpoolCleanup(t *testing.T) {
 // *kafkasink.ConfigError naming it, and an aborted one gives its bytes back.
 func TestSpoolMaxBytes(t *testing.T) {
 	t.Parallel()
-	record := int64(spoolHeaderLen + len(insert(50, 16390, txt("1"))))
+	record := int64(spoolHeaderLen + len(pgoutputmsg.Insert(50, 16390, pgoutputmsg.Text("1"))))
 	spoolTwo := func(xid uint32, at kafkasink.LSN) []wal {
-		return []wal{{at, streamStart(xid, true)}, {at + 0x10, insert(xid, 16390, txt("1"))},
-			{at + 0x20, insert(xid, 16390, txt("2"))}, {at + 0x30, streamStop()}}
+		return []wal{{at, pgoutputmsg.StreamStart(xid, true)}, {at + 0x10, pgoutputmsg.Insert(xid, 16390, pgoutputmsg.Text("1"))},
+			{at + 0x20, pgoutputmsg.Insert(xid, 16390, pgoutputmsg.Text("2"))}, {at + 0x30, pgoutputmsg.StreamStop()}}
 	}
 
 	d, _ := newTestDecoder(t, DecoderConfig{SpoolMaxBytes: 3 * record})
 	feed(t, d, spoolTwo(50, 0x100)...)
-	feed(t, d, wal{0x200, streamStart(60, true)}, wal{0x210, insert(60, 16390, txt("3"))})
-	err := d.Decode(0x220, insert(60, 16390, txt("4")))
+	feed(t, d, wal{0x200, pgoutputmsg.StreamStart(60, true)}, wal{0x210, pgoutputmsg.Insert(60, 16390, pgoutputmsg.Text("3"))})
+	err := d.Decode(0x220, pgoutputmsg.Insert(60, 16390, pgoutputmsg.Text("4")))
 	var ce *kafkasink.ConfigError
 	if !errors.As(err, &ce) || !kafkasink.IsFatal(err) || !containsAll(err.Error(), "streamed transaction 60", fmt.Sprintf("SpoolMaxBytes allows (%d bytes; %d are spooled", 3*record, 3*record), "-spool-max-bytes") {
 		t.Fatalf("Decode past SpoolMaxBytes = %v, want a fatal *kafkasink.ConfigError naming transaction 60 and the bound", err)
@@ -430,25 +436,25 @@ func TestSpoolMaxBytes(t *testing.T) {
 	// An aborted transaction's bytes are free again.
 	d, _ = newTestDecoder(t, DecoderConfig{SpoolMaxBytes: 3 * record})
 	feed(t, d, spoolTwo(50, 0x100)...)
-	feed(t, d, wal{0x180, streamAbort(50, 50)})
+	feed(t, d, wal{0x180, pgoutputmsg.StreamAbort(50, 50)})
 	feed(t, d, spoolTwo(60, 0x200)...)
 }
 
 func TestStreamRestartsFromFirstSegment(t *testing.T) {
 	t.Parallel()
 	d, rec := newTestDecoder(t, DecoderConfig{})
-	r := relation(50, 16390, "shop", "orders", 'd', relCol{true, "id", pgtype.Int8OID})
+	r := pgoutputmsg.Relation(50, 16390, "shop", "orders", 'd', pgoutputmsg.Key("id", pgtype.Int8OID))
 	feed(t, d,
-		wal{0x100, streamStart(50, true)},
+		wal{0x100, pgoutputmsg.StreamStart(50, true)},
 		wal{0x100, r},
-		wal{0x110, insert(50, 16390, txt("1"))},
-		wal{0x120, streamStop()},
+		wal{0x110, pgoutputmsg.Insert(50, 16390, pgoutputmsg.Text("1"))},
+		wal{0x120, pgoutputmsg.StreamStop()},
 		// The server starts the transaction over: the first spool is stale.
-		wal{0x100, streamStart(50, true)},
+		wal{0x100, pgoutputmsg.StreamStart(50, true)},
 		wal{0x100, r},
-		wal{0x110, insert(50, 16390, txt("1"))},
-		wal{0x120, streamStop()},
-		wal{0x200, streamCommit(50, 0x200, 0x210, t0)},
+		wal{0x110, pgoutputmsg.Insert(50, 16390, pgoutputmsg.Text("1"))},
+		wal{0x120, pgoutputmsg.StreamStop()},
+		wal{0x200, pgoutputmsg.StreamCommit(50, 0x200, 0x210, t0)},
 	)
 	checkEvents(t, rec.events, []kafkasink.Event{
 		ev(kafkasink.OpInsert, "shop", "orders", 0x200, 0, 0x110, 50, userKey, nil, row("id", int64(1))),
@@ -458,13 +464,13 @@ func TestStreamRestartsFromFirstSegment(t *testing.T) {
 func TestLogicalMessages(t *testing.T) {
 	t.Parallel()
 	d, rec := newTestDecoder(t, DecoderConfig{ProtocolVersion: 1})
-	hb := logical(0, false, 0x90, "kafkasink.heartbeat", "tick")
+	hb := pgoutputmsg.Logical(0, false, 0x90, "kafkasink.heartbeat", "tick")
 	feed(t, d,
 		wal{0x90, hb},
-		wal{0x100, begin(0x500, t0, 7)},
-		wal{0x100, origin("node2")},
-		wal{0x110, logical(0, true, 0x110, "app", "")},
-		wal{0x500, commit(0x500, 0x530, t0)},
+		wal{0x100, pgoutputmsg.Begin(0x500, t0, 7)},
+		wal{0x100, pgoutputmsg.Origin("node2")},
+		wal{0x110, pgoutputmsg.Logical(0, true, 0x110, "app", "")},
+		wal{0x500, pgoutputmsg.Commit(0x500, 0x530, t0)},
 	)
 	// Content is a copy: the caller may reuse its buffer.
 	copy(hb[len(hb)-4:], "XXXX")
@@ -492,14 +498,14 @@ func TestCallbackErrorsReturnedUnchanged(t *testing.T) {
 		msgs []wal
 	}{
 		{"OnEvent", DecoderConfig{OnEvent: func(kafkasink.Event) error { return boom }},
-			[]wal{{1, begin(9, t0, 1)}, {2, ordersR}, {3, insert(0, 16390, txt("1"))}, {9, commit(9, 10, t0)}}},
+			[]wal{{1, pgoutputmsg.Begin(9, t0, 1)}, {2, ordersR}, {3, pgoutputmsg.Insert(0, 16390, pgoutputmsg.Text("1"))}, {9, pgoutputmsg.Commit(9, 10, t0)}}},
 		{"OnCommit", DecoderConfig{OnCommit: func(Txn) error { return boom }},
-			[]wal{{1, begin(9, t0, 1)}, {9, commit(9, 10, t0)}}},
+			[]wal{{1, pgoutputmsg.Begin(9, t0, 1)}, {9, pgoutputmsg.Commit(9, 10, t0)}}},
 		{"OnMessage", DecoderConfig{OnMessage: func(Message) error { return boom }},
-			[]wal{{1, logical(0, false, 1, "p", "c")}}},
+			[]wal{{1, pgoutputmsg.Logical(0, false, 1, "p", "c")}}},
 		{"OnEvent streamed", DecoderConfig{OnEvent: func(kafkasink.Event) error { return boom }},
-			[]wal{{1, streamStart(5, true)}, {2, relation(5, 16390, "shop", "orders", 'd', relCol{true, "id", pgtype.Int8OID})},
-				{3, insert(5, 16390, txt("1"))}, {4, streamStop()}, {9, streamCommit(5, 9, 10, t0)}}},
+			[]wal{{1, pgoutputmsg.StreamStart(5, true)}, {2, pgoutputmsg.Relation(5, 16390, "shop", "orders", 'd', pgoutputmsg.Key("id", pgtype.Int8OID))},
+				{3, pgoutputmsg.Insert(5, 16390, pgoutputmsg.Text("1"))}, {4, pgoutputmsg.StreamStop()}, {9, pgoutputmsg.StreamCommit(5, 9, 10, t0)}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -522,13 +528,13 @@ func TestCallbackErrorsReturnedUnchanged(t *testing.T) {
 				t.Fatalf("err = %v, want the callback's error itself", err)
 			}
 			// The error sticks until Reset.
-			if err := d.Decode(20, logical(0, false, 20, "p", "")); err != boom {
+			if err := d.Decode(20, pgoutputmsg.Logical(0, false, 20, "p", "")); err != boom {
 				t.Fatalf("next Decode = %v, want the same error", err)
 			}
 			if err := d.Reset(); err != nil {
 				t.Fatal(err)
 			}
-			if err := d.Decode(20, begin(30, t0, 2)); err != nil {
+			if err := d.Decode(20, pgoutputmsg.Begin(30, t0, 2)); err != nil {
 				t.Fatalf("Decode after Reset = %v", err)
 			}
 		})
@@ -546,8 +552,8 @@ func TestNewDecoderConfigErrors(t *testing.T) {
 
 func TestMalformed(t *testing.T) {
 	t.Parallel()
-	open := []wal{{1, begin(0x500, t0, 7)}, {2, usersR}}
-	stream := []wal{{1, streamStart(5, true)}}
+	open := []wal{{1, pgoutputmsg.Begin(0x500, t0, 7)}, {2, usersR}}
+	stream := []wal{{1, pgoutputmsg.StreamStart(5, true)}}
 	for _, tc := range []struct {
 		name    string
 		version int
@@ -558,44 +564,47 @@ func TestMalformed(t *testing.T) {
 		{"empty", 2, nil, []byte{}, "empty message"},
 		{"unknown type", 2, nil, []byte{'Z', 1, 2}, "unknown message type 'Z'"},
 		{"two-phase message", 2, nil, []byte{'P', 1, 2}, "unknown message type 'P'"},
-		{"begin too short", 2, nil, begin(1, t0, 1)[:15], "message too short: commit time needs 8 bytes, 6 left"},
-		{"trailing bytes", 2, nil, append(begin(1, t0, 1), 0), "1 unexpected bytes after the message"},
-		{"commit without begin", 2, nil, commit(1, 2, t0), "commit without begin"},
-		{"commit LSN mismatch", 2, open, commit(0x501, 0x530, t0), "commit LSN 0/501 differs from the final LSN 0/500"},
-		{"nested begin", 2, open, begin(0x600, t0, 8), "transaction 8 begins while transaction 7 is open"},
-		{"origin outside", 2, nil, origin("x"), "origin outside a transaction"},
-		{"insert outside", 2, nil, insert(0, 16384, txt("1")), "change outside a transaction"},
-		{"unknown relation", 2, open, insert(0, 99, txt("1")), "unknown relation OID 99"},
-		{"truncate unknown relation", 2, open, truncate(0, 0, 16384, 99), "unknown relation OID 99"},
-		{"column count", 2, open, insert(0, 16384, txt("1")), "tuple has 1 columns, relation public.users (OID 16384) has 3"},
-		{"bad int", 2, open, insert(0, 16384, txt("x"), txt("a"), txt("1")), `column "id" of public.users (OID 16384): value of type int4 does not parse: invalid syntax`},
-		{"int out of range", 2, open, insert(0, 16384, txt("2147483648"), txt("a"), txt("1")), "value out of range"},
-		{"bad numeric", 2, open, insert(0, 16384, txt("1"), txt("a"), txt("1e5")), `column "balance"`},
+		{"begin too short", 2, nil, pgoutputmsg.Begin(1, t0, 1)[:15], "message too short: commit time needs 8 bytes, 6 left"},
+		{"trailing bytes", 2, nil, append(pgoutputmsg.Begin(1, t0, 1), 0), "1 unexpected bytes after the message"},
+		{"commit without begin", 2, nil, pgoutputmsg.Commit(1, 2, t0), "commit without begin"},
+		{"commit LSN mismatch", 2, open, pgoutputmsg.Commit(0x501, 0x530, t0), "commit LSN 0/501 differs from the final LSN 0/500"},
+		{"nested begin", 2, open, pgoutputmsg.Begin(0x600, t0, 8), "transaction 8 begins while transaction 7 is open"},
+		{"origin outside", 2, nil, pgoutputmsg.Origin("x"), "origin outside a transaction"},
+		{"insert outside", 2, nil, pgoutputmsg.Insert(0, 16384, pgoutputmsg.Text("1")), "change outside a transaction"},
+		{"unknown relation", 2, open, pgoutputmsg.Insert(0, 99, pgoutputmsg.Text("1")), "unknown relation OID 99"},
+		{"truncate unknown relation", 2, open, pgoutputmsg.Truncate(0, 0, 16384, 99), "unknown relation OID 99"},
+		{"column count", 2, open, pgoutputmsg.Insert(0, 16384, pgoutputmsg.Text("1")), "tuple has 1 columns, relation public.users (OID 16384) has 3"},
+		{"bad int", 2, open, pgoutputmsg.Insert(0, 16384, pgoutputmsg.Text("x"), pgoutputmsg.Text("a"), pgoutputmsg.Text("1")),
+			`column "id" of public.users (OID 16384): value of type int4 does not parse: invalid syntax`},
+		{"int out of range", 2, open, pgoutputmsg.Insert(0, 16384, pgoutputmsg.Text("2147483648"), pgoutputmsg.Text("a"), pgoutputmsg.Text("1")), "value out of range"},
+		{"bad numeric", 2, open, pgoutputmsg.Insert(0, 16384, pgoutputmsg.Text("1"), pgoutputmsg.Text("a"), pgoutputmsg.Text("1e5")), `column "balance"`},
 		{"unknown tuple kind", 2, open, []byte{'I', 0, 0, 0x40, 0, 'N', 0, 1, 'x'}, "new tuple column 0 has unknown kind 'x'"},
 		{"column runs past end", 2, open, []byte{'I', 0, 0, 0x40, 0, 'N', 0, 1, 't', 0, 0, 0, 9, 'a'}, "new tuple column 0 is 9 bytes long, 1 left"},
 		{"huge column length", 2, open, []byte{'I', 0, 0, 0x40, 0, 'N', 0, 1, 't', 0xff, 0xff, 0xff, 0xff}, "4294967295 bytes long"},
 		{"insert without N", 2, open, []byte{'I', 0, 0, 0x40, 0, 'K', 0, 0}, `new tuple marker is 'K', want 'N'`},
 		{"update bad marker", 2, open, []byte{'U', 0, 0, 0x40, 0, 'X'}, "tuple marker must be K, O or N"},
-		{"update old without new", 2, open, append(msg('U').u32(16384).u8('K').tuple(tup(txt("1"), null(), null())).b, 'X'), `new tuple marker is 'X', want 'N'`},
+		{"update old without new", 2, open,
+			append(pgoutputmsg.Message('U').Uint32(16384).Uint8('K').Tuple(pgoutputmsg.Tuple(pgoutputmsg.Text("1"), pgoutputmsg.Null(), pgoutputmsg.Null())).Bytes(), 'X'),
+			`new tuple marker is 'X', want 'N'`},
 		{"delete bad marker", 2, open, []byte{'D', 0, 0, 0x40, 0, 'N', 0, 0}, "old tuple marker must be K or O"},
 		{"delete too short", 2, open, []byte{'D', 0, 0, 0x40, 0}, "old tuple marker needs 1 bytes, 0 left"},
 		{"truncate count", 2, open, []byte{'T', 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0x40, 0}, "relation count 4294967295 needs"},
 		{"relation name unterminated", 2, nil, []byte{'R', 0, 0, 0, 1, 'p', 0, 'x'}, "relation name is not NUL-terminated"},
-		{"relation columns missing", 2, nil, relation(0, 1, "s", "t", 'd', relCol{true, "a", 23})[:20], "message too short"},
-		{"relation bad identity", 2, nil, relation(0, 1, "s", "t", 'x'), "unknown replica identity 'x'"},
+		{"relation columns missing", 2, nil, pgoutputmsg.Relation(0, 1, "s", "t", 'd', pgoutputmsg.Key("a", 23))[:20], "message too short"},
+		{"relation bad identity", 2, nil, pgoutputmsg.Relation(0, 1, "s", "t", 'x'), "unknown replica identity 'x'"},
 		{"message bad flags", 2, nil, []byte{'M', 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, "flags 2: want 0 or 1"},
 		{"message content too long", 2, nil, []byte{'M', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5}, "content needs 5 bytes, 0 left"},
-		{"transactional message outside", 2, nil, logical(0, true, 1, "p", ""), "transactional message outside a transaction"},
-		{"stream in v1", 1, nil, streamStart(5, true), "stream messages need protocol version 2"},
-		{"stream stop outside", 2, nil, streamStop(), "stream stop outside a stream"},
-		{"stream continues without first", 2, nil, streamStart(5, false), "first segment was never received"},
-		{"nested stream", 2, stream, streamStart(6, true), "stream of transaction 6 starts inside the stream of transaction 5"},
-		{"stream in transaction", 2, open, streamStart(6, true), "starts while transaction 7 is open"},
-		{"stream commit inside stream", 2, stream, streamCommit(5, 1, 2, t0), "inside the stream of transaction 5"},
-		{"stream commit never streamed", 2, nil, streamCommit(5, 1, 2, t0), "which was never streamed"},
-		{"begin inside stream", 2, stream, begin(1, t0, 1), "transaction 1 begins inside the stream of transaction 5"},
-		{"commit inside stream", 2, stream, commit(1, 2, t0), "commit inside the stream of transaction 5"},
-		{"in-stream insert without xid", 2, stream, insert(0, 16384), "message too short"},
+		{"transactional message outside", 2, nil, pgoutputmsg.Logical(0, true, 1, "p", ""), "transactional message outside a transaction"},
+		{"stream in v1", 1, nil, pgoutputmsg.StreamStart(5, true), "stream messages need protocol version 2"},
+		{"stream stop outside", 2, nil, pgoutputmsg.StreamStop(), "stream stop outside a stream"},
+		{"stream continues without first", 2, nil, pgoutputmsg.StreamStart(5, false), "first segment was never received"},
+		{"nested stream", 2, stream, pgoutputmsg.StreamStart(6, true), "stream of transaction 6 starts inside the stream of transaction 5"},
+		{"stream in transaction", 2, open, pgoutputmsg.StreamStart(6, true), "starts while transaction 7 is open"},
+		{"stream commit inside stream", 2, stream, pgoutputmsg.StreamCommit(5, 1, 2, t0), "inside the stream of transaction 5"},
+		{"stream commit never streamed", 2, nil, pgoutputmsg.StreamCommit(5, 1, 2, t0), "which was never streamed"},
+		{"begin inside stream", 2, stream, pgoutputmsg.Begin(1, t0, 1), "transaction 1 begins inside the stream of transaction 5"},
+		{"commit inside stream", 2, stream, pgoutputmsg.Commit(1, 2, t0), "commit inside the stream of transaction 5"},
+		{"in-stream insert without xid", 2, stream, pgoutputmsg.Insert(0, 16384), "message too short"},
 		{"first segment flag", 2, nil, []byte{'S', 0, 0, 0, 5, 7}, "first segment flag 7"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -613,7 +622,7 @@ func TestMalformed(t *testing.T) {
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %q, want it to contain %q", err, tc.want)
 			}
-			if again := d.Decode(0x778, begin(1, t0, 1)); again != err {
+			if again := d.Decode(0x778, pgoutputmsg.Begin(1, t0, 1)); again != err {
 				t.Errorf("Decode after error = %v, want the same error", again)
 			}
 		})
@@ -626,14 +635,14 @@ func TestChangeInStreamNeedsSpool(t *testing.T) {
 	t.Parallel()
 	d, rec := newTestDecoder(t, DecoderConfig{})
 	feed(t, d,
-		wal{1, streamStart(5, true)},
-		wal{2, insert(5, 16384, txt("1"))}, // relation unknown: found only at commit
-		wal{3, streamStop()},
+		wal{1, pgoutputmsg.StreamStart(5, true)},
+		wal{2, pgoutputmsg.Insert(5, 16384, pgoutputmsg.Text("1"))}, // relation unknown: found only at commit
+		wal{3, pgoutputmsg.StreamStop()},
 	)
 	if len(rec.events) != 0 {
 		t.Fatal("streamed change delivered before commit")
 	}
-	err := d.Decode(9, streamCommit(5, 9, 10, t0))
+	err := d.Decode(9, pgoutputmsg.StreamCommit(5, 9, 10, t0))
 	var de *DecodeError
 	if !errors.As(err, &de) || de.LSN != 2 || !strings.Contains(err.Error(), "unknown relation OID 16384") {
 		t.Fatalf("err = %v, want the spooled change's DecodeError at 0/2", err)
@@ -644,11 +653,11 @@ func TestEventKeyIsNotAliased(t *testing.T) {
 	t.Parallel()
 	d, rec := newTestDecoder(t, DecoderConfig{})
 	feed(t, d,
-		wal{1, begin(9, t0, 1)},
+		wal{1, pgoutputmsg.Begin(9, t0, 1)},
 		wal{2, usersR},
-		wal{3, insert(0, 16384, txt("1"), null(), null())},
-		wal{4, insert(0, 16384, txt("2"), null(), null())},
-		wal{9, commit(9, 10, t0)}, // delivers the last event
+		wal{3, pgoutputmsg.Insert(0, 16384, pgoutputmsg.Text("1"), pgoutputmsg.Null(), pgoutputmsg.Null())},
+		wal{4, pgoutputmsg.Insert(0, 16384, pgoutputmsg.Text("2"), pgoutputmsg.Null(), pgoutputmsg.Null())},
+		wal{9, pgoutputmsg.Commit(9, 10, t0)}, // delivers the last event
 	)
 	k := append(rec.events[0].Key, "extra")
 	k[0] = "changed"
@@ -660,31 +669,31 @@ func TestEventKeyIsNotAliased(t *testing.T) {
 func TestBinaryTuple(t *testing.T) {
 	t.Parallel()
 	m := pgtype.NewMap()
-	encode := func(oid uint32, v any) tcol {
+	encode := func(oid uint32, v any) pgoutputmsg.Value {
 		t.Helper()
 		b, err := m.Encode(oid, pgtype.BinaryFormatCode, v, nil)
 		if err != nil {
 			t.Fatalf("encode %d: %v", oid, err)
 		}
-		return bin(b)
+		return pgoutputmsg.Binary(b)
 	}
 	var num pgtype.Numeric
 	if err := num.Scan("12345678901234567890.000001"); err != nil {
 		t.Fatal(err)
 	}
-	cols := []relCol{
-		{true, "i4", pgtype.Int4OID}, {false, "num", pgtype.NumericOID}, {false, "tz", pgtype.TimestamptzOID},
-		{false, "ts", pgtype.TimestampOID}, {false, "d", pgtype.DateOID}, {false, "u", pgtype.UUIDOID},
-		{false, "arr", pgtype.Int8ArrayOID}, {false, "jb", pgtype.JSONBOID}, {false, "by", pgtype.ByteaOID},
-		{false, "f8", pgtype.Float8OID}, {false, "txt", pgtype.TextOID}, {false, "mood", 50000},
+	cols := []pgoutputmsg.Column{
+		pgoutputmsg.Key("i4", pgtype.Int4OID), pgoutputmsg.Col("num", pgtype.NumericOID), pgoutputmsg.Col("tz", pgtype.TimestamptzOID),
+		pgoutputmsg.Col("ts", pgtype.TimestampOID), pgoutputmsg.Col("d", pgtype.DateOID), pgoutputmsg.Col("u", pgtype.UUIDOID),
+		pgoutputmsg.Col("arr", pgtype.Int8ArrayOID), pgoutputmsg.Col("jb", pgtype.JSONBOID), pgoutputmsg.Col("by", pgtype.ByteaOID),
+		pgoutputmsg.Col("f8", pgtype.Float8OID), pgoutputmsg.Col("txt", pgtype.TextOID), pgoutputmsg.Col("mood", 50000),
 	}
 	ts := time.Date(2024, 2, 29, 23, 59, 58, 500000000, time.UTC)
 	d, rec := newTestDecoder(t, DecoderConfig{})
 	feed(t, d,
-		wal{1, begin(9, t0, 1)},
-		wal{2, relation(0, 1, "s", "t", 'd', cols...)},
-		wal{2, typeMsg(0, 50000, "public", "mood")},
-		wal{3, insert(0, 1,
+		wal{1, pgoutputmsg.Begin(9, t0, 1)},
+		wal{2, pgoutputmsg.Relation(0, 1, "s", "t", 'd', cols...)},
+		wal{2, pgoutputmsg.Type(0, 50000, "public", "mood")},
+		wal{3, pgoutputmsg.Insert(0, 1,
 			encode(pgtype.Int4OID, int32(-5)),
 			encode(pgtype.NumericOID, num),
 			encode(pgtype.TimestamptzOID, ts.In(time.FixedZone("", 3600))),
@@ -692,13 +701,13 @@ func TestBinaryTuple(t *testing.T) {
 			encode(pgtype.DateOID, ts),
 			encode(pgtype.UUIDOID, [16]byte{0xa0, 0xee, 0xbc, 0x99, 0x9c, 0x0b, 0x4e, 0xf8, 0xbb, 0x6d, 0x6b, 0xb9, 0xbd, 0x38, 0x0a, 0x11}),
 			encode(pgtype.Int8ArrayOID, []any{int64(1), nil, int64(3)}),
-			bin(append([]byte{1}, `{"b":1,"a":2.50}`...)),
+			pgoutputmsg.Binary(append([]byte{1}, `{"b":1,"a":2.50}`...)),
 			encode(pgtype.ByteaOID, []byte{0, 1, 0xff}),
 			encode(pgtype.Float8OID, math.Inf(1)),
 			encode(pgtype.TextOID, "héllo"),
-			bin([]byte{0xde, 0xad}),
+			pgoutputmsg.Binary([]byte{0xde, 0xad}),
 		)},
-		wal{9, commit(9, 10, t0)},
+		wal{9, pgoutputmsg.Commit(9, 10, t0)},
 	)
 	want := row("i4", int32(-5), "num", kafkasink.Decimal("12345678901234567890.000001"), "tz", ts,
 		"ts", "2024-02-29T23:59:58.5", "d", "2024-02-29", "u", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
@@ -714,8 +723,10 @@ func TestBinaryTuple(t *testing.T) {
 		}
 	}
 	// A binary value that does not decode for its type is an error.
-	feed(t, d, wal{11, begin(19, t0, 2)})
-	err := d.Decode(12, insert(0, 1, bin([]byte{1, 2}), null(), null(), null(), null(), null(), null(), null(), null(), null(), null(), null()))
+	feed(t, d, wal{11, pgoutputmsg.Begin(19, t0, 2)})
+	err := d.Decode(12, pgoutputmsg.Insert(0, 1,
+		pgoutputmsg.Binary([]byte{1, 2}), pgoutputmsg.Null(), pgoutputmsg.Null(), pgoutputmsg.Null(), pgoutputmsg.Null(), pgoutputmsg.Null(),
+		pgoutputmsg.Null(), pgoutputmsg.Null(), pgoutputmsg.Null(), pgoutputmsg.Null(), pgoutputmsg.Null(), pgoutputmsg.Null()))
 	if err == nil || !strings.Contains(err.Error(), `column "i4"`) {
 		t.Fatalf("err = %v, want a DecodeError for column i4", err)
 	}
@@ -724,12 +735,12 @@ func TestBinaryTuple(t *testing.T) {
 func TestDecodeReusesNoInput(t *testing.T) {
 	t.Parallel()
 	d, rec := newTestDecoder(t, DecoderConfig{})
-	ins := insert(0, 16384, txt("1"), txt("abc"), txt("2"))
-	feed(t, d, wal{1, begin(9, t0, 1)}, wal{2, usersR}, wal{3, ins})
+	ins := pgoutputmsg.Insert(0, 16384, pgoutputmsg.Text("1"), pgoutputmsg.Text("abc"), pgoutputmsg.Text("2"))
+	feed(t, d, wal{1, pgoutputmsg.Begin(9, t0, 1)}, wal{2, usersR}, wal{3, ins})
 	for i := range ins {
 		ins[i] = 0
 	}
-	feed(t, d, wal{9, commit(9, 10, t0)}) // delivers the event
+	feed(t, d, wal{9, pgoutputmsg.Commit(9, 10, t0)}) // delivers the event
 	if !bytes.Equal([]byte(rec.events[0].After[1].Value.(string)), []byte("abc")) {
 		t.Fatal("event aliases the input buffer")
 	}
@@ -748,35 +759,41 @@ func frame(msgs ...[]byte) []byte {
 
 // fuzzR describes relation 1 with a column of every converted type, so that
 // fuzzed tuples reach the value parsers.
-var fuzzR = relation(0, 1, "s", "t", 'd',
-	relCol{true, "b", pgtype.BoolOID}, relCol{false, "i2", pgtype.Int2OID}, relCol{false, "i4", pgtype.Int4OID},
-	relCol{false, "i8", pgtype.Int8OID}, relCol{false, "o", pgtype.OIDOID}, relCol{false, "f4", pgtype.Float4OID},
-	relCol{false, "f8", pgtype.Float8OID}, relCol{false, "n", pgtype.NumericOID}, relCol{false, "t", pgtype.TextOID},
-	relCol{false, "u", pgtype.UUIDOID}, relCol{false, "j", pgtype.JSONBOID}, relCol{false, "by", pgtype.ByteaOID},
-	relCol{false, "d", pgtype.DateOID}, relCol{false, "ts", pgtype.TimestampOID}, relCol{false, "tz", pgtype.TimestamptzOID},
-	relCol{false, "ai", pgtype.Int4ArrayOID}, relCol{false, "at", pgtype.TextArrayOID}, relCol{false, "e", 50000})
+var fuzzR = pgoutputmsg.Relation(0, 1, "s", "t", 'd',
+	pgoutputmsg.Key("b", pgtype.BoolOID), pgoutputmsg.Col("i2", pgtype.Int2OID), pgoutputmsg.Col("i4", pgtype.Int4OID),
+	pgoutputmsg.Col("i8", pgtype.Int8OID), pgoutputmsg.Col("o", pgtype.OIDOID), pgoutputmsg.Col("f4", pgtype.Float4OID),
+	pgoutputmsg.Col("f8", pgtype.Float8OID), pgoutputmsg.Col("n", pgtype.NumericOID), pgoutputmsg.Col("t", pgtype.TextOID),
+	pgoutputmsg.Col("u", pgtype.UUIDOID), pgoutputmsg.Col("j", pgtype.JSONBOID), pgoutputmsg.Col("by", pgtype.ByteaOID),
+	pgoutputmsg.Col("d", pgtype.DateOID), pgoutputmsg.Col("ts", pgtype.TimestampOID), pgoutputmsg.Col("tz", pgtype.TimestamptzOID),
+	pgoutputmsg.Col("ai", pgtype.Int4ArrayOID), pgoutputmsg.Col("at", pgtype.TextArrayOID), pgoutputmsg.Col("e", 50000))
 
 func FuzzDecode(f *testing.F) {
-	row := tup(txt("t"), txt("1"), txt("2"), txt("3"), txt("4"), txt("1.5"), txt("NaN"), txt("1.20"), txt("x"),
-		txt("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"), txt(`{"a":1}`), txt(`\x00`), txt("2024-01-01"),
-		txt("2024-01-01 00:00:00"), txt("2024-01-01 00:00:00+00"), txt("{{1,2},{3,NULL}}"), txt(`{"a",b}`), txt("happy"))
-	bins := tup(bin([]byte{1}), bin([]byte{0, 1}), bin([]byte{0, 0, 0, 2}), bin(make([]byte, 8)), bin([]byte{0, 0, 0, 4}),
-		bin([]byte{0x3f, 0xc0, 0, 0}), bin(make([]byte, 8)), bin([]byte{0, 1, 0, 0, 0, 0, 0, 0, 0, 1}), bin([]byte("x")),
-		bin(make([]byte, 16)), bin([]byte("\x01{}")), bin([]byte{9}), bin(make([]byte, 4)), bin(make([]byte, 8)), bin(make([]byte, 8)),
-		bin([]byte{0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 23, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 4, 0, 0, 0, 7}), null(), toast())
+	row := pgoutputmsg.Tuple(pgoutputmsg.Text("t"), pgoutputmsg.Text("1"), pgoutputmsg.Text("2"), pgoutputmsg.Text("3"),
+		pgoutputmsg.Text("4"), pgoutputmsg.Text("1.5"), pgoutputmsg.Text("NaN"), pgoutputmsg.Text("1.20"), pgoutputmsg.Text("x"),
+		pgoutputmsg.Text("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"), pgoutputmsg.Text(`{"a":1}`), pgoutputmsg.Text(`\x00`), pgoutputmsg.Text("2024-01-01"),
+		pgoutputmsg.Text("2024-01-01 00:00:00"), pgoutputmsg.Text("2024-01-01 00:00:00+00"), pgoutputmsg.Text("{{1,2},{3,NULL}}"),
+		pgoutputmsg.Text(`{"a",b}`), pgoutputmsg.Text("happy"))
+	bins := pgoutputmsg.Tuple(pgoutputmsg.Binary([]byte{1}), pgoutputmsg.Binary([]byte{0, 1}), pgoutputmsg.Binary([]byte{0, 0, 0, 2}),
+		pgoutputmsg.Binary(make([]byte, 8)), pgoutputmsg.Binary([]byte{0, 0, 0, 4}), pgoutputmsg.Binary([]byte{0x3f, 0xc0, 0, 0}),
+		pgoutputmsg.Binary(make([]byte, 8)), pgoutputmsg.Binary([]byte{0, 1, 0, 0, 0, 0, 0, 0, 0, 1}), pgoutputmsg.Binary([]byte("x")),
+		pgoutputmsg.Binary(make([]byte, 16)), pgoutputmsg.Binary([]byte("\x01{}")), pgoutputmsg.Binary([]byte{9}),
+		pgoutputmsg.Binary(make([]byte, 4)), pgoutputmsg.Binary(make([]byte, 8)), pgoutputmsg.Binary(make([]byte, 8)),
+		pgoutputmsg.Binary([]byte{0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 23, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 4, 0, 0, 0, 7}),
+		pgoutputmsg.Null(), pgoutputmsg.Toast())
 	seeds := [][][]byte{
-		{begin(9, t0, 1), insert(0, 1, row...), update(0, 1, 'K', row, row), del(0, 1, 'O', row...), truncate(0, 0, 1), commit(9, 10, t0)},
-		{begin(9, t0, 1), insert(0, 1, bins...), commit(9, 10, t0)},
-		{streamStart(5, true), origin("o"), relation(5, 2, "s", "u", 'f', relCol{true, "a", pgtype.TextOID}),
-			insert(6, 2, txt("a")), logical(6, true, 3, "p", "c"), streamStop(), streamAbort(5, 6),
-			streamStart(5, false), insert(5, 2, txt("b")), streamStop(), streamCommit(5, 20, 21, t0)},
-		{streamStart(5, true), insert(5, 1, row...), streamStop(), streamAbort(5, 5)},
-		{logical(0, false, 1, "kafkasink.heartbeat", ""), typeMsg(0, 50000, "public", "mood")},
+		{pgoutputmsg.Begin(9, t0, 1), pgoutputmsg.Insert(0, 1, row...), pgoutputmsg.Update(0, 1, 'K', row, row),
+			pgoutputmsg.Delete(0, 1, 'O', row...), pgoutputmsg.Truncate(0, 0, 1), pgoutputmsg.Commit(9, 10, t0)},
+		{pgoutputmsg.Begin(9, t0, 1), pgoutputmsg.Insert(0, 1, bins...), pgoutputmsg.Commit(9, 10, t0)},
+		{pgoutputmsg.StreamStart(5, true), pgoutputmsg.Origin("o"), pgoutputmsg.Relation(5, 2, "s", "u", 'f', pgoutputmsg.Key("a", pgtype.TextOID)),
+			pgoutputmsg.Insert(6, 2, pgoutputmsg.Text("a")), pgoutputmsg.Logical(6, true, 3, "p", "c"), pgoutputmsg.StreamStop(), pgoutputmsg.StreamAbort(5, 6),
+			pgoutputmsg.StreamStart(5, false), pgoutputmsg.Insert(5, 2, pgoutputmsg.Text("b")), pgoutputmsg.StreamStop(), pgoutputmsg.StreamCommit(5, 20, 21, t0)},
+		{pgoutputmsg.StreamStart(5, true), pgoutputmsg.Insert(5, 1, row...), pgoutputmsg.StreamStop(), pgoutputmsg.StreamAbort(5, 5)},
+		{pgoutputmsg.Logical(0, false, 1, "kafkasink.heartbeat", ""), pgoutputmsg.Type(0, 50000, "public", "mood")},
 	}
 	for _, s := range seeds {
 		f.Add(frame(s...), uint8(2))
 	}
-	f.Add(frame(begin(9, t0, 1), insert(0, 1, row...), commit(9, 10, t0)), uint8(1))
+	f.Add(frame(pgoutputmsg.Begin(9, t0, 1), pgoutputmsg.Insert(0, 1, row...), pgoutputmsg.Commit(9, 10, t0)), uint8(1))
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, data []byte, version uint8) {
 		var last kafkasink.Position
@@ -838,10 +855,10 @@ func BenchmarkDecodeInsert(b *testing.B) {
 	if err := d.Decode(1, usersR); err != nil {
 		b.Fatal(err)
 	}
-	if err := d.Decode(1, begin(1<<40, t0, 1)); err != nil {
+	if err := d.Decode(1, pgoutputmsg.Begin(1<<40, t0, 1)); err != nil {
 		b.Fatal(err)
 	}
-	ins := insert(0, 16384, txt("123456"), txt("a name of some length"), txt("1234.56"))
+	ins := pgoutputmsg.Insert(0, 16384, pgoutputmsg.Text("123456"), pgoutputmsg.Text("a name of some length"), pgoutputmsg.Text("1234.56"))
 	b.ReportAllocs()
 	b.SetBytes(int64(len(ins)))
 	for i := 0; b.Loop(); i++ {
@@ -860,11 +877,14 @@ func TestRepeatedRelationMessageKeepsRelation(t *testing.T) {
 	t.Parallel()
 	d, rec := newTestDecoder(t, DecoderConfig{})
 	t0 := time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
-	widened := relation(0, 16390, "shop", "orders", 'd', relCol{true, "id", pgtype.Int8OID}, relCol{false, "note", pgtype.TextOID})
+	widened := pgoutputmsg.Relation(0, 16390, "shop", "orders", 'd', pgoutputmsg.Key("id", pgtype.Int8OID), pgoutputmsg.Col("note", pgtype.TextOID))
 	feed(t, d,
-		wal{0x100, begin(0x110, t0, 1)}, wal{0x100, ordersR}, wal{0x105, insert(0, 16390, txt("1"))}, wal{0x110, commit(0x110, 0x118, t0)},
-		wal{0x200, begin(0x210, t0, 2)}, wal{0x200, ordersR}, wal{0x205, insert(0, 16390, txt("2"))}, wal{0x210, commit(0x210, 0x218, t0)},
-		wal{0x300, begin(0x310, t0, 3)}, wal{0x300, widened}, wal{0x305, insert(0, 16390, txt("3"), txt("x"))}, wal{0x310, commit(0x310, 0x318, t0)},
+		wal{0x100, pgoutputmsg.Begin(0x110, t0, 1)}, wal{0x100, ordersR},
+		wal{0x105, pgoutputmsg.Insert(0, 16390, pgoutputmsg.Text("1"))}, wal{0x110, pgoutputmsg.Commit(0x110, 0x118, t0)},
+		wal{0x200, pgoutputmsg.Begin(0x210, t0, 2)}, wal{0x200, ordersR},
+		wal{0x205, pgoutputmsg.Insert(0, 16390, pgoutputmsg.Text("2"))}, wal{0x210, pgoutputmsg.Commit(0x210, 0x218, t0)},
+		wal{0x300, pgoutputmsg.Begin(0x310, t0, 3)}, wal{0x300, widened},
+		wal{0x305, pgoutputmsg.Insert(0, 16390, pgoutputmsg.Text("3"), pgoutputmsg.Text("x"))}, wal{0x310, pgoutputmsg.Commit(0x310, 0x318, t0)},
 	)
 	if len(rec.events) != 3 {
 		t.Fatalf("%d events, want 3", len(rec.events))
@@ -906,23 +926,23 @@ func TestDecodeTxnPlace(t *testing.T) {
 	}
 	defer d.Close()
 	feed(t, d,
-		wal{0x100, begin(0x500, t0, 700)},
+		wal{0x100, pgoutputmsg.Begin(0x500, t0, 700)},
 		wal{0x100, usersR},
 		wal{0x100, ordersR},
-		wal{0x105, truncate(0, 0, 16390)},
-		wal{0x110, insert(0, 16384, txt("1"), txt("ann"), txt("1"))},
-		wal{0x115, logical(0, true, 0x115, "app", "between")},
-		wal{0x120, insert(0, 16390, txt("7"))},
-		wal{0x130, insert(0, 16384, txt("2"), txt("bob"), txt("2"))},
-		wal{0x140, truncate(0, 0, 16384)},
-		wal{0x500, commit(0x500, 0x530, t0)},
+		wal{0x105, pgoutputmsg.Truncate(0, 0, 16390)},
+		wal{0x110, pgoutputmsg.Insert(0, 16384, pgoutputmsg.Text("1"), pgoutputmsg.Text("ann"), pgoutputmsg.Text("1"))},
+		wal{0x115, pgoutputmsg.Logical(0, true, 0x115, "app", "between")},
+		wal{0x120, pgoutputmsg.Insert(0, 16390, pgoutputmsg.Text("7"))},
+		wal{0x130, pgoutputmsg.Insert(0, 16384, pgoutputmsg.Text("2"), pgoutputmsg.Text("bob"), pgoutputmsg.Text("2"))},
+		wal{0x140, pgoutputmsg.Truncate(0, 0, 16384)},
+		wal{0x500, pgoutputmsg.Commit(0x500, 0x530, t0)},
 		// Streamed: the same places, made at the replay.
-		wal{0x600, streamStart(800, true)},
+		wal{0x600, pgoutputmsg.StreamStart(800, true)},
 		wal{0x600, usersR},
-		wal{0x610, insert(800, 16384, txt("3"), txt("cy"), txt("3"))},
-		wal{0x620, insert(800, 16384, txt("4"), txt("di"), txt("4"))},
-		wal{0x620, streamStop()},
-		wal{0x700, streamCommit(800, 0x700, 0x730, t0)},
+		wal{0x610, pgoutputmsg.Insert(800, 16384, pgoutputmsg.Text("3"), pgoutputmsg.Text("cy"), pgoutputmsg.Text("3"))},
+		wal{0x620, pgoutputmsg.Insert(800, 16384, pgoutputmsg.Text("4"), pgoutputmsg.Text("di"), pgoutputmsg.Text("4"))},
+		wal{0x620, pgoutputmsg.StreamStop()},
+		wal{0x700, pgoutputmsg.StreamCommit(800, 0x700, 0x730, t0)},
 	)
 	want := []string{
 		"truncate shop.orders order=0/0 first=true",

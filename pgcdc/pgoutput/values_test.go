@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/pgcdc/internal/pgoutputmsg"
 )
 
 func TestTextValues(t *testing.T) {
@@ -262,17 +263,18 @@ func TestBinaryMatchesText(t *testing.T) {
 
 func TestBinaryMultiDimArray(t *testing.T) {
 	t.Parallel()
-	e := &enc{}
-	e.u32(2).u32(1).u32(pgtype.Int4OID) // two dimensions, has NULLs, int4
-	e.u32(2).u32(1).u32(2).u32(0)       // 2 rows from 1, 2 columns from 0
+	e := &pgoutputmsg.Encoder{}
+	e.Uint32(2).Uint32(1).Uint32(pgtype.Int4OID) // two dimensions, has NULLs, int4
+	e.Uint32(2).Uint32(1).Uint32(2).Uint32(0)    // 2 rows from 1, 2 columns from 0
 	for _, v := range []int32{1, 2, -1, 4} {
 		if v == -1 {
-			e.u32(0xFFFFFFFF)
+			e.Uint32(0xFFFFFFFF)
 			continue
 		}
-		e.u32(4).u32(uint32(v))
+		e.Uint32(4).Uint32(uint32(v))
 	}
-	got, err := newValueConverter().binary(pgtype.Int4ArrayOID, e.b)
+	b := e.Bytes()
+	got, err := newValueConverter().binary(pgtype.Int4ArrayOID, b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,9 +283,9 @@ func TestBinaryMultiDimArray(t *testing.T) {
 		t.Fatalf("got %#v, want %#v", got, want)
 	}
 	for _, bad := range [][]byte{
-		e.b[:len(e.b)-1],                      // truncated element
-		append(e.b[:0:0], e.b[:8]...),         // header cut short
-		append(append([]byte{}, e.b...), 0),   // trailing byte
+		b[:len(b)-1],                          // truncated element
+		append(b[:0:0], b[:8]...),             // header cut short
+		append(append([]byte{}, b...), 0),     // trailing byte
 		{0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 25}, // element type text, not int4
 		{0x30, 0x30, 0x30, 0x30, 0, 0},        // huge dimension count, header cut short
 		{0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 23, 0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 1}, // huge dimension

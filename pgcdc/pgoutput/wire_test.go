@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/kafkasink/kafkasink"
+	"github.com/kafkasink/kafkasink/pgcdc/internal/pgoutputmsg"
 )
 
 // TestParseMessageMatchesPglogrepl: every message parseMessage accepts, the
@@ -18,13 +19,14 @@ import (
 func TestParseMessageMatchesPglogrepl(t *testing.T) {
 	t.Parallel()
 	seeds := [][]byte{
-		begin(9, t0, 1), commit(9, 10, t0), origin("o"),
-		relation(0, 2, "s", "u", 'f', relCol{true, "a", pgtype.TextOID}, relCol{false, "b", pgtype.Int4OID}),
-		relation(5, 2, "s", "u", 'd', relCol{true, "a", pgtype.TextOID}),
-		typeMsg(0, 50000, "public", "mood"), typeMsg(5, 50000, "public", "mood"),
-		truncate(0, 3, 1, 2), truncate(5, 0, 7),
-		logical(0, false, 3, "p", "c"), logical(6, true, 3, "p", ""),
-		streamStart(5, true), streamStart(5, false), streamStop(), streamCommit(5, 20, 21, t0), streamAbort(5, 6),
+		pgoutputmsg.Begin(9, t0, 1), pgoutputmsg.Commit(9, 10, t0), pgoutputmsg.Origin("o"),
+		pgoutputmsg.Relation(0, 2, "s", "u", 'f', pgoutputmsg.Key("a", pgtype.TextOID), pgoutputmsg.Col("b", pgtype.Int4OID)),
+		pgoutputmsg.Relation(5, 2, "s", "u", 'd', pgoutputmsg.Key("a", pgtype.TextOID)),
+		pgoutputmsg.Type(0, 50000, "public", "mood"), pgoutputmsg.Type(5, 50000, "public", "mood"),
+		pgoutputmsg.Truncate(0, 3, 1, 2), pgoutputmsg.Truncate(5, 0, 7),
+		pgoutputmsg.Logical(0, false, 3, "p", "c"), pgoutputmsg.Logical(6, true, 3, "p", ""),
+		pgoutputmsg.StreamStart(5, true), pgoutputmsg.StreamStart(5, false), pgoutputmsg.StreamStop(),
+		pgoutputmsg.StreamCommit(5, 20, 21, t0), pgoutputmsg.StreamAbort(5, 6),
 	}
 	r := rand.New(rand.NewPCG(25, 5))
 	parsed := 0

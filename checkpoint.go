@@ -67,10 +67,6 @@ type checkpointStore struct {
 	txnID     string // written into the value for operators; "" outside ExactlyOnce
 	mode      Mode
 	partition int32
-	// from is where the next read starts: the offset of the newest
-	// record of this sink seen so far. Compaction never renumbers, so
-	// nothing of ours that is newer can sit below it.
-	from int64
 }
 
 // record returns the checkpoint record for c. The partition is set
@@ -93,9 +89,11 @@ func (s *checkpointStore) record(c Checkpoint) (*kgo.Record, error) {
 
 // read reads the checkpoint partition with read_committed up to its high
 // watermark and returns the newest checkpoint of this sink, starting from
-// known (the newest checkpoint already known, read or written at s.from).
+// known (the newest checkpoint already known, read or written at offset
+// from), and the offset of the newest record of this sink it saw (from when
+// it saw none), also when it fails: where the next read starts.
 //
-// A known checkpoint that is not zero is the record at s.from, which the
+// A known checkpoint that is not zero is the record at from, which the
 // broker confirmed: the read must find it there, or a newer one of this
 // sink. When it finds neither, the broker lost a write it had confirmed,
 // and read returns that as an ErrCheckpoint (see lost) instead of trusting
@@ -109,29 +107,29 @@ func (s *checkpointStore) record(c Checkpoint) (*kgo.Record, error) {
 // transaction ends within its transaction timeout, so the wait is bounded;
 // ctx bounds it too. The caller must have fenced its predecessors first, so
 // none of this sink's own transactions is still open.
-func (s *checkpointStore) read(ctx context.Context, adm *kadm.Client, connOpts []kgo.Opt, known Checkpoint) (Checkpoint, error) {
+func (s *checkpointStore) read(ctx context.Context, adm *kadm.Client, connOpts []kgo.Opt, known Checkpoint, from int64) (Checkpoint, int64, error) {
 	end, err := s.endOffset(ctx, adm)
 	if err != nil {
-		return known, err
+		return known, from, err
 	}
-	if s.from >= end {
+	if from >= end {
 		if !known.IsZero() {
-			return known, s.lost(known, end)
+			return known, from, s.lost(known, from, end)
 		}
-		return known, nil
+		return known, from, nil
 	}
 	opts := append(append([]kgo.Opt(nil), connOpts...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.topic: {s.partition: kgo.NewOffset().At(s.from)}}),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.topic: {s.partition: kgo.NewOffset().At(from)}}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(),
 		kgo.FetchMaxWait(100*time.Millisecond),
 	)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return known, fmt.Errorf("kafkasink: checkpoint reader: %w", err)
+		return known, from, fmt.Errorf("kafkasink: checkpoint reader: %w", err)
 	}
 	defer cl.Close()
-	return s.scan(ctx, cl, known, end)
+	return s.scan(ctx, cl, known, from, end)
 }
 
 // endOffset returns the high watermark of the checkpoint partition.
@@ -150,21 +148,22 @@ func (s *checkpointStore) endOffset(ctx context.Context, adm *kadm.Client) (int6
 	return end.Offset, nil
 }
 
-// scan polls the checkpoint partition with cl from s.from up to end and
-// returns the newest checkpoint of this sink, known when it finds none
-// newer. On error it returns known.
-func (s *checkpointStore) scan(ctx context.Context, cl *kgo.Client, known Checkpoint, end int64) (Checkpoint, error) {
-	cur, next := known, s.from
+// scan polls the checkpoint partition with cl from offset from up to end
+// and returns the newest checkpoint of this sink, known when it finds none
+// newer, and the offset of the newest record of this sink it read (from
+// when none). On error it returns known, and the offset all the same.
+func (s *checkpointStore) scan(ctx context.Context, cl *kgo.Client, known Checkpoint, from, end int64) (Checkpoint, int64, error) {
+	cur, next := known, from
 	var bad, lastFetchErr error
 	ours := false // a record of this sink was read
 	for next < end && bad == nil {
 		fetches := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			return known, s.stalled(ctx, next, end, lastFetchErr)
+			return known, from, s.stalled(ctx, next, end, lastFetchErr)
 		}
 		for _, fe := range fetches.Errors() {
 			if !IsRetryable(fe.Err) {
-				return known, fmt.Errorf("kafkasink: reading checkpoint topic %q partition %d: %w", s.topic, s.partition, fe.Err)
+				return known, from, fmt.Errorf("kafkasink: reading checkpoint topic %q partition %d: %w", s.topic, s.partition, fe.Err)
 			}
 			lastFetchErr = fe.Err
 		}
@@ -174,20 +173,21 @@ func (s *checkpointStore) scan(ctx context.Context, cl *kgo.Client, known Checkp
 				return
 			}
 			ours = true
+			from = r.Offset
 			cur, bad = s.apply(cur, r)
 		})
 	}
 	if bad != nil {
-		return known, bad
+		return known, from, bad
 	}
 	if !ours && !known.IsZero() {
-		return known, s.lost(known, end)
+		return known, from, s.lost(known, from, end)
 	}
-	return cur, nil
+	return cur, from, nil
 }
 
 // lost is the error of a read that did not find known, the checkpoint
-// this sink wrote (or read) at s.from and the broker confirmed, nor any
+// this sink wrote (or read) at offset from and the broker confirmed, nor any
 // newer one of this sink, up to end. A read_committed reader skips the
 // record only when its transaction was aborted after all, and below end it
 // is gone only when the log was truncated: either way the broker lost what
@@ -198,19 +198,17 @@ func (s *checkpointStore) scan(ctx context.Context, cl *kgo.Client, known Checkp
 // producer took the committed records with it.
 // Nothing the sink can do brings the events back, so it stops, and says
 // what to check.
-func (s *checkpointStore) lost(known Checkpoint, end int64) error {
+func (s *checkpointStore) lost(known Checkpoint, from, end int64) error {
 	return fmt.Errorf("%w: checkpoint %s of sink id %q, which the broker confirmed at %s[%d] offset %d, is no longer there for read_committed readers (the partition ends at %d): "+
 		"the broker lost a transaction it had committed (its commit markers were never written and a later abort took its records) or truncated the log (an unclean leader election); "+
 		"events up to %s that Write reported delivered may be missing from the topics. Restart the sink: New reads the checkpoint the broker has, and the source must deliver again from there "+
 		"(pgcdc refuses to go on if its replication slot has moved past it); check the topics for gaps and the brokers' logs for transaction marker errors",
-		ErrCheckpoint, known.Position, s.sinkID, s.topic, s.partition, s.from, end, known.Position)
+		ErrCheckpoint, known.Position, s.sinkID, s.topic, s.partition, from, end, known.Position)
 }
 
 // apply returns the checkpoint after r, a record of this sink read after
-// cur, and moves s.from to it. A checkpoint that moves backwards is an
-// error: cur stays.
+// cur. A checkpoint that moves backwards is an error: cur stays.
 func (s *checkpointStore) apply(cur Checkpoint, r *kgo.Record) (Checkpoint, error) {
-	s.from = r.Offset
 	if r.Value == nil {
 		// A tombstone: an operator deleted the checkpoint on purpose,
 		// to start over.

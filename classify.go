@@ -185,8 +185,9 @@ func isFencing(err error) bool {
 }
 
 // failureAction is what a failure calls for. The decisions below only
-// return it; the sink's state machine acts on it (Sink.follow), so that no
-// decision changes state behind its caller's back.
+// return it; the sink's state machine acts on it (Sink.follow, the one
+// place where a failure changes the sink's state), so that no decision
+// changes state behind its caller's back.
 type failureAction uint8
 
 const (
@@ -195,7 +196,7 @@ const (
 	// is for the step that failed to say (an abort that failed, say).
 	actRetry failureAction = iota
 	// actRecover: the broker may hold a newer checkpoint than the one in
-	// memory: it is unverified until recover reads it back.
+	// memory: it is unverified until recovery reads it back.
 	actRecover
 	// actFatal: this instance must stop; every later Write returns the
 	// error.
@@ -215,6 +216,17 @@ type verdict struct {
 	action failureAction
 }
 
+// recovering is v for a step after which the broker may hold a newer
+// checkpoint whatever the error (an abort, a commit that failed): actRetry
+// becomes actRecover. The other actions make the checkpoint unverified
+// too, or stop the sink, after which nothing reads it.
+func (v verdict) recovering() verdict {
+	if v.action == actRetry {
+		v.action = actRecover
+	}
+	return v
+}
+
 // judgeTxnFailure decides what an error of one of this instance's
 // transactions calls for; open is how long the transaction had been open,
 // to compare with the sink's own limit on it (Config.ownTxnDeadline).
@@ -225,7 +237,7 @@ type verdict struct {
 // transaction outlived its deadline is an ErrTransactionTimeout
 // (actRecover). The broker's own timeout abort bumps
 // the producer epoch too, so a fencing answer then says nothing about a
-// newer instance: recover asks the broker by re-initialising the producer
+// newer instance: recovery asks the broker by re-initialising the producer
 // id at its current epoch, which the broker allows after its own abort
 // (KIP-588) and answers PRODUCER_FENCED when a newer instance exists.
 func judgeTxnFailure(cfg *Config, err error, open time.Duration) verdict {
@@ -243,7 +255,7 @@ func judgeTxnFailure(cfg *Config, err error, open time.Duration) verdict {
 		// epoch: an older instance's recovery (its re-initialisation
 		// at an old epoch) makes Kafka abort the open transaction and
 		// bump the epoch before it answers the older one
-		// PRODUCER_FENCED. Only the broker knows which it was: recover
+		// PRODUCER_FENCED. Only the broker knows which it was: recovery
 		// re-initialises at the current epoch, which it allows after
 		// its own bump (KIP-588) and refuses with PRODUCER_FENCED
 		// after a newer claim.

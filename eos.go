@@ -15,7 +15,9 @@ import (
 // txnSink is the ExactlyOnce sink: each part of a batch and its checkpoint
 // are one Kafka transaction.
 type txnSink struct {
-	*Sink
+	// sink is what the modes share: the client, the configuration, the
+	// state (which only sink.follow changes on a failure), the hooks.
+	sink *Sink
 	// claimed is when the sink last claimed its transactional id afresh
 	// (claimAfresh); zero before.
 	claimed time.Time
@@ -47,7 +49,7 @@ func (s *txnSink) writeBatch(ctx context.Context, b *Batch) (p *plan, n int, err
 		}
 		early.discard(ctx, cause)
 	}()
-	if p, err = s.planSending(ctx, b, func(r *kgo.Record) { early.send(ctx, r) }); err != nil {
+	if p, err = s.sink.planSending(ctx, b, func(r *kgo.Record) { early.send(ctx, r) }); err != nil {
 		return nil, 0, err
 	}
 	n, err = s.deliver(ctx, p, early)
@@ -84,7 +86,7 @@ func (e *earlyTxn) send(ctx context.Context, r *kgo.Record) {
 		}
 		e.txn = t
 	}
-	e.txn.produce(e.s.cl, r)
+	e.txn.produce(e.s.sink.cl, r)
 }
 
 // take hands the transaction, if any, to the caller; later calls return nil.
@@ -111,7 +113,7 @@ func (s *txnSink) deliver(ctx context.Context, p *plan, early *earlyTxn) (int, e
 	n := 0
 	for i := range p.parts {
 		pt := &p.parts[i]
-		if len(pt.records) > 0 && pt.last.Compare(s.Checkpoint().Position) <= 0 {
+		if len(pt.records) > 0 && pt.last.Compare(s.sink.Checkpoint().Position) <= 0 {
 			// A recovery inside this Write found the part committed.
 			continue
 		}
@@ -139,7 +141,7 @@ func (s *txnSink) commitPart(ctx context.Context, p *plan, i int, early *earlyTx
 		if quarantined != nil {
 			t, quarantined = quarantined, nil
 		}
-		err := s.transact(ctx, pt, s.nextCheckpoint(p, i), t)
+		err := s.transact(ctx, pt, s.sink.nextCheckpoint(p, i), t)
 		if err == nil {
 			return nil
 		}
@@ -148,7 +150,7 @@ func (s *txnSink) commitPart(ctx context.Context, p *plan, i int, early *earlyTx
 				continue
 			}
 		}
-		if err := s.stopped(); err != nil {
+		if err := s.sink.state.stopped(); err != nil {
 			return err
 		}
 		// A transaction that outlived its timeout would likely do so
@@ -156,17 +158,15 @@ func (s *txnSink) commitPart(ctx context.Context, p *plan, i int, early *earlyTx
 		if !IsRetryable(err) || errors.Is(err, ErrTransactionTimeout) || attempt == maxAttempts || ctx.Err() != nil {
 			return err
 		}
-		s.log.Warn("transaction failed; retrying", "attempt", attempt, "first", pt.first.String(), "last", pt.last.String(), "error", err)
-		s.counters.retries.Add(1)
+		s.sink.log.Warn("transaction failed; retrying", "attempt", attempt, "first", pt.first.String(), "last", pt.last.String(), "error", err)
+		s.sink.counters.retries.Add(1)
 		if !wait.Wait(ctx) {
 			return err
 		}
-		if s.state == ckptUnverified {
-			if rerr := s.recover(ctx); rerr != nil {
-				return fmt.Errorf("%w (recovering after: %v)", rerr, err)
-			}
+		if rerr := s.sink.recoverIfUnverified(ctx); rerr != nil {
+			return fmt.Errorf("%w (recovering after: %v)", rerr, err)
 		}
-		if len(pt.records) > 0 && pt.last.Compare(s.Checkpoint().Position) <= 0 {
+		if len(pt.records) > 0 && pt.last.Compare(s.sink.Checkpoint().Position) <= 0 {
 			return nil // the failed attempt had committed after all
 		}
 	}
@@ -180,56 +180,53 @@ func (s *txnSink) transact(ctx context.Context, pt *part, ck Checkpoint, t *open
 	if t == nil {
 		var err error
 		if t, err = s.begin(ctx); err != nil {
-			s.state = ckptUnverified // recover settles the client's state
-			return err
+			return s.sink.follow(verdict{err, actRecover}) // recovery settles the client's state
 		}
 		for _, r := range pt.records {
-			t.produce(s.cl, r)
+			t.produce(s.sink.cl, r)
 		}
 	}
 	defer t.cancel()
 	started, tctx, results := t.started, t.ctx, &t.results
 	info := TransactionInfo{First: pt.first, Last: pt.last, Records: len(pt.records) + 1, Bytes: pt.bytes}
 
-	ckRec, err := s.store.record(ck)
+	ckRec, err := s.sink.store.record(ck)
 	if err != nil {
 		return s.abort(ctx, t, info, err)
 	}
-	s.inflight = ck
-	results.produce(tctx, s.cl, ckRec)
+	s.sink.state.sent(ck)
+	results.produce(tctx, s.sink.cl, ckRec)
 	t.sentTo(ckRec.Topic)
-	if err := s.cl.Flush(tctx); err != nil {
+	if err := s.sink.cl.Flush(tctx); err != nil {
 		cause := fmt.Errorf("kafkasink: flushing transaction %s..%s: %w", pt.first, pt.last, context.Cause(tctx))
-		if derr := s.deletedTopic(ctx, pt); derr != nil {
+		if derr := s.sink.deletedTopic(ctx, pt); derr != nil {
 			cause = derr
 		}
 		return s.abort(ctx, t, info, cause)
 	}
 	if _, perr := results.wait(); perr != nil {
-		return s.abort(ctx, t, info, s.produceError(tctx, pt, ck, results))
+		return s.abort(ctx, t, info, s.sink.produceError(tctx, pt, ck, results))
 	}
 
-	if err := s.guard(); err != nil {
+	if err := s.sink.guard(); err != nil {
 		return err // left open: the successor's fencing, or the broker's timeout, aborts it
 	}
-	cctx, ccancel := context.WithTimeoutCause(tctx, s.cfg.CommitTimeout, errCommitTimeout)
+	cctx, ccancel := context.WithTimeoutCause(tctx, s.sink.cfg.CommitTimeout, errCommitTimeout)
 	defer ccancel()
-	if err := s.cl.EndTransaction(cctx, kgo.TryCommit); err != nil {
+	if err := s.sink.cl.EndTransaction(cctx, kgo.TryCommit); err != nil {
 		return s.resolveCommit(ctx, t, pt, info, ck, withCause(cctx, err))
 	}
 	info.Duration = time.Since(started)
-	s.store.from = ckRec.Offset
-	s.markers.committed(pt, ck, s.Checkpoint())
-	s.setCheckpoint(ck)
-	s.inflight = Checkpoint{}
-	s.counters.setTxnSince(time.Time{})
-	s.hooks.onCommitted(info)
+	s.markers.committed(pt, ck, s.sink.Checkpoint())
+	s.sink.state.committed(ck, ckRec.Offset)
+	s.sink.state.txnEnded()
+	s.sink.hooks.onCommitted(info)
 	return nil
 }
 
 // openTxn is a transaction begun and being filled.
 type openTxn struct {
-	started time.Time
+	started time.Time       // never changes: sinkState.txnOpenFor reads it from any goroutine
 	ctx     context.Context // ends a tenth before the transaction timeout
 	cancel  context.CancelFunc
 	results produceResults
@@ -242,18 +239,18 @@ type openTxn struct {
 // its timeout; the transaction's context ends a tenth early, so that
 // neither producing nor the commit request runs into the broker's abort.
 func (s *txnSink) begin(ctx context.Context) (*openTxn, error) {
-	if err := s.guard(); err != nil {
+	if err := s.sink.guard(); err != nil {
 		return nil, err
 	}
 	if err := s.verifyMarkers(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.cl.BeginTransaction(); err != nil {
+	if err := s.sink.cl.BeginTransaction(); err != nil {
 		return nil, fmt.Errorf("kafkasink: beginning a transaction: %w", err)
 	}
 	t := &openTxn{started: time.Now()}
-	s.counters.setTxnSince(t.started)
-	t.ctx, t.cancel = context.WithDeadlineCause(ctx, t.started.Add(s.cfg.ownTxnDeadline()), ErrTransactionTimeout)
+	t.ctx, t.cancel = context.WithDeadlineCause(ctx, t.started.Add(s.sink.cfg.ownTxnDeadline()), ErrTransactionTimeout)
+	s.sink.state.txnBegun(t)
 	return t, nil
 }
 
@@ -275,48 +272,48 @@ func (t *openTxn) sentTo(topic string) {
 
 // abort ends a transaction that must not commit. It runs even when ctx is
 // cancelled: a Write is committed or aborted, never left half done. When
-// the abort itself fails, recover ends the transaction before anything
+// the abort itself fails, recovery ends the transaction before anything
 // else is planned, and no new transaction begins until it has (records
 // still buffered must never join one). When Config.Guard refuses, the
 // sink stops as fenced and leaves the transaction open, sending nothing
 // more.
 //
-// Either way the checkpoint becomes unverified, so that recover reads it
-// back before the next transaction: an abort is where a broker that lost
+// Unless the sink stopped, the checkpoint becomes unverified (its verdict
+// is recovering), so that recovery reads it back before the next
+// transaction: an abort is where a broker that lost
 // the commit markers of this producer's last committed transaction makes
 // that loss final (the abort markers take the committed records with
 // them), and the read back is what notices it (see checkpointStore.lost).
 func (s *txnSink) abort(ctx context.Context, t *openTxn, info TransactionInfo, cause error) error {
-	actx, cancel := context.WithTimeoutCause(context.WithoutCancel(ctx), s.cfg.CommitTimeout, errAbortTimeout)
+	actx, cancel := context.WithTimeoutCause(context.WithoutCancel(ctx), s.sink.cfg.CommitTimeout, errAbortTimeout)
 	defer cancel()
-	aerr := s.cl.AbortBufferedRecords(actx)
-	s.state = ckptUnverified
+	aerr := s.sink.cl.AbortBufferedRecords(actx)
 	if aerr == nil {
-		if gerr := s.guard(); gerr != nil {
+		if gerr := s.sink.guard(); gerr != nil {
 			// The sink has stopped: the transaction is left open
 			// for the successor's fencing, or the broker's
 			// timeout, to abort.
 			info.Duration = time.Since(t.started)
-			s.hooks.onAborted(info, gerr)
+			s.sink.hooks.onAborted(info, gerr)
 			return fmt.Errorf("%w; the transaction was failing already: %w", gerr, cause)
 		}
 		aerr = s.endAbort(actx)
 	}
 	if aerr != nil {
-		s.log.Warn("aborting the transaction failed; the next attempt recovers first", "error", withCause(actx, aerr), "cause", cause)
+		s.sink.log.Warn("aborting the transaction failed; the next attempt recovers first", "error", withCause(actx, aerr), "cause", cause)
 	} else {
-		s.counters.setTxnSince(time.Time{})
+		s.sink.state.txnEnded()
 		// Every record has its outcome once the abort succeeded;
 		// after a failed one, records may stay buffered until
-		// recover aborts them, so nothing waits for them then.
+		// recovery aborts them, so nothing waits for them then.
 		t.results.wait()
 	}
-	// Checked before the next transaction begins, after recover
+	// Checked before the next transaction begins, after recovery
 	// ended this one if the abort failed.
 	s.markers.aborted(t.topics)
 	info.Duration = time.Since(t.started)
-	cause = s.follow(judgeTxnFailure(&s.cfg, cause, info.Duration))
-	s.hooks.onAborted(info, cause)
+	cause = s.sink.follow(judgeTxnFailure(&s.sink.cfg, cause, info.Duration).recovering())
+	s.sink.hooks.onAborted(info, cause)
 	return cause
 }
 
@@ -343,41 +340,40 @@ func (s *txnSink) abort(ctx context.Context, t *openTxn, info TransactionInfo, c
 func (s *txnSink) endAbort(ctx context.Context) error {
 	done, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := s.cl.EndTransaction(done, kgo.TryAbort); err == nil {
+	if err := s.sink.cl.EndTransaction(done, kgo.TryAbort); err == nil {
 		return nil
 	}
-	return s.cl.EndTransaction(ctx, kgo.TryAbort)
+	return s.sink.cl.EndTransaction(ctx, kgo.TryAbort)
 }
 
 // resolveCommit settles a commit that returned an error: its outcome is
-// unknown (a lost response, a timeout) or it failed. recover ends whatever
+// unknown (a lost response, a timeout) or it failed. Recovery ends whatever
 // is still open without giving up the producer identity and reads the
 // checkpoint back: if it holds this transaction's checkpoint, the commit
 // happened. Either way the markers are checked before the next
 // transaction begins, as after any commit or abort (markers.go).
 func (s *txnSink) resolveCommit(ctx context.Context, t *openTxn, pt *part, info TransactionInfo, ck Checkpoint, commitErr error) error {
-	before := s.Checkpoint()
+	before := s.sink.Checkpoint()
 	info.Duration = time.Since(t.started)
-	v := judgeTxnFailure(&s.cfg, fmt.Errorf("kafkasink: committing transaction %s..%s: %w", info.First, info.Last, commitErr), info.Duration)
-	commitErr = s.follow(v)
-	s.state = ckptUnverified
+	v := judgeTxnFailure(&s.sink.cfg, fmt.Errorf("kafkasink: committing transaction %s..%s: %w", info.First, info.Last, commitErr), info.Duration).recovering()
+	commitErr = s.sink.follow(v)
 	if v.action == actFatal {
 		return commitErr
 	}
-	// Resolve even when the caller's ctx is done; recover is bounded.
-	if err := s.recover(context.WithoutCancel(ctx)); err != nil {
+	// Resolve even when the caller's ctx is done; recovery is bounded.
+	if err := s.sink.recoverIfUnverified(context.WithoutCancel(ctx)); err != nil {
 		// The next Write recovers again and learns the outcome then.
 		return fmt.Errorf("%w; reading the checkpoint back to learn the outcome failed too: %w", commitErr, err)
 	}
-	if s.Checkpoint().same(ck) {
-		s.log.Info("commit outcome was unknown; the checkpoint read back shows it committed", "checkpoint", ck.Position.String())
+	if s.sink.Checkpoint().same(ck) {
+		s.sink.log.Info("commit outcome was unknown; the checkpoint read back shows it committed", "checkpoint", ck.Position.String())
 		s.markers.committed(pt, ck, before)
-		s.hooks.onCommitted(info)
+		s.sink.hooks.onCommitted(info)
 		return nil
 	}
 	s.markers.aborted(t.topics)
 	commitErr = fmt.Errorf("%w: %w", ErrTransactionAborted, commitErr)
-	s.hooks.onAborted(info, commitErr)
+	s.sink.hooks.onAborted(info, commitErr)
 	return commitErr
 }
 
@@ -398,19 +394,19 @@ func (s *txnSink) resolveCommit(ctx context.Context, t *openTxn, pt *part, info 
 // Config.Guard set the sink then claims the transactional id afresh
 // (claimAfresh).
 func (s *txnSink) settleClient(ctx context.Context) error {
-	if err := s.guard(); err != nil {
+	if err := s.sink.guard(); err != nil {
 		return err
 	}
-	if err := s.cl.AbortBufferedRecords(ctx); err != nil {
+	if err := s.sink.cl.AbortBufferedRecords(ctx); err != nil {
 		return fmt.Errorf("kafkasink: recovering: failing the records still buffered: %w", withCause(ctx, err))
 	}
 	if err := s.endAbort(ctx); err != nil {
 		return s.settleFencing(ctx, fmt.Errorf("kafkasink: recovering: aborting the open transaction: %w", withCause(ctx, err)))
 	}
-	if _, _, err := s.cl.ProducerID(ctx); err != nil {
-		return s.settleFencing(ctx, fmt.Errorf("kafkasink: recovering: re-initialising the producer id of transactional id %q at its current epoch: %w", s.cfg.TransactionalID, withCause(ctx, err)))
+	if _, _, err := s.sink.cl.ProducerID(ctx); err != nil {
+		return s.settleFencing(ctx, fmt.Errorf("kafkasink: recovering: re-initialising the producer id of transactional id %q at its current epoch: %w", s.sink.cfg.TransactionalID, withCause(ctx, err)))
 	}
-	s.counters.setTxnSince(time.Time{})
+	s.sink.state.txnEnded()
 	return nil
 }
 
@@ -418,8 +414,8 @@ func (s *txnSink) settleClient(ctx context.Context) error {
 // re-initialise the producer id: fenced, the sink stops, or with a guard
 // claims the id afresh.
 func (s *txnSink) settleFencing(ctx context.Context, err error) error {
-	v := judgeFencing(&s.cfg, err, s.counters.txnOpenFor())
-	err = s.follow(v)
+	v := judgeFencing(&s.sink.cfg, err, s.sink.state.txnOpenFor())
+	err = s.sink.follow(v)
 	if v.action == actClaimAfresh {
 		err = s.claimAfresh(ctx, err)
 	}
@@ -435,34 +431,34 @@ func (s *txnSink) settleFencing(ctx context.Context, err error) error {
 // it is done only when Config.Guard, asked right before the claim,
 // consents: the guard of a lease proves that no other instance can hold
 // the id. The old client is closed; its records were failed by
-// settleClient. recover reads the checkpoint back after it.
+// settleClient. Recovery reads the checkpoint back after it.
 //
 // Fenced again soon after a claim, the sink stops: the guard consented
 // although another instance uses the id, and claiming again would make
 // the two fence each other in a loop.
 func (s *txnSink) claimAfresh(ctx context.Context, cause error) error {
-	if since := time.Since(s.claimed); !s.claimed.IsZero() && since < s.cfg.TransactionTimeout {
-		return s.follow(verdict{fmt.Errorf("%w: fenced again %v after claiming transactional id %q afresh, though Config.Guard consented: another instance uses it; make sure the guard lets one instance at a time go on: %v",
-			ErrFenced, since.Round(time.Millisecond), s.cfg.TransactionalID, cause), actFatal})
+	if since := time.Since(s.claimed); !s.claimed.IsZero() && since < s.sink.cfg.TransactionTimeout {
+		return s.sink.follow(verdict{fmt.Errorf("%w: fenced again %v after claiming transactional id %q afresh, though Config.Guard consented: another instance uses it; make sure the guard lets one instance at a time go on: %v",
+			ErrFenced, since.Round(time.Millisecond), s.sink.cfg.TransactionalID, cause), actFatal})
 	}
-	if err := s.guard(); err != nil {
+	if err := s.sink.guard(); err != nil {
 		return fmt.Errorf("%w; before that: %w", err, cause)
 	}
-	cl, err := kgo.NewClient(s.producerOptions()...)
+	cl, err := kgo.NewClient(s.sink.producerOptions()...)
 	if err != nil {
-		return s.follow(verdict{fmt.Errorf("%w: making a client to claim transactional id %q afresh: %w", ErrUnexpected, s.cfg.TransactionalID, err), actFatal})
+		return s.sink.follow(verdict{fmt.Errorf("%w: making a client to claim transactional id %q afresh: %w", ErrUnexpected, s.sink.cfg.TransactionalID, err), actFatal})
 	}
 	if _, _, err := cl.ProducerID(ctx); err != nil {
 		cl.Close()
 		// The next recovery fails the same way and tries again.
 		return fmt.Errorf("kafkasink: claiming transactional id %q afresh after the broker fenced this instance: %w (before that: %v)",
-			s.cfg.TransactionalID, withCause(ctx, s.classifyInitErr(err)), cause)
+			s.sink.cfg.TransactionalID, withCause(ctx, s.sink.classifyInitErr(err)), cause)
 	}
-	old := s.cl
-	s.useClient(cl)
+	old := s.sink.cl
+	s.sink.useClient(cl)
 	old.Close()
 	s.claimed = time.Now()
-	s.counters.setTxnSince(time.Time{})
-	s.log.Warn("the broker fenced this instance and its client could not recover; Config.Guard consented, so the sink claimed its transactional id afresh", "transactional_id", s.cfg.TransactionalID, "cause", cause)
+	s.sink.state.txnEnded()
+	s.sink.log.Warn("the broker fenced this instance and its client could not recover; Config.Guard consented, so the sink claimed its transactional id afresh", "transactional_id", s.sink.cfg.TransactionalID, "cause", cause)
 	return nil
 }

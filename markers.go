@@ -152,7 +152,7 @@ func settled(spans []txnSpan, lso map[topicPartition]int64) (done, open []txnSpa
 // suspect's records are gone; every other failure leaves the partitions
 // to the next check.
 func (s *txnSink) verifyMarkers(ctx context.Context) error {
-	if err := s.stopped(); err != nil {
+	if err := s.sink.state.stopped(); err != nil {
 		return err // a loss found before: nothing begins again
 	}
 	w := &s.markers
@@ -169,7 +169,7 @@ func (s *txnSink) verifyMarkers(ctx context.Context) error {
 	wait := backoff.New(time.Millisecond, 100*time.Millisecond)
 	var late []txnSpan // suspects now settled: committed late, or aborted
 	for round := 0; ; round++ {
-		lso := lastStableOffsets(wctx, s.cl, slices.Concat(w.pending, w.suspects))
+		lso := lastStableOffsets(wctx, s.sink.cl, slices.Concat(w.pending, w.suspects))
 		var done []txnSpan
 		_, w.pending = settled(w.pending, lso)
 		done, w.suspects = settled(w.suspects, lso)
@@ -177,14 +177,14 @@ func (s *txnSink) verifyMarkers(ctx context.Context) error {
 		if len(w.pending) > 0 && round > 0 {
 			// Another producer's open transaction may hold the
 			// last stable offset back: ask whether ours is open.
-			_, w.pending = settled(w.pending, endedHere(wctx, s.cl, w.pending))
+			_, w.pending = settled(w.pending, endedHere(wctx, s.sink.cl, w.pending))
 		}
 		if len(w.pending) == 0 || !wait.Wait(wctx) {
 			break
 		}
 	}
 	if len(w.pending) > 0 {
-		s.log.Warn("commit markers not seen within the wait; the partitions stay suspect until they are", "wait", markerWait, "partitions", spanList(w.pending))
+		s.sink.log.Warn("commit markers not seen within the wait; the partitions stay suspect until they are", "wait", markerWait, "partitions", spanList(w.pending))
 		w.suspects = append(w.suspects, w.pending...)
 		w.pending = nil
 	}
@@ -198,16 +198,16 @@ func (s *txnSink) verifyMarkers(ctx context.Context) error {
 		ok, err := s.visible(rctx, sp)
 		switch {
 		case err != nil:
-			s.log.Warn("reading back a suspect partition failed; checking again before the next transaction", "partition", sp.String(), "error", err)
+			s.sink.log.Warn("reading back a suspect partition failed; checking again before the next transaction", "partition", sp.String(), "error", err)
 			w.suspects = append(w.suspects, sp)
 		case ok:
-			s.log.Warn("commit markers came late; the records are committed", "partition", sp.String(), "checkpoint", sp.ck.Position.String())
+			s.sink.log.Warn("commit markers came late; the records are committed", "partition", sp.String(), "checkpoint", sp.ck.Position.String())
 		default:
 			lost = append(lost, sp)
 		}
 	}
 	if len(lost) > 0 {
-		return s.follow(verdict{lostRecords(lost), actFatal})
+		return s.sink.follow(verdict{lostRecords(lost), actFatal})
 	}
 	return nil
 }
@@ -223,7 +223,7 @@ func (s *txnSink) finish(ctx context.Context) error {
 		return err
 	}
 	if w := &s.markers; len(w.suspects) > 0 {
-		s.log.Warn("closing without having seen the commit markers of these partitions (late, not checked as the brokers did not answer, or lost): if the broker lost them, a later abort of this transactional id would take their records, which the checkpoint covers; check them with a read_committed reader",
+		s.sink.log.Warn("closing without having seen the commit markers of these partitions (late, not checked as the brokers did not answer, or lost): if the broker lost them, a later abort of this transactional id would take their records, which the checkpoint covers; check them with a read_committed reader",
 			"partitions", spanList(w.suspects))
 	}
 	return nil
@@ -374,7 +374,7 @@ func openTxns(ctx context.Context, cl *kgo.Client, spans []txnSpan) (map[topicPa
 // last stable offset is past them), so they were either committed or
 // aborted, all together.
 func (s *txnSink) visible(ctx context.Context, sp txnSpan) (bool, error) {
-	opts := append(append([]kgo.Opt(nil), s.connOptions()...),
+	opts := append(append([]kgo.Opt(nil), s.sink.connOptions()...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{sp.topic: {sp.partition: kgo.NewOffset().At(sp.first)}}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(), // the abort marker past them ends the read when they are gone
@@ -429,12 +429,12 @@ func (s *txnSink) verifyAbortMarkers(ctx context.Context) error {
 	w.abortedIn = nil
 	wctx, cancel := context.WithTimeout(ctx, markerWait)
 	defer cancel()
-	id, _, err := s.cl.ProducerID(wctx)
+	id, _, err := s.sink.cl.ProducerID(wctx)
 	if err != nil {
-		s.log.Warn("could not check the abort markers of the last aborted transaction: the producer id is unknown", "topics", topics, "error", err)
+		s.sink.log.Warn("could not check the abort markers of the last aborted transaction: the producer id is unknown", "topics", topics, "error", err)
 		return nil
 	}
-	details, err := s.adm.Load().ListTopics(wctx, topics...)
+	details, err := s.sink.adm.Load().ListTopics(wctx, topics...)
 	if err == nil {
 		err = details.Error()
 	}
@@ -446,13 +446,13 @@ func (s *txnSink) verifyAbortMarkers(ctx context.Context) error {
 	}
 	var open map[topicPartition]int64
 	if err == nil {
-		open, err = openTxns(wctx, s.cl, spans)
+		open, err = openTxns(wctx, s.sink.cl, spans)
 	}
 	if err == nil && len(open) < len(spans) {
 		err = fmt.Errorf("%d of %d partitions did not answer", len(spans)-len(open), len(spans))
 	}
 	if err != nil {
-		s.log.Warn("could not check all abort markers of the last aborted transaction", "topics", topics, "error", err)
+		s.sink.log.Warn("could not check all abort markers of the last aborted transaction", "topics", topics, "error", err)
 	}
 	var hanging []txnSpan
 	for _, sp := range spans {
@@ -462,7 +462,7 @@ func (s *txnSink) verifyAbortMarkers(ctx context.Context) error {
 		}
 	}
 	if len(hanging) > 0 {
-		return s.follow(verdict{hangingAbort(hanging), actFatal})
+		return s.sink.follow(verdict{hangingAbort(hanging), actFatal})
 	}
 	return nil
 }

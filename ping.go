@@ -20,7 +20,7 @@ func (s *Sink) Ping(ctx context.Context) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	if err := s.stopped(); err != nil {
+	if err := s.state.stopped(); err != nil {
 		return err
 	}
 	if _, err := s.store.endOffset(ctx, s.adm.Load()); err != nil {

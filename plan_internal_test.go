@@ -34,7 +34,8 @@ func planSink(t *testing.T, cfg Config, topics map[string]topicInfo) *Sink {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	s := &Sink{cfg: cfg, log: cfg.Logger, routes: make(map[[2]string]tableRoute), cl: cl, state: ckptVerified}
+	s := &Sink{cfg: cfg, log: cfg.Logger, routes: make(map[[2]string]tableRoute), cl: cl}
+	s.state.verified(Checkpoint{})
 	s.topics = newTopicCache(&s.cfg.Topics)
 	for topic, info := range topics {
 		s.topics.topics[topic] = info
@@ -380,7 +381,7 @@ func TestPlanEncodingFrameTooLarge(t *testing.T) {
 func TestPlanCheckpoints(t *testing.T) {
 	t.Parallel()
 	s := planSink(t, Config{MaxTransactionRecords: 2}, map[string]topicInfo{"kafkasink.public.a": openTopic})
-	s.setCheckpoint(Checkpoint{Position: Position{LSN: 9}, Cursor: []byte(`"old"`)})
+	s.state.verified(Checkpoint{Position: Position{LSN: 9}, Cursor: []byte(`"old"`)})
 	events := []Event{row(OpInsert, "public.a", 9, 0, 0), row(OpInsert, "public.a", 10, 0, 1), row(OpInsert, "public.a", 10, 1, 2), row(OpInsert, "public.a", 11, 0, 3)}
 	en, err := planEncoding(s, &Batch{Events: events, Cursor: []byte(`"new"`)}, nil)
 	if err != nil {

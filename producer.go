@@ -9,7 +9,7 @@ import (
 // checkpoint once they are all acknowledged. The two modes differ only in
 // the client options (see Sink.producerOptions).
 type producerSink struct {
-	*Sink
+	sink *Sink // what the modes share (see txnSink)
 }
 
 var _ mode = (*producerSink)(nil)
@@ -18,7 +18,7 @@ var _ mode = (*producerSink)(nil)
 // the plan is whole: a rejected event fails the batch before any of it is
 // written.
 func (s *producerSink) writeBatch(ctx context.Context, b *Batch) (*plan, int, error) {
-	p, err := s.planSending(ctx, b, nil)
+	p, err := s.sink.planSending(ctx, b, nil)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -32,19 +32,19 @@ func (s *producerSink) writeBatch(ctx context.Context, b *Batch) (*plan, int, er
 func (s *producerSink) deliver(ctx context.Context, p *plan) (int, error) {
 	for i := range p.parts {
 		pt := &p.parts[i]
-		ck := s.nextCheckpoint(p, i)
+		ck := s.sink.nextCheckpoint(p, i)
 		var results produceResults
 		for _, r := range pt.records {
-			results.produce(ctx, s.cl, r)
+			results.produce(ctx, s.sink.cl, r)
 		}
-		if err := s.cl.Flush(ctx); err != nil {
-			if derr := s.deletedTopic(ctx, pt); derr != nil {
+		if err := s.sink.cl.Flush(ctx); err != nil {
+			if derr := s.sink.deletedTopic(ctx, pt); derr != nil {
 				return i, derr
 			}
 			return i, fmt.Errorf("kafkasink: flushing events %s..%s: %w", pt.first, pt.last, err)
 		}
 		if _, err := results.wait(); err != nil {
-			err = s.produceError(ctx, pt, ck, &results)
+			err = s.sink.produceError(ctx, pt, ck, &results)
 			ref := refusalOf(err)
 			if ref == nil {
 				return i, err
@@ -53,21 +53,21 @@ func (s *producerSink) deliver(ctx context.Context, p *plan) (int, error) {
 				return i, err
 			}
 		}
-		ckRec, err := s.store.record(ck)
+		ckRec, err := s.sink.store.record(ck)
 		if err != nil {
 			return i, err
 		}
-		s.inflight = ck
-		if err := s.cl.ProduceSync(ctx, ckRec).FirstErr(); err != nil {
-			return i, s.writeError(ctx, pt, ck, ckRec, err)
+		s.sink.state.sent(ck)
+		if err := s.sink.cl.ProduceSync(ctx, ckRec).FirstErr(); err != nil {
+			return i, s.sink.writeError(ctx, pt, ck, ckRec, err)
 		}
-		if s.cfg.Acks != AcksNone {
+		at := ckRec.Offset
+		if s.sink.cfg.Acks == AcksNone {
 			// With acks=0 the broker reports no offset to start
 			// the next checkpoint read from.
-			s.store.from = ckRec.Offset
+			at = noOffset
 		}
-		s.setCheckpoint(ck)
-		s.inflight = Checkpoint{}
+		s.sink.state.committed(ck, at)
 	}
 	return len(p.parts), nil
 }
@@ -85,7 +85,7 @@ func (s *producerSink) finish(context.Context) error { return nil }
 // and the redelivery writes them again, the duplicates these modes allow
 // after a failure.
 func (s *producerSink) settleClient(ctx context.Context) error {
-	if err := s.cl.AbortBufferedRecords(ctx); err != nil {
+	if err := s.sink.cl.AbortBufferedRecords(ctx); err != nil {
 		return fmt.Errorf("kafkasink: recovering: failing the records a failed Write left buffered: %w", withCause(ctx, err))
 	}
 	return nil

@@ -117,20 +117,17 @@ func refusalOf(err error) *refusal {
 // dead-letter topic it returns the *RejectedError naming the events.
 func (s *txnSink) quarantine(ctx context.Context, p *plan, i int, ref *refusal) (*openTxn, error) {
 	pt := &p.parts[i]
-	if s.state == ckptUnverified {
-		if err := s.recover(ctx); err != nil {
-			return nil, fmt.Errorf("%w (recovering after: %v)", err, ref)
-		}
+	if err := s.sink.recoverIfUnverified(ctx); err != nil {
+		return nil, fmt.Errorf("%w (recovering after: %v)", err, ref)
 	}
-	if err := s.refreshLimits(ctx, ref.failed); err != nil {
+	if err := s.sink.refreshLimits(ctx, ref.failed); err != nil {
 		return nil, err
 	}
 	t, err := s.begin(ctx)
 	if err != nil {
-		s.state = ckptUnverified // recover settles the client's state
-		return nil, err
+		return nil, s.sink.follow(verdict{err, actRecover}) // recovery settles the client's state
 	}
-	refused, sent, rounds, perr := s.probe(t.ctx, failedRecords(ref.failed))
+	refused, sent, rounds, perr := s.sink.probe(t.ctx, failedRecords(ref.failed))
 	info := TransactionInfo{First: pt.first, Last: pt.last, Records: sent}
 	for _, f := range ref.failed {
 		t.sentTo(f.r.Topic) // the probe sent them outside t.produce
@@ -143,21 +140,21 @@ func (s *txnSink) quarantine(ctx context.Context, p *plan, i int, ref *refusal) 
 	if perr != nil {
 		return nil, perr
 	}
-	s.log.Info("found the records the broker refuses in an aborted probe transaction", "first", pt.first.String(), "last", pt.last.String(),
+	s.sink.log.Info("found the records the broker refuses in an aborted probe transaction", "first", pt.first.String(), "last", pt.last.String(),
 		"failed", len(ref.failed), "refused", len(refused), "rounds", rounds)
-	if err := s.recover(ctx); err != nil {
+	// The probe's abort made the checkpoint unverified: this reads it back.
+	if err := s.sink.recoverIfUnverified(ctx); err != nil {
 		return nil, err
 	}
-	if _, err := s.quarantineRefused(ctx, p, i, refused); err != nil {
+	if _, err := s.sink.quarantineRefused(ctx, p, i, refused); err != nil {
 		return nil, err
 	}
 	if t, err = s.begin(ctx); err != nil {
-		s.state = ckptUnverified
-		return nil, err
+		return nil, s.sink.follow(verdict{err, actRecover})
 	}
 	// A record that fails now is transact's to find: it checks every
 	// result and aborts.
-	if err := s.sendInRuns(t.ctx, pt.records, func(r *kgo.Record) { t.produce(s.cl, r) }, &t.results); err != nil {
+	if err := s.sink.sendInRuns(t.ctx, pt.records, func(r *kgo.Record) { t.produce(s.sink.cl, r) }, &t.results); err != nil {
 		defer t.cancel()
 		return nil, s.abort(ctx, t, TransactionInfo{First: pt.first, Last: pt.last, Records: t.records}, err)
 	}
@@ -176,26 +173,26 @@ var errProbeAborted = errors.New("kafkasink: probe transaction, aborted by desig
 // part's other records may be written already, and the redelivery writes
 // them again, as these modes allow after a failure.
 func (s *producerSink) quarantine(ctx context.Context, p *plan, i int, ref *refusal) error {
-	if err := s.refreshLimits(ctx, ref.failed); err != nil {
+	if err := s.sink.refreshLimits(ctx, ref.failed); err != nil {
 		return err
 	}
-	refused, _, rounds, err := s.probe(ctx, failedRecords(ref.failed))
+	refused, _, rounds, err := s.sink.probe(ctx, failedRecords(ref.failed))
 	if err != nil {
 		return err
 	}
 	pt := &p.parts[i]
-	s.log.Info("found the records the broker refuses by sending the failed ones again", "first", pt.first.String(), "last", pt.last.String(),
+	s.sink.log.Info("found the records the broker refuses by sending the failed ones again", "first", pt.first.String(), "last", pt.last.String(),
 		"failed", len(ref.failed), "refused", len(refused), "rounds", rounds)
-	dead, err := s.quarantineRefused(ctx, p, i, refused)
+	dead, err := s.sink.quarantineRefused(ctx, p, i, refused)
 	if err != nil {
 		return err
 	}
 	var res produceResults
-	if err := s.sendInRuns(ctx, dead, func(r *kgo.Record) { res.produce(ctx, s.cl, r) }, &res); err != nil {
+	if err := s.sink.sendInRuns(ctx, dead, func(r *kgo.Record) { res.produce(ctx, s.sink.cl, r) }, &res); err != nil {
 		return err
 	}
 	if failed, err := res.wait(); err != nil {
-		return s.writeError(ctx, pt, Checkpoint{}, failed, err)
+		return s.sink.writeError(ctx, pt, Checkpoint{}, failed, err)
 	}
 	return nil
 }

@@ -47,11 +47,9 @@ type Sink struct {
 	// adm is the admin client of cl; atomic, for Ping.
 	adm   atomic.Pointer[kadm.Client]
 	store checkpointStore
-	// state says whether ckpt may be planned against.
-	state ckptState
-	// inflight is the checkpoint last sent whose outcome is not
-	// confirmed yet; zero when none is.
-	inflight Checkpoint
+	// state is the checkpoint and its state, the open transaction and
+	// the fatal error (state.go).
+	state sinkState
 	// owed is what the last Write that failed retryably left
 	// undelivered, as far as the checkpoint then knew; zero when nothing
 	// is owed. Until a Write delivers it, a batch that skips past it is
@@ -67,15 +65,8 @@ type Sink struct {
 	spare *encoderState
 	// router names each table's topic.
 	router *router
-	// fatal, once set, is returned by every later Write (and by Ping):
-	// fencing or an unusable checkpoint never heals by retrying. Atomic,
-	// for Ping.
-	fatal atomic.Pointer[error]
 	// clientClosed closes the client once.
 	clientClosed sync.Once
-
-	mu   sync.Mutex // guards ckpt
-	ckpt Checkpoint
 
 	// frameTopic is the topic of the records the Encoder writes around
 	// events (Framer), "" when it writes none.
@@ -91,7 +82,7 @@ type mode interface {
 	// (or checkpointed parts) it wrote.
 	writeBatch(ctx context.Context, b *Batch) (p *plan, n int, err error)
 	// settleClient ends whatever the client may still have open after an
-	// unclear outcome, before recover reads the checkpoint back.
+	// unclear outcome, before recovery reads the checkpoint back.
 	settleClient(ctx context.Context) error
 	// finish checks, before Close closes the client, what the last Write
 	// left to check: a loss it finds is Close's error.
@@ -131,9 +122,9 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	b.frameTopic = frameTopic(cfg.Encoder)
 	if cfg.Mode == ExactlyOnce {
 		b.store.txnID = cfg.TransactionalID
-		b.mode = &txnSink{Sink: b}
+		b.mode = &txnSink{sink: b}
 	} else {
-		b.mode = &producerSink{Sink: b}
+		b.mode = &producerSink{sink: b}
 	}
 	cl, err := kgo.NewClient(b.producerOptions()...)
 	if err != nil {
@@ -164,12 +155,11 @@ func (s *Sink) start(ctx context.Context) error {
 			return s.classifyInitErr(err)
 		}
 	}
-	ck, err := s.store.read(ctx, s.adm.Load(), s.connOptions(), Checkpoint{})
+	_, ck, err := s.state.readBack(ctx, &s.store, s.adm.Load(), s.connOptions())
 	if err != nil {
 		return err
 	}
-	s.setCheckpoint(ck)
-	s.state = ckptVerified
+	s.state.verified(ck)
 	s.log.Info("sink started", "mode", s.cfg.Mode.String(), "checkpoint", ck.Position.String(),
 		"checkpoint_topic", s.cfg.CheckpointTopic, "checkpoint_partition", s.store.partition)
 	return nil
@@ -218,10 +208,8 @@ func (s *Sink) Write(ctx context.Context, batch Batch) (err error) {
 	if err := checkBatch(b); err != nil {
 		return err
 	}
-	if s.state == ckptUnverified {
-		if err := s.recover(ctx); err != nil {
-			return err
-		}
+	if err := s.recoverIfUnverified(ctx); err != nil {
+		return err
 	}
 	if err := s.checkRedelivery(b); err != nil {
 		return err
@@ -262,7 +250,7 @@ func (s *Sink) enter() error {
 		<-s.sem
 		return ErrClosed
 	}
-	if err := s.stopped(); err != nil {
+	if err := s.state.stopped(); err != nil {
 		<-s.sem
 		return err
 	}
@@ -293,7 +281,7 @@ func (s *Sink) settle(ctx context.Context, b *Batch, err error) error {
 		// the rejected events, so nothing is owed.
 		return err
 	}
-	s.state = ckptUnverified
+	err = s.follow(verdict{err, actRecover})
 	if s.owed.first.IsZero() {
 		ck := s.Checkpoint().Position
 		for i := range b.Events {
@@ -312,33 +300,21 @@ type owedEvents struct {
 	first, last Position
 }
 
-// ckptState says whether the in-memory checkpoint is what the broker has.
-// It is explicit, never inferred from other facts (such as whether a
-// client exists): planning, skipping and committing against a checkpoint
-// that may be stale is how a recovered sink writes a part twice.
-type ckptState uint8
-
-const (
-	// ckptUnverified: an outcome is unclear (a commit or abort that
-	// failed or timed out, records sent without a confirmed
-	// checkpoint), so the broker may hold a newer checkpoint than the
-	// one in memory. recover must run before anything is planned.
-	ckptUnverified ckptState = iota
-	// ckptVerified: read back by a complete start-up or recovery, or
-	// moved by a commit the broker confirmed.
-	ckptVerified
-)
-
-// recover makes an unverified checkpoint verified again. The mode first
-// ends whatever the client may have open (settleClient): in ExactlyOnce
-// mode that KEEPS the producer identity, because a running sink never
-// claims its transactional id afresh, so that an older instance can never
-// fence a newer one. Then it reads the checkpoint back.
+// recoverIfUnverified is recovery, and its one entry point: it makes an
+// unverified checkpoint verified again, and does nothing to a verified
+// one. The mode first ends whatever the client may have open
+// (settleClient): in ExactlyOnce mode that KEEPS the producer identity,
+// because a running sink never claims its transactional id afresh, so
+// that an older instance can never fence a newer one. Then it reads the
+// checkpoint back.
 //
 // What the read may show is known: the checkpoint in memory, or the one in
 // flight. Anything else was written by another instance with the same sink
 // id (or is an operator's reset), which makes this one a zombie: ErrFenced.
-func (s *Sink) recover(ctx context.Context) error {
+func (s *Sink) recoverIfUnverified(ctx context.Context) error {
+	if !s.state.unverified() {
+		return nil
+	}
 	// Bounded, so that a broker that does not answer makes Write
 	// return a retryable error rather than hang to the caller's end.
 	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.TransactionTimeout, errRecoveryTimeout)
@@ -346,21 +322,18 @@ func (s *Sink) recover(ctx context.Context) error {
 	if err := s.mode.settleClient(ctx); err != nil {
 		return err
 	}
-	known := s.Checkpoint()
-	ck, err := s.store.read(ctx, s.adm.Load(), s.connOptions(), known)
+	known, ck, err := s.state.readBack(ctx, &s.store, s.adm.Load(), s.connOptions())
 	if errors.Is(err, ErrCheckpoint) {
 		return s.follow(verdict{err, actFatal})
 	}
 	if err != nil {
 		return withCause(ctx, err)
 	}
-	if !ck.same(known) && !ck.same(s.inflight) {
+	if !s.state.knows(ck) {
 		return s.follow(verdict{fmt.Errorf("%w: checkpoint topic %q holds checkpoint %s of sink id %q, which this instance did not write (it last wrote %s): another instance with the same sink id is writing, or an operator reset the checkpoint; restart the sink (New) to resume from what is there",
 			ErrFenced, s.cfg.CheckpointTopic, ck.Position, s.cfg.SinkID, known.Position), actFatal})
 	}
-	s.setCheckpoint(ck)
-	s.inflight = Checkpoint{}
-	s.state = ckptVerified
+	s.state.verified(ck)
 	s.log.Info("checkpoint read back", "checkpoint", ck.Position.String())
 	return nil
 }
@@ -378,17 +351,17 @@ func (s *Sink) guard() error {
 	return nil
 }
 
-// follow acts on a verdict: it is where a decided failure changes the
-// sink's state. actRecover makes the checkpoint unverified; actFatal
+// follow acts on a verdict: it is the one place where a failure changes
+// the sink's state. actRecover makes the checkpoint unverified; actFatal
 // stops the sink for good, so that every later Write returns the error.
 // actClaimAfresh makes the checkpoint unverified too: the claim is the
-// mode's to make (txnSink.settleClient), before recover reads it back.
+// mode's to make (txnSink.settleClient), before recovery reads it back.
 func (s *Sink) follow(v verdict) error {
 	switch v.action {
 	case actRecover, actClaimAfresh:
-		s.state = ckptUnverified
+		s.state.unclear()
 	case actFatal:
-		s.fatal.Store(&v.err)
+		s.state.stop(v.err)
 		s.log.Error("this sink stops", "error", v.err)
 	}
 	return v.err
@@ -437,20 +410,10 @@ func skipsOwed(owed Position, what string, ck Position) error {
 // Checkpoint returns the last delivered position and cursor: the one read
 // from the checkpoint topic at start-up, then the one of the last
 // successful Write. A source resumes after it.
-func (s *Sink) Checkpoint() Checkpoint {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.ckpt
-}
+func (s *Sink) Checkpoint() Checkpoint { return s.state.checkpoint() }
 
 // ID returns the sink's id, Config.SinkID: the key of its checkpoint.
 func (s *Sink) ID() string { return s.cfg.SinkID }
-
-func (s *Sink) setCheckpoint(c Checkpoint) {
-	s.mu.Lock()
-	s.ckpt = c
-	s.mu.Unlock()
-}
 
 // Close releases the Kafka client. It waits for a running Write to return,
 // or for ctx. It may be called more than once; later Writes return
@@ -474,7 +437,7 @@ func (s *Sink) Close(ctx context.Context) error {
 		}
 	}
 	var err error
-	if first && s.stopped() == nil {
+	if first && s.state.stopped() == nil {
 		err = s.mode.finish(ctx)
 	}
 	s.closeClient()
@@ -493,12 +456,4 @@ func (s *Sink) closeClient() {
 func (s *Sink) useClient(cl *kgo.Client) {
 	s.cl = cl
 	s.adm.Store(kadm.NewClient(cl))
-}
-
-// stopped returns the fatal error that stopped the sink; nil while it runs.
-func (s *Sink) stopped() error {
-	if err := s.fatal.Load(); err != nil {
-		return *err
-	}
-	return nil
 }

@@ -94,14 +94,15 @@ func (s *Sink) Stats() Stats {
 	for i := range c.durations {
 		st.TransactionDurations.Counts[i] = c.durations[i].Load()
 	}
-	st.OpenTransaction = c.txnOpenFor()
+	st.OpenTransaction = s.state.txnOpenFor()
 	return st
 }
 
 // counters are the sink's Stats as they grow. They are a hook of the sink
 // (first among its hooks), so they count exactly what hooks are told; the
-// rest (retries, the open transaction) the Write path sets directly. Every
-// field is atomic: Stats reads them while a Write runs.
+// retries the Write path counts directly. Every field is atomic: Stats
+// reads them while a Write runs. The open transaction's age is the state's
+// (sinkState.txnOpenFor).
 type counters struct {
 	writes, events, written, records, bytes atomic.Int64
 	rejected, deadLettered                  atomic.Int64
@@ -110,10 +111,6 @@ type counters struct {
 
 	durations                  [len(transactionDurationBounds) + 1]atomic.Int64
 	durationCount, durationSum atomic.Int64
-
-	// txnSince is when the transaction that may still be open began, in
-	// Unix nanoseconds; 0 when none may be.
-	txnSince atomic.Int64
 }
 
 func (c *counters) OnBatchWritten(i BatchInfo) {
@@ -150,24 +147,4 @@ func (c *counters) OnEventsSkipped(i SkipInfo) {
 	} else {
 		c.skippedRedelivered.Add(int64(i.Events))
 	}
-}
-
-// setTxnSince records when the transaction that may still be open began;
-// the zero time says none may be.
-func (c *counters) setTxnSince(t time.Time) {
-	var n int64
-	if !t.IsZero() {
-		n = t.UnixNano()
-	}
-	c.txnSince.Store(n)
-}
-
-// txnOpenFor is how long the transaction that may still be open has been
-// open; 0 when none may be.
-func (c *counters) txnOpenFor() time.Duration {
-	since := c.txnSince.Load()
-	if since == 0 {
-		return 0
-	}
-	return time.Since(time.Unix(0, since))
 }

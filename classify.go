@@ -53,7 +53,7 @@ func IsRetryable(err error) bool {
 	// The sink's own verdicts come first: an aborted transaction can be
 	// written again whatever the broker's code in it says.
 	var te *timeoutError
-	if errors.Is(err, ErrTransactionTimeout) || errors.Is(err, ErrTransactionAborted) || errors.As(err, &te) {
+	if errors.Is(err, ErrTransactionTimeout) || errors.Is(err, ErrTransactionAborted) || errors.Is(err, errAbortUnchecked) || errors.As(err, &te) {
 		return true
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {

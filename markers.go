@@ -2,12 +2,14 @@ package kafkasink
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -219,7 +221,15 @@ func (s *txnSink) verifyMarkers(ctx context.Context) error {
 // is closed. Most often the brokers did not answer the check (a Close
 // during an outage); a broker that lost the markers looks the same.
 func (s *txnSink) finish(ctx context.Context) error {
-	if err := s.verifyMarkers(ctx); err != nil {
+	err := s.verifyMarkers(ctx)
+	if errors.Is(err, errAbortUnchecked) {
+		// Nothing begins after Close: the pending records can no
+		// longer be committed by this instance.
+		s.sink.log.Warn("closing before the abort markers of the last aborted transaction could be checked", "error", err)
+		s.markers.abortedIn = nil
+		err = s.verifyMarkers(ctx)
+	}
+	if err != nil {
 		return err
 	}
 	if w := &s.markers; len(w.suspects) > 0 {
@@ -309,7 +319,7 @@ func lastStableOffsets(ctx context.Context, cl *kgo.Client, spans []txnSpan) map
 // to describe them (READ on the topic) falls back to the last stable
 // offset.
 func endedHere(ctx context.Context, cl *kgo.Client, spans []txnSpan) map[topicPartition]int64 {
-	open, _ := openTxns(ctx, cl, spans)
+	open, _, _ := openTxns(ctx, cl, spans)
 	ended := make(map[topicPartition]int64, len(spans))
 	for _, sp := range spans {
 		k := topicPartition{sp.topic, sp.partition}
@@ -324,9 +334,9 @@ func endedHere(ctx context.Context, cl *kgo.Client, spans []txnSpan) map[topicPa
 // a transaction open there (DescribeProducers, which the client splits per
 // leader). For each partition that answered it gives the offset where the
 // span's producer's open transaction starts, when it starts at or before
-// the span's last record, and -1 when there is none. It returns an error
-// only when the request failed as a whole.
-func openTxns(ctx context.Context, cl *kgo.Client, spans []txnSpan) (map[topicPartition]int64, error) {
+// the span's last record, and -1 when there is none; for each that did
+// not, its error. err is the error of the request as a whole.
+func openTxns(ctx context.Context, cl *kgo.Client, spans []txnSpan) (open map[topicPartition]int64, failed map[topicPartition]error, err error) {
 	req := kmsg.NewPtrDescribeProducersRequest()
 	topics := make(map[string]int)
 	for _, sp := range spans {
@@ -342,21 +352,28 @@ func openTxns(ctx context.Context, cl *kgo.Client, spans []txnSpan) (map[topicPa
 	}
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	answered := make(map[topicPartition][]kmsg.DescribeProducersResponseTopicPartitionActiveProducer, len(spans))
+	failed = make(map[topicPartition]error)
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
-			if p.ErrorCode == 0 {
-				answered[topicPartition{t.Topic, p.Partition}] = p.ActiveProducers
+			k := topicPartition{t.Topic, p.Partition}
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				failed[k] = err
+				continue
 			}
+			answered[k] = p.ActiveProducers
 		}
 	}
-	open := make(map[topicPartition]int64, len(answered))
+	open = make(map[topicPartition]int64, len(answered))
 	for _, sp := range spans {
 		k := topicPartition{sp.topic, sp.partition}
 		producers, ok := answered[k]
 		if !ok {
+			if _, ok := failed[k]; !ok {
+				failed[k] = errors.New("no answer")
+			}
 			continue
 		}
 		open[k] = -1
@@ -366,7 +383,7 @@ func openTxns(ctx context.Context, cl *kgo.Client, spans []txnSpan) (map[topicPa
 			}
 		}
 	}
-	return open, nil
+	return open, failed, nil
 }
 
 // visible reads sp's partition read_committed from sp's first record and
@@ -420,39 +437,37 @@ func (s *txnSink) visible(ctx context.Context, sp txnSpan) (bool, error) {
 // Kafka 4.4 loses commit markers (see the top of this file). Its records
 // there are pending, and the next commit of this producer that writes to
 // the partition would commit them: events duplicated. The sink stops
-// instead. A check that cannot be made (the leaders do not answer within
-// markerWait, the principal may not describe the topic) is logged and
-// given up: it must not stop a sink that lost nothing.
+// instead.
+//
+// A partition that cannot be checked yet (no leader: the very case in
+// which Kafka skips markers; brokers not answering) keeps the check
+// pending, and no transaction begins until it can be made: the error is
+// retryable. Only a check the broker refuses for good (the principal may
+// not describe the topic) is logged and given up.
 func (s *txnSink) verifyAbortMarkers(ctx context.Context) error {
 	w := &s.markers
-	topics := w.abortedIn
-	w.abortedIn = nil
 	wctx, cancel := context.WithTimeout(ctx, markerWait)
 	defer cancel()
 	id, _, err := s.sink.cl.ProducerID(wctx)
 	if err != nil {
-		s.sink.log.Warn("could not check the abort markers of the last aborted transaction: the producer id is unknown", "topics", topics, "error", err)
-		return nil
+		return fmt.Errorf("kafkasink: checking the abort markers of the last aborted transaction: the producer id: %w", withCause(wctx, err))
 	}
-	details, err := s.sink.adm.Load().ListTopics(wctx, topics...)
-	if err == nil {
-		err = details.Error()
+	details, err := s.sink.adm.Load().ListTopics(wctx, w.abortedIn...)
+	if err != nil {
+		return s.uncheckedAbort(wctx, fmt.Errorf("listing topics %v: %w", w.abortedIn, withCause(wctx, err)))
 	}
 	var spans []txnSpan
 	for _, t := range details.Sorted() {
+		if t.Err != nil {
+			return s.uncheckedAbort(wctx, fmt.Errorf("topic %s: %w", t.Topic, t.Err))
+		}
 		for _, p := range t.Partitions.Sorted() {
 			spans = append(spans, txnSpan{topic: t.Topic, partition: p.Partition, producerID: id, last: math.MaxInt64})
 		}
 	}
-	var open map[topicPartition]int64
-	if err == nil {
-		open, err = openTxns(wctx, s.sink.cl, spans)
-	}
-	if err == nil && len(open) < len(spans) {
-		err = fmt.Errorf("%d of %d partitions did not answer", len(spans)-len(open), len(spans))
-	}
+	open, failed, err := openTxns(wctx, s.sink.cl, spans)
 	if err != nil {
-		s.sink.log.Warn("could not check all abort markers of the last aborted transaction", "topics", topics, "error", err)
+		return s.uncheckedAbort(wctx, fmt.Errorf("describing the producers of %v: %w", w.abortedIn, withCause(wctx, err)))
 	}
 	var hanging []txnSpan
 	for _, sp := range spans {
@@ -464,6 +479,37 @@ func (s *txnSink) verifyAbortMarkers(ctx context.Context) error {
 	if len(hanging) > 0 {
 		return s.sink.follow(verdict{hangingAbort(hanging), actFatal})
 	}
+	var refused []error
+	for k, ferr := range failed {
+		ferr = fmt.Errorf("%s[%d]: %w", k.topic, k.partition, ferr)
+		if !IsRetryable(ferr) && wctx.Err() == nil {
+			refused = append(refused, ferr)
+			continue
+		}
+		return s.uncheckedAbort(wctx, ferr)
+	}
+	if len(refused) > 0 {
+		return s.uncheckedAbort(wctx, errors.Join(refused...))
+	}
+	w.abortedIn = nil
+	return nil
+}
+
+// errAbortUnchecked is the retryable error of a transaction that does not
+// begin because the abort markers of the last aborted one cannot be
+// checked yet (verifyAbortMarkers).
+var errAbortUnchecked = errors.New("kafkasink: the abort markers of the last aborted transaction cannot be checked yet, and a transaction that wrote where its records may still be pending would commit them")
+
+// uncheckedAbort decides on an abort marker check that could not be
+// made: one that may succeed later keeps the check pending and returns
+// errAbortUnchecked; one the broker refuses for good is logged and given
+// up.
+func (s *txnSink) uncheckedAbort(wctx context.Context, err error) error {
+	if IsRetryable(err) || wctx.Err() != nil {
+		return fmt.Errorf("%w: %w", errAbortUnchecked, err)
+	}
+	s.sink.log.Warn("could not check the abort markers of the last aborted transaction", "topics", s.markers.abortedIn, "error", err)
+	s.markers.abortedIn = nil
 	return nil
 }
 

@@ -467,6 +467,64 @@ func TestLostAbortMarkersStopTheSink(t *testing.T) {
 	}
 }
 
+// TestUncheckedAbortMarkersHoldTheNextTransaction: after an abort, the
+// leader of a data partition cannot answer for a while
+// (LEADER_NOT_AVAILABLE, as while it restarts: the moment Kafka skips
+// markers), then reports the aborted transaction still open there. No
+// transaction may begin in between, as its commit would take the aborted
+// records: the Write fails retryably while the check cannot be made, and
+// the sink stops with ErrUnexpected once it can, with nothing committed
+// since the abort. When the check gave up at once, the retry committed
+// and the test fails.
+func TestUncheckedAbortMarkersHoldTheNextTransaction(t *testing.T) {
+	t.Parallel()
+	c, brokers := sinktest.Cluster(t)
+	name := sinktest.UniqueName(t)
+	topic := name + ".public.a"
+	s := newSink(t, brokers, name, func(cfg *kafkasink.Config) {
+		cfg.CheckpointTopic = name + ".checkpoints"
+		cfg.Topics.Prefix = name
+		cfg.Topics.Partitions = 2
+	})
+	warm := sinktest.Inserts("public", "a", 100, 1000, 3)
+	write(t, s, warm)
+	pid := sinktest.ReadCommitted(t, brokers, topic)[0].ProducerID
+	var aborted atomic.Bool
+	var unanswered atomic.Int32
+	unanswered.Store(12) // longer than one Write's attempts
+	c.ControlKey(kmsg.DescribeProducers.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !aborted.Load() {
+			return nil, nil, false
+		}
+		resp := openOnPartition1(kreq.(*kmsg.DescribeProducersRequest), topic, pid, 7)
+		if unanswered.Add(-1) >= 0 {
+			for i := range resp.Topics {
+				for j := range resp.Topics[i].Partitions {
+					if resp.Topics[i].Topic == topic && resp.Topics[i].Partitions[j].Partition == 1 {
+						resp.Topics[i].Partitions[j].ErrorCode = kerr.LeaderNotAvailable.Code
+						resp.Topics[i].Partitions[j].ActiveProducers = nil
+					}
+				}
+			}
+		}
+		return resp, nil, true
+	})
+	c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, When: func(kmsg.Request) bool { return !aborted.Swap(true) }})
+	batch := sinktest.Inserts("public", "a", 200, 1, 20)
+	err := s.Write(ctxT(t), kafkasink.Batch{Events: batch})
+	if !kafkasink.IsRetryable(err) || !strings.Contains(err.Error(), "cannot be checked yet") {
+		t.Fatalf("first Write: %v, want a retryable error: the abort markers cannot be checked yet", err)
+	}
+	for i := 0; i < 10 && unanswered.Load() >= 0; i++ {
+		err = s.Write(ctxT(t), kafkasink.Batch{Events: batch})
+	}
+	if !errors.Is(err, kafkasink.ErrUnexpected) || !strings.Contains(err.Error(), "without writing its abort markers to "+topic+"[1] from offset 7") {
+		t.Fatalf("Write once the leader answers: %v, want ErrUnexpected naming %s[1] from offset 7", err, topic)
+	}
+	sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic), warm)
+}
+
 // openOnPartition1 answers req as a leader would whose partition 1 of
 // topic has a transaction of producer pid open from offset start.
 func openOnPartition1(req *kmsg.DescribeProducersRequest, topic string, pid, start int64) *kmsg.DescribeProducersResponse {

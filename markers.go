@@ -458,6 +458,9 @@ func (s *txnSink) verifyAbortMarkers(ctx context.Context) error {
 	}
 	var spans []txnSpan
 	for _, t := range details.Sorted() {
+		if errors.Is(t.Err, kerr.UnknownTopicOrPartition) {
+			continue // deleted: nothing of it can be pending
+		}
 		if t.Err != nil {
 			return s.uncheckedAbort(wctx, fmt.Errorf("topic %s: %w", t.Topic, t.Err))
 		}

@@ -592,3 +592,32 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.b.String()
 }
+
+// TestCloseReturnsALossItFinds: a commit loses its markers on a data
+// partition; the next Write sends records and is then refused by its
+// Encoder, so its transaction is aborted, which ends the pending records
+// too (the emulation's fake cluster ends them with the producer's next
+// outcome), and no transaction begins after it. Close's check finds the
+// committed records gone and returns ErrCheckpoint, as the next Write
+// would have.
+func TestCloseReturnsALossItFinds(t *testing.T) {
+	t.Parallel()
+	c, brokers := sinktest.Cluster(t)
+	const table = "closeloss"
+	topic := "kafkasink.public." + table
+	var armed atomic.Bool
+	skipDataMarkers(t, c, topic, &armed)
+	enc := &failingEncoder{fails: 1}
+	s := newSink(t, brokers, "close-loss", tv1, func(cfg *kafkasink.Config) { cfg.Encoder = enc })
+	write(t, s, sinktest.Inserts("public", table, 100, 1, 20))
+	armed.Store(true)
+	write(t, s, sinktest.Inserts("public", table, 200, 1, 20))
+	refused := sinktest.Inserts("public", table, 300, 1, 20)
+	enc.at = refused[len(refused)-1].Position
+	if _, rejected := kafkasink.IsRejected(tryWrite(t, s, kafkasink.Batch{Events: refused})); !rejected {
+		t.Fatal("the Write whose Encoder refuses an event was not rejected")
+	}
+	if err := s.Close(ctxT(t)); !errors.Is(err, kafkasink.ErrCheckpoint) {
+		t.Fatalf("Close: %v, want ErrCheckpoint for the committed records the abort took", err)
+	}
+}

@@ -417,10 +417,10 @@ func (s *Sink) ID() string { return s.cfg.SinkID }
 
 // Close releases the Kafka client. It waits for a running Write to return,
 // or for ctx. It may be called more than once; later Writes return
-// ErrClosed. In ExactlyOnce mode it first checks, for up to about three
-// seconds, the transaction markers of the last Write, as the next Write
-// would have (see ErrCheckpoint): records of a committed transaction
-// that the broker lost are Close's error.
+// ErrClosed. In ExactlyOnce mode it first checks the transaction markers
+// of the last Write, as the next Write would have (see ErrCheckpoint),
+// waiting a few seconds at most: records of a committed transaction that
+// the broker lost are Close's error.
 func (s *Sink) Close(ctx context.Context) error {
 	first := !s.closed.Swap(true)
 	select {

@@ -164,12 +164,12 @@ func responseCorrelationID(frame []byte) (int32, error) {
 	return id, d.err
 }
 
-// corruptRecords returns a copy of a Produce request frame, whose body
-// starts at bodyAt, with a byte of each record batch's CRC flipped. The
-// batches are found by their bytes, which the frame holds verbatim.
-func corruptRecords(frame []byte, bodyAt int) ([]byte, error) {
+// corruptRecords returns a copy of the Produce request frame of h with a
+// byte of each record batch's CRC flipped. The batches are found by their
+// bytes, which the frame holds verbatim.
+func corruptRecords(frame []byte, h requestHeader) ([]byte, error) {
+	bodyAt, version := h.bodyAt, h.Version
 	req := kmsg.NewPtrProduceRequest()
-	version := int16(binary.BigEndian.Uint16(frame[2:4]))
 	req.SetVersion(version)
 	if err := req.ReadFrom(frame[bodyAt:]); err != nil {
 		return nil, fmt.Errorf("reading produce request v%d: %w", version, err)

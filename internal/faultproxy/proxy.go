@@ -251,7 +251,7 @@ func (c *conn) requests() {
 			}
 		case CorruptRecords:
 			if kmsg.Key(h.Key) == kmsg.Produce {
-				if frame, err = corruptRecords(frame, h.bodyAt); err != nil {
+				if frame, err = corruptRecords(frame, h); err != nil {
 					g.fail(fmt.Errorf("faultproxy: %s: %w", h.Request, err))
 					return
 				}

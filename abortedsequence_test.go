@@ -120,3 +120,53 @@ func TestAbortedSequenceNotReusedRealBroker(t *testing.T) {
 		})
 	}
 }
+
+// TestAbortMovesTheEpochOnlyWhenNeeded: after a record failed, an abort
+// under transaction version 1 re-initialises the producer id (endAbort),
+// while under version 2, whose commits and aborts end at a new epoch by
+// themselves, it does not: every re-initialisation is a chance to be
+// fenced for nothing when the transaction coordinator dies before its
+// answer arrives (the broker then cannot tell the retry from a newer
+// instance's claim), as TestThreeBrokerKillDuringStream once was.
+func TestAbortMovesTheEpochOnlyWhenNeeded(t *testing.T) {
+	t.Parallel()
+	for _, tv := range []struct {
+		name      string
+		versions  []kgo.Opt
+		reinitial bool
+	}{
+		{"tv1", []kgo.Opt{kgo.MaxVersions(sinktest.TransactionVersion1())}, true},
+		{"tv2", nil, false},
+	} {
+		t.Run(tv.name, func(t *testing.T) {
+			t.Parallel()
+			c, brokers := sinktest.Cluster(t)
+			name := sinktest.UniqueName(t)
+			topic := name + ".public.a"
+			s := newSink(t, brokers, name, func(cfg *kafkasink.Config) {
+				cfg.CheckpointTopic = name + ".checkpoints"
+				cfg.Topics.Prefix = name
+				cfg.Topics.Partitions = 1
+				cfg.ClientOptions = tv.versions
+			})
+			warm := sinktest.Inserts("public", "a", 100, 1000, 3)
+			write(t, s, warm) // a commit: the sink learns whether it moves the epoch
+			var inits atomic.Int32
+			c.ControlKey(kmsg.InitProducerID.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				inits.Add(1)
+				return nil, nil, false
+			})
+			refused := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Err: kerr.UnknownServerError})
+			batch := sinktest.Inserts("public", "a", 200, 1, 9)
+			write(t, s, batch)
+			if refused.Hits() != 1 {
+				t.Fatalf("the produce fault hit %d times, want 1: no record failed", refused.Hits())
+			}
+			if got := inits.Load() > 0; got != tv.reinitial {
+				t.Errorf("%d InitProducerId requests after the abort, want re-initialisation %v", inits.Load(), tv.reinitial)
+			}
+			sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic), append(warm, batch...))
+		})
+	}
+}

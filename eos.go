@@ -22,6 +22,14 @@ type txnSink struct {
 	// (claimAfresh); zero before.
 	claimed time.Time
 	markers markerWatch // the commit markers still to be seen (markers.go)
+	// commitMovesEpoch is whether the client's last commit ended at a new
+	// producer epoch, as under transaction version 2 (KIP-890), where
+	// every EndTxn answer carries the next epoch and kgo restarts its
+	// sequence numbers; under version 1 a transaction ends at the epoch
+	// it ran under. kgo never goes back to version 1 once it used 2, so
+	// an abort then moves the epoch too (endAbort). Unknown, false, until
+	// a commit was seen.
+	commitMovesEpoch bool
 }
 
 var _ mode = (*txnSink)(nil)
@@ -217,6 +225,7 @@ func (s *txnSink) transact(ctx context.Context, pt *part, ck Checkpoint, t *open
 		return s.resolveCommit(ctx, t, pt, info, ck, withCause(cctx, err))
 	}
 	info.Duration = time.Since(started)
+	s.committedAt(ctx, t)
 	s.markers.committed(pt, ck, s.sink.Checkpoint())
 	s.sink.state.committed(ck, ckRec.Offset)
 	s.sink.state.txnEnded()
@@ -232,6 +241,10 @@ type openTxn struct {
 	results produceResults
 	records int
 	topics  []string // every topic a record was sent to, for an abort's check (markers.go)
+	// producerID and epoch are the client's when the transaction began
+	// (epoch -1 if the client could not tell), for commitMovesEpoch.
+	producerID int64
+	epoch      int16
 }
 
 // begin begins a transaction, once the commit markers of the one before
@@ -248,10 +261,27 @@ func (s *txnSink) begin(ctx context.Context) (*openTxn, error) {
 	if err := s.sink.cl.BeginTransaction(); err != nil {
 		return nil, fmt.Errorf("kafkasink: beginning a transaction: %w", err)
 	}
-	t := &openTxn{started: time.Now()}
+	t := &openTxn{started: time.Now(), epoch: -1}
+	if id, epoch, err := s.sink.cl.ProducerID(ctx); err == nil {
+		t.producerID, t.epoch = id, epoch
+	}
 	t.ctx, t.cancel = context.WithDeadlineCause(ctx, t.started.Add(s.sink.cfg.ownTxnDeadline()), ErrTransactionTimeout)
 	s.sink.state.txnBegun(t)
 	return t, nil
+}
+
+// committedAt notes whether the commit of t ended at a new producer epoch
+// (see commitMovesEpoch). A transaction that commits ran under one
+// epoch from its begin to its commit: kgo re-initialises a producer id
+// mid-transaction only after a failure, which fails the commit too. So a
+// new id or epoch right after a commit is the commit's own.
+func (s *txnSink) committedAt(ctx context.Context, t *openTxn) {
+	if t.epoch < 0 {
+		return
+	}
+	if id, epoch, err := s.sink.cl.ProducerID(ctx); err == nil {
+		s.commitMovesEpoch = id != t.producerID || epoch != t.epoch
+	}
 }
 
 // produce sends r in the transaction.
@@ -297,7 +327,7 @@ func (s *txnSink) abort(ctx context.Context, t *openTxn, info TransactionInfo, c
 			s.sink.hooks.onAborted(info, gerr)
 			return fmt.Errorf("%w; the transaction was failing already: %w", gerr, cause)
 		}
-		aerr = s.endAbort(actx)
+		aerr = s.endAbort(actx, !t.results.delivered())
 	}
 	if aerr != nil {
 		s.sink.log.Warn("aborting the transaction failed; the next attempt recovers first", "error", withCause(actx, aerr), "cause", cause)
@@ -317,17 +347,19 @@ func (s *txnSink) abort(ctx context.Context, t *openTxn, info TransactionInfo, c
 	return cause
 }
 
-// endAbort aborts the open transaction and moves the producer to a new
-// epoch, so that no sequence number of the aborted transaction is used
-// again under its epoch. kgo rewinds a partition's sequence numbers when a
-// batch fails, even one it had written (an answer lost, then a retry
-// refused), and under transaction version 1 an abort keeps the epoch: the
-// next transaction's first batch to that partition would carry the
-// aborted batch's sequence numbers, and the broker, taking it for a retry
-// of the batch it holds, would acknowledge it without writing it. Its
-// records would be reported committed and no read_committed reader would
-// ever see them (issue 30's first checker finding;
-// TestAbortedSequenceNotReused).
+// endAbort aborts the open transaction, at a new producer epoch when
+// rewound says that a record of it failed (or may have: its outcome was
+// not known yet) and the abort would not move the epoch by itself.
+//
+// kgo rewinds a partition's sequence numbers when a batch fails, even one
+// it had written (an answer lost, then a retry refused), and under
+// transaction version 1 an abort keeps the epoch: the next transaction's
+// first batch to that partition would carry the aborted batch's sequence
+// numbers, and the broker, taking it for a retry of the batch it holds,
+// would acknowledge it without writing it. Its records would be reported
+// committed and no read_committed reader would ever see them (issue 30's
+// first checker finding; TestAbortedSequenceNotReused). Under version 2
+// the abort's answer carries a new epoch and kgo restarts the sequences.
 //
 // kgo moves to a new epoch when it retries an abort whose outcome it could
 // not confirm: it re-initialises the producer id at its current id and
@@ -337,11 +369,19 @@ func (s *txnSink) abort(ctx context.Context, t *openTxn, info TransactionInfo, c
 // asked for on a context already done, which leaves its outcome
 // unconfirmed without sending it, and then retried. When the first call
 // succeeds nothing was added to the transaction, so nothing was written.
-func (s *txnSink) endAbort(ctx context.Context) error {
-	done, cancel := context.WithCancel(ctx)
-	cancel()
-	if err := s.sink.cl.EndTransaction(done, kgo.TryAbort); err == nil {
-		return nil
+//
+// The new epoch is asked for only when needed: the broker cannot tell the
+// retry of a re-initialisation whose answer was lost from a newer
+// instance's claim once the transaction coordinator moved to another
+// broker (the epoch it gave is not in its log), so each one is a chance to
+// be fenced for nothing when a coordinator dies.
+func (s *txnSink) endAbort(ctx context.Context, rewound bool) error {
+	if rewound && !s.commitMovesEpoch {
+		done, cancel := context.WithCancel(ctx)
+		cancel()
+		if err := s.sink.cl.EndTransaction(done, kgo.TryAbort); err == nil {
+			return nil
+		}
 	}
 	return s.sink.cl.EndTransaction(ctx, kgo.TryAbort)
 }
@@ -400,7 +440,8 @@ func (s *txnSink) settleClient(ctx context.Context) error {
 	if err := s.sink.cl.AbortBufferedRecords(ctx); err != nil {
 		return fmt.Errorf("kafkasink: recovering: failing the records still buffered: %w", withCause(ctx, err))
 	}
-	if err := s.endAbort(ctx); err != nil {
+	// What the open transaction sent is not known here: as if it failed.
+	if err := s.endAbort(ctx, true); err != nil {
 		return s.settleFencing(ctx, fmt.Errorf("kafkasink: recovering: aborting the open transaction: %w", withCause(ctx, err)))
 	}
 	if _, _, err := s.sink.cl.ProducerID(ctx); err != nil {
@@ -458,6 +499,7 @@ func (s *txnSink) claimAfresh(ctx context.Context, cause error) error {
 	s.sink.useClient(cl)
 	old.Close()
 	s.claimed = time.Now()
+	s.commitMovesEpoch = false // the new client's is not known yet
 	s.sink.state.txnEnded()
 	s.sink.log.Warn("the broker fenced this instance and its client could not recover; Config.Guard consented, so the sink claimed its transactional id afresh", "transactional_id", s.sink.cfg.TransactionalID, "cause", cause)
 	return nil

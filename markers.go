@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -429,12 +430,11 @@ func (s *txnSink) visible(ctx context.Context, sp txnSpan) (bool, error) {
 
 // verifyAbortMarkers checks, before a transaction begins, that the
 // transactions aborted since the last check left nothing of this producer
-// open on the partitions of the topics they wrote to. The abort is over
-// when it returns (endAbort re-initialises the producer id, which the
-// broker answers once the abort markers are written), and no transaction
-// of this producer is open before the next begins; so a partition whose
-// leader reports one open (DescribeProducers) lost its abort markers, as
-// Kafka 4.4 loses commit markers (see the top of this file). Its records
+// open on the partitions of the topics they wrote to. No transaction of
+// this producer is open before the next begins; so a partition whose
+// leader reports one open (DescribeProducers) once the coordinator
+// completed the abort (confirmHanging) lost its abort markers, as Kafka
+// 4.4 loses commit markers (see the top of this file). Its records
 // there are pending, and the next commit of this producer that writes to
 // the partition would commit them: events duplicated. The sink stops
 // instead.
@@ -472,15 +472,10 @@ func (s *txnSink) verifyAbortMarkers(ctx context.Context) error {
 	if err != nil {
 		return s.uncheckedAbort(wctx, fmt.Errorf("describing the producers of %v: %w", w.abortedIn, withCause(wctx, err)))
 	}
-	var hanging []txnSpan
-	for _, sp := range spans {
-		if start, ok := open[topicPartition{sp.topic, sp.partition}]; ok && start >= 0 {
-			sp.first = start
-			hanging = append(hanging, sp)
+	if hanging := stillOpen(spans, open); len(hanging) > 0 {
+		if err := s.confirmHanging(wctx, hanging); err != nil {
+			return err
 		}
-	}
-	if len(hanging) > 0 {
-		return s.sink.follow(verdict{hangingAbort(hanging), actFatal})
 	}
 	var refused []error
 	for k, ferr := range failed {
@@ -495,6 +490,67 @@ func (s *txnSink) verifyAbortMarkers(ctx context.Context) error {
 		return s.uncheckedAbort(wctx, errors.Join(refused...))
 	}
 	w.abortedIn = nil
+	return nil
+}
+
+// stillOpen are the spans of partitions where open shows a transaction of
+// the producer open, from the offset it started at.
+func stillOpen(spans []txnSpan, open map[topicPartition]int64) []txnSpan {
+	var hanging []txnSpan
+	for _, sp := range spans {
+		if start, ok := open[topicPartition{sp.topic, sp.partition}]; ok && start >= 0 {
+			sp.first = start
+			hanging = append(hanging, sp)
+		}
+	}
+	return hanging
+}
+
+// confirmHanging decides on partitions that showed the aborted
+// transaction open. An abort that did not move the producer to a new
+// epoch (endAbort) is answered before its markers are written: the
+// coordinator writes them next, and only once it says it is done
+// (DescribeTransactions: no longer PrepareAbort) does a partition still
+// open show markers lost. Asking the coordinator first and the partitions
+// after is what keeps markers written in between from looking lost. It
+// returns nil when the partitions closed, the fatal error when markers
+// were lost, and errAbortUnchecked when the coordinator could not be
+// asked or was still at work when wctx ended.
+func (s *txnSink) confirmHanging(wctx context.Context, hanging []txnSpan) error {
+	id := s.sink.cfg.TransactionalID
+	wait := backoff.New(time.Millisecond, 100*time.Millisecond)
+	for {
+		described, err := s.sink.adm.Load().DescribeTransactions(wctx, id)
+		if err == nil {
+			var d kadm.DescribedTransaction
+			if d, err = described.On(id, nil); err == nil {
+				err = d.Err
+			}
+			if err == nil && !strings.HasPrefix(d.State, "Prepare") {
+				break
+			}
+		}
+		if err != nil {
+			return s.uncheckedAbort(wctx, fmt.Errorf("asking the coordinator of transactional id %q whether the abort is complete: %w", id, withCause(wctx, err)))
+		}
+		if !wait.Wait(wctx) {
+			return s.uncheckedAbort(wctx, fmt.Errorf("the coordinator of transactional id %q is still writing the abort markers: %w", id, context.Cause(wctx)))
+		}
+	}
+	open, failed, err := openTxns(wctx, s.sink.cl, hanging)
+	if err != nil {
+		return s.uncheckedAbort(wctx, fmt.Errorf("describing the producers of %v again: %w", s.markers.abortedIn, withCause(wctx, err)))
+	}
+	var errs []error
+	for k, ferr := range failed {
+		errs = append(errs, fmt.Errorf("%s[%d]: %w", k.topic, k.partition, ferr))
+	}
+	if len(errs) > 0 {
+		return s.uncheckedAbort(wctx, errors.Join(errs...))
+	}
+	if hanging = stillOpen(hanging, open); len(hanging) > 0 {
+		return s.sink.follow(verdict{hangingAbort(hanging), actFatal})
+	}
 	return nil
 }
 

@@ -525,6 +525,59 @@ func TestUncheckedAbortMarkersHoldTheNextTransaction(t *testing.T) {
 	sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic), warm)
 }
 
+// TestAbortMarkersStillBeingWrittenAreAwaited: an abort that does not
+// move the producer to a new epoch is answered before its markers are
+// written, so right after it a leader can still report the transaction
+// open while its coordinator is writing them (PrepareAbort). The check
+// waits for the coordinator instead of taking the open partition for lost
+// markers: the Write goes on and commits. Without the wait the sink
+// stopped with ErrUnexpected.
+func TestAbortMarkersStillBeingWrittenAreAwaited(t *testing.T) {
+	t.Parallel()
+	c, brokers := sinktest.Cluster(t)
+	name := sinktest.UniqueName(t)
+	topic := name + ".public.a"
+	s := newSink(t, brokers, name, func(cfg *kafkasink.Config) {
+		cfg.CheckpointTopic = name + ".checkpoints"
+		cfg.Topics.Prefix = name
+		cfg.Topics.Partitions = 2
+	})
+	warm := sinktest.Inserts("public", "a", 100, 1000, 3)
+	write(t, s, warm)
+	pid := sinktest.ReadCommitted(t, brokers, topic)[0].ProducerID
+	var aborted atomic.Bool
+	var writing atomic.Int32 // the coordinator's answers still to say PrepareAbort
+	writing.Store(3)
+	c.ControlKey(kmsg.DescribeTransactions.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !aborted.Load() || writing.Add(-1) < 0 {
+			return nil, nil, false
+		}
+		req := kreq.(*kmsg.DescribeTransactionsRequest)
+		resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
+		for _, id := range req.TransactionalIDs {
+			st := kmsg.NewDescribeTransactionsResponseTransactionState()
+			st.TransactionalID, st.State, st.ProducerID = id, "PrepareAbort", pid
+			resp.TransactionStates = append(resp.TransactionStates, st)
+		}
+		return resp, nil, true
+	})
+	c.ControlKey(kmsg.DescribeProducers.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !aborted.Load() || writing.Load() < 0 {
+			return nil, nil, false // the markers are written once the coordinator is done
+		}
+		return openOnPartition1(kreq.(*kmsg.DescribeProducersRequest), topic, pid, 7), nil, true
+	})
+	c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, When: func(kmsg.Request) bool { return !aborted.Swap(true) }})
+	batch := sinktest.Inserts("public", "a", 200, 1, 20)
+	write(t, s, batch)
+	if writing.Load() >= 0 {
+		t.Fatalf("the coordinator was asked %d times, want it asked until it was done", 3-writing.Load())
+	}
+	sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic), append(warm, batch...))
+}
+
 // openOnPartition1 answers req as a leader would whose partition 1 of
 // topic has a transaction of producer pid open from offset start.
 func openOnPartition1(req *kmsg.DescribeProducersRequest, topic string, pid, start int64) *kmsg.DescribeProducersResponse {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -23,6 +24,8 @@ type produceResults struct {
 	// partition's buffer with it, and finding it needs them all (see
 	// refused.go).
 	all []failedRecord
+	// outstanding counts the records sent whose promise has not run.
+	outstanding atomic.Int64
 	// done is pr.promise, made once: a method value passed to Produce
 	// is an allocation per record.
 	done func(*kgo.Record, error)
@@ -36,6 +39,7 @@ func (pr *produceResults) produce(ctx context.Context, cl *kgo.Client, r *kgo.Re
 		pr.done = pr.promise
 	}
 	pr.wg.Add(1)
+	pr.outstanding.Add(1)
 	r.Context = ctx
 	cl.Produce(ctx, r, pr.done)
 }
@@ -49,7 +53,16 @@ func (pr *produceResults) promise(r *kgo.Record, err error) {
 		pr.all = append(pr.all, failedRecord{r, err})
 		pr.mu.Unlock()
 	}
+	pr.outstanding.Add(-1)
 	pr.wg.Done()
+}
+
+// delivered reports whether every record sent so far was acknowledged:
+// none failed and none is still waiting for its outcome.
+func (pr *produceResults) delivered() bool {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return pr.outstanding.Load() == 0 && pr.err == nil
 }
 
 // wait blocks until every record has its outcome and returns the first

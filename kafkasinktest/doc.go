@@ -53,6 +53,6 @@
 // (ErrRetryable) or fatally (ErrFatal), and AssertEvents checks what it
 // received.
 //
-// Every helper takes testing.TB and is safe under -race and t.Parallel:
-// each test gets a cluster of its own.
+// The helpers that can fail a test take its testing.TB; every helper is
+// safe under -race and t.Parallel: each test gets a cluster of its own.
 package kafkasinktest

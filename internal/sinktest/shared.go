@@ -30,11 +30,8 @@ func SkipWithoutExtension(t testing.TB, db *pgx.Conn, name string) {
 	pgtest.SkipWithoutExtension(t, db, name)
 }
 
-// TypesSQL is pgtest.TypesSQL.
-type TypesSQL = pgtest.TypesSQL
-
 // LoadTypesSQL is pgtest.LoadTypesSQL.
-func LoadTypesSQL(t testing.TB, name string) TypesSQL {
+func LoadTypesSQL(t testing.TB, name string) pgtest.TypesSQL {
 	t.Helper()
 	return pgtest.LoadTypesSQL(t, name)
 }

@@ -42,10 +42,15 @@ type encoderState struct {
 }
 
 // encoderState returns the memory for a plan of events: what the last
-// successful Write left, reset, or new. With a RecordShaper there is room
-// for a tombstone per event (at events+i) and for its headers, and with
-// a Framer for frames records around them.
-func (s *Sink) encoderState(events int, shaper RecordShaper, framer Framer, frames int) *encoderState {
+// successful Write left, reset, or new. The sizes are what the sink
+// knows a batch needs: a record and the configured headers per event,
+// and with a RecordShaper a second record per event for its tombstone
+// (at events+i; RecordShape allows one). What an Encoder adds beyond
+// that, its own headers and a Framer's records around events, is
+// appended as it comes (records already made keep their memory), and a
+// reused state keeps the room the last batch took: sizing it up front
+// would mean guessing one Encoder's habits.
+func (s *Sink) encoderState(events int, shaper RecordShaper, framer Framer) *encoderState {
 	es := s.spare
 	s.spare = nil
 	if es == nil {
@@ -53,21 +58,16 @@ func (s *Sink) encoderState(events int, shaper RecordShaper, framer Framer, fram
 	}
 	records, headers := events, (s.cfg.Headers.count()+len(s.cfg.annotationHeaders))*events
 	if shaper != nil {
-		// A tombstone shares its event's headers; room for five of the
-		// shaper's own (the debezium package's extended headers).
-		records, headers = 2*events, headers+5*events
+		records = 2 * events // a tombstone shares its event's headers
 	}
 	if cap(es.records) < records {
 		es.records = make([]kgo.Record, records)
 	}
 	es.records = es.records[:records]
-	if cap(es.frames) < frames {
-		es.frames = make([]kgo.Record, 0, frames)
-	}
 	es.frames = es.frames[:0]
-	if cap(es.ptrs) < records+frames {
-		es.ptrs = make([]*kgo.Record, 0, records+frames)
-		es.positions = make([]Position, 0, records+frames)
+	if cap(es.ptrs) < records {
+		es.ptrs = make([]*kgo.Record, 0, records)
+		es.positions = make([]Position, 0, records)
 	}
 	if cap(es.headers) < headers {
 		es.headers = make([]kgo.RecordHeader, 0, headers)

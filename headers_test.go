@@ -9,9 +9,9 @@ import (
 
 	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/debezium"
-	"github.com/kafkasink/kafkasink/internal/rawrecord"
 	"github.com/kafkasink/kafkasink/internal/sinktest"
 	"github.com/kafkasink/kafkasink/kafkasinktest"
+	"github.com/kafkasink/kafkasink/kafkasinktest/rawrecord"
 )
 
 // headerEvents are two batches (commit LSNs 100 and 200) of inserts into

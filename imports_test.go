@@ -1,9 +1,12 @@
 package kafkasink_test
 
 import (
+	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -39,48 +42,116 @@ func TestCoreImportsNoFormat(t *testing.T) {
 	}
 }
 
-// internalKeptForTests are the root module's internal packages that the
-// tests of other modules of the repository still import, which go
-// accepts (their paths are under the root's): the test environment's
-// helpers (the brokers, the registry and PostgreSQL of
-// scripts/testenv.sh). No module's non-test code may import them, and
-// no other internal package may be added here without a reason.
-var internalKeptForTests = map[string]bool{
-	"github.com/kafkasink/kafkasink/internal/sinktest": true,
-}
-
-// TestModulesImportNoOtherModulesInternal: no nested module's code
-// imports the root module's internal packages, which carry no promise
-// between module versions (what two modules share is a supported
-// package: encoding/jsonw, encoding/avrobin, debezium); their tests only
-// the ones of internalKeptForTests.
+// TestModulesImportNoOtherModulesInternal: no module of the repository
+// imports another module's internal packages, in its code or in its
+// tests: they carry no promise between module versions. What two modules
+// share is a supported package (encoding/jsonw, encoding/avrobin,
+// debezium, kafkasinktest with its pgtest and rawrecord), or it lives in
+// the one module that uses it.
 func TestModulesImportNoOtherModulesInternal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the go command; not in -short")
 	}
-	const rootInternal = "github.com/kafkasink/kafkasink/internal/"
-	for _, mod := range []string{"kafkasinkavro", "cmd/kafkasink", "bench", "kafkasinkprom", "kafkasinkotel"} {
-		dir := filepath.FromSlash(mod)
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
-			t.Errorf("module %s: %v", mod, err)
-			continue
-		}
-		lines := goList(t, dir, "-f", "{{.ImportPath}}|{{join .Imports \" \"}}|{{join .TestImports \" \"}} {{join .XTestImports \" \"}}", "./...")
+	mods := repoModules(t)
+	if len(mods) < 7 {
+		t.Fatalf("found %d modules (%v), want the root and its six nested ones: is the walk broken?", len(mods), mods)
+	}
+	for dir, mod := range mods {
+		lines := goList(t, dir, "-f", "{{.ImportPath}}|{{join .Imports \" \"}} {{join .TestImports \" \"}} {{join .XTestImports \" \"}}", "./...")
 		for _, line := range lines {
-			parts := strings.SplitN(line, "|", 3)
-			if len(parts) != 3 {
+			pkg, imports, ok := strings.Cut(line, "|")
+			if !ok {
 				t.Fatalf("module %s: go list printed %q", mod, line)
 			}
-			for _, imp := range strings.Fields(parts[1]) {
-				if strings.HasPrefix(imp, rootInternal) {
-					t.Errorf("module %s: package %s imports %s, an internal package of the root module: use a supported package, or keep a copy in the module", mod, parts[0], imp)
-				}
-			}
-			for _, imp := range strings.Fields(parts[2]) {
-				if strings.HasPrefix(imp, rootInternal) && !internalKeptForTests[imp] {
-					t.Errorf("module %s: the tests of %s import %s, an internal package of the root module", mod, parts[0], imp)
-				}
+			for _, problem := range crossModuleInternal(mod, strings.Fields(imports), mods) {
+				t.Errorf("module %s: %s (or its tests) %s", mod, pkg, problem)
 			}
 		}
 	}
+}
+
+// TestCrossModuleInternal: the check above flags an internal package of
+// another module, the root's included, whichever module imports it, and
+// nothing else.
+func TestCrossModuleInternal(t *testing.T) {
+	const root = "github.com/kafkasink/kafkasink"
+	mods := map[string]string{".": root, "cmd/kafkasink": root + "/cmd/kafkasink", "kafkasinkavro": root + "/kafkasinkavro",
+		"internal/dockertest": root + "/internal/dockertest"}
+	for _, tc := range []struct {
+		mod, imp string
+		flagged  bool
+	}{
+		{root + "/cmd/kafkasink", root + "/internal/sinktest", true},
+		{root + "/kafkasinkavro", root + "/internal/rawrecord", true},
+		{root + "/cmd/kafkasink", root + "/kafkasinkavro/internal/avroschema", true},
+		{root, root + "/kafkasinkavro/internal/avroschema", true},
+		{root, root + "/internal/dockertest", true},
+		{root + "/internal/dockertest", root + "/internal/sinktest", true},
+		{root, root + "/internal/sinktest", false},
+		{root + "/kafkasinkavro", root + "/kafkasinkavro/internal/avroschema", false},
+		{root + "/cmd/kafkasink", root + "/kafkasinktest", false},
+		{root + "/cmd/kafkasink", root + "/kafkasinktest/pgtest", false},
+		{root + "/cmd/kafkasink", "github.com/twmb/franz-go/pkg/kgo", false},
+		{root + "/cmd/kafkasink", "internal/poll", false},
+	} {
+		problems := crossModuleInternal(tc.mod, []string{tc.imp}, mods)
+		if (len(problems) > 0) != tc.flagged {
+			t.Errorf("%s importing %s: problems %q, want flagged %v", tc.mod, tc.imp, problems, tc.flagged)
+		}
+	}
+}
+
+// crossModuleInternal returns a problem for each of imports that is an
+// internal package (a path element "internal") of a module of mods (by
+// directory) other than mod.
+func crossModuleInternal(mod string, imports []string, mods map[string]string) []string {
+	var out []string
+	for _, imp := range imports {
+		if !slices.Contains(strings.Split(imp, "/"), "internal") {
+			continue
+		}
+		owner := ""
+		for _, m := range mods {
+			if (imp == m || strings.HasPrefix(imp, m+"/")) && len(m) > len(owner) {
+				owner = m
+			}
+		}
+		if owner != "" && owner != mod {
+			out = append(out, fmt.Sprintf("imports %s, an internal package of module %s: use a supported package, or keep it in the one module that uses it", imp, owner))
+		}
+	}
+	return out
+}
+
+// repoModules returns the repository's modules, each module path by its
+// directory (relative to the root module's), found by their go.mod files.
+func repoModules(t *testing.T) map[string]string {
+	t.Helper()
+	mods := make(map[string]string)
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != "." && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || d.Name() != "go.mod" {
+			return nil
+		}
+		text, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.Split(string(text), "\n") {
+			if mod, ok := strings.CutPrefix(strings.TrimSpace(line), "module "); ok {
+				mods[filepath.Dir(path)] = strings.Trim(strings.TrimSpace(mod), `"`)
+				return nil
+			}
+		}
+		return fmt.Errorf("%s names no module", path)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mods
 }

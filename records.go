@@ -115,22 +115,7 @@ type pendingLetter struct {
 func (s *Sink) newEncoding(b *Batch, events []Event, routes *routing, send func(*kgo.Record)) encoding {
 	shaper, _ := s.cfg.Encoder.(RecordShaper)
 	framer, _ := shaper.(Framer)
-	frames := 0
-	if framer != nil {
-		// Room for the records around events, as DebeziumEncoder asks
-		// for them: one before a transaction's first event, one after
-		// its last. (A Framer asking for more costs a reallocation; the
-		// records already made stay valid where they are.)
-		for i := range events {
-			if events[i].Txn.First {
-				frames++
-			}
-			if events[i].Txn.End != nil {
-				frames++
-			}
-		}
-	}
-	enc := s.encoderState(len(events), shaper, framer, frames)
+	enc := s.encoderState(len(events), shaper, framer)
 	if k, ok := s.cfg.Encoder.(AllKeysEncoder); ok {
 		if k.EncodesAllKeys() {
 			enc.keys = k

@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkasink/kafkasink"
-	"github.com/kafkasink/kafkasink/bench/internal/rawrecord"
+	"github.com/kafkasink/kafkasink/kafkasinktest/rawrecord"
 )
 
 // workload is what one run writes: batches of events of one table, the

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/kafkasink/kafkasink"
-	"github.com/kafkasink/kafkasink/internal/sinktest"
+	"github.com/kafkasink/kafkasink/kafkasinktest"
 )
 
 var (
@@ -56,7 +56,7 @@ func TestKilledBetweenRegistrationAndCommit(t *testing.T) {
 	start := func(hold string) (*exec.Cmd, *bufio.Scanner) {
 		t.Helper()
 		cmd := exec.Command(crashavro(t), "-pg", e.pg, "-brokers", strings.Join(e.brokers, ","),
-			"-registry", sinktest.Env(t, sinktest.EnvSchemaRegistry)[0], "-name", e.name, "-table", "public."+table, "-hold-column", hold)
+			"-registry", kafkasinktest.Env(t, envSchemaRegistry)[0], "-name", e.name, "-table", "public."+table, "-hold-column", hold)
 		cmd.Stderr = testWriter{t}
 		out, err := cmd.StdoutPipe()
 		if err != nil {
@@ -101,7 +101,7 @@ func TestKilledBetweenRegistrationAndCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	first.Wait()
-	if n := len(sinktest.ReadCommitted(t, e.brokers, topic)); n != 1 {
+	if n := len(kafkasinktest.ReadCommittedRaw(t, e.brokers, topic)); n != 1 {
 		t.Fatalf("after the kill the topic holds %d committed records, want 1", n)
 	}
 
@@ -112,7 +112,7 @@ func TestKilledBetweenRegistrationAndCommit(t *testing.T) {
 	seen := map[string]bool{}
 	var ids []int
 	for i, r := range recs {
-		id := sinktest.Header(r, kafkasink.HeaderID)
+		id := kafkasinktest.Header(r, kafkasink.HeaderID)
 		if seen[id] {
 			t.Errorf("event %s is in the topic twice", id)
 		}

@@ -24,8 +24,9 @@ import (
 
 	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/debezium"
-	"github.com/kafkasink/kafkasink/internal/sinktest"
 	"github.com/kafkasink/kafkasink/kafkasinkavro"
+	"github.com/kafkasink/kafkasink/kafkasinktest"
+	"github.com/kafkasink/kafkasink/kafkasinktest/pgtest"
 	"github.com/kafkasink/kafkasink/pgcdc"
 )
 
@@ -50,7 +51,7 @@ const debeziumData = "../testdata/debezium"
 // reason (avroDeviationReasons).
 func TestDebeziumAvroConformance(t *testing.T) {
 	e := newAvroEnv(t)
-	sinktest.SkipWithoutExtension(t, e.db, "hstore")
+	pgtest.SkipWithoutExtension(t, e.db, "hstore")
 	schema := e.name
 	t.Cleanup(func() { e.exec("DROP SCHEMA IF EXISTS " + schema + " CASCADE") })
 	e.exec(workloadSQL(t, "workload.sql", schema))
@@ -140,7 +141,7 @@ func TestDebeziumAvroConformance(t *testing.T) {
 					topics = append(topics, c.prefix(e.name, losses)+"."+transactionTopic)
 				}
 				var ours []avroRecord
-				for _, rec := range sinktest.ReadCommitted(t, e.brokers, topics...) {
+				for _, rec := range kafkasinktest.ReadCommittedRaw(t, e.brokers, topics...) {
 					r := avroRecord{Table: rec.Topic[strings.LastIndexByte(rec.Topic, '.')+1:], Key: rec.Key, Value: rec.Value}
 					for _, h := range rec.Headers {
 						if !strings.HasPrefix(h.Key, "kafkasink.") { // ours alone, documented
@@ -442,7 +443,7 @@ func avroDeviations(t *testing.T, golden []goldenRecord, goldenSchema func(int) 
 		}
 		for _, part := range []string{"key", "value"} {
 			ws, gs := firstSchema(want, part, goldenSchema), firstSchema(records(got), part, ourSchema)
-			sinktest.DiffTrees(table+" "+part+" schema", normalizeAvroSchema(ws), normalizeAvroSchema(gs), sameRendered, func(path string, w, o any) {
+			kafkasinktest.DiffTrees(table+" "+part+" schema", normalizeAvroSchema(ws), normalizeAvroSchema(gs), sameRendered, func(path string, w, o any) {
 				add("%s: debezium=%s ours=%s", path, render(w), render(o))
 			})
 		}
@@ -467,11 +468,11 @@ func avroDeviations(t *testing.T, golden []goldenRecord, goldenSchema func(int) 
 				case part.o != nil:
 					ov = normalizeAvroValue(renameSchema(decodeAvro(t, part.o, ourSchema), schema))
 				}
-				sinktest.DiffTrees(prefix+" "+part.name, wv, ov, sameRendered, func(path string, w, o any) {
+				kafkasinktest.DiffTrees(prefix+" "+part.name, wv, ov, sameRendered, func(path string, w, o any) {
 					add("%s: debezium=%s ours=%s", path, render(w), render(o))
 				})
 			}
-			sinktest.DiffTrees(prefix+" headers", headerMap(w.Headers), headerMap(o.Headers), sameRendered, func(path string, w, o any) {
+			kafkasinktest.DiffTrees(prefix+" headers", headerMap(w.Headers), headerMap(o.Headers), sameRendered, func(path string, w, o any) {
 				add("%s: debezium=%s ours=%s", path, render(w), render(o))
 			})
 		}
@@ -652,7 +653,7 @@ func sameRendered(w, o any) bool { return render(w) == render(o) }
 // render is v as compact JSON, "<absent>" for a missing member, long
 // strings cut to 60 characters and their length.
 func render(v any) string {
-	if _, ok := v.(sinktest.Absent); ok {
+	if _, ok := v.(kafkasinktest.Absent); ok {
 		return "<absent>"
 	}
 	b, err := json.Marshal(v)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/kafkasink/kafkasink"
-	"github.com/kafkasink/kafkasink/internal/sinktest"
+	"github.com/kafkasink/kafkasink/kafkasinktest"
 )
 
 // TestSchemaEvolution changes a table while it is streamed, ADD COLUMN,
@@ -126,7 +126,11 @@ func (e *avroEnv) retypeWhileStreaming(t *testing.T, prefix string) (table, topi
 	if !errors.As(err, &pe) || !kafkasink.IsFatal(err) || kafkasink.IsRetryable(err) {
 		t.Fatalf("Run stopped with %v; want a fatal *kafkasink.PrepareError", err)
 	}
-	if recs := sinktest.ReadUncommitted(t, e.brokers, topic); len(recs) != 1 {
+	recs, ferr := kafkasinktest.FetchUncommitted(context.Background(), e.brokers, topic)
+	if ferr != nil {
+		t.Fatal(ferr)
+	}
+	if len(recs) != 1 {
 		t.Errorf("read_uncommitted: the topic holds %d records, want 1: the refused batch must produce nothing", len(recs))
 	}
 	return table, topic, err

@@ -10,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkasink/kafkasink"
-	"github.com/kafkasink/kafkasink/internal/sinktest"
 	"github.com/kafkasink/kafkasink/kafkasinkavro"
 	"github.com/kafkasink/kafkasink/kafkasinktest"
 )
@@ -69,7 +68,7 @@ func assertExactlyOnceOn(t *testing.T, e *avroEnv, transcode kafkasinktest.Trans
 	wantRows := []string{
 		`insert {"id":1} map[id:1 note:one]`, `insert {"id":2} map[id:2 note:two]`, `insert {"id":3} map[id:3 note:three]`,
 		`update {"id":2} map[id:2 note:TWO]`, `delete {"id":3} ` + deleted,
-		"truncate " + sinktest.Header(raw[5], kafkasink.HeaderID) + " map[]", // keyed by its id, as without this encoder
+		"truncate " + kafkasinktest.Header(raw[5], kafkasink.HeaderID) + " map[]", // keyed by its id, as without this encoder
 	}
 	if strings.Join(rows, "\n") != strings.Join(wantRows, "\n") {
 		t.Errorf("records (op, key, row):\n%s\nwant\n%s", strings.Join(rows, "\n"), strings.Join(wantRows, "\n"))

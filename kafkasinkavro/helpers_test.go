@@ -26,9 +26,19 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/kafkasink/kafkasink"
-	"github.com/kafkasink/kafkasink/internal/sinktest"
 	"github.com/kafkasink/kafkasink/kafkasinkavro"
+	"github.com/kafkasink/kafkasink/kafkasinktest"
+	"github.com/kafkasink/kafkasink/kafkasinktest/pgtest"
 	"github.com/kafkasink/kafkasink/pgcdc"
+)
+
+// The variables of the real environment these tests read (with
+// kafkasinktest.Env, which skips without them), as eval
+// "$(scripts/testenv.sh env)" sets them in the kafkasink repository.
+const (
+	envPG             = "KAFKASINK_TEST_PG"              // postgres:// URL, wal_level=logical, a REPLICATION role
+	envBrokers        = "KAFKASINK_TEST_BROKERS"         // the single-node broker, plaintext
+	envSchemaRegistry = "KAFKASINK_TEST_SCHEMA_REGISTRY" // a Confluent-compatible Schema Registry API
 )
 
 // avroEnv is one test's share of the real environment: PostgreSQL, the
@@ -86,13 +96,13 @@ func (s *deliveredSink) delivered() []kafkasink.Event {
 
 func newAvroEnv(t *testing.T) *avroEnv {
 	t.Helper()
-	vals := sinktest.Env(t, sinktest.EnvPG, sinktest.EnvBrokers, sinktest.EnvSchemaRegistry)
+	vals := kafkasinktest.Env(t, envPG, envBrokers, envSchemaRegistry)
 	reg, err := sr.NewClient(sr.URLs(vals[2]))
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := &avroEnv{t: t, pg: vals[0], brokers: strings.Split(vals[1], ","), registry: reg,
-		name: strings.NewReplacer("-", "_").Replace(sinktest.UniqueName(t))}
+		name: strings.NewReplacer("-", "_").Replace(kafkasinktest.UniqueName(t))}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if e.db, err = pgx.Connect(ctx, e.pg); err != nil {
@@ -101,10 +111,10 @@ func newAvroEnv(t *testing.T) *avroEnv {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		sinktest.DropSlot(ctx, e.db, e.name)
+		pgtest.DropSlot(ctx, e.db, e.name)
 		e.db.Exec(ctx, "DROP PUBLICATION IF EXISTS "+e.name)
 		e.db.Close(ctx)
-		sinktest.DeleteTopics(ctx, e.brokers, e.name+".")
+		kafkasinktest.DeleteTopics(ctx, e.brokers, e.name+".")
 		subjects, _ := e.registry.Subjects(ctx)
 		for _, s := range subjects {
 			if strings.HasPrefix(s, e.name+".") {
@@ -249,7 +259,7 @@ func (e *avroEnv) readRecords(topic string, n int, done <-chan struct{}) []*kgo.
 	e.t.Helper()
 	var recs []*kgo.Record
 	waitFor(e.t, 60*time.Second, fmt.Sprintf("%d records in %s", n, topic), func() bool {
-		recs = sinktest.ReadCommitted(e.t, e.brokers, topic)
+		recs = kafkasinktest.ReadCommittedRaw(e.t, e.brokers, topic)
 		return len(recs) >= n
 	}, done)
 	if len(recs) != n {
@@ -435,7 +445,7 @@ func (e *avroEnv) javaRead(t *testing.T, records [][]byte) []map[string]any {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "java", "-cp", javaReaderCP, "io.kafkasink.avroreader.Read", sinktest.Env(t, sinktest.EnvSchemaRegistry)[0])
+	cmd := exec.CommandContext(ctx, "java", "-cp", javaReaderCP, "io.kafkasink.avroreader.Read", kafkasinktest.Env(t, envSchemaRegistry)[0])
 	cmd.Stdin = &in
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -17,8 +17,9 @@ import (
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/kafkasink/kafkasink"
-	"github.com/kafkasink/kafkasink/internal/sinktest"
 	"github.com/kafkasink/kafkasink/kafkasinkavro/jsonschema"
+	"github.com/kafkasink/kafkasink/kafkasinktest"
+	"github.com/kafkasink/kafkasink/kafkasinktest/pgtest"
 )
 
 // The tests of package jsonschema live here, to share this package's
@@ -160,7 +161,7 @@ func decodeJSON(t *testing.T, b []byte) any {
 // value with a column of the wrong type does not.
 func TestJSONSchemaRoundTrip(t *testing.T) {
 	e := jsonEnv(t, jsonschema.Config{})
-	sql := sinktest.LoadTypesSQL(t, e.name)
+	sql := pgtest.LoadTypesSQL(t, e.name)
 	e.exec(sql.Setup)
 	t.Cleanup(func() { e.exec(sql.Drop) })
 	_, done, _ := e.run(sql.Table)
@@ -189,12 +190,12 @@ func TestJSONSchemaRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	golden := sinktest.TypesGoldenFile(t)
+	golden := pgtest.TypesGoldenFile(t)
 	want, err := os.ReadFile(golden)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := sinktest.TypesGolden(t, payloads, e.name); !bytes.Equal(got, want) {
+	if got := pgtest.TypesGolden(t, payloads, e.name); !bytes.Equal(got, want) {
 		t.Errorf("the values differ from JSONEncoder's in %s:\n%s", golden, got)
 	}
 }
@@ -256,7 +257,11 @@ func TestJSONSchemaEvolution(t *testing.T) {
 	if strings.Contains(err.Error(), `added "`) || strings.Contains(err.Error(), `dropped "`) {
 		t.Errorf("the error names changes against a version older than the last: %v", err)
 	}
-	if n := len(sinktest.ReadUncommitted(t, e.brokers, topic)); n != 3 {
+	uncommitted, err := kafkasinktest.FetchUncommitted(context.Background(), e.brokers, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(uncommitted); n != 3 {
 		t.Errorf("the topic holds %d records, want the 3 before the refused change", n)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kafkasink/kafkasink/internal/sinktest"
 	"github.com/kafkasink/kafkasink/kafkasinkavro"
+	"github.com/kafkasink/kafkasink/kafkasinktest/pgtest"
 )
 
 // TestTypesRoundTrip streams the row of pgcdc's golden type test
@@ -23,7 +23,7 @@ import (
 // into the JSON of pgcdc's golden file.
 func TestTypesRoundTrip(t *testing.T) {
 	e := newAvroEnv(t)
-	sql := sinktest.LoadTypesSQL(t, e.name)
+	sql := pgtest.LoadTypesSQL(t, e.name)
 	table := sql.Table
 	e.exec(sql.Setup)
 	t.Cleanup(func() { e.exec(sql.Drop) })
@@ -81,12 +81,12 @@ func TestTypesRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		golden := sinktest.TypesGoldenFile(t)
+		golden := pgtest.TypesGoldenFile(t)
 		want, err := os.ReadFile(golden)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := sinktest.TypesGolden(t, values, e.name); string(got) != string(want) {
+		if got := pgtest.TypesGolden(t, values, e.name); string(got) != string(want) {
 			t.Errorf("the decoded records differ from %s:\n%s", golden, got)
 		}
 	})

@@ -57,7 +57,7 @@ func Decode(r *kgo.Record) (Record, error) {
 	if err != nil || out.Encoding == Tombstone {
 		return out, err
 	}
-	where, id, op := out.where(), header(r, kafkasink.HeaderID), header(r, kafkasink.HeaderOp)
+	where, id, op := out.where(), Header(r, kafkasink.HeaderID), Header(r, kafkasink.HeaderOp)
 	var v struct {
 		// JSONEncoder and UpsertEncoder.
 		ID string `json:"id"`
@@ -107,7 +107,7 @@ func Decode(r *kgo.Record) (Record, error) {
 // Encoding empty (Tombstone for a null value) and Value nil.
 func DecodeHeaders(r *kgo.Record) (Record, error) {
 	out := Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: string(r.Key)}
-	id, op := header(r, kafkasink.HeaderID), header(r, kafkasink.HeaderOp)
+	id, op := Header(r, kafkasink.HeaderID), Header(r, kafkasink.HeaderOp)
 	if id == "" || op == "" {
 		return out, fmt.Errorf("%s has no %s or %s header: it was not written by a kafkasink sink to a data topic, or by one whose Config.Headers is HeadersNone (the program's -headers none); "+
 			"the test kit needs HeadersMinimal or HeadersAll", out.where(), kafkasink.HeaderID, kafkasink.HeaderOp)
@@ -157,8 +157,10 @@ func decodeRow(raw json.RawMessage) (map[string]any, error) {
 	return m, err
 }
 
-// header returns the value of the record's header key, or "".
-func header(r *kgo.Record, key string) string {
+// Header returns the value of r's first header named key, "" when it has
+// none: the sink's kafkasink.id (HeaderID), kafkasink.op (HeaderOp) and
+// the others of Config.Headers, for records read with ReadCommittedRaw.
+func Header(r *kgo.Record, key string) string {
 	for _, h := range r.Headers {
 		if h.Key == key {
 			return string(h.Value)

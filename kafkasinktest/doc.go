@@ -28,6 +28,23 @@
 // Failures list what is missing, duplicated, unexpected or out of order,
 // with positions.
 //
+// ReadCommittedRaw returns the records undecoded, for topics no Transcode
+// reads, and Header finds a record's headers (HeaderID, HeaderOp).
+// DiffTrees compares two decoded trees (JSON or Avro values) and reports
+// each difference by its path. Inserts makes the events a test writes.
+//
+// # Against real services
+//
+// Env and RealBrokers read where a real Kafka, PostgreSQL or Schema
+// Registry is from environment variables the test names, and skip the
+// test, naming what is missing, where they are unset. UniqueName names a
+// test's topics and sink so that runs against a long-lived broker do not
+// collide, and DeleteTopics removes them afterwards. LogBuffer collects
+// what a sink logs while the test reads it. Package pgtest has the
+// PostgreSQL side (replication slots, extensions, the row of every
+// type), and package rawrecord the records a hand-written pipeline makes,
+// which benchmarks measure the sink against.
+//
 // # Without Kafka
 //
 // Recorder stands in for the sink: it has its Write, Checkpoint and Close
@@ -36,6 +53,6 @@
 // (ErrRetryable) or fatally (ErrFatal), and AssertEvents checks what it
 // received.
 //
-// Every helper takes testing.TB and is safe under -race and t.Parallel:
-// each test gets a cluster of its own.
+// The helpers that can fail a test take its testing.TB; every helper is
+// safe under -race and t.Parallel: each test gets a cluster of its own.
 package kafkasinktest

@@ -86,9 +86,10 @@ func join(batches ...[]kafkasink.Event) []kafkasink.Event {
 // assertions never make them.
 type recordingTB struct {
 	testing.TB
-	mu     sync.Mutex
-	errors []string
-	fatal  bool
+	mu      sync.Mutex
+	errors  []string
+	fatal   bool
+	skipped string // the message of a Skipf
 }
 
 func (r *recordingTB) Helper() {}
@@ -112,6 +113,24 @@ func (r *recordingTB) FailNow() {
 	r.fatal = true
 	r.mu.Unlock()
 	runtime.Goexit()
+}
+
+func (r *recordingTB) Skipf(format string, args ...any) {
+	r.mu.Lock()
+	r.skipped = fmt.Sprintf(format, args...)
+	r.mu.Unlock()
+	runtime.Goexit()
+}
+
+// run calls f with r in a goroutine of its own, as testing runs a test,
+// so that a Fatal or Skip ends f and not the caller, and waits for it.
+func (r *recordingTB) run(f func(testing.TB)) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f(r)
+	}()
+	<-done
 }
 
 // report returns everything reported, one string.

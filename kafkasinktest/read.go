@@ -25,6 +25,19 @@ func ReadCommitted(t testing.TB, brokers []string, topics ...string) []Record {
 	return ReadCommittedWith(t, brokers, nil, topics...)
 }
 
+// ReadCommittedRaw is ReadCommitted without decoding: the records as a
+// read_committed consumer gets them, for topics of encoders no Transcode
+// reads and for tests of the bytes themselves. It fails t when the topics
+// cannot be read within a minute.
+func ReadCommittedRaw(t testing.TB, brokers []string, topics ...string) []*kgo.Record {
+	t.Helper()
+	recs, err := FetchCommitted(context.Background(), brokers, topics...)
+	if err != nil {
+		t.Fatalf("kafkasinktest: %v", err)
+	}
+	return recs
+}
+
 // Transcode turns a record that an encoder outside this module wrote
 // into one Decode reads: its value into kafkasink.JSONEncoder's event
 // JSON and its key into the sink's text or JSON key. It must not change

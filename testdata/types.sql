@@ -1,6 +1,6 @@
 -- The table of every type pgcdc supports, with one row of them and an
 -- update: the SQL of pgcdc's TestTypesRoundTripGolden and kafkasinkavro's
--- TestTypesRoundTrip, read by internal/sinktest.LoadTypesSQL, so the two
+-- TestTypesRoundTrip, read by kafkasinktest/pgtest.LoadTypesSQL, so the two
 -- tests stream the same row and cannot drift apart.
 --
 -- Each "-- step:" line starts a step a test runs as one statement list

@@ -11,7 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kafkasink/kafkasink/internal/sinktest"
+	"github.com/kafkasink/kafkasink/kafkasinktest"
 )
 
 // TestAnnotationsOnTheWire runs the program against the real PostgreSQL
@@ -33,7 +33,7 @@ func TestAnnotationsOnTheWire(t *testing.T) {
 	topic := name + ".public." + name
 	var records []*kgo.Record
 	waitFor(t, 60*time.Second, fmt.Sprintf("10 records in %s", topic), status, out, func() bool {
-		records = sinktest.ReadCommitted(t, []string{brokers}, topic)
+		records = kafkasinktest.ReadCommittedRaw(t, []string{brokers}, topic)
 		return len(records) >= 10
 	})
 	stop()

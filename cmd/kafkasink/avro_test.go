@@ -18,9 +18,9 @@ import (
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/kafkasink/kafkasink"
-	"github.com/kafkasink/kafkasink/internal/sinktest"
 	"github.com/kafkasink/kafkasink/kafkasinkavro"
 	"github.com/kafkasink/kafkasink/kafkasinkavro/jsonschema"
+	"github.com/kafkasink/kafkasink/kafkasinktest"
 )
 
 // TestAvroFlags: -encoder avro makes the Avro encoder of
@@ -88,9 +88,9 @@ func TestAvroFlags(t *testing.T) {
 // record's id (Avro with twmb/avro, not the encoder's code; JSON after a
 // check that the schema is a JSON Schema) into the row the database holds.
 func TestStreamsWithSchemaRegistry(t *testing.T) {
-	registry := os.Getenv(sinktest.EnvSchemaRegistry)
+	registry := os.Getenv(envSchemaRegistry)
 	if registry == "" {
-		t.Skipf("%s not set: start scripts/testenv.sh (up-registry) and eval \"$(scripts/testenv.sh env)\"", sinktest.EnvSchemaRegistry)
+		t.Skipf("%s not set: start scripts/testenv.sh (up-registry) and eval \"$(scripts/testenv.sh env)\"", envSchemaRegistry)
 	}
 	reg, err := sr.NewClient(sr.URLs(registry))
 	if err != nil {
@@ -132,7 +132,7 @@ func TestStreamsWithSchemaRegistry(t *testing.T) {
 			}
 			topic := name + ".public." + name
 			waitFor(t, 60*time.Second, "2 records in "+topic, status, out, func() bool {
-				return len(sinktest.ReadCommitted(t, []string{brokers}, topic)) >= 2
+				return len(kafkasinktest.ReadCommittedRaw(t, []string{brokers}, topic)) >= 2
 			})
 			t.Cleanup(func() {
 				for _, s := range []string{topic + "-key", topic + "-value"} {
@@ -152,10 +152,10 @@ func TestStreamsWithSchemaRegistry(t *testing.T) {
 				return tc.decode(t, s, b[5:])
 			}
 			var got []string
-			for _, r := range sinktest.ReadCommitted(t, []string{brokers}, topic) {
+			for _, r := range kafkasinktest.ReadCommittedRaw(t, []string{brokers}, topic) {
 				v := decode(r.Value)
 				got = append(got, fmt.Sprintf("%v %v %v", decode(r.Key), v["op"], v["after"]))
-				if id := sinktest.Header(r, kafkasink.HeaderID); v["id"] != id {
+				if id := kafkasinktest.Header(r, kafkasink.HeaderID); v["id"] != id {
 					t.Errorf("the value's id %v, the header's %s", v["id"], id)
 				}
 			}

@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/avro"
 	"github.com/twmb/franz-go/pkg/sr"
 
-	"github.com/kafkasink/kafkasink/internal/sinktest"
 	"github.com/kafkasink/kafkasink/kafkasinkavro"
+	"github.com/kafkasink/kafkasink/kafkasinktest"
 )
 
 // TestDebeziumAvroFlags: -encoder debezium-avro makes the Debezium Avro
@@ -62,9 +62,9 @@ func TestDebeziumAvroFlags(t *testing.T) {
 // under the record's id into the rows the database held; a delete is
 // followed by its tombstone.
 func TestStreamsDebeziumAvro(t *testing.T) {
-	registry := os.Getenv(sinktest.EnvSchemaRegistry)
+	registry := os.Getenv(envSchemaRegistry)
 	if registry == "" {
-		t.Skipf("%s not set: start scripts/testenv.sh (up-registry) and eval \"$(scripts/testenv.sh env)\"", sinktest.EnvSchemaRegistry)
+		t.Skipf("%s not set: start scripts/testenv.sh (up-registry) and eval \"$(scripts/testenv.sh env)\"", envSchemaRegistry)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -82,7 +82,7 @@ func TestStreamsDebeziumAvro(t *testing.T) {
 	}
 	topic := name + ".public." + name
 	waitFor(t, 60*time.Second, "4 records in "+topic, status, out, func() bool {
-		return len(sinktest.ReadCommitted(t, []string{brokers}, topic)) >= 4
+		return len(kafkasinktest.ReadCommittedRaw(t, []string{brokers}, topic)) >= 4
 	})
 	reg, err := sr.NewClient(sr.URLs(registry))
 	if err != nil {
@@ -120,7 +120,7 @@ func TestStreamsDebeziumAvro(t *testing.T) {
 		return v
 	}
 	var got []string
-	for _, r := range sinktest.ReadCommitted(t, []string{brokers}, topic) {
+	for _, r := range kafkasinktest.ReadCommittedRaw(t, []string{brokers}, topic) {
 		key := decode(r.Key)
 		v, _ := decode(r.Value).(map[string]any)
 		if v == nil {

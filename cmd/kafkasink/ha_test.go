@@ -21,7 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kafkasink/kafkasink/internal/sinktest"
+	"github.com/kafkasink/kafkasink/kafkasinktest"
 	"github.com/kafkasink/kafkasink/pgcdc"
 )
 
@@ -192,7 +192,7 @@ func TestHighAvailabilityTakeover(t *testing.T) {
 	}
 
 	counts := map[int64]int{}
-	for _, r := range sinktest.ReadCommitted(t, []string{brokers}, topic) {
+	for _, r := range kafkasinktest.ReadCommittedRaw(t, []string{brokers}, topic) {
 		counts[rowID(t, r)]++
 	}
 	for _, id := range ids {
@@ -212,7 +212,7 @@ func TestHighAvailabilityTakeover(t *testing.T) {
 type replica struct {
 	name string
 	cmd  *exec.Cmd
-	out  sinktest.SyncBuffer
+	out  kafkasinktest.LogBuffer
 	done chan struct{} // closed when it exited
 	code int           // its exit status, once done; -1 when a signal ended it
 }
@@ -540,7 +540,7 @@ func TestSignalBeforeStreaming(t *testing.T) {
 		{"starting the sink", "msg=\"-ha=false", []string{"-ha=false", "-brokers", silent.Addr().String()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var out sinktest.SyncBuffer
+			var out kafkasinktest.LogBuffer
 			rctx, stop := context.WithCancel(ctx)
 			defer stop()
 			status := make(chan int, 1)
@@ -584,7 +584,7 @@ func TestHAFlags(t *testing.T) {
 			t.Errorf("%q with %v: %+v, want %+v", tc.args, tc.env, o.lease, tc.want)
 		}
 	}
-	var out sinktest.SyncBuffer
+	var out kafkasinktest.LogBuffer
 	code := run(context.Background(), []string{"-pg", "postgres://nobody@127.0.0.1:1/none", "-brokers", "127.0.0.1:1", "-lease-timeout", "100ms", "-log-format", "text"},
 		func(string) string { return "" }, &out)
 	if code != 2 || !strings.Contains(out.String(), "-lease-timeout") {

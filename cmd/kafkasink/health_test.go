@@ -15,7 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkasink/kafkasink"
-	"github.com/kafkasink/kafkasink/internal/sinktest"
+	"github.com/kafkasink/kafkasink/kafkasinktest"
 	"github.com/kafkasink/kafkasink/pgcdc"
 )
 
@@ -26,9 +26,9 @@ import (
 // its id; and that a lag in bytes with nothing pending in time, or an old
 // commit with nothing pending, is ready.
 func TestReadiness(t *testing.T) {
-	_, brokers := sinktest.Cluster(t)
+	brokers := kafkasinktest.NewCluster(t, kafkasinktest.Brokers(1), kafkasinktest.Partitions(10)).Brokers()
 	ctx := context.Background()
-	cfg := kafkasink.Config{Brokers: brokers, SinkID: sinktest.UniqueName(t)}
+	cfg := kafkasink.Config{Brokers: brokers, SinkID: kafkasinktest.UniqueName(t)}
 	sink, err := kafkasink.New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +76,7 @@ func TestReadiness(t *testing.T) {
 	defer newer.Close(ctx)
 	// The broker fenced the first sink at once; it learns so from its
 	// next transaction.
-	if err := sink.Write(ctx, kafkasink.Batch{Events: sinktest.Inserts("public", "t", 100, 1, 1)}); err == nil {
+	if err := sink.Write(ctx, kafkasink.Batch{Events: kafkasinktest.Inserts("public", "t", 100, 1, 1)}); err == nil {
 		t.Fatal("a fenced sink wrote")
 	}
 	if got := s.notReady(ctx, streaming, now); !strings.Contains(got, "Kafka: kafkasink: fenced") {
@@ -88,9 +88,10 @@ func TestReadiness(t *testing.T) {
 // has been open longer than the transaction timeout (the fake broker holds
 // the Write's first produce request), and 200 again once the Write ends.
 func TestHealthzStuckWriter(t *testing.T) {
-	c, brokers := sinktest.Cluster(t)
+	cluster := kafkasinktest.NewCluster(t, kafkasinktest.Brokers(1), kafkasinktest.Partitions(10))
+	c, brokers := cluster.Kfake(), cluster.Brokers()
 	ctx := context.Background()
-	sink, err := kafkasink.New(ctx, kafkasink.Config{Brokers: brokers, SinkID: sinktest.UniqueName(t)})
+	sink, err := kafkasink.New(ctx, kafkasink.Config{Brokers: brokers, SinkID: kafkasinktest.UniqueName(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func TestHealthzStuckWriter(t *testing.T) {
 	})
 	written := make(chan error, 1)
 	go func() {
-		written <- sink.Write(ctx, kafkasink.Batch{Events: sinktest.Inserts("public", "t", 100, 1, 3)})
+		written <- sink.Write(ctx, kafkasink.Batch{Events: kafkasinktest.Inserts("public", "t", 100, 1, 3)})
 	}()
 	<-arrived
 	time.Sleep(100 * time.Millisecond)

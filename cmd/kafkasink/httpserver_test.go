@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/kafkasink/kafkasink/internal/sinktest"
+	"github.com/kafkasink/kafkasink/kafkasinktest"
 )
 
 // TestHTTPEndpoints runs the program against the real PostgreSQL and
@@ -65,7 +65,7 @@ ready_max_lag_bytes: 1073741824
 		t.Fatal(err)
 	}
 
-	var out sinktest.SyncBuffer
+	var out kafkasinktest.LogBuffer
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	status := make(chan int, 1)
@@ -161,7 +161,7 @@ ready_max_lag_bytes: 1073741824
 	if err := json.Unmarshal([]byte(body), &doc); code != 200 || err != nil {
 		t.Fatalf("/status: %d, %v:\n%s", code, err, body)
 	}
-	records := sinktest.ReadCommitted(t, []string{brokers}, name+".public."+name)
+	records := kafkasinktest.ReadCommittedRaw(t, []string{brokers}, name+".public."+name)
 	if doc.Ready != "ok" || doc.State != "streaming" || doc.Sink == nil || doc.Run.Events != rows || doc.Sink.Written != int64(len(records)) ||
 		len(records) != rows || doc.Checkpoint == "" {
 		t.Errorf("/status says ready %q, state %q, %d events, %v written, checkpoint %q; the topic has %d records, want %d:\n%s",

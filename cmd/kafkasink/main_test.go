@@ -17,7 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkasink/kafkasink"
-	"github.com/kafkasink/kafkasink/internal/sinktest"
+	"github.com/kafkasink/kafkasink/kafkasinktest"
+	"github.com/kafkasink/kafkasink/kafkasinktest/pgtest"
 )
 
 // TestStreamsRowsIntoKafka runs the program against the real PostgreSQL and
@@ -45,7 +46,7 @@ func TestStreamsRowsIntoKafka(t *testing.T) {
 	topic := name + ".public." + name
 	var recs int
 	waitFor(t, 60*time.Second, fmt.Sprintf("%d records in %s", want, topic), status, out, func() bool {
-		recs = len(sinktest.ReadCommitted(t, []string{brokers}, topic))
+		recs = len(kafkasinktest.ReadCommittedRaw(t, []string{brokers}, topic))
 		return recs >= want
 	})
 	progressLine := regexp.MustCompile(fmt.Sprintf(`msg=progress events=%d .*lag_seconds=\S+ lag_bytes=\d+`, want))
@@ -62,12 +63,12 @@ func TestStreamsRowsIntoKafka(t *testing.T) {
 		t.Fatalf("did not stop within 30s of cancellation:\n%s", out.String())
 	}
 
-	records := sinktest.ReadCommitted(t, []string{brokers}, topic)
+	records := kafkasinktest.ReadCommittedRaw(t, []string{brokers}, topic)
 	ops := map[string]int{}
 	ids := map[string]bool{}
 	for _, r := range records {
-		ops[sinktest.Header(r, kafkasink.HeaderOp)]++
-		id := sinktest.Header(r, kafkasink.HeaderID)
+		ops[kafkasinktest.Header(r, kafkasink.HeaderOp)]++
+		id := kafkasinktest.Header(r, kafkasink.HeaderID)
 		if ids[id] {
 			t.Errorf("event %s delivered twice", id)
 		}
@@ -118,9 +119,9 @@ func realTable(ctx context.Context, t *testing.T, prefix string) (pg, brokers, n
 // brokers, until stop is called or the test ends, and waits until it
 // streams from its slot. out collects its log; status gets its exit
 // status.
-func startProgram(ctx context.Context, t *testing.T, db *pgx.Conn, slot, brokers string, args []string) (out *sinktest.SyncBuffer, status chan int, stop context.CancelFunc) {
+func startProgram(ctx context.Context, t *testing.T, db *pgx.Conn, slot, brokers string, args []string) (out *kafkasinktest.LogBuffer, status chan int, stop context.CancelFunc) {
 	t.Helper()
-	out, status = &sinktest.SyncBuffer{}, make(chan int, 1)
+	out, status = &kafkasinktest.LogBuffer{}, make(chan int, 1)
 	runCtx, stop := context.WithCancel(ctx)
 	t.Cleanup(stop)
 	go func() { status <- run(runCtx, args, func(k string) string { return env(k, brokers) }, out) }()
@@ -130,7 +131,7 @@ func startProgram(ctx context.Context, t *testing.T, db *pgx.Conn, slot, brokers
 
 // waitForSlot waits for the program to create its slot: changes made
 // before it exists are not in it.
-func waitForSlot(ctx context.Context, t *testing.T, db *pgx.Conn, slot string, status chan int, out *sinktest.SyncBuffer) {
+func waitForSlot(ctx context.Context, t *testing.T, db *pgx.Conn, slot string, status chan int, out *kafkasinktest.LogBuffer) {
 	t.Helper()
 	waitFor(t, 60*time.Second, "the replication slot", status, out, func() bool {
 		var n int
@@ -151,7 +152,7 @@ func env(k, brokers string) string {
 	return ""
 }
 
-func waitFor(t *testing.T, timeout time.Duration, what string, status chan int, out *sinktest.SyncBuffer, cond func() bool) {
+func waitFor(t *testing.T, timeout time.Duration, what string, status chan int, out *kafkasinktest.LogBuffer, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
@@ -172,7 +173,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, status chan int, 
 func dropAll(db *pgx.Conn, name, brokers string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	sinktest.DropSlot(ctx, db, name)
+	pgtest.DropSlot(ctx, db, name)
 	db.Exec(ctx, "DROP PUBLICATION IF EXISTS "+name)
 	db.Exec(ctx, "DROP TABLE IF EXISTS "+name)
 	db.Close(ctx)
@@ -229,7 +230,7 @@ func TestQuotedTablesAndRejections(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 60*time.Second, "3 records in "+routedTopic, status, out, func() bool {
-		return len(sinktest.ReadCommitted(t, []string{brokers}, routedTopic)) >= 3
+		return len(kafkasinktest.ReadCommittedRaw(t, []string{brokers}, routedTopic)) >= 3
 	})
 	if _, err := db.Exec(ctx, "INSERT INTO "+pgx.Identifier{badTable}.Sanitize()+" VALUES (1, 'x')"); err != nil {
 		t.Fatal(err)
@@ -250,7 +251,7 @@ func TestQuotedTablesAndRejections(t *testing.T) {
 	}
 
 	rows := map[string]bool{}
-	for _, r := range sinktest.ReadCommitted(t, []string{brokers}, routedTopic) {
+	for _, r := range kafkasinktest.ReadCommittedRaw(t, []string{brokers}, routedTopic) {
 		var v struct {
 			Table string `json:"table"`
 			After struct {
@@ -292,7 +293,7 @@ func TestHeadersAndCompressionOnTheWire(t *testing.T) {
 	topic := name + ".public." + name
 	var records []*kgo.Record
 	waitFor(t, 60*time.Second, fmt.Sprintf("%d records in %s", rows, topic), status, out, func() bool {
-		records = sinktest.ReadCommitted(t, []string{brokers}, topic)
+		records = kafkasinktest.ReadCommittedRaw(t, []string{brokers}, topic)
 		return len(records) >= rows
 	})
 	stop()

@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkasink/kafkasink"
-	"github.com/kafkasink/kafkasink/internal/sinktest"
+	"github.com/kafkasink/kafkasink/kafkasinktest"
 )
 
 // TestLogsWriteReceipts runs the program with -log-level debug against
@@ -46,7 +46,7 @@ func TestLogsWriteReceipts(t *testing.T) {
 		}
 		written += st.records
 		waitFor(t, 60*time.Second, fmt.Sprintf("%d records in %s", written, topic), status, out, func() bool {
-			return len(sinktest.ReadCommitted(t, []string{brokers}, topic)) >= written
+			return len(kafkasinktest.ReadCommittedRaw(t, []string{brokers}, topic)) >= written
 		})
 	}
 	stop()
@@ -72,7 +72,7 @@ func TestLogsWriteReceipts(t *testing.T) {
 			logged = append(logged, receipt{l.Topic, l.First, l.Last, l.CRC32C, l.Records, l.ValueBytes})
 		}
 	}
-	records := sinktest.ReadCommitted(t, []string{brokers}, topic)
+	records := kafkasinktest.ReadCommittedRaw(t, []string{brokers}, topic)
 	n := 0
 	for _, got := range logged {
 		first, err1 := kafkasink.ParsePosition(got.First)
@@ -87,7 +87,7 @@ func TestLogsWriteReceipts(t *testing.T) {
 		}
 		var in []positioned
 		for _, r := range records {
-			p, err := kafkasink.ParsePosition(sinktest.Header(r, kafkasink.HeaderID))
+			p, err := kafkasink.ParsePosition(kafkasinktest.Header(r, kafkasink.HeaderID))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -28,9 +28,15 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/kafkasink/kafkasink"
-	"github.com/kafkasink/kafkasink/internal/sinktest"
 	"github.com/kafkasink/kafkasink/kafkasinkavro"
+	"github.com/kafkasink/kafkasink/kafkasinktest"
 )
+
+// envSchemaRegistry is the variable of the real environment that names
+// a Confluent-compatible Schema Registry API, as
+// eval "$(scripts/testenv.sh env)" sets it; the tests that need one skip
+// without it.
+const envSchemaRegistry = "KAFKASINK_TEST_SCHEMA_REGISTRY"
 
 // testCA is a throwaway certificate authority for a test's TLS endpoints
 // and clients.
@@ -162,14 +168,14 @@ func (p *registryProxy) requests() (seen []string, denied int) {
 // credentials and the flags; without the client certificate, or without
 // the CA, the handshake fails and nothing reaches the registry.
 func TestSchemaRegistryTLSAndBearer(t *testing.T) {
-	registry := sinktest.Env(t, sinktest.EnvSchemaRegistry)[0]
+	registry := kafkasinktest.Env(t, envSchemaRegistry)[0]
 	ca := newTestCA(t)
 	proxy := newRegistryProxy(t, ca, registry, "first-token")
 	clientCert, clientKey := ca.issue(t, "kafkasink-client", false)
 	caFile, certFile, keyFile := writeFile(t, "ca.pem", string(ca.certPEM)), writeFile(t, "client.pem", string(clientCert)), writeFile(t, "client.key", string(clientKey))
 	tokenFile := writeFile(t, "token", "first-token\n")
 
-	name := strings.NewReplacer("-", "_").Replace(sinktest.UniqueName(t))
+	name := strings.NewReplacer("-", "_").Replace(kafkasinktest.UniqueName(t))
 	topic := name + ".public.t"
 	direct, err := sr.NewClient(sr.URLs(registry))
 	if err != nil {
@@ -283,8 +289,8 @@ func TestSchemaRegistryTLSAndBearer(t *testing.T) {
 // each (under the default TopicNameStrategy the second would be refused
 // as a BACKWARD-incompatible version of the topic's subject).
 func TestSchemaRegistrySubjectsKeys(t *testing.T) {
-	registry := sinktest.Env(t, sinktest.EnvSchemaRegistry)[0]
-	name := strings.NewReplacer("-", "_").Replace(sinktest.UniqueName(t))
+	registry := kafkasinktest.Env(t, envSchemaRegistry)[0]
+	name := strings.NewReplacer("-", "_").Replace(kafkasinktest.UniqueName(t))
 	config := writeFile(t, "kafkasink.yaml", "encoder: avro\nschema_registry: "+registry+
 		"\nschema_registry_subjects: RecordNameStrategy\nschema_registry_namespace: "+name+"\n")
 	o, err := parse([]string{"-pg", "postgres://localhost/db", "-brokers", "localhost:9092", "-config", config}, noEnv, io.Discard)

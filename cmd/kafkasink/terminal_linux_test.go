@@ -13,7 +13,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/kafkasink/kafkasink/internal/sinktest"
+	"github.com/kafkasink/kafkasink/kafkasinktest"
 )
 
 // openPTY returns the two ends of a new pseudo-terminal: what is written
@@ -111,7 +111,7 @@ func TestProgressLineOnTerminal(t *testing.T) {
 	pg, brokers, name, db := realTable(ctx, t, "kafkasink_tty")
 	pty, tty := openPTY(t)
 	shown := newReadTerminal(pty)
-	var out sinktest.SyncBuffer // what waitFor shows on failure
+	var out kafkasinktest.LogBuffer // what waitFor shows on failure
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	status := make(chan int, 1)

@@ -2,13 +2,13 @@ package sinktest
 
 import (
 	"context"
-	"strings"
 	"testing"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
+
+	"github.com/kafkasink/kafkasink/kafkasinktest"
 )
 
 // Client returns a client on brokers with opts, closed at the end of the
@@ -23,30 +23,9 @@ func Client(t testing.TB, brokers []string, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
-// DeleteTopics deletes every topic whose name starts with prefix, so a
-// long-lived shared broker does not pile up the topics of passed tests.
+// DeleteTopics is kafkasinktest.DeleteTopics.
 func DeleteTopics(ctx context.Context, brokers []string, prefix string) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	all, err := adm.ListTopics(ctx)
-	if err != nil {
-		return err
-	}
-	var mine []string
-	for _, topic := range all.Names() {
-		if strings.HasPrefix(topic, prefix) {
-			mine = append(mine, topic)
-		}
-	}
-	if len(mine) == 0 {
-		return nil
-	}
-	_, err = adm.DeleteTopics(ctx, mine...)
-	return err
+	return kafkasinktest.DeleteTopics(ctx, brokers, prefix)
 }
 
 // TransactionVersion1 caps a client at the requests of transaction version

@@ -2,14 +2,16 @@ package sinktest
 
 import (
 	"os"
-	"strings"
 	"testing"
+
+	"github.com/kafkasink/kafkasink/kafkasinktest"
 )
 
 // The test environment's variables, set by
-// eval "$(scripts/testenv.sh env)". Tests read them only through Env,
-// RealBrokers, RealPG and Has, so that every skip names what is missing
-// and how to get it; this file is the one that reads the environment.
+// eval "$(scripts/testenv.sh env)". The root module's tests read them only
+// through Env, RealBrokers, RealPG and Has, so that every skip names what
+// is missing and how to get it; the nested modules' tests name the few
+// they need themselves and read them with kafkasinktest.Env.
 const (
 	EnvPG            = "KAFKASINK_TEST_PG"               // postgres:// URL, wal_level=logical, a REPLICATION role
 	EnvBrokers       = "KAFKASINK_TEST_BROKERS"          // the single-node broker, plaintext
@@ -26,35 +28,19 @@ const (
 	EnvKcat          = "KAFKASINK_TEST_KCAT"
 	EnvKafkaCP       = "KAFKASINK_TEST_KAFKA_CLASSPATH"
 	EnvKafkaToolsLog = "KAFKASINK_TEST_KAFKA_TOOLS_LOG4J"
-	// EnvSchemaRegistry is the Schema Registry's Confluent-compatible API
-	// (Apicurio Registry's /apis/ccompat/v7).
-	EnvSchemaRegistry = "KAFKASINK_TEST_SCHEMA_REGISTRY"
 )
 
-// Env returns the values of the named variables, in order, or skips t
-// naming every one that is unset and how to set it.
+// Env is kafkasinktest.Env, which the nested modules' tests call too.
 func Env(t testing.TB, names ...string) []string {
 	t.Helper()
-	vals := make([]string, len(names))
-	var missing []string
-	for i, n := range names {
-		vals[i] = optional(n)
-		if vals[i] == "" {
-			missing = append(missing, n)
-		}
-	}
-	if len(missing) > 0 {
-		t.Skipf("%s not set: this test needs the real test environment; run scripts/testenv.sh up --brokers 3 and eval \"$(scripts/testenv.sh env)\" (see docs/integration-tests.md)",
-			strings.Join(missing, ", "))
-	}
-	return vals
+	return kafkasinktest.Env(t, names...)
 }
 
-// RealBrokers returns the broker list in the variable name (EnvBrokers,
-// EnvBrokers3, …), or skips t.
+// RealBrokers is kafkasinktest.RealBrokers: the broker list in the
+// variable name (EnvBrokers, EnvBrokers3, …), or skips t.
 func RealBrokers(t testing.TB, name string) []string {
 	t.Helper()
-	return strings.Split(Env(t, name)[0], ",")
+	return kafkasinktest.RealBrokers(t, name)
 }
 
 // RealPG returns the PostgreSQL URL of the test environment, or skips t.

@@ -1,15 +1,15 @@
 package sinktest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os/exec"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/kafkasink/kafkasink/kafkasinktest"
 )
 
 // The external readers are consumers this project did not write, so the
@@ -83,20 +83,5 @@ func sameIDs(t *testing.T, reader string, out []byte, want []string) {
 	t.Logf("%s saw each of %d events exactly once", reader, len(want))
 }
 
-// SyncBuffer collects a child process's output while the test reads it.
-type SyncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *SyncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *SyncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// SyncBuffer is kafkasinktest.LogBuffer.
+type SyncBuffer = kafkasinktest.LogBuffer

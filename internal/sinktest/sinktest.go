@@ -1,14 +1,15 @@
-// Package sinktest is the library's own test kit: the public one,
-// kafkasinktest (fake cluster, readers, the exactly-once check), in the
-// shapes the library's tests use, plus event generators, the test
-// environment's variables and its external readers.
+// Package sinktest is the root module's own test kit: the public one,
+// kafkasinktest (fake cluster, readers, the exactly-once check, the real
+// environment) and kafkasinktest/pgtest, in the shapes and under the
+// names the root module's tests use, plus event streams, the test
+// environment's variables and its external readers. The other modules'
+// tests use the public kit itself: a module does not import another
+// module's internal packages (imports_test.go checks it).
 package sinktest
 
 import (
 	"context"
-	"fmt"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -29,36 +30,12 @@ func Cluster(t testing.TB, opts ...kfake.Opt) (*kfake.Cluster, []string) {
 	return c.Kfake(), c.Brokers()
 }
 
-// UniqueName makes a name for the topics, sink ids and checkpoint topics of
-// one test that collides neither with another test's nor with an earlier
-// run's against the same long-lived broker: the clock, then the test's
-// name made fit for a topic.
-func UniqueName(t testing.TB) string {
-	return fmt.Sprintf("t%d-%s", time.Now().UnixNano()%1e9, strings.NewReplacer("/", "-", "_", "-").Replace(strings.ToLower(t.Name())))
-}
+// UniqueName is kafkasinktest.UniqueName.
+func UniqueName(t testing.TB) string { return kafkasinktest.UniqueName(t) }
 
-// Inserts returns n insert events of schema.table with ids from, from+1...,
-// at commit LSN lsn with indexes 0..n-1.
+// Inserts is kafkasinktest.Inserts.
 func Inserts(schema, table string, lsn kafkasink.LSN, from, n int) []kafkasink.Event {
-	out := make([]kafkasink.Event, n)
-	for i := range out {
-		id := from + i
-		out[i] = kafkasink.Event{
-			Op:       kafkasink.OpInsert,
-			Schema:   schema,
-			Table:    table,
-			Position: kafkasink.Position{LSN: lsn, Index: uint64(i)},
-			LSN:      lsn - kafkasink.LSN(n-i),
-			XID:      uint32(lsn),
-			Commit:   time.Unix(1767225600, 0).UTC(),
-			Key:      []string{"id"},
-			After: kafkasink.Row{
-				{Name: "id", Value: int64(id)},
-				{Name: "name", Value: fmt.Sprintf("row-%d", id)},
-			},
-		}
-	}
-	return out
+	return kafkasinktest.Inserts(schema, table, lsn, from, n)
 }
 
 // Stream returns batch b of the deterministic source: events at commit LSN
@@ -89,15 +66,11 @@ func Stream(b, events, keys int) []kafkasink.Event {
 	return out
 }
 
-// ReadCommitted reads every record of the topics that a consumer with
-// isolation.level=read_committed sees (kafkasinktest.FetchCommitted).
+// ReadCommitted is kafkasinktest.ReadCommittedRaw: every record of the
+// topics that a consumer with isolation.level=read_committed sees.
 func ReadCommitted(t testing.TB, brokers []string, topics ...string) []*kgo.Record {
 	t.Helper()
-	recs, err := kafkasinktest.FetchCommitted(context.Background(), brokers, topics...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return recs
+	return kafkasinktest.ReadCommittedRaw(t, brokers, topics...)
 }
 
 // ReadUncommitted reads every data record of the topics up to their high
@@ -112,15 +85,8 @@ func ReadUncommitted(t testing.TB, brokers []string, topics ...string) []*kgo.Re
 	return recs
 }
 
-// Header returns the value of the record's header key, or "".
-func Header(r *kgo.Record, key string) string {
-	for _, h := range r.Headers {
-		if h.Key == key {
-			return string(h.Value)
-		}
-	}
-	return ""
-}
+// Header is kafkasinktest.Header.
+func Header(r *kgo.Record, key string) string { return kafkasinktest.Header(r, key) }
 
 // CheckExactlyOnce checks that records hold each event id of want exactly
 // once, nothing else, and that records of one key keep the order of want

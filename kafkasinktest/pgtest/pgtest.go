@@ -1,4 +1,12 @@
-package sinktest
+// Package pgtest is the PostgreSQL side of the kafkasinktest kit, for
+// tests that run pgcdc against a real server: cleaning up a replication
+// slot, skipping where the database lacks an extension, and the row of
+// every type pgcdc supports (testdata/types.sql) with the golden JSON of
+// its events (pgcdc/testdata/golden/types.json), which an Encoder or
+// Decoder outside the root module checks itself against (kafkasinkavro's
+// do). It reads the server's address from no variable of its own: the
+// test passes a connection (see kafkasinktest.Env).
+package pgtest
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package sinktest
+package pgtest
 
 import (
 	"bytes"
@@ -31,7 +31,7 @@ func LoadTypesSQL(t testing.TB, name string) TypesSQL {
 	path := rootFile(t, "testdata", "types.sql")
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("sinktest: %v", err)
+		t.Fatalf("pgtest: %v", err)
 	}
 	s := TypesSQL{Table: name + "_types", Mood: name + "_mood", PosInt: name + "_posint"}
 	text := strings.NewReplacer("{table}", s.Table, "{mood}", s.Mood, "{posint}", s.PosInt).Replace(string(raw))
@@ -40,7 +40,7 @@ func LoadTypesSQL(t testing.TB, name string) TypesSQL {
 	for _, line := range strings.SplitAfter(text, "\n") {
 		if name, ok := strings.CutPrefix(strings.TrimSpace(line), "-- step: "); ok {
 			if cur = steps[name]; cur == nil {
-				t.Fatalf("sinktest: %s: unknown step %q", path, name)
+				t.Fatalf("pgtest: %s: unknown step %q", path, name)
 			}
 			continue
 		}
@@ -50,19 +50,19 @@ func LoadTypesSQL(t testing.TB, name string) TypesSQL {
 	}
 	for name, step := range steps {
 		if strings.TrimSpace(*step) == "" {
-			t.Fatalf("sinktest: %s has no step %q", path, name)
+			t.Fatalf("pgtest: %s has no step %q", path, name)
 		}
 	}
 	return s
 }
 
 // rootFile returns the path of a file of the root module, wherever the
-// calling test's module is.
+// calling test's module is: two directories above this file's.
 func rootFile(t testing.TB, elem ...string) string {
 	t.Helper()
 	_, self, _, ok := runtime.Caller(0)
 	if !ok {
-		t.Fatalf("sinktest: cannot locate %s: no caller information", filepath.Join(elem...))
+		t.Fatalf("pgtest: cannot locate %s: no caller information", filepath.Join(elem...))
 	}
 	return filepath.Join(append([]string{filepath.Dir(self), "..", ".."}, elem...)...)
 }

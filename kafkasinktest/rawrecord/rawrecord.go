@@ -1,10 +1,12 @@
-// Package rawrecord builds, without the sink, what the sink writes for an
-// event and what a hand-written pipeline would: the baselines of the
-// bench module's runs. It is written apart from the sink's own code on
-// purpose, so that comparing with it checks that code. The root module
-// keeps its own copy (internal/rawrecord) for its benchmarks and header
-// tests: a module does not import another module's internal packages,
-// and a benchmark's baseline is not API.
+// Package rawrecord builds, without the sink, the records a hand-written
+// pipeline makes of an event: the sink's standard headers and the
+// JSONEncoder's document through encoding/json. It is written apart from
+// the sink's own code on purpose, so that comparing with it checks that
+// code: the root module's header tests expect its headers, and the
+// benchmarks of both the root module and the bench module measure the
+// sink against it. It is a supported package (not internal) because two
+// modules use it, and a module does not import another's internal
+// packages.
 package rawrecord
 
 import (

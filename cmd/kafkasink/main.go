@@ -71,30 +71,46 @@ import (
 )
 
 func main() {
+	cmd, args := command(os.Args[1:])
+	switch cmd {
+	case "version":
+		fmt.Println(versionLine())
+		return
+	case "help":
+		fs, settings := defineFlags(new(options))
+		printUsage(os.Stdout, fs, settings, true)
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ownProcess = true
-	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stderr))
+	os.Exit(run(ctx, args, os.Getenv, os.Stderr))
 }
 
-// run is the program; main only adds the signals and the exit.
+// run is the program's run command; main only adds the other commands,
+// the signals and the exit. Every configuration problem is found before
+// anything waits, connects or creates, and all are printed together:
+// exit status 2.
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
 	o, err := parse(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
-	if err != nil {
-		fmt.Fprintln(stderr, "kafkasink:", err)
+	if o == nil {
+		printProblems(stderr, err)
 		return 2
 	}
+	problems := problemsOf(err)
 	logger, term, err := newLogger(o.logLevel, o.logFormat, stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, "kafkasink:", err)
+	problems = append(problems, problemsOf(err)...)
+	kcfg, pcfg, err := o.configs(logger)
+	if problems = append(problems, problemsOf(err)...); problems != nil {
+		printProblems(stderr, configError(problems))
 		return 2
 	}
-	kcfg, pcfg, err := o.configs(logger)
-	if err != nil {
-		return fail(logger, err)
+	if connStringHasPassword(o.pg) {
+		logger.Warn("-pg holds a password, which the process list or the environment shows: " +
+			"leave it out of -pg and give it with -pg-password-file (read again for every connection) or $PGPASSWORD")
 	}
 	if ownProcess {
 		logger.Info("memory limit", "bytes", setMemoryLimit(o, getenv))
@@ -171,19 +187,32 @@ func failOrStopped(ctx context.Context, logger *slog.Logger, err error) int {
 	return fail(logger, err)
 }
 
-// fail logs err and returns the exit status for it.
+// fail logs err and returns the exit status for it. A configuration
+// error found only now (by the database or the brokers, such as a
+// publication whose tables differ) is logged in the program's terms.
 func fail(logger *slog.Logger, err error) int {
-	msg := "stopped"
-	if takenOver(err) {
-		msg = "stopped: another instance took over"
-	}
-	logger.Error(msg, "error", withFlagNames(err), "fenced", errors.Is(err, kafkasink.ErrFenced), "lease_lost", errors.Is(err, pgcdc.ErrLeaseLost))
 	var ce *kafkasink.ConfigError
 	switch {
 	case errors.As(err, &ce):
+		logger.Error("stopped: configuration error", "problems", locate(libraryProblems(ce)))
 		return 2
 	case takenOver(err):
+		logger.Error("stopped: another instance took over", "error", err, "fenced", errors.Is(err, kafkasink.ErrFenced), "lease_lost", errors.Is(err, pgcdc.ErrLeaseLost))
 		return 3
 	}
+	logger.Error("stopped", "error", err)
 	return 1
+}
+
+// problemsOf is the problems of err: a *kafkasink.ConfigError's, else
+// err's text; none for nil.
+func problemsOf(err error) []string {
+	var ce *kafkasink.ConfigError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ce):
+		return ce.Problems
+	}
+	return []string{err.Error()}
 }

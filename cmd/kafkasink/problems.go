@@ -60,6 +60,7 @@ var libraryNames = []struct{ name, program string }{
 	{"DebeziumEncoder.TransactionTopic", "-transaction.topic"},
 	{"DebeziumEncoder.SkippedOperations", "-skipped.operations"},
 	{"DebeziumEncoder.WriteAnnotations", "-debezium-annotations"},
+	{"DebeziumEncoder", "-encoder debezium"},
 	// pgcdc.Config and pgcdc.LeaseConfig
 	{"ConnString", "-pg"},
 	{"Slot", "-slot"},
@@ -93,6 +94,13 @@ var libraryPhrases = []struct{ phrase, program string }{
 	{" (the program's -lease-timeout)", ""},
 	{"(kafkasink.DebeziumEncoder.Name; -slot)", "(-slot)"},
 	{"does not apply to NewDebezium", "does not apply to -encoder debezium-avro"},
+	{"<Name>", "<-slot>"},
+	{"Encoder: DebeziumEncoder.", "DebeziumEncoder."},
+	{"set AnnotationsIn to AnnotateHeaders", "set -annotations-in headers"},
+	{" (it is no kafkasink.Annotator)", ""},
+	{"TLS CA (", "-tls-ca ("},
+	{"TLS client certificate (", "-tls-cert and -tls-key ("},
+	{"TLS client certificate:", "-tls-cert and -tls-key:"},
 }
 
 // libraryQualifiers are the qualifiers of the library's names, dropped
@@ -106,6 +114,8 @@ func speakFlags(problem string) string {
 	for _, p := range libraryPhrases {
 		problem = strings.ReplaceAll(problem, p.phrase, p.program)
 	}
+	// The Encoder's Go type, which the program's -encoder names.
+	problem = encoderType.ReplaceAllString(problem, "")
 	for _, q := range libraryQualifiers {
 		problem = strings.ReplaceAll(problem, q, "")
 	}
@@ -113,18 +123,23 @@ func speakFlags(problem string) string {
 		problem = replaceName(problem, n.name, n.program)
 	}
 	// The library names some flags itself, after its field: say it once.
+	// The library names some flags (or the Debezium properties they
+	// are named after) itself, after its field: say it once.
 	return flagTwice.ReplaceAllStringFunc(problem, func(m string) string {
 		first, second, _ := strings.Cut(m, " (")
-		if first == strings.TrimSuffix(second, ")") {
+		if first == "-"+strings.TrimPrefix(strings.TrimSuffix(second, ")"), "-") {
 			return first
 		}
 		return m
 	})
 }
 
-// flagTwice is a flag followed by a flag in parentheses: the same one
-// when the library named it after its field.
-var flagTwice = regexp.MustCompile(`-[a-z][a-z0-9.-]* \(-[a-z][a-z0-9.-]*\)`)
+// flagTwice is a flag followed by a flag or a name in parentheses: the
+// same one when the library named it after its field.
+var flagTwice = regexp.MustCompile(`-[a-z][a-z0-9.-]* \(-?[a-z][a-z0-9.-]*\)`)
+
+// encoderType is an Encoder's Go type in parentheses, as %T prints it.
+var encoderType = regexp.MustCompile(` \(\*?[a-z][a-z0-9]*\.[A-Z][A-Za-z]*\)`)
 
 // replaceName replaces the whole-word occurrences of name in s: not
 // inside a longer name (such as Slot in SlotGap, or Prefix in

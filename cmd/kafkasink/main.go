@@ -11,7 +11,17 @@
 // (KAFKASINK_PG, KAFKASINK_BROKERS, ...), which falls back to a key of the
 // YAML configuration file -config (the flag's name with '_' for '-' and
 // '.'; kafkasink.example.yaml has them all), which falls back to the
-// default. Secrets come from files or the environment only: the SASL
+// default. -h lists the flags by topic, one line each; kafkasink help
+// gives their full descriptions; kafkasink version (or -version) prints
+// the version stamped at build (-ldflags "-X main.version=... -X
+// main.commit=..."), the commit and the Go version.
+//
+// The configuration is checked whole before anything waits, connects or
+// creates: the flags, the environment (a KAFKASINK_* variable that is no
+// setting is refused, naming the nearest one), the file, and the sink's,
+// pgcdc's and the lease's own checks. Every problem is printed at once,
+// one a line, naming the flag, its YAML key and its variable, and the
+// exit status is 2. A password inside -pg is warned about. Secrets come from files or the environment only: the SASL
 // password from -sasl-password-file or KAFKASINK_SASL_PASSWORD, the
 // PostgreSQL password from -pg-password-file (read again for every
 // connection) or PGPASSWORD, never from a flag (the process list shows

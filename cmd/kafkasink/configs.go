@@ -14,6 +14,7 @@ import (
 	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/debezium"
 	"github.com/kafkasink/kafkasink/kafkasinkavro"
+	"github.com/kafkasink/kafkasink/kafkasinkavro/jsonschema"
 	"github.com/kafkasink/kafkasink/pgcdc"
 )
 
@@ -118,20 +119,27 @@ func (o *options) newEncoder() (kafkasink.Encoder, []string) {
 		enc = kafkasink.UpsertEncoder{}
 	case "debezium":
 		enc, problems = o.debeziumEncoder()
-	// A constructor's nil pointer must not become a non-nil Encoder,
-	// which the sink's check would call: each sets enc on success only.
-	// The constructors' problems are the library's, in its terms.
+	// The registry flags' problems are the program's; the encoders'
+	// constructors' are the library's, in its terms. A constructor's nil
+	// pointer must not become a non-nil Encoder, which the sink's check
+	// would call: each case sets enc on success only.
 	case "avro":
 		avro, err := o.schemaRegistry.config()
-		var a *kafkasinkavro.Encoder
-		if err == nil {
-			a, err = kafkasinkavro.New(avro)
+		if err != nil {
+			problems = append(problems, err.Error())
+			break
 		}
+		a, err := kafkasinkavro.New(avro)
 		if problems = append(problems, libraryProblems(err)...); err == nil {
 			enc = a
 		}
 	case "json-schema":
-		js, err := o.schemaRegistry.jsonSchemaEncoder()
+		avro, err := o.schemaRegistry.config()
+		if err != nil {
+			problems = append(problems, err.Error())
+			break
+		}
+		js, err := jsonschema.New(jsonschema.Config{Registry: avro.Registry, Subjects: avro.Subjects, Namespace: avro.Namespace})
 		if problems = append(problems, libraryProblems(err)...); err == nil {
 			enc = js
 		}
@@ -139,10 +147,11 @@ func (o *options) newEncoder() (kafkasink.Encoder, []string) {
 		var dbz debezium.Encoder
 		dbz, problems = o.debeziumEncoder()
 		avro, err := o.schemaRegistry.config()
-		var a *kafkasinkavro.DebeziumEncoder
-		if err == nil {
-			a, err = kafkasinkavro.NewDebezium(avro, dbz)
+		if err != nil {
+			problems = append(problems, err.Error())
+			break
 		}
+		a, err := kafkasinkavro.NewDebezium(avro, dbz)
 		if problems = append(problems, libraryProblems(err)...); err == nil {
 			enc = a
 		}

@@ -210,7 +210,9 @@ func fail(logger *slog.Logger, err error) int {
 		logger.Error("stopped: another instance took over", "error", err, "fenced", errors.Is(err, kafkasink.ErrFenced), "lease_lost", errors.Is(err, pgcdc.ErrLeaseLost))
 		return 3
 	}
-	logger.Error("stopped", "error", err)
+	// Its advice may name a setting (Config.DeadLetterTopic for a
+	// rejected event): say it in flags too.
+	logger.Error("stopped", "error", speakFlags(err.Error()))
 	return 1
 }
 

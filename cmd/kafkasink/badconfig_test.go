@@ -161,3 +161,29 @@ func TestBadConfigurationsExitAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestPasswordInPGIsWarnedAbout: a password inside -pg (the flag or its
+// variable; the file refuses it) is accepted with a warning naming the
+// ways to give it instead, without showing it; none without one.
+func TestPasswordInPGIsWarnedAbout(t *testing.T) {
+	tr := newTrap(t)
+	for _, tc := range []struct {
+		pg   string
+		warn bool
+	}{
+		{"postgres://cdc:hunter2@" + tr.addr + "/db", true},
+		{"host=127.0.0.1 port=" + tr.addr[strings.LastIndexByte(tr.addr, ':')+1:] + " user=cdc password=hunter2", true},
+		{"postgres://cdc@" + tr.addr + "/db", false},
+	} {
+		ctx, cancel := context.WithCancel(context.Background())
+		tr.cancel.Store(&cancel)
+		var out sinktest.SyncBuffer
+		run(ctx, []string{"-pg", tc.pg, "-brokers", tr.addr, "-log-format", "json"}, noEnv, &out)
+		cancel()
+		tr.dialed.Store(0)
+		warned := strings.Contains(out.String(), "-pg holds a password") && strings.Contains(out.String(), "-pg-password-file") && strings.Contains(out.String(), "$PGPASSWORD")
+		if warned != tc.warn || strings.Contains(out.String(), "hunter2") {
+			t.Errorf("-pg %s: warned %t, want %t, and never the password:\n%s", strings.ReplaceAll(tc.pg, "hunter2", "***"), warned, tc.warn, out.String())
+		}
+	}
+}

@@ -21,7 +21,9 @@
 // setting is refused, naming the nearest one), the file, and the sink's,
 // pgcdc's and the lease's own checks. Every problem is printed at once,
 // one a line, naming the flag, its YAML key and its variable, and the
-// exit status is 2. A password inside -pg is warned about. Secrets come from files or the environment only: the SASL
+// exit status is 2. A password inside -pg is warned about.
+//
+// Secrets come from files or the environment only: the SASL
 // password from -sasl-password-file or KAFKASINK_SASL_PASSWORD, the
 // PostgreSQL password from -pg-password-file (read again for every
 // connection) or PGPASSWORD, never from a flag (the process list shows

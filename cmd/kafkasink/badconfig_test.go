@@ -129,11 +129,14 @@ func TestBadConfigurationsExitAtOnce(t *testing.T) {
 			for k, v := range tc.setenv {
 				t.Setenv(k, v)
 			}
+			// The process's environment counts only where the case set
+			// it: the test's own (KAFKASINK_TEST_*, or another test's
+			// knobs) must not change what it finds.
 			getenv := func(k string) string {
-				if v, ok := tc.env[k]; ok {
-					return v
+				if _, ok := tc.setenv[k]; ok {
+					return os.Getenv(k)
 				}
-				return os.Getenv(k)
+				return tc.env[k]
 			}
 			args := tc.args
 			if !tc.noFlags {

@@ -57,9 +57,10 @@ var libraryNames = []struct{ name, program string }{
 	{"Username", "-sasl-user"},
 	{"Password", "a password (-sasl-password-file or $KAFKASINK_SASL_PASSWORD)"},
 	// debezium.Encoder
-	{"DebeziumEncoder.TransactionTopic", "-transaction.topic"},
-	{"DebeziumEncoder.SkippedOperations", "-skipped.operations"},
-	{"DebeziumEncoder.WriteAnnotations", "-debezium-annotations"},
+	{"TransactionTopic", "-transaction.topic"},
+	{"SkippedOperations", "-skipped.operations"},
+	{"WriteAnnotations", "-debezium-annotations"},
+	{"MatchDebeziumLosses", "-debezium-match-losses"},
 	{"DebeziumEncoder", "-encoder debezium"},
 	// pgcdc.Config and pgcdc.LeaseConfig
 	{"ConnString", "-pg"},
@@ -96,6 +97,8 @@ var libraryPhrases = []struct{ phrase, program string }{
 	{"does not apply to NewDebezium", "does not apply to -encoder debezium-avro"},
 	{"<Name>", "<-slot>"},
 	{"Encoder: DebeziumEncoder.", "DebeziumEncoder."},
+	// The interface behind an Encoder's option, before the option.
+	{"Framer.FrameTopic: ", ""},
 	{"set AnnotationsIn to AnnotateHeaders", "set -annotations-in headers"},
 	{" (it is no kafkasink.Annotator)", ""},
 	{"TLS CA (", "-tls-ca ("},
@@ -106,7 +109,7 @@ var libraryPhrases = []struct{ phrase, program string }{
 // libraryQualifiers are the qualifiers of the library's names, dropped
 // before libraryNames applies.
 var libraryQualifiers = []string{"kafkasink.Config.", "pgcdc.Config.", "pgcdc.LeaseConfig.", "LeaseConfig.",
-	"kafkasinkavro.Config.", "jsonschema.Config.", "Config."}
+	"kafkasinkavro.Config.", "jsonschema.Config.", "Config.", "kafkasink.DebeziumEncoder.", "debezium.Encoder.", "DebeziumEncoder."}
 
 // speakFlags rewrites a problem of the library's in the program's terms.
 func speakFlags(problem string) string {

@@ -307,6 +307,15 @@ func (c Config) GoString() string { return c.String() }
 // as %t, would otherwise print every field, the SASL password included.
 func (c Config) Format(f fmt.State, _ rune) { fmt.Fprint(f, c.String()) }
 
+// Validate checks c as New does, without connecting: it returns every
+// problem at once as one *ConfigError, or nil when New would accept c. A
+// program calls it to report configuration errors before it waits for
+// anything or connects anywhere.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	return c.validate()
+}
+
 // withDefaults returns a copy of c with every zero field set to its
 // default. Maps and slices are cloned so the caller's later changes do not
 // reach a running sink.

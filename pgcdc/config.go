@@ -287,6 +287,15 @@ func (cfg Config) withDefaults() Config {
 	return cfg
 }
 
+// Validate checks cfg as Run does before it connects: it returns every
+// problem at once as one *kafkasink.ConfigError, or nil. A program calls
+// it to report configuration errors before it waits for anything (such as
+// the lease) or connects anywhere.
+func (cfg Config) Validate() error {
+	cfg = cfg.withDefaults()
+	return cfg.validate()
+}
+
 // validate checks cfg after withDefaults and returns every problem as one
 // *kafkasink.ConfigError.
 func (cfg *Config) validate() error {

@@ -181,6 +181,12 @@ func (cfg LeaseConfig) withDefaults() LeaseConfig {
 	return cfg
 }
 
+// Validate checks cfg as AcquireLease does before it connects: it
+// returns every problem at once as one *kafkasink.ConfigError, or nil.
+func (cfg LeaseConfig) Validate() error {
+	return cfg.withDefaults().validate()
+}
+
 func (cfg LeaseConfig) validate() error {
 	var problems []string
 	add := func(format string, args ...any) {

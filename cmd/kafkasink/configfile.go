@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/kafkasink/kafkasink"
 )
 
 // The configuration file (-config) is YAML: one mapping whose keys are the
@@ -108,7 +110,7 @@ func loadConfigFile(path string, keys map[string]bool) (map[string]fileValue, er
 		values[key] = fileValue{value: value, line: k.Line}
 	}
 	if problems != nil {
-		return nil, errors.New(strings.Join(problems, "; "))
+		return nil, &kafkasink.ConfigError{Problems: problems}
 	}
 	return values, nil
 }

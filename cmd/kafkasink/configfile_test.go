@@ -36,7 +36,7 @@ func noEnv(string) string { return "" }
 // and each key sets the same as its flag given the same value.
 func TestExampleConfigSetsEveryOption(t *testing.T) {
 	const sample = "kafkasink.example.yaml"
-	fs, _ := defineFlags(new(options), io.Discard)
+	fs, _ := defineFlags(new(options))
 	values, err := loadConfigFile(sample, fileKeys(fs))
 	if err != nil {
 		t.Fatal(err)
@@ -51,10 +51,12 @@ func TestExampleConfigSetsEveryOption(t *testing.T) {
 		t.Errorf("%s has no key for %s: add them", sample, strings.Join(missing, ", "))
 	}
 
-	// The secrets' files must exist for the options to be valid; flags
+	// The secrets' and the CA's files must exist for the options to be
+	// valid (the CA's is read to check it); flags
 	// win over the file.
 	secrets := []string{"-pg-password-file", writeFile(t, "pg", "pg-secret\n"),
-		"-sasl-password-file", writeFile(t, "kafka", "kafka-secret\n")}
+		"-sasl-password-file", writeFile(t, "kafka", "kafka-secret\n"),
+		"-tls-ca", writeFile(t, "ca.pem", string(newTestCA(t).certPEM))}
 	fromFile, err := parse(append([]string{"-config", sample}, secrets...), noEnv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +104,7 @@ func flagOf(t *testing.T, fs *flag.FlagSet, key string) string {
 // TestConfigKeysAreDistinct: two flags with one key could not be told
 // apart in the file.
 func TestConfigKeysAreDistinct(t *testing.T) {
-	fs, settings := defineFlags(new(options), io.Discard)
+	fs, settings := defineFlags(new(options))
 	seen := make(map[string]string)
 	fs.VisitAll(func(f *flag.Flag) {
 		if other, dup := seen[configKey(f.Name)]; dup {
@@ -162,7 +164,7 @@ func TestConfigFileRefusals(t *testing.T) {
 		{"not an integer", "slot: a\n\nbatch_max_events: many\n", []string{`f.yaml:3: batch_max_events: "many" is not an integer`}},
 		{"not a duration", "batch_max_wait: 20\n", []string{`f.yaml:1: batch_max_wait: "20" is not a duration such as 250ms`}},
 		{"not a slot gap policy", "slot_gap: ignore\n", []string{`f.yaml:1: slot_gap: "ignore" is not refuse, resnapshot or accept`}},
-		{"not a boolean", "snapshot: often\n", []string{`f.yaml:1: snapshot: "often" is not a boolean`}},
+		{"not a boolean", "snapshot: often\n", []string{`f.yaml:1: snapshot: "often" is not true or false`}},
 		{"a mapping", "slot:\n  name: a\n", []string{"f.yaml:2: slot: want a single value, found a mapping"}},
 		{"a sequence", "slot: [a, b]\n", []string{"f.yaml:1: slot: want a single value, found a sequence"}},
 		{"a sequence of mappings", "tables: [{a: b}]\n", []string{"f.yaml:1: tables: want a value or a sequence of values, found a sequence"}},
@@ -198,7 +200,7 @@ func TestConfigFileRefusals(t *testing.T) {
 		t.Errorf("run with an unknown key: status %d, output %q; want 2 and the key", code, stderr.String())
 	}
 	if code := run(context.Background(), []string{"-config", writeFile(t, "empty.yaml", "# nothing yet\n")}, noEnv, &stderr); code != 2 ||
-		!strings.Contains(stderr.String(), "-pg (or $KAFKASINK_PG) is required") {
+		!strings.Contains(stderr.String(), "-pg is required") || !strings.Contains(stderr.String(), "[flag -pg, YAML pg, env KAFKASINK_PG]") {
 		t.Errorf("run with an empty file: status %d, output %q; want 2 and the required settings", code, stderr.String())
 	}
 }
@@ -220,7 +222,7 @@ func TestSecretFiles(t *testing.T) {
 	}
 
 	kafkaFile := writeFile(t, "kafka", "kafka-secret\r\n")
-	kcfg, _, err := configs([]string{"-sasl-mechanism", "plain", "-sasl-user", "cdc", "-sasl-password-file", kafkaFile}, nil)
+	kcfg, _, err := configs([]string{"-sasl-mechanism", "scram-sha-256", "-sasl-user", "cdc", "-sasl-password-file", kafkaFile}, nil)
 	if err != nil || kcfg.SASL == nil || kcfg.SASL.Password != "kafka-secret" {
 		t.Errorf("-sasl-password-file: SASL %+v, %v; want the file's password without its line end", kcfg.SASL, err)
 	}
@@ -228,7 +230,7 @@ func TestSecretFiles(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "$KAFKASINK_SASL_PASSWORD and -sasl-password-file are both set") {
 		t.Errorf("both SASL passwords: %v, want a refusal naming both", err)
 	}
-	if _, _, err = configs([]string{"-sasl-password-file", kafkaFile}, nil); err == nil || !strings.Contains(err.Error(), "without -sasl-mechanism") {
+	if _, _, err = configs([]string{"-sasl-password-file", kafkaFile}, nil); err == nil || !strings.Contains(err.Error(), "-sasl-mechanism is not set") {
 		t.Errorf("-sasl-password-file without a mechanism: %v, want a refusal", err)
 	}
 

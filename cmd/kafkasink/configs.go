@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -13,29 +14,24 @@ import (
 	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/debezium"
 	"github.com/kafkasink/kafkasink/kafkasinkavro"
+	"github.com/kafkasink/kafkasink/kafkasinkavro/jsonschema"
 	"github.com/kafkasink/kafkasink/pgcdc"
 )
 
-// configs turns options into the sink's and pgcdc's Configs. Problems of
-// the values themselves are left to kafkasink.New and pgcdc.Run, which
-// report them all at once.
+// configs turns options into the sink's and pgcdc's Configs, and checks
+// everything that can be checked without connecting anywhere: the flags,
+// and the Configs as kafkasink.New, pgcdc.Run and (with -ha)
+// pgcdc.AcquireLease would check them. It returns every problem at once,
+// as one *kafkasink.ConfigError in the program's terms (see speakFlags).
 func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, error) {
 	// The checks are in the order that the error lists their problems in,
 	// hence the two Configs are filled in turn.
 	kcfg, problems := o.sinkConfig(logger)
-	if o.pg == "" {
-		problems = append(problems, "-pg (or $KAFKASINK_PG) is required: a PostgreSQL connection string")
-	}
-	if o.brokers == "" {
-		problems = append(problems, "-brokers (or $KAFKASINK_BROKERS) is required")
-	}
 	keyColumns, err := parseKeyColumns(o.keyColumns)
 	if err != nil {
 		problems = append(problems, err.Error())
 	}
-	if err := o.setKafkaSecurity(&kcfg); err != nil {
-		problems = append(problems, err.Error())
-	}
+	problems = append(problems, o.setKafkaSecurity(&kcfg)...)
 	pcfg := pgcdc.Config{
 		ConnString:              o.pg,
 		Slot:                    o.slot,
@@ -57,10 +53,23 @@ func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, 
 	}
 	problems = append(problems, o.usePGPasswordFile(&pcfg)...)
 	problems = append(problems, o.httpProblems()...)
-	if problems != nil {
-		return kcfg, pcfg, &kafkasink.ConfigError{Problems: problems}
+	problems = append(problems, libraryProblems(kcfg.Validate())...)
+	pgProblems := libraryProblems(pcfg.Validate())
+	problems = append(problems, pgProblems...)
+	if o.lease.enabled {
+		// The lease's connection string and slot are pgcdc's, whose
+		// problems are already listed.
+		listed := make(map[string]bool)
+		for _, p := range pgProblems {
+			listed[subject(p)] = true
+		}
+		for _, p := range libraryProblems(leaseConfig(pcfg, o.lease, logger).Validate()) {
+			if !listed[subject(p)] {
+				problems = append(problems, p)
+			}
+		}
 	}
-	return kcfg, pcfg, nil
+	return kcfg, pcfg, configError(problems)
 }
 
 // sinkConfig is the sink's Config but for its TLS and SASL, and the
@@ -88,7 +97,7 @@ func (o *options) sinkConfig(logger *slog.Logger) (kafkasink.Config, []string) {
 	var problems []string
 	var err error
 	if cfg.Mode, err = kafkasink.ParseMode(o.mode); err != nil {
-		problems = append(problems, err.Error())
+		problems = append(problems, fmt.Sprintf("-mode %q: want exactly-once, idempotent or plain", o.mode))
 	}
 	var encProblems, routeProblems []string
 	cfg.Encoder, encProblems = o.newEncoder()
@@ -110,29 +119,41 @@ func (o *options) newEncoder() (kafkasink.Encoder, []string) {
 		enc = kafkasink.UpsertEncoder{}
 	case "debezium":
 		enc, problems = o.debeziumEncoder()
+	// The registry flags' problems are the program's; the encoders'
+	// constructors' are the library's, in its terms. A constructor's nil
+	// pointer must not become a non-nil Encoder, which the sink's check
+	// would call: each case sets enc on success only.
 	case "avro":
 		avro, err := o.schemaRegistry.config()
-		if err == nil {
-			enc, err = kafkasinkavro.New(avro)
-		}
 		if err != nil {
 			problems = append(problems, err.Error())
+			break
+		}
+		a, err := kafkasinkavro.New(avro)
+		if problems = append(problems, libraryProblems(err)...); err == nil {
+			enc = a
 		}
 	case "json-schema":
-		js, err := o.schemaRegistry.jsonSchemaEncoder()
+		avro, err := o.schemaRegistry.config()
 		if err != nil {
 			problems = append(problems, err.Error())
+			break
 		}
-		enc = js
+		js, err := jsonschema.New(jsonschema.Config{Registry: avro.Registry, Subjects: avro.Subjects, Namespace: avro.Namespace})
+		if problems = append(problems, libraryProblems(err)...); err == nil {
+			enc = js
+		}
 	case "debezium-avro":
 		var dbz debezium.Encoder
 		dbz, problems = o.debeziumEncoder()
 		avro, err := o.schemaRegistry.config()
-		if err == nil {
-			enc, err = kafkasinkavro.NewDebezium(avro, dbz)
-		}
 		if err != nil {
 			problems = append(problems, err.Error())
+			break
+		}
+		a, err := kafkasinkavro.NewDebezium(avro, dbz)
+		if problems = append(problems, libraryProblems(err)...); err == nil {
+			enc = a
 		}
 	default:
 		problems = append(problems, fmt.Sprintf("-encoder %q: want json, upsert, debezium, avro, json-schema or debezium-avro", o.encoder))
@@ -203,21 +224,34 @@ func parseTopicRoutes(s string) (map[string]string, []string) {
 	return routes, problems
 }
 
+// saslMechanisms are the SASL mechanisms of -sasl-mechanism: those
+// that take a user name and a password.
+var saslMechanisms = []kafkasink.SASLMechanism{kafkasink.SASLPlain, kafkasink.SASLScramSHA256, kafkasink.SASLScramSHA512}
+
 // setKafkaSecurity sets the sink's TLS, when any -tls-* flag is set, and
-// its SASL, with -sasl-mechanism. The error is the SASL password's.
-func (o *options) setKafkaSecurity(c *kafkasink.Config) error {
+// its SASL, with -sasl-mechanism. It returns the problems of the SASL
+// flags; the rest is checked with the sink's Config.
+func (o *options) setKafkaSecurity(c *kafkasink.Config) []string {
 	if o.tlsCA != "" || o.tlsCert != "" || o.tlsKey != "" || o.tlsServerName != "" {
 		c.TLS = &kafkasink.TLS{CAFile: o.tlsCA, CertFile: o.tlsCert, KeyFile: o.tlsKey, ServerName: o.tlsServerName}
 	}
-	password, err := o.saslPasswordValue()
-	if o.saslMechanism != "" {
-		c.SASL = &kafkasink.SASL{
-			Mechanism: kafkasink.SASLMechanism(strings.ToUpper(o.saslMechanism)),
-			Username:  o.saslUser,
-			Password:  kafkasink.Secret(password),
+	if o.saslMechanism == "" {
+		if o.saslUser != "" || o.saslPasswordFile != "" || o.saslPassword != "" {
+			return []string{"-sasl-mechanism is not set, but -sasl-user, -sasl-password-file or $KAFKASINK_SASL_PASSWORD is: " +
+				"set -sasl-mechanism (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512), or remove the others"}
 		}
+		return nil
 	}
-	return err
+	mechanism := kafkasink.SASLMechanism(strings.ToUpper(o.saslMechanism))
+	if !slices.Contains(saslMechanisms, mechanism) {
+		return []string{fmt.Sprintf("-sasl-mechanism %q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", o.saslMechanism)}
+	}
+	password, err := o.saslPasswordValue()
+	if err != nil {
+		return []string{err.Error()}
+	}
+	c.SASL = &kafkasink.SASL{Mechanism: mechanism, Username: o.saslUser, Password: kafkasink.Secret(password)}
+	return nil
 }
 
 // usePGPasswordFile has c read the PostgreSQL password from
@@ -246,9 +280,6 @@ func (o *options) saslPasswordValue() (string, error) {
 	}
 	if o.saslPassword != "" {
 		return "", errors.New("$KAFKASINK_SASL_PASSWORD and -sasl-password-file are both set: give the password one way")
-	}
-	if o.saslMechanism == "" {
-		return "", errors.New("-sasl-password-file is set without -sasl-mechanism")
 	}
 	return readSecretFile("-sasl-password-file", o.saslPasswordFile)
 }
@@ -329,38 +360,4 @@ func (d debeziumOptions) changed() []string {
 		}
 	}
 	return names
-}
-
-// fieldFlags names the program's flag for each Config field that the
-// library's errors name.
-var fieldFlags = []struct{ field, flag string }{
-	{"DeadLetterTopic", "-dead-letter-topic"},
-	{"Topics.Routes", "-topic-routes"},
-	{"Topics.Prefix", "-topic-prefix"},
-	{"Topics.Template", "-topic-template"},
-	{"Config.Tables", "-tables"},
-	{"Config.AcceptPublicationTables", "-accept-publication-tables"},
-	{"Config.SpoolMaxBytes", "-spool-max-bytes"},
-	{"Annotations", "-annotations"},
-	{"AnnotationsIn", "-annotations-in"},
-	{"AnnotateHeaders", "-annotations-in headers"},
-	{"DebeziumEncoder.WriteAnnotations", "-debezium-annotations"},
-}
-
-// withFlagNames adds to err the program's flags for the Config fields it
-// names, so that the advice in the library's errors can be followed here.
-func withFlagNames(err error) error {
-	if err == nil {
-		return nil
-	}
-	var hints []string
-	for _, f := range fieldFlags {
-		if strings.Contains(err.Error(), f.field) {
-			hints = append(hints, f.field+" is "+f.flag)
-		}
-	}
-	if hints == nil {
-		return err
-	}
-	return fmt.Errorf("%w [in this program: %s]", err, strings.Join(hints, "; "))
 }

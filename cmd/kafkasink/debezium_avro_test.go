@@ -34,7 +34,7 @@ func TestDebeziumAvroFlags(t *testing.T) {
 		{[]string{"-encoder", "debezium-avro", "-schema-registry", "http://registry:8081", "-provide.transaction.metadata"}, ""},
 		{[]string{"-encoder", "avro", "-schema-registry", "http://registry:8081", "-decimal.handling.mode", "string"}, `apply to -encoder debezium and debezium-avro only, not "avro"`},
 		{[]string{"-encoder", "debezium-avro", "-schema-registry", "http://registry:8081", "-schema-registry-subjects", "RecordNameStrategy"}, ""},
-		{[]string{"-encoder", "debezium-avro", "-schema-registry", "http://registry:8081", "-schema-registry-subjects", "RecordNameStrategy", "-schema-registry-namespace", "db1"}, "leave Namespace (-schema-registry-namespace) empty"},
+		{[]string{"-encoder", "debezium-avro", "-schema-registry", "http://registry:8081", "-schema-registry-subjects", "RecordNameStrategy", "-schema-registry-namespace", "db1"}, "leave -schema-registry-namespace empty"},
 	} {
 		o, err := parse(append(base, tt.args...), noEnv, io.Discard)
 		if err != nil {

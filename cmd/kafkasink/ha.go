@@ -31,13 +31,7 @@ func lead(ctx context.Context, o leaseOptions, pcfg pgcdc.Config, logger *slog.L
 		logger.Info("-ha=false: no lease; a second instance with the same configuration would fence this one")
 		return ctx, nil, func() {}, nil
 	}
-	lease, err := pgcdc.AcquireLease(ctx, pgcdc.LeaseConfig{
-		ConnString:    pcfg.ConnString,
-		ConfigureConn: pcfg.ConfigureConn,
-		Slot:          pcfg.Slot,
-		Timeout:       o.timeout,
-		Logger:        logger,
-	})
+	lease, err := pgcdc.AcquireLease(ctx, leaseConfig(pcfg, o, logger))
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -53,6 +47,18 @@ func lead(ctx context.Context, o leaseOptions, pcfg pgcdc.Config, logger *slog.L
 		cancel(nil)
 		lease.Release()
 	}, nil
+}
+
+// leaseConfig is the lease of the slot of pcfg, as -ha takes it, and as
+// configs checks it before anything waits for it.
+func leaseConfig(pcfg pgcdc.Config, o leaseOptions, logger *slog.Logger) pgcdc.LeaseConfig {
+	return pgcdc.LeaseConfig{
+		ConnString:    pcfg.ConnString,
+		ConfigureConn: pcfg.ConfigureConn,
+		Slot:          pcfg.Slot,
+		Timeout:       o.timeout,
+		Logger:        logger,
+	}
 }
 
 // takenOver reports whether err says another instance took over: it

@@ -11,7 +11,19 @@
 // (KAFKASINK_PG, KAFKASINK_BROKERS, ...), which falls back to a key of the
 // YAML configuration file -config (the flag's name with '_' for '-' and
 // '.'; kafkasink.example.yaml has them all), which falls back to the
-// default. Secrets come from files or the environment only: the SASL
+// default. -h lists the flags by topic, one line each; kafkasink help
+// gives their full descriptions; kafkasink version (or -version) prints
+// the version stamped at build (-ldflags "-X main.version=... -X
+// main.commit=..."), the commit and the Go version.
+//
+// The configuration is checked whole before anything waits, connects or
+// creates: the flags, the environment (a KAFKASINK_* variable that is no
+// setting is refused, naming the nearest one), the file, and the sink's,
+// pgcdc's and the lease's own checks. Every problem is printed at once,
+// one a line, naming the flag, its YAML key and its variable, and the
+// exit status is 2. A password inside -pg is warned about.
+//
+// Secrets come from files or the environment only: the SASL
 // password from -sasl-password-file or KAFKASINK_SASL_PASSWORD, the
 // PostgreSQL password from -pg-password-file (read again for every
 // connection) or PGPASSWORD, never from a flag (the process list shows
@@ -71,30 +83,46 @@ import (
 )
 
 func main() {
+	cmd, args := command(os.Args[1:])
+	switch cmd {
+	case "version":
+		fmt.Println(versionLine())
+		return
+	case "help":
+		fs, settings := defineFlags(new(options))
+		printUsage(os.Stdout, fs, settings, true)
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ownProcess = true
-	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stderr))
+	os.Exit(run(ctx, args, os.Getenv, os.Stderr))
 }
 
-// run is the program; main only adds the signals and the exit.
+// run is the program's run command; main only adds the other commands,
+// the signals and the exit. Every configuration problem is found before
+// anything waits, connects or creates, and all are printed together:
+// exit status 2.
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
 	o, err := parse(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
-	if err != nil {
-		fmt.Fprintln(stderr, "kafkasink:", err)
+	if o == nil {
+		printProblems(stderr, err)
 		return 2
 	}
+	problems := problemsOf(err)
 	logger, term, err := newLogger(o.logLevel, o.logFormat, stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, "kafkasink:", err)
+	problems = append(problems, problemsOf(err)...)
+	kcfg, pcfg, err := o.configs(logger)
+	if problems = append(problems, problemsOf(err)...); problems != nil {
+		printProblems(stderr, configError(problems))
 		return 2
 	}
-	kcfg, pcfg, err := o.configs(logger)
-	if err != nil {
-		return fail(logger, err)
+	if connStringHasPassword(o.pg) {
+		logger.Warn("-pg holds a password, which the process list or the environment shows: " +
+			"leave it out of -pg and give it with -pg-password-file (read again for every connection) or $PGPASSWORD")
 	}
 	if ownProcess {
 		logger.Info("memory limit", "bytes", setMemoryLimit(o, getenv))
@@ -171,19 +199,34 @@ func failOrStopped(ctx context.Context, logger *slog.Logger, err error) int {
 	return fail(logger, err)
 }
 
-// fail logs err and returns the exit status for it.
+// fail logs err and returns the exit status for it. A configuration
+// error found only now (by the database or the brokers, such as a
+// publication whose tables differ) is logged in the program's terms.
 func fail(logger *slog.Logger, err error) int {
-	msg := "stopped"
-	if takenOver(err) {
-		msg = "stopped: another instance took over"
-	}
-	logger.Error(msg, "error", withFlagNames(err), "fenced", errors.Is(err, kafkasink.ErrFenced), "lease_lost", errors.Is(err, pgcdc.ErrLeaseLost))
 	var ce *kafkasink.ConfigError
 	switch {
 	case errors.As(err, &ce):
+		logger.Error("stopped: configuration error", "problems", locate(libraryProblems(ce)))
 		return 2
 	case takenOver(err):
+		logger.Error("stopped: another instance took over", "error", err, "fenced", errors.Is(err, kafkasink.ErrFenced), "lease_lost", errors.Is(err, pgcdc.ErrLeaseLost))
 		return 3
 	}
+	// Its advice may name a setting (Config.DeadLetterTopic for a
+	// rejected event): say it in flags too.
+	logger.Error("stopped", "error", speakFlags(err.Error()))
 	return 1
+}
+
+// problemsOf is the problems of err: a *kafkasink.ConfigError's, else
+// err's text; none for nil.
+func problemsOf(err error) []string {
+	var ce *kafkasink.ConfigError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ce):
+		return ce.Problems
+	}
+	return []string{err.Error()}
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"time"
 
@@ -77,30 +78,37 @@ var debeziumDefaults = debeziumOptions{
 	tombstonesOnDelete: true, extendedHeaders: true,
 }
 
-// setting is where a flag's value may come from besides the command line.
+// setting is where a flag's value may come from besides the command line,
+// and where -h lists it.
 type setting struct {
-	env  string // its environment variable
-	want string // what a valid value is, for errors; "" for strings, which all are
+	env   string // its environment variable
+	want  string // what a valid value is, for errors; "" for strings, which all are
+	group string // the topic -h lists it under, one of flagGroups
 }
+
+// flagGroups are the topics of the flags, in the order -h lists them.
+var flagGroups = []string{"PostgreSQL", "Kafka", "Topics", "Records", "Schema Registry", "Debezium encoder", "Batches and memory", "Monitoring", "High availability"}
 
 // defineFlags returns the program's flags, which set o, and the setting of
 // each by name. Every flag has an environment variable and, but -config,
 // a key in the configuration file (configKey).
-func defineFlags(o *options, stderr io.Writer) (*flag.FlagSet, map[string]setting) {
+func defineFlags(o *options) (*flag.FlagSet, map[string]setting) {
 	fs := flag.NewFlagSet("kafkasink", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// parse says what is wrong in one line, and -h prints usage.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	f := flagDefiner{fs: fs, settings: make(map[string]setting)}
 	f.str(&o.configFile, "config", "KAFKASINK_CONFIG", "", "YAML configuration file: a key for each flag, named as the flag with _ for - and . (see kafkasink.example.yaml); "+
 		"flags win over environment variables, which win over the file")
-	o.definePostgreSQLFlags(f)
-	o.defineKafkaFlags(f)
-	o.defineTopicFlags(f)
-	o.defineRecordFlags(f)
-	o.schemaRegistry.defineFlags(f)
-	o.debezium.defineFlags(f)
-	o.defineBatchFlags(f)
-	o.defineMonitoringFlags(f)
-	o.defineHAFlags(f)
+	o.definePostgreSQLFlags(f.in("PostgreSQL"))
+	o.defineKafkaFlags(f.in("Kafka"))
+	o.defineTopicFlags(f.in("Topics"))
+	o.defineRecordFlags(f.in("Records"))
+	o.schemaRegistry.defineFlags(f.in("Schema Registry"))
+	o.debezium.defineFlags(f.in("Debezium encoder"))
+	o.defineBatchFlags(f.in("Batches and memory"))
+	o.defineMonitoringFlags(f.in("Monitoring"))
+	o.defineHAFlags(f.in("High availability"))
 	return fs, f.settings
 }
 
@@ -110,31 +118,38 @@ func defineFlags(o *options, stderr io.Writer) (*flag.FlagSet, map[string]settin
 type flagDefiner struct {
 	fs       *flag.FlagSet
 	settings map[string]setting
+	group    string // of the flags defined
+}
+
+// in is f defining the flags of group.
+func (f flagDefiner) in(group string) flagDefiner {
+	f.group = group
+	return f
 }
 
 func (f flagDefiner) str(p *string, name, env, def, usage string) {
 	f.fs.StringVar(p, name, def, usage+" ($"+env+")")
-	f.settings[name] = setting{env: env}
+	f.settings[name] = setting{env: env, group: f.group}
 }
 
 func (f flagDefiner) num(p *int, name, env string, def int, usage string) {
 	f.fs.IntVar(p, name, def, usage+" ($"+env+")")
-	f.settings[name] = setting{env: env, want: "an integer"}
+	f.settings[name] = setting{env: env, want: "an integer", group: f.group}
 }
 
 func (f flagDefiner) num64(p *int64, name, env string, def int64, usage string) {
 	f.fs.Int64Var(p, name, def, usage+" ($"+env+")")
-	f.settings[name] = setting{env: env, want: "an integer"}
+	f.settings[name] = setting{env: env, want: "an integer", group: f.group}
 }
 
 func (f flagDefiner) dur(p *time.Duration, name, env string, def time.Duration, usage string) {
 	f.fs.DurationVar(p, name, def, usage+" ($"+env+")")
-	f.settings[name] = setting{env: env, want: "a duration such as 250ms"}
+	f.settings[name] = setting{env: env, want: "a duration such as 250ms", group: f.group}
 }
 
 func (f flagDefiner) boolean(p *bool, name, env string, def bool, usage string) {
 	f.fs.BoolVar(p, name, def, usage+" ($"+env+")")
-	f.settings[name] = setting{env: env, want: "a boolean"}
+	f.settings[name] = setting{env: env, want: "true or false", group: f.group}
 }
 
 // definePostgreSQLFlags defines the flags of the source: the connection,
@@ -157,7 +172,7 @@ func (o *options) definePostgreSQLFlags(f flagDefiner) {
 	f.boolean(&o.snapshot, "snapshot", "KAFKASINK_SNAPSHOT", false, "deliver the tables' existing rows before the changes")
 	f.fs.TextVar(&o.slotGap, "slot-gap", pgcdc.SlotGapRefuse, "when the slot cannot continue from the checkpoint (dropped, invalidated, moved by someone else): "+
 		"refuse, resnapshot (read the tables again from the new slot) or accept (stream on, the gap recorded in the checkpoint) ($KAFKASINK_SLOT_GAP)")
-	f.settings["slot-gap"] = setting{env: "KAFKASINK_SLOT_GAP", want: "refuse, resnapshot or accept"}
+	f.settings["slot-gap"] = setting{env: "KAFKASINK_SLOT_GAP", want: "refuse, resnapshot or accept", group: f.group}
 	f.num64(&o.retainedWALWarn, "retained-wal-warn", "KAFKASINK_RETAINED_WAL_WARN", 0, "warn when the slot retains more WAL than this many bytes (0: 1 GiB; negative: never)")
 	f.num64(&o.spoolMaxBytes, "spool-max-bytes", "KAFKASINK_SPOOL_MAX_BYTES", 0, "bound on the bytes spooled to disk for streamed transactions not yet committed; a larger transaction stops the program (0: 16 GiB; negative: no bound)")
 }
@@ -276,22 +291,42 @@ func (o *options) defineHAFlags(f flagDefiner) {
 // parse reads the settings. Each comes from the first of: the command line
 // (args), its environment variable (getenv), the configuration file
 // (-config), the default. The SASL password comes from the environment or
-// a file only: a flag would show it in the process list.
+// a file only: a flag would show it in the process list. With -h it
+// writes the usage to stderr and returns flag.ErrHelp.
+//
+// Every problem of the flags, the environment and the file is returned at
+// once, as one *kafkasink.ConfigError, each naming the flag, its key and
+// its variable; the options are returned with it, for configs to find
+// the problems of the values too, unless the file could not be read
+// (then most settings would be missing, and their problems noise).
 func parse(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
 	o := &options{}
-	fs, settings := defineFlags(o, stderr)
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
+	fs, settings := defineFlags(o)
 	var problems []string
-	if fs.NArg() > 0 {
-		problems = append(problems, fmt.Sprintf("unexpected arguments %q: every setting is a flag", fs.Args()))
+	for rest := args; ; {
+		err := fs.Parse(rest)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(stderr, fs, settings, false)
+			return nil, err
+		}
+		problems = append(problems, flagProblem(err, settings))
+		rest = fs.Args()
+		if strings.HasPrefix(err.Error(), "flag provided but not defined") && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+			rest = rest[1:] // the unknown flag's value, most likely
+		}
 	}
+	if fs.NArg() > 0 {
+		problems = append(problems, fmt.Sprintf("unexpected arguments %q: every setting is a flag (kafkasink -h lists them)", fs.Args()))
+	}
+	problems = append(problems, environmentProblems(getenv)...)
 	onCommandLine := make(map[string]bool)
 	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
 	set := func(name, value, from string) {
 		if err := fs.Set(name, value); err != nil {
-			problems = append(problems, fmt.Sprintf("%s: %q is not %s", from, value, settings[name].want))
+			problems = append(problems, fmt.Sprintf("%s: %q is not %s", from, value, settings[name].want)+where(name))
 		}
 	}
 	if !onCommandLine["config"] {
@@ -303,7 +338,10 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	if o.configFile != "" {
 		var err error
 		if file, err = loadConfigFile(o.configFile, fileKeys(fs)); err != nil {
-			problems = append(problems, err.Error())
+			if ce := (*kafkasink.ConfigError)(nil); errors.As(err, &ce) {
+				return nil, configError(append(problems, ce.Problems...))
+			}
+			return nil, configError(append(problems, err.Error()))
 		}
 	}
 	fs.VisitAll(func(f *flag.Flag) {
@@ -317,10 +355,39 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 		}
 	})
 	o.saslPassword = getenv("KAFKASINK_SASL_PASSWORD")
-	if problems != nil {
-		return nil, errors.New(strings.Join(problems, "; "))
+	return o, configError(problems)
+}
+
+// flagDiagnosis reads the flag package's errors: the flag, and what is
+// wrong with it.
+var flagDiagnosis = []struct {
+	re   *regexp.Regexp
+	kind string
+}{
+	{regexp.MustCompile(`^flag provided but not defined: -(.*)$`), "unknown"},
+	{regexp.MustCompile(`^invalid (?:boolean )?value (".*") for (?:flag )?-([^:]*):`), "value"},
+	{regexp.MustCompile(`^flag needs an argument: -(.*)$`), "no value"},
+}
+
+// flagProblem is the flag package's parse error err in one line naming
+// the flag and what it takes.
+func flagProblem(err error, settings map[string]setting) string {
+	msg := err.Error()
+	for _, d := range flagDiagnosis {
+		m := d.re.FindStringSubmatch(msg)
+		if m == nil {
+			continue
+		}
+		switch d.kind {
+		case "unknown":
+			return fmt.Sprintf("unknown flag -%s%s: kafkasink -h lists the flags", m[1], flagSuggestion(m[1], settings))
+		case "value":
+			return fmt.Sprintf("-%s %s: want %s", m[2], m[1], settings[m[2]].want) + where(m[2])
+		case "no value":
+			return fmt.Sprintf("-%s needs a value", m[1]) + where(m[1])
+		}
 	}
-	return o, nil
+	return msg
 }
 
 // parseKeyColumns parses -key-columns: "schema.table=col1,col2" per table,

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"reflect"
 	"slices"
@@ -28,7 +27,7 @@ func TestFlagsOverrideEnvironment(t *testing.T) {
 		"KAFKASINK_SASL_MECHANISM":   "scram-sha-512",
 		"KAFKASINK_SASL_USER":        "cdc",
 		"KAFKASINK_SASL_PASSWORD":    "hunter2",
-		"KAFKASINK_TLS_CA":           "/ca.pem",
+		"KAFKASINK_TLS_CA":           writeFile(t, "ca.pem", string(newTestCA(t).certPEM)),
 	}
 	var stderr bytes.Buffer
 	o, err := parse([]string{"-brokers", "flag:9092", "-pg", "postgres://h/db", "-encoder", "debezium"}, func(k string) string { return environ[k] }, &stderr)
@@ -51,7 +50,7 @@ func TestFlagsOverrideEnvironment(t *testing.T) {
 	if kcfg.SASL == nil || kcfg.SASL.Mechanism != kafkasink.SASLScramSHA512 || kcfg.SASL.Username != "cdc" || kcfg.SASL.Password != "hunter2" {
 		t.Errorf("SASL %+v", kcfg.SASL)
 	}
-	if kcfg.TLS == nil || kcfg.TLS.CAFile != "/ca.pem" {
+	if kcfg.TLS == nil || kcfg.TLS.CAFile != environ["KAFKASINK_TLS_CA"] {
 		t.Errorf("TLS %+v", kcfg.TLS)
 	}
 	if kcfg.SinkID != "kafkasink" || pcfg.Slot != "kafkasink" {
@@ -260,8 +259,8 @@ func TestHeadersAndCompressionFlags(t *testing.T) {
 // default) and -debezium-annotations debezium.Encoder.WriteAnnotations; a
 // pair without '=', a key given twice, an unknown place and
 // -debezium-annotations with another encoder are refused naming the flag,
-// and value annotations with a Schema Registry encoder are refused by New
-// with the flag that fixes it.
+// and value annotations with a Schema Registry encoder are refused by the
+// sink's check (kafkasink.Config.Validate) with the flag that fixes it.
 func TestAnnotationsFlags(t *testing.T) {
 	base := []string{"-pg", "postgres://h/db", "-brokers", "b:9092"}
 	configs := func(t *testing.T, args []string, env map[string]string) (kafkasink.Config, error) {
@@ -315,12 +314,8 @@ func TestAnnotationsFlags(t *testing.T) {
 		}
 	}
 
-	kcfg, err = configs(t, []string{"-encoder", "avro", "-schema-registry", "http://127.0.0.1:9", "-annotations", "env=prod"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = kafkasink.New(context.Background(), kcfg)
-	if err := withFlagNames(err); err == nil || !strings.Contains(err.Error(), "does not write annotations") || !strings.Contains(err.Error(), "-annotations-in headers") {
-		t.Errorf("-encoder avro with annotations in the value: %v, want New to refuse it, naming -annotations-in headers", err)
+	_, err = configs(t, []string{"-encoder", "avro", "-schema-registry", "http://127.0.0.1:9", "-annotations", "env=prod"}, nil)
+	if err == nil || !strings.Contains(err.Error(), "does not write annotations") || !strings.Contains(err.Error(), "-annotations-in headers") {
+		t.Errorf("-encoder avro with annotations in the value: %v, want the sink's check to refuse it, naming -annotations-in headers", err)
 	}
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/kafkasinkavro"
-	"github.com/kafkasink/kafkasink/kafkasinkavro/jsonschema"
 )
 
 // config returns the Avro encoder's configuration of the registry flags
@@ -107,14 +106,4 @@ func (r *registryOptions) changed() []string {
 		}
 	}
 	return names
-}
-
-// jsonSchemaEncoder returns the JSON Schema encoder of the registry flags,
-// their subject strategy and namespace included.
-func (r *registryOptions) jsonSchemaEncoder() (*jsonschema.Encoder, error) {
-	cfg, err := r.config()
-	if err != nil {
-		return nil, err
-	}
-	return jsonschema.New(jsonschema.Config{Registry: cfg.Registry, Subjects: cfg.Subjects, Namespace: cfg.Namespace})
 }

@@ -6,24 +6,51 @@ import (
 	"time"
 )
 
-func TestDelaysDoubleUpToTheCeiling(t *testing.T) {
-	b := New(time.Millisecond, 5*time.Millisecond)
-	var got []time.Duration
-	for range 5 {
-		got = append(got, b.Delay())
-		if !b.Wait(context.Background()) {
-			t.Fatal("Wait returned false without a cancelled context")
+// TestDelaysDoubleUpToTheCeilingWithinTheirJitter: the i-th delay lies in
+// the upper half of min(first·2^i, max), never above max, and Reset
+// starts the schedule again.
+func TestDelaysDoubleUpToTheCeilingWithinTheirJitter(t *testing.T) {
+	const first, ceiling = 40 * time.Microsecond, 200 * time.Microsecond
+	steps := []time.Duration{40, 80, 160, 200, 200, 200}
+	for round := range 50 {
+		b := New(first, ceiling)
+		for i, step := range steps {
+			step *= time.Microsecond
+			if d := b.Delay(); d < step/2 || d > step {
+				t.Fatalf("round %d: delay %d is %v, want within [%v, %v]", round, i, d, step/2, step)
+			}
+			if !b.Wait(context.Background()) {
+				t.Fatal("Wait returned false without a cancelled context")
+			}
+		}
+		b.Reset()
+		if d := b.Delay(); d < first/2 || d > first {
+			t.Fatalf("after Reset the delay is %v, want within [%v, %v]", d, first/2, first)
 		}
 	}
-	want := []time.Duration{1, 2, 4, 5, 5}
-	for i := range want {
-		if got[i] != want[i]*time.Millisecond {
-			t.Fatalf("delays = %v, want %v ms", got, want)
+}
+
+// TestTwoBackoffsDoNotWaitInLockstep: two Backoffs with the same
+// schedule, as two replicas that failed together have, draw different
+// delays: out of ten steps of a second (half a billion possible
+// delays each, so two equal ones are a chance of about 2e-8), at most one
+// pair equal.
+func TestTwoBackoffsDoNotWaitInLockstep(t *testing.T) {
+	a, b := New(time.Second, time.Second), New(time.Second, time.Second)
+	same := 0
+	for range 10 {
+		if a.Delay() == b.Delay() {
+			same++
 		}
+		// Draw the next delays without sleeping: a cancelled Wait
+		// moves the schedule on too.
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		a.Wait(ctx)
+		b.Wait(ctx)
 	}
-	b.Reset()
-	if b.Delay() != time.Millisecond {
-		t.Fatalf("after Reset the delay is %v, want 1ms", b.Delay())
+	if same > 1 {
+		t.Fatalf("two Backoffs drew the same delay %d times out of 10: they wait in lockstep", same)
 	}
 }
 
@@ -40,7 +67,7 @@ func TestWaitEndsWithTheContext(t *testing.T) {
 }
 
 func TestFirstAboveCeilingIsCapped(t *testing.T) {
-	if d := New(time.Second, time.Millisecond).Delay(); d != time.Millisecond {
-		t.Fatalf("Delay = %v, want the 1ms ceiling", d)
+	if d := New(time.Second, time.Millisecond).Delay(); d > time.Millisecond || d < time.Millisecond/2 {
+		t.Fatalf("Delay = %v, want within the upper half of the 1ms ceiling", d)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/kafkasink/kafkasink/internal/sinktest"
+	"github.com/kafkasink/kafkasink/kafkasinktest"
 )
 
 // trap is a loopback listener for the program's PostgreSQL and Kafka: a
@@ -145,7 +145,7 @@ func TestBadConfigurationsExitAtOnce(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			tr.cancel.Store(&cancel)
-			var out sinktest.SyncBuffer
+			var out kafkasinktest.LogBuffer
 			code := run(ctx, args, getenv, &out)
 			if n := tr.dialed.Swap(0); n > 0 {
 				t.Errorf("the program connected %d times before refusing its configuration", n)
@@ -180,7 +180,7 @@ func TestPasswordInPGIsWarnedAbout(t *testing.T) {
 	} {
 		ctx, cancel := context.WithCancel(context.Background())
 		tr.cancel.Store(&cancel)
-		var out sinktest.SyncBuffer
+		var out kafkasinktest.LogBuffer
 		run(ctx, []string{"-pg", tc.pg, "-brokers", tr.addr, "-log-format", "json"}, noEnv, &out)
 		cancel()
 		tr.dialed.Store(0)

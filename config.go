@@ -177,7 +177,7 @@ type Config struct {
 	// kafkasink.table, kafkasink.lsn, kafkasink.commit_lsn),
 	// HeadersMinimal (kafkasink.id and kafkasink.op, what consumers that
 	// remove duplicates and kafkasinktest need) or HeadersNone. The
-	// Encoder's headers (debezium.Encoder's) are written either way, and
+	// Encoder's headers (a RecordShaper's) are written either way, and
 	// dead-lettered records always carry all five.
 	Headers HeaderSet
 	// Annotations are static key/values echoed in every record of an
@@ -185,9 +185,9 @@ type Config struct {
 	// AnnotationsIn says; nil or empty writes none. A key is 1 to
 	// MaxAnnotationKeyLen bytes of [a-zA-Z0-9._-] and starts with neither
 	// "kafkasink." (the sink's headers) nor "__" (Kafka's tools' and
-	// Debezium's); a value is any UTF-8 text. Keys are written in sorted
-	// order. Neither the checkpoint records nor the Encoder's records
-	// around events (debezium.Encoder's BEGIN and END) carry them.
+	// Kafka Connect's); a value is any UTF-8 text. Keys are written in
+	// sorted order. Neither the checkpoint records nor the Encoder's
+	// records around events (a Framer's) carry them.
 	Annotations map[string]string
 	// AnnotationsIn says where the records carry Annotations: in the
 	// value (AnnotateValue, the default: an "annotations" object, which
@@ -383,8 +383,11 @@ func (c *Config) validate() error {
 		}
 	}
 	if k, ok := c.Encoder.(AllKeysEncoder); ok && k.EncodesAllKeys() && c.KeyFormat != KeyJSON {
-		add("KeyFormat is %s, but Encoder DebeziumEncoder.SchemasEnable (schemas.enable) writes JSON keys with their schema "+
-			"and JSON __debezium.oldkey/newkey headers: set KeyFormat to KeyJSON (-key-format json)", c.KeyFormat)
+		what, fix := explain(c.Encoder, FeatureAllKeys, "AllKeysEncoder.EncodesAllKeys")
+		if fix != "" {
+			fix = ", or " + fix
+		}
+		add("KeyFormat is %s, but the Encoder writes every record key itself (%s): set KeyFormat to KeyJSON (-key-format json)%s", c.KeyFormat, what, fix)
 	}
 	for _, b := range c.Brokers {
 		if b == "" || strings.ContainsAny(b, " \t\n,") {
@@ -428,7 +431,8 @@ func (c *Config) validate() error {
 		add("CheckpointTopic: %v", err)
 	}
 	if t := frameTopic(c.Encoder); t != "" && (t == c.CheckpointTopic || t == c.DeadLetterTopic) {
-		add("the Encoder's transaction topic (DebeziumEncoder.TransactionTopic) %q is also CheckpointTopic or DeadLetterTopic: use a topic of its own", t)
+		what, _ := explain(c.Encoder, FeatureFrameTopic, "Framer.FrameTopic")
+		add("the topic of the records the Encoder writes around events (%s) %q is also CheckpointTopic or DeadLetterTopic: use a topic of its own", what, t)
 	}
 	if c.DeadLetterTopic != "" {
 		if err := validateTopicName(c.DeadLetterTopic); err != nil {

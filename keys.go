@@ -44,8 +44,8 @@ var errMissingKeyColumn = errors.New("key column has no value")
 
 // AllKeysEncoder is an optional interface of a KeyEncoder that, under its
 // options, writes every record key itself, not only those of row changes
-// with key columns: the debezium package's Encoder with SchemasEnable,
-// whose keys carry their Connect schema. New and each Write ask
+// with key columns, such as an Encoder whose keys carry their schema. New
+// and each Write ask
 // EncodesAllKeys; when it reports false, the sink keys every record
 // itself (AppendKey in Config.KeyFormat), as for an Encoder without a
 // KeyEncoder.
@@ -198,13 +198,16 @@ func nullKeyOnCompactedTopic(e *Event, topic string) error {
 		TableName(e.Schema, e.Table), topic)
 }
 
-// shapedNullKeyOnCompactedTopic says why an event its Encoder writes with
-// a null key (RecordShape.NullKey) cannot go to topic.
-func shapedNullKeyOnCompactedTopic(e *Event, topic string) error {
-	return fmt.Errorf("kafkasink: the Encoder writes this %s of %s with a null Kafka key (RecordShape.NullKey: DebeziumEncoder.MatchDebeziumLosses "+
-		"writes a TRUNCATE so, as Debezium does), and topic %q is compacted (cleanup.policy), which refuses records without a key; "+
-		"turn MatchDebeziumLosses off (flag -debezium-match-losses=false), skip truncates (SkippedOperations \"t\"), or route the table to a topic that is not compacted",
-		e.Op, TableName(e.Schema, e.Table), topic)
+// shapedNullKeyOnCompactedTopic says why an event enc writes with a null
+// key (RecordShape.NullKey) cannot go to topic.
+func shapedNullKeyOnCompactedTopic(enc Encoder, e *Event, topic string) error {
+	what, fix := explain(enc, FeatureNullKey, "RecordShape.NullKey")
+	if fix != "" {
+		fix += ", or "
+	}
+	return fmt.Errorf("kafkasink: the Encoder writes this %s of %s with a null Kafka key (%s), and topic %q is compacted (cleanup.policy), "+
+		"which refuses records without a key; %sroute the table to a topic that is not compacted",
+		e.Op, TableName(e.Schema, e.Table), what, topic, fix)
 }
 
 func missingKeyError(e *Event, name string, present bool) error {

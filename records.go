@@ -117,7 +117,7 @@ func (s *Sink) newEncoding(b *Batch, events []Event, routes *routing, send func(
 	framer, _ := shaper.(Framer)
 	frames := 0
 	if framer != nil {
-		// Room for the records around events, as DebeziumEncoder asks
+		// Room for the records around events, as a transaction's Framer asks
 		// for them: one before a transaction's first event, one after
 		// its last. (A Framer asking for more costs a reallocation; the
 		// records already made stay valid where they are.)
@@ -425,7 +425,7 @@ func (en *encoding) encodeEvent(i int, e *Event, knownValueSize int, shapedNullK
 	case nullKey(e, rt.keyColumns) && info.compacted:
 		reject(ReasonNoKey, nullKeyOnCompactedTopic(e, rt.topic))
 	case shapedNullKey && info.compacted:
-		reject(ReasonNoKey, shapedNullKeyOnCompactedTopic(e, rt.topic))
+		reject(ReasonNoKey, shapedNullKeyOnCompactedTopic(en.cfg.Encoder, e, rt.topic))
 	default:
 		es.arena = keyOut
 		if !nullKey(e, rt.keyColumns) && !shapedNullKey {

@@ -90,8 +90,8 @@ type mode interface {
 }
 
 // Delivers reports whether Write writes e to its table's topic: false for
-// an event the Encoder leaves out (a RecordShaper's Skip, such as
-// debezium.Encoder's SkippedOperations). A source counting the events of a
+// an event the Encoder leaves out (a RecordShaper's Skip). A source
+// counting the events of a
 // transaction (Event.Txn) asks it, as pgcdc's Run does. Safe for
 // concurrent use.
 func (s *Sink) Delivers(e *Event) bool {

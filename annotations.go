@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkasink/kafkasink/encoding/jsonw"
+	"github.com/kafkasink/kafkasink/internal/topicadmin"
 )
 
 // This file is the annotations: static key/values the sink echoes in
@@ -110,7 +111,7 @@ func (c *Config) annotationProblems() []string {
 			add("Annotations has an empty key: give every annotation a name")
 		case len(k) > MaxAnnotationKeyLen:
 			add("Annotations key %.40q... is %d bytes: use at most %d", k, len(k), MaxAnnotationKeyLen)
-		case !validTopicChars(k):
+		case !topicadmin.ValidChars(k):
 			add("Annotations key %q has characters outside [a-zA-Z0-9._-]: use only those, so it is the same name in JSON, in a header and to every tool", k)
 		}
 		for _, r := range annotationKeyPrefixes {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kafkasink/kafkasink/internal/ctxerr"
 )
 
 // This file is error classification: which class an error is in
@@ -52,7 +54,7 @@ func IsRetryable(err error) bool {
 	}
 	// The sink's own verdicts come first: an aborted transaction can be
 	// written again whatever the broker's code in it says.
-	var te *timeoutError
+	var te *ctxerr.Timeout
 	if errors.Is(err, ErrTransactionTimeout) || errors.Is(err, ErrTransactionAborted) || errors.Is(err, errAbortUnchecked) || errors.As(err, &te) {
 		return true
 	}
@@ -145,17 +147,9 @@ func tlsAlert(err error) (tls.AlertError, bool) {
 	return tls.AlertError(v.Uint()), true
 }
 
-// withCause adds the cause of ctx to err when ctx ending caused err, so
-// that a deadline the sink set itself is told from the caller's.
-func withCause(ctx context.Context, err error) error {
-	if err == nil || ctx.Err() == nil || context.Cause(ctx) == ctx.Err() {
-		return err
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%w: %w", context.Cause(ctx), err)
-	}
-	return err
-}
+// withCause is ctxerr.WithCause, under the name the modes' code calls it
+// by.
+var withCause = ctxerr.WithCause
 
 // classified gives an error leaving New or Write exactly one class:
 // rejected, fatal or retryable, except when the caller's own ctx ended,

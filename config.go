@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkasink/kafkasink/internal/topicadmin"
 )
 
 // Mode selects the delivery guarantee.
@@ -396,7 +398,7 @@ func (c *Config) validate() error {
 	}
 	if c.SinkID == "" {
 		add("SinkID is empty: give each sink a stable id, it keys the checkpoint and the transactional id")
-	} else if len(c.SinkID) > 200 || !validTopicChars(c.SinkID) {
+	} else if len(c.SinkID) > 200 || !topicadmin.ValidChars(c.SinkID) {
 		add("SinkID %q: use at most 200 bytes of [a-zA-Z0-9._-]", c.SinkID)
 	}
 	if c.Mode > Plain {
@@ -427,7 +429,7 @@ func (c *Config) validate() error {
 	if c.MaxRecordBytes < 1024 {
 		add("MaxRecordBytes %d: want at least 1024", c.MaxRecordBytes)
 	}
-	if err := validateTopicName(c.CheckpointTopic); err != nil {
+	if err := topicadmin.ValidateName(c.CheckpointTopic); err != nil {
 		add("CheckpointTopic: %v", err)
 	}
 	if t := frameTopic(c.Encoder); t != "" && (t == c.CheckpointTopic || t == c.DeadLetterTopic) {
@@ -435,7 +437,7 @@ func (c *Config) validate() error {
 		add("the topic of the records the Encoder writes around events (%s) %q is also CheckpointTopic or DeadLetterTopic: use a topic of its own", what, t)
 	}
 	if c.DeadLetterTopic != "" {
-		if err := validateTopicName(c.DeadLetterTopic); err != nil {
+		if err := topicadmin.ValidateName(c.DeadLetterTopic); err != nil {
 			add("DeadLetterTopic: %v", err)
 		}
 		if c.DeadLetterTopic == c.CheckpointTopic {

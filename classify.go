@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"reflect"
 	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/kafkasink/kafkasink/internal/ctxerr"
+	"github.com/kafkasink/kafkasink/internal/tlsconf"
 )
 
 // This file is error classification: which class an error is in
@@ -123,28 +123,9 @@ func IsFatal(err error) bool {
 		certInvalid      x509.CertificateInvalidError
 		verify           *tls.CertificateVerificationError
 	)
-	_, alert := tlsAlert(err) // the broker ended the handshake: retrying cannot help
+	_, alert := tlsconf.Alert(err) // the broker ended the handshake: retrying cannot help
 	return alert || errors.As(err, &unknownAuthority) || errors.As(err, &hostname) ||
 		errors.As(err, &certInvalid) || errors.As(err, &verify)
-}
-
-// tlsAlert returns the TLS alert that ended a handshake. Over TCP,
-// crypto/tls reports an alert from the peer as a *net.OpError "remote
-// error" holding an unexported type, not as tls.AlertError.
-func tlsAlert(err error) (tls.AlertError, bool) {
-	var alert tls.AlertError
-	if errors.As(err, &alert) {
-		return alert, true
-	}
-	var op *net.OpError
-	if !errors.As(err, &op) || op.Op != "remote error" || op.Err == nil {
-		return 0, false
-	}
-	v := reflect.ValueOf(op.Err)
-	if v.Kind() != reflect.Uint8 || v.Type().PkgPath() != "crypto/tls" {
-		return 0, false
-	}
-	return tls.AlertError(v.Uint()), true
 }
 
 // withCause is ctxerr.WithCause, under the name the modes' code calls it

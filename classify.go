@@ -2,25 +2,21 @@ package kafkasink
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/kafkasink/kafkasink/internal/brokererr"
 	"github.com/kafkasink/kafkasink/internal/ctxerr"
-	"github.com/kafkasink/kafkasink/internal/tlsconf"
 )
 
 // This file is error classification: which class an error is in
 // (retryable, fatal, rejected, or none when the caller's own context
 // ended), and what a failure of this instance's transactions calls for.
-// The errors themselves are in errors.go.
+// The errors themselves are in errors.go; what the brokers' and the
+// network's errors mean for a retry is internal/brokererr's.
 
 // IsRejected reports whether err rejects events of a batch, and returns the
 // rejections.
@@ -61,35 +57,7 @@ func IsRetryable(err error) bool {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
-	var ke *kerr.Error
-	if errors.As(err, &ke) {
-		return ke.Retriable || ke == kerr.TransactionAbortable || ke == kerr.UnknownServerError
-	}
-	var ne net.Error
-	return errors.Is(err, io.EOF) ||
-		errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNREFUSED) ||
-		errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, syscall.EPIPE) ||
-		errors.As(err, &ne)
-}
-
-// fatalKafkaErrors are the broker answers after which retrying cannot help.
-var fatalKafkaErrors = []*kerr.Error{
-	kerr.ProducerFenced,
-	kerr.InvalidProducerEpoch,
-	kerr.TransactionalIDAuthorizationFailed,
-	kerr.TopicAuthorizationFailed,
-	kerr.ClusterAuthorizationFailed,
-	kerr.GroupAuthorizationFailed,
-	kerr.SaslAuthenticationFailed,
-	kerr.UnsupportedSaslMechanism,
-	kerr.IllegalSaslState,
-	kerr.InvalidTransactionTimeout,
-	kerr.UnsupportedForMessageFormat,
-	kerr.UnsupportedCompressionType,
-	kerr.InvalidTopicException,
-	kerr.InvalidRequiredAcks,
+	return brokererr.Retriable(err)
 }
 
 // IsFatal reports whether err means the pipeline must stop: fencing,
@@ -112,20 +80,7 @@ func IsFatal(err error) bool {
 	if errors.As(err, &pe) {
 		return !pe.Retryable
 	}
-	for _, ke := range fatalKafkaErrors {
-		if errors.Is(err, ke) {
-			return true
-		}
-	}
-	var (
-		unknownAuthority x509.UnknownAuthorityError
-		hostname         x509.HostnameError
-		certInvalid      x509.CertificateInvalidError
-		verify           *tls.CertificateVerificationError
-	)
-	_, alert := tlsconf.Alert(err) // the broker ended the handshake: retrying cannot help
-	return alert || errors.As(err, &unknownAuthority) || errors.As(err, &hostname) ||
-		errors.As(err, &certInvalid) || errors.As(err, &verify)
+	return brokererr.Fatal(err)
 }
 
 // withCause is ctxerr.WithCause, under the name the modes' code calls it

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kafkasink/kafkasink/encoding/jsonw"
+	"github.com/kafkasink/kafkasink/internal/keyescape"
 )
 
 // KeyFormat selects how message keys are rendered.
@@ -237,14 +238,14 @@ func appendKeyText(dst []byte, v any) ([]byte, error) {
 	case nil:
 		return append(dst, nullText...), nil
 	case string:
-		return appendEscaped(dst, x), nil
+		return keyescape.Append(dst, x), nil
 	case Decimal:
-		return appendEscaped(dst, string(x)), nil
+		return keyescape.Append(dst, string(x)), nil
 	case json.RawMessage:
 		if x == nil {
 			return append(dst, nullText...), nil
 		}
-		return appendEscaped(dst, string(x)), nil
+		return keyescape.Append(dst, string(x)), nil
 	case []byte:
 		if x == nil {
 			return append(dst, nullText...), nil
@@ -266,48 +267,7 @@ func appendKeyText(dst []byte, v any) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		return escapeInPlace(out, start), nil
+		return keyescape.InPlace(out, start), nil
 	}
 	return nil, &jsonw.UnsupportedTypeError{Type: fmt.Sprintf("%T", v), Supported: jsonw.SupportedTypes + ", and kafkasink.Decimal"}
-}
-
-// appendEscaped appends s with '\' and '|' preceded by a backslash.
-func appendEscaped(dst []byte, s string) []byte {
-	start := 0
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c == '\\' || c == '|' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', c)
-			start = i + 1
-		}
-	}
-	return append(dst, s[start:]...)
-}
-
-// escapeInPlace escapes b[start:] like appendEscaped, growing b as needed.
-func escapeInPlace(b []byte, start int) []byte {
-	n := 0
-	for _, c := range b[start:] {
-		if c == '\\' || c == '|' {
-			n++
-		}
-	}
-	if n == 0 {
-		return b
-	}
-	end := len(b)
-	b = append(b, make([]byte, n)...)
-	// Walk backwards so every byte moves once and nothing is overwritten
-	// before it is read.
-	w := len(b)
-	for r := end - 1; r >= start; r-- {
-		c := b[r]
-		w--
-		b[w] = c
-		if c == '\\' || c == '|' {
-			w--
-			b[w] = '\\'
-		}
-	}
-	return b
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkasink/kafkasink/internal/checkpointlog"
 )
 
 // Sink delivers batches of change events to Kafka. New makes one.
@@ -115,7 +117,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		topics: newTopicCache(&cfg.Topics),
 		sem:    make(chan struct{}, 1),
 		routes: make(map[[2]string]tableRoute),
-		store:  checkpointStore{topic: cfg.CheckpointTopic, sinkID: cfg.SinkID, mode: cfg.Mode},
+		store:  checkpointStore{Partition: checkpointlog.Partition{Topic: cfg.CheckpointTopic}, sinkID: cfg.SinkID, mode: cfg.Mode},
 	}
 	b.hooks = newHooks(append([]Hook{&b.counters}, cfg.Hooks...))
 	b.router = newRouter(&b.cfg)
@@ -143,7 +145,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 // checkpoint: the protocol's start-up, run once, by New.
 func (s *Sink) start(ctx context.Context) error {
 	var err error
-	if s.store.partition, err = setupCheckpointTopic(ctx, s.cl, s.cfg.CheckpointTopic, s.cfg.SinkID, s.cfg.Mode, s.logInfo); err != nil {
+	if s.store.Partition.Partition, err = setupCheckpointTopic(ctx, s.cl, s.cfg.CheckpointTopic, s.cfg.SinkID, s.cfg.Mode, s.logInfo); err != nil {
 		return err
 	}
 	if s.cfg.Mode == ExactlyOnce {
@@ -161,7 +163,7 @@ func (s *Sink) start(ctx context.Context) error {
 	}
 	s.state.verified(ck)
 	s.log.Info("sink started", "mode", s.cfg.Mode.String(), "checkpoint", ck.Position.String(),
-		"checkpoint_topic", s.cfg.CheckpointTopic, "checkpoint_partition", s.store.partition)
+		"checkpoint_topic", s.cfg.CheckpointTopic, "checkpoint_partition", s.store.Partition.Partition)
 	return nil
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkasink/kafkasink/internal/backoff"
+	"github.com/kafkasink/kafkasink/internal/committed"
 	"github.com/kafkasink/kafkasink/internal/ctxerr"
 )
 
@@ -295,13 +296,8 @@ func Hanging(ctx context.Context, cl *kgo.Client, adm *kadm.Client, id int64, to
 // were either committed or aborted, all together. A fetch error that
 // retryable refuses ends the read.
 func ReadBack(ctx context.Context, opts []kgo.Opt, sp Span, retryable func(error) bool) (bool, error) {
-	opts = append(slices.Clip(opts),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{sp.Topic: {sp.Partition.Partition: kgo.NewOffset().At(sp.First)}}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords(), // the abort marker past them ends the read when they are gone
-		kgo.FetchMaxWait(100*time.Millisecond),
-	)
-	cl, err := kgo.NewClient(opts...)
+	// The abort marker past them ends the read when they are gone.
+	cl, err := committed.Reader(opts, sp.Topic, sp.Partition.Partition, sp.First)
 	if err != nil {
 		return false, err
 	}

@@ -400,34 +400,7 @@ func (c *Config) validate() error {
 	} else if len(c.SinkID) > 200 || !topicadmin.ValidChars(c.SinkID) {
 		add("SinkID %q: use at most 200 bytes of [a-zA-Z0-9._-]", c.SinkID)
 	}
-	if c.Mode > Plain {
-		add("Mode %d is unknown: use ExactlyOnce, Idempotent or Plain", c.Mode)
-	}
-	if c.Mode == ExactlyOnce {
-		if c.TransactionTimeout < time.Second || c.TransactionTimeout > 15*time.Minute {
-			add("TransactionTimeout %v: want between 1s and the broker's transaction.max.timeout.ms (15m by default)", c.TransactionTimeout)
-		}
-		if c.CommitTimeout <= 0 || c.CommitTimeout >= c.TransactionTimeout {
-			add("CommitTimeout %v must be positive and below TransactionTimeout %v, so a commit never outlives its transaction", c.CommitTimeout, c.TransactionTimeout)
-		}
-	} else if c.TransactionalID != "kafkasink-"+c.SinkID {
-		add("TransactionalID is set but Mode is %s: transactional ids are only used in ExactlyOnce mode", c.Mode)
-	}
-	if c.Mode != Plain && c.Acks != AcksAll {
-		add("Acks must be AcksAll in %s mode; only Plain mode may lower it", c.Mode)
-	}
-	if c.Acks > AcksNone {
-		add("Acks %d is unknown", c.Acks)
-	}
-	if c.MaxTransactionRecords < 1 {
-		add("MaxTransactionRecords %d: want at least 1", c.MaxTransactionRecords)
-	}
-	if c.MaxTransactionBytes < c.MaxRecordBytes {
-		add("MaxTransactionBytes %d is below MaxRecordBytes %d: a single record could not fit a transaction", c.MaxTransactionBytes, c.MaxRecordBytes)
-	}
-	if c.MaxRecordBytes < 1024 {
-		add("MaxRecordBytes %d: want at least 1024", c.MaxRecordBytes)
-	}
+	p = append(p, c.deliveryProblems()...)
 	if err := topicadmin.ValidateName(c.CheckpointTopic); err != nil {
 		add("CheckpointTopic: %v", err)
 	}
@@ -458,6 +431,42 @@ func (c *Config) validate() error {
 		return &ConfigError{Problems: p}
 	}
 	return nil
+}
+
+// deliveryProblems returns the problems of the mode and its settings:
+// transactions, acks and the limits on records and transactions.
+func (c *Config) deliveryProblems() []string {
+	var p []string
+	add := func(format string, args ...any) { p = append(p, fmt.Sprintf(format, args...)) }
+	if c.Mode > Plain {
+		add("Mode %d is unknown: use ExactlyOnce, Idempotent or Plain", c.Mode)
+	}
+	if c.Mode == ExactlyOnce {
+		if c.TransactionTimeout < time.Second || c.TransactionTimeout > 15*time.Minute {
+			add("TransactionTimeout %v: want between 1s and the broker's transaction.max.timeout.ms (15m by default)", c.TransactionTimeout)
+		}
+		if c.CommitTimeout <= 0 || c.CommitTimeout >= c.TransactionTimeout {
+			add("CommitTimeout %v must be positive and below TransactionTimeout %v, so a commit never outlives its transaction", c.CommitTimeout, c.TransactionTimeout)
+		}
+	} else if c.TransactionalID != "kafkasink-"+c.SinkID {
+		add("TransactionalID is set but Mode is %s: transactional ids are only used in ExactlyOnce mode", c.Mode)
+	}
+	if c.Mode != Plain && c.Acks != AcksAll {
+		add("Acks must be AcksAll in %s mode; only Plain mode may lower it", c.Mode)
+	}
+	if c.Acks > AcksNone {
+		add("Acks %d is unknown", c.Acks)
+	}
+	if c.MaxTransactionRecords < 1 {
+		add("MaxTransactionRecords %d: want at least 1", c.MaxTransactionRecords)
+	}
+	if c.MaxTransactionBytes < c.MaxRecordBytes {
+		add("MaxTransactionBytes %d is below MaxRecordBytes %d: a single record could not fit a transaction", c.MaxTransactionBytes, c.MaxRecordBytes)
+	}
+	if c.MaxRecordBytes < 1024 {
+		add("MaxRecordBytes %d: want at least 1024", c.MaxRecordBytes)
+	}
+	return p
 }
 
 // ownTxnDeadline is how long the sink lets one of its transactions run: a

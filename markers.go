@@ -28,10 +28,11 @@ import (
 // them. Another producer's transaction, open since before ours, holds it
 // back too: when it does not move at once, the partition's leader is
 // asked whether our transaction is still open there (DescribeProducers).
-// The markers are normally written within milliseconds of the commit; a partition still pending after markerWait is carried as a
-// suspect, checked again before each later transaction, and its records
-// are read back once it settles: visible, they were committed late;
-// gone, a later abort took them, and the sink stops with ErrCheckpoint.
+// The markers are normally written within milliseconds of the commit; a
+// partition still pending after markerWait is carried as a suspect,
+// checked again before each later transaction, and its records are read
+// back once it settles: visible, they were committed late; gone, a later
+// abort took them, and the sink stops with ErrCheckpoint.
 //
 // Waiting rather than stopping at once is deliberate: a suspect is either
 // lost markers or markers a restarted leader has not taken yet (the

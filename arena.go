@@ -54,7 +54,7 @@ func (s *Sink) encoderState(events int, shaper RecordShaper, framer Framer, fram
 	records, headers := events, (s.cfg.Headers.count()+len(s.cfg.annotationHeaders))*events
 	if shaper != nil {
 		// A tombstone shares its event's headers; room for five of the
-		// shaper's own (a key-change header and four context headers).
+		// shaper's own (the debezium package's extended headers).
 		records, headers = 2*events, headers+5*events
 	}
 	if cap(es.records) < records {

@@ -117,7 +117,7 @@ func (s *Sink) newEncoding(b *Batch, events []Event, routes *routing, send func(
 	framer, _ := shaper.(Framer)
 	frames := 0
 	if framer != nil {
-		// Room for the records around events, as a transaction's Framer asks
+		// Room for the records around events, as DebeziumEncoder asks
 		// for them: one before a transaction's first event, one after
 		// its last. (A Framer asking for more costs a reallocation; the
 		// records already made stay valid where they are.)

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkasink/kafkasink/encoding/jsonw"
+	"github.com/kafkasink/kafkasink/internal/topicadmin"
 )
 
 // This file is the annotations: static key/values the sink echoes in
@@ -62,8 +63,8 @@ func ParseAnnotationPlace(s string) (AnnotationPlace, error) {
 // value with the Encoder it returns; an error is a configuration problem,
 // reported with New's others. New refuses those places with an Encoder
 // that does not implement Annotator (with a schema'd format, the field
-// must be in the schema). JSONEncoder, UpsertEncoder and, with
-// WriteAnnotations, the debezium package's Encoder implement it.
+// must be in the schema). JSONEncoder and UpsertEncoder implement it, as
+// may an Encoder of another package under its options.
 //
 // The annotations New passes have been checked (see Config.Annotations);
 // Annotate must not modify or keep the map: it makes what it writes from
@@ -88,7 +89,7 @@ const MaxAnnotationKeyLen = 128
 // the value to the headers never meets a new refusal.
 var annotationKeyPrefixes = []struct{ prefix, whose string }{
 	{"kafkasink.", "the sink's own headers (kafkasink.id, kafkasink.op, ...)"},
-	{"__", "the headers of Kafka's own tools and of Debezium (__debezium.*, __connect.*)"},
+	{"__", "the headers of Kafka's own tools and of Kafka Connect and its connectors (__connect.*, and each connector's own)"},
 }
 
 // annotationProblems returns the problems of c's annotations: each key
@@ -110,7 +111,7 @@ func (c *Config) annotationProblems() []string {
 			add("Annotations has an empty key: give every annotation a name")
 		case len(k) > MaxAnnotationKeyLen:
 			add("Annotations key %.40q... is %d bytes: use at most %d", k, len(k), MaxAnnotationKeyLen)
-		case !validTopicChars(k):
+		case !topicadmin.ValidChars(k):
 			add("Annotations key %q has characters outside [a-zA-Z0-9._-]: use only those, so it is the same name in JSON, in a header and to every tool", k)
 		}
 		for _, r := range annotationKeyPrefixes {

@@ -241,7 +241,7 @@ func TestAnnotationsConfigErrors(t *testing.T) {
 		{"the sink's header", func(c *kafkasink.Config) { c.Annotations = one(kafkasink.HeaderOp, "x") },
 			[][]string{{`Annotations key "kafkasink.op"`, `"kafkasink."`, "reserved", "sink's own headers"}}},
 		{"Debezium's header", func(c *kafkasink.Config) { c.Annotations = one(debezium.HeaderOldKey, "x") },
-			[][]string{{`Annotations key "__debezium.oldkey"`, `"__"`, "reserved", "Debezium"}}},
+			[][]string{{`Annotations key "__debezium.oldkey"`, `"__"`, "reserved", "Kafka Connect and its connectors"}}},
 		{"invalid UTF-8 value", func(c *kafkasink.Config) { c.Annotations = one("env", "pr\xffod") },
 			[][]string{{`Annotations["env"]`, "not valid UTF-8"}}},
 		{"AnnotationsIn unknown", func(c *kafkasink.Config) { c.Annotations, c.AnnotationsIn = one("env", "x"), 3 },

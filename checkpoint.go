@@ -8,8 +8,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkasink/kafkasink/internal/checkpointlog"
 )
 
 // Checkpoint is the last position a sink delivered, with the source cursor
@@ -44,36 +45,19 @@ func compactJSON(raw json.RawMessage) []byte {
 	return b.Bytes()
 }
 
-// checkpointVersion is the format version written in every checkpoint
-// value. A reader refuses versions it does not know rather than guess.
-const checkpointVersion = 1
-
-// checkpointValue is the JSON value of a checkpoint record.
-type checkpointValue struct {
-	Version         int             `json:"version"`
-	SinkID          string          `json:"sink_id"`
-	Mode            string          `json:"mode"`
-	Position        string          `json:"position"`
-	Cursor          json.RawMessage `json:"cursor,omitempty"`
-	TransactionalID string          `json:"transactional_id,omitempty"`
-	WrittenAt       time.Time       `json:"written_at"`
-}
-
 // checkpointStore reads and writes one sink's checkpoint: the records keyed
 // by its sink id in one partition of the checkpoint topic.
 type checkpointStore struct {
-	topic     string
-	sinkID    string
-	txnID     string // written into the value for operators; "" outside ExactlyOnce
-	mode      Mode
-	partition int32
+	checkpointlog.Partition
+	sinkID string
+	txnID  string // written into the value for operators; "" outside ExactlyOnce
+	mode   Mode
 }
 
 // record returns the checkpoint record for c. The partition is set
 // explicitly: it must be the one read back, whatever the partitioner.
 func (s *checkpointStore) record(c Checkpoint) (*kgo.Record, error) {
-	v, err := json.Marshal(checkpointValue{
-		Version:         checkpointVersion,
+	v, err := checkpointlog.Encode(checkpointlog.Value{
 		SinkID:          s.sinkID,
 		Mode:            c.Mode.String(),
 		Position:        c.Position.String(),
@@ -84,7 +68,7 @@ func (s *checkpointStore) record(c Checkpoint) (*kgo.Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafkasink: encoding checkpoint: the batch cursor must be valid JSON: %w", err)
 	}
-	return &kgo.Record{Topic: s.topic, Partition: s.partition, Key: []byte(s.sinkID), Value: v}, nil
+	return &kgo.Record{Topic: s.Topic, Partition: s.Partition.Partition, Key: []byte(s.sinkID), Value: v}, nil
 }
 
 // read reads the checkpoint partition with read_committed up to its high
@@ -108,7 +92,7 @@ func (s *checkpointStore) record(c Checkpoint) (*kgo.Record, error) {
 // ctx bounds it too. The caller must have fenced its predecessors first, so
 // none of this sink's own transactions is still open.
 func (s *checkpointStore) read(ctx context.Context, adm *kadm.Client, connOpts []kgo.Opt, known Checkpoint, from int64) (Checkpoint, int64, error) {
-	end, err := s.endOffset(ctx, adm)
+	end, err := s.End(ctx, adm)
 	if err != nil {
 		return known, from, err
 	}
@@ -118,72 +102,21 @@ func (s *checkpointStore) read(ctx context.Context, adm *kadm.Client, connOpts [
 		}
 		return known, from, nil
 	}
-	opts := append(append([]kgo.Opt(nil), connOpts...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.topic: {s.partition: kgo.NewOffset().At(from)}}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords(),
-		kgo.FetchMaxWait(100*time.Millisecond),
-	)
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return known, from, fmt.Errorf("kafkasink: checkpoint reader: %w", err)
-	}
-	defer cl.Close()
-	return s.scan(ctx, cl, known, from, end)
-}
-
-// endOffset returns the high watermark of the checkpoint partition.
-func (s *checkpointStore) endOffset(ctx context.Context, adm *kadm.Client) (int64, error) {
-	ends, err := adm.ListEndOffsets(ctx, s.topic)
-	if err != nil {
-		return 0, fmt.Errorf("kafkasink: reading the end of checkpoint topic %q: %w", s.topic, err)
-	}
-	end, ok := ends.Lookup(s.topic, s.partition)
-	if !ok || end.Err != nil {
-		if end.Err == nil {
-			end.Err = kerr.UnknownTopicOrPartition
+	cur := known
+	last, ours, err := s.Scan(ctx, connOpts, s.sinkID, from, end, IsRetryable, func(r *kgo.Record) error {
+		c, err := s.apply(cur, r)
+		if err == nil {
+			cur = c
 		}
-		return 0, fmt.Errorf("kafkasink: reading the end of checkpoint topic %q partition %d: %w", s.topic, s.partition, end.Err)
+		return err
+	})
+	switch {
+	case err != nil:
+		return known, last, err
+	case !ours && !known.IsZero():
+		return known, last, s.lost(known, last, end)
 	}
-	return end.Offset, nil
-}
-
-// scan polls the checkpoint partition with cl from offset from up to end
-// and returns the newest checkpoint of this sink, known when it finds none
-// newer, and the offset of the newest record of this sink it read (from
-// when none). On error it returns known, and the offset all the same.
-func (s *checkpointStore) scan(ctx context.Context, cl *kgo.Client, known Checkpoint, from, end int64) (Checkpoint, int64, error) {
-	cur, next := known, from
-	var bad, lastFetchErr error
-	ours := false // a record of this sink was read
-	for next < end && bad == nil {
-		fetches := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			return known, from, s.stalled(ctx, next, end, lastFetchErr)
-		}
-		for _, fe := range fetches.Errors() {
-			if !IsRetryable(fe.Err) {
-				return known, from, fmt.Errorf("kafkasink: reading checkpoint topic %q partition %d: %w", s.topic, s.partition, fe.Err)
-			}
-			lastFetchErr = fe.Err
-		}
-		fetches.EachRecord(func(r *kgo.Record) {
-			next = r.Offset + 1
-			if bad != nil || r.Attrs.IsControl() || string(r.Key) != s.sinkID {
-				return
-			}
-			ours = true
-			from = r.Offset
-			cur, bad = s.apply(cur, r)
-		})
-	}
-	if bad != nil {
-		return known, from, bad
-	}
-	if !ours && !known.IsZero() {
-		return known, from, s.lost(known, from, end)
-	}
-	return cur, from, nil
+	return cur, last, nil
 }
 
 // lost is the error of a read that did not find known, the checkpoint
@@ -203,7 +136,7 @@ func (s *checkpointStore) lost(known Checkpoint, from, end int64) error {
 		"the broker lost a transaction it had committed (its commit markers were never written and a later abort took its records) or truncated the log (an unclean leader election); "+
 		"events up to %s that Write reported delivered may be missing from the topics. Restart the sink: New reads the checkpoint the broker has, and the source must deliver again from there "+
 		"(pgcdc refuses to go on if its replication slot has moved past it); check the topics for gaps and the brokers' logs for transaction marker errors",
-		ErrCheckpoint, known.Position, s.sinkID, s.topic, s.partition, from, end, known.Position)
+		ErrCheckpoint, known.Position, s.sinkID, s.Topic, s.Partition.Partition, from, end, known.Position)
 }
 
 // apply returns the checkpoint after r, a record of this sink read after
@@ -216,7 +149,7 @@ func (s *checkpointStore) apply(cur Checkpoint, r *kgo.Record) (Checkpoint, erro
 	}
 	c, err := s.parse(r.Offset, r.Value)
 	if err == nil && c.Position.Compare(cur.Position) < 0 {
-		err = fmt.Errorf("%w: %s[%d] offset %d moves the checkpoint backwards, from %s to %s; two sinks may share the sink id %q: give each its own", ErrCheckpoint, s.topic, s.partition, r.Offset, cur.Position, c.Position, s.sinkID)
+		err = fmt.Errorf("%w: %s[%d] offset %d moves the checkpoint backwards, from %s to %s; two sinks may share the sink id %q: give each its own", ErrCheckpoint, s.Topic, s.Partition.Partition, r.Offset, cur.Position, c.Position, s.sinkID)
 	}
 	if err != nil {
 		return cur, err
@@ -226,31 +159,17 @@ func (s *checkpointStore) apply(cur Checkpoint, r *kgo.Record) (Checkpoint, erro
 
 // parse decodes one checkpoint value of this sink.
 func (s *checkpointStore) parse(offset int64, value []byte) (Checkpoint, error) {
-	var v checkpointValue
-	dec := json.NewDecoder(bytes.NewReader(value))
-	if err := dec.Decode(&v); err != nil {
-		return Checkpoint{}, fmt.Errorf("%w: %s[%d] offset %d: value is not checkpoint JSON: %v", ErrCheckpoint, s.topic, s.partition, offset, err)
+	v, err := checkpointlog.Decode(value)
+	var c Checkpoint
+	if err == nil {
+		c.Position, err = ParsePosition(v.Position)
 	}
-	if v.Version != checkpointVersion {
-		return Checkpoint{}, fmt.Errorf("%w: %s[%d] offset %d: format version %d, this library reads version %d; upgrade kafkasink", ErrCheckpoint, s.topic, s.partition, offset, v.Version, checkpointVersion)
+	if err == nil {
+		c.Mode, err = ParseMode(v.Mode)
 	}
-	pos, err := ParsePosition(v.Position)
 	if err != nil {
-		return Checkpoint{}, fmt.Errorf("%w: %s[%d] offset %d: %v", ErrCheckpoint, s.topic, s.partition, offset, err)
+		return Checkpoint{}, fmt.Errorf("%w: %s[%d] offset %d: %v", ErrCheckpoint, s.Topic, s.Partition.Partition, offset, err)
 	}
-	mode, err := ParseMode(v.Mode)
-	if err != nil {
-		return Checkpoint{}, fmt.Errorf("%w: %s[%d] offset %d: %v", ErrCheckpoint, s.topic, s.partition, offset, err)
-	}
-	return Checkpoint{Position: pos, Cursor: v.Cursor, Mode: mode, Time: v.WrittenAt}, nil
-}
-
-// stalled explains why the read did not reach end, at offset next, before
-// ctx ended: fetching kept failing, or an open transaction held the last
-// stable offset back.
-func (s *checkpointStore) stalled(ctx context.Context, next, end int64, lastFetchErr error) error {
-	if lastFetchErr != nil {
-		return fmt.Errorf("kafkasink: reading checkpoint topic %q partition %d at offset %d of %d: fetching kept failing (last: %v): %w", s.topic, s.partition, next, end, lastFetchErr, context.Cause(ctx))
-	}
-	return fmt.Errorf("kafkasink: reading checkpoint topic %q partition %d at offset %d of %d: an open transaction holds the partition's last stable offset back (another sink's, which ends within its transaction timeout, or one a restarted broker has not finished yet; kafka-transactions.sh --find-hanging lists them): %w", s.topic, s.partition, next, end, context.Cause(ctx))
+	c.Cursor, c.Time = v.Cursor, v.WrittenAt
+	return c, nil
 }

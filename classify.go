@@ -2,23 +2,21 @@ package kafkasink
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"reflect"
-	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kafkasink/kafkasink/internal/brokererr"
+	"github.com/kafkasink/kafkasink/internal/ctxerr"
 )
 
 // This file is error classification: which class an error is in
 // (retryable, fatal, rejected, or none when the caller's own context
 // ended), and what a failure of this instance's transactions calls for.
-// The errors themselves are in errors.go.
+// The errors themselves are in errors.go; what the brokers' and the
+// network's errors mean for a retry is internal/brokererr's.
 
 // IsRejected reports whether err rejects events of a batch, and returns the
 // rejections.
@@ -52,42 +50,14 @@ func IsRetryable(err error) bool {
 	}
 	// The sink's own verdicts come first: an aborted transaction can be
 	// written again whatever the broker's code in it says.
-	var te *timeoutError
+	var te *ctxerr.Timeout
 	if errors.Is(err, ErrTransactionTimeout) || errors.Is(err, ErrTransactionAborted) || errors.Is(err, errAbortUnchecked) || errors.As(err, &te) {
 		return true
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
-	var ke *kerr.Error
-	if errors.As(err, &ke) {
-		return ke.Retriable || ke == kerr.TransactionAbortable || ke == kerr.UnknownServerError
-	}
-	var ne net.Error
-	return errors.Is(err, io.EOF) ||
-		errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNREFUSED) ||
-		errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, syscall.EPIPE) ||
-		errors.As(err, &ne)
-}
-
-// fatalKafkaErrors are the broker answers after which retrying cannot help.
-var fatalKafkaErrors = []*kerr.Error{
-	kerr.ProducerFenced,
-	kerr.InvalidProducerEpoch,
-	kerr.TransactionalIDAuthorizationFailed,
-	kerr.TopicAuthorizationFailed,
-	kerr.ClusterAuthorizationFailed,
-	kerr.GroupAuthorizationFailed,
-	kerr.SaslAuthenticationFailed,
-	kerr.UnsupportedSaslMechanism,
-	kerr.IllegalSaslState,
-	kerr.InvalidTransactionTimeout,
-	kerr.UnsupportedForMessageFormat,
-	kerr.UnsupportedCompressionType,
-	kerr.InvalidTopicException,
-	kerr.InvalidRequiredAcks,
+	return brokererr.Retriable(err)
 }
 
 // IsFatal reports whether err means the pipeline must stop: fencing,
@@ -110,51 +80,7 @@ func IsFatal(err error) bool {
 	if errors.As(err, &pe) {
 		return !pe.Retryable
 	}
-	for _, ke := range fatalKafkaErrors {
-		if errors.Is(err, ke) {
-			return true
-		}
-	}
-	var (
-		unknownAuthority x509.UnknownAuthorityError
-		hostname         x509.HostnameError
-		certInvalid      x509.CertificateInvalidError
-		verify           *tls.CertificateVerificationError
-	)
-	_, alert := tlsAlert(err) // the broker ended the handshake: retrying cannot help
-	return alert || errors.As(err, &unknownAuthority) || errors.As(err, &hostname) ||
-		errors.As(err, &certInvalid) || errors.As(err, &verify)
-}
-
-// tlsAlert returns the TLS alert that ended a handshake. Over TCP,
-// crypto/tls reports an alert from the peer as a *net.OpError "remote
-// error" holding an unexported type, not as tls.AlertError.
-func tlsAlert(err error) (tls.AlertError, bool) {
-	var alert tls.AlertError
-	if errors.As(err, &alert) {
-		return alert, true
-	}
-	var op *net.OpError
-	if !errors.As(err, &op) || op.Op != "remote error" || op.Err == nil {
-		return 0, false
-	}
-	v := reflect.ValueOf(op.Err)
-	if v.Kind() != reflect.Uint8 || v.Type().PkgPath() != "crypto/tls" {
-		return 0, false
-	}
-	return tls.AlertError(v.Uint()), true
-}
-
-// withCause adds the cause of ctx to err when ctx ending caused err, so
-// that a deadline the sink set itself is told from the caller's.
-func withCause(ctx context.Context, err error) error {
-	if err == nil || ctx.Err() == nil || context.Cause(ctx) == ctx.Err() {
-		return err
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%w: %w", context.Cause(ctx), err)
-	}
-	return err
+	return brokererr.Fatal(err)
 }
 
 // classified gives an error leaving New or Write exactly one class:

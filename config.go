@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"reflect"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkasink/kafkasink/internal/ownedopts"
+	"github.com/kafkasink/kafkasink/internal/topicadmin"
 )
 
 // Mode selects the delivery guarantee.
@@ -177,7 +178,7 @@ type Config struct {
 	// kafkasink.table, kafkasink.lsn, kafkasink.commit_lsn),
 	// HeadersMinimal (kafkasink.id and kafkasink.op, what consumers that
 	// remove duplicates and kafkasinktest need) or HeadersNone. The
-	// Encoder's headers (debezium.Encoder's) are written either way, and
+	// Encoder's headers (a RecordShaper's) are written either way, and
 	// dead-lettered records always carry all five.
 	Headers HeaderSet
 	// Annotations are static key/values echoed in every record of an
@@ -185,9 +186,9 @@ type Config struct {
 	// AnnotationsIn says; nil or empty writes none. A key is 1 to
 	// MaxAnnotationKeyLen bytes of [a-zA-Z0-9._-] and starts with neither
 	// "kafkasink." (the sink's headers) nor "__" (Kafka's tools' and
-	// Debezium's); a value is any UTF-8 text. Keys are written in sorted
-	// order. Neither the checkpoint records nor the Encoder's records
-	// around events (debezium.Encoder's BEGIN and END) carry them.
+	// Kafka Connect's); a value is any UTF-8 text. Keys are written in
+	// sorted order. Neither the checkpoint records nor the Encoder's
+	// records around events (a Framer's) carry them.
 	Annotations map[string]string
 	// AnnotationsIn says where the records carry Annotations: in the
 	// value (AnnotateValue, the default: an "annotations" object, which
@@ -392,8 +393,11 @@ func (c *Config) validate() error {
 		}
 	}
 	if k, ok := c.Encoder.(AllKeysEncoder); ok && k.EncodesAllKeys() && c.KeyFormat != KeyJSON {
-		add("KeyFormat is %s, but Encoder DebeziumEncoder.SchemasEnable (schemas.enable) writes JSON keys with their schema "+
-			"and JSON __debezium.oldkey/newkey headers: set KeyFormat to KeyJSON (-key-format json)", c.KeyFormat)
+		what, fix := explain(c.Encoder, FeatureAllKeys, "AllKeysEncoder.EncodesAllKeys")
+		if fix != "" {
+			fix = ", or " + fix
+		}
+		add("KeyFormat is %s, but the Encoder writes every record key itself (%s): set KeyFormat to KeyJSON (-key-format json)%s", c.KeyFormat, what, fix)
 	}
 	for _, b := range c.Brokers {
 		if b == "" || strings.ContainsAny(b, " \t\n,") {
@@ -402,9 +406,47 @@ func (c *Config) validate() error {
 	}
 	if c.SinkID == "" {
 		add("SinkID is empty: give each sink a stable id, it keys the checkpoint and the transactional id")
-	} else if len(c.SinkID) > 200 || !validTopicChars(c.SinkID) {
+	} else if len(c.SinkID) > 200 || !topicadmin.ValidChars(c.SinkID) {
 		add("SinkID %q: use at most 200 bytes of [a-zA-Z0-9._-]", c.SinkID)
 	}
+	p = append(p, c.deliveryProblems()...)
+	if err := topicadmin.ValidateName(c.CheckpointTopic); err != nil {
+		add("CheckpointTopic: %v", err)
+	}
+	if t := frameTopic(c.Encoder); t != "" && (t == c.CheckpointTopic || t == c.DeadLetterTopic) {
+		what, _ := explain(c.Encoder, FeatureFrameTopic, "Framer.FrameTopic")
+		add("the topic of the records the Encoder writes around events (%s) %q is also CheckpointTopic or DeadLetterTopic: use a topic of its own", what, t)
+	}
+	if c.DeadLetterTopic != "" {
+		if err := topicadmin.ValidateName(c.DeadLetterTopic); err != nil {
+			add("DeadLetterTopic: %v", err)
+		}
+		if c.DeadLetterTopic == c.CheckpointTopic {
+			add("DeadLetterTopic and CheckpointTopic are both %q: use separate topics", c.DeadLetterTopic)
+		}
+	}
+	p = append(p, c.Topics.problems()...)
+	p = append(p, c.KeyColumns.Check("KeyColumns")...)
+	if c.Headers > HeadersNone {
+		add("Headers %d is unknown: use HeadersAll, HeadersMinimal or HeadersNone", c.Headers)
+	}
+	if c.KeyFormat > KeyJSON {
+		add("KeyFormat %d is unknown: use KeyText or KeyJSON", c.KeyFormat)
+	}
+	p = append(p, c.securityProblems()...)
+	p = append(p, unknownHooks(c.Hooks)...)
+	p = append(p, ownedopts.Problems(c.ClientOptions)...)
+	if len(p) > 0 {
+		return &ConfigError{Problems: p}
+	}
+	return nil
+}
+
+// deliveryProblems returns the problems of the mode and its settings:
+// transactions, acks and the limits on records and transactions.
+func (c *Config) deliveryProblems() []string {
+	var p []string
+	add := func(format string, args ...any) { p = append(p, fmt.Sprintf(format, args...)) }
 	if c.Mode > Plain {
 		add("Mode %d is unknown: use ExactlyOnce, Idempotent or Plain", c.Mode)
 	}
@@ -433,119 +475,7 @@ func (c *Config) validate() error {
 	if c.MaxRecordBytes < 1024 {
 		add("MaxRecordBytes %d: want at least 1024", c.MaxRecordBytes)
 	}
-	if err := validateTopicName(c.CheckpointTopic); err != nil {
-		add("CheckpointTopic: %v", err)
-	}
-	if t := frameTopic(c.Encoder); t != "" && (t == c.CheckpointTopic || t == c.DeadLetterTopic) {
-		add("the Encoder's transaction topic (DebeziumEncoder.TransactionTopic) %q is also CheckpointTopic or DeadLetterTopic: use a topic of its own", t)
-	}
-	if c.DeadLetterTopic != "" {
-		if err := validateTopicName(c.DeadLetterTopic); err != nil {
-			add("DeadLetterTopic: %v", err)
-		}
-		if c.DeadLetterTopic == c.CheckpointTopic {
-			add("DeadLetterTopic and CheckpointTopic are both %q: use separate topics", c.DeadLetterTopic)
-		}
-	}
-	p = append(p, c.Topics.problems()...)
-	p = append(p, c.KeyColumns.Check("KeyColumns")...)
-	if c.Headers > HeadersNone {
-		add("Headers %d is unknown: use HeadersAll, HeadersMinimal or HeadersNone", c.Headers)
-	}
-	if c.KeyFormat > KeyJSON {
-		add("KeyFormat %d is unknown: use KeyText or KeyJSON", c.KeyFormat)
-	}
-	p = append(p, c.securityProblems()...)
-	p = append(p, unknownHooks(c.Hooks)...)
-	p = append(p, ownedOptionProblems(c.ClientOptions)...)
-	if len(p) > 0 {
-		return &ConfigError{Problems: p}
-	}
-	return nil
-}
-
-// ownedOptions are the client settings the sink sets itself; a passthrough
-// that sets them would break a guarantee, so it is refused.
-var ownedOptions = []struct {
-	opt  any
-	hint string
-	// typeOnly compares only the value's type: kgo builds a new default
-	// partitioner per client, so two defaults differ as values.
-	typeOnly bool
-}{
-	{kgo.SeedBrokers, "use Config.Brokers", false},
-	{kgo.TransactionalID, "use Config.TransactionalID", false},
-	{kgo.TransactionTimeout, "use Config.TransactionTimeout", false},
-	{kgo.DisableIdempotentWrite, "use Config.Mode = Plain", false},
-	{kgo.RequiredAcks, "use Config.Acks (Plain mode only)", false},
-	{kgo.RecordPartitioner, "the sink partitions with Kafka's murmur2 so other producers agree", true},
-	{kgo.ProducerBatchMaxBytes, "use Config.MaxRecordBytes", false},
-	{kgo.AllowAutoTopicCreation, "the sink creates topics itself (Config.Topics)", false},
-	{kgo.DialTLSConfig, "use Config.TLS", false},
-	{kgo.SASL, "use Config.SASL", false},
-	{kgo.WithLogger, "use Config.Logger: the sink gives franz-go's log to it, with the sink id", true},
-}
-
-// ownedOptionProblems compares the passthrough options with a client built
-// from none: any owned option whose value differs was set by the caller.
-func ownedOptionProblems(opts []kgo.Opt) []string {
-	var p []string
-	for _, o := range opts {
-		switch o.(type) {
-		case kgo.ConsumerOpt, kgo.GroupOpt:
-			p = append(p, fmt.Sprintf("ClientOptions has a consumer option (%T): the sink does not consume; remove it", o))
-		}
-	}
-	if len(p) > 0 || len(opts) == 0 {
-		return p
-	}
-	// An owned option can make the set invalid by itself (acks below
-	// all while idempotence is on). Probe such a set with idempotence
-	// off on both sides, so the option is named rather than kgo's rule.
-	var extra []kgo.Opt
-	invalid := kgo.ValidateOpts(opts...)
-	if invalid != nil {
-		extra = []kgo.Opt{kgo.DisableIdempotentWrite()}
-	}
-	base, err := kgo.NewClient(extra...)
-	if err != nil {
-		return []string{"ClientOptions: " + err.Error()}
-	}
-	defer base.Close()
-	probe, err := kgo.NewClient(append(slices.Clone(opts), extra...)...)
-	if err != nil {
-		return []string{"ClientOptions: " + err.Error()}
-	}
-	defer probe.Close()
-	for _, o := range ownedOptions {
-		format := "%#v"
-		if o.typeOnly {
-			format = "%T" // of each value: OptValues returns a []any
-		}
-		if optValues(format, base.OptValues(o.opt)) != optValues(format, probe.OptValues(o.opt)) {
-			p = append(p, fmt.Sprintf("ClientOptions sets %s, which the sink owns: %s", optName(o.opt), o.hint))
-		}
-	}
-	if invalid != nil && len(p) == 0 {
-		p = append(p, "ClientOptions: "+invalid.Error())
-	}
 	return p
-}
-
-// optValues formats each of an option's values with format.
-func optValues(format string, values []any) string {
-	out := make([]string, len(values))
-	for i, v := range values {
-		out[i] = fmt.Sprintf(format, v)
-	}
-	return strings.Join(out, ", ")
-}
-
-// optName returns the name of a kgo option function, such as
-// "TransactionalID".
-func optName(fn any) string {
-	name := runtime.FuncForPC(reflect.ValueOf(fn).Pointer()).Name()
-	return name[strings.LastIndexByte(name, '.')+1:]
 }
 
 // ownTxnDeadline is how long the sink lets one of its transactions run: a

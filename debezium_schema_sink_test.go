@@ -75,7 +75,7 @@ func TestDebeziumSchemaRefusals(t *testing.T) {
 	t.Parallel()
 	_, err := kafkasink.New(context.Background(), kafkasink.Config{Brokers: []string{"localhost:1"}, SinkID: "x",
 		Encoder: debezium.Encoder{SchemasEnable: true}})
-	if err == nil || !strings.Contains(err.Error(), "KeyFormat is text") || !strings.Contains(err.Error(), "DebeziumEncoder.SchemasEnable") || !strings.Contains(err.Error(), "-key-format json") {
+	if err == nil || !strings.Contains(err.Error(), "KeyFormat is text") || !strings.Contains(err.Error(), "debezium.Encoder.SchemasEnable") || !strings.Contains(err.Error(), "-key-format json") {
 		t.Errorf("New with KeyText: %v, want KeyFormat and SchemasEnable named with the fix", err)
 	}
 

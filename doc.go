@@ -18,15 +18,14 @@
 //
 // Import the package of the format the records are written in. This
 // package writes its own JSON: the change event (JSONEncoder, the
-// default) and the row document (UpsertEncoder).
-// github.com/kafkasink/kafkasink/debezium writes Debezium's envelope
-// (debezium.Encoder), in JSON with or without Kafka Connect schemas. The
-// github.com/kafkasink/kafkasink/kafkasinkavro module writes Avro and
-// JSON Schema with a Schema Registry (kafkasinkavro.New; NewDebezium for
-// Debezium's envelope in Avro). The sink knows an Encoder only through
-// Encoder and its optional interfaces (KeyEncoder, AllKeysEncoder,
-// Preparer, RecordShaper, Framer, Annotator, Validator, ValueSizer),
-// which a format of one's own implements as those packages do.
+// default) and the row document (UpsertEncoder). Other formats are
+// packages of their own that import this one (the README lists them);
+// the github.com/kafkasink/kafkasink/kafkasinkavro module writes Avro and
+// JSON Schema with a Schema Registry (kafkasinkavro.New). The sink knows
+// an Encoder only through Encoder and its optional interfaces
+// (KeyEncoder, AllKeysEncoder, Preparer, RecordShaper, Framer, Annotator,
+// Validator, ValueSizer, Explainer), which a format of one's own
+// implements as those packages do.
 //
 // # Modes
 //
@@ -102,43 +101,39 @@
 // the broker auto-create one.
 //
 // Key: Config.KeyColumns for the table, else the event's key columns, else
-// the event id; in the text form of KeyText or as JSON (KeyJSON), or, with
-// debezium.Encoder.SchemasEnable, as Debezium's key with its Kafka Connect
-// schema ({"schema","payload"}, which needs KeyJSON). Records are
+// the event id; in the text form of KeyText or as JSON (KeyJSON), or as
+// an AllKeysEncoder writes every key (such as a key with its Kafka
+// Connect schema, {"schema","payload"}, which needs KeyJSON). Records are
 // partitioned by Kafka's murmur2 of the key, like the Java producer, so other
 // producers agree on partitions. An event of a table without a key that
 // says so (Event.Keyless) has no key instead of its event id: a null key,
-// written to partition 0, as Debezium writes such tables.
+// written to partition 0.
 //
 // Value: Config.Encoder: JSONEncoder (the change event, default),
-// UpsertEncoder (the row document, a tombstone for deletes), or
-// debezium.Encoder (Debezium 3.6.1's envelope, records and headers: see its
-// doc). LSNs and other integers that can exceed 2^53 are JSON strings,
-// except where debezium.Encoder follows Debezium. NaN and infinite
+// UpsertEncoder (the row document, a tombstone for deletes), or the
+// Encoder of a format package. LSNs and other integers that can exceed
+// 2^53 are JSON strings in the built-in encoders. NaN and infinite
 // floats are the strings "NaN", "Infinity" and "-Infinity"; invalid UTF-8 in
 // a string becomes U+FFFD, as encoding/json does.
 //
 // An Encoder may also write the keys (KeyEncoder) and prepare each batch
 // before its records are produced (Preparer): the kafkasinkavro module's
 // Avro encoders register each table version's schemas in a Schema Registry
-// that way, and write keys and values in the Confluent wire format: the
-// change event (kafkasinkavro.New), or debezium.Encoder's envelope as
-// Kafka Connect's AvroConverter writes Debezium's (kafkasinkavro.NewDebezium,
-// built on debezium.Encoder.AppendKeyPayload and its Connect schemas).
+// that way, and write keys and values in the Confluent wire format.
 //
 // Headers: every record of an event carries kafkasink.id, kafkasink.op,
 // kafkasink.table, kafkasink.lsn and kafkasink.commit_lsn, unless
 // Config.Headers selects fewer: HeadersMinimal keeps kafkasink.id and
 // kafkasink.op (what consumers that remove duplicates, and kafkasinktest,
-// read), HeadersNone none (debezium.Encoder's records then carry only
-// Debezium's headers). Dead-lettered records carry all five. The BEGIN and
-// END records of debezium.Encoder.ProvideTransactionMetadata (on its
-// TransactionTopic, a Framer's records) carry none, as Debezium's.
+// read), HeadersNone none (the records then carry only the Encoder's own,
+// a RecordShaper's). Dead-lettered records carry all five. The records a
+// Framer writes around events (such as a transaction's BEGIN and END, on
+// its FrameTopic) carry none.
 //
 // Annotations: Config.Annotations are static key/values (env=prod) echoed
 // in every record of an event, as Config.AnnotationsIn says: an
 // "annotations" object in the value (the default; JSONEncoder,
-// UpsertEncoder, debezium.Encoder with WriteAnnotations: see Annotator), a
+// UpsertEncoder, and any Encoder that is an Annotator), a
 // header each after the sink's and the Encoder's (tombstones and dead
 // letters included), or both, keys in sorted order.
 //
@@ -150,9 +145,8 @@
 // (ValueEncoded, ValueEvent or ValueOmitted). Only a value too large for
 // the dead-letter topic itself is left out, never cut short: the record
 // keeps its key and headers, kafkasink.value says "omitted", and the sink
-// logs an Error. A dead-lettered event keeps the BEGIN and END records
-// around it (debezium.Encoder.ProvideTransactionMetadata), which count
-// it: its transaction is still described whole.
+// logs an Error. A dead-lettered event keeps the records a Framer writes
+// around it, which count it: its transaction is still described whole.
 //
 // Large values: a record that cannot fit its topic by the lengths of its
 // column values alone is rejected before it is encoded, so a huge value

@@ -36,7 +36,7 @@ import (
 // digit is lost; json.RawMessage (a json or jsonb value) as a JSON string
 // holding the document's text, which must be valid JSON in UTF-8 (so a
 // jsonb 'null' is the string "null" and SQL NULL is null, in columns and
-// in array elements alike, as in Debezium's JSON); []any as arrays and
+// in array elements alike); []any as arrays and
 // map[string]any as objects with sorted keys; nil as null. Unchanged TOAST
 // columns are left out of row objects, because their value is unknown, and
 // listed by name where the envelope has a place for them. LSNs are written
@@ -69,6 +69,52 @@ type Validator interface {
 // every changed column value at least at its length).
 type ValueSizer interface {
 	MinValueSize(e *Event) int
+}
+
+// Explainer is an optional interface of an Encoder that names the
+// options of its own behind what a rule of the sink is about, so that
+// the problem the sink reports says which option to change, and the
+// program's flag for it. The sink's messages name the interface at
+// issue (AllKeysEncoder.EncodesAllKeys, Framer.FrameTopic,
+// RecordShape.NullKey) and add what Explain says.
+type Explainer interface {
+	// Explain returns why the Encoder does what f names, naming its
+	// options, and the ways to make it stop besides the sink's own
+	// fixes; "" for either when it has nothing to add.
+	Explain(f Feature) (why, fix string)
+}
+
+// Feature is what an Encoder does that a rule of the sink is about.
+type Feature uint8
+
+// The features an Explainer explains.
+const (
+	// FeatureAllKeys: the Encoder writes every record key itself
+	// (AllKeysEncoder.EncodesAllKeys reports true), which New refuses
+	// unless Config.KeyFormat is KeyJSON.
+	FeatureAllKeys Feature = iota + 1
+	// FeatureFrameTopic: the Encoder writes records around events to a
+	// topic of its own (Framer.FrameTopic), which New refuses when it is
+	// Config.CheckpointTopic or Config.DeadLetterTopic.
+	FeatureFrameTopic
+	// FeatureNullKey: the Encoder writes events with a null key
+	// (RecordShape.NullKey), which a compacted topic refuses: the sink
+	// rejects them there (ReasonNoKey).
+	FeatureNullKey
+)
+
+// explain returns how the sink's messages name f: the interface at
+// issue, with the reason enc's Explainer gives, and the fix it adds.
+func explain(enc Encoder, f Feature, iface string) (what, fix string) {
+	x, ok := enc.(Explainer)
+	if !ok {
+		return iface, ""
+	}
+	why, fix := x.Explain(f)
+	if why != "" {
+		iface += ": " + why
+	}
+	return iface, fix
 }
 
 // JSONEncoder writes the change event itself as one JSON object. It is the

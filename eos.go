@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkasink/kafkasink/internal/backoff"
+	"github.com/kafkasink/kafkasink/internal/ctxerr"
 )
 
 // txnSink is the ExactlyOnce sink: each part of a batch and its checkpoint
@@ -222,7 +223,7 @@ func (s *txnSink) transact(ctx context.Context, pt *part, ck Checkpoint, t *open
 	cctx, ccancel := context.WithTimeoutCause(tctx, s.sink.cfg.CommitTimeout, errCommitTimeout)
 	defer ccancel()
 	if err := s.sink.cl.EndTransaction(cctx, kgo.TryCommit); err != nil {
-		return s.resolveCommit(ctx, t, pt, info, ck, withCause(cctx, err))
+		return s.resolveCommit(ctx, t, pt, info, ck, ctxerr.WithCause(cctx, err))
 	}
 	info.Duration = time.Since(started)
 	s.committedAt(ctx, t)
@@ -330,7 +331,7 @@ func (s *txnSink) abort(ctx context.Context, t *openTxn, info TransactionInfo, c
 		aerr = s.endAbort(actx, !t.results.delivered())
 	}
 	if aerr != nil {
-		s.sink.log.Warn("aborting the transaction failed; the next attempt recovers first", "error", withCause(actx, aerr), "cause", cause)
+		s.sink.log.Warn("aborting the transaction failed; the next attempt recovers first", "error", ctxerr.WithCause(actx, aerr), "cause", cause)
 	} else {
 		s.sink.state.txnEnded()
 		// Every record has its outcome once the abort succeeded;
@@ -340,7 +341,7 @@ func (s *txnSink) abort(ctx context.Context, t *openTxn, info TransactionInfo, c
 	}
 	// Checked before the next transaction begins, after recovery
 	// ended this one if the abort failed.
-	s.markers.aborted(t.topics)
+	s.markers.Aborted(t.topics)
 	info.Duration = time.Since(t.started)
 	cause = s.sink.follow(judgeTxnFailure(&s.sink.cfg, cause, info.Duration).recovering())
 	s.sink.hooks.onAborted(info, cause)
@@ -411,7 +412,7 @@ func (s *txnSink) resolveCommit(ctx context.Context, t *openTxn, pt *part, info 
 		s.sink.hooks.onCommitted(info)
 		return nil
 	}
-	s.markers.aborted(t.topics)
+	s.markers.Aborted(t.topics)
 	commitErr = fmt.Errorf("%w: %w", ErrTransactionAborted, commitErr)
 	s.sink.hooks.onAborted(info, commitErr)
 	return commitErr
@@ -438,14 +439,14 @@ func (s *txnSink) settleClient(ctx context.Context) error {
 		return err
 	}
 	if err := s.sink.cl.AbortBufferedRecords(ctx); err != nil {
-		return fmt.Errorf("kafkasink: recovering: failing the records still buffered: %w", withCause(ctx, err))
+		return fmt.Errorf("kafkasink: recovering: failing the records still buffered: %w", ctxerr.WithCause(ctx, err))
 	}
 	// What the open transaction sent is not known here: as if it failed.
 	if err := s.endAbort(ctx, true); err != nil {
-		return s.settleFencing(ctx, fmt.Errorf("kafkasink: recovering: aborting the open transaction: %w", withCause(ctx, err)))
+		return s.settleFencing(ctx, fmt.Errorf("kafkasink: recovering: aborting the open transaction: %w", ctxerr.WithCause(ctx, err)))
 	}
 	if _, _, err := s.sink.cl.ProducerID(ctx); err != nil {
-		return s.settleFencing(ctx, fmt.Errorf("kafkasink: recovering: re-initialising the producer id of transactional id %q at its current epoch: %w", s.sink.cfg.TransactionalID, withCause(ctx, err)))
+		return s.settleFencing(ctx, fmt.Errorf("kafkasink: recovering: re-initialising the producer id of transactional id %q at its current epoch: %w", s.sink.cfg.TransactionalID, ctxerr.WithCause(ctx, err)))
 	}
 	s.sink.state.txnEnded()
 	return nil
@@ -493,7 +494,7 @@ func (s *txnSink) claimAfresh(ctx context.Context, cause error) error {
 		cl.Close()
 		// The next recovery fails the same way and tries again.
 		return fmt.Errorf("kafkasink: claiming transactional id %q afresh after the broker fenced this instance: %w (before that: %v)",
-			s.sink.cfg.TransactionalID, withCause(ctx, s.sink.classifyInitErr(err)), cause)
+			s.sink.cfg.TransactionalID, ctxerr.WithCause(ctx, s.sink.classifyInitErr(err)), cause)
 	}
 	old := s.sink.cl
 	s.sink.useClient(cl)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/kafkasink/kafkasink/internal/ctxerr"
 )
 
 // Sentinel errors. Test for them with errors.Is: they are usually wrapped in
@@ -70,16 +72,11 @@ var (
 	ErrUnexpected = errors.New("kafkasink: unexpected error, stopping")
 )
 
-// timeoutError is the cause of a deadline the sink sets itself. Unlike the
-// caller's own context ending, it is retryable.
-type timeoutError struct{ what string }
-
-func (e *timeoutError) Error() string { return "kafkasink: " + e.what + " timed out" }
-
+// The causes of the deadlines the sink sets itself: retryable.
 var (
-	errCommitTimeout   = &timeoutError{"commit (Config.CommitTimeout)"}
-	errAbortTimeout    = &timeoutError{"abort (Config.CommitTimeout)"}
-	errRecoveryTimeout = &timeoutError{"reading the checkpoint back after an unclear outcome (Config.TransactionTimeout)"}
+	errCommitTimeout   = &ctxerr.Timeout{What: "commit (Config.CommitTimeout)"}
+	errAbortTimeout    = &ctxerr.Timeout{What: "abort (Config.CommitTimeout)"}
+	errRecoveryTimeout = &ctxerr.Timeout{What: "reading the checkpoint back after an unclear outcome (Config.TransactionTimeout)"}
 )
 
 // ConfigError lists every problem New found in a Config. Fatal. Write

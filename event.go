@@ -190,7 +190,7 @@ type Event struct {
 	Before   Row       // old row image: deletes, and updates when the source has it
 	After    Row       // new row image: inserts, updates and snapshot reads
 	// Keyless says the event's table has no key at all, and the source
-	// chose to write such events as Debezium does: with a null Kafka
+	// chose to write such events with a null Kafka
 	// key, in partition 0 of the topic (see AppendKey). Without it, an
 	// event with no key columns is keyed by its event id. Key columns
 	// configured in the sink for the table (Config.KeyColumns) take
@@ -210,8 +210,8 @@ type Event struct {
 	// does not say".
 	Source Source
 	// Txn is where the event stands in its source transaction, for
-	// encoders that describe transactions (debezium.Encoder's
-	// ProvideTransactionMetadata). The zero value means the source does
+	// encoders that describe transactions (such as one that writes
+	// records around each, see Framer). The zero value means the source does
 	// not say; pgcdc fills it for every change, not for snapshot rows.
 	Txn TxnPlace
 }
@@ -219,8 +219,8 @@ type Event struct {
 // TxnPlace is where an event stands in its source transaction. The
 // orders and counts are over the transaction's counted events: every
 // event the source delivers, except those the sink says it leaves out
-// (Sink.Delivers; debezium.Encoder's SkippedOperations), as Debezium
-// counts only the events it emits. Its zero value means the source does
+// (Sink.Delivers: a RecordShaper's Skip), so that an encoder that counts
+// a transaction's events counts only those it writes. Its zero value means the source does
 // not say.
 //
 // A source can fill it only once it knows the transaction's last event,
@@ -263,7 +263,7 @@ type TableEvents struct {
 }
 
 // Source describes where an event comes from, for encoders that write a
-// source block (debezium.Encoder). Every field is optional: its zero value
+// source block. Every field is optional: its zero value
 // means the source does not say, and encoders write their "unknown" form.
 type Source struct {
 	// Database is the name of the database the event was read from.
@@ -272,8 +272,7 @@ type Source struct {
 	// transaction the source delivered before the event's own: with the
 	// event's LSN it orders changes the way a source that resumes from
 	// that point sees them. pgcdc's Run carries it across reconnects and
-	// restarts in its checkpoint, as Debezium keeps lsn_commit in its
-	// offsets. Zero when the source does not know it (before the first
+	// restarts in its checkpoint. Zero when the source does not know it (before the first
 	// transaction after a snapshot; a Decoder used alone, after each
 	// connection), and on snapshot rows.
 	PrevCommitEnd LSN

@@ -46,7 +46,7 @@ const (
 	// because a tombstone has no value to tell a delete from a truncate.
 	HeadersMinimal
 	// HeadersNone: none of the sink's own headers; the records carry
-	// only the Encoder's (debezium.Encoder's are Debezium's). Nothing then
+	// only the Encoder's (a RecordShaper's). Nothing then
 	// tells a duplicate apart but the value, and kafkasinktest's Decode
 	// refuses the records.
 	HeadersNone

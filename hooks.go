@@ -39,8 +39,7 @@ type TransactionInfo struct {
 
 // SkipInfo describes events of a Write skipped because the checkpoint
 // already covers them (a source redelivering after a restart), or, with
-// ByEncoder, because the Encoder leaves them out (a RecordShaper's Skip,
-// such as debezium.Encoder.SkippedOperations).
+// ByEncoder, because the Encoder leaves them out (a RecordShaper's Skip).
 type SkipInfo struct {
 	First, Last Position // positions of the first and last skipped event
 	Events      int      // how many were skipped

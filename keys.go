@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kafkasink/kafkasink/encoding/jsonw"
+	"github.com/kafkasink/kafkasink/internal/keyescape"
 )
 
 // KeyFormat selects how message keys are rendered.
@@ -44,8 +45,8 @@ var errMissingKeyColumn = errors.New("key column has no value")
 
 // AllKeysEncoder is an optional interface of a KeyEncoder that, under its
 // options, writes every record key itself, not only those of row changes
-// with key columns: the debezium package's Encoder with SchemasEnable,
-// whose keys carry their Connect schema. New and each Write ask
+// with key columns, such as an Encoder whose keys carry their schema. New
+// and each Write ask
 // EncodesAllKeys; when it reports false, the sink keys every record
 // itself (AppendKey in Config.KeyFormat), as for an Encoder without a
 // KeyEncoder.
@@ -198,13 +199,16 @@ func nullKeyOnCompactedTopic(e *Event, topic string) error {
 		TableName(e.Schema, e.Table), topic)
 }
 
-// shapedNullKeyOnCompactedTopic says why an event its Encoder writes with
-// a null key (RecordShape.NullKey) cannot go to topic.
-func shapedNullKeyOnCompactedTopic(e *Event, topic string) error {
-	return fmt.Errorf("kafkasink: the Encoder writes this %s of %s with a null Kafka key (RecordShape.NullKey: DebeziumEncoder.MatchDebeziumLosses "+
-		"writes a TRUNCATE so, as Debezium does), and topic %q is compacted (cleanup.policy), which refuses records without a key; "+
-		"turn MatchDebeziumLosses off (flag -debezium-match-losses=false), skip truncates (SkippedOperations \"t\"), or route the table to a topic that is not compacted",
-		e.Op, TableName(e.Schema, e.Table), topic)
+// shapedNullKeyOnCompactedTopic says why an event enc writes with a null
+// key (RecordShape.NullKey) cannot go to topic.
+func shapedNullKeyOnCompactedTopic(enc Encoder, e *Event, topic string) error {
+	what, fix := explain(enc, FeatureNullKey, "RecordShape.NullKey")
+	if fix != "" {
+		fix += ", or "
+	}
+	return fmt.Errorf("kafkasink: the Encoder writes this %s of %s with a null Kafka key (%s), and topic %q is compacted (cleanup.policy), "+
+		"which refuses records without a key; %sroute the table to a topic that is not compacted",
+		e.Op, TableName(e.Schema, e.Table), what, topic, fix)
 }
 
 func missingKeyError(e *Event, name string, present bool) error {
@@ -234,14 +238,14 @@ func appendKeyText(dst []byte, v any) ([]byte, error) {
 	case nil:
 		return append(dst, nullText...), nil
 	case string:
-		return appendEscaped(dst, x), nil
+		return keyescape.Append(dst, x), nil
 	case Decimal:
-		return appendEscaped(dst, string(x)), nil
+		return keyescape.Append(dst, string(x)), nil
 	case json.RawMessage:
 		if x == nil {
 			return append(dst, nullText...), nil
 		}
-		return appendEscaped(dst, string(x)), nil
+		return keyescape.Append(dst, string(x)), nil
 	case []byte:
 		if x == nil {
 			return append(dst, nullText...), nil
@@ -263,48 +267,7 @@ func appendKeyText(dst []byte, v any) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		return escapeInPlace(out, start), nil
+		return keyescape.InPlace(out, start), nil
 	}
 	return nil, &jsonw.UnsupportedTypeError{Type: fmt.Sprintf("%T", v), Supported: jsonw.SupportedTypes + ", and kafkasink.Decimal"}
-}
-
-// appendEscaped appends s with '\' and '|' preceded by a backslash.
-func appendEscaped(dst []byte, s string) []byte {
-	start := 0
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c == '\\' || c == '|' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', c)
-			start = i + 1
-		}
-	}
-	return append(dst, s[start:]...)
-}
-
-// escapeInPlace escapes b[start:] like appendEscaped, growing b as needed.
-func escapeInPlace(b []byte, start int) []byte {
-	n := 0
-	for _, c := range b[start:] {
-		if c == '\\' || c == '|' {
-			n++
-		}
-	}
-	if n == 0 {
-		return b
-	}
-	end := len(b)
-	b = append(b, make([]byte, n)...)
-	// Walk backwards so every byte moves once and nothing is overwritten
-	// before it is read.
-	w := len(b)
-	for r := end - 1; r >= start; r-- {
-		c := b[r]
-		w--
-		b[w] = c
-		if c == '\\' || c == '|' {
-			w--
-			b[w] = '\\'
-		}
-	}
-	return b
 }

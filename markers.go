@@ -4,17 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkasink/kafkasink/internal/backoff"
+	"github.com/kafkasink/kafkasink/internal/ctxerr"
+	"github.com/kafkasink/kafkasink/internal/markers"
 )
 
 // Commit markers. A Kafka transaction is committed on a partition only
@@ -34,11 +31,12 @@ import (
 // another transaction nothing but the commit's own markers moves it past
 // them. Another producer's transaction, open since before ours, holds it
 // back too: when it does not move at once, the partition's leader is
-// asked whether our transaction is still open there (DescribeProducers). The markers are normally written within milliseconds of the
-// commit; a partition still pending after markerWait is carried as a
-// suspect, checked again before each later transaction, and its records
-// are read back once it settles: visible, they were committed late;
-// gone, a later abort took them, and the sink stops with ErrCheckpoint.
+// asked whether our transaction is still open there (DescribeProducers).
+// The markers are normally written within milliseconds of the commit; a
+// partition still pending after markerWait is carried as a suspect,
+// checked again before each later transaction, and its records are read
+// back once it settles: visible, they were committed late; gone, a later
+// abort took them, and the sink stops with ErrCheckpoint.
 //
 // Waiting rather than stopping at once is deliberate: a suspect is either
 // lost markers or markers a restarted leader has not taken yet (the
@@ -51,6 +49,9 @@ import (
 // transactions on it hold its last stable offset back, and reading the
 // checkpoint back after an abort already notices a checkpoint the broker
 // lost (see checkpointStore.lost).
+//
+// Asking the brokers, and keeping the partitions still to be seen, is
+// internal/markers'; deciding what an answer means is this file's.
 
 // markerWait bounds how long a transaction's beginning waits for the
 // commit markers of the one before.
@@ -64,89 +65,50 @@ const visibleWait = 2 * time.Second
 
 // txnSpan is what one committed transaction wrote to one partition.
 type txnSpan struct {
-	topic       string
-	partition   int32
-	producerID  int64
-	first, last int64      // offsets of the transaction's records in the partition
-	from, to    Position   // the events of the first and last of them
-	ck          Checkpoint // the checkpoint the transaction committed
-	before      Checkpoint // the checkpoint before it
+	markers.Span
+	from, to Position   // the events of the first and last of its records
+	ck       Checkpoint // the checkpoint the transaction committed
+	before   Checkpoint // the checkpoint before it
 }
 
 func (sp txnSpan) String() string {
-	return fmt.Sprintf("%s[%d] offsets %d..%d (events %s..%s)", sp.topic, sp.partition, sp.first, sp.last, sp.from, sp.to)
+	return fmt.Sprintf("%s[%d] offsets %d..%d (events %s..%s)", sp.Topic, sp.Partition.Partition, sp.First, sp.Last, sp.from, sp.to)
 }
 
-// markerWatch is what the sink knows of the commit markers of its
-// transactions: the partitions of the last commit not yet seen committed,
-// and the suspects, partitions of earlier commits whose markers did not
-// come within markerWait. It lives as long as the sink: a new instance
-// knows nothing of its predecessor's suspects.
-type markerWatch struct {
-	pending  []txnSpan
-	suspects []txnSpan
-	// abortedIn are the topics aborted transactions sent records to
-	// since the last check of their abort markers.
-	abortedIn []string
-}
-
-// aborted remembers the topics an aborted transaction sent records to.
-func (w *markerWatch) aborted(topics []string) {
-	for _, t := range topics {
-		if !slices.Contains(w.abortedIn, t) {
-			w.abortedIn = append(w.abortedIn, t)
-		}
-	}
-}
+// markerWatch is what the sink knows of the markers of its transactions
+// (markers.Watch). It lives as long as the sink: a new instance knows
+// nothing of its predecessor's suspects.
+type markerWatch struct{ markers.Watch[txnSpan] }
 
 // committed remembers what pt's transaction, which moved the checkpoint
 // from before to ck, wrote: every record has its offset.
 func (w *markerWatch) committed(pt *part, ck, before Checkpoint) {
-	w.pending = append(w.pending, txnSpans(pt, ck, before)...)
+	w.Committed(txnSpans(pt, ck, before)...)
 }
 
 // txnSpans are the partitions pt's records were written to, with the
 // offsets and events of the first and last record in each.
 func txnSpans(pt *part, ck, before Checkpoint) []txnSpan {
 	var spans []txnSpan
-	at := make(map[topicPartition]int)
+	at := make(map[markers.Partition]int)
 	for j, r := range pt.records {
-		k := topicPartition{r.Topic, r.Partition}
+		k := markers.Partition{Topic: r.Topic, Partition: r.Partition}
 		i, ok := at[k]
 		if !ok {
 			at[k] = len(spans)
-			spans = append(spans, txnSpan{topic: r.Topic, partition: r.Partition, producerID: r.ProducerID,
-				first: r.Offset, last: r.Offset, from: pt.positions[j], to: pt.positions[j], ck: ck, before: before})
+			spans = append(spans, txnSpan{Span: markers.Span{Partition: k, ProducerID: r.ProducerID, First: r.Offset, Last: r.Offset},
+				from: pt.positions[j], to: pt.positions[j], ck: ck, before: before})
 			continue
 		}
 		sp := &spans[i]
-		if r.Offset < sp.first {
-			sp.first, sp.from = r.Offset, pt.positions[j]
+		if r.Offset < sp.First {
+			sp.First, sp.from = r.Offset, pt.positions[j]
 		}
-		if r.Offset > sp.last {
-			sp.last, sp.to = r.Offset, pt.positions[j]
+		if r.Offset > sp.Last {
+			sp.Last, sp.to = r.Offset, pt.positions[j]
 		}
 	}
 	return spans
-}
-
-type topicPartition struct {
-	topic     string
-	partition int32
-}
-
-// settled splits spans into those whose partition's last stable offset
-// (in lso; a partition missing from it is unknown) is past their records
-// and those still pending.
-func settled(spans []txnSpan, lso map[topicPartition]int64) (done, open []txnSpan) {
-	for _, sp := range spans {
-		if o, ok := lso[topicPartition{sp.topic, sp.partition}]; ok && o > sp.last {
-			done = append(done, sp)
-		} else {
-			open = append(open, sp)
-		}
-	}
-	return done, open
 }
 
 // verifyMarkers checks, before a transaction begins, the commit markers
@@ -159,37 +121,14 @@ func (s *txnSink) verifyMarkers(ctx context.Context) error {
 		return err // a loss found before: nothing begins again
 	}
 	w := &s.markers
-	if len(w.abortedIn) > 0 {
+	if len(w.AbortedIn()) > 0 {
 		if err := s.verifyAbortMarkers(ctx); err != nil {
 			return err
 		}
 	}
-	if len(w.pending) == 0 && len(w.suspects) == 0 {
-		return nil
-	}
-	wctx, cancel := context.WithTimeout(ctx, markerWait)
-	defer cancel()
-	wait := backoff.New(time.Millisecond, 100*time.Millisecond)
-	var late []txnSpan // suspects now settled: committed late, or aborted
-	for round := 0; ; round++ {
-		lso := lastStableOffsets(wctx, s.sink.cl, slices.Concat(w.pending, w.suspects))
-		var done []txnSpan
-		_, w.pending = settled(w.pending, lso)
-		done, w.suspects = settled(w.suspects, lso)
-		late = append(late, done...)
-		if len(w.pending) > 0 && round > 0 {
-			// Another producer's open transaction may hold the
-			// last stable offset back: ask whether ours is open.
-			_, w.pending = settled(w.pending, endedHere(wctx, s.sink.cl, w.pending))
-		}
-		if len(w.pending) == 0 || !wait.Wait(wctx) {
-			break
-		}
-	}
-	if len(w.pending) > 0 {
-		s.sink.log.Warn("commit markers not seen within the wait; the partitions stay suspect until they are", "wait", markerWait, "partitions", spanList(w.pending))
-		w.suspects = append(w.suspects, w.pending...)
-		w.pending = nil
+	late, suspected := w.Settle(ctx, s.sink.cl, markerWait)
+	if len(suspected) > 0 {
+		s.sink.log.Warn("commit markers not seen within the wait; the partitions stay suspect until they are", "wait", markerWait, "partitions", spanList(suspected))
 	}
 	if len(late) == 0 {
 		return nil
@@ -198,11 +137,11 @@ func (s *txnSink) verifyMarkers(ctx context.Context) error {
 	rctx, rcancel := context.WithTimeout(ctx, visibleWait)
 	defer rcancel()
 	for _, sp := range late {
-		ok, err := s.visible(rctx, sp)
+		ok, err := markers.ReadBack(rctx, s.sink.connOptions(), sp.Span, IsRetryable)
 		switch {
 		case err != nil:
 			s.sink.log.Warn("reading back a suspect partition failed; checking again before the next transaction", "partition", sp.String(), "error", err)
-			w.suspects = append(w.suspects, sp)
+			w.Suspect(sp)
 		case ok:
 			s.sink.log.Warn("commit markers came late; the records are committed", "partition", sp.String(), "checkpoint", sp.ck.Position.String())
 		default:
@@ -227,15 +166,15 @@ func (s *txnSink) finish(ctx context.Context) error {
 		// Nothing begins after Close: the pending records can no
 		// longer be committed by this instance.
 		s.sink.log.Warn("closing before the abort markers of the last aborted transaction could be checked", "error", err)
-		s.markers.abortedIn = nil
+		s.markers.AbortsChecked()
 		err = s.verifyMarkers(ctx)
 	}
 	if err != nil {
 		return err
 	}
-	if w := &s.markers; len(w.suspects) > 0 {
+	if suspects := s.markers.Suspects(); len(suspects) > 0 {
 		s.sink.log.Warn("closing without having seen the commit markers of these partitions (late, not checked as the brokers did not answer, or lost): if the broker lost them, a later abort of this transactional id would take their records, which the checkpoint covers; check them with a read_committed reader",
-			"partitions", spanList(w.suspects))
+			"partitions", spanList(suspects))
 	}
 	return nil
 }
@@ -268,173 +207,13 @@ func spanList(spans []txnSpan) string {
 	return b.String()
 }
 
-// lastStableOffsets asks the leaders of the spans' partitions for their
-// last stable offsets: one ListOffsets request (read_committed, latest),
-// which the client splits per leader. Partitions that fail are left out.
-func lastStableOffsets(ctx context.Context, cl *kgo.Client, spans []txnSpan) map[topicPartition]int64 {
-	req := kmsg.NewPtrListOffsetsRequest()
-	req.ReplicaID = -1
-	req.IsolationLevel = 1
-	seen := make(map[topicPartition]bool, len(spans))
-	topics := make(map[string]int)
-	for _, sp := range spans {
-		k := topicPartition{sp.topic, sp.partition}
-		if seen[k] {
-			continue
-		}
-		seen[k] = true
-		i, ok := topics[sp.topic]
-		if !ok {
-			i = len(req.Topics)
-			topics[sp.topic] = i
-			t := kmsg.NewListOffsetsRequestTopic()
-			t.Topic = sp.topic
-			req.Topics = append(req.Topics, t)
-		}
-		p := kmsg.NewListOffsetsRequestTopicPartition()
-		p.Partition = sp.partition
-		p.CurrentLeaderEpoch = -1
-		p.Timestamp = -1 // latest: the last stable offset when read_committed
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
-	}
-	lso := make(map[topicPartition]int64, len(seen))
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		return lso
-	}
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			if p.ErrorCode == 0 {
-				lso[topicPartition{t.Topic, p.Partition}] = p.Offset
-			}
-		}
-	}
-	return lso
-}
-
-// endedHere returns, as settled takes it, a stable offset past the span
-// for each partition where the span's producer has no transaction open
-// from the span's records on (openTxns): its markers were written,
-// whatever another producer's open transaction does to the last stable
-// offset. Partitions that fail are left out: a principal without the right
-// to describe them (READ on the topic) falls back to the last stable
-// offset.
-func endedHere(ctx context.Context, cl *kgo.Client, spans []txnSpan) map[topicPartition]int64 {
-	open, _, _ := openTxns(ctx, cl, spans)
-	ended := make(map[topicPartition]int64, len(spans))
-	for _, sp := range spans {
-		k := topicPartition{sp.topic, sp.partition}
-		if start, ok := open[k]; ok && start < 0 {
-			ended[k] = sp.last + 1
-		}
-	}
-	return ended
-}
-
-// openTxns asks the leaders of the spans' partitions which producers have
-// a transaction open there (DescribeProducers, which the client splits per
-// leader). For each partition that answered it gives the offset where the
-// span's producer's open transaction starts, when it starts at or before
-// the span's last record, and -1 when there is none; for each that did
-// not, its error. err is the error of the request as a whole.
-func openTxns(ctx context.Context, cl *kgo.Client, spans []txnSpan) (open map[topicPartition]int64, failed map[topicPartition]error, err error) {
-	req := kmsg.NewPtrDescribeProducersRequest()
-	topics := make(map[string]int)
-	for _, sp := range spans {
-		i, ok := topics[sp.topic]
-		if !ok {
-			i = len(req.Topics)
-			topics[sp.topic] = i
-			t := kmsg.NewDescribeProducersRequestTopic()
-			t.Topic = sp.topic
-			req.Topics = append(req.Topics, t)
-		}
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, sp.partition)
-	}
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		return nil, nil, err
-	}
-	answered := make(map[topicPartition][]kmsg.DescribeProducersResponseTopicPartitionActiveProducer, len(spans))
-	failed = make(map[topicPartition]error)
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			k := topicPartition{t.Topic, p.Partition}
-			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				failed[k] = err
-				continue
-			}
-			answered[k] = p.ActiveProducers
-		}
-	}
-	open = make(map[topicPartition]int64, len(answered))
-	for _, sp := range spans {
-		k := topicPartition{sp.topic, sp.partition}
-		producers, ok := answered[k]
-		if !ok {
-			if _, ok := failed[k]; !ok {
-				failed[k] = errors.New("no answer")
-			}
-			continue
-		}
-		open[k] = -1
-		for _, ap := range producers {
-			if ap.ProducerID == sp.producerID && ap.CurrentTxnStartOffset >= 0 && ap.CurrentTxnStartOffset <= sp.last {
-				open[k] = ap.CurrentTxnStartOffset
-			}
-		}
-	}
-	return open, failed, nil
-}
-
-// visible reads sp's partition read_committed from sp's first record and
-// reports whether its records are there: the partition has settled (its
-// last stable offset is past them), so they were either committed or
-// aborted, all together.
-func (s *txnSink) visible(ctx context.Context, sp txnSpan) (bool, error) {
-	opts := append(append([]kgo.Opt(nil), s.sink.connOptions()...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{sp.topic: {sp.partition: kgo.NewOffset().At(sp.first)}}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords(), // the abort marker past them ends the read when they are gone
-		kgo.FetchMaxWait(100*time.Millisecond),
-	)
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return false, err
-	}
-	defer cl.Close()
-	for {
-		fetches := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			return false, context.Cause(ctx)
-		}
-		for _, fe := range fetches.Errors() {
-			if !IsRetryable(fe.Err) {
-				return false, fe.Err
-			}
-		}
-		found, past := false, false
-		fetches.EachRecord(func(r *kgo.Record) {
-			switch {
-			case r.Offset > sp.last:
-				past = true
-			case r.ProducerID == sp.producerID && !r.Attrs.IsControl():
-				found = true
-			}
-		})
-		if found || past {
-			return found, nil
-		}
-	}
-}
-
 // verifyAbortMarkers checks, before a transaction begins, that the
 // transactions aborted since the last check left nothing of this producer
 // open on the partitions of the topics they wrote to. No transaction of
 // this producer is open before the next begins; so a partition whose
 // leader reports one open (DescribeProducers) once the coordinator
-// completed the abort (confirmHanging) lost its abort markers, as Kafka
-// 4.4 loses commit markers (see the top of this file). Its records
+// completed the abort (confirmHanging) lost its abort markers, as
+// Kafka 4.4 loses commit markers (see the top of this file). Its records
 // there are pending, and the next commit of this producer that writes to
 // the partition would commit them: events duplicated. The sink stops
 // instead.
@@ -450,36 +229,20 @@ func (s *txnSink) verifyAbortMarkers(ctx context.Context) error {
 	defer cancel()
 	id, _, err := s.sink.cl.ProducerID(wctx)
 	if err != nil {
-		return fmt.Errorf("kafkasink: checking the abort markers of the last aborted transaction: the producer id: %w", withCause(wctx, err))
+		return fmt.Errorf("kafkasink: checking the abort markers of the last aborted transaction: the producer id: %w", ctxerr.WithCause(wctx, err))
 	}
-	details, err := s.sink.adm.Load().ListTopics(wctx, w.abortedIn...)
+	hanging, failed, err := markers.Hanging(wctx, s.sink.cl, s.sink.adm.Load(), id, w.AbortedIn())
 	if err != nil {
-		return s.uncheckedAbort(wctx, fmt.Errorf("listing topics %v: %w", w.abortedIn, withCause(wctx, err)))
+		return s.uncheckedAbort(wctx, err)
 	}
-	var spans []txnSpan
-	for _, t := range details.Sorted() {
-		if errors.Is(t.Err, kerr.UnknownTopicOrPartition) {
-			continue // deleted: nothing of it can be pending
-		}
-		if t.Err != nil {
-			return s.uncheckedAbort(wctx, fmt.Errorf("topic %s: %w", t.Topic, t.Err))
-		}
-		for _, p := range t.Partitions.Sorted() {
-			spans = append(spans, txnSpan{topic: t.Topic, partition: p.Partition, producerID: id, last: math.MaxInt64})
-		}
-	}
-	open, failed, err := openTxns(wctx, s.sink.cl, spans)
-	if err != nil {
-		return s.uncheckedAbort(wctx, fmt.Errorf("describing the producers of %v: %w", w.abortedIn, withCause(wctx, err)))
-	}
-	if hanging := stillOpen(spans, open); len(hanging) > 0 {
+	if len(hanging) > 0 {
 		if err := s.confirmHanging(wctx, hanging); err != nil {
 			return err
 		}
 	}
 	var refused []error
 	for k, ferr := range failed {
-		ferr = fmt.Errorf("%s[%d]: %w", k.topic, k.partition, ferr)
+		ferr = fmt.Errorf("%s[%d]: %w", k.Topic, k.Partition, ferr)
 		if !IsRetryable(ferr) && wctx.Err() == nil {
 			refused = append(refused, ferr)
 			continue
@@ -489,21 +252,8 @@ func (s *txnSink) verifyAbortMarkers(ctx context.Context) error {
 	if len(refused) > 0 {
 		return s.uncheckedAbort(wctx, errors.Join(refused...))
 	}
-	w.abortedIn = nil
+	w.AbortsChecked()
 	return nil
-}
-
-// stillOpen are the spans of partitions where open shows a transaction of
-// the producer open, from the offset it started at.
-func stillOpen(spans []txnSpan, open map[topicPartition]int64) []txnSpan {
-	var hanging []txnSpan
-	for _, sp := range spans {
-		if start, ok := open[topicPartition{sp.topic, sp.partition}]; ok && start >= 0 {
-			sp.first = start
-			hanging = append(hanging, sp)
-		}
-	}
-	return hanging
 }
 
 // confirmHanging decides on partitions that showed the aborted
@@ -516,7 +266,7 @@ func stillOpen(spans []txnSpan, open map[topicPartition]int64) []txnSpan {
 // returns nil when the partitions closed, the fatal error when markers
 // were lost, and errAbortUnchecked when the coordinator could not be
 // asked or was still at work when wctx ended.
-func (s *txnSink) confirmHanging(wctx context.Context, hanging []txnSpan) error {
+func (s *txnSink) confirmHanging(wctx context.Context, hanging []markers.Span) error {
 	id := s.sink.cfg.TransactionalID
 	wait := backoff.New(time.Millisecond, 100*time.Millisecond)
 	for {
@@ -531,25 +281,31 @@ func (s *txnSink) confirmHanging(wctx context.Context, hanging []txnSpan) error 
 			}
 		}
 		if err != nil {
-			return s.uncheckedAbort(wctx, fmt.Errorf("asking the coordinator of transactional id %q whether the abort is complete: %w", id, withCause(wctx, err)))
+			return s.uncheckedAbort(wctx, fmt.Errorf("asking the coordinator of transactional id %q whether the abort is complete: %w", id, ctxerr.WithCause(wctx, err)))
 		}
 		if !wait.Wait(wctx) {
 			return s.uncheckedAbort(wctx, fmt.Errorf("the coordinator of transactional id %q is still writing the abort markers: %w", id, context.Cause(wctx)))
 		}
 	}
-	open, failed, err := openTxns(wctx, s.sink.cl, hanging)
+	open, failed, err := markers.Open(wctx, s.sink.cl, hanging)
 	if err != nil {
-		return s.uncheckedAbort(wctx, fmt.Errorf("describing the producers of %v again: %w", s.markers.abortedIn, withCause(wctx, err)))
+		return s.uncheckedAbort(wctx, fmt.Errorf("describing the producers of %v again: %w", s.markers.AbortedIn(), ctxerr.WithCause(wctx, err)))
 	}
 	var errs []error
 	for k, ferr := range failed {
-		errs = append(errs, fmt.Errorf("%s[%d]: %w", k.topic, k.partition, ferr))
+		errs = append(errs, fmt.Errorf("%s[%d]: %w", k.Topic, k.Partition, ferr))
 	}
 	if len(errs) > 0 {
 		return s.uncheckedAbort(wctx, errors.Join(errs...))
 	}
-	if hanging = stillOpen(hanging, open); len(hanging) > 0 {
-		return s.sink.follow(verdict{hangingAbort(hanging), actFatal})
+	var still []markers.Span
+	for _, sp := range hanging {
+		if start, ok := open[sp.Partition]; ok && start >= 0 {
+			still = append(still, sp)
+		}
+	}
+	if len(still) > 0 {
+		return s.sink.follow(verdict{hangingAbort(still), actFatal})
 	}
 	return nil
 }
@@ -567,24 +323,24 @@ func (s *txnSink) uncheckedAbort(wctx context.Context, err error) error {
 	if IsRetryable(err) || wctx.Err() != nil {
 		return fmt.Errorf("%w: %w", errAbortUnchecked, err)
 	}
-	s.sink.log.Warn("could not check the abort markers of the last aborted transaction", "topics", s.markers.abortedIn, "error", err)
-	s.markers.abortedIn = nil
+	s.sink.log.Warn("could not check the abort markers of the last aborted transaction", "topics", s.markers.AbortedIn(), "error", err)
+	s.markers.AbortsChecked()
 	return nil
 }
 
 // hangingAbort is the error of partitions an aborted transaction of this
 // producer left open.
-func hangingAbort(hanging []txnSpan) error {
+func hangingAbort(hanging []markers.Span) error {
 	var b strings.Builder
 	for i, sp := range hanging {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		fmt.Fprintf(&b, "%s[%d] from offset %d", sp.topic, sp.partition, sp.first)
+		fmt.Fprintf(&b, "%s[%d] from offset %d", sp.Topic, sp.Partition.Partition, sp.First)
 	}
 	return fmt.Errorf("%w: the broker ended an aborted transaction of producer id %d without writing its abort markers to %s "+
 		"(Kafka 4.4 was seen to skip the markers of a partition that had no leader for a moment): its records there are still pending, "+
 		"and the next commit of this producer that writes to these partitions would commit them, duplicating events. Nothing is lost: "+
 		"abort the hanging transaction on each partition (kafka-transactions.sh --bootstrap-server <broker> abort --topic <topic> --partition <partition> --start-offset <offset>), "+
-		"then start the sink again", ErrUnexpected, hanging[0].producerID, b.String())
+		"then start the sink again", ErrUnexpected, hanging[0].ProducerID, b.String())
 }

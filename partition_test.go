@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkasink/kafkasink/internal/murmur2"
 )
 
 // murmur2Vectors is the content of testdata/murmur2.json.
@@ -37,11 +39,11 @@ func TestMurmur2Vectors(t *testing.T) {
 		t.Fatalf("only %d vectors in testdata/murmur2.json", len(v.Vectors))
 	}
 	for _, vec := range v.Vectors {
-		if got := murmur2([]byte(vec.Key)); got != vec.Murmur2 {
-			t.Errorf("murmur2(%q) = %d, want %d", vec.Key, got, vec.Murmur2)
+		if got := murmur2.Hash([]byte(vec.Key)); got != vec.Murmur2 {
+			t.Errorf("murmur2.Hash(%q) = %d, want %d", vec.Key, got, vec.Murmur2)
 		}
-		if got := murmur2([]byte(vec.Key)) & 0x7fffffff; got != vec.Positive {
-			t.Errorf("murmur2(%q) & 0x7fffffff = %d, want %d", vec.Key, got, vec.Positive)
+		if got := murmur2.Hash([]byte(vec.Key)) & 0x7fffffff; got != vec.Positive {
+			t.Errorf("murmur2.Hash(%q) & 0x7fffffff = %d, want %d", vec.Key, got, vec.Positive)
 		}
 		if len(vec.Partitions) == 0 {
 			t.Errorf("%q: no partition expectations", vec.Key)

@@ -23,7 +23,7 @@ func (s *Sink) Ping(ctx context.Context) error {
 	if err := s.state.stopped(); err != nil {
 		return err
 	}
-	if _, err := s.store.endOffset(ctx, s.adm.Load()); err != nil {
+	if _, err := s.store.End(ctx, s.adm.Load()); err != nil {
 		return classified(ctx, fmt.Errorf("kafkasink: Ping: %w", err))
 	}
 	return nil

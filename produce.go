@@ -10,6 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkasink/kafkasink/internal/topicadmin"
 )
 
 // produceResults collects the outcome of every record of a part. Flush
@@ -120,7 +122,7 @@ func (s *Sink) deletedTopic(ctx context.Context, pt *part) error {
 			continue
 		}
 		checked[r.Topic] = true
-		if md, err := topicMetadata(ctx, s.cl, r.Topic); err == nil && md == nil {
+		if md, err := topicadmin.Metadata(ctx, s.cl, r.Topic); err == nil && md == nil {
 			gone := fmt.Errorf("%w: %q was deleted while the sink ran; recreate it (or route its tables elsewhere) and restart the sink", ErrTopicMissing, r.Topic)
 			s.topics.markDeleted(r.Topic, gone)
 			return &WriteError{Topic: r.Topic, Partition: -1, Position: pt.positions[j], Err: gone}

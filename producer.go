@@ -3,6 +3,8 @@ package kafkasink
 import (
 	"context"
 	"fmt"
+
+	"github.com/kafkasink/kafkasink/internal/ctxerr"
 )
 
 // producerSink is the Idempotent and Plain sink: records first, then the
@@ -86,7 +88,7 @@ func (s *producerSink) finish(context.Context) error { return nil }
 // after a failure.
 func (s *producerSink) settleClient(ctx context.Context) error {
 	if err := s.sink.cl.AbortBufferedRecords(ctx); err != nil {
-		return fmt.Errorf("kafkasink: recovering: failing the records a failed Write left buffered: %w", withCause(ctx, err))
+		return fmt.Errorf("kafkasink: recovering: failing the records a failed Write left buffered: %w", ctxerr.WithCause(ctx, err))
 	}
 	return nil
 }

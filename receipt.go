@@ -13,7 +13,7 @@ import (
 //
 // Its records are those this Write produced to the topic: the records of
 // its events, the records the Encoder asks for around them (a tombstone
-// after a delete, debezium.Encoder's transaction BEGIN and END records),
+// after a delete, a Framer's records around a transaction),
 // and the dead-lettered events' records, which are on the dead-letter
 // topic and so in its receipt. Not in it: the checkpoint record, and the
 // events of the batch that the checkpoint already covered, which an
@@ -52,7 +52,7 @@ type Receipt struct {
 	// null value adds nothing: their order does not matter. The header
 	// is on every event's record unless Config.Headers is HeadersNone,
 	// and on every dead-lettered one. Records without it (all of them
-	// with HeadersNone, and debezium.Encoder's BEGIN and END records)
+	// with HeadersNone, and a Framer's records around events)
 	// are in input order by their offsets on a topic of one partition
 	// only. In the Idempotent and Plain modes, records a failed Write
 	// delivered stay in the topic beside its redelivery's, under the

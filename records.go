@@ -410,7 +410,7 @@ func (en *encoding) encodeEvent(i int, e *Event, knownValueSize int, shapedNullK
 	case nullKey(e, rt.keyColumns) && info.compacted:
 		reject(ReasonNoKey, nullKeyOnCompactedTopic(e, rt.topic))
 	case shapedNullKey && info.compacted:
-		reject(ReasonNoKey, shapedNullKeyOnCompactedTopic(e, rt.topic))
+		reject(ReasonNoKey, shapedNullKeyOnCompactedTopic(en.cfg.Encoder, e, rt.topic))
 	default:
 		es.arena = keyOut
 		if !nullKey(e, rt.keyColumns) && !shapedNullKey {

@@ -1,9 +1,9 @@
 package kafkasink
 
 // RecordShaper is an optional interface of an Encoder that writes an event
-// as something other than exactly one record: debezium.Encoder uses it for
-// Debezium's tombstone after a delete, its skipped.operations and its
-// headers. The sink asks once per event, before encoding it; an Encoder
+// as something other than exactly one record: a tombstone after a delete,
+// no record for the operations its format leaves out, headers of its own.
+// The sink asks once per event, before encoding it; an Encoder
 // without it costs nothing more.
 //
 // The records an event makes are one unit for the sink: they are in the
@@ -47,14 +47,14 @@ type RecordShape struct {
 	Tombstone bool
 	// NullKey writes the event's record with a null key, in partition 0
 	// as the sink writes Event.Keyless events, where the Encoder's format
-	// has no key for it: debezium.Encoder's TRUNCATE under
-	// MatchDebeziumLosses. A compacted topic refuses such a record, so
-	// there the event is rejected (ReasonNoKey), naming the fix.
+	// has no key for it (a format that writes a TRUNCATE so). A
+	// compacted topic refuses such a record, so there the event is
+	// rejected (ReasonNoKey), naming the fix (see Explainer).
 	NullKey bool
 	// RecordBefore and RecordAfter write a record before the event's
 	// records and one after them (after its tombstone) on the topic the
-	// Encoder's Framer names, made by its AppendFrame: debezium.Encoder's
-	// transaction BEGIN and END. They are part of the event (see
+	// Encoder's Framer names, made by its AppendFrame, such as the
+	// BEGIN and END of a transaction. They are part of the event (see
 	// RecordShaper); a dead-lettered event keeps them around its
 	// dead-letter record, and a skipped event still gets them. The
 	// Encoder must implement Framer to ask for them.

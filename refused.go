@@ -7,8 +7,10 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkasink/kafkasink/internal/ctxerr"
+	"github.com/kafkasink/kafkasink/internal/refusals"
 )
 
 // This file is what the sink does when the broker refuses a record that
@@ -18,40 +20,14 @@ import (
 // validates and refuses (INVALID_RECORD, INVALID_TIMESTAMP, a
 // POLICY_VIOLATION).
 //
-// kgo sends each partition's records in batches and reports the broker's
-// refusal of a batch, with its bare code, to every record of the batch and
-// to every record buffered after it in that partition; the per-record
-// errors of KIP-467 and the broker's error message are not passed on. So
-// the refused records are found by sending the failed records again,
-// each partition's in runs that fit its topic's limit with one run in
-// flight per partition, and bisecting each run that fails, until each
-// refused record failed on its own (probe). In ExactlyOnce mode that
-// happens in one transaction of its own, always aborted, so nothing of it
-// is visible; then the part is written in a fresh transaction, with each
-// refused event's records replaced by its dead-letter record. In the
-// other modes the records that pass the probe are delivered by it, and
-// the dead-letter records are sent after them.
-
-// refusalCodes are the broker's answers to a produce that a single record
-// can earn on its own. A batch can earn them too (MESSAGE_TOO_LARGE for a
-// batch over a lowered max.message.bytes): probe tells the two apart.
-var refusalCodes = []*kerr.Error{
-	kerr.MessageTooLarge,
-	kerr.RecordListTooLarge,
-	kerr.InvalidRecord,
-	kerr.InvalidTimestamp,
-	kerr.PolicyViolation,
-}
-
-// refusalCode returns the refusal code err carries, or nil.
-func refusalCode(err error) *kerr.Error {
-	for _, c := range refusalCodes {
-		if errors.Is(err, c) {
-			return c
-		}
-	}
-	return nil
-}
+// The refused records are found by sending the failed records again, in
+// runs, until each refused record failed on its own (internal/refusals
+// says how). In ExactlyOnce mode that happens in one transaction of its
+// own, always aborted, so nothing of it is visible; then the part is
+// written in a fresh transaction, with each refused event's records
+// replaced by its dead-letter record. In the other modes the records that
+// pass the probe are delivered by it, and the dead-letter records are
+// sent after them.
 
 // refusal is a part's failed produce in which every failed record is a
 // record of the part (not the checkpoint) that failed with a refusal code:
@@ -89,7 +65,7 @@ func refusedOnly(pt *part, all []failedRecord) bool {
 		in[r] = true
 	}
 	for _, f := range all {
-		if refusalCode(f.err) == nil || !in[f.r] {
+		if refusals.Code(f.err) == nil || !in[f.r] {
 			return false
 		}
 	}
@@ -229,132 +205,55 @@ func (s *Sink) refreshLimits(ctx context.Context, failed []failedRecord) error {
 	return nil
 }
 
-// partitionKey names a topic's partition.
-type partitionKey struct {
-	topic     string
-	partition int32
+// runLayout is how the sink's topics make runs (refusals.Layout): the
+// partition the sink's partitioner sends a record to, and the topic's
+// record limit, as the broker counts a batch (recordOverhead per record,
+// which is more than it adds).
+type runLayout struct{ s *Sink }
+
+func (l runLayout) Partition(r *kgo.Record) int32 {
+	if info, known := l.s.topics.peek(r.Topic); known && info.partitions > 0 {
+		return int32(partitionRecord(r, info.partitions))
+	}
+	return r.Partition
 }
 
-// runs groups records by the partition the sink's partitioner sends each
-// to, in order, and splits each partition's records into runs of at most
-// its topic's record limit, as the broker counts a batch (recordOverhead
-// per record, which is more than it adds); a record over the limit is a
-// run of its own. It returns the runs, and the partitions in the order of
-// their first record.
-func (s *Sink) runs(records []*kgo.Record) (map[partitionKey][][]*kgo.Record, []partitionKey) {
-	byPartition := make(map[partitionKey][]*kgo.Record)
-	var order []partitionKey
-	for _, r := range records {
-		k := partitionKey{r.Topic, r.Partition}
-		info, known := s.topics.peek(r.Topic)
-		if known && info.partitions > 0 {
-			k.partition = int32(partitionRecord(r, info.partitions))
-		}
-		if _, ok := byPartition[k]; !ok {
-			order = append(order, k)
-		}
-		byPartition[k] = append(byPartition[k], r)
+func (l runLayout) Limit(topic string) int {
+	info, _ := l.s.topics.peek(topic)
+	if info.maxMessageBytes == 0 {
+		return l.s.cfg.MaxRecordBytes
 	}
-	out := make(map[partitionKey][][]*kgo.Record, len(byPartition))
-	for k, rs := range byPartition {
-		info, _ := s.topics.peek(k.topic)
-		limit := s.cfg.recordLimit(info)
-		if info.maxMessageBytes == 0 {
-			limit = s.cfg.MaxRecordBytes
-		}
-		out[k] = splitRuns(rs, limit)
-	}
-	return out, order
+	return l.s.cfg.recordLimit(info)
 }
 
-// splitRuns splits rs, in order, into runs of at most limit bytes, one
-// record at least each.
-func splitRuns(rs []*kgo.Record, limit int) [][]*kgo.Record {
-	var out [][]*kgo.Record
-	start, size := 0, 0
-	for j, r := range rs {
-		n := recordSize(r) + recordOverhead
-		if j > start && size+n > limit {
-			out = append(out, rs[start:j:j])
-			start, size = j, 0
-		}
-		size += n
-	}
-	if start < len(rs) {
-		out = append(out, rs[start:len(rs):len(rs)])
-	}
-	return out
-}
+func (l runLayout) Size(r *kgo.Record) int { return recordSize(r) + recordOverhead }
 
-// probe finds which of records the broker refuses on their own. Rounds
-// send, for each partition, its next run, and flush: a partition never has
-// more than one run in flight, so a failure is that run's own. A run's
-// records that pass are cleared; when exactly one failed, the batch the
-// broker refused held it alone (kgo fails a refused batch and the batches
-// after it in its partition, never one before), so it is refused; when
-// more failed, they are split in halves, sent in the next rounds. k
-// refused records among n of a partition take about n/run + 2k·log2(run)
-// rounds, each one round trip, all in one transaction.
-//
-// It returns the refused records with the broker's error, the records it
+// probe finds which of records the broker refuses on their own
+// (refusals.Queues.Probe): each round produces its runs and flushes. It
+// returns the refused records with the broker's error, the records it
 // sent and the rounds. A failure with another code, or a flush that does
 // not finish, is returned: it cannot be pinned to a record.
 func (s *Sink) probe(ctx context.Context, records []*kgo.Record) (map[*kgo.Record]error, int, int, error) {
-	queues, order := s.runs(records)
-	refused := make(map[*kgo.Record]error)
-	sent, rounds := 0, 0
-	type inFlight struct {
-		k   partitionKey
-		run []*kgo.Record
-	}
-	for {
-		var (
-			res    produceResults
-			flight []inFlight
-		)
-		for _, k := range order {
-			q := queues[k]
-			if len(q) == 0 {
-				continue
-			}
-			queues[k] = q[1:]
-			for _, r := range q[0] {
+	return refusals.NewQueues(records, runLayout{s}).Probe(func(round [][]*kgo.Record) (map[*kgo.Record]error, error) {
+		var res produceResults
+		for _, run := range round {
+			for _, r := range run {
 				res.produce(ctx, s.cl, r)
 			}
-			sent += len(q[0])
-			flight = append(flight, inFlight{k, q[0]})
 		}
-		if len(flight) == 0 {
-			return refused, sent, rounds, nil
-		}
-		rounds++
 		if err := s.cl.Flush(ctx); err != nil {
-			return nil, sent, rounds, fmt.Errorf("kafkasink: sending records again to find the ones the broker refuses: %w", withCause(ctx, err))
+			return nil, fmt.Errorf("kafkasink: sending records again to find the ones the broker refuses: %w", ctxerr.WithCause(ctx, err))
 		}
 		res.wait()
 		failed := make(map[*kgo.Record]error)
 		for _, f := range res.failures() {
-			if refusalCode(f.err) == nil {
-				return nil, sent, rounds, fmt.Errorf("kafkasink: sending records again to find the ones the broker refuses: %s[%d]: %w", f.r.Topic, f.r.Partition, f.err)
+			if refusals.Code(f.err) == nil {
+				return nil, fmt.Errorf("kafkasink: sending records again to find the ones the broker refuses: %s[%d]: %w", f.r.Topic, f.r.Partition, f.err)
 			}
 			failed[f.r] = f.err
 		}
-		for _, fl := range flight {
-			var fs []*kgo.Record
-			for _, r := range fl.run {
-				if failed[r] != nil {
-					fs = append(fs, r)
-				}
-			}
-			switch {
-			case len(fs) == 1:
-				refused[fs[0]] = failed[fs[0]]
-			case len(fs) > 1:
-				h := len(fs) / 2
-				queues[fl.k] = append([][]*kgo.Record{fs[:h:h], fs[h:]}, queues[fl.k]...)
-			}
-		}
-	}
+		return failed, nil
+	})
 }
 
 // sendInRuns produces records with produce, which counts them in res: each
@@ -364,30 +263,21 @@ func (s *Sink) probe(ctx context.Context, records []*kgo.Record) (map[*kgo.Recor
 // size it learned then). It stops after a round in which a record failed;
 // res holds the outcomes.
 func (s *Sink) sendInRuns(ctx context.Context, records []*kgo.Record, produce func(*kgo.Record), res *produceResults) error {
-	queues, order := s.runs(records)
-	for {
-		more := false
-		for _, k := range order {
-			q := queues[k]
-			if len(q) == 0 {
-				continue
-			}
-			queues[k] = q[1:]
-			for _, r := range q[0] {
+	q := refusals.NewQueues(records, runLayout{s})
+	for round := q.Round(); len(round) > 0; round = q.Round() {
+		for _, run := range round {
+			for _, r := range run {
 				produce(r)
 			}
-			more = true
-		}
-		if !more {
-			return nil
 		}
 		if err := s.cl.Flush(ctx); err != nil {
-			return fmt.Errorf("kafkasink: sending records in runs: %w", withCause(ctx, err))
+			return fmt.Errorf("kafkasink: sending records in runs: %w", ctxerr.WithCause(ctx, err))
 		}
 		if _, err := res.wait(); err != nil {
 			return nil
 		}
 	}
+	return nil
 }
 
 // quarantineRefused replaces, in part i of p, the records of each event
@@ -422,7 +312,7 @@ func (s *Sink) quarantineRefused(ctx context.Context, p *plan, i int, refused ma
 		e := p.event(pos)
 		rej := Rejection{Position: pos, Schema: e.Schema, Table: e.Table, Topic: r.Topic, Reason: refusalReason(err)}
 		info, _ := s.topics.peek(r.Topic)
-		rej.Err = refusedError(r, err, s.cfg.recordLimit(info))
+		rej.Err = refusals.Explain(r, err, recordSize(r), s.cfg.recordLimit(info))
 		if r.Topic == s.cfg.DeadLetterTopic {
 			deadLettered = false
 			rej.Topic = s.routeOf(e).topic
@@ -475,27 +365,8 @@ func (p *plan) event(pos Position) *Event {
 // refusalReason is the Reason of a record refused with err: too_large for
 // a size the broker refuses, refused otherwise.
 func refusalReason(err error) Reason {
-	switch refusalCode(err) {
-	case kerr.MessageTooLarge, kerr.RecordListTooLarge:
+	if refusals.TooLarge(err) {
 		return ReasonTooLarge
 	}
 	return ReasonRefused
-}
-
-// refusedError says that the broker refused r on its own, with the
-// broker's code and its description (kgo passes on no more), and how to
-// fix it; limit is the topic's record limit, read again.
-func refusedError(r *kgo.Record, err error, limit int) error {
-	var fix string
-	switch refusalCode(err) {
-	case kerr.MessageTooLarge, kerr.RecordListTooLarge:
-		fix = fmt.Sprintf("the record of %d bytes of key, value and headers is over what the topic accepts now (the sink's limit, read again: %d); raise the topic's max.message.bytes (and Config.MaxRecordBytes), or use a compression that shrinks it", recordSize(r), limit)
-	case kerr.InvalidTimestamp:
-		fix = "its timestamp is outside what the topic's message.timestamp.before.max.ms and message.timestamp.after.max.ms allow (with message.timestamp.type=CreateTime); raise them, or use LogAppendTime"
-	case kerr.PolicyViolation:
-		fix = "a policy on the broker refuses it; ask the broker's operator"
-	default:
-		fix = "the broker validates each record against the topic's configuration (a compacted topic refuses a record without a key); fix the event or the topic"
-	}
-	return fmt.Errorf("the broker refused the record for %s[%d] on its own: %w; %s", r.Topic, r.Partition, err, fix)
 }

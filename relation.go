@@ -3,7 +3,7 @@ package kafkasink
 // Relation describes the table an event belongs to as the source declared
 // it when the change was captured: every column in table order, with its
 // type. Encoders whose output depends on declared types read it
-// (debezium.Encoder renders a numeric by its scale, a time by its
+// (an Encoder that renders a numeric by its scale, a time by its
 // precision, a delete's before image with every column); the others
 // ignore it. A source shares one *Relation among all events of one
 // version of a table, so encoders must not modify it. nil when the source
@@ -33,8 +33,8 @@ type ColumnInfo struct {
 	// Default is the column's DEFAULT expression as the source prints it
 	// (PostgreSQL: pg_get_expr of pg_attrdef, such as "42",
 	// "'hello'::text", "now()", "nextval('s'::regclass)"); "" when it has
-	// none. debezium.Encoder declares it, as Debezium does, in the
-	// column's schema. A string, so that ColumnInfo stays comparable.
+	// none, for an Encoder that declares it in the column's schema. A
+	// string, so that ColumnInfo stays comparable.
 	Default string
 }
 
@@ -63,6 +63,6 @@ type TypeInfo struct {
 	// 'm' multirange, 'p' pseudo; 0 when the source does not say.
 	Kind byte
 	// Labels are an enum's labels in their declared order (pg_enum), as
-	// debezium.Encoder.SchemasEnable declares them; nil for other types.
+	// for an Encoder that declares them in a schema; nil for other types.
 	Labels []string
 }

@@ -8,18 +8,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"sync"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/aws"
 	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/kafkasink/kafkasink/internal/tlsconf"
 )
 
 // Secret is a string that never shows itself: fmt, slog and JSON print
@@ -144,7 +142,7 @@ func (c *Config) securityProblems() []string {
 		if t.GetClientCertificate != nil && (file || mem) {
 			p = append(p, "TLS.GetClientCertificate and a client certificate (CertFile/KeyFile or CertPEM/KeyPEM) are both set: use one")
 		}
-		if _, err := t.config(); err != nil {
+		if _, err := t.ClientConfig(); err != nil {
 			p = append(p, err.Error())
 		}
 	}
@@ -176,91 +174,9 @@ func (c *Config) securityProblems() []string {
 // program to give its other clients of the same deployment (a Schema
 // Registry's) the same settings, certificate rotation included. Errors
 // name the file or field at fault.
-func (t *TLS) ClientConfig() (*tls.Config, error) { return t.config() }
-
-// config builds the *tls.Config. Errors name the file or field at fault.
-func (t *TLS) config() (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
-	ca := t.CAPEM
-	if t.CAFile != "" {
-		b, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("TLS.CAFile: %v", err)
-		}
-		ca = b
-	}
-	if ca != nil {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(ca) {
-			return nil, fmt.Errorf("TLS CA (%s): no PEM certificate found", orMemory(t.CAFile))
-		}
-		cfg.RootCAs = pool
-	}
-	switch {
-	case t.GetClientCertificate != nil:
-		cfg.GetClientCertificate = t.GetClientCertificate
-	case t.CertFile != "" && t.KeyFile != "":
-		files := &certFiles{cert: t.CertFile, key: t.KeyFile}
-		if _, err := files.load(); err != nil {
-			return nil, err
-		}
-		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return files.load() }
-	case t.CertPEM != nil && t.KeyPEM != nil:
-		pair, err := tls.X509KeyPair(t.CertPEM, t.KeyPEM)
-		if err != nil {
-			return nil, fmt.Errorf("TLS client certificate (in memory): %v", err)
-		}
-		cfg.Certificates = []tls.Certificate{pair}
-	}
-	return cfg, nil
-}
-
-// certFiles is a client certificate read from files, read again when either
-// file changed since the last read.
-type certFiles struct {
-	cert, key string
-
-	mu       sync.Mutex
-	pair     *tls.Certificate
-	modified [2]time.Time // of cert and key when pair was read
-}
-
-// load returns the pair, read again if either file changed.
-func (c *certFiles) load() (*tls.Certificate, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var modified [2]time.Time
-	for i, name := range []string{c.cert, c.key} {
-		fi, err := os.Stat(name)
-		if err != nil {
-			return nil, fmt.Errorf("TLS client certificate: %v", err)
-		}
-		modified[i] = fi.ModTime()
-	}
-	if c.pair != nil && modified == c.modified {
-		return c.pair, nil
-	}
-	cert, err := os.ReadFile(c.cert)
-	if err != nil {
-		return nil, fmt.Errorf("TLS.CertFile: %v", err)
-	}
-	key, err := os.ReadFile(c.key)
-	if err != nil {
-		return nil, fmt.Errorf("TLS.KeyFile: %v", err)
-	}
-	pair, err := tls.X509KeyPair(cert, key)
-	if err != nil {
-		return nil, fmt.Errorf("TLS client certificate (%s, %s): %v", c.cert, c.key, err)
-	}
-	c.pair, c.modified = &pair, modified
-	return c.pair, nil
-}
-
-func orMemory(file string) string {
-	if file == "" {
-		return "in memory"
-	}
-	return file
+func (t *TLS) ClientConfig() (*tls.Config, error) {
+	// tlsconf.Settings has TLS's fields: the conversion keeps them the same.
+	return tlsconf.Settings(*t).Config()
 }
 
 // mechanism builds the franz-go SASL mechanism.
@@ -291,7 +207,7 @@ func (s *SASL) mechanism() sasl.Mechanism {
 func (c *Config) securityOptions() []kgo.Opt {
 	var opts []kgo.Opt
 	if c.TLS != nil {
-		tc, _ := c.TLS.config()
+		tc, _ := c.TLS.ClientConfig()
 		opts = append(opts, kgo.DialTLSConfig(tc))
 	}
 	if c.SASL != nil {
@@ -303,7 +219,7 @@ func (c *Config) securityOptions() []kgo.Opt {
 // explainConnectErr says which part of the security set-up a connection
 // error comes from, so the message points at the setting to fix. It only
 // explains: the class of the error (IsFatal, in classify.go, which knows
-// TLS alerts by tlsAlert) is the same before and after.
+// TLS alerts by tlsconf.Alert) is the same before and after.
 func (c *Config) explainConnectErr(err error) error {
 	var (
 		unknownAuthority x509.UnknownAuthorityError
@@ -327,41 +243,17 @@ func (c *Config) explainConnectErr(err error) error {
 	case errors.As(err, &unknownAuthority) || errors.As(err, &verify):
 		return fmt.Errorf("kafkasink: the broker's TLS certificate is not trusted: set Config.TLS.CAFile to the authority that signed it: %w", err)
 	}
-	if alert, ok := tlsAlert(err); ok && c.TLS != nil {
-		e := &alertError{alert: alert, err: err}
+	if alert, ok := tlsconf.Alert(err); ok && c.TLS != nil {
+		e := &tlsconf.AlertError{Alert: alert, Err: err}
 		switch {
-		case !clientCertAlerts[alert]:
-			e.msg = fmt.Sprintf("kafkasink: the broker ended the TLS handshake (%v): check Config.TLS against the listener's TLS settings", alert)
+		case !tlsconf.ClientCertAlert(alert):
+			e.Msg = fmt.Sprintf("kafkasink: the broker ended the TLS handshake (%v): check Config.TLS against the listener's TLS settings", alert)
 		case c.TLS.CertFile == "" && c.TLS.CertPEM == nil:
-			e.msg = fmt.Sprintf("kafkasink: the broker refused the connection without a client certificate (%v): it requires one: set Config.TLS.CertFile and KeyFile", alert)
+			e.Msg = fmt.Sprintf("kafkasink: the broker refused the connection without a client certificate (%v): it requires one: set Config.TLS.CertFile and KeyFile", alert)
 		default:
-			e.msg = fmt.Sprintf("kafkasink: the broker refused the client certificate (%v): check Config.TLS.CertFile and KeyFile against the broker's truststore", alert)
+			e.Msg = fmt.Sprintf("kafkasink: the broker refused the client certificate (%v): check Config.TLS.CertFile and KeyFile against the broker's truststore", alert)
 		}
 		return e
 	}
 	return err
 }
-
-// clientCertAlerts are the TLS alerts a server sends about the client's
-// certificate, or its absence.
-var clientCertAlerts = map[tls.AlertError]bool{
-	42:  true, // bad_certificate: also what Java sends for a missing certificate
-	43:  true, // unsupported_certificate
-	44:  true, // certificate_revoked
-	45:  true, // certificate_expired
-	46:  true, // certificate_unknown
-	48:  true, // unknown_ca
-	116: true, // certificate_required
-}
-
-// alertError explains a TLS alert from the broker. It unwraps to the
-// tls.AlertError as well as to the original error, so IsFatal knows it
-// and IsRetryable does not retry it.
-type alertError struct {
-	msg   string
-	alert tls.AlertError
-	err   error
-}
-
-func (e *alertError) Error() string   { return e.msg + ": " + e.err.Error() }
-func (e *alertError) Unwrap() []error { return []error{e.alert, e.err} }

@@ -22,6 +22,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
+
+	"github.com/kafkasink/kafkasink/internal/tlsconf"
 )
 
 // clientMechanisms builds a client from the config's security options, as
@@ -215,8 +217,8 @@ func TestSecurityRemoteTLSAlertIsFatal(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			raw := connErr(tc.certs)
-			if a, ok := tlsAlert(raw); !ok || a != tc.alert {
-				t.Fatalf("tlsAlert(%v) = %d, %t; want %d", raw, a, ok, tc.alert)
+			if a, ok := tlsconf.Alert(raw); !ok || a != tc.alert {
+				t.Fatalf("tlsconf.Alert(%v) = %d, %t; want %d", raw, a, ok, tc.alert)
 			}
 			// Met during a Write, unexplained, it is fatal too.
 			if wrapped := fmt.Errorf("writing: %w", raw); !IsFatal(wrapped) || IsRetryable(wrapped) {
@@ -237,8 +239,8 @@ func TestSecurityRemoteTLSAlertIsFatal(t *testing.T) {
 		})
 	}
 	// Errors that are not alerts are left alone.
-	if _, ok := tlsAlert(&net.OpError{Op: "read", Err: errors.New("x")}); ok {
-		t.Error("tlsAlert took a read error for an alert")
+	if _, ok := tlsconf.Alert(&net.OpError{Op: "read", Err: errors.New("x")}); ok {
+		t.Error("tlsconf.Alert took a read error for an alert")
 	}
 }
 
@@ -303,7 +305,7 @@ func TestTLSClientCertificateFilesReloaded(t *testing.T) {
 
 	firstCert, firstKey := issue("first")
 	install(firstCert, firstKey)
-	cfg, err := (&TLS{CertFile: certFile, KeyFile: keyFile}).config()
+	cfg, err := (&TLS{CertFile: certFile, KeyFile: keyFile}).ClientConfig()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkasink/kafkasink/internal/checkpointlog"
+	"github.com/kafkasink/kafkasink/internal/ctxerr"
 )
 
 // Sink delivers batches of change events to Kafka. New makes one.
@@ -90,8 +93,8 @@ type mode interface {
 }
 
 // Delivers reports whether Write writes e to its table's topic: false for
-// an event the Encoder leaves out (a RecordShaper's Skip, such as
-// debezium.Encoder's SkippedOperations). A source counting the events of a
+// an event the Encoder leaves out (a RecordShaper's Skip). A source
+// counting the events of a
 // transaction (Event.Txn) asks it, as pgcdc's Run does. Safe for
 // concurrent use.
 func (s *Sink) Delivers(e *Event) bool {
@@ -115,7 +118,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		topics: newTopicCache(&cfg.Topics),
 		sem:    make(chan struct{}, 1),
 		routes: make(map[[2]string]tableRoute),
-		store:  checkpointStore{topic: cfg.CheckpointTopic, sinkID: cfg.SinkID, mode: cfg.Mode},
+		store:  checkpointStore{Partition: checkpointlog.Partition{Topic: cfg.CheckpointTopic}, sinkID: cfg.SinkID, mode: cfg.Mode},
 	}
 	b.hooks = newHooks(append([]Hook{&b.counters}, cfg.Hooks...))
 	b.router = newRouter(&b.cfg)
@@ -143,7 +146,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 // checkpoint: the protocol's start-up, run once, by New.
 func (s *Sink) start(ctx context.Context) error {
 	var err error
-	if s.store.partition, err = setupCheckpointTopic(ctx, s.cl, s.cfg.CheckpointTopic, s.cfg.SinkID, s.cfg.Mode, s.logInfo); err != nil {
+	if s.store.Partition.Partition, err = setupCheckpointTopic(ctx, s.cl, s.cfg.CheckpointTopic, s.cfg.SinkID, s.cfg.Mode, s.logInfo); err != nil {
 		return err
 	}
 	if s.cfg.Mode == ExactlyOnce {
@@ -161,7 +164,7 @@ func (s *Sink) start(ctx context.Context) error {
 	}
 	s.state.verified(ck)
 	s.log.Info("sink started", "mode", s.cfg.Mode.String(), "checkpoint", ck.Position.String(),
-		"checkpoint_topic", s.cfg.CheckpointTopic, "checkpoint_partition", s.store.partition)
+		"checkpoint_topic", s.cfg.CheckpointTopic, "checkpoint_partition", s.store.Partition.Partition)
 	return nil
 }
 
@@ -327,7 +330,7 @@ func (s *Sink) recoverIfUnverified(ctx context.Context) error {
 		return s.follow(verdict{err, actFatal})
 	}
 	if err != nil {
-		return withCause(ctx, err)
+		return ctxerr.WithCause(ctx, err)
 	}
 	if !s.state.knows(ck) {
 		return s.follow(verdict{fmt.Errorf("%w: checkpoint topic %q holds checkpoint %s of sink id %q, which this instance did not write (it last wrote %s): another instance with the same sink id is writing, or an operator reset the checkpoint; restart the sink (New) to resume from what is there",

@@ -3,6 +3,8 @@ package kafkasink
 import (
 	"fmt"
 	"strings"
+
+	"github.com/kafkasink/kafkasink/internal/topicadmin"
 )
 
 // ParseTableName parses a table name as Topics.Routes and pgcdc's
@@ -114,5 +116,5 @@ func quotePart(s string) string {
 // [a-zA-Z0-9._-]), or nil, for an Encoder's Validator that names a topic
 // of its own.
 func ValidateTopicName(name string) error {
-	return validateTopicName(name)
+	return topicadmin.ValidateName(name)
 }

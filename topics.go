@@ -2,7 +2,6 @@ package kafkasink
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -10,35 +9,9 @@ import (
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkasink/kafkasink/internal/topicadmin"
 )
-
-// maxTopicNameLen is Kafka's limit on topic names.
-const maxTopicNameLen = 249
-
-func validTopicChars(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-// validateTopicName applies Kafka's rules for topic names.
-func validateTopicName(name string) error {
-	switch {
-	case name == "":
-		return errors.New("topic name is empty")
-	case name == "." || name == "..":
-		return fmt.Errorf("topic name %q is not allowed", name)
-	case len(name) > maxTopicNameLen:
-		return fmt.Errorf("topic name %.40q... is %d bytes, over Kafka's limit of %d", name, len(name), maxTopicNameLen)
-	case !validTopicChars(name):
-		return fmt.Errorf("topic name %q has characters outside [a-zA-Z0-9._-]", name)
-	}
-	return nil
-}
 
 // problems returns the configuration problems of t.
 func (t *Topics) problems() []string {
@@ -50,24 +23,24 @@ func (t *Topics) problems() []string {
 		probe := strings.NewReplacer("{schema}", "s", "{table}", "t").Replace(t.Template)
 		if strings.ContainsAny(probe, "{}") {
 			p = append(p, fmt.Sprintf("Topics.Template %q has an unknown placeholder: only {schema} and {table} are allowed", t.Template))
-		} else if err := validateTopicName(probe); err != nil {
+		} else if err := topicadmin.ValidateName(probe); err != nil {
 			p = append(p, "Topics.Template: "+err.Error())
 		}
 	}
 	if t.Prefix != "" {
-		if err := validateTopicName(t.Prefix); err != nil {
+		if err := topicadmin.ValidateName(t.Prefix); err != nil {
 			p = append(p, "Topics.Prefix: "+err.Error())
 		}
 	}
 	for table, topic := range t.Routes {
-		if err := validateTopicName(topic); err != nil {
+		if err := topicadmin.ValidateName(topic); err != nil {
 			p = append(p, fmt.Sprintf("Topics.Routes[%q]: %v", table, err))
 		}
 	}
 	_, routeProblems := parseTableKeys("Topics.Routes", t.Routes)
 	p = append(p, routeProblems...)
 	for _, topic := range t.Shared {
-		if err := validateTopicName(topic); err != nil {
+		if err := topicadmin.ValidateName(topic); err != nil {
 			p = append(p, fmt.Sprintf("Topics.Shared: %v", err))
 		}
 	}
@@ -111,7 +84,7 @@ func (r *router) route(schema, table string) (string, routeKind, error) {
 	default:
 		topic, kind = t.Prefix+"."+schema+"."+table, byPrefix
 	}
-	if err := validateTopicName(topic); err != nil {
+	if err := topicadmin.ValidateName(topic); err != nil {
 		return "", kind, fmt.Errorf("topic for %s by %s: %w; route the table explicitly with a Topics.Routes entry", TableName(schema, table), kind, err)
 	}
 	return topic, kind, nil

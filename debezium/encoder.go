@@ -419,6 +419,24 @@ func (d Encoder) MinValueSize(e *kafkasink.Event) int {
 	return kafkasink.MinRowSize(e.Before) + kafkasink.MinRowSize(e.After)
 }
 
+var _ kafkasink.Explainer = Encoder{}
+
+// Explain implements kafkasink.Explainer: the options behind what the
+// sink's rules are about, with the program's flags for them.
+func (d Encoder) Explain(f kafkasink.Feature) (why, fix string) {
+	switch f {
+	case kafkasink.FeatureAllKeys:
+		return "debezium.Encoder.SchemasEnable (schemas.enable) writes JSON keys with their schema and JSON " +
+			HeaderOldKey + "/newkey headers", ""
+	case kafkasink.FeatureFrameTopic:
+		return "debezium.Encoder.TransactionTopic (transaction.topic, flag -transaction.topic), of the BEGIN and END records", ""
+	case kafkasink.FeatureNullKey:
+		return "debezium.Encoder.MatchDebeziumLosses writes a TRUNCATE so, as Debezium does",
+			`turn MatchDebeziumLosses off (flag -debezium-match-losses=false), skip truncates (SkippedOperations "t", flag -skipped.operations t)`
+	}
+	return "", ""
+}
+
 // problems returns the problems of the options, for Validate.
 func (d Encoder) problems() []string {
 	p := d.valueProblems()

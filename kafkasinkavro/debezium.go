@@ -59,6 +59,7 @@ var (
 	_ kafkasink.KeyEncoder   = (*DebeziumEncoder)(nil)
 	_ kafkasink.RecordShaper = (*DebeziumEncoder)(nil)
 	_ kafkasink.Framer       = (*DebeziumEncoder)(nil)
+	_ kafkasink.Explainer    = (*DebeziumEncoder)(nil)
 )
 
 // NewDebezium checks cfg and dbz and returns a DebeziumEncoder. Of cfg,
@@ -268,6 +269,11 @@ func (d *DebeziumEncoder) EncodeKey(dst []byte, e *kafkasink.Event, columns []st
 // FrameTopic implements kafkasink.Framer: debezium.Encoder's
 // transaction topic with ProvideTransactionMetadata, "" without.
 func (d *DebeziumEncoder) FrameTopic() string { return d.dbz.FrameTopic() }
+
+// Explain implements kafkasink.Explainer as debezium.Encoder does, so
+// that the sink's problems about its keys, frames and null keys name its
+// options.
+func (d *DebeziumEncoder) Explain(f kafkasink.Feature) (why, fix string) { return d.dbz.Explain(f) }
 
 // prepareFrames registers the schemas of the BEGIN and END records
 // (Debezium's TransactionMetadataKey and TransactionMetadataValue) under

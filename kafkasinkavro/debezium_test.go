@@ -412,3 +412,22 @@ func TestNegativeZeroKeepsItsSign(t *testing.T) {
 		}
 	}
 }
+
+// TestDebeziumExplainsAsDebezium: the sink's problems about the records
+// around events and null keys name debezium.Encoder's options for the
+// Avro encoder too (kafkasink.Explainer).
+func TestDebeziumExplainsAsDebezium(t *testing.T) {
+	dbz := debezium.Encoder{Name: "shop", ProvideTransactionMetadata: true, TransactionTopic: "shop.transaction", MatchDebeziumLosses: true}
+	enc, err := kafkasinkavro.NewDebezium(kafkasinkavro.Config{Registry: &sr.Client{}}, dbz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []kafkasink.Feature{kafkasink.FeatureAllKeys, kafkasink.FeatureFrameTopic, kafkasink.FeatureNullKey} {
+		why, fix := enc.Explain(f)
+		dbz.SchemasEnable = true // NewDebezium implies it
+		wantWhy, wantFix := dbz.Explain(f)
+		if why != wantWhy || fix != wantFix || why+fix == "" {
+			t.Errorf("Explain(%d) = %q, %q; want debezium.Encoder's %q, %q", f, why, fix, wantWhy, wantFix)
+		}
+	}
+}

@@ -23,6 +23,7 @@ type Monitor struct {
 	snapshot   atomic.Int64
 	lastCommit atomic.Int64            // Unix nanoseconds; 0 before the first
 	spool      atomic.Pointer[Decoder] // the session's, for its SpoolBytes
+	backfill   atomic.Pointer[runFailure]
 
 	mu     sync.Mutex
 	tables map[string]TableProgress // guarded by mu
@@ -84,6 +85,11 @@ type RunStats struct {
 	// SpoolBytes is what the spool holds on disk now: the streamed
 	// transactions not yet committed (see Config.SpoolMaxBytes).
 	SpoolBytes int64
+	// LastBackfillError is the last backfill request or signal Run
+	// refused, or the last backfill that stopped on an error, at
+	// LastBackfillErrorTime; the stream went on. Empty when none.
+	LastBackfillError     string
+	LastBackfillErrorTime time.Time
 	// SnapshotTables is each table's progress in this Run's snapshot,
 	// by "schema.table"; nil when Run read no snapshot.
 	SnapshotTables map[string]TableProgress
@@ -108,6 +114,9 @@ func (m *Monitor) Stats() RunStats {
 	}
 	if f := m.failure.Load(); f != nil {
 		st.LastError, st.LastErrorTime = f.err, f.at
+	}
+	if f := m.backfill.Load(); f != nil {
+		st.LastBackfillError, st.LastBackfillErrorTime = f.err, f.at
 	}
 	if st.ServerWALEnd > st.Confirmed {
 		st.LagBytes = int64(st.ServerWALEnd - st.Confirmed)
@@ -146,6 +155,14 @@ func (m *Monitor) failed(err error) {
 	if m != nil {
 		m.failure.Store(&runFailure{err: err.Error(), at: time.Now()})
 		m.state.Store(int32(RunWaiting))
+	}
+}
+
+// backfillFailed notes a refused backfill request or signal, or a
+// backfill stopped by an error.
+func (m *Monitor) backfillFailed(err error) {
+	if m != nil {
+		m.backfill.Store(&runFailure{err: err.Error(), at: time.Now()})
 	}
 }
 

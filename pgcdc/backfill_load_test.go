@@ -42,15 +42,16 @@ type bfLoad struct {
 	txns   atomic.Int64
 }
 
-// newBFLoad creates the table with rows rows, its publication, and a role
-// with REPLICATION and SELECT on it only, dropped at the end.
-func newBFLoad(t *testing.T, rows int) *bfLoad {
+// newBFLoad creates the table with rows rows, its publication (FOR TABLE
+// the table, then pub: a column list, a row filter), and a role with
+// REPLICATION and SELECT on it only, dropped at the end.
+func newBFLoad(t *testing.T, rows int, pub string) *bfLoad {
 	e := newPGEnv(t)
 	_, e.brokers = realEnv(t)
 	l := &bfLoad{e: e, table: e.name + "_bf", role: e.name + "_ro"}
 	e.exec("CREATE TABLE " + l.table + " (id bigint PRIMARY KEY, seq bigint NOT NULL, note text, big text)")
 	e.exec("ALTER TABLE " + l.table + " ALTER COLUMN big SET STORAGE EXTERNAL") // out of line, uncompressed: TOASTed
-	e.exec("CREATE PUBLICATION " + e.name + " FOR TABLE " + l.table)
+	e.exec("CREATE PUBLICATION " + e.name + " FOR TABLE " + l.table + pub)
 	e.exec(fmt.Sprintf("INSERT INTO %s SELECT g, g, 'n' || g, CASE WHEN g %% 3 = 0 THEN repeat(md5(g::text), 100) END FROM generate_series(1, %d) g", l.table, rows))
 	l.seq.Store(int64(rows))
 	l.nextID.Store(int64(rows))
@@ -313,7 +314,7 @@ func ptrOr(s *string) string {
 func TestBackfillUnderLoad(t *testing.T) {
 	for _, how := range []string{"api", "signal"} {
 		t.Run(how, func(t *testing.T) {
-			l := newBFLoad(t, 10000)
+			l := newBFLoad(t, 10000, "")
 			cfg := l.config()
 			ctrl := &Backfills{}
 			cfg.Backfills = ctrl

@@ -33,7 +33,7 @@ type backfiller struct {
 	// what the pump changed since; changed says the current batch must
 	// carry them (batch.backfills).
 	live       backfillList
-	lastSignal lsnText
+	lastSignal signalPos
 	changed    bool
 	// pending are the signals of the transaction being decoded, taken
 	// at its commit.
@@ -56,6 +56,7 @@ type backfiller struct {
 // pendingSignal is a signal of a transaction not yet committed.
 type pendingSignal struct {
 	xid     uint32
+	lsn     kafkasink.LSN // the message's own
 	content []byte
 }
 
@@ -397,7 +398,7 @@ func (s *session) carryBackfills() {
 // (cursor.Backfills and cursor.LastSignal).
 type backfillState struct {
 	list       backfillList
-	lastSignal lsnText
+	lastSignal signalPos
 }
 
 // backfillChunk reads the next chunk of the first running backfill and

@@ -28,6 +28,19 @@ type backfillCursor struct {
 	By         string    `json:"by"` // "api" or "signal"
 }
 
+// signalPos orders the signals as the stream delivers them: by the commit
+// LSN of their transaction (a non-transactional one's own LSN), then by
+// their own LSN, for the signals of one transaction.
+type signalPos struct {
+	Commit  lsnText `json:"commit"`
+	Message lsnText `json:"message"`
+}
+
+// after reports whether p comes after q.
+func (p signalPos) after(q signalPos) bool {
+	return p.Commit > q.Commit || p.Commit == q.Commit && p.Message > q.Message
+}
+
 func (c backfillCursor) status() BackfillStatus {
 	return BackfillStatus{ID: c.ID, Table: c.Table, Where: c.Where, Paused: c.Paused, Rows: c.Rows, Chunks: c.Chunks,
 		LastKey: slices.Clone(c.LastKey), Requested: c.Requested, By: c.By}

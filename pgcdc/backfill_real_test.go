@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/kafkasink/kafkasink"
@@ -266,4 +267,94 @@ func TestBackfillResumesAfterCrash(t *testing.T) {
 	}
 	t.Logf("%d crashes; resumed at rows %v; %d records, %d rows of backfill %s, %d rows in the table, %d writer transactions",
 		crashes, resumedAt, c.records, c.backfilled, id, c.rows, l.txns.Load())
+}
+
+// stopAfterSink stops Run with a fatal error right after the first Write
+// whose cursor records a backfill: written, but the slot never told.
+type stopAfterSink struct {
+	*kafkasink.Sink
+	stopped bool
+}
+
+func (s *stopAfterSink) Write(ctx context.Context, b kafkasink.Batch) error {
+	if err := s.Sink.Write(ctx, b); err != nil || s.stopped {
+		return err
+	}
+	if strings.Contains(string(b.Cursor), `"backfills"`) {
+		s.stopped = true
+		return errCrash
+	}
+	return nil
+}
+
+// Signals: one in a rolled-back transaction does nothing; a
+// non-transactional one takes effect when the stream reaches it; data as
+// a JSON string, as Debezium's signal table holds it; stop-snapshot; and
+// a signal the server sends again after a restart is not taken twice.
+func TestBackfillSignals(t *testing.T) {
+	l := newBFLoad(t, 1000, "")
+	signal := func(transactional bool, json string) {
+		l.e.exec("SELECT pg_logical_emit_message($1, 'kafkasink.signal', $2)", transactional, json)
+	}
+	execute := fmt.Sprintf(`{"type":"execute-snapshot","data":"{\"data-collections\":[\"%s\"]}"}`, l.table)
+
+	first := &stopAfterSink{Sink: l.e.newSink(l.e.name)}
+	ctrl, _, r := l.startBF(t, first)
+	l.e.txn(func(tx pgx.Tx) {
+		tx.Exec(context.Background(), "SELECT pg_logical_emit_message(true, 'kafkasink.signal', $1)", execute)
+		tx.Exec(context.Background(), "ROLLBACK")
+	})
+	signal(true, execute)
+	select {
+	case <-r.done:
+	case <-time.After(time.Minute):
+		t.Fatal("Run did not stop after the Write that recorded the backfill")
+	}
+	if !errors.Is(r.err, errCrash) {
+		t.Fatalf("Run returned %v, want the test's stop", r.err)
+	}
+	if got := ctrl.List(); len(got) != 1 {
+		t.Fatalf("after the signal: backfills %+v, want 1 (the rolled-back one does nothing)", got)
+	}
+	id := ctrl.List()[0].ID
+
+	// The server sends the signal's transaction again: the checkpoint
+	// says it was taken.
+	gate := &gateSink{Sink: l.e.newSink(l.e.name), open: make(chan struct{})}
+	ctrl, mon, r := l.startBF(t, gate)
+	if got := ctrl.List(); len(got) != 1 || got[0].ID != id {
+		t.Fatalf("after the restart: backfills %+v, want %s alone", got, id)
+	}
+	signal(false, `{"type":"pause-snapshot"}`)
+	waitFor(t, 30*time.Second, "the non-transactional pause", r, func() bool {
+		got := ctrl.List()
+		return len(got) == 1 && got[0].Paused
+	})
+	close(gate.open)
+	signal(true, `{"type":"resume-snapshot"}`)
+	waitFor(t, time.Minute, "the backfill's end", r, func() bool { return len(ctrl.List()) == 0 })
+
+	// stop-snapshot cancels a backfill of the tables it names. The
+	// signals of one transaction take effect in order at its commit,
+	// before any chunk: the second backfill is paused before it reads.
+	l.e.txn(func(tx pgx.Tx) {
+		tx.Exec(context.Background(), "SELECT pg_logical_emit_message(true, 'kafkasink.signal', $1)", execute)
+		tx.Exec(context.Background(), `SELECT pg_logical_emit_message(true, 'kafkasink.signal', '{"type":"pause-snapshot"}')`)
+	})
+	waitFor(t, 30*time.Second, "a second backfill", r, func() bool { return len(ctrl.List()) == 1 })
+	signal(true, fmt.Sprintf(`{"type":"stop-snapshot","data":{"data-collections":["%s"],"type":"INCREMENTAL"}}`, l.table))
+	waitFor(t, 30*time.Second, "the stop", r, func() bool { return len(ctrl.List()) == 0 })
+
+	if e := mon.Stats().LastBackfillError; e != "" {
+		t.Errorf("Monitor: %s", e)
+	}
+	marker := l.nextID.Add(1)
+	l.e.exec("INSERT INTO "+l.table+" VALUES ($1, $2, 'marker', NULL)", marker, l.seq.Add(1))
+	waitFor(t, time.Minute, "the marker row in Kafka", r, func() bool {
+		return slices.ContainsFunc(l.read(t), func(r bfRecord) bool { return r.id == marker })
+	})
+	c := l.check(t, id)
+	if c.backfilled != 1000 || c.reads != 1000 {
+		t.Fatalf("%d rows of backfill %s, %d read records in all; want 1000 and 1000", c.backfilled, id, c.reads)
+	}
 }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-
-	"github.com/kafkasink/kafkasink"
 )
 
 // This file reads the backfill signals a database session sends through
@@ -144,10 +142,10 @@ func strictJSON(data []byte, v any) error {
 // in order with the stream, a non-transactional one at once.
 func (s *session) backfillMessage(m Message) {
 	if m.Transactional {
-		s.bf.pending = append(s.bf.pending, pendingSignal{xid: m.XID, content: m.Content})
+		s.bf.pending = append(s.bf.pending, pendingSignal{xid: m.XID, lsn: m.LSN, content: m.Content})
 		return
 	}
-	s.takeSignal(m.LSN, m.Content)
+	s.takeSignal(signalPos{Commit: lsnText(m.LSN), Message: lsnText(m.LSN)}, m.Content)
 }
 
 // backfillCommit notes a committed transaction: the window learns its
@@ -159,23 +157,23 @@ func (s *session) backfillCommit(t Txn) {
 	b.pending = nil
 	for _, p := range pending {
 		if p.xid == t.XID {
-			s.takeSignal(t.CommitLSN, p.content)
+			s.takeSignal(signalPos{Commit: lsnText(t.CommitLSN), Message: lsnText(p.lsn)}, p.content)
 		} else {
 			b.pending = append(b.pending, p) // a streamed transaction still in progress
 		}
 	}
 }
 
-// takeSignal carries out the signal at lsn, unless the checkpoint shows
+// takeSignal carries out the signal at pos, unless the checkpoint shows
 // it taken already (the server sends a transaction again after a
 // restart until the slot is confirmed past it). A signal Run refuses is
 // logged and noted in the Monitor; the stream goes on.
-func (s *session) takeSignal(lsn kafkasink.LSN, content []byte) {
+func (s *session) takeSignal(pos signalPos, content []byte) {
 	b := s.bf
-	if lsn <= kafkasink.LSN(b.lastSignal) {
+	if !pos.after(b.lastSignal) {
 		return
 	}
-	b.lastSignal = lsnText(lsn)
+	b.lastSignal = pos
 	b.changed = true
 	defer s.carryBackfills()
 	a, err := parseSignal(content)

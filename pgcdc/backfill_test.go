@@ -162,7 +162,7 @@ func TestCheckWhere(t *testing.T) {
 // A cursor with an unfinished backfill is version 2, which an earlier
 // pgcdc refuses instead of forgetting the backfill; one without stays 1.
 func TestBackfillCursorVersion(t *testing.T) {
-	plain, err := cursor{cursorFields: cursorFields{Confirmed: 1, LastSignal: 5}}.marshal()
+	plain, err := cursor{cursorFields: cursorFields{Confirmed: 1, LastSignal: signalPos{Commit: 5, Message: 4}}}.marshal()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,11 +57,10 @@ type cursorFields struct {
 	// Backfills are the unfinished backfills, in the order they are
 	// read (see backfillCursor).
 	Backfills backfillList `json:"backfills,omitempty"`
-	// LastSignal is the LSN of the last backfill signal taken (the
-	// commit LSN of its transaction, or its own for a non-transactional
-	// one): a signal the server sends again after a restart is not taken
-	// twice.
-	LastSignal lsnText `json:"last_signal,omitempty"`
+	// LastSignal is where the last backfill signal taken stands in the
+	// stream: a signal the server sends again after a restart is not
+	// taken twice.
+	LastSignal signalPos `json:"last_signal,omitzero"`
 }
 
 // sourceIdentity names the source of a stream of changes.

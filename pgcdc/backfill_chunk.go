@@ -79,6 +79,7 @@ func (b *backfiller) begin(s *session) {
 	b.win = newWindow()
 	for _, c := range b.live {
 		b.win.track(c.Table)
+		b.r.log.Info("backfill resumed from the checkpoint", "backfill", c.ID, "table", c.Table, "rows", c.Rows, "chunks", c.Chunks, "paused", c.Paused)
 	}
 	b.pos = b.r.sink.Checkpoint().Position
 	b.inFlight.Store(false)

@@ -275,7 +275,13 @@ func (r *runner) prepareServer(ctx context.Context, db *pgx.Conn) error {
 	if err := warnPartialRows(ctx, db, r.cfg.Publication, r.log); err != nil {
 		return err
 	}
-	return r.ck.load()
+	if err := r.ck.load(); err != nil {
+		return err
+	}
+	// Backfills.List shows the checkpoint's unfinished backfills from
+	// now on, before the stream resumes them.
+	r.cfg.Backfills.publish(r.ck.cur.Backfills)
+	return nil
 }
 
 // prepareSource checks that the slot continues the sink's checkpoint, from

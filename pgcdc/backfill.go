@@ -89,8 +89,8 @@ func (e *BackfillError) Unwrap() error { return e.Err }
 // taken the change, between two source transactions, and returns what it
 // decided; while Run connects, takes the initial snapshot or reconnects,
 // they wait, bounded by ctx. A change is recorded in the sink's checkpoint
-// with the next Write, which follows at once: a Run that stops before that
-// Write forgets it, as List then shows.
+// with the next Write, which follows within Config.BatchMaxWait: a Run that
+// stops before that Write forgets it, as List then shows.
 type Backfills struct {
 	mu     sync.Mutex
 	cmds   []*backfillCmd   // waiting for Run, guarded by mu

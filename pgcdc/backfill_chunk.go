@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/pgcdc/pgoutput"
@@ -182,6 +183,10 @@ func (b *backfiller) accept(ctx context.Context, req BackfillRequest, by string)
 		c.KeyColumns = columnNames(ti.chunkKey)
 		sql, _ := backfillQuery(ti, req.Where, false, 1)
 		if _, err := tx.Exec(ctx, "EXPLAIN "+sql); err != nil {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && pe.Code == "42501" { // insufficient_privilege
+				return &BackfillError{Table: name, Problem: "Run's role may not read the table: GRANT SELECT on it to the role", Err: err}
+			}
 			return &BackfillError{Table: name, Problem: fmt.Sprintf("PostgreSQL refuses the condition %q; it may use the table's published columns only", req.Where), Err: err}
 		}
 		return nil
@@ -331,7 +336,7 @@ func quotedEnd(where string, i int, q byte, backslash bool) (int, bool) {
 	return 0, false
 }
 
-// step does, between two source transactions, what the backfills ask:
+// backfillStep does, between two source transactions, what the backfills ask:
 // the calls of Config.Backfills, then one chunk when one is due. The
 // pump calls it whenever it is between transactions.
 func (s *session) backfillStep() error {

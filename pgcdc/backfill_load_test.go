@@ -362,8 +362,8 @@ func TestBackfillUnderLoad(t *testing.T) {
 				t.Fatal("the writer committed nothing while the backfill ran: the test proves nothing")
 			}
 			c := l.check(t, id)
-			if st := mon.Stats(); st.LastBackfillError != "" {
-				t.Errorf("Monitor: %s", st.LastBackfillError)
+			if st := mon.Stats(); st.LastBackfillError != "" || st.SnapshotRows != int64(c.reads) {
+				t.Errorf("Monitor: %d snapshot rows, want the %d read records; last backfill error %q", st.SnapshotRows, c.reads, st.LastBackfillError)
 			}
 			if c.backfilled == 0 {
 				t.Fatal("the backfill delivered no row")

@@ -111,6 +111,37 @@ func TestBackfillBadInput(t *testing.T) {
 	if c.backfilled != 501 {
 		t.Errorf("the resumed backfill delivered %d rows, want 501", c.backfilled)
 	}
+
+	// A role that may not read the table: a request is refused, and a
+	// backfill accepted before stops at its next chunk; the stream goes
+	// on.
+	l.e.txn(func(tx pgx.Tx) {
+		for _, sig := range []string{fmt.Sprintf(`{"type":"execute-snapshot","data":{"data-collections":["%s"]}}`, l.table), `{"type":"pause-snapshot"}`} {
+			if _, err := tx.Exec(ctx, "SELECT pg_logical_emit_message(true, 'kafkasink.signal', $1)", sig); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	waitFor(t, 30*time.Second, "the paused backfill", r, func() bool { return len(ctrl.List()) == 1 })
+	l.e.exec("REVOKE SELECT ON " + l.table + " FROM " + l.role)
+	if _, err := request(t, ctrl, l.table+"_out", ""); err == nil || !strings.Contains(err.Error(), "not in publication") {
+		t.Errorf("a table outside the publication, not readable: %v", err)
+	}
+	l.e.exec("ALTER PUBLICATION " + l.e.name + " ADD TABLE " + l.table + "_out")
+	l.e.exec("REVOKE SELECT ON " + l.table + "_out FROM " + l.role)
+	if _, err := request(t, ctrl, l.table+"_out", ""); err == nil || !strings.Contains(err.Error(), "may not read the table") {
+		t.Errorf("a table the role may not read: %v, want it refused saying so", err)
+	}
+	if err := ctrl.Resume(ctx, ctrl.List()[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the backfill stopped by the error", r, func() bool {
+		return len(ctrl.List()) == 0 && strings.Contains(mon.Stats().LastBackfillError, "permission denied")
+	})
+	l.e.exec("INSERT INTO " + l.table + " VALUES (1001, 1001, 'after', NULL)")
+	waitFor(t, time.Minute, "the row inserted after the failed backfill", r, func() bool {
+		return slices.ContainsFunc(l.read(t), func(r bfRecord) bool { return r.id == 1001 })
+	})
 }
 
 // gateSink holds Writes of read events until open closes.

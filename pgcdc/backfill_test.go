@@ -1,11 +1,13 @@
 package pgcdc
 
 import (
+	"context"
 	"errors"
 	"maps"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kafkasink/kafkasink"
 )
@@ -87,6 +89,20 @@ func TestBackfillWindowPlan(t *testing.T) {
 	w.forget(3)
 	if _, ok := w.txns[1<<32-5]; ok || w.txns[3] == nil {
 		t.Fatalf("forgetting below 3 across the wraparound left %v", w.order)
+	}
+}
+
+// A call waits for Run, bounded by its context, and is withdrawn when the
+// context ends first.
+func TestBackfillsWaitForRun(t *testing.T) {
+	var b Backfills
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := b.Request(ctx, BackfillRequest{Table: "t"}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Request without a Run: %v, want the context's deadline", err)
+	}
+	if n := len(b.take()); n != 0 {
+		t.Fatalf("%d calls still waiting after their context ended", n)
 	}
 }
 

@@ -229,6 +229,6 @@ func TestBackfillResumesAfterSIGKILL(t *testing.T) {
 	if id != resumedID || !slices.IsSorted(resumed) || len(resumed) < kills/2 {
 		t.Errorf("backfill %s ended; runs resumed %s at rows %v: want the same backfill, resumed by most runs, at growing rows", id, resumedID, resumed)
 	}
-	t.Logf("%d SIGKILLs (%d before the backfill was recorded); resumed at rows %v; %d records, %d rows of backfill %s, %d rows in the table, %d writer transactions",
-		kills, retaken, resumed, ch.records, ch.backfilled, id, ch.rows, l.txns.Load())
+	t.Logf("%d SIGKILLs (%d before the backfill was recorded); resumed at rows %v; %d records, %d rows of backfill %s, %d rows in the table, %d changes held ahead by a chunk, %d writer transactions",
+		kills, retaken, resumed, ch.records, ch.backfilled, id, ch.rows, ch.heldAhead, l.txns.Load())
 }

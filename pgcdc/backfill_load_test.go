@@ -25,9 +25,9 @@ import (
 // signal in the stream. Run connects as a role that has only REPLICATION
 // and SELECT, so nothing it does can write to the database. A
 // read_committed reader then checks that every row's last record is the
-// database's row, that no row is missing, that no record of a key comes
-// after a newer change of it, and that each row has at most one record of
-// the backfill.
+// database's row, that no row is missing, that no read record of a key
+// comes after a newer change of it, that the changes of a key keep their
+// order, and that each row has at most one record of the backfill.
 
 // bfLoad is one load test's table, role and workload.
 type bfLoad struct {
@@ -203,6 +203,10 @@ type bfCheck struct {
 	// bigUnknown counts the rows no record gave the TOASTed value of:
 	// inserted by a key change and not changed or read since.
 	bigUnknown int
+	// heldAhead counts the change records older than a read record of
+	// the key before them: changes a chunk's snapshot already held,
+	// which the stream delivered after the chunk (see docs/backfill.md).
+	heldAhead int
 }
 
 // check compares the topic with the table: the last record of every key
@@ -238,7 +242,10 @@ func (l *bfLoad) check(t *testing.T, run string) bfCheck {
 	// carried: an update that leaves it unchanged leaves it out, as does
 	// the insert under the new key of a key change.
 	big := make(map[int64]any)
-	maxSeq := make(map[int64]int64)
+	// seen is the highest seq of a key's records so far, changed that of
+	// its change records.
+	seen := make(map[int64]int64)
+	changed := make(map[int64]int64)
 	deleted := make(map[int64]bool)
 	reads := make(map[int64]int)
 	c := bfCheck{records: len(recs), rows: len(db)}
@@ -261,11 +268,22 @@ func (l *bfLoad) check(t *testing.T, run string) bfCheck {
 			deleted[r.id] = true
 		} else {
 			s := num(r.after, "seq")
-			if s < maxSeq[r.id] {
-				t.Errorf("id %d: a %s record of seq %d (partition %d offset %d) follows a change to seq %d: an older state overwrote a newer one",
-					r.id, r.op, s, r.partition, r.offset, maxSeq[r.id])
+			switch {
+			case r.op == "read" && s < seen[r.id]:
+				t.Errorf("id %d: a read record of seq %d (partition %d offset %d) follows a change to seq %d: an older state overwrote a newer one",
+					r.id, s, r.partition, r.offset, seen[r.id])
+			case r.op != "read" && s < changed[r.id]:
+				t.Errorf("id %d: a %s record of seq %d (partition %d offset %d) follows a change to seq %d: the stream's order is broken",
+					r.id, r.op, s, r.partition, r.offset, changed[r.id])
+			case r.op != "read" && s < seen[r.id]:
+				// A change the chunk's snapshot already held, which
+				// the stream had not reached when the chunk ran.
+				c.heldAhead++
 			}
-			maxSeq[r.id] = max(maxSeq[r.id], s)
+			seen[r.id] = max(seen[r.id], s)
+			if r.op != "read" {
+				changed[r.id] = max(changed[r.id], s)
+			}
 		}
 		last[r.id] = r
 	}
@@ -368,8 +386,8 @@ func TestBackfillUnderLoad(t *testing.T) {
 			if c.backfilled == 0 {
 				t.Fatal("the backfill delivered no row")
 			}
-			t.Logf("%s: %d records, %d read records (%d rows of backfill %s); %d rows in the table (%d without a TOASTed value in Kafka, after a key change); %d writer transactions, %d while the backfill ran",
-				how, c.records, c.reads, c.backfilled, id, c.rows, c.bigUnknown, l.txns.Load(), during)
+			t.Logf("%s: %d records, %d read records (%d rows of backfill %s); %d rows in the table (%d without a TOASTed value in Kafka, after a key change); %d changes held ahead by a chunk; %d writer transactions, %d while the backfill ran",
+				how, c.records, c.reads, c.backfilled, id, c.rows, c.bigUnknown, c.heldAhead, l.txns.Load(), during)
 		})
 	}
 }

@@ -296,8 +296,8 @@ func TestBackfillResumesAfterCrash(t *testing.T) {
 	if !slices.IsSorted(resumedAt) || resumedAt[len(resumedAt)-1] == 0 {
 		t.Errorf("the backfill resumed at rows %v: want them growing", resumedAt)
 	}
-	t.Logf("%d crashes; resumed at rows %v; %d records, %d rows of backfill %s, %d rows in the table, %d writer transactions",
-		crashes, resumedAt, c.records, c.backfilled, id, c.rows, l.txns.Load())
+	t.Logf("%d crashes; resumed at rows %v; %d records, %d rows of backfill %s, %d rows in the table, %d changes held ahead by a chunk, %d writer transactions",
+		crashes, resumedAt, c.records, c.backfilled, id, c.rows, c.heldAhead, l.txns.Load())
 }
 
 // stopAfterSink stops Run with a fatal error right after the first Write

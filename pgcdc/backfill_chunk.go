@@ -52,6 +52,17 @@ type backfiller struct {
 	// retryAt is when a chunk that had to wait is read again.
 	retryAt time.Time
 	timer   *time.Timer
+	// rates and estimates are, by backfill id, where the backfill stood
+	// when this session began or accepted it, and the table's row
+	// estimate as its last chunk read it (Monitor.Stats).
+	rates     map[string]rateMark
+	estimates map[string]int64
+}
+
+// rateMark is where a backfill stood at a moment.
+type rateMark struct {
+	at   time.Time
+	rows int64
 }
 
 // pendingSignal is a signal of a transaction not yet committed.
@@ -86,7 +97,8 @@ func (b *backfiller) begin(s *session) {
 	b.inFlight.Store(false)
 	b.wake = make(chan struct{}, 1)
 	b.retryAt = time.Time{}
-	b.ctrl.publish(b.live)
+	b.rates, b.estimates = make(map[string]rateMark), make(map[string]int64)
+	b.publish()
 	b.ctrl.attach(b.wake)
 }
 
@@ -344,11 +356,17 @@ func (s *session) backfillStep() error {
 	if b == nil || s.dec.InTransaction() {
 		return nil
 	}
-	for _, c := range b.ctrl.take() {
-		b.command(s.ctx, c)
+	cmds := b.ctrl.take()
+	replies := make([]backfillReply, len(cmds))
+	for i, c := range cmds {
+		replies[i] = b.command(s.ctx, c)
 	}
 	if b.changed {
 		s.carryBackfills()
+	}
+	// Answered once List shows what they changed.
+	for i, c := range cmds {
+		c.reply <- replies[i]
 	}
 	if b.live.running() < 0 || b.inFlight.Load() || time.Now().Before(b.retryAt) {
 		return nil
@@ -356,8 +374,9 @@ func (s *session) backfillStep() error {
 	return s.backfillChunk()
 }
 
-// command carries out one call of Config.Backfills and answers it.
-func (b *backfiller) command(ctx context.Context, c *backfillCmd) {
+// command carries out one call of Config.Backfills and returns its
+// answer.
+func (b *backfiller) command(ctx context.Context, c *backfillCmd) backfillReply {
 	var r backfillReply
 	switch c.kind {
 	case cmdRequest:
@@ -372,7 +391,7 @@ func (b *backfiller) command(ctx context.Context, c *backfillCmd) {
 		}
 		b.change(c.kind, i)
 	}
-	c.reply <- r
+	return r
 }
 
 // change pauses, resumes or cancels backfill i of the live ones.
@@ -396,8 +415,34 @@ func (s *session) carryBackfills() {
 	b := s.bf
 	s.cur.backfills = &backfillState{list: b.live.clone(), lastSignal: b.lastSignal}
 	b.changed = false
-	b.ctrl.publish(b.live)
+	b.publish()
 	s.arm()
+}
+
+// publish shows the live backfills to Backfills.List and Monitor.Stats.
+func (b *backfiller) publish() {
+	b.ctrl.publish(b.live)
+	if b.r.cfg.Monitor == nil {
+		return
+	}
+	var p []BackfillProgress
+	now := time.Now()
+	for _, c := range b.live {
+		mark, ok := b.rates[c.ID]
+		if !ok {
+			mark = rateMark{at: now, rows: c.Rows}
+			b.rates[c.ID] = mark
+		}
+		bp := BackfillProgress{BackfillStatus: c.status(), RowsLeft: -1}
+		if est, ok := b.estimates[c.ID]; ok && est >= 0 {
+			bp.RowsLeft = max(est-c.Rows, 0)
+		}
+		if d := now.Sub(mark.at).Seconds(); d > 0 {
+			bp.RowsPerSecond = float64(c.Rows-mark.rows) / d
+		}
+		p = append(p, bp)
+	}
+	b.r.cfg.Monitor.backfillProgress(p)
 }
 
 // backfillState is what a batch's Write records of the backfills
@@ -463,6 +508,11 @@ func (s *session) backfillChunk() error {
 		if err != nil {
 			return err
 		}
+		var est int64
+		if err := tx.QueryRow(s.ctx, "SELECT reltuples::bigint FROM pg_class WHERE oid = $1::regclass", qualified(schema, table)).Scan(&est); err != nil {
+			return err
+		}
+		b.estimates[c.ID] = est
 		if keys := columnNames(ti.chunkKey); !slices.Equal(keys, c.KeyColumns) {
 			return &BackfillError{Table: c.Table, Problem: fmt.Sprintf("the table's key changed from %v to %v while it was backfilled: request a new backfill", c.KeyColumns, keys)}
 		}

@@ -53,6 +53,7 @@ func newBFLoad(t *testing.T, rows int, pub string) *bfLoad {
 	e.exec("ALTER TABLE " + l.table + " ALTER COLUMN big SET STORAGE EXTERNAL") // out of line, uncompressed: TOASTed
 	e.exec("CREATE PUBLICATION " + e.name + " FOR TABLE " + l.table + pub)
 	e.exec(fmt.Sprintf("INSERT INTO %s SELECT g, g, 'n' || g, CASE WHEN g %% 3 = 0 THEN repeat(md5(g::text), 100) END FROM generate_series(1, %d) g", l.table, rows))
+	e.exec("ANALYZE " + l.table)
 	l.seq.Store(int64(rows))
 	l.nextID.Store(int64(rows))
 	for i := range rows {
@@ -363,7 +364,20 @@ func TestBackfillUnderLoad(t *testing.T) {
 				waitFor(t, 30*time.Second, "the signal's backfill", r, func() bool { return len(ctrl.List()) == 1 })
 				id = ctrl.List()[0].ID
 			}
-			waitFor(t, 3*time.Minute, "the backfill's end", r, func() bool { return len(ctrl.List()) == 0 })
+			// Monitor.Stats shows the backfill's progress meanwhile.
+			var progress BackfillProgress
+			waitFor(t, 3*time.Minute, "the backfill's end", r, func() bool {
+				if p := mon.Stats().Backfills; len(p) == 1 && p[0].Rows > 0 && p[0].LastKey != nil && p[0].RowsLeft > 0 && p[0].RowsPerSecond > 0 {
+					progress = p[0]
+				}
+				return len(ctrl.List()) == 0
+			})
+			if progress.ID != id || progress.Rows+progress.RowsLeft < 9000 || progress.Rows+progress.RowsLeft > 11000 {
+				t.Errorf("Monitor showed progress %+v: want rows done and left adding up to about the table's 10000", progress)
+			}
+			if p := mon.Stats().Backfills; p != nil {
+				t.Errorf("Monitor shows %+v after the backfill's end, want nil", p)
+			}
 			during := l.txns.Load() - before
 			time.Sleep(300 * time.Millisecond) // changes flow after it
 			close(stopW)

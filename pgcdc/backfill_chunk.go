@@ -531,9 +531,10 @@ func (s *session) backfillChunk() error {
 		return err
 	})
 	var be *BackfillError
-	var de *DecodeError
 	switch {
-	case errors.As(err, &be) || errors.As(err, &de) || err != nil && !retryable(err):
+	case err != nil && s.ctx.Err() != nil:
+		return context.Cause(s.ctx) // the session ends
+	case errors.As(err, &be) || err != nil && !retryable(err):
 		// The same chunk would fail again: the backfill ends, the
 		// stream goes on.
 		b.live = slices.Delete(b.live, i, i+1)

@@ -243,6 +243,9 @@ func (s *session) run() error {
 	}()
 
 	for {
+		if err := s.backfillStep(); err != nil {
+			return err
+		}
 		in, out := s.in.ready, chan *batch(nil)
 		switch {
 		case s.full():
@@ -253,9 +256,6 @@ func (s *session) run() error {
 		var timerC <-chan time.Time
 		if s.armed {
 			timerC = s.timer.C
-		}
-		if err := s.backfillStep(); err != nil {
-			return err
 		}
 		if _, err := s.wait(in, out, timerC, recvErr); err != nil {
 			return err

@@ -375,6 +375,14 @@ func TestBackfillSignals(t *testing.T) {
 	waitFor(t, 30*time.Second, "a second backfill", r, func() bool { return len(ctrl.List()) == 1 })
 	signal(true, fmt.Sprintf(`{"type":"stop-snapshot","data":{"data-collections":["%s"],"type":"INCREMENTAL"}}`, l.table))
 	waitFor(t, 30*time.Second, "the stop", r, func() bool { return len(ctrl.List()) == 0 })
+	// Without data-collections, stop-snapshot cancels every backfill.
+	l.e.txn(func(tx pgx.Tx) {
+		tx.Exec(context.Background(), "SELECT pg_logical_emit_message(true, 'kafkasink.signal', $1)", execute)
+		tx.Exec(context.Background(), `SELECT pg_logical_emit_message(true, 'kafkasink.signal', '{"type":"pause-snapshot"}')`)
+	})
+	waitFor(t, 30*time.Second, "a third backfill", r, func() bool { return len(ctrl.List()) == 1 })
+	signal(true, `{"type":"stop-snapshot"}`)
+	waitFor(t, 30*time.Second, "the stop of every backfill", r, func() bool { return len(ctrl.List()) == 0 })
 
 	if e := mon.Stats().LastBackfillError; e != "" {
 		t.Errorf("Monitor: %s", e)

@@ -156,10 +156,7 @@ func lastMatch(re *regexp.Regexp, s string) []string {
 }
 
 func TestBackfillResumesAfterSIGKILL(t *testing.T) {
-	kills := 20
-	if testing.Short() {
-		kills = 4
-	}
+	const kills = 20
 	l := newBFLoad(t, 30000, "")
 	stopW := make(chan struct{})
 	waitW := l.writer(t, stopW)

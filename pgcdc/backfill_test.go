@@ -204,3 +204,18 @@ func TestBackfillCursorVersion(t *testing.T) {
 		t.Fatalf("round trip lost the backfill: %s -> %+v", with, back.Backfills)
 	}
 }
+
+// Run refuses a negative BackfillChunkRows and a SignalPrefix that is the
+// heartbeats', naming each.
+func TestBackfillConfig(t *testing.T) {
+	cfg := Config{ConnString: "postgres://localhost/db", Slot: "s", Publication: "p", BackfillChunkRows: -1, SignalPrefix: heartbeatPrefix}.withDefaults()
+	err := cfg.validate()
+	var ce *kafkasink.ConfigError
+	if !errors.As(err, &ce) || len(ce.Problems) != 2 || !strings.Contains(err.Error(), "Config.BackfillChunkRows -1 is negative") ||
+		!strings.Contains(err.Error(), `Config.SignalPrefix "kafkasink.heartbeat" is the heartbeats' prefix`) {
+		t.Fatalf("validate: %v, want the two problems named", err)
+	}
+	if d := (Config{}).withDefaults(); d.BackfillChunkRows != DefaultBackfillChunkRows || d.SignalPrefix != "" {
+		t.Fatalf("defaults: %d rows, prefix %q", d.BackfillChunkRows, d.SignalPrefix)
+	}
+}

@@ -115,6 +115,23 @@ type Config struct {
 	// Write, reads from a table. Default DefaultSnapshotChunkRows.
 	SnapshotChunkRows int
 
+	// Backfills, when set, lets the caller ask the running Run for
+	// backfills: a table, or the rows of it a condition matches, read
+	// again while the stream runs (see Backfills and docs/backfill.md).
+	// Nil: no calls, but backfills asked for by signals, and those the
+	// checkpoint holds unfinished, still run.
+	Backfills *Backfills
+	// BackfillChunkRows is how many rows one backfill chunk reads: the
+	// stream waits for one chunk's query at a time. Default
+	// DefaultBackfillChunkRows.
+	BackfillChunkRows int
+	// SignalPrefix, when set, is the prefix of the logical decoding
+	// messages Run takes as backfill signals, Debezium's signal JSON
+	// sent with pg_logical_emit_message(true, prefix, json). Empty
+	// (the default): no signals. It must differ from
+	// "kafkasink.heartbeat", the heartbeats' prefix.
+	SignalPrefix string
+
 	// BatchMaxEvents closes a batch at this many events. A transaction
 	// with more events is split across Writes. Default
 	// DefaultBatchMaxEvents.
@@ -274,6 +291,7 @@ func (cfg Config) withDefaults() Config {
 		cfg.RetainedWALWarn = DefaultRetainedWALWarn
 	}
 	def(&cfg.SnapshotChunkRows, DefaultSnapshotChunkRows)
+	def(&cfg.BackfillChunkRows, DefaultBackfillChunkRows)
 	def(&cfg.BatchMaxEvents, DefaultBatchMaxEvents)
 	def(&cfg.BatchMaxBytes, DefaultBatchMaxBytes)
 	defDur(&cfg.StandbyInterval, DefaultStandbyInterval)
@@ -330,7 +348,7 @@ func (cfg *Config) validate() error {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"SnapshotChunkRows", cfg.SnapshotChunkRows}, {"BatchMaxEvents", cfg.BatchMaxEvents}, {"BatchMaxBytes", cfg.BatchMaxBytes}} {
+	}{{"SnapshotChunkRows", cfg.SnapshotChunkRows}, {"BackfillChunkRows", cfg.BackfillChunkRows}, {"BatchMaxEvents", cfg.BatchMaxEvents}, {"BatchMaxBytes", cfg.BatchMaxBytes}} {
 		if f.v < 0 {
 			add("Config.%s %d is negative: use 0 for the default", f.name, f.v)
 		}
@@ -342,6 +360,9 @@ func (cfg *Config) validate() error {
 		if f.v < 0 {
 			add("Config.%s %v is negative: use 0 for the default", f.name, f.v)
 		}
+	}
+	if cfg.SignalPrefix == heartbeatPrefix {
+		add("Config.SignalPrefix %q is the heartbeats' prefix: choose another, such as \"kafkasink.signal\"", cfg.SignalPrefix)
 	}
 	if cfg.SlotGap < SlotGapRefuse || cfg.SlotGap > SlotGapAccept {
 		add("Config.SlotGap %d is not a SlotGap: use SlotGapRefuse, SlotGapResnapshot or SlotGapAccept", int(cfg.SlotGap))

@@ -10,8 +10,11 @@ import (
 
 // cursorVersion is the format version of the cursor Run writes. Cursors
 // without a version were written by earlier versions of pgcdc: only a
-// snapshot cursor, no source identity, no confirmed position.
-const cursorVersion = 1
+// snapshot cursor, no source identity, no confirmed position. Version 2
+// adds unfinished backfills; a cursor without one is written as version
+// 1, so that an earlier pgcdc still reads it, and one with a backfill as
+// 2, which an earlier pgcdc refuses instead of forgetting the backfill.
+const cursorVersion = 2
 
 // maxGapRecords bounds the audit list in the cursor; the oldest records
 // go first.
@@ -51,6 +54,13 @@ type cursorFields struct {
 	// Gaps are the gaps in the change history accepted by configuration
 	// (Config.SlotGap), oldest first, for audit.
 	Gaps []gapRecord `json:"gaps,omitempty"`
+	// Backfills are the unfinished backfills, in the order they are
+	// read (see backfillCursor).
+	Backfills backfillList `json:"backfills,omitempty"`
+	// LastSignal is where the last backfill signal taken stands in the
+	// stream: a signal the server sends again after a restart is not
+	// taken twice.
+	LastSignal signalPos `json:"last_signal,omitzero"`
 }
 
 // sourceIdentity names the source of a stream of changes.
@@ -131,7 +141,10 @@ func parseRunCursor(raw json.RawMessage) (cursor, error) {
 // marshal encodes c with the current version, the snapshot's fields
 // spliced into the same object.
 func (c cursor) marshal() (json.RawMessage, error) {
-	c.Version = cursorVersion
+	c.Version = 1
+	if len(c.Backfills) > 0 {
+		c.Version = cursorVersion
+	}
 	own, err := json.Marshal(c.cursorFields)
 	if err != nil || c.snapshot == nil {
 		return own, err

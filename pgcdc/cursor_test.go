@@ -3,6 +3,7 @@ package pgcdc
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -48,7 +49,7 @@ func TestCursorFormat(t *testing.T) {
 	if _, ok := parseCursor(noSnap); ok || strings.Contains(string(noSnap), "snapshot") {
 		t.Fatalf("a cursor without a snapshot run reads as one: %s", noSnap)
 	}
-	if _, err := parseRunCursor(json.RawMessage(`{"cursor_version":2}`)); !errors.Is(err, kafkasink.ErrCheckpoint) {
+	if _, err := parseRunCursor(json.RawMessage(fmt.Sprintf(`{"cursor_version":%d}`, cursorVersion+1))); !errors.Is(err, kafkasink.ErrCheckpoint) {
 		t.Fatalf("a newer cursor version: %v, want ErrCheckpoint", err)
 	}
 	for range maxGapRecords + 3 {

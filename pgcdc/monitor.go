@@ -2,6 +2,7 @@ package pgcdc
 
 import (
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,9 +24,26 @@ type Monitor struct {
 	snapshot   atomic.Int64
 	lastCommit atomic.Int64            // Unix nanoseconds; 0 before the first
 	spool      atomic.Pointer[Decoder] // the session's, for its SpoolBytes
+	backfill   atomic.Pointer[runFailure]
 
-	mu     sync.Mutex
-	tables map[string]TableProgress // guarded by mu
+	mu        sync.Mutex
+	tables    map[string]TableProgress // guarded by mu
+	backfills []BackfillProgress       // guarded by mu
+}
+
+// BackfillProgress is how far one unfinished backfill got.
+type BackfillProgress struct {
+	BackfillStatus
+	// RowsLeft estimates the rows still to read: the table's row
+	// estimate (pg_class.reltuples, as ANALYZE and autovacuum last
+	// measured it) less Rows, at least 0; with a condition it is an
+	// upper bound. -1 until a chunk has read the estimate, or when the
+	// table was never analyzed.
+	RowsLeft int64
+	// RowsPerSecond is the rate of the backfill in the current
+	// replication session: rows delivered since it began or resumed,
+	// over the time since.
+	RowsPerSecond float64
 }
 
 // TableProgress is how far a snapshot got through one table in this Run.
@@ -84,6 +102,14 @@ type RunStats struct {
 	// SpoolBytes is what the spool holds on disk now: the streamed
 	// transactions not yet committed (see Config.SpoolMaxBytes).
 	SpoolBytes int64
+	// LastBackfillError is the last backfill request or signal Run
+	// refused, or the last backfill that stopped on an error, at
+	// LastBackfillErrorTime; the stream went on. Empty when none.
+	LastBackfillError     string
+	LastBackfillErrorTime time.Time
+	// Backfills is the progress of each unfinished backfill, in the
+	// order they are read, as of the last change; nil when none.
+	Backfills []BackfillProgress
 	// SnapshotTables is each table's progress in this Run's snapshot,
 	// by "schema.table"; nil when Run read no snapshot.
 	SnapshotTables map[string]TableProgress
@@ -109,6 +135,9 @@ func (m *Monitor) Stats() RunStats {
 	if f := m.failure.Load(); f != nil {
 		st.LastError, st.LastErrorTime = f.err, f.at
 	}
+	if f := m.backfill.Load(); f != nil {
+		st.LastBackfillError, st.LastBackfillErrorTime = f.err, f.at
+	}
 	if st.ServerWALEnd > st.Confirmed {
 		st.LagBytes = int64(st.ServerWALEnd - st.Confirmed)
 	}
@@ -120,6 +149,7 @@ func (m *Monitor) Stats() RunStats {
 	}
 	m.mu.Lock()
 	st.SnapshotTables = maps.Clone(m.tables)
+	st.Backfills = slices.Clone(m.backfills)
 	m.mu.Unlock()
 	return st
 }
@@ -146,6 +176,24 @@ func (m *Monitor) failed(err error) {
 	if m != nil {
 		m.failure.Store(&runFailure{err: err.Error(), at: time.Now()})
 		m.state.Store(int32(RunWaiting))
+	}
+}
+
+// backfillProgress makes p the progress Stats reports; it is the
+// caller's to give.
+func (m *Monitor) backfillProgress(p []BackfillProgress) {
+	if m != nil {
+		m.mu.Lock()
+		m.backfills = p
+		m.mu.Unlock()
+	}
+}
+
+// backfillFailed notes a refused backfill request or signal, or a
+// backfill stopped by an error.
+func (m *Monitor) backfillFailed(err error) {
+	if m != nil {
+		m.backfill.Store(&runFailure{err: err.Error(), at: time.Now()})
 	}
 }
 

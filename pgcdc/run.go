@@ -80,6 +80,7 @@ func Run(ctx context.Context, cfg Config, sink Sink) error {
 	r := &runner{cfg: &cfg, sink: sink, log: cfg.Logger.With("slot", cfg.Slot)}
 	r.ck = checkpointer{cfg: r.cfg, log: r.log, sink: sink}
 	r.catalog = &catalog{cfg: r.cfg, log: r.log}
+	r.bf = &backfiller{r: r, ctrl: cfg.Backfills}
 	defer r.catalog.close()
 	defer func() {
 		if r.spool != nil {
@@ -163,6 +164,8 @@ type runner struct {
 	// database is the name of the database the source reads, which every
 	// event carries (Event.Source.Database).
 	database string
+	// bf runs the backfills while the stream runs.
+	bf *backfiller
 }
 
 // runnerPhase is where a Run stands across its attempts. It starts
@@ -272,7 +275,13 @@ func (r *runner) prepareServer(ctx context.Context, db *pgx.Conn) error {
 	if err := warnPartialRows(ctx, db, r.cfg.Publication, r.log); err != nil {
 		return err
 	}
-	return r.ck.load()
+	if err := r.ck.load(); err != nil {
+		return err
+	}
+	// Backfills.List shows the checkpoint's unfinished backfills from
+	// now on, before the stream resumes them.
+	r.cfg.Backfills.publish(r.ck.cur.Backfills)
+	return nil
 }
 
 // prepareSource checks that the slot continues the sink's checkpoint, from

@@ -44,9 +44,14 @@ type batch struct {
 	// BatchMaxWait, or as soon as it has content when BatchMaxWait is
 	// zero. A due batch goes to the writer the moment the writer is free.
 	due bool
+	// backfills, when set, is what the batch's Write records of the
+	// backfills: they changed with the batch. chunk says the batch is a
+	// backfill chunk (see session.backfillChunk).
+	backfills *backfillState
+	chunk     bool
 }
 
-func (b *batch) empty() bool { return len(b.events) == 0 && b.confirm == 0 }
+func (b *batch) empty() bool { return len(b.events) == 0 && b.confirm == 0 && b.backfills == nil }
 
 // session is one replication connection's stream, from START_REPLICATION
 // until an error or cancellation.
@@ -103,6 +108,9 @@ type session struct {
 	// checkpointed is when the writer last wrote a checkpoint; a
 	// cursor-only Write waits Config.tick after it.
 	checkpointed time.Time
+	// bf runs the backfills between the stream's transactions; nil
+	// outside Run.
+	bf *backfiller
 }
 
 // stream runs one replication session from start and returns why it ended.
@@ -137,8 +145,11 @@ func (r *runner) stream(ctx context.Context, slot slotState) error {
 		ck:       &r.ck,
 		database: r.database,
 		phase:    &r.phase,
+		bf:       r.bf,
 	}
 	s.timer.Stop()
+	r.bf.begin(s)
+	defer r.bf.end()
 	defer s.standby.Stop()
 	s.told(slot.confirmed)
 	if s.dec, err = r.newDecoder(s); err != nil {
@@ -232,6 +243,9 @@ func (s *session) run() error {
 	}()
 
 	for {
+		if err := s.backfillStep(); err != nil {
+			return err
+		}
 		in, out := s.in.ready, chan *batch(nil)
 		switch {
 		case s.full():
@@ -265,6 +279,10 @@ func (s *session) wait(in <-chan struct{}, out chan<- *batch, timerC <-chan time
 			if err := s.handle(data); err != nil {
 				return false, err
 			}
+			// Between two transactions, a backfill chunk may run.
+			if err := s.backfillStep(); err != nil {
+				return false, err
+			}
 		}
 	case out <- s.cur:
 		s.next()
@@ -276,6 +294,8 @@ func (s *session) wait(in <-chan struct{}, out chan<- *batch, timerC <-chan time
 		return false, s.sendStatus(false)
 	case <-s.wrote:
 		return false, s.sendStatus(true)
+	case <-s.backfillWake():
+		// The run loop looks at the backfills again.
 	case err := <-recvErr:
 		return false, err
 	case err := <-s.werr:
@@ -366,6 +386,9 @@ func (s *session) onEvent(e kafkasink.Event) error {
 		}
 	}
 	e.Source.Database = s.database
+	if s.bf != nil {
+		s.bf.observe(&e)
+	}
 	s.cur.add(e)
 	s.arm()
 	return nil
@@ -376,15 +399,22 @@ func (s *session) onEvent(e kafkasink.Event) error {
 func (s *session) onCommit(t Txn) error {
 	s.cur.commitEnd = t.EndLSN
 	s.advance(t.EndLSN)
+	if s.bf != nil {
+		s.backfillCommit(t)
+	}
 	return nil
 }
 
 // onMessage is the decoder's OnMessage. A heartbeat between transactions
 // is a point before which everything received is in this batch or an
 // earlier one.
+// A backfill signal (Config.SignalPrefix) goes to the backfills.
 func (s *session) onMessage(m Message) error {
 	if m.Prefix == heartbeatPrefix && !m.Transactional && !s.dec.InTransaction() {
 		s.advance(m.LSN)
+	}
+	if s.bf != nil && s.cfg.SignalPrefix != "" && m.Prefix == s.cfg.SignalPrefix {
+		s.backfillMessage(m)
 	}
 	return nil
 }

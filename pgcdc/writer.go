@@ -96,7 +96,7 @@ func (s *session) writer(ctx, sctx context.Context) {
 			events = nil
 		}
 		switch {
-		case len(events) > 0:
+		case len(events) > 0, b.backfills != nil:
 		case b.confirm <= recorded:
 			s.publish(b.confirm)
 			continue
@@ -108,9 +108,15 @@ func (s *session) writer(ctx, sctx context.Context) {
 		if b.commitEnd != 0 {
 			next.LastCommitEnd = lsnText(b.commitEnd)
 		}
+		if b.backfills != nil {
+			next.Backfills, next.LastSignal = b.backfills.list, b.backfills.lastSignal
+		}
 		if err := s.ck.write(ctx, sctx, next, events); err != nil {
 			s.werr <- err
 			return
+		}
+		if b.chunk {
+			s.bf.written()
 		}
 		s.checkpointed = time.Now()
 		s.publish(b.confirm)

@@ -1,0 +1,214 @@
+package pgcdc
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// This file reads the backfill signals a database session sends through
+// the stream itself, with
+//
+//	SELECT pg_logical_emit_message(true, '<Config.SignalPrefix>', '<json>')
+//
+// which needs no table and no write by Run. The JSON is Debezium's signal:
+// the type and data of a row of its signal table, or of a record of its
+// Kafka signal channel.
+
+// signal is a signal's JSON: Debezium's id, type and data.
+type signal struct {
+	ID   string          `json:"id"`
+	Type string          `json:"type"`
+	Data json.RawMessage `json:"data"`
+}
+
+// snapshotSignalData is the data of Debezium's execute-snapshot and
+// stop-snapshot signals, every field Debezium 3.6 reads.
+type snapshotSignalData struct {
+	DataCollections      []string              `json:"data-collections"`
+	Type                 string                `json:"type"`
+	AdditionalConditions []additionalCondition `json:"additional-conditions"`
+	SurrogateKey         string                `json:"surrogate-key"`
+	// AdditionalCondition is the single condition of Debezium before
+	// 2.1, which it no longer reads; named to refuse it by name.
+	AdditionalCondition *string `json:"additional-condition"`
+}
+
+type additionalCondition struct {
+	DataCollection string `json:"data-collection"`
+	Filter         string `json:"filter"`
+}
+
+// signalAction is what one signal asks of Run.
+type signalAction struct {
+	kind backfillCmdKind
+	// reqs are the backfills an execute-snapshot asks for, one per
+	// table; tables the backfills a stop-snapshot stops, nil for all.
+	reqs   []BackfillRequest
+	tables []string
+}
+
+// parseSignal reads a signal's JSON. Anything it does not support is
+// named in the error, which is a *BackfillError.
+func parseSignal(content []byte) (signalAction, error) {
+	refuse := func(format string, args ...any) (signalAction, error) {
+		return signalAction{}, &BackfillError{Problem: fmt.Sprintf("signal %s: ", content) + fmt.Sprintf(format, args...)}
+	}
+	var s signal
+	if err := strictJSON(content, &s); err != nil {
+		return refuse("not a signal: %v; want Debezium's signal JSON, such as "+
+			`{"type":"execute-snapshot","data":{"data-collections":["public.orders"],"type":"incremental"}}`, err)
+	}
+	data := s.Data
+	// The signal table holds data as text: accept it as a JSON string
+	// too.
+	var text string
+	if len(data) > 0 && data[0] == '"' && json.Unmarshal(data, &text) == nil {
+		data = json.RawMessage(text)
+	}
+	switch t := strings.ToLower(s.Type); t {
+	case "execute-snapshot", "stop-snapshot":
+		var d snapshotSignalData
+		if len(data) == 0 || bytes.Equal(data, []byte("null")) {
+			if t == "execute-snapshot" {
+				return refuse(`execute-snapshot needs data with "data-collections"`)
+			}
+		} else if err := strictJSON(data, &d); err != nil {
+			return refuse("its data does not parse: %v", err)
+		}
+		switch {
+		case d.Type != "" && !strings.EqualFold(d.Type, "incremental"):
+			return refuse("snapshot type %q is not supported: only incremental snapshots are (blocking ones are not yet)", d.Type)
+		case d.SurrogateKey != "":
+			return refuse(`"surrogate-key" is not supported: backfills read tables in the order of their primary key or replica identity index`)
+		case d.AdditionalCondition != nil:
+			return refuse(`"additional-condition" is Debezium's form before 2.1, which it no longer reads: use "additional-conditions": [{"data-collection": ..., "filter": ...}]`)
+		}
+		if t == "stop-snapshot" {
+			return signalAction{kind: cmdCancel, tables: d.DataCollections}, nil
+		}
+		if len(d.DataCollections) == 0 {
+			return refuse(`execute-snapshot needs "data-collections", the tables to read`)
+		}
+		a := signalAction{kind: cmdRequest}
+		for _, table := range d.DataCollections {
+			a.reqs = append(a.reqs, BackfillRequest{Table: table})
+		}
+	conditions:
+		for _, c := range d.AdditionalConditions {
+			for i := range a.reqs {
+				if a.reqs[i].Table == c.DataCollection {
+					if a.reqs[i].Where != "" {
+						return refuse("two additional conditions for %q: give one", c.DataCollection)
+					}
+					a.reqs[i].Where = c.Filter
+					continue conditions
+				}
+			}
+			return refuse("an additional condition names %q, which is not among the data collections %q", c.DataCollection, d.DataCollections)
+		}
+		return a, nil
+	case "pause-snapshot", "resume-snapshot":
+		kind := cmdPause
+		if t == "resume-snapshot" {
+			kind = cmdResume
+		}
+		return signalAction{kind: kind}, nil
+	case "":
+		return refuse(`no "type": want execute-snapshot, stop-snapshot, pause-snapshot or resume-snapshot`)
+	default:
+		return refuse("type %q is not supported: want execute-snapshot, stop-snapshot, pause-snapshot or resume-snapshot", s.Type)
+	}
+}
+
+// strictJSON decodes one JSON value into v, refusing fields v does not
+// have and anything after the value.
+func strictJSON(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return fmt.Errorf("more after the JSON value")
+	}
+	return nil
+}
+
+// backfillMessage takes a logical decoding message with the signal prefix
+// (Config.SignalPrefix): a transactional one at its transaction's commit,
+// in order with the stream, a non-transactional one at once.
+func (s *session) backfillMessage(m Message) {
+	if m.Transactional {
+		s.bf.pending = append(s.bf.pending, pendingSignal{xid: m.XID, lsn: m.LSN, content: m.Content})
+		return
+	}
+	s.takeSignal(signalPos{Commit: lsnText(m.LSN), Message: lsnText(m.LSN)}, m.Content)
+}
+
+// backfillCommit notes a committed transaction: the window learns its
+// id, and its signals take effect at its commit LSN.
+func (s *session) backfillCommit(t Txn) {
+	b := s.bf
+	b.win.txn(t.XID)
+	pending := b.pending
+	b.pending = nil
+	for _, p := range pending {
+		if p.xid == t.XID {
+			s.takeSignal(signalPos{Commit: lsnText(t.CommitLSN), Message: lsnText(p.lsn)}, p.content)
+		} else {
+			b.pending = append(b.pending, p) // a streamed transaction still in progress
+		}
+	}
+}
+
+// takeSignal carries out the signal at pos, unless the checkpoint shows
+// it taken already (the server sends a transaction again after a
+// restart until the slot is confirmed past it). A signal Run refuses is
+// logged and noted in the Monitor; the stream goes on.
+func (s *session) takeSignal(pos signalPos, content []byte) {
+	b := s.bf
+	if !pos.after(b.lastSignal) {
+		return
+	}
+	b.lastSignal = pos
+	b.changed = true
+	defer s.carryBackfills()
+	a, err := parseSignal(content)
+	if err != nil {
+		b.refused(err, "signal")
+		return
+	}
+	switch a.kind {
+	case cmdRequest:
+		for _, req := range a.reqs {
+			if _, err := b.accept(s.ctx, req, "signal"); err != nil {
+				b.refused(err, "signal")
+			}
+		}
+	case cmdCancel:
+		if a.tables == nil {
+			for len(b.live) > 0 {
+				b.change(cmdCancel, 0)
+			}
+			return
+		}
+		for _, t := range a.tables {
+			i := -1
+			if schema, table, err := splitTable(t); err == nil {
+				i = slices.IndexFunc(b.live, func(c backfillCursor) bool { return c.Table == schema+"."+table })
+			}
+			if i < 0 {
+				b.refused(&BackfillError{Table: t, Problem: "stop-snapshot names a table no backfill reads"}, "signal")
+				continue
+			}
+			b.change(cmdCancel, i)
+		}
+	default: // pause or resume every backfill, as Debezium does
+		for i := range b.live {
+			b.change(a.kind, i)
+		}
+	}
+}

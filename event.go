@@ -302,6 +302,9 @@ const (
 	SnapshotLastInTable                           // the last row read from its table in the run
 	SnapshotFirst                                 // the first row of the run
 	SnapshotLast                                  // the last row of the run
+	// SnapshotIncremental marks a row a backfill read while the stream
+	// ran (pgcdc's Backfills), as Debezium's incremental snapshots do.
+	SnapshotIncremental
 )
 
 // TruncateOptions are the options a TRUNCATE statement named. They tell a

@@ -37,7 +37,8 @@ import (
 //	               transaction started, kafkasink.Event.Source.SnapshotTime) in Unix
 //	               milliseconds; 0 when unknown
 //	  snapshot     "false" for a change; for a snapshot row (kafkasink.OpRead), by
-//	               kafkasink.Event.Source.Snapshot: "last" (the run's last row),
+//	               kafkasink.Event.Source.Snapshot: "incremental" (a row of a
+//	               backfill read while the stream ran), "last" (the run's last row),
 //	               "first" (its first), "last_in_data_collection" (a
 //	               table's last), "first_in_data_collection" (a table's
 //	               first), else "true"
@@ -747,6 +748,8 @@ func debeziumSnapshot(e *kafkasink.Event) string {
 		return "false"
 	}
 	switch m := e.Source.Snapshot; {
+	case m&kafkasink.SnapshotIncremental != 0:
+		return "incremental"
 	case m&kafkasink.SnapshotLast != 0:
 		return "last"
 	case m&kafkasink.SnapshotFirst != 0:

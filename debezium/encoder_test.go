@@ -105,6 +105,7 @@ func TestDebeziumSnapshotMarks(t *testing.T) {
 		{kafkasink.OpRead, kafkasink.SnapshotFirst | kafkasink.SnapshotFirstInTable | kafkasink.SnapshotLastInTable, "first"},
 		{kafkasink.OpRead, kafkasink.SnapshotLast | kafkasink.SnapshotLastInTable, "last"},
 		{kafkasink.OpRead, kafkasink.SnapshotFirst | kafkasink.SnapshotLast | kafkasink.SnapshotFirstInTable | kafkasink.SnapshotLastInTable, "last"},
+		{kafkasink.OpRead, kafkasink.SnapshotIncremental, "incremental"},
 	}
 	for _, c := range cases {
 		e := kafkasink.Event{Op: c.op, Source: kafkasink.Source{Snapshot: c.mark}}

@@ -555,6 +555,7 @@ func (s *session) backfillChunk() error {
 	kept := events[:0]
 	for _, e := range events {
 		if k, ok := keyText(e.After, c.KeyColumns); !plan.all && (!ok || !contains(plan.drop, k)) {
+			e.Source.Snapshot = kafkasink.SnapshotIncremental
 			kept = append(kept, e)
 		}
 	}

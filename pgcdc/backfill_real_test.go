@@ -216,6 +216,11 @@ func (s *crashSink) Write(ctx context.Context, b kafkasink.Batch) error {
 	if !slices.ContainsFunc(b.Events, func(e kafkasink.Event) bool { return e.Op == kafkasink.OpRead }) {
 		return s.Sink.Write(ctx, b)
 	}
+	for _, e := range b.Events {
+		if e.Op == kafkasink.OpRead && e.Source.Snapshot != kafkasink.SnapshotIncremental {
+			return fmt.Errorf("backfill row at %s is marked %d, want SnapshotIncremental", e.Position, e.Source.Snapshot)
+		}
+	}
 	s.chunk++
 	if s.chunk == s.at && !s.after {
 		return errCrash

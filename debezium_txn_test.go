@@ -441,3 +441,42 @@ func TestDebeziumTransactionEndTableOrder(t *testing.T) {
 		t.Errorf("END\n got %s\nwant %s", got, want)
 	}
 }
+
+// TestManyTransactionFramesInOneWrite: one Write of 3,000 source
+// transactions makes 6,000 BEGIN and END records, more than the frames'
+// first block holds, while the records made before are already in the
+// client's hands (exactly-once mode sends them as they are made, and the
+// client writes into a record when it buffers it). Under -race, growing
+// the block by copying it was a data race with those writes; every frame
+// arrives once either way.
+func TestManyTransactionFramesInOneWrite(t *testing.T) {
+	t.Parallel()
+	c := kafkasinktest.NewCluster(t, kafkasinktest.Partitions(1))
+	brokers := c.Brokers()
+	s := newSink(t, brokers, "dbzframes", func(cfg *kafkasink.Config) {
+		cfg.Encoder = debezium.Encoder{Name: "dbz", ProvideTransactionMetadata: true}
+		cfg.KeyFormat = kafkasink.KeyJSON
+		cfg.Topics.Partitions = 1
+	})
+	const txns = 3000
+	var events []kafkasink.Event
+	for i := range txns {
+		lsn := kafkasink.LSN(0x1000 + i*0x100)
+		e := dbzEvent(kafkasink.OpInsert, lsn, 0, int64(i+1))
+		e.XID = uint32(100 + i)
+		e.Txn = kafkasink.TxnPlace{Order: 1, TableOrder: 1, First: true,
+			End: &kafkasink.TxnSummary{CommitEnd: lsn + 0x30, Events: 1, Tables: []kafkasink.TableEvents{{Schema: "public", Table: "t", Events: 1}}}}
+		events = append(events, e)
+	}
+	write(t, s, events)
+	frames := sinktest.ReadCommitted(t, brokers, "dbz.transaction")
+	if len(frames) != 2*txns {
+		t.Fatalf("%d BEGIN and END records, want %d", len(frames), 2*txns)
+	}
+	for i, r := range frames {
+		status := string(payload(t, r.Value)["status"])
+		if want := map[bool]string{true: `"BEGIN"`, false: `"END"`}[i%2 == 0]; status != want {
+			t.Fatalf("record %d of the transaction topic is %s, want %s", i, status, want)
+		}
+	}
+}

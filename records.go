@@ -290,6 +290,12 @@ func (en *encoding) frames(e *Event, shape RecordShape) (before, after *kgo.Reco
 		start := len(es.arena)
 		out, keyLen := es.framer.AppendFrame(es.arena, e, last)
 		es.arena = out
+		if len(es.frames) == cap(es.frames) {
+			// A new block rather than append's copy: the records
+			// already made may be in the client's hands (sent early),
+			// which writes their offsets while a copy would read them.
+			es.frames = make([]kgo.Record, 0, max(2*cap(es.frames), 16))
+		}
 		es.frames = append(es.frames, kgo.Record{Topic: topic,
 			Key:   es.arena[start : start+keyLen : start+keyLen],
 			Value: es.take(start + keyLen)})

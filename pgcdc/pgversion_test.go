@@ -36,7 +36,9 @@ var (
 	pgRowFilters    = pgFeature{"publication row filters (FOR TABLE t WHERE ...)", 15, "CREATE PUBLICATION %[1]s FOR TABLE %[1]s.%[1]s WHERE (id > 0)"}
 	pgSchemaPublish = pgFeature{"publications of whole schemas (FOR TABLES IN SCHEMA)", 15, "CREATE PUBLICATION %[1]s FOR TABLES IN SCHEMA %[1]s"}
 
-	pgFeatures = []pgFeature{pgColumnLists, pgRowFilters, pgSchemaPublish}
+	pgGeneratedColumns = pgFeature{"published generated columns (publish_generated_columns, or in a column list)", 18, "CREATE PUBLICATION %[1]s FOR TABLE %[1]s.%[1]s WITH (publish_generated_columns = stored)"}
+
+	pgFeatures = []pgFeature{pgColumnLists, pgRowFilters, pgSchemaPublish, pgGeneratedColumns}
 )
 
 // TestPGFeaturesMatchTheServer checks the feature table requirePG reads

@@ -320,6 +320,30 @@ func publicationCases() []publicationCase {
 		marker: "INSERT INTO %[1]s (id, v) VALUES (100, 1)",
 		topics: map[string]topicWant{"public.%[1]s": {"SELECT id, v FROM %[1]s", []string{"id"}}},
 	}, {
+		name:  "generated columns published",
+		needs: []pgFeature{pgGeneratedColumns},
+		setup: []string{
+			"CREATE TABLE %[1]s (id int PRIMARY KEY, v int, g int GENERATED ALWAYS AS (v * 2) STORED)",
+			"INSERT INTO %[1]s (id, v) SELECT i, i FROM generate_series(1, 10) i",
+		},
+		pub:    "FOR TABLE %[1]s WITH (publish_generated_columns = stored)",
+		during: []string{"UPDATE %[1]s SET v = 0 WHERE id = 1"},
+		after:  []string{"INSERT INTO %[1]s (id, v) VALUES (11, 11)", "DELETE FROM %[1]s WHERE id = 2"},
+		marker: "INSERT INTO %[1]s (id, v) VALUES (100, 1)",
+		topics: map[string]topicWant{"public.%[1]s": {"SELECT id, v, g FROM %[1]s", []string{"id"}}},
+	}, {
+		name:  "generated column in a column list",
+		needs: []pgFeature{pgColumnLists, pgGeneratedColumns},
+		setup: []string{
+			"CREATE TABLE %[1]s (id int PRIMARY KEY, v int, g int GENERATED ALWAYS AS (v * 2) STORED)",
+			"INSERT INTO %[1]s (id, v) SELECT i, i FROM generate_series(1, 10) i",
+		},
+		pub:    "FOR TABLE %[1]s (id, g)",
+		during: []string{"UPDATE %[1]s SET v = 0 WHERE id = 1"},
+		after:  []string{"INSERT INTO %[1]s (id, v) VALUES (11, 11)", "DELETE FROM %[1]s WHERE id = 2"},
+		marker: "INSERT INTO %[1]s (id, v) VALUES (100, 1)",
+		topics: map[string]topicWant{"public.%[1]s": {"SELECT id, g FROM %[1]s", []string{"id"}}},
+	}, {
 		// Named with a filter and reached through its schema: the
 		// schema publishes every row, so no filter applies.
 		name:  "table reached two ways in the publication",

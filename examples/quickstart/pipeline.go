@@ -18,8 +18,9 @@ import (
 
 // runPipeline is the whole pipeline on a real PostgreSQL at pgURL: pgcdc.Run
 // streams inserts, updates and deletes of two tables into the in-process
-// Kafka exactly once; the process "crashes" after a Write returned but
-// before the slot heard of it, changes go on while it is down, and the
+// Kafka exactly once; the process "crashes" as a Write returns: the Write
+// cancels Run's context before it returns, so Run cannot confirm that
+// transaction to the slot. Changes go on while it is down, and the
 // restarted Run gets the delivered transaction again, which the sink
 // drops; a read_committed consumer then sees every change once.
 func runPipeline(ctx context.Context, out io.Writer, pgURL string) error {
@@ -54,8 +55,8 @@ func runPipeline(ctx context.Context, out io.Writer, pgURL string) error {
 		Tables:            []string{"public.orders", "public.customers"},
 	}
 
-	// The first run: two transactions, and a crash right after the
-	// second one's Write returned, before Run confirmed it to the slot.
+	// The first run: two transactions, and a crash as the second one's
+	// Write returns, before Run can confirm it to the slot.
 	sink, err := kafkasink.New(ctx, sinkCfg)
 	if err != nil {
 		return err

@@ -822,13 +822,18 @@ as_pg() {
 # postgresql-15 on $PG_PORT) and those up-pg starts beside it
 # ($DIR/pg-VERSION). It holds data/, the Unix socket, the logs, and two
 # files that down and status read: bindir (the server's binaries) and port.
+# A default server started by this script before up-pg existed has neither:
+# it is Debian's on $PG_PORT.
 pg_pid() { if [[ -f "$1/data/postmaster.pid" ]]; then head -n 1 "$1/data/postmaster.pid"; fi; }
+pg_bindir() { if [[ -f "$1/bindir" ]]; then cat "$1/bindir"; else echo "$PG_BIN"; fi; }
+pg_port() { if [[ -f "$1/port" ]]; then cat "$1/port"; else echo "$PG_PORT"; fi; }
 
-# Every server's directory, the default one first.
+# Every server's directory: the default one, then those of up-pg.
 pg_dirs() {
   local d
-  for d in "$DIR/pg" "$DIR"/pg-*; do
-    if [[ -f "$d/port" ]]; then echo "$d"; fi
+  echo "$DIR/pg"
+  for d in "$DIR"/pg-*; do
+    if [[ -d "$d/data" ]]; then echo "$d"; fi
   done
 }
 
@@ -839,7 +844,7 @@ pg_dirs() {
 pg_psql() {
   local pg="$1" db="$2"
   shift 2
-  "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$pg" -p "$(cat "$pg/port")" -U postgres -d "$db" "$@"
+  "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$pg" -p "$(pg_port "$pg")" -U postgres -d "$db" "$@"
 }
 
 up_postgres() { up_postgres_server "$PG_BIN" "$DIR/pg" "$PG_PORT"; }
@@ -924,7 +929,7 @@ down_postgres_server() {
   local pg="$1" pid
   pid="$(pg_pid "$pg")"
   pid_alive "$pid" || return 0
-  as_pg "$(cat "$pg/bindir")/pg_ctl" -D "$pg/data" -m fast -w -t 30 stop >/dev/null 2>&1 || true
+  as_pg "$(pg_bindir "$pg")/pg_ctl" -D "$pg/data" -m fast -w -t 30 stop >/dev/null 2>&1 || true
   stop_pid "$pid" 5
 }
 
@@ -1042,9 +1047,9 @@ up_registry() {
 # data directory and pg_ctl for the tests that restart it.
 pg_env() {
   local pg="$1"
-  echo "export KAFKASINK_TEST_PG='postgres://kafkasink:kafkasink@$HOST:$(cat "$pg/port")/kafkasink?sslmode=disable'"
+  echo "export KAFKASINK_TEST_PG='postgres://kafkasink:kafkasink@$HOST:$(pg_port "$pg")/kafkasink?sslmode=disable'"
   echo "export KAFKASINK_TEST_PG_DATA=$pg/data"
-  echo "export KAFKASINK_TEST_PG_CTL=$(cat "$pg/bindir")/pg_ctl"
+  echo "export KAFKASINK_TEST_PG_CTL=$(pg_bindir "$pg")/pg_ctl"
 }
 
 write_env() {
@@ -1232,7 +1237,7 @@ cmd_status() {
     if [[ "$pg" != "$DIR/pg" ]]; then name="postgresql ${pg##*/pg-}"; fi
     pid="$(pg_pid "$pg")"
     if pid_alive "$pid"; then
-      echo "$name: running pid $pid  $HOST:$(cat "$pg/port")"
+      echo "$name: running pid $pid  $HOST:$(pg_port "$pg")"
     else
       echo "$name: STOPPED (log: $pg/postgres.log)"
       rc=1

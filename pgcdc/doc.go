@@ -268,7 +268,9 @@
 //
 // The snapshot reads exactly what the publication streams. Per table it
 // reads the columns pgoutput sends (the publication's column list on
-// PostgreSQL 15 and later, else every column; never a generated column)
+// PostgreSQL 15 and later, else every column; a generated column only
+// where PostgreSQL 18 publishes it: publish_generated_columns = stored,
+// or named in a column list)
 // and only the rows the publication's row filter admits: the filter is
 // applied in the snapshot's SELECT, inside each chunk. The tables are
 // those pg_publication_tables lists, with PostgreSQL's own rules:

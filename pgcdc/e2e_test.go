@@ -21,9 +21,11 @@ package pgcdc
 //
 // (-pgcdc.bigtxn=1000000 does the same; the environment variable wins.)
 //
-// The test restarts the shared PostgreSQL once (pg_ctl restart -m fast):
-// other tests connected to it at that moment see their connections fail.
-// KAFKASINK_E2E_NO_PG_RESTART=1 skips that step.
+// The test restarts the PostgreSQL of KAFKASINK_TEST_PG once (pg_ctl
+// restart -m fast, with KAFKASINK_TEST_PG_CTL on KAFKASINK_TEST_PG_DATA,
+// which scripts/testenv.sh env sets): other tests connected to it at that
+// moment see their connections fail. KAFKASINK_E2E_NO_PG_RESTART=1 skips
+// that step.
 
 import (
 	"context"
@@ -52,13 +54,19 @@ var bigTxnRows = flag.Int("pgcdc.bigtxn", 50000, "rows of the end-to-end test's 
 const (
 	envBigTxn      = "KAFKASINK_E2E_BIGTXN"        // rows of the big transaction; wins over -pgcdc.bigtxn
 	envNoPGRestart = "KAFKASINK_E2E_NO_PG_RESTART" // set: leave the shared PostgreSQL running
+
+	// Set by scripts/testenv.sh env for the server KAFKASINK_TEST_PG names.
+	envPGData = "KAFKASINK_TEST_PG_DATA" // its data directory
+	envPGCtl  = "KAFKASINK_TEST_PG_CTL"  // its pg_ctl
 )
 
 // e2eKnobs are the end-to-end test's settings beyond the environment's
 // targets.
 type e2eKnobs struct {
-	bigTxn  int    // rows of the big transaction
-	testDir string // sinktest.EnvDir, where PostgreSQL's data is; "" when the test must not restart it
+	bigTxn int // rows of the big transaction
+	// The data directory and pg_ctl of the server the test restarts;
+	// "" when it must not restart it.
+	pgData, pgCtl string
 }
 
 // readE2EKnobs reads the knobs, failing on a malformed one and skipping
@@ -74,10 +82,11 @@ func readE2EKnobs(t *testing.T) e2eKnobs {
 		k.bigTxn = n
 	}
 	if os.Getenv(envNoPGRestart) == "" {
-		if !sinktest.Has(sinktest.EnvDir) {
-			t.Skipf("%s is not set: the test restarts PostgreSQL in $%[1]s/pg/data; eval \"$(scripts/testenv.sh env)\", or set %s=1", sinktest.EnvDir, envNoPGRestart)
+		if !sinktest.Has(envPGData) || !sinktest.Has(envPGCtl) {
+			t.Skipf("%s or %s is not set: the test restarts PostgreSQL with them; eval \"$(scripts/testenv.sh env)\" (env --pg VERSION for another version's server), or set %s=1", envPGData, envPGCtl, envNoPGRestart)
 		}
-		k.testDir = sinktest.Env(t, sinktest.EnvDir)[0]
+		v := sinktest.Env(t, envPGData, envPGCtl)
+		k.pgData, k.pgCtl = v[0], v[1]
 	}
 	return k
 }
@@ -105,7 +114,7 @@ func TestEndToEndSIGKILLExactlyOnce(t *testing.T) {
 		{"KillWhileSinkWritesBigTxn", e.killWhileSinkWritesBigTxn},
 		{"WalsenderTerminated", e.terminateWalsender},
 	}
-	if e.knobs.testDir != "" {
+	if e.knobs.pgData != "" {
 		phases = append(phases, e2ePhase{"PostgresRestarted", e.restartPostgres})
 	} else {
 		t.Logf("%s is set: PostgreSQL is not restarted", envNoPGRestart)
@@ -335,14 +344,24 @@ func (e *e2e) restartPostgres(t *testing.T) {
 		}
 	}
 	defer resume()
+	// Restarting another server than the one streamed from would
+	// prove nothing: the two variables must name KAFKASINK_TEST_PG's.
+	var dataDir string
+	if err := e.w.db.QueryRow(context.Background(), "SHOW data_directory").Scan(&dataDir); err != nil {
+		t.Fatal(err)
+	}
+	if dataDir != e.knobs.pgData {
+		t.Fatalf("%s=%s, but the server of %s keeps its data in %s: eval \"$(scripts/testenv.sh env)\" (env --pg VERSION for another version's server) sets them together", envPGData, e.knobs.pgData, sinktest.EnvPG, dataDir)
+	}
 	logf, err := os.OpenFile(filepath.Join(t.TempDir(), "pg_ctl.log"), os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
 	restartStart := time.Now()
-	// -l: the new postmaster must not write to a pipe of ours.
-	cmd := exec.Command("runuser", "-u", "postgres", "--", "setsid", "/usr/lib/postgresql/15/bin/pg_ctl",
-		"-D", filepath.Join(e.knobs.testDir, "pg", "data"), "-l", filepath.Join(e.knobs.testDir, "pg", "postgres.log"),
+	// -l: the new postmaster must not write to a pipe of ours; the log
+	// beside the data directory is where scripts/testenv.sh keeps it.
+	cmd := exec.Command("runuser", "-u", "postgres", "--", "setsid", e.knobs.pgCtl,
+		"-D", e.knobs.pgData, "-l", filepath.Join(filepath.Dir(e.knobs.pgData), "postgres.log"),
 		"restart", "-m", "fast", "-w", "-t", "60")
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, logf, logf
 	err = cmd.Run()

@@ -25,7 +25,8 @@ type publishedTable struct {
 	schema, table string
 	// columns are the published columns in table order, as pgoutput's
 	// Relation message lists them: the publication's column list, or
-	// every column; never a generated column, which pgoutput never sends.
+	// every column; a generated column only where PostgreSQL 18 publishes
+	// it (publish_generated_columns = stored, or named in a column list).
 	columns []string
 	// rowFilter is the publication's WHERE clause for the table as
 	// PostgreSQL prints it (pg_get_expr), "" when every row is published.
@@ -47,23 +48,28 @@ func (p publishedTable) name() string { return p.schema + "." + p.table }
 // publishes via the partition root, and then only the root appears, with
 // the root's column list and row filter; a table the publication reaches
 // through FOR ALL TABLES or FOR TABLES IN SCHEMA has no row filter, even
-// when the publication also names it with one. Its attnames lists
-// generated columns when there is no column list (PostgreSQL 15), and
-// pgoutput does not send them, so they are left out here. Column lists and
-// row filters came with PostgreSQL 15; before it every non-generated column
+// when the publication also names it with one. Before PostgreSQL 18 its
+// attnames may list generated columns when there is no column list, and
+// pgoutput does not send them, so they are left out here; from 18 on
+// attnames lists exactly what pgoutput sends, stored generated columns
+// included where the publication publishes them. Column lists and row
+// filters came with PostgreSQL 15; before it every non-generated column
 // and every row is published.
 func publishedTables(ctx context.Context, q querier, pub string) ([]publishedTable, error) {
 	var version int
 	if err := q.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version); err != nil {
 		return nil, fmt.Errorf("pgcdc: reading server_version_num: %w", err)
 	}
-	listed, filter := "true", "NULL::text"
-	if version >= 150000 {
+	listed, filter := "a.attgenerated = ''", "NULL::text"
+	switch {
+	case version >= 180000:
 		listed, filter = "a.attname = ANY (pt.attnames)", "pt.rowfilter"
+	case version >= 150000:
+		listed, filter = "a.attgenerated = '' AND a.attname = ANY (pt.attnames)", "pt.rowfilter"
 	}
 	rows, err := q.Query(ctx, `SELECT pt.schemaname, pt.tablename,
 			ARRAY(SELECT a.attname::text FROM pg_attribute a
-				WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '' AND `+listed+`
+				WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND `+listed+`
 				ORDER BY a.attnum),
 			coalesce(`+filter+`, ''), c.relkind = 'p'
 		FROM pg_publication_tables pt

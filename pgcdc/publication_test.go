@@ -117,8 +117,9 @@ func canonicalJSON(t *testing.T, v map[string]any) string {
 // it. Every SQL text has %[1]s for the test's unique name.
 type publicationCase struct {
 	name  string
-	setup []string // tables and rows, before the publication
-	pub   string   // what follows CREATE PUBLICATION <name>
+	needs []pgFeature // what a server must have for the case (requirePG)
+	setup []string    // tables and rows, before the publication
+	pub   string      // what follows CREATE PUBLICATION <name>
 	// cleanup drops what the test environment does not: other schemas
 	// and publications.
 	cleanup []string
@@ -189,6 +190,7 @@ func publicationCases() []publicationCase {
 	}
 	return []publicationCase{{
 		name:   "column list",
+		needs:  []pgFeature{pgColumnLists},
 		setup:  []string{secretTable, secretRows},
 		pub:    "FOR TABLE %[1]s (id, pub)",
 		during: secretChanges, after: secretChangesAfter,
@@ -196,6 +198,7 @@ func publicationCases() []publicationCase {
 		topics: map[string]topicWant{"public.%[1]s": {"SELECT id, pub FROM %[1]s", []string{"id"}}},
 	}, {
 		name:   "row filter",
+		needs:  []pgFeature{pgRowFilters},
 		setup:  []string{secretTable, secretRows},
 		pub:    "FOR TABLE %[1]s WHERE (id > 4)",
 		during: secretChanges, after: secretChangesAfter,
@@ -203,6 +206,7 @@ func publicationCases() []publicationCase {
 		topics: map[string]topicWant{"public.%[1]s": {"SELECT * FROM %[1]s WHERE id > 4", []string{"id"}}},
 	}, {
 		name:   "column list and row filter",
+		needs:  []pgFeature{pgColumnLists, pgRowFilters},
 		setup:  []string{secretTable, secretRows},
 		pub:    "FOR TABLE %[1]s (id, pub) WHERE (id > 4)",
 		during: secretChanges, after: secretChangesAfter,
@@ -212,7 +216,8 @@ func publicationCases() []publicationCase {
 		// With FULL the old row holds the filtered column, so an
 		// update that leaves the filter is streamed as a delete and
 		// one that enters it as an insert.
-		name: "row filter on a non-key column with replica identity full",
+		name:  "row filter on a non-key column with replica identity full",
+		needs: []pgFeature{pgRowFilters},
 		setup: []string{secretTable, secretRows, "ALTER TABLE %[1]s REPLICA IDENTITY FULL",
 			"UPDATE %[1]s SET pub = 'hidden' WHERE id IN (2, 3, 9)"},
 		pub:  "FOR TABLE %[1]s WHERE (pub <> 'hidden')",
@@ -235,6 +240,7 @@ func publicationCases() []publicationCase {
 		// published as itself, with its own column list and row
 		// filter; the root's entry gives the others none.
 		name:   "partitions published as themselves",
+		needs:  []pgFeature{pgColumnLists, pgRowFilters},
 		setup:  partitioned,
 		pub:    "FOR TABLE %[1]s, %[1]s_a (id, k) WHERE (id > 2)",
 		during: partitionChanges[:2], after: partitionChanges[2:],
@@ -245,6 +251,7 @@ func publicationCases() []publicationCase {
 		},
 	}, {
 		name:   "partitions published via the root",
+		needs:  []pgFeature{pgColumnLists, pgRowFilters},
 		setup:  partitioned,
 		pub:    "FOR TABLE %[1]s (id, k) WHERE (id > 2) WITH (publish_via_partition_root = true)",
 		during: partitionChanges[:2], after: partitionChanges[2:],
@@ -254,11 +261,32 @@ func publicationCases() []publicationCase {
 		// Via the root, the root's column list and row filter apply,
 		// not those the publication gives a partition.
 		name:   "partition and root in the publication, via the root",
+		needs:  []pgFeature{pgColumnLists, pgRowFilters},
 		setup:  partitioned,
 		pub:    "FOR TABLE %[1]s (id, k) WHERE (id > 2), %[1]s_a (id, k, pub) WHERE (id > 10) WITH (publish_via_partition_root = true)",
 		during: partitionChanges[:2], after: partitionChanges[2:],
 		marker: "INSERT INTO %[1]s VALUES (100, 9, 'm')",
 		topics: map[string]topicWant{"public.%[1]s": {"SELECT id, k FROM %[1]s WHERE id > 2", []string{"id", "k"}}},
+	}, {
+		// Partitions without a column list or row filter, which
+		// every supported version can publish: the cases above
+		// cover PostgreSQL 15 and later only.
+		name:   "whole partitions published as themselves",
+		setup:  partitioned,
+		pub:    "FOR TABLE %[1]s",
+		during: partitionChanges[:2], after: partitionChanges[2:],
+		marker: "INSERT INTO %[1]s VALUES (100, 9, 'm')",
+		topics: map[string]topicWant{
+			"public.%[1]s_a": {"SELECT * FROM %[1]s_a", []string{"id", "k"}},
+			"public.%[1]s_b": {"SELECT * FROM %[1]s_b", []string{"id", "k"}},
+		},
+	}, {
+		name:   "whole partitions published via the root",
+		setup:  partitioned,
+		pub:    "FOR TABLE %[1]s WITH (publish_via_partition_root = true)",
+		during: partitionChanges[:2], after: partitionChanges[2:],
+		marker: "INSERT INTO %[1]s VALUES (100, 9, 'm')",
+		topics: map[string]topicWant{"public.%[1]s": {"SELECT * FROM %[1]s", []string{"id", "k"}}},
 	}, {
 		// A table with inheritance children is read without them:
 		// the publication lists each child, and pgoutput streams a
@@ -292,9 +320,34 @@ func publicationCases() []publicationCase {
 		marker: "INSERT INTO %[1]s (id, v) VALUES (100, 1)",
 		topics: map[string]topicWant{"public.%[1]s": {"SELECT id, v FROM %[1]s", []string{"id"}}},
 	}, {
+		name:  "generated columns published",
+		needs: []pgFeature{pgGeneratedColumns},
+		setup: []string{
+			"CREATE TABLE %[1]s (id int PRIMARY KEY, v int, g int GENERATED ALWAYS AS (v * 2) STORED)",
+			"INSERT INTO %[1]s (id, v) SELECT i, i FROM generate_series(1, 10) i",
+		},
+		pub:    "FOR TABLE %[1]s WITH (publish_generated_columns = stored)",
+		during: []string{"UPDATE %[1]s SET v = 0 WHERE id = 1"},
+		after:  []string{"INSERT INTO %[1]s (id, v) VALUES (11, 11)", "DELETE FROM %[1]s WHERE id = 2"},
+		marker: "INSERT INTO %[1]s (id, v) VALUES (100, 1)",
+		topics: map[string]topicWant{"public.%[1]s": {"SELECT id, v, g FROM %[1]s", []string{"id"}}},
+	}, {
+		name:  "generated column in a column list",
+		needs: []pgFeature{pgColumnLists, pgGeneratedColumns},
+		setup: []string{
+			"CREATE TABLE %[1]s (id int PRIMARY KEY, v int, g int GENERATED ALWAYS AS (v * 2) STORED)",
+			"INSERT INTO %[1]s (id, v) SELECT i, i FROM generate_series(1, 10) i",
+		},
+		pub:    "FOR TABLE %[1]s (id, g)",
+		during: []string{"UPDATE %[1]s SET v = 0 WHERE id = 1"},
+		after:  []string{"INSERT INTO %[1]s (id, v) VALUES (11, 11)", "DELETE FROM %[1]s WHERE id = 2"},
+		marker: "INSERT INTO %[1]s (id, v) VALUES (100, 1)",
+		topics: map[string]topicWant{"public.%[1]s": {"SELECT id, g FROM %[1]s", []string{"id"}}},
+	}, {
 		// Named with a filter and reached through its schema: the
 		// schema publishes every row, so no filter applies.
-		name: "table reached two ways in the publication",
+		name:  "table reached two ways in the publication",
+		needs: []pgFeature{pgRowFilters, pgSchemaPublish},
 		setup: []string{"CREATE SCHEMA %[1]s",
 			"CREATE TABLE %[1]s.t (id int PRIMARY KEY, secret text, pub text)",
 			"INSERT INTO %[1]s.t SELECT i, 's' || i, 'p' || i FROM generate_series(1, 10) i"},
@@ -306,7 +359,8 @@ func publicationCases() []publicationCase {
 		topics:  map[string]topicWant{"%[1]s.t": {"SELECT * FROM %[1]s.t", []string{"id"}}},
 	}, {
 		// Only the publication given to the slot counts.
-		name: "table in two publications",
+		name:  "table in two publications",
+		needs: []pgFeature{pgColumnLists, pgRowFilters},
 		setup: []string{secretTable, secretRows,
 			"CREATE PUBLICATION %[1]s_other FOR TABLE %[1]s"},
 		cleanup: []string{"DROP PUBLICATION IF EXISTS %[1]s_other"},
@@ -339,6 +393,7 @@ func publicationCases() []publicationCase {
 
 func (e *pgEnv) runPublicationCase(c publicationCase) {
 	t := e.t
+	requirePG(t, c.needs...)
 	for _, s := range c.cleanup {
 		t.Cleanup(func() { e.sqlf(s) })
 	}
@@ -394,6 +449,7 @@ const columnsChangedMsg = "the columns streamed for a table changed"
 // the resumed run starts after the last key.
 func TestSnapshotResumesFilteredSnapshotAfterCrash(t *testing.T) {
 	t.Parallel()
+	requirePG(t, pgColumnLists, pgRowFilters)
 	for _, failingSink := range []bool{false, true} {
 		name := "cancelled Run"
 		if failingSink {
@@ -484,6 +540,7 @@ func testFilteredSnapshotCrash(t *testing.T, failingSink bool) {
 // problem.
 func TestSnapshotRefusesTableWithoutKeyBeforeSlot(t *testing.T) {
 	t.Parallel()
+	requirePG(t, pgColumnLists)
 	e := newPGEnv(t)
 	good := e.createTable("")
 	e.fillTable(good, 10)
@@ -527,6 +584,7 @@ func TestSnapshotRefusesTableWithoutKeyBeforeSlot(t *testing.T) {
 // written before keep the old columns, changes after carry the new ones.
 func TestPublicationColumnListChangeIsLogged(t *testing.T) {
 	t.Parallel()
+	requirePG(t, pgColumnLists)
 	e := newPGEnv(t)
 	e.sqlf(secretTable, secretRows, "CREATE PUBLICATION %[1]s FOR TABLE %[1]s (id, pub)")
 	cfg := e.config()

@@ -87,7 +87,8 @@ type slotState struct {
 	// unreserved or lost.
 	walStatus string
 	// conflicting is set on PostgreSQL 16 and later when the slot was
-	// invalidated by a recovery conflict on a standby.
+	// invalidated by a recovery conflict on a standby (rows_removed,
+	// wal_level_insufficient), not when the server removed its WAL.
 	conflicting bool
 	// current is the server's current WAL position (on a standby, the
 	// last replayed one), read with the slot.
@@ -129,7 +130,12 @@ func readSlot(ctx context.Context, db *pgx.Conn, slot string, version int) (slot
 		walStatusCol = "s.wal_status"
 	}
 	if version >= 160000 {
-		conflictingCol = "s.conflicting"
+		// PostgreSQL 16 sets conflicting for every invalidated logical
+		// slot, removed WAL included (17 only for recovery conflicts).
+		// The server clears restart_lsn when it removes the slot's WAL
+		// and keeps it for the other causes, so this tells them apart
+		// on every version.
+		conflictingCol = "(s.conflicting AND s.restart_lsn IS NOT NULL)"
 	}
 	const currentSQL = "(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END)::text"
 	err := db.QueryRow(ctx, `SELECT s.plugin, s.slot_type, s.database, s.confirmed_flush_lsn::text, s.restart_lsn::text, `+walStatusCol+`, `+conflictingCol+`,

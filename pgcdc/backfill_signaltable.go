@@ -92,8 +92,18 @@ func (b *backfiller) signalRow(e *kafkasink.Event) {
 	if e.Op != kafkasink.OpInsert || st.table == "" || e.Table != st.table || e.Schema != st.schema {
 		return
 	}
+	if len(e.After) >= 2 && slices.Contains(debeziumWindowSignals, e.After[1].Value) {
+		return
+	}
 	b.pending = append(b.pending, pendingSignal{xid: e.XID, lsn: e.LSN, content: signalRowJSON(e.After)})
 }
+
+// debeziumWindowSignals are the rows a Debezium sharing the signal table
+// inserts into it itself, to open and close the windows of its own
+// incremental snapshot's chunks (its default watermarking): Debezium's
+// bookkeeping, not a request of anyone's, so Run passes them over
+// without a warning.
+var debeziumWindowSignals = []any{"snapshot-window-open", "snapshot-window-close"}
 
 // signalRowJSON is the signal a signal table's row carries, as the JSON
 // parseSignal reads: its first three columns as id, type and data (data

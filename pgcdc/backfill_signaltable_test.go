@@ -43,6 +43,30 @@ func TestSignalRowJSON(t *testing.T) {
 	}
 }
 
+// Only inserts into the signal table are signals, and not the window
+// rows a Debezium sharing the table writes there.
+func TestSignalRowTaken(t *testing.T) {
+	b := &backfiller{r: &runner{signal: signalTable{schema: "public", table: "sig"}}}
+	row := func(typ string) kafkasink.Row {
+		return kafkasink.Row{{Name: "id", Value: "x"}, {Name: "type", Value: typ}, {Name: "data", Value: nil}}
+	}
+	for _, e := range []kafkasink.Event{
+		{Op: kafkasink.OpInsert, Schema: "public", Table: "sig", XID: 1, LSN: 10, After: row("pause-snapshot")},
+		{Op: kafkasink.OpUpdate, Schema: "public", Table: "sig", XID: 2, After: row("pause-snapshot")},
+		{Op: kafkasink.OpDelete, Schema: "public", Table: "sig", XID: 3, Before: row("pause-snapshot")},
+		{Op: kafkasink.OpRead, Schema: "public", Table: "sig", After: row("pause-snapshot")},
+		{Op: kafkasink.OpInsert, Schema: "other", Table: "sig", XID: 4, After: row("pause-snapshot")},
+		{Op: kafkasink.OpInsert, Schema: "public", Table: "sig", XID: 5, After: row("snapshot-window-open")},
+		{Op: kafkasink.OpInsert, Schema: "public", Table: "sig", XID: 6, After: row("snapshot-window-close")},
+		{Op: kafkasink.OpInsert, Schema: "public", Table: "sig", XID: 7, LSN: 70, After: row("resume-snapshot")},
+	} {
+		b.signalRow(&e)
+	}
+	if len(b.pending) != 2 || b.pending[0].xid != 1 || b.pending[0].lsn != 10 || b.pending[1].xid != 7 || b.pending[1].lsn != 70 {
+		t.Fatalf("pending signals %+v, want the inserts of transactions 1 and 7 alone", b.pending)
+	}
+}
+
 func TestSignalTableConfig(t *testing.T) {
 	cfg := Config{ConnString: "postgres://localhost/db", Slot: "s", Publication: "p", SignalTable: "a.b.c"}.withDefaults()
 	if err := cfg.validate(); err == nil || !strings.Contains(err.Error(), "Config.SignalTable") {

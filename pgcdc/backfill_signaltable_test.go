@@ -182,6 +182,26 @@ func TestBackfillSignalTable(t *testing.T) {
 	if c := l.check(t, id); c.backfilled != 500 || c.reads != 500 {
 		t.Fatalf("%d rows of backfill %s, %d read records in all; want 500 and 500", c.backfilled, id, c.reads)
 	}
+
+	// Data collections are regular expressions matched against the
+	// whole "schema.table", as Debezium reads them, in execute-snapshot
+	// (its additional condition given for the same expression) and in
+	// stop-snapshot.
+	re := `public\\.` + strings.TrimSuffix(l.table, "_bf") + `_b.`
+	l.e.txn(func(tx pgx.Tx) {
+		tx.Exec(context.Background(), fmt.Sprintf(signalRows, sig), "ad-hoc-5", "execute-snapshot",
+			fmt.Sprintf(`{"data-collections":["%s", "public.nosuch_.*"],"additional-conditions":[{"data-collection":"%s","filter":"id > 400"}]}`, re, re))
+		tx.Exec(context.Background(), fmt.Sprintf(signalRows, sig), "ad-hoc-6", "pause-snapshot", nil)
+	})
+	waitFor(t, 30*time.Second, "the backfill a regular expression asks for", r, func() bool {
+		got := ctrl.List()
+		return len(got) == 1 && got[0].Table == "public."+l.table && got[0].Where == "id > 400" && got[0].Paused
+	})
+	waitFor(t, 30*time.Second, "the refusal of the expression that matches no table", r, func() bool {
+		return strings.Contains(mon.Stats().LastBackfillError, "public.nosuch_.*")
+	})
+	insert("ad-hoc-7", "stop-snapshot", `{"data-collections":[".*_bf"]}`)
+	waitFor(t, 30*time.Second, "the stop by a regular expression", r, func() bool { return len(ctrl.List()) == 0 })
 	// Each committed signal row's insert is in Kafka once, as any
 	// change of a published table, and the update too (on the
 	// partitions of their keys: sorted).
@@ -195,7 +215,7 @@ func TestBackfillSignalTable(t *testing.T) {
 		ops = append(ops, v.Op+" "+rid)
 	}
 	slices.Sort(ops)
-	if want := []string{"insert ad-hoc-1", "insert ad-hoc-2", "insert ad-hoc-3", "insert ad-hoc-4", "update ad-hoc-2"}; !slices.Equal(ops, want) {
+	if want := []string{"insert ad-hoc-1", "insert ad-hoc-2", "insert ad-hoc-3", "insert ad-hoc-4", "insert ad-hoc-5", "insert ad-hoc-6", "insert ad-hoc-7", "update ad-hoc-2"}; !slices.Equal(ops, want) {
 		t.Fatalf("the signal table's records: %q, want %q", ops, want)
 	}
 }

@@ -115,17 +115,74 @@ func TestDebeziumIncrementalConformance(t *testing.T) {
 		ours = append(ours, ourDebeziumRecord(rec, schema))
 	}
 	checkDeviations(t, "incremental", "deviations-incremental-schemas-false.txt", debeziumDeviations(want, ours))
+
+	// The order around the window: as in Debezium's capture (see
+	// TestDebeziumIncrementalGolden), every read record follows the
+	// signal row's record; here by position (the kafkasink.id header),
+	// as the records are on the topics of their tables.
+	var signal kafkasink.Position
+	var readsAt []kafkasink.Position
+	for _, r := range ours {
+		id, _ := headerValue(r.Headers, kafkasink.HeaderID).(string)
+		pos, err := kafkasink.ParsePosition(id)
+		if err != nil {
+			t.Fatalf("%s: header %s: %v", r.Topic, kafkasink.HeaderID, err)
+		}
+		switch {
+		case strings.HasSuffix(r.Topic, ".zz_signal"):
+			signal = pos
+		case r.op() == "r":
+			readsAt = append(readsAt, pos)
+		}
+	}
+	for _, pos := range readsAt {
+		if pos.Compare(signal) <= 0 {
+			t.Errorf("a read record at %s does not follow the signal row's record at %s", pos, signal)
+		}
+	}
 }
 
 // The capture this test compares with exists and holds what it says: a
 // read record of every workload table with a key, each with
-// source.snapshot "incremental".
+// source.snapshot "incremental". And Debezium's order around its
+// windows: the execute-snapshot row's record first, then per chunk the
+// record of the window-open row Debezium inserted into the signal table,
+// the chunk's read records, and the record of its window-close row,
+// nothing else in between (the workload's changes came after the
+// snapshot): Debezium holds a chunk until the stream reaches its close
+// row, and emits it there.
 func TestDebeziumIncrementalGolden(t *testing.T) {
 	golden := readDebeziumGolden(t, "incremental-schemas-false.jsonl")
 	read := make(map[string]bool)
-	for _, r := range golden {
-		if r.op() != "r" {
+	open := "" // the window open, by its id without -open
+	windows := 0
+	for i, r := range golden {
+		if strings.HasSuffix(r.Topic, ".zz_signal") {
+			after := unwrapPayload(decodeJSON(r.Value)).(map[string]any)["after"].(map[string]any)
+			id, typ := after["id"].(string), after["type"].(string)
+			switch {
+			case i == 0 && typ == "execute-snapshot":
+			case typ == "snapshot-window-open" && open == "":
+				open = strings.TrimSuffix(id, "-open")
+			case typ == "snapshot-window-close" && open != "" && id == open+"-close":
+				open = ""
+				windows++
+			default:
+				t.Fatalf("record %d: signal row %s %s out of order (window open: %q)", i, id, typ, open)
+			}
 			continue
+		}
+		if i == 0 {
+			t.Fatalf("the first record is on %s, not the execute-snapshot row's", r.Topic)
+		}
+		if r.op() != "r" {
+			if open != "" {
+				t.Errorf("record %d: a change (%s %s) inside window %s", i, r.Topic, r.op(), open)
+			}
+			continue
+		}
+		if open == "" {
+			t.Errorf("record %d: a read record of %s outside every window", i, r.Topic)
 		}
 		src := unwrapPayload(decodeJSON(r.Value)).(map[string]any)["source"].(map[string]any)
 		if src["snapshot"] != "incremental" {
@@ -137,5 +194,8 @@ func TestDebeziumIncrementalGolden(t *testing.T) {
 		if table != "no_pk" && table != "zz_end" && !read[table] {
 			t.Errorf("no read record of %s in the capture", table)
 		}
+	}
+	if windows < len(read) {
+		t.Errorf("%d windows for %d tables", windows, len(read))
 	}
 }

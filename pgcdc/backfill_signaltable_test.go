@@ -202,18 +202,24 @@ func TestBackfillSignalTable(t *testing.T) {
 	})
 	insert("ad-hoc-7", "stop-snapshot", `{"data-collections":[".*_bf"]}`)
 	waitFor(t, 30*time.Second, "the stop by a regular expression", r, func() bool { return len(ctrl.List()) == 0 })
+
 	// Each committed signal row's insert is in Kafka once, as any
 	// change of a published table, and the update too (on the
-	// partitions of their keys: sorted).
+	// partitions of their keys: sorted). The last one's Write may
+	// follow the stop it asked for.
 	var ops []string
-	for _, rec := range sinktest.ReadCommitted(t, l.e.brokers, "t.public."+sig) {
-		var v record
-		if err := json.Unmarshal(rec.Value, &v); err != nil {
-			t.Fatalf("record %q: %v", rec.Value, err)
+	waitFor(t, 30*time.Second, "the signal table's records", r, func() bool {
+		ops = ops[:0]
+		for _, rec := range sinktest.ReadCommitted(t, l.e.brokers, "t.public."+sig) {
+			var v record
+			if err := json.Unmarshal(rec.Value, &v); err != nil {
+				t.Fatalf("record %q: %v", rec.Value, err)
+			}
+			rid, _ := v.After["id"].(string)
+			ops = append(ops, v.Op+" "+rid)
 		}
-		rid, _ := v.After["id"].(string)
-		ops = append(ops, v.Op+" "+rid)
-	}
+		return len(ops) >= 8
+	})
 	slices.Sort(ops)
 	if want := []string{"insert ad-hoc-1", "insert ad-hoc-2", "insert ad-hoc-3", "insert ad-hoc-4", "insert ad-hoc-5", "insert ad-hoc-6", "insert ad-hoc-7", "update ad-hoc-2"}; !slices.Equal(ops, want) {
 		t.Fatalf("the signal table's records: %q, want %q", ops, want)

@@ -99,6 +99,20 @@ func (s *timedSink) backfilled() bool {
 	return s.finished
 }
 
+// backfillFlagsUnused refuses the flags of the -backfill mode without it.
+func backfillFlagsUnused() error {
+	var set []string
+	flag.Visit(func(fl *flag.Flag) {
+		if fl.Name == "backfill-rows" || fl.Name == "backfill-load" {
+			set = append(set, "-"+fl.Name)
+		}
+	})
+	if len(set) > 0 {
+		return fmt.Errorf("%s: only for -backfill; add -backfill, or drop them", strings.Join(set, ", "))
+	}
+	return nil
+}
+
 // backfillMain runs the -backfill mode.
 func backfillMain(f sharedFlags) error {
 	set := map[string]bool{}

@@ -81,6 +81,9 @@ func main() {
 		}
 		return
 	}
+	if err := backfillFlagsUnused(); err != nil {
+		fail(err)
+	}
 	if *pgcdcMode {
 		if err := pgcdcMain(sharedFlags{brokers: *brokers, sizes: *sizes, only: *only, compression: *compression, profile: *profile, headers: *headers,
 			events: *events, rounds: *rounds, partitions: *partitions}); err != nil {

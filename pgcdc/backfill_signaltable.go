@@ -55,7 +55,8 @@ func checkSignalTable(ctx context.Context, q querier, cfg *Config) (signalTable,
 				"and add it to the publication", qualified(schema, table))
 		}
 		return refuse("the table is not in publication %q, so the rows inserted into it never reach Run: "+
-			"ALTER PUBLICATION %s ADD TABLE %s", cfg.Publication, pgx.Identifier{cfg.Publication}.Sanitize(), qualified(schema, table))
+			"ALTER PUBLICATION %s ADD TABLE %s (or, when Run creates the publication, add it to Config.Tables)",
+			cfg.Publication, pgx.Identifier{cfg.Publication}.Sanitize(), qualified(schema, table))
 	}
 	p := published[i]
 	if len(p.columns) != 3 {

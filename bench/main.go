@@ -75,6 +75,15 @@ func main() {
 	if *pgcdcChild != "" {
 		os.Exit(runPGCDCChild(*pgcdcChild))
 	}
+	if *backfillMode {
+		if err := backfillMain(sharedFlags{brokers: *brokers, sizes: *sizes, compression: *compression, rounds: *rounds, partitions: *partitions}); err != nil {
+			fail(err)
+		}
+		return
+	}
+	if err := backfillFlagsUnused(); err != nil {
+		fail(err)
+	}
 	if *pgcdcMode {
 		if err := pgcdcMain(sharedFlags{brokers: *brokers, sizes: *sizes, only: *only, compression: *compression, profile: *profile, headers: *headers,
 			events: *events, rounds: *rounds, partitions: *partitions}); err != nil {

@@ -116,6 +116,7 @@ func (b *backfiller) end() {
 
 // observe notes an event the pump emits.
 func (b *backfiller) observe(e *kafkasink.Event) {
+	b.signalRow(e)
 	if e.Position.Compare(b.pos) > 0 {
 		b.pos = e.Position
 	}

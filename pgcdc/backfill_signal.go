@@ -2,10 +2,14 @@ package pgcdc
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // This file reads the backfill signals a database session sends through
@@ -80,7 +84,12 @@ func parseSignal(content []byte) (signalAction, error) {
 		}
 		switch {
 		case d.Type != "" && !strings.EqualFold(d.Type, "incremental"):
-			return refuse("snapshot type %q is not supported: only incremental snapshots are (blocking ones are not yet)", d.Type)
+			// A blocking snapshot stops the stream while it reads: WAL
+			// piles up and every table's changes wait. A backfill gives
+			// the same rows while the stream runs, exactly once and never
+			// after a newer change of their key.
+			return refuse("snapshot type %q is not supported: only incremental snapshots are; a blocking one would stop the stream while it reads, "+
+				`and an incremental one delivers the same rows while it runs: use "type": "incremental"`, d.Type)
 		case d.SurrogateKey != "":
 			return refuse(`"surrogate-key" is not supported: backfills read tables in the order of their primary key or replica identity index`)
 		case d.AdditionalCondition != nil:
@@ -183,7 +192,12 @@ func (s *session) takeSignal(pos signalPos, content []byte) {
 	}
 	switch a.kind {
 	case cmdRequest:
-		for _, req := range a.reqs {
+		reqs, err := b.expandCollections(s.ctx, a.reqs)
+		if err != nil {
+			b.refused(err, "signal")
+			return
+		}
+		for _, req := range reqs {
 			if _, err := b.accept(s.ctx, req, "signal"); err != nil {
 				b.refused(err, "signal")
 			}
@@ -196,6 +210,16 @@ func (s *session) takeSignal(pos signalPos, content []byte) {
 			return
 		}
 		for _, t := range a.tables {
+			// As Debezium reads it: a regular expression matched
+			// against the whole "schema.table", else a table name.
+			if re, err := regexp.Compile(`^(?:` + t + `)$`); err == nil && slices.ContainsFunc(b.live, func(c backfillCursor) bool { return re.MatchString(c.Table) }) {
+				for i := len(b.live) - 1; i >= 0; i-- {
+					if re.MatchString(b.live[i].Table) {
+						b.change(cmdCancel, i)
+					}
+				}
+				continue
+			}
 			i := -1
 			if schema, table, err := splitTable(t); err == nil {
 				i = slices.IndexFunc(b.live, func(c backfillCursor) bool { return c.Table == schema+"."+table })
@@ -211,4 +235,52 @@ func (s *session) takeSignal(pos signalPos, content []byte) {
 			b.change(a.kind, i)
 		}
 	}
+}
+
+// expandCollections reads the data collections of an execute-snapshot as
+// Debezium does: each is a regular expression matched against the whole
+// "schema.table" of every published table, standing for the tables it
+// matches, or for itself when it matches none (then it is a table name,
+// which accept checks); each table once, with the condition given for the
+// collection that named it first.
+func (b *backfiller) expandCollections(ctx context.Context, reqs []BackfillRequest) ([]BackfillRequest, error) {
+	var published []publishedTable
+	err := b.readOnly(ctx, func(tx pgx.Tx) error {
+		var err error
+		published, err = publishedTables(ctx, tx, b.r.cfg.Publication)
+		return err
+	})
+	if err != nil {
+		return nil, &BackfillError{Problem: "reading the publication's tables to match the signal's data collections against", Err: err}
+	}
+	var out []BackfillRequest
+	seen := make(map[[2]string]bool)
+	add := func(r BackfillRequest) {
+		schema, table, err := splitTable(r.Table)
+		if err != nil { // accept refuses it by name
+			out = append(out, r)
+			return
+		}
+		if k := [2]string{schema, table}; !seen[k] {
+			seen[k] = true
+			out = append(out, r)
+		}
+	}
+	for _, r := range reqs {
+		// Java's Matcher.matches, which Debezium uses, matches the
+		// whole name. A pattern Go's regexp cannot compile stands for
+		// itself.
+		re, err := regexp.Compile(`^(?:` + r.Table + `)$`)
+		matched := false
+		for _, p := range published {
+			if err == nil && re.MatchString(p.name()) {
+				add(BackfillRequest{Table: qualified(p.schema, p.table), Where: r.Where})
+				matched = true
+			}
+		}
+		if !matched {
+			add(r)
+		}
+	}
+	return out, nil
 }

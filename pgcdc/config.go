@@ -131,6 +131,15 @@ type Config struct {
 	// (the default): no signals. It must differ from
 	// "kafkasink.heartbeat", the heartbeats' prefix.
 	SignalPrefix string
+	// SignalTable, when set, names Debezium's signal table, as its
+	// signal.data.collection does ("schema.table", such as
+	// "public.debezium_signal"; "table" alone means "public.table"):
+	// rows inserted into it reach Run through the stream and are taken
+	// as backfill signals, Debezium's id, type and data by position
+	// (docs/backfill.md). The publication must stream the table with
+	// exactly those three text columns; Run refuses to start otherwise.
+	// Run never writes to it. Empty (the default): no signal table.
+	SignalTable string
 
 	// BatchMaxEvents closes a batch at this many events. A transaction
 	// with more events is split across Writes. Default
@@ -359,6 +368,11 @@ func (cfg *Config) validate() error {
 	}{{"BatchMaxWait", cfg.BatchMaxWait}, {"StandbyInterval", cfg.StandbyInterval}, {"ReconnectBackoff", cfg.ReconnectBackoff}, {"ReconnectMax", cfg.ReconnectMax}} {
 		if f.v < 0 {
 			add("Config.%s %v is negative: use 0 for the default", f.name, f.v)
+		}
+	}
+	if cfg.SignalTable != "" {
+		if _, _, err := splitTable(cfg.SignalTable); err != nil {
+			add("Config.SignalTable: %v", err)
 		}
 	}
 	if cfg.SignalPrefix == heartbeatPrefix {

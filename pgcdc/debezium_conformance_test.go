@@ -320,7 +320,8 @@ func checkDeviations(t *testing.T, config, file string, got []string) {
 	path := filepath.Join(debeziumData, file)
 	if *updateGolden {
 		var b strings.Builder
-		b.WriteString(strings.Replace(deviationsHeader, "{config}", config, 1))
+		test, _, _ := strings.Cut(t.Name(), "/")
+		b.WriteString(strings.NewReplacer("{config}", config, "{test}", test).Replace(deviationsHeader))
 		for _, line := range got {
 			b.WriteString(line + "\n")
 		}
@@ -365,7 +366,7 @@ func readDeviations(t *testing.T, path string) []string {
 
 const deviationsHeader = `# Differences between Debezium 3.6.1 (configuration "{config}") and
 # kafkasink's pipeline (pgcdc.Run + DebeziumEncoder) for the workload in
-# this directory, kept by TestDebeziumConformance in pgcdc (a ratchet:
+# this directory, kept by {test} in pgcdc (a ratchet:
 # the test fails when this list changes; -update rewrites it).
 #
 # One line per difference:

@@ -166,6 +166,8 @@ type runner struct {
 	database string
 	// bf runs the backfills while the stream runs.
 	bf *backfiller
+	// signal is Config.SignalTable as prepareServer found it.
+	signal signalTable
 }
 
 // runnerPhase is where a Run stands across its attempts. It starts
@@ -273,6 +275,9 @@ func (r *runner) prepareServer(ctx context.Context, db *pgx.Conn) error {
 		return err
 	}
 	if err := warnPartialRows(ctx, db, r.cfg.Publication, r.log); err != nil {
+		return err
+	}
+	if r.signal, err = checkSignalTable(ctx, db, r.cfg); err != nil {
 		return err
 	}
 	if err := r.ck.load(); err != nil {

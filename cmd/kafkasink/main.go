@@ -23,6 +23,20 @@
 // one a line, naming the flag, its YAML key and its variable, and the
 // exit status is 2. A password inside -pg is warned about.
 //
+// kafkasink check [-o json] [flags] connects with the same configuration
+// and checks, changing nothing, what would stop or endanger the pipeline,
+// each with its fix: PostgreSQL's wal_level, the role's REPLICATION and
+// SELECT, the slot, the publication and its tables, replica identities,
+// max_slot_wal_keep_size, free slots and wal senders, failover slots
+// (17 and later: reported only); Kafka's transactional id and idempotent
+// write rights (tried where trying changes nothing), the brokers'
+// transaction.max.timeout.ms, the checkpoint topic (compacted, min ISR,
+// or may be created); the Schema Registry when the encoder needs it. It
+// prints a table (or JSON) and exits 0, or 1 when a check failed. The
+// run command runs the same checks before it waits for the lease: a
+// failure no waiting cures (wal_level, a missing right) stops it with
+// exit status 2, the rest are logged.
+//
 // Secrets come from files or the environment only: the SASL
 // password from -sasl-password-file or KAFKASINK_SASL_PASSWORD, the
 // PostgreSQL password from -pg-password-file (read again for every
@@ -95,6 +109,9 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if cmd == "check" {
+		os.Exit(check(ctx, args, os.Getenv, os.Stdout, os.Stderr))
+	}
 	ownProcess = true
 	os.Exit(run(ctx, args, os.Getenv, os.Stderr))
 }
@@ -139,6 +156,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		defer stopWeb()
 	}
 
+	// The checks of kafkasink check: a failure no waiting cures stops
+	// the program now, not after the lease and the sink.
+	if err := preflightAtStart(ctx, checkTarget{kcfg: kcfg, pcfg: pcfg, o: o}, logger); err != nil {
+		return failOrStopped(ctx, logger, err)
+	}
 	if web != nil {
 		web.standby.Store(true)
 	}

@@ -48,8 +48,9 @@ func versionLine() string {
 	return fmt.Sprintf("kafkasink %s, commit %s, %s", v, c, runtime.Version())
 }
 
-// command splits the subcommand off args: run (the default), version or
-// help; -version anywhere before a "--" is the version command too.
+// command splits the subcommand off args: run (the default), check,
+// version or help; -version anywhere before a "--" is the version
+// command too.
 func command(args []string) (string, []string) {
 	for _, a := range args {
 		if a == "--" {
@@ -61,7 +62,7 @@ func command(args []string) (string, []string) {
 	}
 	if len(args) > 0 {
 		switch args[0] {
-		case "run", "version", "help":
+		case "run", "check", "version", "help":
 			return args[0], args[1:]
 		}
 	}
@@ -74,6 +75,8 @@ const usageHead = `kafkasink streams PostgreSQL logical replication into Kafka, 
 
 Usage:
   kafkasink [run] [flags]   stream (the default)
+  kafkasink check [-o json] [flags]
+                            connect and check every setting, server and right; change nothing
   kafkasink version         print the version (also -version)
   kafkasink help            print every flag with its full description
 

@@ -16,7 +16,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
 )
 
 // runCheck runs kafkasink check -o json with args and env, and returns

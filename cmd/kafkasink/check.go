@@ -75,7 +75,11 @@ func preflight(ctx context.Context, t checkTarget, timeout time.Duration) []find
 // nothing; -o json prints the findings as JSON. Exit status: 0 when no
 // check failed, 1 when one did, 2 for a configuration error (as run).
 func check(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	format, args, err := outputFormat(args)
+	own := map[string]string{"o": "table"}
+	args, err := takeFlags(args, own)
+	if err == nil {
+		err = outputProblem(own["o"])
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "kafkasink check:", err)
 		return 2
@@ -95,7 +99,7 @@ func check(ctx context.Context, args []string, getenv func(string) string, stdou
 		return 2
 	}
 	findings := preflight(ctx, checkTarget{kcfg: kcfg, pcfg: pcfg, o: o}, checkTimeout)
-	if format == "json" {
+	if own["o"] == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		enc.Encode(findings)
@@ -110,30 +114,38 @@ func check(ctx context.Context, args []string, getenv func(string) string, stdou
 	return 0
 }
 
-// outputFormat takes check's own flag, -o table (the default) or -o
-// json, out of args, which are run's flags otherwise.
-func outputFormat(args []string) (string, []string, error) {
-	format, rest := "table", make([]string, 0, len(args))
+// takeFlags takes the command's own flags (own's keys, with their
+// defaults as values; "false" marks a boolean) out of args, which are
+// run's flags otherwise, and sets own's values from them.
+func takeFlags(args []string, own map[string]string) ([]string, error) {
+	rest := make([]string, 0, len(args))
 	for i := 0; i < len(args); i++ {
 		a := args[i]
+		if a == "--" {
+			return append(rest, args[i:]...), nil
+		}
 		name, value, hasValue := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-"), "=")
-		if !strings.HasPrefix(a, "-") || name != "o" {
+		def, ok := own[name]
+		if !strings.HasPrefix(a, "-") || !ok {
 			rest = append(rest, a)
 			continue
 		}
-		if !hasValue {
-			if i+1 == len(args) {
-				return "", nil, errors.New("-o needs a value: table or json")
+		switch {
+		case def == "false" || def == "true":
+			if !hasValue {
+				value = "true"
+			} else if value != "true" && value != "false" {
+				return nil, fmt.Errorf("-%s=%s: want true or false", name, value)
 			}
+		case !hasValue && i+1 == len(args):
+			return nil, fmt.Errorf("-%s needs a value", name)
+		case !hasValue:
 			i++
 			value = args[i]
 		}
-		format = value
+		own[name] = value
 	}
-	if format != "table" && format != "json" {
-		return "", nil, fmt.Errorf("-o %q: want table or json", format)
-	}
-	return format, rest, nil
+	return rest, nil
 }
 
 // printFindings writes findings as a table, one line each, and the fix
@@ -197,4 +209,12 @@ func checkRegistry(ctx context.Context, t checkTarget) []finding {
 		f.Fix = "check -schema-registry (the URL, with the ccompat path for Apicurio), its TLS and authentication flags, and that the registry is up"
 	}
 	return []finding{f}
+}
+
+// outputProblem is what is wrong with -o format, or nil.
+func outputProblem(format string) error {
+	if format != "table" && format != "json" {
+		return fmt.Errorf("-o %q: want table or json", format)
+	}
+	return nil
 }

@@ -208,23 +208,28 @@ func TestCheckFindsEachProblem(t *testing.T) {
 	})
 }
 
-// TestCheckOutputFlag: check takes -o out of its arguments, in each of
-// the flag package's forms, and refuses a format it does not print.
-func TestCheckOutputFlag(t *testing.T) {
+// TestTakeFlags: a command's own flags are taken out of its arguments,
+// in each of the flag package's forms, the rest left for run's flags.
+func TestTakeFlags(t *testing.T) {
 	for _, c := range []struct {
 		args, rest []string
-		want       string // "" for a refusal
+		o, yes     string
+		ok         bool
 	}{
-		{[]string{"-o", "json", "-pg", "x"}, []string{"-pg", "x"}, "json"},
-		{[]string{"-slot", "s", "-o=table"}, []string{"-slot", "s"}, "table"},
-		{[]string{"--o", "json", "-other"}, []string{"-other"}, "json"},
-		{[]string{"-pg", "x"}, []string{"-pg", "x"}, "table"},
-		{[]string{"-o", "yaml"}, nil, ""},
-		{[]string{"-o"}, nil, ""},
+		{[]string{"-o", "json", "-pg", "x"}, []string{"-pg", "x"}, "json", "false", true},
+		{[]string{"-slot", "s", "-o=table", "-yes"}, []string{"-slot", "s"}, "table", "true", true},
+		{[]string{"--o", "json", "-other", "--yes=false"}, []string{"-other"}, "json", "false", true},
+		{[]string{"-pg", "x", "--", "-o"}, []string{"-pg", "x", "--", "-o"}, "table", "false", true},
+		{[]string{"-yes=maybe"}, nil, "", "", false},
+		{[]string{"-o"}, nil, "", "", false},
 	} {
-		format, rest, err := outputFormat(c.args)
-		if (err == nil) != (c.want != "") || format != c.want || err == nil && !slices.Equal(rest, c.rest) {
-			t.Errorf("outputFormat(%q) = %q, %q, %v; want %q, %q", c.args, format, rest, err, c.want, c.rest)
+		own := map[string]string{"o": "table", "yes": "false"}
+		rest, err := takeFlags(c.args, own)
+		if (err == nil) != c.ok || err == nil && (!slices.Equal(rest, c.rest) || own["o"] != c.o || own["yes"] != c.yes) {
+			t.Errorf("takeFlags(%q) = %q, -o %q, -yes %q, %v; want %q, %q, %q", c.args, rest, own["o"], own["yes"], err, c.rest, c.o, c.yes)
 		}
+	}
+	if outputProblem("yaml") == nil || outputProblem("json") != nil {
+		t.Error("-o: want json and table only")
 	}
 }

@@ -37,6 +37,20 @@
 // failure no waiting cures (wal_level, a missing right) stops it with
 // exit status 2, the rest are logged.
 //
+// kafkasink offsets show [-o json] [flags] prints the sink's checkpoint
+// as the broker has it (read without claiming the transactional id, so
+// safe while an instance runs), pgcdc's cursor in it (source identity,
+// confirmed position, gaps, backfills, snapshot state), the slot and who
+// holds the lease. kafkasink offsets reset -to current|resnapshot|<LSN>
+// [-yes] moves the checkpoint through the sink's own exactly-once path
+// (kafkasink.ResetCheckpoint, which fences any running instance): so it
+// refuses while an instance holds the slot's lease or streams the slot,
+// holds the lease itself while it writes, and only says what it would do
+// without -yes. current reports only; an LSN counts every change
+// committed up to it as delivered (never below the slot's confirmed
+// position, which cannot stream them again); resnapshot drops the slot
+// and deletes the checkpoint, for a next run with -snapshot.
+//
 // Secrets come from files or the environment only: the SASL
 // password from -sasl-password-file or KAFKASINK_SASL_PASSWORD, the
 // PostgreSQL password from -pg-password-file (read again for every
@@ -109,8 +123,11 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if cmd == "check" {
+	switch cmd {
+	case "check":
 		os.Exit(check(ctx, args, os.Getenv, os.Stdout, os.Stderr))
+	case "offsets":
+		os.Exit(offsets(ctx, args, os.Getenv, os.Stdout, os.Stderr))
 	}
 	ownProcess = true
 	os.Exit(run(ctx, args, os.Getenv, os.Stderr))

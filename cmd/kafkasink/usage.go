@@ -49,7 +49,7 @@ func versionLine() string {
 }
 
 // command splits the subcommand off args: run (the default), check,
-// version or help; -version anywhere before a "--" is the version
+// offsets, version or help; -version anywhere before a "--" is the version
 // command too.
 func command(args []string) (string, []string) {
 	for _, a := range args {
@@ -62,7 +62,7 @@ func command(args []string) (string, []string) {
 	}
 	if len(args) > 0 {
 		switch args[0] {
-		case "run", "check", "version", "help":
+		case "run", "check", "offsets", "version", "help":
 			return args[0], args[1:]
 		}
 	}
@@ -77,6 +77,10 @@ Usage:
   kafkasink [run] [flags]   stream (the default)
   kafkasink check [-o json] [flags]
                             connect and check every setting, server and right; change nothing
+  kafkasink offsets show [-o json] [flags]
+                            print the checkpoint, its cursor, the slot and the lease's holder
+  kafkasink offsets reset -to current|resnapshot|<LSN> [-yes] [flags]
+                            move the checkpoint; refused while an instance holds the lease
   kafkasink version         print the version (also -version)
   kafkasink help            print every flag with its full description
 

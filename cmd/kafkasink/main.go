@@ -59,11 +59,16 @@
 //
 // With -http-addr (such as 127.0.0.1:9187; a loopback address unless
 // -http-allow-remote) it serves /metrics (Prometheus: kafkasinkprom's
-// collectors, the Go runtime's and the process's), /healthz (200 unless a
-// Kafka transaction has been open past the transaction timeout), /readyz
-// (200 while streaming, the sink answers Ping, and the lag is within
-// -ready-max-lag-bytes and -ready-max-lag; 503 and the reason otherwise)
-// and /status (JSON: the Monitor's and the sink's Stats).
+// collectors, the Go runtime's, the process's, and kafkasink_leader: 1
+// while this replica holds the lease), /healthz (200 unless a Kafka
+// transaction has been open past the transaction timeout), /readyz (200
+// while streaming, the sink answers Ping, and the lag is within
+// -ready-max-lag-bytes and -ready-max-lag, or while a standby waits for
+// the lease and PostgreSQL answers; 503 and the reason otherwise, naming
+// PostgreSQL when it is down) and /status (JSON: ready and its reason,
+// leader, the state as a word, durations as Go duration strings, times in
+// RFC 3339, LSNs as PostgreSQL writes them, the Monitor's and the sink's
+// Stats).
 //
 // Logs are JSON unless stderr is a terminal; there they are text, and the
 // progress is one line rewritten in place below them.
@@ -165,7 +170,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	pcfg.Monitor = mon
 	var web *httpServer
 	if o.httpAddr != "" {
-		web = newHTTPServer(mon, pcfg.Slot, kcfg.TransactionTimeout, lagBounds{bytes: o.readyMaxLagBytes, age: o.readyMaxLag})
+		web = newHTTPServer(mon, pcfg.Slot, kcfg.TransactionTimeout, lagBounds{bytes: o.readyMaxLagBytes, age: o.readyMaxLag}, func(ctx context.Context) error {
+			conn, err := connectPG(ctx, pcfg)
+			if err == nil {
+				conn.Close(ctx)
+			}
+			return err
+		})
 		stopWeb, err := web.serve(o.httpAddr, logger)
 		if err != nil {
 			return fail(logger, err)
@@ -189,6 +200,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return failOrStopped(ctx, logger, err)
 	}
 	defer release()
+	if web != nil {
+		web.leader.Store(true)
+		// Before release: a replica that lost its lease leads no more.
+		defer web.leader.Store(false)
+	}
 
 	// New reads the checkpoint back; bound it so an unreachable cluster
 	// ends the program instead of hanging it, but let a signal end it

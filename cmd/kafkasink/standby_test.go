@@ -55,7 +55,9 @@ func TestStandbyAndPostgreSQLDownEndpoints(t *testing.T) {
 	standbyStatus := make(chan int, 1)
 	sctx, stopStandby := context.WithCancel(ctx)
 	defer stopStandby()
-	go func() { standbyStatus <- run(sctx, args, func(k string) string { return env(k, brokers) }, &standbyOut) }()
+	go func() {
+		standbyStatus <- run(sctx, args, func(k string) string { return env(k, brokers) }, &standbyOut)
+	}()
 	standby := listenerURL(t, &standbyOut, standbyStatus)
 	waitFor(t, 30*time.Second, "the standby waiting for the lease", standbyStatus, &standbyOut, func() bool {
 		return strings.Contains(standbyOut.String(), `msg="waiting for the lease`)

@@ -89,7 +89,9 @@ upper case, '_' for '-' and '.') or by its key in the -config YAML file
 ('_' for '-' and '.'); flags win over the environment, which wins over
 the file. Exit status: 0 stopped by a signal, 1 a runtime error, 2 a
 configuration error (all problems are listed, nothing is started), 3
-another instance took over.
+another instance took over. check and offsets exit 0 when done, 1 when
+a check failed or a reset was refused or failed, 2 on a configuration
+error.
 `
 
 // printUsage writes the usage to w, the flags grouped by topic: each in

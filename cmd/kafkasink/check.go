@@ -33,10 +33,10 @@ type finding struct {
 	Status status `json:"status"`
 	Detail string `json:"detail"`        // what was found
 	Fix    string `json:"fix,omitempty"` // how to fix it, for warn, fail and unknown
-	// certain marks a failure that no waiting cures (wal_level, a
+	// BlocksStart marks a failure that no waiting cures (wal_level, a
 	// missing right): the run command stops on it with exit status 2
 	// instead of starting and failing later.
-	certain bool
+	BlocksStart bool `json:"blocks_start,omitempty"`
 }
 
 // checkTarget is what the checks look at: the program's Configs, and the
@@ -179,7 +179,7 @@ func preflightAtStart(ctx context.Context, t checkTarget, logger *slog.Logger) e
 	for _, f := range preflight(ctx, t, startCheckTimeout) {
 		switch {
 		case f.Status == statusOK:
-		case f.Status == statusFail && f.certain:
+		case f.Status == statusFail && f.BlocksStart:
 			certain = append(certain, fmt.Sprintf("%s %s: %s: %s", f.Area, f.Check, f.Detail, f.Fix))
 		default:
 			logger.Warn("pre-flight check", "area", f.Area, "check", f.Check, "status", string(f.Status), "detail", f.Detail, "fix", f.Fix)

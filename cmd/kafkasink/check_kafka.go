@@ -91,7 +91,7 @@ func (c *kafkaChecks) transactions(ctx context.Context, broker int32) {
 	resp := c.adm.FindTxnCoordinators(ctx, txnID)[txnID]
 	switch {
 	case errors.Is(resp.Err, kerr.TransactionalIDAuthorizationFailed):
-		c.add(finding{Check: "transactional id ACL", Status: statusFail, certain: true,
+		c.add(finding{Check: "transactional id ACL", Status: statusFail, BlocksStart: true,
 			Detail: fmt.Sprintf("the principal may not use transactional id %q: %v", txnID, resp.Err), Fix: fix})
 	case resp.Err != nil:
 		c.add(finding{Check: "transactional id ACL", Status: statusUnknown,
@@ -127,7 +127,7 @@ func (c *kafkaChecks) transactions(ctx context.Context, broker int32) {
 		timeout = kafkasink.DefaultTransactionTimeout
 	}
 	if limit := time.Duration(ms) * time.Millisecond; timeout > limit {
-		c.add(finding{Check: "transaction timeout", Status: statusFail, certain: true,
+		c.add(finding{Check: "transaction timeout", Status: statusFail, BlocksStart: true,
 			Detail: fmt.Sprintf("-transaction-timeout %v is above the broker's transaction.max.timeout.ms %v", timeout, limit),
 			Fix:    fmt.Sprintf("lower -transaction-timeout to %v or less, or raise the brokers' transaction.max.timeout.ms", limit)})
 		return
@@ -152,7 +152,7 @@ func (c *kafkaChecks) idempotentWrite(ctx context.Context) {
 	}
 	switch {
 	case errors.Is(err, kerr.ClusterAuthorizationFailed):
-		c.add(finding{Check: "idempotent write ACL", Status: statusFail, certain: true, Detail: err.Error(),
+		c.add(finding{Check: "idempotent write ACL", Status: statusFail, BlocksStart: true, Detail: err.Error(),
 			Fix: "grant IDEMPOTENT_WRITE on the cluster to the sink's principal (kafka-acls --add --allow-principal User:... --operation IdempotentWrite --cluster)"})
 	case err != nil:
 		c.add(finding{Check: "idempotent write ACL", Status: statusUnknown, Detail: err.Error(), Fix: "rerun kafkasink check once the brokers answer"})
@@ -179,7 +179,7 @@ func (c *kafkaChecks) checkpointTopic(ctx context.Context) {
 	d, ok := details[topic]
 	switch {
 	case ok && errors.Is(d.Err, kerr.TopicAuthorizationFailed):
-		c.add(finding{Check: check, Status: statusFail, certain: true, Detail: "the principal may not describe it: " + d.Err.Error(),
+		c.add(finding{Check: check, Status: statusFail, BlocksStart: true, Detail: "the principal may not describe it: " + d.Err.Error(),
 			Fix: fmt.Sprintf("grant DESCRIBE, READ and WRITE on topic %q to the sink's principal", topic)})
 		return
 	case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
@@ -201,7 +201,7 @@ func (c *kafkaChecks) canCreate(ctx context.Context, check, topic string) {
 	}
 	switch {
 	case errors.Is(err, kerr.TopicAuthorizationFailed), errors.Is(err, kerr.ClusterAuthorizationFailed):
-		c.add(finding{Check: check, Status: statusFail, certain: true,
+		c.add(finding{Check: check, Status: statusFail, BlocksStart: true,
 			Detail: fmt.Sprintf("missing, and the principal may not create it: %v", err),
 			Fix:    fmt.Sprintf("create it (compacted: cleanup.policy=compact), or grant CREATE on topic %q or on the cluster to the sink's principal", topic)})
 	case err != nil:
@@ -248,7 +248,7 @@ func (c *kafkaChecks) topicSettings(ctx context.Context, check, topic string, d 
 		fixes = append(fixes, fmt.Sprintf("lower its min.insync.replicas to %d or less", rf))
 	}
 	if problems != nil {
-		c.add(finding{Check: check, Status: statusFail, certain: c.t.kcfg.Mode == kafkasink.ExactlyOnce,
+		c.add(finding{Check: check, Status: statusFail, BlocksStart: c.t.kcfg.Mode == kafkasink.ExactlyOnce,
 			Detail: strings.Join(problems, "; "), Fix: strings.Join(fixes, "; ")})
 		return
 	}

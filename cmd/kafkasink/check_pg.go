@@ -69,7 +69,7 @@ func (c *pgChecks) settings(ctx context.Context) error {
 	if walLevel == "logical" {
 		c.add(finding{Check: "wal_level", Status: statusOK, Detail: "logical"})
 	} else {
-		c.add(finding{Check: "wal_level", Status: statusFail, certain: true,
+		c.add(finding{Check: "wal_level", Status: statusFail, BlocksStart: true,
 			Detail: fmt.Sprintf("wal_level is %s: logical replication needs logical", walLevel),
 			Fix:    "ALTER SYSTEM SET wal_level = logical, then restart the server"})
 	}
@@ -140,7 +140,7 @@ func (c *pgChecks) role(ctx context.Context) error {
 		c.add(finding{Check: "role REPLICATION", Status: statusOK, Detail: fmt.Sprintf("role %q may replicate", name)})
 		return nil
 	}
-	c.add(finding{Check: "role REPLICATION", Status: statusFail, certain: true,
+	c.add(finding{Check: "role REPLICATION", Status: statusFail, BlocksStart: true,
 		Detail: fmt.Sprintf("role %q lacks REPLICATION: it cannot open a replication connection", name),
 		Fix:    fmt.Sprintf("ALTER ROLE %s REPLICATION", sqlName(name))})
 	return nil
@@ -157,7 +157,7 @@ func (c *pgChecks) slot(ctx context.Context) error {
 		if c.t.pcfg.CreateSlot {
 			c.add(finding{Check: "slot", Status: statusOK, Detail: fmt.Sprintf("slot %q does not exist yet; -create makes it", c.t.pcfg.Slot)})
 		} else {
-			c.add(finding{Check: "slot", Status: statusFail, certain: true, Detail: fmt.Sprintf("slot %q does not exist and -create=false", c.t.pcfg.Slot),
+			c.add(finding{Check: "slot", Status: statusFail, BlocksStart: true, Detail: fmt.Sprintf("slot %q does not exist and -create=false", c.t.pcfg.Slot),
 				Fix: fmt.Sprintf("set -create, or SELECT pg_create_logical_replication_slot('%s', 'pgoutput')", c.t.pcfg.Slot)})
 		}
 		return nil
@@ -180,7 +180,7 @@ func (c *pgChecks) slot(ctx context.Context) error {
 		c.add(finding{Check: "slot", Status: statusOK, Detail: fmt.Sprintf("slot %q: pgoutput, wal_status %s", c.t.pcfg.Slot, walStatus)})
 		return nil
 	}
-	c.add(finding{Check: "slot", Status: statusFail, certain: certain, Detail: fmt.Sprintf("slot %q: %s", c.t.pcfg.Slot, strings.Join(problems, "; ")),
+	c.add(finding{Check: "slot", Status: statusFail, BlocksStart: certain, Detail: fmt.Sprintf("slot %q: %s", c.t.pcfg.Slot, strings.Join(problems, "; ")),
 		Fix: "use another -slot, or drop this one (pg_drop_replication_slot) and let -create make it: the sink then stops at the gap unless -slot-gap says otherwise"})
 	return nil
 }
@@ -196,7 +196,7 @@ func (c *pgChecks) publication(ctx context.Context) error {
 	case errors.Is(err, pgx.ErrNoRows) && c.t.pcfg.CreatePublication:
 		c.add(finding{Check: "publication", Status: statusOK, Detail: fmt.Sprintf("publication %q does not exist yet; -create makes it", pub)})
 	case errors.Is(err, pgx.ErrNoRows):
-		c.add(finding{Check: "publication", Status: statusFail, certain: true, Detail: fmt.Sprintf("publication %q does not exist and -create=false", pub),
+		c.add(finding{Check: "publication", Status: statusFail, BlocksStart: true, Detail: fmt.Sprintf("publication %q does not exist and -create=false", pub),
 			Fix: fmt.Sprintf("set -create, or CREATE PUBLICATION %s FOR TABLE ...", sqlName(pub))})
 	case err != nil:
 		return err
@@ -262,11 +262,11 @@ func (c *pgChecks) publishedTables(pub string, all bool, published, want [][2]st
 	}
 	switch {
 	case missing != nil:
-		c.add(finding{Check: "publication tables", Status: statusFail, certain: !c.t.pcfg.AcceptPublicationTables,
+		c.add(finding{Check: "publication tables", Status: statusFail, BlocksStart: !c.t.pcfg.AcceptPublicationTables,
 			Detail: fmt.Sprintf("publication %q lacks %s of -tables", pub, strings.Join(missing, ", ")),
 			Fix:    fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s (or remove them from -tables)", sqlName(pub), strings.Join(missing, ", "))})
 	case extra != nil && !c.t.pcfg.AcceptPublicationTables:
-		c.add(finding{Check: "publication tables", Status: statusFail, certain: true,
+		c.add(finding{Check: "publication tables", Status: statusFail, BlocksStart: true,
 			Detail: fmt.Sprintf("publication %q has %s, which -tables does not list", pub, strings.Join(extra, ", ")),
 			Fix:    "add them to -tables, drop them from the publication, or set -accept-publication-tables"})
 	default:
@@ -285,7 +285,7 @@ func (c *pgChecks) table(ctx context.Context, t [2]string) error {
 		from pg_class c join pg_namespace n on n.oid = c.relnamespace where n.nspname = $1 and c.relname = $2`, t[0], t[1]).
 		Scan(&ident, &canSelect, &hasPK)
 	if errors.Is(err, pgx.ErrNoRows) {
-		c.add(finding{Check: "table " + name, Status: statusFail, certain: true, Detail: "no such table",
+		c.add(finding{Check: "table " + name, Status: statusFail, BlocksStart: true, Detail: "no such table",
 			Fix: "correct -tables: names as stored, schema.table"})
 		return nil
 	}
@@ -295,13 +295,13 @@ func (c *pgChecks) table(ctx context.Context, t [2]string) error {
 	if canSelect {
 		c.add(finding{Check: "SELECT " + name, Status: statusOK, Detail: "granted"})
 	} else {
-		c.add(finding{Check: "SELECT " + name, Status: statusFail, certain: true,
+		c.add(finding{Check: "SELECT " + name, Status: statusFail, BlocksStart: true,
 			Detail: "the role may not read it (snapshots and backfills read it)",
 			Fix:    fmt.Sprintf("GRANT SELECT ON %s TO the role of -pg", name)})
 	}
 	switch {
 	case ident == "n" || ident == "d" && !hasPK:
-		// Not certain: inserts flow, and pgcdc keys such a table by
+		// Not BlocksStart: inserts flow, and pgcdc keys such a table by
 		// event id (or null, -keyless-tables).
 		c.add(finding{Check: "replica identity " + name, Status: statusFail,
 			Detail: "no replica identity: the server refuses its updates and deletes once it is published, and the sink could not key them",

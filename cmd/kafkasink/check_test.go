@@ -176,18 +176,26 @@ func TestCheckFindsEachProblem(t *testing.T) {
 					failed = append(failed, f)
 				}
 			}
-			if len(failed) != 1 || failed[0].Check != c.check || !strings.Contains(failed[0].Fix, c.fix) {
+			if len(failed) != 1 || failed[0].Check != c.check || !strings.Contains(failed[0].Fix, c.fix) || failed[0].Fix == "" {
 				t.Fatalf("want one failure, of %q with a fix naming %q; got:\n%s", c.check, c.fix, out)
 			}
 		})
 	}
-	t.Run("right setup", func(t *testing.T) {
-		code, findings, out := runCheck(t, ctx, right, nil)
+	t.Run("right setup, and nothing changed", func(t *testing.T) {
+		fresh := name + ".ckpt-fresh"
+		code, findings, out := runCheck(t, ctx, append(right, "-checkpoint-topic", fresh), nil)
 		if code != 0 {
 			t.Fatalf("exit status %d, want 0:\n%s", code, out)
 		}
 		if len(findings) < 10 {
 			t.Fatalf("only %d findings:\n%s", len(findings), out)
+		}
+		var slots int
+		if err := db.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", name).Scan(&slots); err != nil || slots != 0 {
+			t.Errorf("check with -create: %d slots named %s (%v), want none", slots, name, err)
+		}
+		if topics, err := adm.ListTopics(ctx, fresh); err != nil || topics.Has(fresh) {
+			t.Errorf("check created the missing checkpoint topic %s (%v)", fresh, err)
 		}
 	})
 	t.Run("run stops on a certain failure before the lease", func(t *testing.T) {

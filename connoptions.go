@@ -1,6 +1,10 @@
 package kafkasink
 
-import "github.com/twmb/franz-go/pkg/kgo"
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
 
 // ConnOptions returns the options of the Kafka clients New makes that do
 // not produce: the brokers, the client id, TLS and SASL, and the
@@ -15,4 +19,22 @@ func (c Config) ConnOptions() ([]kgo.Opt, error) {
 	}
 	s := &Sink{cfg: c, log: c.Logger.With("sink", c.SinkID)}
 	return s.connOptions(), nil
+}
+
+// TopicFor returns the topic a Sink made with cfg writes the changes of
+// schema.table to (Topics: Route, Routes, Template or Prefix), so that a
+// tool that checks the topics before the sink runs (kafkasink check)
+// names the same ones. It returns the problems of cfg as New does, as
+// one *ConfigError, and an invalid topic name as the sink would reject
+// the table's events.
+func (c Config) TopicFor(schema, table string) (string, error) {
+	c = c.withDefaults()
+	if err := c.validate(); err != nil {
+		return "", err
+	}
+	topic, _, err := newRouter(&c).route(schema, table)
+	if err != nil {
+		return "", fmt.Errorf("kafkasink: %w", err)
+	}
+	return topic, nil
 }

@@ -38,3 +38,23 @@ func TestConnOptions(t *testing.T) {
 		t.Fatalf("a config without brokers: got %v, want a *ConfigError", err)
 	}
 }
+
+// TestTopicFor: the topic of each kind of route, as the sink writes to
+// it, and the refusals.
+func TestTopicFor(t *testing.T) {
+	for _, c := range []struct {
+		topics kafkasink.Topics
+		want   string // "" for an error
+	}{
+		{kafkasink.Topics{}, "kafkasink.public.orders"},
+		{kafkasink.Topics{Prefix: "shop"}, "shop.public.orders"},
+		{kafkasink.Topics{Template: "cdc-{table}"}, "cdc-orders"},
+		{kafkasink.Topics{Prefix: "shop", Routes: map[string]string{"public.orders": "orders"}}, "orders"},
+		{kafkasink.Topics{Template: "bad/{table}"}, ""},
+	} {
+		got, err := kafkasink.Config{Brokers: []string{"b:9092"}, SinkID: "s", Topics: c.topics}.TopicFor("public", "orders")
+		if got != c.want || (err == nil) != (c.want != "") {
+			t.Errorf("%+v: %q, %v; want %q", c.topics, got, err, c.want)
+		}
+	}
+}

@@ -58,6 +58,7 @@ func checkKafka(ctx context.Context, t checkTarget) []finding {
 	c.transactions(ctx, meta.Brokers[0].NodeID)
 	c.idempotentWrite(ctx)
 	c.checkpointTopic(ctx)
+	c.outputTopics(ctx)
 	return c.findings
 }
 
@@ -171,30 +172,26 @@ func (c *kafkaChecks) checkpointTopic(ctx context.Context) {
 		topic = kafkasink.DefaultCheckpointTopic
 	}
 	check := "checkpoint topic " + topic
-	details, err := c.adm.ListTopics(ctx, topic)
-	if err != nil {
-		c.add(finding{Check: check, Status: statusUnknown, Detail: err.Error(), Fix: "rerun kafkasink check once the brokers answer"})
-		return
-	}
-	d, ok := details[topic]
+	d, missing, err := c.describeTopic(ctx, topic)
 	switch {
-	case ok && errors.Is(d.Err, kerr.TopicAuthorizationFailed):
-		c.add(finding{Check: check, Status: statusFail, BlocksStart: true, Detail: "the principal may not describe it: " + d.Err.Error(),
+	case errors.Is(err, kerr.TopicAuthorizationFailed):
+		c.add(finding{Check: check, Status: statusFail, BlocksStart: true, Detail: "the principal may not describe it: " + err.Error(),
 			Fix: fmt.Sprintf("grant DESCRIBE, READ and WRITE on topic %q to the sink's principal", topic)})
 		return
-	case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
-		c.canCreate(ctx, check, topic)
+	case err != nil:
+		c.add(finding{Check: check, Status: statusUnknown, Detail: err.Error(), Fix: "rerun kafkasink check once the brokers answer"})
 		return
-	case d.Err != nil:
-		c.add(finding{Check: check, Status: statusUnknown, Detail: d.Err.Error(), Fix: "rerun kafkasink check once the brokers answer"})
+	case missing:
+		c.canCreate(ctx, check, topic, "compacted (cleanup.policy=compact)")
 		return
 	}
 	c.topicSettings(ctx, check, topic, d)
 }
 
 // canCreate reports whether the principal may create topic, which is
-// missing, by a validate-only CreateTopics.
-func (c *kafkaChecks) canCreate(ctx context.Context, check, topic string) {
+// missing, by a validate-only CreateTopics; how says how the sink would
+// create it.
+func (c *kafkaChecks) canCreate(ctx context.Context, check, topic, how string) {
 	resp, err := c.adm.ValidateCreateTopics(ctx, 1, -1, nil, topic)
 	if err == nil {
 		err = resp[topic].Err
@@ -203,13 +200,71 @@ func (c *kafkaChecks) canCreate(ctx context.Context, check, topic string) {
 	case errors.Is(err, kerr.TopicAuthorizationFailed), errors.Is(err, kerr.ClusterAuthorizationFailed):
 		c.add(finding{Check: check, Status: statusFail, BlocksStart: true,
 			Detail: fmt.Sprintf("missing, and the principal may not create it: %v", err),
-			Fix:    fmt.Sprintf("create it (compacted: cleanup.policy=compact), or grant CREATE on topic %q or on the cluster to the sink's principal", topic)})
+			Fix:    fmt.Sprintf("create it, %s, or grant CREATE on topic %q or on the cluster to the sink's principal", how, topic)})
 	case err != nil:
 		c.add(finding{Check: check, Status: statusFail, Detail: fmt.Sprintf("missing, and the broker refuses to create it: %v", err),
-			Fix: "create it yourself, compacted (cleanup.policy=compact)"})
+			Fix: fmt.Sprintf("create it yourself, %s", how)})
 	default:
-		c.add(finding{Check: check, Status: statusOK, Detail: "missing; the sink creates it, compacted"})
+		c.add(finding{Check: check, Status: statusOK, Detail: "missing; the sink creates it, " + how})
 	}
+}
+
+// outputTopics checks the topic of each table of -tables: the principal
+// may describe it, and create it when it is missing (the program always
+// lets the sink create topics). Without -tables the tables are the
+// publication's, which only PostgreSQL knows: not checked.
+func (c *kafkaChecks) outputTopics(ctx context.Context) {
+	if len(c.t.pcfg.Tables) == 0 {
+		c.add(finding{Check: "output topics", Status: statusUnknown, Detail: "-tables is empty (the publication's tables): their topics are not checked",
+			Fix: "list the tables in -tables to have their topics checked"})
+		return
+	}
+	for _, name := range c.t.pcfg.Tables {
+		schema, table, err := kafkasink.ParseTableName(name)
+		if err != nil {
+			continue // configs has refused it
+		}
+		if schema == "" {
+			schema = "public"
+		}
+		topic, err := c.t.kcfg.TopicFor(schema, table)
+		if err != nil {
+			c.add(finding{Check: "topic of " + name, Status: statusFail, BlocksStart: true, Detail: speakFlags(err.Error()),
+				Fix: "route the table to a valid topic name with -topic-routes"})
+			continue
+		}
+		check := "topic " + topic
+		d, missing, err := c.describeTopic(ctx, topic)
+		switch {
+		case errors.Is(err, kerr.TopicAuthorizationFailed):
+			c.add(finding{Check: check, Status: statusFail, BlocksStart: true, Detail: "the principal may not describe it: " + err.Error(),
+				Fix: fmt.Sprintf("grant DESCRIBE and WRITE on topic %q (and CREATE, unless it exists) to the sink's principal", topic)})
+		case err != nil:
+			c.add(finding{Check: check, Status: statusUnknown, Detail: err.Error(), Fix: "rerun kafkasink check once the brokers answer"})
+		case missing:
+			c.canCreate(ctx, check, topic, "with the -partitions and -replication-factor it is given")
+		default:
+			c.add(finding{Check: check, Status: statusOK, Detail: fmt.Sprintf("exists, %d partitions", len(d.Partitions))})
+		}
+	}
+}
+
+// describeTopic reads topic's metadata: whether it is missing, or the
+// error of the request or of the topic (TOPIC_AUTHORIZATION_FAILED when
+// the principal may not describe it, which kadm reports either way).
+func (c *kafkaChecks) describeTopic(ctx context.Context, topic string) (kadm.TopicDetail, bool, error) {
+	details, err := c.adm.ListTopics(ctx, topic)
+	if err != nil {
+		return kadm.TopicDetail{}, false, err
+	}
+	d, ok := details[topic]
+	switch {
+	case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
+		return d, true, nil
+	case d.Err != nil:
+		return d, false, d.Err
+	}
+	return d, false, nil
 }
 
 // topicSettings checks an existing checkpoint topic's cleanup policy and

@@ -102,17 +102,26 @@ func TestCheckFindsEachProblem(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer shortTxn.Close()
+	// The users of the cluster with ACLs may create the output topics
+	// (prefix out) unless the case says otherwise.
+	out := "out-" + name
+	outputs := []kfake.ACL{
+		{Resource: kmsg.ACLResourceTypeTopic, Name: out, Pattern: kmsg.ACLResourcePatternTypePrefixed, Operation: kmsg.ACLOperationDescribe, Allow: true},
+		{Resource: kmsg.ACLResourceTypeTopic, Name: out, Pattern: kmsg.ACLResourcePatternTypePrefixed, Operation: kmsg.ACLOperationCreate, Allow: true},
+	}
+	checkpoint := []kfake.ACL{
+		{Resource: kmsg.ACLResourceTypeTopic, Name: name + ".ckpt", Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: kmsg.ACLOperationDescribe, Allow: true},
+		{Resource: kmsg.ACLResourceTypeTopic, Name: name + ".ckpt", Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: kmsg.ACLOperationCreate, Allow: true},
+	}
+	txnWrite := kfake.ACL{Resource: kmsg.ACLResourceTypeTransactionalId, Name: "kafkasink-" + name, Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: kmsg.ACLOperationWrite, Allow: true}
 	acls, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(), kfake.EnableACLs(),
 		kfake.Superuser("SCRAM-SHA-256", "admin", "admin"),
-		kfake.User("SCRAM-SHA-256", "nobody", "nobody-secret",
-			kfake.ACL{Resource: kmsg.ACLResourceTypeTopic, Name: name + ".ckpt", Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: kmsg.ACLOperationDescribe, Allow: true},
-			kfake.ACL{Resource: kmsg.ACLResourceTypeTopic, Name: name + ".ckpt", Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: kmsg.ACLOperationCreate, Allow: true}),
-		kfake.User("SCRAM-SHA-256", "nocreate", "nocreate-secret",
-			kfake.ACL{Resource: kmsg.ACLResourceTypeTransactionalId, Name: "kafkasink-" + name, Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: kmsg.ACLOperationWrite, Allow: true},
-			kfake.ACL{Resource: kmsg.ACLResourceTypeTopic, Name: name + ".ckpt", Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: kmsg.ACLOperationDescribe, Allow: true}),
-		kfake.User("SCRAM-SHA-256", "noidem", "noidem-secret",
-			kfake.ACL{Resource: kmsg.ACLResourceTypeTopic, Name: name + ".ckpt", Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: kmsg.ACLOperationDescribe, Allow: true},
-			kfake.ACL{Resource: kmsg.ACLResourceTypeTopic, Name: name + ".ckpt", Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: kmsg.ACLOperationCreate, Allow: true}),
+		kfake.User("SCRAM-SHA-256", "nobody", "nobody-secret", append(outputs, checkpoint...)...),
+		kfake.User("SCRAM-SHA-256", "nocreate", "nocreate-secret", append(outputs, txnWrite, checkpoint[0])...),
+		kfake.User("SCRAM-SHA-256", "noidem", "noidem-secret", append(outputs, checkpoint...)...),
+		kfake.User("SCRAM-SHA-256", "noout", "noout-secret", append(checkpoint, txnWrite, outputs[0])...),
+		kfake.User("SCRAM-SHA-256", "nodescribe", "nodescribe-secret", append(checkpoint, txnWrite)...),
+		kfake.User("SCRAM-SHA-256", "nockpt", "nockpt-secret", append(outputs, txnWrite)...),
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +143,7 @@ func TestCheckFindsEachProblem(t *testing.T) {
 	withKey, keyless, other := "public."+name, "public."+name+"_nokey", "public."+name+"_other"
 	right := []string{"-pg", pg, "-brokers", brokers, "-slot", name, "-publication", name, "-tables", withKey, "-accept-publication-tables=true"}
 	sasl := func(user string, more ...string) []string {
-		return append([]string{"-brokers", fakeAddr(acls), "-sasl-mechanism", "SCRAM-SHA-256", "-sasl-user", user, "-checkpoint-topic", name + ".ckpt"}, more...)
+		return append([]string{"-brokers", fakeAddr(acls), "-sasl-mechanism", "SCRAM-SHA-256", "-sasl-user", user, "-checkpoint-topic", name + ".ckpt", "-topic-prefix", out}, more...)
 	}
 	cases := []struct {
 		name  string
@@ -162,6 +171,12 @@ func TestCheckFindsEachProblem(t *testing.T) {
 			"checkpoint topic " + name + ".ckpt", "grant CREATE on topic"},
 		{"principal without idempotent write", sasl("noidem", "-mode", "idempotent"), map[string]string{"KAFKASINK_SASL_PASSWORD": "noidem-secret"},
 			"idempotent write ACL", "IDEMPOTENT_WRITE"},
+		{"principal that may not create an output topic", sasl("noout"), map[string]string{"KAFKASINK_SASL_PASSWORD": "noout-secret"},
+			"topic " + out + ".public." + name, "grant CREATE on topic"},
+		{"principal that may not describe an output topic", sasl("nodescribe"), map[string]string{"KAFKASINK_SASL_PASSWORD": "nodescribe-secret"},
+			"topic " + out + ".public." + name, "grant DESCRIBE and WRITE on topic"},
+		{"principal that may not describe the checkpoint topic", sasl("nockpt"), map[string]string{"KAFKASINK_SASL_PASSWORD": "nockpt-secret"},
+			"checkpoint topic " + name + ".ckpt", "grant DESCRIBE, READ and WRITE on topic"},
 		{"schema registry down", []string{"-encoder", "avro", "-schema-registry", downRegistry}, nil, "connection", "-schema-registry"},
 	}
 	for _, c := range cases {

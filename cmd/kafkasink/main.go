@@ -31,7 +31,8 @@
 // (17 and later: reported only); Kafka's transactional id and idempotent
 // write rights (tried where trying changes nothing), the brokers'
 // transaction.max.timeout.ms, the checkpoint topic (compacted, min ISR,
-// or may be created); the Schema Registry when the encoder needs it. It
+// or may be created), the topics of -tables (may be described, or
+// created); the Schema Registry when the encoder needs it. It
 // prints a table (or JSON) and exits 0, or 1 when a check failed. The
 // run command runs the same checks before it waits for the lease: a
 // failure no waiting cures (wal_level, a missing right) stops it with

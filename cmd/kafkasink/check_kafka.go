@@ -229,8 +229,11 @@ func (c *kafkaChecks) outputTopics(ctx context.Context) {
 		}
 		topic, err := c.t.kcfg.TopicFor(schema, table)
 		if err != nil {
-			c.add(finding{Check: "topic of " + name, Status: statusFail, BlocksStart: true, Detail: speakFlags(err.Error()),
-				Fix: "route the table to a valid topic name with -topic-routes"})
+			// Not blocking: the sink rejects the table's events as
+			// they come (to -dead-letter-topic when set), and
+			// streams the other tables.
+			c.add(finding{Check: "topic of " + name, Status: statusFail, Detail: speakFlags(err.Error()),
+				Fix: "route the table with -topic-routes; until then its events are rejected (to -dead-letter-topic when set)"})
 			continue
 		}
 		check := "topic " + topic

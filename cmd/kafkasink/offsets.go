@@ -87,7 +87,7 @@ func offsets(ctx context.Context, args []string, getenv func(string) string, std
 		fmt.Fprintf(stderr, "kafkasink offsets %s: %s\n", sub, speakFlags(err.Error()))
 		return 1
 	}
-	print := func(d offsetsDoc) {
+	printDoc := func(d offsetsDoc) {
 		if own["o"] == "json" {
 			enc := json.NewEncoder(stdout)
 			enc.SetIndent("", "  ")
@@ -97,7 +97,7 @@ func offsets(ctx context.Context, args []string, getenv func(string) string, std
 		printOffsets(stdout, d)
 	}
 	if sub == "show" {
-		print(doc)
+		printDoc(doc)
 		return 0
 	}
 	after, err := reset(ctx, kcfg, pcfg, doc, target, own["yes"] == "true", stdout)
@@ -105,7 +105,7 @@ func offsets(ctx context.Context, args []string, getenv func(string) string, std
 		fmt.Fprintf(stderr, "kafkasink offsets reset: %s\n", speakFlags(err.Error()))
 		return 1
 	}
-	print(after)
+	printDoc(after)
 	return 0
 }
 

@@ -5,13 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -254,5 +257,45 @@ func TestTakeFlags(t *testing.T) {
 	}
 	if outputProblem("yaml") == nil || outputProblem("json") != nil {
 		t.Error("-o: want json and table only")
+	}
+}
+
+// TestCheckWalLevel runs check and run against a server whose wal_level
+// is not logical, named by KAFKASINK_TEST_PG_NOT_LOGICAL (a role that
+// may create a table; scripts/testenv.sh starts none such, since every
+// server it starts must be logical: start one with wal_level = replica):
+// check fails on wal_level with its fix, and run stops with exit status
+// 2 before it waits for the lease.
+func TestCheckWalLevel(t *testing.T) {
+	pg, brokers := os.Getenv("KAFKASINK_TEST_PG_NOT_LOGICAL"), os.Getenv("KAFKASINK_TEST_BROKERS")
+	if pg == "" || brokers == "" {
+		t.Skip("KAFKASINK_TEST_PG_NOT_LOGICAL (a server with wal_level = replica) and KAFKASINK_TEST_BROKERS not both set")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db, err := pgx.Connect(ctx, pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(context.Background())
+	name := fmt.Sprintf("kafkasink_wal_%06d", rand.IntN(1e6))
+	if _, err := db.Exec(ctx, "CREATE TABLE "+name+" (id int PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	defer db.Exec(context.Background(), "DROP TABLE "+name)
+	args := []string{"-pg", pg, "-brokers", brokers, "-slot", name, "-publication", name, "-tables", "public." + name}
+	code, findings, out := runCheck(t, ctx, args, nil)
+	var wal *finding
+	for i := range findings {
+		if findings[i].Check == "wal_level" {
+			wal = &findings[i]
+		}
+	}
+	if code != 1 || wal == nil || wal.Status != statusFail || !wal.BlocksStart || !strings.Contains(wal.Fix, "ALTER SYSTEM SET wal_level = logical") {
+		t.Fatalf("exit status %d, want 1 with wal_level failed, blocking the start, and its fix:\n%s", code, out)
+	}
+	var log bytes.Buffer
+	if code := run(ctx, append(args, "-log-format", "text"), func(string) string { return "" }, &log); code != 2 || !strings.Contains(log.String(), "wal_level = logical") {
+		t.Fatalf("run: exit status %d, want 2 naming wal_level:\n%s", code, log.String())
 	}
 }

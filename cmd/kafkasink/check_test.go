@@ -299,3 +299,37 @@ func TestCheckWalLevel(t *testing.T) {
 		t.Fatalf("run: exit status %d, want 2 naming wal_level:\n%s", code, log.String())
 	}
 }
+
+// TestCheckFailoverSlotsByVersion: on PostgreSQL 17 and later check
+// reports whether the slot survives a failover (a warning for a slot
+// without failover, never a failure); before 17, which has no failover
+// slots, it says nothing of them. Run it on each version with
+// eval "$(scripts/testenv.sh env --pg VERSION)".
+func TestCheckFailoverSlotsByVersion(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pg, brokers, name, db := realTable(ctx, t, "kafkasink_failover")
+	var version int
+	if err := db.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", name); err != nil {
+		t.Fatal(err)
+	}
+	code, findings, out := runCheck(t, ctx, []string{"-pg", pg, "-brokers", brokers, "-slot", name, "-publication", name, "-tables", "public." + name}, nil)
+	var failover []finding
+	for _, f := range findings {
+		if f.Check == "failover slots" {
+			failover = append(failover, f)
+		}
+	}
+	switch {
+	case code != 0:
+		t.Fatalf("exit status %d, want 0:\n%s", code, out)
+	case version < 170000 && failover != nil:
+		t.Fatalf("PostgreSQL %d has no failover slots, but check reports them:\n%s", version, out)
+	case version >= 170000 && (len(failover) != 1 || failover[0].Status != statusWarn || !strings.Contains(failover[0].Detail, "slot failover false")):
+		t.Fatalf("PostgreSQL %d: want one warning that slot %s has no failover:\n%s", version, name, out)
+	}
+	t.Logf("PostgreSQL %d: %v", version, failover)
+}

@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,8 +22,10 @@ import (
 )
 
 // TestReadiness checks each reason /readyz gives, on a sink of the fake
-// cluster: no sink yet (a standby waiting for the lease, or starting),
-// PostgreSQL not streaming (with the last error),
+// cluster: no sink yet (a standby waiting for the lease, ready while
+// PostgreSQL answers and not ready, naming PostgreSQL and not the lease,
+// when it does not; or starting), PostgreSQL not streaming (with the
+// last error),
 // lag above either bound, and the sink fenced by a newer instance with
 // its id; and that a lag in bytes with nothing pending in time, or an old
 // commit with nothing pending, is ready.
@@ -34,15 +38,32 @@ func TestReadiness(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sink.Close(ctx)
-	s := newHTTPServer(new(pgcdc.Monitor), "slot", 0, lagBounds{bytes: 1000, age: time.Minute})
+	var pgDown atomic.Pointer[error]
+	s := newHTTPServer(new(pgcdc.Monitor), "slot", 0, lagBounds{bytes: 1000, age: time.Minute}, func(context.Context) error {
+		if err := pgDown.Load(); err != nil {
+			return *err
+		}
+		return nil
+	})
 	now := time.Now()
 	streaming := pgcdc.RunStats{State: pgcdc.RunStreaming, LagBytes: 10, LastCommit: now.Add(-time.Second)}
-	if got := s.notReady(ctx, streaming, now); !strings.Contains(got, "the Kafka sink is not started yet") {
+	notReady := func(st pgcdc.RunStats) string {
+		if ready, reason := s.readiness(ctx, st, now); !ready {
+			return reason
+		}
+		return ""
+	}
+	if got := notReady(streaming); !strings.Contains(got, "starting: the Kafka sink is not started yet") {
 		t.Errorf("before the sink: %q", got)
 	}
 	s.standby.Store(true)
-	if got := s.notReady(ctx, streaming, now); !strings.Contains(got, "standby: waiting for the slot's lease") {
-		t.Errorf("a standby before the sink: %q", got)
+	if ready, reason := s.readiness(ctx, streaming, now); !ready || reason != "ok: standby, waiting for the slot's lease (the log names its holder)" {
+		t.Errorf("a standby while PostgreSQL answers: ready %t, %q; want ready", ready, reason)
+	}
+	refused := errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
+	pgDown.Store(&refused)
+	if got := notReady(streaming); got != "PostgreSQL: "+refused.Error() {
+		t.Errorf("a standby while PostgreSQL is down: not ready because %q, want PostgreSQL's error and no word of the lease", got)
 	}
 	s.standby.Store(false)
 	s.setSink(sink)
@@ -58,14 +79,14 @@ func TestReadiness(t *testing.T) {
 		{"lag time", pgcdc.RunStats{State: pgcdc.RunStreaming, LagBytes: 1, LastCommit: now.Add(-2 * time.Minute)}, "lag 2m0s, above -ready-max-lag 1m0s"},
 		{"idle since long", pgcdc.RunStats{State: pgcdc.RunStreaming, LagBytes: 0, LastCommit: now.Add(-time.Hour)}, ""},
 	} {
-		got := s.notReady(ctx, tc.st, now)
+		got := notReady(tc.st)
 		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
 			t.Errorf("%s: not ready because %q, want %q", tc.name, got, tc.want)
 		}
 	}
-	unbounded := newHTTPServer(new(pgcdc.Monitor), "slot", 0, lagBounds{})
+	unbounded := newHTTPServer(new(pgcdc.Monitor), "slot", 0, lagBounds{}, nil)
 	unbounded.setSink(sink)
-	if got := unbounded.notReady(ctx, pgcdc.RunStats{State: pgcdc.RunStreaming, LagBytes: 1 << 40, LastCommit: now.Add(-time.Hour)}, now); got != "" {
+	if ready, got := unbounded.readiness(ctx, pgcdc.RunStats{State: pgcdc.RunStreaming, LagBytes: 1 << 40, LastCommit: now.Add(-time.Hour)}, now); !ready {
 		t.Errorf("no bounds: not ready because %q", got)
 	}
 
@@ -79,7 +100,7 @@ func TestReadiness(t *testing.T) {
 	if err := sink.Write(ctx, kafkasink.Batch{Events: kafkasinktest.Inserts("public", "t", 100, 1, 1)}); err == nil {
 		t.Fatal("a fenced sink wrote")
 	}
-	if got := s.notReady(ctx, streaming, now); !strings.Contains(got, "Kafka: kafkasink: fenced") {
+	if got := notReady(streaming); !strings.Contains(got, "Kafka: kafkasink: fenced") {
 		t.Errorf("fenced: not ready because %q, want the sink's ErrFenced", got)
 	}
 }
@@ -96,7 +117,7 @@ func TestHealthzStuckWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sink.Close(ctx)
-	s := newHTTPServer(new(pgcdc.Monitor), "slot", 50*time.Millisecond, lagBounds{})
+	s := newHTTPServer(new(pgcdc.Monitor), "slot", 50*time.Millisecond, lagBounds{}, nil)
 	s.setSink(sink)
 	healthz := func() (int, string) {
 		rec := httptest.NewRecorder()

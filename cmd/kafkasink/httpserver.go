@@ -48,13 +48,19 @@ func (o *options) httpProblems() []string {
 
 // httpServer serves the program's state: /metrics (Prometheus), /healthz
 // (the process is alive and its writer not stuck), /readyz (streaming,
-// the sink healthy, lag under the bounds) and /status (JSON). It starts
-// before the sink exists, so that a program waiting for its turn (or for
-// Kafka) answers /healthz, and gets the sink by setSink.
+// or a healthy standby; the sink healthy, lag under the bounds) and
+// /status (JSON). It starts before the sink exists, so that a program
+// waiting for its turn (or for Kafka) answers, and gets the sink by
+// setSink.
 type httpServer struct {
-	mon        *pgcdc.Monitor
-	sink       atomic.Pointer[kafkasink.Sink] // nil until setSink
-	standby    atomic.Bool                    // waiting for the slot's lease (-ha)
+	mon     *pgcdc.Monitor
+	sink    atomic.Pointer[kafkasink.Sink] // nil until setSink
+	standby atomic.Bool                    // waiting for the slot's lease (-ha)
+	leader  atomic.Bool                    // holds the slot's lease (-ha), or passed the wait without one (-ha=false)
+	// pgPing tries PostgreSQL (a connection, closed at once): what a
+	// standby's readiness rests on, since it streams nothing to show
+	// that the database answers.
+	pgPing     func(context.Context) error
 	reg        *prometheus.Registry
 	txnTimeout time.Duration // the sink's transaction timeout: a Write open longer is stuck
 	maxLag     lagBounds
@@ -66,14 +72,24 @@ type lagBounds struct {
 	age   time.Duration
 }
 
-func newHTTPServer(mon *pgcdc.Monitor, slot string, txnTimeout time.Duration, maxLag lagBounds) *httpServer {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		kafkasinkprom.NewRunCollector(mon, slot))
+func newHTTPServer(mon *pgcdc.Monitor, slot string, txnTimeout time.Duration, maxLag lagBounds, pgPing func(context.Context) error) *httpServer {
 	if txnTimeout == 0 {
 		txnTimeout = kafkasink.DefaultTransactionTimeout
 	}
-	return &httpServer{mon: mon, reg: reg, txnTimeout: txnTimeout, maxLag: maxLag}
+	s := &httpServer{mon: mon, reg: prometheus.NewRegistry(), txnTimeout: txnTimeout, maxLag: maxLag, pgPing: pgPing}
+	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		kafkasinkprom.NewRunCollector(mon, slot),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "kafkasink_leader",
+			Help:        "1 while this replica holds the slot's lease (with -ha=false: once it started), 0 while it is a standby or starting.",
+			ConstLabels: prometheus.Labels{"slot": slot},
+		}, func() float64 {
+			if s.leader.Load() {
+				return 1
+			}
+			return 0
+		}))
+	return s
 }
 
 // setSink makes sink's state part of what the server reports.
@@ -128,67 +144,165 @@ func (s *httpServer) healthz(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintln(w, "ok")
 }
 
-// readyz answers 200 while the program delivers: pgcdc streams, the sink
-// answers Ping (reachable, not fenced, not stopped), and the lag is within
-// the bounds; 503 with the reason otherwise.
+// readyz answers 200 while the program delivers, or stands by healthy:
+// pgcdc streams, the sink answers Ping (reachable, not fenced, not
+// stopped), and the lag is within the bounds; or it is a standby waiting
+// for the slot's lease and PostgreSQL answers (a RollingUpdate gated on
+// readiness must not wait for a standby to lead). 503 and the reason
+// otherwise. The body is one line: "ok", "ok: standby ...", or the
+// reason.
 func (s *httpServer) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
-	if reason := s.notReady(ctx, s.mon.Stats(), time.Now()); reason != "" {
+	if ready, reason := s.readiness(ctx, s.mon.Stats(), time.Now()); !ready {
 		http.Error(w, reason, http.StatusServiceUnavailable)
-		return
+	} else {
+		fmt.Fprintln(w, reason)
 	}
-	fmt.Fprintln(w, "ok")
 }
 
-// notReady is why the program is not ready, or "" when it is. Ping, the
-// only call that leaves the process, comes last.
-func (s *httpServer) notReady(ctx context.Context, st pgcdc.RunStats, now time.Time) string {
+// readiness is whether the program is ready, and the one-line reason.
+// The calls that leave the process (PostgreSQL for a standby, the sink's
+// Ping) come last.
+func (s *httpServer) readiness(ctx context.Context, st pgcdc.RunStats, now time.Time) (bool, string) {
 	sink := s.sink.Load()
 	switch {
 	case sink == nil && s.standby.Load():
-		return "standby: waiting for the slot's lease (the log names its holder)"
+		if s.pgPing != nil {
+			if err := s.pgPing(ctx); err != nil {
+				return false, "PostgreSQL: " + err.Error()
+			}
+		}
+		return true, "ok: standby, waiting for the slot's lease (the log names its holder)"
 	case sink == nil:
-		return "the Kafka sink is not started yet"
+		return false, "starting: the Kafka sink is not started yet"
 	case st.State != pgcdc.RunStreaming && st.LastError != "":
-		return fmt.Sprintf("PostgreSQL: %s (last error: %s)", st.State, st.LastError)
+		return false, fmt.Sprintf("PostgreSQL: %s (last error: %s)", st.State, st.LastError)
 	case st.State != pgcdc.RunStreaming:
-		return "PostgreSQL: " + st.State.String()
+		return false, "PostgreSQL: " + st.State.String()
 	case s.maxLag.bytes > 0 && st.LagBytes > s.maxLag.bytes:
-		return fmt.Sprintf("lag %d bytes of WAL, above -ready-max-lag-bytes %d", st.LagBytes, s.maxLag.bytes)
+		return false, fmt.Sprintf("lag %d bytes of WAL, above -ready-max-lag-bytes %d", st.LagBytes, s.maxLag.bytes)
 	}
 	if age := lagAge(st, now); s.maxLag.age > 0 && age > s.maxLag.age {
-		return fmt.Sprintf("lag %v, above -ready-max-lag %v", age.Round(time.Millisecond), s.maxLag.age)
+		return false, fmt.Sprintf("lag %v, above -ready-max-lag %v", age.Round(time.Millisecond), s.maxLag.age)
 	}
 	if err := sink.Ping(ctx); err != nil {
-		return "Kafka: " + err.Error()
+		return false, "Kafka: " + err.Error()
 	}
-	return ""
+	return true, "ok"
 }
 
-// statusDoc is /status: the Monitor's and the sink's Stats as they are
-// (durations in nanoseconds, LSNs as numbers), and the readings that need
-// a name or a unit.
+// statusDoc is /status (docs/program.md documents it): what /readyz
+// says, whether this replica leads, and the Monitor's and the sink's
+// Stats with states as words, durations as Go duration strings ("1.5s"),
+// times in RFC 3339 (left out while zero) and LSNs as PostgreSQL writes
+// them. Every field of /status is in this one type and the types it
+// holds.
 type statusDoc struct {
-	Ready      string           `json:"ready"`       // "ok", or why not, as /readyz says
-	State      string           `json:"state"`       // Run.State's name
-	LagSeconds float64          `json:"lag_seconds"` // see lagAge
-	Checkpoint string           `json:"checkpoint"`  // the sink's checkpoint position; "" before the sink
-	Run        pgcdc.RunStats   `json:"run"`
-	Sink       *kafkasink.Stats `json:"sink"` // null before the sink is created
+	Ready  bool   `json:"ready"`  // as /readyz: true for 200
+	Reason string `json:"reason"` // /readyz's body
+	Leader bool   `json:"leader"` // holds the slot's lease (-ha=false: started)
+	// State is "standby" (waiting for the lease), "starting" (before
+	// the sink), or pgcdc's Run state: "connecting", "snapshotting",
+	// "streaming", "waiting to reconnect", "stopped".
+	State      string      `json:"state"`
+	Lag        string      `json:"lag"`        // how far behind the database Kafka is in time; see lagAge
+	LagBytes   int64       `json:"lag_bytes"`  // WAL the slot holds that is not delivered
+	Checkpoint string      `json:"checkpoint"` // the sink's checkpoint position; "" before the sink
+	Run        runStatus   `json:"run"`
+	Sink       *sinkStatus `json:"sink"` // null before the sink
+}
+
+// runStatus is pgcdc.RunStats in /status's terms.
+type runStatus struct {
+	State             string                 `json:"state"`
+	Reconnects        int64                  `json:"reconnects"`
+	LastError         string                 `json:"last_error,omitempty"`
+	LastErrorTime     string                 `json:"last_error_time,omitempty"`
+	ServerWALEnd      string                 `json:"server_wal_end"`
+	Confirmed         string                 `json:"confirmed"`
+	Events            int64                  `json:"events"`
+	SnapshotRows      int64                  `json:"snapshot_rows"`
+	LastCommit        string                 `json:"last_commit,omitempty"`
+	SpoolBytes        int64                  `json:"spool_bytes"`
+	LastBackfillError string                 `json:"last_backfill_error,omitempty"`
+	LastBackfillTime  string                 `json:"last_backfill_error_time,omitempty"`
+	SnapshotTables    map[string]tableStatus `json:"snapshot_tables,omitempty"`
+}
+
+type tableStatus struct {
+	Rows int64 `json:"rows"`
+	Done bool  `json:"done"`
+}
+
+// sinkStatus is kafkasink.Stats in /status's terms.
+type sinkStatus struct {
+	Writes             int64  `json:"writes"`
+	Events             int64  `json:"events"`
+	Written            int64  `json:"written"`
+	Records            int64  `json:"records"`
+	Bytes              int64  `json:"bytes"`
+	Rejected           int64  `json:"rejected"`
+	DeadLettered       int64  `json:"dead_lettered"`
+	SkippedRedelivered int64  `json:"skipped_redelivered"`
+	SkippedByEncoder   int64  `json:"skipped_by_encoder"`
+	Committed          int64  `json:"committed"`
+	Aborted            int64  `json:"aborted"`
+	Retries            int64  `json:"retries"`
+	TransactionTime    string `json:"transaction_time"` // the committed transactions' durations, summed
+	CheckpointTime     string `json:"checkpoint_time,omitempty"`
+	OpenTransaction    string `json:"open_transaction"` // "0s" when none may be open
+}
+
+// timeText is t in RFC 3339, or "" for the zero time.
+func timeText(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+func newRunStatus(st pgcdc.RunStats) runStatus {
+	r := runStatus{
+		State: st.State.String(), Reconnects: st.Reconnects, LastError: st.LastError, LastErrorTime: timeText(st.LastErrorTime),
+		ServerWALEnd: st.ServerWALEnd.String(), Confirmed: st.Confirmed.String(), Events: st.Events, SnapshotRows: st.SnapshotRows,
+		LastCommit: timeText(st.LastCommit), SpoolBytes: st.SpoolBytes,
+		LastBackfillError: st.LastBackfillError, LastBackfillTime: timeText(st.LastBackfillErrorTime),
+	}
+	for table, p := range st.SnapshotTables {
+		if r.SnapshotTables == nil {
+			r.SnapshotTables = make(map[string]tableStatus)
+		}
+		r.SnapshotTables[table] = tableStatus{Rows: p.Rows, Done: p.Done}
+	}
+	return r
+}
+
+func newSinkStatus(st kafkasink.Stats) *sinkStatus {
+	return &sinkStatus{
+		Writes: st.Writes, Events: st.Events, Written: st.Written, Records: st.Records, Bytes: st.Bytes,
+		Rejected: st.Rejected, DeadLettered: st.DeadLettered, SkippedRedelivered: st.SkippedRedelivered, SkippedByEncoder: st.SkippedByEncoder,
+		Committed: st.Committed, Aborted: st.Aborted, Retries: st.Retries,
+		TransactionTime: st.TransactionDurations.Sum.String(), CheckpointTime: timeText(st.Checkpoint.Time),
+		OpenTransaction: st.OpenTransaction.String(),
+	}
 }
 
 func (s *httpServer) status(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	now, st := time.Now(), s.mon.Stats()
-	doc := statusDoc{Ready: "ok", State: st.State.String(), LagSeconds: lagAge(st, now).Seconds(), Run: st}
-	if reason := s.notReady(ctx, st, now); reason != "" {
-		doc.Ready = reason
-	}
-	if sink := s.sink.Load(); sink != nil {
+	doc := statusDoc{Leader: s.leader.Load(), State: st.State.String(), Lag: lagAge(st, now).Round(time.Millisecond).String(),
+		LagBytes: st.LagBytes, Run: newRunStatus(st)}
+	doc.Ready, doc.Reason = s.readiness(ctx, st, now)
+	switch sink := s.sink.Load(); {
+	case sink != nil:
 		stats := sink.Stats()
-		doc.Sink, doc.Checkpoint = &stats, stats.Checkpoint.Position.String()
+		doc.Sink, doc.Checkpoint = newSinkStatus(stats), stats.Checkpoint.Position.String()
+	case s.standby.Load():
+		doc.State = "standby"
+	default:
+		doc.State = "starting"
 	}
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)

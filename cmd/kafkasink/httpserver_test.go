@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/kafkasinktest"
 )
 
@@ -71,22 +72,8 @@ ready_max_lag_bytes: 1073741824
 	status := make(chan int, 1)
 	go func() { status <- run(runCtx, []string{"-config", config}, noEnv, &out) }()
 
-	listening := regexp.MustCompile(`msg="HTTP listener started" addr=(\S+)`)
-	waitFor(t, 30*time.Second, "the HTTP listener", status, &out, func() bool { return listening.MatchString(out.String()) })
-	base := "http://" + listening.FindStringSubmatch(out.String())[1]
-	get := func(path string) (int, string) {
-		t.Helper()
-		resp, err := http.Get(base + path)
-		if err != nil {
-			t.Fatalf("GET %s: %v", path, err)
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatalf("GET %s: %v", path, err)
-		}
-		return resp.StatusCode, string(body)
-	}
+	base := listenerURL(t, &out, status)
+	get := func(path string) (int, string) { t.Helper(); return httpGet(t, base+path) }
 
 	if code, body := get("/healthz"); code != 200 {
 		t.Errorf("/healthz while starting: %d %q, want 200", code, body)
@@ -162,10 +149,25 @@ ready_max_lag_bytes: 1073741824
 		t.Fatalf("/status: %d, %v:\n%s", code, err, body)
 	}
 	records := kafkasinktest.ReadCommittedRaw(t, []string{brokers}, name+".public."+name)
-	if doc.Ready != "ok" || doc.State != "streaming" || doc.Sink == nil || doc.Run.Events != rows || doc.Sink.Written != int64(len(records)) ||
+	if !doc.Ready || doc.Reason != "ok" || !doc.Leader || doc.State != "streaming" || doc.Sink == nil || doc.Run.Events != rows || doc.Sink.Written != int64(len(records)) ||
 		len(records) != rows || doc.Checkpoint == "" {
-		t.Errorf("/status says ready %q, state %q, %d events, %v written, checkpoint %q; the topic has %d records, want %d:\n%s",
-			doc.Ready, doc.State, doc.Run.Events, doc.Sink, doc.Checkpoint, len(records), rows, body)
+		t.Errorf("/status says ready %t (%q), leader %t, state %q, %d events, %v written, checkpoint %q; the topic has %d records, want %d:\n%s",
+			doc.Ready, doc.Reason, doc.Leader, doc.State, doc.Run.Events, doc.Sink, doc.Checkpoint, len(records), rows, body)
+	}
+	// Durations are strings Go parses, times RFC 3339, LSNs PostgreSQL's.
+	for what, d := range map[string]string{"lag": doc.Lag, "sink.open_transaction": doc.Sink.OpenTransaction, "sink.transaction_time": doc.Sink.TransactionTime} {
+		if _, err := time.ParseDuration(d); err != nil {
+			t.Errorf("/status %s %q is not a duration: %v", what, d, err)
+		}
+	}
+	if _, err := time.Parse(time.RFC3339Nano, doc.Run.LastCommit); err != nil {
+		t.Errorf("/status run.last_commit %q: %v", doc.Run.LastCommit, err)
+	}
+	if _, err := kafkasink.ParseLSN(doc.Run.Confirmed); err != nil || doc.Run.Confirmed == "0/0" {
+		t.Errorf("/status run.confirmed %q: %v", doc.Run.Confirmed, err)
+	}
+	if after["kafkasink_leader"] != 1 {
+		t.Errorf("kafkasink_leader = %v while leading, want 1", after["kafkasink_leader"])
 	}
 
 	stop()
@@ -181,4 +183,28 @@ ready_max_lag_bytes: 1073741824
 		resp.Body.Close()
 		t.Errorf("the HTTP listener still answers after the program ended")
 	}
+}
+
+// listenerURL waits for the program whose log is out to start its HTTP
+// listener, and returns its base URL.
+func listenerURL(t *testing.T, out *kafkasinktest.LogBuffer, status chan int) string {
+	t.Helper()
+	listening := regexp.MustCompile(`msg="HTTP listener started" addr=(\S+)`)
+	waitFor(t, 30*time.Second, "the HTTP listener", status, out, func() bool { return listening.MatchString(out.String()) })
+	return "http://" + listening.FindStringSubmatch(out.String())[1]
+}
+
+// httpGet returns the status code and body of GET url.
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return resp.StatusCode, string(body)
 }

@@ -23,6 +23,35 @@
 // one a line, naming the flag, its YAML key and its variable, and the
 // exit status is 2. A password inside -pg is warned about.
 //
+// kafkasink check [-o json] [flags] connects with the same configuration
+// and checks, changing nothing, what would stop or endanger the pipeline,
+// each with its fix: PostgreSQL's wal_level, the role's REPLICATION and
+// SELECT, the slot, the publication and its tables, replica identities,
+// max_slot_wal_keep_size, free slots and wal senders, failover slots
+// (17 and later: reported only); Kafka's transactional id and idempotent
+// write rights (tried where trying changes nothing), the brokers'
+// transaction.max.timeout.ms, the checkpoint topic (compacted, min ISR,
+// or may be created), the topics of -tables (may be described, or
+// created); the Schema Registry when the encoder needs it. It
+// prints a table (or JSON) and exits 0, or 1 when a check failed. The
+// run command runs the same checks before it waits for the lease: a
+// failure no waiting cures (wal_level, a missing right) stops it with
+// exit status 2, the rest are logged.
+//
+// kafkasink offsets show [-o json] [flags] prints the sink's checkpoint
+// as the broker has it (read without claiming the transactional id, so
+// safe while an instance runs), pgcdc's cursor in it (source identity,
+// confirmed position, gaps, backfills, snapshot state), the slot and who
+// holds the lease. kafkasink offsets reset -to current|resnapshot|<LSN>
+// [-yes] moves the checkpoint through the sink's own exactly-once path
+// (kafkasink.ResetCheckpoint, which fences any running instance): so it
+// refuses while an instance holds the slot's lease or streams the slot,
+// holds the lease itself while it writes, and only says what it would do
+// without -yes. current reports only; an LSN counts every change
+// committed up to it as delivered (never below the slot's confirmed
+// position, which cannot stream them again); resnapshot drops the slot
+// and deletes the checkpoint, for a next run with -snapshot.
+//
 // Secrets come from files or the environment only: the SASL
 // password from -sasl-password-file or KAFKASINK_SASL_PASSWORD, the
 // PostgreSQL password from -pg-password-file (read again for every
@@ -31,11 +60,16 @@
 //
 // With -http-addr (such as 127.0.0.1:9187; a loopback address unless
 // -http-allow-remote) it serves /metrics (Prometheus: kafkasinkprom's
-// collectors, the Go runtime's and the process's), /healthz (200 unless a
-// Kafka transaction has been open past the transaction timeout), /readyz
-// (200 while streaming, the sink answers Ping, and the lag is within
-// -ready-max-lag-bytes and -ready-max-lag; 503 and the reason otherwise)
-// and /status (JSON: the Monitor's and the sink's Stats).
+// collectors, the Go runtime's, the process's, and kafkasink_leader: 1
+// while this replica holds the lease), /healthz (200 unless a Kafka
+// transaction has been open past the transaction timeout), /readyz (200
+// while streaming, the sink answers Ping, and the lag is within
+// -ready-max-lag-bytes and -ready-max-lag, or while a standby waits for
+// the lease and PostgreSQL answers; 503 and the reason otherwise, naming
+// PostgreSQL when it is down) and /status (JSON: ready and its reason,
+// leader, the state as a word, durations as Go duration strings, times in
+// RFC 3339, LSNs as PostgreSQL writes them, the Monitor's and the sink's
+// Stats).
 //
 // Logs are JSON unless stderr is a terminal; there they are text, and the
 // progress is one line rewritten in place below them.
@@ -95,6 +129,12 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	switch cmd {
+	case "check":
+		os.Exit(check(ctx, args, os.Getenv, os.Stdout, os.Stderr))
+	case "offsets":
+		os.Exit(offsets(ctx, args, os.Getenv, os.Stdout, os.Stderr))
+	}
 	ownProcess = true
 	os.Exit(run(ctx, args, os.Getenv, os.Stderr))
 }
@@ -131,7 +171,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	pcfg.Monitor = mon
 	var web *httpServer
 	if o.httpAddr != "" {
-		web = newHTTPServer(mon, pcfg.Slot, kcfg.TransactionTimeout, lagBounds{bytes: o.readyMaxLagBytes, age: o.readyMaxLag})
+		web = newHTTPServer(mon, pcfg.Slot, kcfg.TransactionTimeout, lagBounds{bytes: o.readyMaxLagBytes, age: o.readyMaxLag}, func(ctx context.Context) error {
+			conn, err := connectPG(ctx, pcfg)
+			if err == nil {
+				conn.Close(ctx)
+			}
+			return err
+		})
 		stopWeb, err := web.serve(o.httpAddr, logger)
 		if err != nil {
 			return fail(logger, err)
@@ -139,6 +185,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		defer stopWeb()
 	}
 
+	// The checks of kafkasink check: a failure no waiting cures stops
+	// the program now, not after the lease and the sink.
+	if err := preflightAtStart(ctx, checkTarget{kcfg: kcfg, pcfg: pcfg, o: o}, logger); err != nil {
+		return failOrStopped(ctx, logger, err)
+	}
 	if web != nil {
 		web.standby.Store(true)
 	}
@@ -150,6 +201,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return failOrStopped(ctx, logger, err)
 	}
 	defer release()
+	if web != nil {
+		web.leader.Store(true)
+		// Before release: a replica that lost its lease leads no more.
+		defer web.leader.Store(false)
+	}
 
 	// New reads the checkpoint back; bound it so an unreachable cluster
 	// ends the program instead of hanging it, but let a signal end it

@@ -48,8 +48,9 @@ func versionLine() string {
 	return fmt.Sprintf("kafkasink %s, commit %s, %s", v, c, runtime.Version())
 }
 
-// command splits the subcommand off args: run (the default), version or
-// help; -version anywhere before a "--" is the version command too.
+// command splits the subcommand off args: run (the default), check,
+// offsets, version or help; -version anywhere before a "--" is the version
+// command too.
 func command(args []string) (string, []string) {
 	for _, a := range args {
 		if a == "--" {
@@ -61,7 +62,7 @@ func command(args []string) (string, []string) {
 	}
 	if len(args) > 0 {
 		switch args[0] {
-		case "run", "version", "help":
+		case "run", "check", "offsets", "version", "help":
 			return args[0], args[1:]
 		}
 	}
@@ -74,6 +75,12 @@ const usageHead = `kafkasink streams PostgreSQL logical replication into Kafka, 
 
 Usage:
   kafkasink [run] [flags]   stream (the default)
+  kafkasink check [-o json] [flags]
+                            connect and check every setting, server and right; change nothing
+  kafkasink offsets show [-o json] [flags]
+                            print the checkpoint, its cursor, the slot and the lease's holder
+  kafkasink offsets reset -to current|resnapshot|<LSN> [-yes] [flags]
+                            move the checkpoint; refused while an instance holds the lease
   kafkasink version         print the version (also -version)
   kafkasink help            print every flag with its full description
 
@@ -82,7 +89,9 @@ upper case, '_' for '-' and '.') or by its key in the -config YAML file
 ('_' for '-' and '.'); flags win over the environment, which wins over
 the file. Exit status: 0 stopped by a signal, 1 a runtime error, 2 a
 configuration error (all problems are listed, nothing is started), 3
-another instance took over.
+another instance took over. check and offsets exit 0 when done, 1 when
+a check failed or a reset was refused or failed, 2 on a configuration
+error.
 `
 
 // printUsage writes the usage to w, the flags grouped by topic: each in

@@ -181,15 +181,7 @@ func (e *pgEnv) backfillRound(ctx context.Context, round int, rows int64, size, 
 	if err := createTopic(ctx, e.admin, topic, e.cfg.partitions, e.rf, nil); err != nil {
 		return bfRound{}, err
 	}
-	codec, err := kafkasink.ParseCompression(e.cfg.compression)
-	if err != nil {
-		return bfRound{}, err
-	}
-	sink, err := kafkasink.New(ctx, kafkasink.Config{
-		Brokers: e.cfg.brokers, SinkID: topic, CheckpointTopic: topic + "-checkpoint",
-		Topics:        kafkasink.Topics{Routes: map[string]string{"public." + e.name: topic}, MustExist: true},
-		ClientOptions: []kgo.Opt{kgo.ProducerBatchCompression(codec)},
-	})
+	sink, err := e.backfillSink(ctx, topic)
 	if err != nil {
 		return bfRound{}, err
 	}
@@ -249,34 +241,19 @@ func (e *pgEnv) backfillRound(ctx context.Context, round int, rows int64, size, 
 	if r.idle, err = backfill(); err != nil {
 		return r, err
 	}
-	lctx, cancelLoad := context.WithCancel(ctx)
-	defer cancelLoad()
-	var written atomic.Int64
-	loadErr, started := make(chan error, 1), make(chan struct{})
-	go func() { loadErr <- e.writeLoad(lctx, round, rows, size, load, &written, started) }()
-	select {
-	case <-started: // the load is on before the backfill begins
-	case err := <-loadErr:
-		return r, fmt.Errorf("the writer: %w", err)
-	}
-	r.loaded, err = backfill()
-	cancelLoad()
-	if lerr := <-loadErr; !errors.Is(lerr, context.Canceled) && err == nil {
-		err = fmt.Errorf("the writer: %w", lerr)
-	}
-	if err != nil {
+	var written int64
+	if r.loaded, written, err = e.underLoad(ctx, round, rows, size, load, backfill); err != nil {
 		return r, err
 	}
-	if r.snapshot.reads != rows || r.idle.reads != rows || r.loaded.reads > rows || r.loaded.reads == 0 {
-		return r, fmt.Errorf("read records: snapshot %d, idle backfill %d, loaded backfill %d; want %d, %d and at most %d (the rows a change touched in a chunk's window are dropped)",
-			r.snapshot.reads, r.idle.reads, r.loaded.reads, rows, rows, rows)
+	if err := r.checkReads(rows); err != nil {
+		return r, err
 	}
 	// Every change written meanwhile must arrive before the topic is
 	// counted: wait until the stream has delivered them.
 	if err := wait("the load's changes", func() bool {
 		_, changes, _ := w.take()
 		r.loaded.changes += changes
-		return r.loaded.changes >= written.Load()
+		return r.loaded.changes >= written
 	}); err != nil {
 		return r, err
 	}
@@ -292,6 +269,52 @@ func (e *pgEnv) backfillRound(ctx context.Context, round int, rows int64, size, 
 		return r, fmt.Errorf("topic %s holds %d records read_committed, want %d: what Run wrote, once", topic, n, want)
 	}
 	return r, nil
+}
+
+// underLoad runs backfill while writeLoad updates the table, and returns
+// its phase and the rows the load updated.
+func (e *pgEnv) underLoad(ctx context.Context, round int, rows int64, size, load int, backfill func() (bfPhase, error)) (bfPhase, int64, error) {
+	lctx, cancelLoad := context.WithCancel(ctx)
+	defer cancelLoad()
+	var written atomic.Int64
+	loadErr, started := make(chan error, 1), make(chan struct{})
+	go func() { loadErr <- e.writeLoad(lctx, round, rows, size, load, &written, started) }()
+	select {
+	case <-started: // the load is on before the backfill begins
+	case err := <-loadErr:
+		return bfPhase{}, 0, fmt.Errorf("the writer: %w", err)
+	}
+	ph, err := backfill()
+	cancelLoad()
+	if lerr := <-loadErr; !errors.Is(lerr, context.Canceled) && err == nil {
+		err = fmt.Errorf("the writer: %w", lerr)
+	}
+	return ph, written.Load(), err
+}
+
+// backfillSink is the exactly-once sink of a round, writing the table to
+// topic.
+func (e *pgEnv) backfillSink(ctx context.Context, topic string) (*kafkasink.Sink, error) {
+	codec, err := kafkasink.ParseCompression(e.cfg.compression)
+	if err != nil {
+		return nil, err
+	}
+	return kafkasink.New(ctx, kafkasink.Config{
+		Brokers: e.cfg.brokers, SinkID: topic, CheckpointTopic: topic + "-checkpoint",
+		Topics:        kafkasink.Topics{Routes: map[string]string{"public." + e.name: topic}, MustExist: true},
+		ClientOptions: []kgo.Opt{kgo.ProducerBatchCompression(codec)},
+	})
+}
+
+// checkReads checks the read records of a round of a table of rows: all
+// of them in the snapshot and the idle backfill, at most all of them in
+// the loaded one.
+func (r bfRound) checkReads(rows int64) error {
+	if r.snapshot.reads != rows || r.idle.reads != rows || r.loaded.reads > rows || r.loaded.reads == 0 {
+		return fmt.Errorf("read records: snapshot %d, idle backfill %d, loaded backfill %d; want %d, %d and at most %d (the rows a change touched in a chunk's window are dropped)",
+			r.snapshot.reads, r.idle.reads, r.loaded.reads, rows, rows, rows)
+	}
+	return nil
 }
 
 // writeLoad updates random rows of the table, load a second in

@@ -1,6 +1,8 @@
 package pgcdc
 
 import (
+	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"testing"
@@ -108,5 +110,103 @@ func TestBackfillAddedTable(t *testing.T) {
 	})
 	if slices.ContainsFunc(l.read(t), func(r bfRecord) bool { return r.id == gone }) {
 		t.Errorf("a row inserted after %s left the publication was streamed", left)
+	}
+}
+
+// reads returns the backfill run ids of the read records of table's
+// topic, one per record.
+func (e *pgEnv) reads(table string) []string {
+	var out []string
+	for _, r := range e.readTopic(table) {
+		if r.Op == "read" {
+			out = append(out, r.RunID)
+		}
+	}
+	return out
+}
+
+// The ways a table joins and leaves the publication, beyond the stream's
+// first change of it: a table that joins with no change is noticed when
+// Run reads the publication again, and backfilled, with a warning when
+// Config.Tables does not name it; after a restart, a table that joined
+// while Run was stopped is backfilled and one that left is reported, as
+// the cursor's list of tables shows, and a table backfilled before is not
+// backfilled again; with the option off a table that joins is reported,
+// streamed and not backfilled.
+func TestPublicationChanges(t *testing.T) {
+	e := newPGEnv(t)
+	a := e.createTable("_a")
+	e.fillTable(a, 10)
+	cfg := e.config(a)
+	cfg.Snapshot, cfg.BackfillAddedTables = true, true
+	logs := newLogRecorder(t)
+	cfg.Logger = slog.New(logs)
+	sink := e.newSink(e.name)
+	runWith := func(cfg Config) (func() error, *run, *Monitor) {
+		mon := &Monitor{}
+		cfg.Monitor = mon
+		stop, r := start(t, cfg, sink)
+		waitFor(t, time.Minute, "streaming", r, func() bool { return mon.Stats().State == RunStreaming })
+		return stop, r, mon
+	}
+	stop, r, mon := runWith(cfg)
+
+	// No change of the table follows: no Relation message names it.
+	c := e.createTable("_c")
+	e.fillTable(c, 50)
+	e.exec("ALTER PUBLICATION " + e.name + " ADD TABLE " + c)
+	cName := kafkasink.TableName("public", c)
+	ch := addedChange(t, r, mon, cName, true)
+	if ch.Backfill == "" {
+		t.Fatalf("%s joined with no backfill: %+v (%s)", c, ch, mon.Stats().LastBackfillError)
+	}
+	var got []string
+	waitFor(t, time.Minute, "the backfill of "+c, r, func() bool { got = e.reads(c); return len(got) >= 50 })
+	if n := logs.matching("a table joined the publication but Config.Tables (-tables) does not name it", cName); n != 1 {
+		t.Errorf("%d warnings that Tables does not name %s, want 1", n, cName)
+	}
+	if err := stop(); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+
+	// While Run is stopped, d joins and a leaves.
+	d := e.createTable("_d")
+	e.fillTable(d, 30)
+	e.exec("ALTER PUBLICATION " + e.name + " ADD TABLE " + d)
+	e.exec("ALTER PUBLICATION " + e.name + " DROP TABLE " + a)
+	cfg.Tables = nil
+	stop, r, mon = runWith(cfg)
+	dName, aName := kafkasink.TableName("public", d), kafkasink.TableName("public", a)
+	chD := addedChange(t, r, mon, dName, true)
+	addedChange(t, r, mon, aName, false)
+	waitFor(t, time.Minute, "the backfill of "+d, r, func() bool { return len(e.reads(d)) >= 30 })
+	if got := e.reads(d); len(got) != 30 || slices.ContainsFunc(got, func(id string) bool { return id != chD.Backfill }) {
+		t.Errorf("%s: read records of backfills %v, want 30 of %s", d, got, chD.Backfill)
+	}
+	if st := mon.Stats(); len(st.PublicationChanges) != 2 {
+		t.Errorf("after the restart the Monitor shows %+v, want %s joined and %s left", st.PublicationChanges, dName, aName)
+	}
+	if err := stop(); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+
+	// With the option off, a table that joins is streamed, not read.
+	cfg.BackfillAddedTables = false
+	_, r, mon = runWith(cfg)
+	f := e.createTable("_f")
+	e.fillTable(f, 20)
+	e.exec("ALTER PUBLICATION " + e.name + " ADD TABLE " + f)
+	if ch := addedChange(t, r, mon, kafkasink.TableName("public", f), true); ch.Backfill != "" {
+		t.Errorf("with the option off, %s joined with backfill %s", f, ch.Backfill)
+	}
+	e.exec("INSERT INTO " + f + " VALUES (100, 100, 'after')")
+	var recs []record
+	waitFor(t, time.Minute, "the row inserted into "+f, r, func() bool { recs = e.readTopic(f); return len(recs) > 0 })
+	if len(recs) != 1 || recs[0].Op != "insert" {
+		t.Errorf("%s: %+v, want only the insert", f, recs)
+	}
+	// c was backfilled once, before the restarts.
+	if got := e.reads(c); len(got) != 50 || slices.ContainsFunc(got, func(id string) bool { return id != ch.Backfill }) {
+		t.Errorf("%s: read records of backfills %v, want 50 of %s", c, got, ch.Backfill)
 	}
 }

@@ -58,6 +58,7 @@ type httpServer struct {
 	reg        *prometheus.Registry
 	txnTimeout time.Duration // the sink's transaction timeout: a Write open longer is stuck
 	maxLag     lagBounds
+	backfills  *pgcdc.Backfills // Run's, for the backfill endpoints (backfill.go)
 }
 
 // lagBounds are -ready-max-lag-bytes and -ready-max-lag; zero is no bound.
@@ -94,6 +95,7 @@ func (s *httpServer) serve(addr string, logger *slog.Logger) (stop func(), err e
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("GET /status", s.status)
+	s.registerBackfills(mux)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan struct{})
 	go func() {
@@ -176,13 +178,14 @@ type statusDoc struct {
 	Checkpoint string           `json:"checkpoint"`  // the sink's checkpoint position; "" before the sink
 	Run        pgcdc.RunStats   `json:"run"`
 	Sink       *kafkasink.Stats `json:"sink"` // null before the sink is created
+	Backfills  []backfillDoc    `json:"backfills"`
 }
 
 func (s *httpServer) status(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	now, st := time.Now(), s.mon.Stats()
-	doc := statusDoc{Ready: "ok", State: st.State.String(), LagSeconds: lagAge(st, now).Seconds(), Run: st}
+	doc := statusDoc{Ready: "ok", State: st.State.String(), LagSeconds: lagAge(st, now).Seconds(), Run: st, Backfills: backfillDocs(st.Backfills)}
 	if reason := s.notReady(ctx, st, now); reason != "" {
 		doc.Ready = reason
 	}

@@ -95,6 +95,9 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if cmd == "backfill" {
+		os.Exit(backfillCommand(ctx, args, os.Getenv, os.Stdout, os.Stderr))
+	}
 	ownProcess = true
 	os.Exit(run(ctx, args, os.Getenv, os.Stderr))
 }
@@ -132,6 +135,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	var web *httpServer
 	if o.httpAddr != "" {
 		web = newHTTPServer(mon, pcfg.Slot, kcfg.TransactionTimeout, lagBounds{bytes: o.readyMaxLagBytes, age: o.readyMaxLag})
+		pcfg.Backfills = new(pgcdc.Backfills)
+		web.backfills = pcfg.Backfills
 		stopWeb, err := web.serve(o.httpAddr, logger)
 		if err != nil {
 			return fail(logger, err)

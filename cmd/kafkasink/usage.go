@@ -61,7 +61,7 @@ func command(args []string) (string, []string) {
 	}
 	if len(args) > 0 {
 		switch args[0] {
-		case "run", "version", "help":
+		case "run", "version", "help", "backfill":
 			return args[0], args[1:]
 		}
 	}
@@ -76,6 +76,7 @@ Usage:
   kafkasink [run] [flags]   stream (the default)
   kafkasink version         print the version (also -version)
   kafkasink help            print every flag with its full description
+  kafkasink backfill ...    ask a running instance (-http-addr) for a backfill
 
 Every flag can also be set by its environment variable ($KAFKASINK_<FLAG>,
 upper case, '_' for '-' and '.') or by its key in the -config YAML file

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"mime"
 	"net/http"
 	"net/url"
@@ -157,6 +158,34 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.Encode(v)
+}
+
+// logBackfills logs the progress of each unfinished backfill, a record
+// each, beside the progress record.
+func logBackfills(logger *slog.Logger, ps []pgcdc.BackfillProgress) {
+	for _, p := range ps {
+		logger.Info("backfill progress", "backfill", p.ID, "table", p.Table, "rows", p.Rows, "chunks", p.Chunks, "last_key", p.LastKey,
+			"rows_left", p.RowsLeft, "rows_per_second", int64(p.RowsPerSecond+0.5), "paused", p.Paused)
+	}
+}
+
+// backfillsLine is what the progress line says of the unfinished
+// backfills: for each, its table, rows, the estimate of the rows left
+// when known, and its rate or that it is paused.
+func backfillsLine(ps []pgcdc.BackfillProgress) string {
+	var b strings.Builder
+	for _, p := range ps {
+		fmt.Fprintf(&b, "; backfill %s %d rows", p.Table, p.Rows)
+		if p.RowsLeft >= 0 {
+			fmt.Fprintf(&b, " (~%d left)", p.RowsLeft)
+		}
+		if p.Paused {
+			b.WriteString(" paused")
+		} else {
+			fmt.Fprintf(&b, " %d/s", int64(p.RowsPerSecond+0.5))
+		}
+	}
+	return b.String()
 }
 
 const backfillUsage = `Usage:

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/kafkasinktest"
+	"github.com/kafkasink/kafkasink/pgcdc"
 )
 
 // backfillCLI runs the backfill command against addr and returns its exit
@@ -48,7 +49,7 @@ func readsBy(t *testing.T, brokers, topic string) map[string]int {
 // TestBackfillCommand runs the program against the real PostgreSQL and
 // Kafka and asks it for backfills with the backfill command, through its
 // HTTP endpoints: a backfill is requested, paused (the listing and
-// /status show it paused), resumed and cancelled; one with a condition
+// /status and the progress log show it paused), resumed and cancelled; one with a condition
 // delivers exactly the rows it matches; an unknown id, an unknown table
 // and a missing -table are refused with their reasons, and so is a POST
 // that does not say it sends JSON. A table added to the publication is
@@ -70,7 +71,7 @@ func TestBackfillCommand(t *testing.T) {
 		}
 	})
 	args := []string{"-pg", pg, "-tables", "public." + name, "-slot", name, "-publication", name,
-		"-topic-prefix", name, "-partitions", "3", "-batch-max-wait", "20ms", "-log-format", "text", "-http-addr", "127.0.0.1:0"}
+		"-topic-prefix", name, "-partitions", "3", "-batch-max-wait", "20ms", "-log-format", "text", "-http-addr", "127.0.0.1:0", "-progress", "200ms"}
 	out, status, _ := startProgram(ctx, t, db, name, brokers, args)
 	listening := regexp.MustCompile(`msg="HTTP listener started" addr=(\S+)`)
 	var addr string
@@ -112,6 +113,8 @@ func TestBackfillCommand(t *testing.T) {
 	if l := list(); len(l) != 1 || l[0].ID != slow.ID || !l[0].Paused {
 		t.Errorf("list after pause: %+v, want the backfill paused", l)
 	}
+	progress := regexp.MustCompile(`msg="backfill progress" backfill=` + slow.ID + ` table=public.` + name + ` rows=\d+ chunks=\d+ last_key=\S+ rows_left=-?\d+ rows_per_second=\d+ paused=true`)
+	waitFor(t, 30*time.Second, "the paused backfill in the progress log", status, out, func() bool { return progress.MatchString(out.String()) })
 	resp, err := http.Get("http://" + addr + "/status")
 	if err != nil {
 		t.Fatal(err)
@@ -192,4 +195,22 @@ func sum(m map[string]int) int {
 		n += v
 	}
 	return n
+}
+
+// The progress line names each backfill's table, rows, the rows left when
+// known, and its rate or its pause.
+func TestBackfillsLine(t *testing.T) {
+	running := pgcdc.BackfillProgress{BackfillStatus: pgcdc.BackfillStatus{Table: "public.orders", Rows: 2048}, RowsLeft: 900, RowsPerSecond: 511.6}
+	paused := pgcdc.BackfillProgress{BackfillStatus: pgcdc.BackfillStatus{Table: "public.items", Paused: true}, RowsLeft: -1}
+	for _, c := range []struct {
+		ps   []pgcdc.BackfillProgress
+		want string
+	}{
+		{nil, ""},
+		{[]pgcdc.BackfillProgress{running, paused}, "; backfill public.orders 2048 rows (~900 left) 512/s; backfill public.items 0 rows paused"},
+	} {
+		if got := backfillsLine(c.ps); got != c.want {
+			t.Errorf("backfillsLine(%+v) = %q, want %q", c.ps, got, c.want)
+		}
+	}
 }

@@ -102,11 +102,19 @@ type publishedName struct{ schema, table, rootSchema, root string }
 // listPublication lists the tables of publication pub, ordered by schema
 // and table.
 func listPublication(ctx context.Context, q querier, pub string) ([]publishedName, error) {
+	var version int
+	if err := q.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version); err != nil {
+		return nil, fmt.Errorf("pgcdc: reading server_version_num: %w", err)
+	}
+	root := "c.oid"
+	if version >= 120000 { // pg_partition_root came with PostgreSQL 12
+		root = "coalesce(pg_partition_root(c.oid), c.oid)"
+	}
 	rows, err := q.Query(ctx, `SELECT pt.schemaname::text, pt.tablename::text, rn.nspname::text, r.relname::text
 		FROM pg_publication_tables pt
 		JOIN pg_namespace n ON n.nspname = pt.schemaname
 		JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = pt.tablename
-		JOIN pg_class r ON r.oid = coalesce(pg_partition_root(c.oid), c.oid)
+		JOIN pg_class r ON r.oid = `+root+`
 		JOIN pg_namespace rn ON rn.oid = r.relnamespace
 		WHERE pt.pubname = $1
 		ORDER BY 1, 2`, pub)

@@ -132,7 +132,8 @@ func (e *pgEnv) reads(table string) []string {
 // while Run was stopped is backfilled and one that left is reported, as
 // the cursor's list of tables shows, and a table backfilled before is not
 // backfilled again; with the option off a table that joins is reported,
-// streamed and not backfilled.
+// streamed and not backfilled; and the first change of a table that
+// joins makes Run read the publication at once.
 func TestPublicationChanges(t *testing.T) {
 	e := newPGEnv(t)
 	a := e.createTable("_a")
@@ -192,7 +193,7 @@ func TestPublicationChanges(t *testing.T) {
 
 	// With the option off, a table that joins is streamed, not read.
 	cfg.BackfillAddedTables = false
-	_, r, mon = runWith(cfg)
+	stop, r, mon = runWith(cfg)
 	f := e.createTable("_f")
 	e.fillTable(f, 20)
 	e.exec("ALTER PUBLICATION " + e.name + " ADD TABLE " + f)
@@ -205,8 +206,34 @@ func TestPublicationChanges(t *testing.T) {
 	if len(recs) != 1 || recs[0].Op != "insert" {
 		t.Errorf("%s: %+v, want only the insert", f, recs)
 	}
-	// c was backfilled once, before the restarts.
+	if err := stop(); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+
+	// The option on again, with StandbyInterval an hour: the first change
+	// of a table that joins makes Run read the publication, nothing else
+	// would within the test. The first Run with the option takes the
+	// publication as it is: f, which joined while it was off, is not
+	// backfilled.
+	cfg.BackfillAddedTables, cfg.StandbyInterval = true, time.Hour
+	_, r, mon = runWith(cfg)
+	g := e.createTable("_g")
+	e.fillTable(g, 5)
+	e.exec("ALTER PUBLICATION " + e.name + " ADD TABLE " + g)
+	e.exec("INSERT INTO " + g + " VALUES (100, 100, 'after')")
+	chG := addedChange(t, r, mon, kafkasink.TableName("public", g), true)
+	waitFor(t, time.Minute, "the backfill of "+g, r, func() bool { return len(e.reads(g)) >= 5 })
+	if got := e.reads(g); slices.ContainsFunc(got, func(id string) bool { return id != chG.Backfill }) {
+		t.Errorf("%s: read records of backfills %v, want all of %s", g, got, chG.Backfill)
+	}
+	if changes := mon.Stats().PublicationChanges; len(changes) != 1 {
+		t.Errorf("the Monitor shows %+v, want only %s joining", changes, g)
+	}
+	// c was backfilled once, before the restarts, and f never.
 	if got := e.reads(c); len(got) != 50 || slices.ContainsFunc(got, func(id string) bool { return id != ch.Backfill }) {
 		t.Errorf("%s: read records of backfills %v, want 50 of %s", c, got, ch.Backfill)
+	}
+	if got := e.reads(f); len(got) != 0 {
+		t.Errorf("%s, which joined while the option was off: read records of backfills %v, want none", f, got)
 	}
 }

@@ -514,10 +514,11 @@ func (r *runner) monitor(ctx context.Context) {
 		case <-t.C:
 			tick = true
 		case <-pt.C:
-			if !r.watch.streaming() {
-				continue
-			}
 		case <-r.watch.ask:
+		}
+		read := !tick && r.watch.streaming()
+		if !tick && !read {
+			continue
 		}
 		if conn == nil {
 			var err error
@@ -542,7 +543,7 @@ func (r *runner) monitor(ctx context.Context) {
 				}
 			}
 		}
-		if err == nil && r.watch.streaming() {
+		if err == nil && read {
 			var list []publishedName
 			if list, err = listPublication(ctx, conn, r.cfg.Publication); err == nil {
 				r.watch.put(list)

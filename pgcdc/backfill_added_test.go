@@ -132,7 +132,8 @@ func (e *pgEnv) reads(table string) []string {
 // while Run was stopped is backfilled and one that left is reported, as
 // the cursor's list of tables shows, and a table backfilled before is not
 // backfilled again; with the option off a table that joins is reported,
-// streamed and not backfilled; and the first change of a table that
+// streamed and not backfilled, and one that leaves has its backfill
+// cancelled; and the first change of a table that
 // joins makes Run read the publication at once.
 func TestPublicationChanges(t *testing.T) {
 	e := newPGEnv(t)
@@ -143,14 +144,14 @@ func TestPublicationChanges(t *testing.T) {
 	logs := newLogRecorder(t)
 	cfg.Logger = slog.New(logs)
 	sink := e.newSink(e.name)
-	runWith := func(cfg Config) (func() error, *run, *Monitor) {
+	runWith := func(cfg Config, sink Sink) (func() error, *run, *Monitor) {
 		mon := &Monitor{}
 		cfg.Monitor = mon
 		stop, r := start(t, cfg, sink)
 		waitFor(t, time.Minute, "streaming", r, func() bool { return mon.Stats().State == RunStreaming })
 		return stop, r, mon
 	}
-	stop, r, mon := runWith(cfg)
+	stop, r, mon := runWith(cfg, sink)
 
 	// No change of the table follows: no Relation message names it.
 	c := e.createTable("_c")
@@ -176,7 +177,7 @@ func TestPublicationChanges(t *testing.T) {
 	e.exec("ALTER PUBLICATION " + e.name + " ADD TABLE " + d)
 	e.exec("ALTER PUBLICATION " + e.name + " DROP TABLE " + a)
 	cfg.Tables = nil
-	stop, r, mon = runWith(cfg)
+	stop, r, mon = runWith(cfg, sink)
 	dName, aName := kafkasink.TableName("public", d), kafkasink.TableName("public", a)
 	chD := addedChange(t, r, mon, dName, true)
 	addedChange(t, r, mon, aName, false)
@@ -191,9 +192,27 @@ func TestPublicationChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// With the option off, a table that joins is streamed, not read.
+	// With the option off, a table that joins is streamed, not read; a
+	// table that leaves has its backfill cancelled (paused here, while
+	// its first chunk's Write waits).
 	cfg.BackfillAddedTables = false
-	stop, r, mon = runWith(cfg)
+	ctrl, gate := &Backfills{}, &gateSink{Sink: sink, open: make(chan struct{})}
+	cfg.Backfills, cfg.BackfillChunkRows = ctrl, 10 // d's 30 rows: 3 chunks
+	stop, r, mon = runWith(cfg, gate)
+	st, err := request(t, ctrl, d, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ctrl.Pause(context.Background(), st.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.exec("ALTER PUBLICATION " + e.name + " DROP TABLE " + d)
+	addedChange(t, r, mon, dName, false)
+	waitFor(t, time.Minute, "the backfill of "+d+" cancelled", r, func() bool { return len(ctrl.List()) == 0 })
+	close(gate.open)
+	if e := mon.Stats().LastBackfillError; e != "" {
+		t.Errorf("the backfill of %s, whose table left: %q, want it cancelled, not failed", d, e)
+	}
 	f := e.createTable("_f")
 	e.fillTable(f, 20)
 	e.exec("ALTER PUBLICATION " + e.name + " ADD TABLE " + f)
@@ -215,8 +234,8 @@ func TestPublicationChanges(t *testing.T) {
 	// would within the test. The first Run with the option takes the
 	// publication as it is: f, which joined while it was off, is not
 	// backfilled.
-	cfg.BackfillAddedTables, cfg.StandbyInterval = true, time.Hour
-	_, r, mon = runWith(cfg)
+	cfg.BackfillAddedTables, cfg.StandbyInterval, cfg.Backfills = true, time.Hour, nil
+	_, r, mon = runWith(cfg, sink)
 	g := e.createTable("_g")
 	e.fillTable(g, 5)
 	e.exec("ALTER PUBLICATION " + e.name + " ADD TABLE " + g)
@@ -226,7 +245,7 @@ func TestPublicationChanges(t *testing.T) {
 	if got := e.reads(g); slices.ContainsFunc(got, func(id string) bool { return id != chG.Backfill }) {
 		t.Errorf("%s: read records of backfills %v, want all of %s", g, got, chG.Backfill)
 	}
-	if changes := mon.Stats().PublicationChanges; len(changes) != 1 {
+	if changes := mon.Stats().PublicationChanges; len(changes) != 1 || changes[0].Table != kafkasink.TableName("public", g) {
 		t.Errorf("the Monitor shows %+v, want only %s joining", changes, g)
 	}
 	// c was backfilled once, before the restarts, and f never.

@@ -34,8 +34,14 @@
 // collectors, the Go runtime's and the process's), /healthz (200 unless a
 // Kafka transaction has been open past the transaction timeout), /readyz
 // (200 while streaming, the sink answers Ping, and the lag is within
-// -ready-max-lag-bytes and -ready-max-lag; 503 and the reason otherwise)
-// and /status (JSON: the Monitor's and the sink's Stats).
+// -ready-max-lag-bytes and -ready-max-lag; 503 and the reason otherwise),
+// /status (JSON: the Monitor's and the sink's Stats, and the backfills'
+// progress) and /backfills, where kafkasink backfill asks for, lists,
+// pauses, resumes and cancels backfills (see backfill.go).
+//
+// A table that joins the publication while it runs is streamed and, with
+// -backfill-added-tables (on by default), its existing rows are read as
+// a backfill beside its changes.
 //
 // Logs are JSON unless stderr is a terminal; there they are text, and the
 // progress is one line rewritten in place below them.

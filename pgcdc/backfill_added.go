@@ -165,8 +165,13 @@ func (b *backfiller) knowTables(names []string, atCheck bool) {
 }
 
 // relation notes a Relation message of the stream: one of a table the
-// pump does not know asks the monitor to read the publication now.
+// pump does not know asks the monitor to read the publication now. A
+// nil backfiller, a runner's outside Run (as tests build one), does
+// nothing.
 func (b *backfiller) relation(schema, table string) {
+	if b == nil {
+		return
+	}
 	name := kafkasink.TableName(schema, table)
 	if _, known := slices.BinarySearch(b.known, name); known || b.asked[name] {
 		return

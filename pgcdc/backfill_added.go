@@ -2,6 +2,7 @@ package pgcdc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -207,20 +208,29 @@ func (b *backfiller) tablesRead(ctx context.Context, list []publishedName) {
 		if _, ok := slices.BinarySearch(b.known, name); ok {
 			continue
 		}
+		ch := PublicationChange{Table: name, Added: true, At: time.Now()}
+		if cfg.BackfillAddedTables {
+			c, err := b.accept(ctx, BackfillRequest{Table: name}, "added")
+			var be *BackfillError
+			switch {
+			case err != nil && !errors.As(err, &be) && retryable(err):
+				// The connection failed, not the table: the table
+				// stays unknown, so the next reading tries again.
+				b.r.log.Warn("a table joined the publication, and asking for its backfill failed; trying again at the next reading of the publication",
+					"table", name, "error", err)
+				names = slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == name })
+				continue
+			case err != nil:
+				b.refused(err, "added")
+			}
+			ch.Backfill = c.ID
+		}
 		b.r.log.Info("a table joined the publication: its changes are streamed", "table", name, "publication", cfg.Publication,
-			"backfill", cfg.BackfillAddedTables)
+			"backfill", ch.Backfill)
 		if len(cfg.Tables) > 0 && !cfg.AcceptPublicationTables && !namedIn(cfg.Tables, p) {
 			b.r.log.Warn("a table joined the publication but Config.Tables (-tables) does not name it: it is streamed, as the publication decides; "+
 				"the next start refuses the difference: add it to Tables, or set Config.AcceptPublicationTables (-accept-publication-tables)",
 				"table", name, "publication", cfg.Publication)
-		}
-		ch := PublicationChange{Table: name, Added: true, At: time.Now()}
-		if cfg.BackfillAddedTables {
-			c, err := b.accept(ctx, BackfillRequest{Table: name}, "added")
-			if err != nil {
-				b.refused(err, "added")
-			}
-			ch.Backfill = c.ID
 		}
 		cfg.Monitor.publicationChange(ch)
 	}

@@ -128,7 +128,8 @@ func (e *pgEnv) reads(table string) []string {
 // The ways a table joins and leaves the publication, beyond the stream's
 // first change of it: a table that joins with no change is noticed when
 // Run reads the publication again, and backfilled, with a warning when
-// Config.Tables does not name it; after a restart, a table that joined
+// Config.Tables does not name it, and asked for again when the backfill
+// connection fails as it is asked for; after a restart, a table that joined
 // while Run was stopped is backfilled and one that left is reported, as
 // the cursor's list of tables shows, and a table backfilled before is not
 // backfilled again; with the option off a table that joins is reported,
@@ -166,6 +167,25 @@ func TestPublicationChanges(t *testing.T) {
 	waitFor(t, time.Minute, "the backfill of "+c, r, func() bool { got = e.reads(c); return len(got) >= 50 })
 	if n := logs.matching("a table joined the publication but Config.Tables (-tables) does not name it", cName); n != 1 {
 		t.Errorf("%d warnings that Tables does not name %s, want 1", n, cName)
+	}
+
+	// The backfill connection fails as c2 joins: its backfill is asked
+	// for again at the next reading.
+	var killed int
+	if err := e.db.QueryRow(context.Background(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE datname = current_database() AND application_name = 'kafkasink-pgcdc' AND backend_type = 'client backend' AND lower(query) = 'commit'`).Scan(&killed); err != nil || killed != 1 {
+		t.Fatalf("terminating the backfill connection: %d terminated, %v", killed, err)
+	}
+	c2 := e.createTable("_c2")
+	e.fillTable(c2, 7)
+	e.exec("ALTER PUBLICATION " + e.name + " ADD TABLE " + c2)
+	c2Name := kafkasink.TableName("public", c2)
+	if ch := addedChange(t, r, mon, c2Name, true); ch.Backfill == "" {
+		t.Errorf("%s joined with no backfill: %+v (%s)", c2, ch, mon.Stats().LastBackfillError)
+	}
+	waitFor(t, time.Minute, "the backfill of "+c2, r, func() bool { return len(e.reads(c2)) >= 7 })
+	if n := logs.matching("a table joined the publication, and asking for its backfill failed", c2Name); n != 1 {
+		t.Errorf("%d warnings that asking for the backfill of %s failed, want 1", n, c2Name)
 	}
 	if err := stop(); err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatal(err)

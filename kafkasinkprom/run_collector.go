@@ -1,6 +1,8 @@
 package kafkasinkprom
 
 import (
+	"encoding/json"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kafkasink/kafkasink/pgcdc"
@@ -16,6 +18,9 @@ type RunCollector struct {
 	serverWALEnd, confirmed, lag            *prometheus.Desc
 	events, snapshotRows, lastCommit, spool *prometheus.Desc
 	tableRows, tableDone                    *prometheus.Desc
+	backfillRows, backfillChunks            *prometheus.Desc
+	backfillLeft, backfillRate              *prometheus.Desc
+	backfillPaused, backfillKey             *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*RunCollector)(nil)
@@ -45,13 +50,23 @@ func NewRunCollector(mon *pgcdc.Monitor, slot string) *RunCollector {
 		spool:        desc("spool_bytes", "Bytes the spool holds on disk for streamed transactions not yet committed."),
 		tableRows:    desc("snapshot_table_rows_total", "Snapshot rows written by this Run, by table.", "table"),
 		tableDone:    desc("snapshot_table_done", "1 when the snapshot read the table to its end, else 0.", "table"),
+		// The backfills' series exist while the backfill is unfinished.
+		backfillRows:   desc("backfill_rows_total", "Rows an unfinished backfill delivered, across restarts.", "backfill", "table"),
+		backfillChunks: desc("backfill_chunks_total", "Chunks an unfinished backfill read, across restarts.", "backfill", "table"),
+		backfillLeft:   desc("backfill_rows_left", "Estimate of the rows an unfinished backfill has still to read (from pg_class.reltuples); -1 when unknown.", "backfill", "table"),
+		backfillRate:   desc("backfill_rows_per_second", "Rows per second an unfinished backfill delivered since this run began or took it.", "backfill", "table"),
+		backfillPaused: desc("backfill_paused", "1 when the unfinished backfill is paused, else 0.", "backfill", "table"),
+		// The key as a label: a new series with every chunk, for as
+		// long as the backfill runs.
+		backfillKey: desc("backfill_last_key_info", "1, with the key of the last row the backfill read as a JSON array of its columns' text (last_key; empty before the first chunk).", "backfill", "table", "last_key"),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *RunCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.state, c.reconnects, c.lastError, c.serverWALEnd, c.confirmed, c.lag,
-		c.events, c.snapshotRows, c.lastCommit, c.spool, c.tableRows, c.tableDone} {
+		c.events, c.snapshotRows, c.lastCommit, c.spool, c.tableRows, c.tableDone,
+		c.backfillRows, c.backfillChunks, c.backfillLeft, c.backfillRate, c.backfillPaused, c.backfillKey} {
 		ch <- d
 	}
 }
@@ -92,5 +107,21 @@ func (c *RunCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.tableRows, prometheus.CounterValue, float64(p.Rows), c.slot, table)
 		ch <- prometheus.MustNewConstMetric(c.tableDone, prometheus.GaugeValue, done, c.slot, table)
+	}
+	for _, b := range st.Backfills {
+		var paused float64
+		if b.Paused {
+			paused = 1
+		}
+		var key []byte
+		if b.LastKey != nil {
+			key, _ = json.Marshal(b.LastKey)
+		}
+		ch <- prometheus.MustNewConstMetric(c.backfillRows, prometheus.CounterValue, float64(b.Rows), c.slot, b.ID, b.Table)
+		ch <- prometheus.MustNewConstMetric(c.backfillChunks, prometheus.CounterValue, float64(b.Chunks), c.slot, b.ID, b.Table)
+		ch <- prometheus.MustNewConstMetric(c.backfillLeft, prometheus.GaugeValue, float64(b.RowsLeft), c.slot, b.ID, b.Table)
+		ch <- prometheus.MustNewConstMetric(c.backfillRate, prometheus.GaugeValue, b.RowsPerSecond, c.slot, b.ID, b.Table)
+		ch <- prometheus.MustNewConstMetric(c.backfillPaused, prometheus.GaugeValue, paused, c.slot, b.ID, b.Table)
+		ch <- prometheus.MustNewConstMetric(c.backfillKey, prometheus.GaugeValue, 1, c.slot, b.ID, b.Table, string(key))
 	}
 }

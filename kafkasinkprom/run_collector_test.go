@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,7 +46,8 @@ kafkasink_pgcdc_state{slot="shop",state="waiting to reconnect"} 0
 
 // The Run collector follows a real Run: PostgreSQL (KAFKASINK_TEST_PG,
 // from scripts/testenv.sh) into a fake Kafka cluster, a snapshot of 3 rows
-// and one streamed insert.
+// and one streamed insert, then a backfill paused after its first chunk
+// of 2 rows, whose Write is held meanwhile.
 func TestRunCollectorFollowsRun(t *testing.T) {
 	pg := os.Getenv("KAFKASINK_TEST_PG")
 	if pg == "" {
@@ -91,12 +94,14 @@ func TestRunCollectorFollowsRun(t *testing.T) {
 	}
 	defer sink.Close(context.Background())
 
-	mon := &pgcdc.Monitor{}
+	mon, bf := &pgcdc.Monitor{}, &pgcdc.Backfills{}
+	held := &heldSink{Sink: sink, release: make(chan struct{})}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
 		done <- pgcdc.Run(runCtx, pgcdc.Config{ConnString: pg, Slot: name, Publication: name, Tables: []string{"public." + name},
-			CreateSlot: true, CreatePublication: true, Snapshot: true, Monitor: mon, StandbyInterval: 200 * time.Millisecond}, sink)
+			CreateSlot: true, CreatePublication: true, Snapshot: true, Monitor: mon, StandbyInterval: 200 * time.Millisecond,
+			Backfills: bf, BackfillChunkRows: 2}, held)
 	}()
 	waitFor := func(what string, cond func(pgcdc.RunStats) bool) {
 		t.Helper()
@@ -150,8 +155,81 @@ kafkasink_pgcdc_snapshot_table_rows_total{slot=%[1]q,table="public.%[1]s"} 3
 	if values["kafkasink_pgcdc_last_commit_timestamp_seconds"] < float64(time.Now().Add(-time.Minute).Unix()) || values["kafkasink_pgcdc_server_wal_end_lsn"] == 0 {
 		t.Errorf("gauges %v: want the insert's commit time and the server's WAL end", values)
 	}
+
+	exec("ANALYZE " + name) // the estimate of the rows left: 4 less those read
+	held.hold.Store(true)
+	st, err := bf.Request(ctx, pgcdc.BackfillRequest{Table: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bf.Pause(ctx, st.ID); err != nil {
+		t.Fatal(err)
+	}
+	want = fmt.Sprintf(`
+# HELP kafkasink_pgcdc_backfill_chunks_total Chunks an unfinished backfill read, across restarts.
+# TYPE kafkasink_pgcdc_backfill_chunks_total counter
+kafkasink_pgcdc_backfill_chunks_total{backfill=%[2]q,slot=%[1]q,table="public.%[1]s"} 1
+# HELP kafkasink_pgcdc_backfill_last_key_info 1, with the key of the last row the backfill read as a JSON array of its columns' text (last_key; empty before the first chunk).
+# TYPE kafkasink_pgcdc_backfill_last_key_info gauge
+kafkasink_pgcdc_backfill_last_key_info{backfill=%[2]q,last_key="[\"2\"]",slot=%[1]q,table="public.%[1]s"} 1
+# HELP kafkasink_pgcdc_backfill_paused 1 when the unfinished backfill is paused, else 0.
+# TYPE kafkasink_pgcdc_backfill_paused gauge
+kafkasink_pgcdc_backfill_paused{backfill=%[2]q,slot=%[1]q,table="public.%[1]s"} 1
+# HELP kafkasink_pgcdc_backfill_rows_left Estimate of the rows an unfinished backfill has still to read (from pg_class.reltuples); -1 when unknown.
+# TYPE kafkasink_pgcdc_backfill_rows_left gauge
+kafkasink_pgcdc_backfill_rows_left{backfill=%[2]q,slot=%[1]q,table="public.%[1]s"} 2
+# HELP kafkasink_pgcdc_backfill_rows_total Rows an unfinished backfill delivered, across restarts.
+# TYPE kafkasink_pgcdc_backfill_rows_total counter
+kafkasink_pgcdc_backfill_rows_total{backfill=%[2]q,slot=%[1]q,table="public.%[1]s"} 2
+`, name, st.ID)
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "kafkasink_pgcdc_backfill_chunks_total", "kafkasink_pgcdc_backfill_last_key_info",
+		"kafkasink_pgcdc_backfill_paused", "kafkasink_pgcdc_backfill_rows_left", "kafkasink_pgcdc_backfill_rows_total"); err != nil {
+		t.Error(err)
+	}
+	if problems, err := testutil.CollectAndLint(c); err != nil || len(problems) > 0 {
+		t.Errorf("lint with a backfill: %v %v", problems, err)
+	}
+	if rate := rateOf(t, reg); rate <= 0 {
+		t.Errorf("kafkasink_pgcdc_backfill_rows_per_second %v, want the rate of the first chunk", rate)
+	}
+	close(held.release)
 	stop()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run: %v", err)
 	}
+}
+
+// heldSink holds the Writes of read events while hold is set, until
+// release closes.
+type heldSink struct {
+	*kafkasink.Sink
+	hold    atomic.Bool
+	release chan struct{}
+}
+
+func (s *heldSink) Write(ctx context.Context, b kafkasink.Batch) error {
+	if s.hold.Load() && slices.ContainsFunc(b.Events, func(e kafkasink.Event) bool { return e.Op == kafkasink.OpRead }) {
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	return s.Sink.Write(ctx, b)
+}
+
+// rateOf returns the one backfill rate reg gathers.
+func rateOf(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "kafkasink_pgcdc_backfill_rows_per_second" && len(f.GetMetric()) == 1 {
+			return f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatal("no single kafkasink_pgcdc_backfill_rows_per_second series")
+	return 0
 }

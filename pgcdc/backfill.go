@@ -48,7 +48,8 @@ type BackfillStatus struct {
 	// before the first chunk; the next chunk reads after it.
 	LastKey []string
 	// Requested is when the backfill was accepted; By says how it was
-	// asked for: "api" (Backfills.Request) or "signal".
+	// asked for: "api" (Backfills.Request), "signal", or "added" (its
+	// table joined the publication, Config.BackfillAddedTables).
 	Requested time.Time
 	By        string
 }

@@ -57,6 +57,11 @@ type backfiller struct {
 	// estimate as its last chunk read it (Monitor.Stats).
 	rates     map[string]rateMark
 	estimates map[string]int64
+	// known are the publication's tables as the pump last compared
+	// them (tableNames), asked the tables whose Relation message asked
+	// for a reading since (see backfill_added.go).
+	known []string
+	asked map[string]bool
 }
 
 // rateMark is where a backfill stood at a moment.
@@ -98,13 +103,22 @@ func (b *backfiller) begin(s *session) {
 	b.wake = make(chan struct{}, 1)
 	b.retryAt = time.Time{}
 	b.rates, b.estimates = make(map[string]rateMark), make(map[string]int64)
+	if b.r.cfg.BackfillAddedTables {
+		b.known = slices.Clone(b.r.ck.cur.Tables)
+	}
+	b.asked = make(map[string]bool)
 	b.publish()
 	b.ctrl.attach(b.wake)
+	b.r.watch.attach(b.wake)
+	// A reading at once: a table that joined while no session streamed
+	// is noticed now.
+	poke(b.r.watch.ask)
 }
 
 // end ends a session.
 func (b *backfiller) end() {
 	b.ctrl.attach(nil)
+	b.r.watch.attach(nil)
 	if b.timer != nil {
 		b.timer.Stop()
 	}
@@ -357,6 +371,9 @@ func (s *session) backfillStep() error {
 	if b == nil || s.dec.InTransaction() {
 		return nil
 	}
+	if list := b.r.watch.take(); list != nil {
+		b.tablesRead(s.ctx, list)
+	}
 	cmds := b.ctrl.take()
 	replies := make([]backfillReply, len(cmds))
 	for i, c := range cmds {
@@ -415,6 +432,9 @@ func (b *backfiller) change(kind backfillCmdKind, i int) {
 func (s *session) carryBackfills() {
 	b := s.bf
 	s.cur.backfills = &backfillState{list: b.live.clone(), lastSignal: b.lastSignal}
+	if b.r.cfg.BackfillAddedTables {
+		s.cur.backfills.tables = b.known
+	}
 	b.changed = false
 	b.publish()
 	s.arm()
@@ -451,6 +471,9 @@ func (b *backfiller) publish() {
 type backfillState struct {
 	list       backfillList
 	lastSignal signalPos
+	// tables are the publication's tables the pump knows
+	// (cursor.Tables), nil unless Config.BackfillAddedTables.
+	tables []string
 }
 
 // backfillChunk reads the next chunk of the first running backfill and

@@ -25,7 +25,7 @@ type backfillCursor struct {
 	Chunks     int64     `json:"chunks"`
 	Paused     bool      `json:"paused,omitempty"`
 	Requested  time.Time `json:"requested"`
-	By         string    `json:"by"` // "api" or "signal"
+	By         string    `json:"by"` // "api", "signal" or "added"
 }
 
 // signalPos orders the signals as the stream delivers them: by the commit

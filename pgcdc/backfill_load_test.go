@@ -48,19 +48,8 @@ type bfLoad struct {
 func newBFLoad(t *testing.T, rows int, pub string) *bfLoad {
 	e := newPGEnv(t)
 	_, e.brokers = realEnv(t)
-	l := &bfLoad{e: e, table: e.name + "_bf", role: e.name + "_ro"}
-	e.exec("CREATE TABLE " + l.table + " (id bigint PRIMARY KEY, seq bigint NOT NULL, note text, big text)")
-	e.exec("ALTER TABLE " + l.table + " ALTER COLUMN big SET STORAGE EXTERNAL") // out of line, uncompressed: TOASTed
-	e.exec("CREATE PUBLICATION " + e.name + " FOR TABLE " + l.table + pub)
-	e.exec(fmt.Sprintf("INSERT INTO %s SELECT g, g, 'n' || g, CASE WHEN g %% 3 = 0 THEN repeat(md5(g::text), 100) END FROM generate_series(1, %d) g", l.table, rows))
-	e.exec("ANALYZE " + l.table)
-	l.seq.Store(int64(rows))
-	l.nextID.Store(int64(rows))
-	for i := range rows {
-		l.live = append(l.live, int64(i+1))
-	}
-	e.exec("CREATE ROLE " + l.role + " LOGIN REPLICATION PASSWORD 'ro'")
-	e.exec("GRANT SELECT ON " + l.table + " TO " + l.role)
+	role := e.name + "_ro"
+	e.exec("CREATE ROLE " + role + " LOGIN REPLICATION PASSWORD 'ro'")
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
@@ -72,8 +61,26 @@ func newBFLoad(t *testing.T, rows int, pub string) *bfLoad {
 		// After the test's own cleanup has dropped the slot and the
 		// table, which run first: cleanups run last in, first out.
 		dropTestObjects(ctx, db, e.name)
-		db.Exec(ctx, "DROP ROLE IF EXISTS "+l.role)
+		db.Exec(ctx, "DROP ROLE IF EXISTS "+role)
 	})
+	l := e.bfTable(e.name+"_bf", role, rows)
+	e.exec("CREATE PUBLICATION " + e.name + " FOR TABLE " + l.table + pub)
+	return l
+}
+
+// bfTable creates a load's table with rows rows, readable by role.
+func (e *pgEnv) bfTable(table, role string, rows int) *bfLoad {
+	l := &bfLoad{e: e, table: table, role: role}
+	e.exec("CREATE TABLE " + l.table + " (id bigint PRIMARY KEY, seq bigint NOT NULL, note text, big text)")
+	e.exec("ALTER TABLE " + l.table + " ALTER COLUMN big SET STORAGE EXTERNAL") // out of line, uncompressed: TOASTed
+	e.exec(fmt.Sprintf("INSERT INTO %s SELECT g, g, 'n' || g, CASE WHEN g %% 3 = 0 THEN repeat(md5(g::text), 100) END FROM generate_series(1, %d) g", l.table, rows))
+	e.exec("ANALYZE " + l.table)
+	l.seq.Store(int64(rows))
+	l.nextID.Store(int64(rows))
+	for i := range rows {
+		l.live = append(l.live, int64(i+1))
+	}
+	e.exec("GRANT SELECT ON " + l.table + " TO " + l.role)
 	return l
 }
 

@@ -125,6 +125,32 @@ type Config struct {
 	// stream waits for one chunk's query at a time. Default
 	// DefaultBackfillChunkRows.
 	BackfillChunkRows int
+	// BackfillAddedTables, when true, backfills a table that joins the
+	// publication while Run runs (ALTER PUBLICATION ... ADD TABLE, or a
+	// table created under FOR ALL TABLES or FOR TABLES IN SCHEMA):
+	// pgoutput streams its changes from then on, and its rows are read
+	// as a backfill (BackfillStatus.By "added"), with the guarantees of
+	// every backfill: each row at most one read event, none after a
+	// newer change of its key. Run notices a table that joined at the
+	// first change the stream carries of it, else within
+	// StandbyInterval, when it reads the publication's tables again. The
+	// checkpoint's cursor then records the publication's tables (their
+	// names, with every Write), so a table that joined while Run was
+	// stopped is backfilled when it starts; the first Run with the
+	// option records them as they are. The tables the initial snapshot
+	// reads are not backfilled. A table that Config.Tables does not name
+	// is backfilled too, as the publication decides what is streamed,
+	// with a warning (see AcceptPublicationTables). A table whose
+	// backfill is refused (no key, see docs/backfill.md) is streamed
+	// without it; the refusal is logged and in the Monitor.
+	//
+	// Default false: a table that joins is streamed from then on, and
+	// its existing rows are not read (ask for them with Backfills or a
+	// signal). Either way, a table that joins or leaves the publication
+	// is logged and in the Monitor (RunStats.PublicationChanges); one
+	// that leaves is no longer streamed, and its backfill is cancelled.
+	// The program's flag is -backfill-added-tables, on by default there.
+	BackfillAddedTables bool
 	// SignalPrefix, when set, is the prefix of the logical decoding
 	// messages Run takes as backfill signals, Debezium's signal JSON
 	// sent with pg_logical_emit_message(true, prefix, json). Empty

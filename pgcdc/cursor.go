@@ -61,6 +61,12 @@ type cursorFields struct {
 	// stream: a signal the server sends again after a restart is not
 	// taken twice.
 	LastSignal signalPos `json:"last_signal,omitzero"`
+	// Tables are the publication's tables as Run last compared them,
+	// recorded with Config.BackfillAddedTables only (kafkasink.TableName
+	// form, sorted): a table the publication has beyond them joined it
+	// since, and is backfilled. nil when not recorded; an empty
+	// publication records an empty list.
+	Tables []string `json:"published_tables,omitzero"`
 }
 
 // sourceIdentity names the source of a stream of changes.

@@ -29,6 +29,7 @@ type Monitor struct {
 	mu        sync.Mutex
 	tables    map[string]TableProgress // guarded by mu
 	backfills []BackfillProgress       // guarded by mu
+	changes   []PublicationChange      // guarded by mu
 }
 
 // BackfillProgress is how far one unfinished backfill got.
@@ -110,6 +111,10 @@ type RunStats struct {
 	// Backfills is the progress of each unfinished backfill, in the
 	// order they are read, as of the last change; nil when none.
 	Backfills []BackfillProgress
+	// PublicationChanges are the tables that joined or left the
+	// publication while Run streamed, oldest first, the newest 32 of
+	// them; nil when none did.
+	PublicationChanges []PublicationChange
 	// SnapshotTables is each table's progress in this Run's snapshot,
 	// by "schema.table"; nil when Run read no snapshot.
 	SnapshotTables map[string]TableProgress
@@ -150,6 +155,7 @@ func (m *Monitor) Stats() RunStats {
 	m.mu.Lock()
 	st.SnapshotTables = maps.Clone(m.tables)
 	st.Backfills = slices.Clone(m.backfills)
+	st.PublicationChanges = slices.Clone(m.changes)
 	m.mu.Unlock()
 	return st
 }
@@ -185,6 +191,18 @@ func (m *Monitor) backfillProgress(p []BackfillProgress) {
 	if m != nil {
 		m.mu.Lock()
 		m.backfills = p
+		m.mu.Unlock()
+	}
+}
+
+// publicationChange notes a table that joined or left the publication.
+func (m *Monitor) publicationChange(c PublicationChange) {
+	if m != nil {
+		m.mu.Lock()
+		m.changes = append(m.changes, c)
+		if n := len(m.changes); n > publicationChangesMax {
+			m.changes = slices.Clone(m.changes[n-publicationChangesMax:])
+		}
 		m.mu.Unlock()
 	}
 }

@@ -125,25 +125,14 @@ func checkPublicationTables(ctx context.Context, q querier, cfg *Config) error {
 	if len(cfg.Tables) == 0 {
 		return nil
 	}
-	rows, err := q.Query(ctx, `SELECT pt.schemaname::text, pt.tablename::text, rn.nspname::text, r.relname::text
-		FROM pg_publication_tables pt
-		JOIN pg_namespace n ON n.nspname = pt.schemaname
-		JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = pt.tablename
-		JOIN pg_class r ON r.oid = coalesce(pg_partition_root(c.oid), c.oid)
-		JOIN pg_namespace rn ON rn.oid = r.relnamespace
-		WHERE pt.pubname = $1
-		ORDER BY 1, 2`, cfg.Publication)
+	list, err := listPublication(ctx, q, cfg.Publication)
 	if err != nil {
-		return fmt.Errorf("pgcdc: listing the tables of publication %q: %w", cfg.Publication, err)
+		return err
 	}
 	type published struct{ table, root string }
-	tables, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (published, error) {
-		var schema, table, rootSchema, root string
-		err := row.Scan(&schema, &table, &rootSchema, &root)
-		return published{qualified(schema, table), qualified(rootSchema, root)}, err
-	})
-	if err != nil {
-		return fmt.Errorf("pgcdc: listing the tables of publication %q: %w", cfg.Publication, err)
+	tables := make([]published, len(list))
+	for i, p := range list {
+		tables[i] = published{qualified(p.schema, p.table), qualified(p.rootSchema, p.root)}
 	}
 	wanted := make(map[string]bool, len(cfg.Tables))
 	for _, t := range cfg.Tables {

@@ -81,6 +81,7 @@ func Run(ctx context.Context, cfg Config, sink Sink) error {
 	r.ck = checkpointer{cfg: r.cfg, log: r.log, sink: sink}
 	r.catalog = &catalog{cfg: r.cfg, log: r.log}
 	r.bf = &backfiller{r: r, ctrl: cfg.Backfills}
+	r.watch = newPublicationWatch()
 	defer r.catalog.close()
 	defer func() {
 		if r.spool != nil {
@@ -168,6 +169,9 @@ type runner struct {
 	bf *backfiller
 	// signal is Config.SignalTable as prepareServer found it.
 	signal signalTable
+	// watch carries the publication's tables from the monitor to the
+	// pump (see backfill_added.go).
+	watch *publicationWatch
 }
 
 // runnerPhase is where a Run stands across its attempts. It starts
@@ -283,6 +287,11 @@ func (r *runner) prepareServer(ctx context.Context, db *pgx.Conn) error {
 	if err := r.ck.load(); err != nil {
 		return err
 	}
+	published, err := listPublication(ctx, db, r.cfg.Publication)
+	if err != nil {
+		return err
+	}
+	r.bf.knowTables(tableNames(published), true)
 	// Backfills.List shows the checkpoint's unfinished backfills from
 	// now on, before the stream resumes them.
 	r.cfg.Backfills.publish(r.ck.cur.Backfills)
@@ -481,11 +490,16 @@ const retainedLogInterval = time.Minute
 // the heartbeat's pace (Config.tick): it emits a heartbeat, a logical
 // decoding message, when heartbeats are enabled, and measures the WAL the
 // slot retains, logging it once per retainedLogInterval and reporting
-// SourceWALRetained above Config.RetainedWALWarn. Failures are logged and
-// retried at the next tick: neither is a reason to stop.
+// SourceWALRetained above Config.RetainedWALWarn. While a session
+// streams it also reads the publication's tables for the pump, every
+// StandbyInterval and when the pump asks (see backfill_added.go).
+// Failures are logged and retried at the next tick: none is a reason to
+// stop.
 func (r *runner) monitor(ctx context.Context) {
 	t := time.NewTicker(r.cfg.tick())
 	defer t.Stop()
+	pt := time.NewTicker(r.cfg.StandbyInterval)
+	defer pt.Stop()
 	var (
 		conn    *pgx.Conn
 		version int // the server's, read on connecting
@@ -498,10 +512,18 @@ func (r *runner) monitor(ctx context.Context) {
 		}
 	}()
 	for {
+		tick := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			tick = true
+		case <-pt.C:
+		case <-r.watch.ask:
+		}
+		read := !tick && r.watch.streaming()
+		if !tick && !read {
+			continue
 		}
 		if conn == nil {
 			var err error
@@ -517,15 +539,24 @@ func (r *runner) monitor(ctx context.Context) {
 				continue
 			}
 		}
-		err := r.measureRetained(ctx, conn, version, &logged)
-		if err == nil && r.cfg.HeartbeatInterval > 0 {
-			if _, err = conn.Exec(ctx, "SELECT pg_logical_emit_message(false, '"+heartbeatPrefix+"', '')"); err != nil {
-				err = fmt.Errorf("heartbeat: %w", err)
+		var err error
+		if tick {
+			err = r.measureRetained(ctx, conn, version, &logged)
+			if err == nil && r.cfg.HeartbeatInterval > 0 {
+				if _, err = conn.Exec(ctx, "SELECT pg_logical_emit_message(false, '"+heartbeatPrefix+"', '')"); err != nil {
+					err = fmt.Errorf("heartbeat: %w", err)
+				}
+			}
+		}
+		if err == nil && read {
+			var list []publishedName
+			if list, err = listPublication(ctx, conn, r.cfg.Publication); err == nil {
+				r.watch.put(list)
 			}
 		}
 		if err != nil {
 			if ctx.Err() == nil && err.Error() != lastErr {
-				r.log.Warn("heartbeat or slot measurement failed; trying again at the next tick", "error", err)
+				r.log.Warn("heartbeat, slot measurement or reading the publication failed; trying again at the next tick", "error", err)
 			}
 			lastErr = err.Error()
 			closeConn(conn)

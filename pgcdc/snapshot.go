@@ -201,6 +201,9 @@ func (s *snapshotRun) run(ctx context.Context, exported string) error {
 	if err != nil {
 		return err
 	}
+	// The snapshot reads every table published now: none of them is
+	// one to backfill when the stream finds it in the publication.
+	s.r.bf.knowTables(snapshotNames(published), false)
 	tables, err := s.r.describeAll(ctx, tx, s.pending(published))
 	if err != nil {
 		return err

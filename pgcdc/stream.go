@@ -180,6 +180,7 @@ func (r *runner) newDecoder(s *session) (*Decoder, error) {
 		Counted:         counted(r.sink),
 		OnRelation: func(schema, table string, columns []string) {
 			r.noteColumns(schema, table, columns, "Relation message")
+			r.bf.relation(schema, table)
 		},
 		KeylessTables: r.cfg.KeylessTables,
 		// The first transaction of the session follows the last one

@@ -110,6 +110,9 @@ func (s *session) writer(ctx, sctx context.Context) {
 		}
 		if b.backfills != nil {
 			next.Backfills, next.LastSignal = b.backfills.list, b.backfills.lastSignal
+			if b.backfills.tables != nil {
+				next.Tables = b.backfills.tables
+			}
 		}
 		if err := s.ck.write(ctx, sctx, next, events); err != nil {
 			s.werr <- err

@@ -64,6 +64,7 @@ type httpServer struct {
 	reg        *prometheus.Registry
 	txnTimeout time.Duration // the sink's transaction timeout: a Write open longer is stuck
 	maxLag     lagBounds
+	backfills  *pgcdc.Backfills // Run's, for the backfill endpoints (backfill.go)
 }
 
 // lagBounds are -ready-max-lag-bytes and -ready-max-lag; zero is no bound.
@@ -110,6 +111,7 @@ func (s *httpServer) serve(addr string, logger *slog.Logger) (stop func(), err e
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("GET /status", s.status)
+	s.registerBackfills(mux)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan struct{})
 	go func() {
@@ -205,12 +207,13 @@ type statusDoc struct {
 	// State is "standby" (waiting for the lease), "starting" (before
 	// the sink), or pgcdc's Run state: "connecting", "snapshotting",
 	// "streaming", "waiting to reconnect", "stopped".
-	State      string      `json:"state"`
-	Lag        string      `json:"lag"`        // how far behind the database Kafka is in time; see lagAge
-	LagBytes   int64       `json:"lag_bytes"`  // WAL the slot holds that is not delivered
-	Checkpoint string      `json:"checkpoint"` // the sink's checkpoint position; "" before the sink
-	Run        runStatus   `json:"run"`
-	Sink       *sinkStatus `json:"sink"` // null before the sink
+	State      string        `json:"state"`
+	Lag        string        `json:"lag"`        // how far behind the database Kafka is in time; see lagAge
+	LagBytes   int64         `json:"lag_bytes"`  // WAL the slot holds that is not delivered
+	Checkpoint string        `json:"checkpoint"` // the sink's checkpoint position; "" before the sink
+	Run        runStatus     `json:"run"`
+	Sink       *sinkStatus   `json:"sink"` // null before the sink
+	Backfills  []backfillDoc `json:"backfills"`
 }
 
 // runStatus is pgcdc.RunStats in /status's terms.
@@ -293,7 +296,7 @@ func (s *httpServer) status(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	now, st := time.Now(), s.mon.Stats()
 	doc := statusDoc{Leader: s.leader.Load(), State: st.State.String(), Lag: lagAge(st, now).Round(time.Millisecond).String(),
-		LagBytes: st.LagBytes, Run: newRunStatus(st)}
+		LagBytes: st.LagBytes, Run: newRunStatus(st), Backfills: backfillDocs(st.Backfills)}
 	doc.Ready, doc.Reason = s.readiness(ctx, st, now)
 	switch sink := s.sink.Load(); {
 	case sink != nil:

@@ -66,10 +66,16 @@
 // while streaming, the sink answers Ping, and the lag is within
 // -ready-max-lag-bytes and -ready-max-lag, or while a standby waits for
 // the lease and PostgreSQL answers; 503 and the reason otherwise, naming
-// PostgreSQL when it is down) and /status (JSON: ready and its reason,
+// PostgreSQL when it is down), /status (JSON: ready and its reason,
 // leader, the state as a word, durations as Go duration strings, times in
 // RFC 3339, LSNs as PostgreSQL writes them, the Monitor's and the sink's
-// Stats).
+// Stats, the backfills' progress) and /backfills, where kafkasink
+// backfill asks for, lists, pauses, resumes and cancels backfills (see
+// backfill.go).
+//
+// A table that joins the publication while it runs is streamed and, with
+// -backfill-added-tables (on by default), its existing rows are read as
+// a backfill beside its changes.
 //
 // Logs are JSON unless stderr is a terminal; there they are text, and the
 // progress is one line rewritten in place below them.
@@ -134,6 +140,8 @@ func main() {
 		os.Exit(check(ctx, args, os.Getenv, os.Stdout, os.Stderr))
 	case "offsets":
 		os.Exit(offsets(ctx, args, os.Getenv, os.Stdout, os.Stderr))
+	case "backfill":
+		os.Exit(backfillCommand(ctx, args, os.Getenv, os.Stdout, os.Stderr))
 	}
 	ownProcess = true
 	os.Exit(run(ctx, args, os.Getenv, os.Stderr))
@@ -178,6 +186,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 			}
 			return err
 		})
+		pcfg.Backfills = new(pgcdc.Backfills)
+		web.backfills = pcfg.Backfills
 		stopWeb, err := web.serve(o.httpAddr, logger)
 		if err != nil {
 			return fail(logger, err)

@@ -22,7 +22,7 @@ type options struct {
 	brokers, tables, slot, publication, sinkID string
 	keyColumns                                 string
 	create, snapshot, acceptPublicationTables  bool
-	keylessTables                              bool
+	keylessTables, backfillAddedTables         bool
 	slotGap                                    pgcdc.SlotGap
 	retainedWALWarn, spoolMaxBytes             int64
 	mode, prefix, template, encoder, keyFormat string
@@ -170,6 +170,8 @@ func (o *options) definePostgreSQLFlags(f flagDefiner) {
 	f.boolean(&o.acceptPublicationTables, "accept-publication-tables", "KAFKASINK_ACCEPT_PUBLICATION_TABLES", false,
 		"stream an existing publication whose tables differ from -tables as it is, with a warning (default: refuse to start, naming the tables)")
 	f.boolean(&o.snapshot, "snapshot", "KAFKASINK_SNAPSHOT", false, "deliver the tables' existing rows before the changes")
+	f.boolean(&o.backfillAddedTables, "backfill-added-tables", "KAFKASINK_BACKFILL_ADDED_TABLES", true,
+		"deliver the existing rows of a table that joins the publication while the program runs (or while it is stopped), as a backfill beside its changes (false: only its changes from then on)")
 	f.fs.TextVar(&o.slotGap, "slot-gap", pgcdc.SlotGapRefuse, "when the slot cannot continue from the checkpoint (dropped, invalidated, moved by someone else): "+
 		"refuse, resnapshot (read the tables again from the new slot) or accept (stream on, the gap recorded in the checkpoint) ($KAFKASINK_SLOT_GAP)")
 	f.settings["slot-gap"] = setting{env: "KAFKASINK_SLOT_GAP", want: "refuse, resnapshot or accept", group: f.group}

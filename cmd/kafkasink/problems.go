@@ -71,6 +71,7 @@ var libraryNames = []struct{ name, program string }{
 	{"CreateSlot", "-create"},
 	{"AcceptPublicationTables", "-accept-publication-tables"},
 	{"KeylessTables", "-keyless-tables"},
+	{"BackfillAddedTables", "-backfill-added-tables"},
 	{"KeyColumns", "-key-columns"},
 	{"SlotGap", "-slot-gap"},
 	{"SpoolMaxBytes", "-spool-max-bytes"},

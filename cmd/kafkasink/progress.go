@@ -14,8 +14,9 @@ import (
 // Run's Monitor) and sink: the events written and per second since the
 // last report, the checkpoint, and the lag in bytes of WAL (the server's
 // WAL end minus the position confirmed to the slot: what the slot holds
-// that is not in Kafka yet) and in time (lagAge). On a terminal (term not
-// nil) it is the status line, otherwise a log record.
+// that is not in Kafka yet) and in time (lagAge), and each unfinished
+// backfill's progress. On a terminal (term not nil) it is the status
+// line, otherwise log records.
 func reportProgress(ctx context.Context, logger *slog.Logger, term *terminal, every time.Duration, mon *pgcdc.Monitor, sink *kafkasink.Sink) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -34,12 +35,13 @@ func reportProgress(ctx context.Context, logger *slog.Logger, term *terminal, ev
 		last, lastAt = st.Events, now
 		checkpoint, age := sink.Checkpoint().Position.String(), lagAge(st, now)
 		if term != nil {
-			term.show(fmt.Sprintf("%s: %d events, %d/s, lag %d bytes %.1fs, checkpoint %s",
-				st.State, st.Events, rate, st.LagBytes, age.Seconds(), checkpoint))
+			term.show(fmt.Sprintf("%s: %d events, %d/s, lag %d bytes %.1fs, checkpoint %s%s",
+				st.State, st.Events, rate, st.LagBytes, age.Seconds(), checkpoint, backfillsLine(st.Backfills)))
 			continue
 		}
 		logger.Info("progress", "events", st.Events, "events_per_second", rate, "checkpoint", checkpoint,
 			"lag_seconds", age.Seconds(), "lag_bytes", st.LagBytes, "confirmed_lsn", st.Confirmed.String(), "state", st.State.String())
+		logBackfills(logger, st.Backfills)
 	}
 }
 

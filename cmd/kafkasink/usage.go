@@ -62,7 +62,7 @@ func command(args []string) (string, []string) {
 	}
 	if len(args) > 0 {
 		switch args[0] {
-		case "run", "check", "offsets", "version", "help":
+		case "run", "check", "offsets", "backfill", "version", "help":
 			return args[0], args[1:]
 		}
 	}
@@ -83,6 +83,7 @@ Usage:
                             move the checkpoint; refused while an instance holds the lease
   kafkasink version         print the version (also -version)
   kafkasink help            print every flag with its full description
+  kafkasink backfill ...    ask a running instance (-http-addr) for a backfill
 
 Every flag can also be set by its environment variable ($KAFKASINK_<FLAG>,
 upper case, '_' for '-' and '.') or by its key in the -config YAML file

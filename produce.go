@@ -124,7 +124,7 @@ func (s *Sink) deletedTopic(ctx context.Context, pt *part) error {
 		checked[r.Topic] = true
 		if md, err := topicadmin.Metadata(ctx, s.cl, r.Topic); err == nil && md == nil {
 			gone := fmt.Errorf("%w: %q was deleted while the sink ran; recreate it (or route its tables elsewhere) and restart the sink", ErrTopicMissing, r.Topic)
-			s.topics.markDeleted(r.Topic, gone)
+			s.topics.MarkDeleted(r.Topic, gone)
 			return &WriteError{Topic: r.Topic, Partition: -1, Position: pt.positions[j], Err: gone}
 		}
 	}

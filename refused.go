@@ -192,14 +192,14 @@ func (s *Sink) refreshLimits(ctx context.Context, failed []failedRecord) error {
 			continue
 		}
 		seen[topic] = true
-		old, _ := s.topics.peek(topic)
-		info, err := s.topics.refresh(ctx, s.cl, topic)
+		old, _ := s.topics.Peek(topic)
+		info, err := s.topics.Refresh(ctx, s.cl, topic)
 		if err != nil {
 			return fmt.Errorf("kafkasink: reading topic %q's limits again after the broker refused records: %w", topic, err)
 		}
-		if info.maxMessageBytes < old.maxMessageBytes {
+		if info.MaxMessageBytes < old.MaxMessageBytes {
 			s.log.Warn("topic's max.message.bytes was lowered while the sink ran; the client keeps making batches up to the old limit for the partitions it produced to, so each transaction that meets a too large batch is sent again in runs: restart the sink to make batches by the new limit",
-				"topic", topic, "max_message_bytes", info.maxMessageBytes, "was", old.maxMessageBytes)
+				"topic", topic, "max_message_bytes", info.MaxMessageBytes, "was", old.MaxMessageBytes)
 		}
 	}
 	return nil
@@ -212,15 +212,15 @@ func (s *Sink) refreshLimits(ctx context.Context, failed []failedRecord) error {
 type runLayout struct{ s *Sink }
 
 func (l runLayout) Partition(r *kgo.Record) int32 {
-	if info, known := l.s.topics.peek(r.Topic); known && info.partitions > 0 {
-		return int32(partitionRecord(r, info.partitions))
+	if info, known := l.s.topics.Peek(r.Topic); known && info.Partitions > 0 {
+		return int32(partitionRecord(r, info.Partitions))
 	}
 	return r.Partition
 }
 
 func (l runLayout) Limit(topic string) int {
-	info, _ := l.s.topics.peek(topic)
-	if info.maxMessageBytes == 0 {
+	info, _ := l.s.topics.Peek(topic)
+	if info.MaxMessageBytes == 0 {
 		return l.s.cfg.MaxRecordBytes
 	}
 	return l.s.cfg.recordLimit(info)
@@ -311,7 +311,7 @@ func (s *Sink) quarantineRefused(ctx context.Context, p *plan, i int, refused ma
 		}
 		e := p.event(pos)
 		rej := Rejection{Position: pos, Schema: e.Schema, Table: e.Table, Topic: r.Topic, Reason: refusalReason(err)}
-		info, _ := s.topics.peek(r.Topic)
+		info, _ := s.topics.Peek(r.Topic)
 		rej.Err = refusals.Explain(r, err, recordSize(r), s.cfg.recordLimit(info))
 		if r.Topic == s.cfg.DeadLetterTopic {
 			deadLettered = false

@@ -1,14 +1,10 @@
 package kafkasink
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
-	"sync"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkasink/kafkasink/internal/topicadmin"
 )
@@ -51,6 +47,11 @@ func (t *Topics) problems() []string {
 		p = append(p, fmt.Sprintf("Topics.ReplicationFactor %d: want a positive factor or -1 for the broker's default", t.ReplicationFactor))
 	}
 	return p
+}
+
+// creation is how the sink makes sure of the topics it writes events to.
+func (t *Topics) creation() topicadmin.Settings {
+	return topicadmin.Settings{MustExist: t.MustExist, Partitions: t.Partitions, ReplicationFactor: t.ReplicationFactor, Configs: t.Configs, Missing: ErrTopicMissing}
 }
 
 // routeKind says which setting of Topics named a table's topic.
@@ -215,81 +216,4 @@ func (r *router) check(topic, schema, table string, kind routeKind) error {
 	}
 	return &ConfigError{Problems: []string{fmt.Sprintf("tables %s (by %s) and %s (by %s) both route to topic %q, where their records would mix under the same keys: route one of them elsewhere with a Topics.Routes entry, or, if they are to share the topic, list it in Topics.Shared or give both tables a Topics.Routes entry naming it",
 		prev.owner, prev.kind, me, kind, topic)}}
-}
-
-// topicInfo is what the sink needs to know of a destination topic.
-type topicInfo struct {
-	partitions      int
-	maxMessageBytes int
-	// compacted: cleanup.policy includes compact, so the broker refuses a
-	// record without a key (INVALID_RECORD), failing its whole transaction.
-	compacted bool
-}
-
-// topicCache ensures each destination topic exists (creating it when
-// allowed) the first time it is used, and remembers its limits.
-type topicCache struct {
-	cfg     *Topics
-	mu      sync.Mutex
-	topics  map[string]topicInfo
-	deleted map[string]error // topics deleted under a running sink
-}
-
-func newTopicCache(cfg *Topics) *topicCache {
-	return &topicCache{cfg: cfg, topics: make(map[string]topicInfo), deleted: make(map[string]error)}
-}
-
-// get returns the topic's info, ensuring it exists on first use. A topic
-// deleted while the sink ran stays an error until the sink is restarted:
-// recreating it quietly would hide the deletion from its consumers.
-func (c *topicCache) get(ctx context.Context, cl *kgo.Client, topic string) (topicInfo, error) {
-	if info, ok := c.peek(topic); ok {
-		return info, nil
-	}
-	c.mu.Lock()
-	gone := c.deleted[topic]
-	c.mu.Unlock()
-	if gone != nil {
-		return topicInfo{}, gone
-	}
-	info, err := ensureTopic(ctx, cl, topic, c.cfg.MustExist, c.cfg.Partitions, c.cfg.ReplicationFactor, c.cfg.Configs)
-	if err != nil {
-		return topicInfo{}, err
-	}
-	c.mu.Lock()
-	c.topics[topic] = info
-	c.mu.Unlock()
-	return info, nil
-}
-
-// refresh reads topic's info again from the broker, which may have
-// changed since the sink first used it (max.message.bytes lowered), and
-// remembers it.
-func (c *topicCache) refresh(ctx context.Context, cl *kgo.Client, topic string) (topicInfo, error) {
-	info, err := ensureTopic(ctx, cl, topic, true, c.cfg.Partitions, c.cfg.ReplicationFactor, c.cfg.Configs)
-	if err != nil {
-		return topicInfo{}, err
-	}
-	c.mu.Lock()
-	c.topics[topic] = info
-	c.mu.Unlock()
-	return info, nil
-}
-
-// peek returns what is known of topic without asking the broker. Safe for
-// concurrent use: the client calls it from its own goroutines.
-func (c *topicCache) peek(topic string) (topicInfo, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	info, ok := c.topics[topic]
-	return info, ok
-}
-
-// markDeleted records that topic was deleted under the running sink; err
-// is what every later use returns.
-func (c *topicCache) markDeleted(topic string, err error) {
-	c.mu.Lock()
-	delete(c.topics, topic)
-	c.deleted[topic] = err
-	c.mu.Unlock()
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kafkasink/kafkasink/internal/topicadmin"
+	"github.com/kafkasink/kafkasink/internal/topicclaims"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -472,7 +473,7 @@ func (s *Sink) routeOf(e *Event) tableRoute {
 	}
 	var (
 		rt   tableRoute
-		kind routeKind
+		kind topicclaims.Kind
 	)
 	rt.topic, kind, rt.err = s.router.route(e.Schema, e.Table)
 	if rt.err == nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkasink/kafkasink/internal/ctxerr"
+	"github.com/kafkasink/kafkasink/internal/produced"
 	"github.com/kafkasink/kafkasink/internal/refusals"
 )
 
@@ -36,7 +37,7 @@ import (
 // returns when the refusal cannot be resolved.
 type refusal struct {
 	err    error
-	failed []failedRecord
+	failed []produced.Failure
 }
 
 func (r *refusal) Error() string { return r.err.Error() }
@@ -44,10 +45,10 @@ func (r *refusal) Unwrap() error { return r.err }
 
 // produceError is writeError for part pt whose records failed (res, after
 // wait): a *refusal when every failure may be pinned to a record of pt.
-func (s *Sink) produceError(ctx context.Context, pt *part, ck Checkpoint, res *produceResults) error {
-	failed, err := res.wait()
+func (s *Sink) produceError(ctx context.Context, pt *part, ck Checkpoint, res *produced.Results) error {
+	failed, err := res.Wait()
 	werr := s.writeError(ctx, pt, ck, failed, err)
-	all := res.failures()
+	all := res.Failures()
 	if !refusedOnly(pt, all) {
 		return werr
 	}
@@ -56,7 +57,7 @@ func (s *Sink) produceError(ctx context.Context, pt *part, ck Checkpoint, res *p
 
 // refusedOnly reports whether every failure in all is a refusal code on a
 // record of pt.
-func refusedOnly(pt *part, all []failedRecord) bool {
+func refusedOnly(pt *part, all []produced.Failure) bool {
 	if len(all) == 0 {
 		return false
 	}
@@ -65,7 +66,7 @@ func refusedOnly(pt *part, all []failedRecord) bool {
 		in[r] = true
 	}
 	for _, f := range all {
-		if refusals.Code(f.err) == nil || !in[f.r] {
+		if refusals.Code(f.Err) == nil || !in[f.Record] {
 			return false
 		}
 	}
@@ -106,7 +107,7 @@ func (s *txnSink) quarantine(ctx context.Context, p *plan, i int, ref *refusal) 
 	refused, sent, rounds, perr := s.sink.probe(t.ctx, failedRecords(ref.failed))
 	info := TransactionInfo{First: pt.first, Last: pt.last, Records: sent}
 	for _, f := range ref.failed {
-		t.sentTo(f.r.Topic) // the probe sent them outside t.produce
+		t.sentTo(f.Record.Topic) // the probe sent them outside t.produce
 	}
 	aerr := s.abort(ctx, t, info, errProbeAborted)
 	t.cancel()
@@ -163,20 +164,20 @@ func (s *producerSink) quarantine(ctx context.Context, p *plan, i int, ref *refu
 	if err != nil {
 		return err
 	}
-	var res produceResults
-	if err := s.sink.sendInRuns(ctx, dead, func(r *kgo.Record) { res.produce(ctx, s.sink.cl, r) }, &res); err != nil {
+	var res produced.Results
+	if err := s.sink.sendInRuns(ctx, dead, func(r *kgo.Record) { res.Produce(ctx, s.sink.cl, r) }, &res); err != nil {
 		return err
 	}
-	if failed, err := res.wait(); err != nil {
+	if failed, err := res.Wait(); err != nil {
 		return s.sink.writeError(ctx, pt, Checkpoint{}, failed, err)
 	}
 	return nil
 }
 
-func failedRecords(all []failedRecord) []*kgo.Record {
+func failedRecords(all []produced.Failure) []*kgo.Record {
 	rs := make([]*kgo.Record, len(all))
 	for i, f := range all {
-		rs[i] = f.r
+		rs[i] = f.Record
 	}
 	return rs
 }
@@ -184,10 +185,10 @@ func failedRecords(all []failedRecord) []*kgo.Record {
 // refreshLimits reads again the configuration of the topics of the failed
 // records, so that the size pre-check of what follows, and the runs
 // sendInRuns makes, use the limits the broker applies now.
-func (s *Sink) refreshLimits(ctx context.Context, failed []failedRecord) error {
+func (s *Sink) refreshLimits(ctx context.Context, failed []produced.Failure) error {
 	seen := make(map[string]bool)
 	for _, f := range failed {
-		topic := f.r.Topic
+		topic := f.Record.Topic
 		if seen[topic] {
 			continue
 		}
@@ -235,22 +236,22 @@ func (l runLayout) Size(r *kgo.Record) int { return recordSize(r) + recordOverhe
 // not finish, is returned: it cannot be pinned to a record.
 func (s *Sink) probe(ctx context.Context, records []*kgo.Record) (map[*kgo.Record]error, int, int, error) {
 	return refusals.NewQueues(records, runLayout{s}).Probe(func(round [][]*kgo.Record) (map[*kgo.Record]error, error) {
-		var res produceResults
+		var res produced.Results
 		for _, run := range round {
 			for _, r := range run {
-				res.produce(ctx, s.cl, r)
+				res.Produce(ctx, s.cl, r)
 			}
 		}
 		if err := s.cl.Flush(ctx); err != nil {
 			return nil, fmt.Errorf("kafkasink: sending records again to find the ones the broker refuses: %w", ctxerr.WithCause(ctx, err))
 		}
-		res.wait()
+		res.Wait()
 		failed := make(map[*kgo.Record]error)
-		for _, f := range res.failures() {
-			if refusals.Code(f.err) == nil {
-				return nil, fmt.Errorf("kafkasink: sending records again to find the ones the broker refuses: %s[%d]: %w", f.r.Topic, f.r.Partition, f.err)
+		for _, f := range res.Failures() {
+			if refusals.Code(f.Err) == nil {
+				return nil, fmt.Errorf("kafkasink: sending records again to find the ones the broker refuses: %s[%d]: %w", f.Record.Topic, f.Record.Partition, f.Err)
 			}
-			failed[f.r] = f.err
+			failed[f.Record] = f.Err
 		}
 		return failed, nil
 	})
@@ -262,7 +263,7 @@ func (s *Sink) probe(ctx context.Context, records []*kgo.Record) (map[*kgo.Recor
 // lowered since it first produced to the partition (kgo keeps the batch
 // size it learned then). It stops after a round in which a record failed;
 // res holds the outcomes.
-func (s *Sink) sendInRuns(ctx context.Context, records []*kgo.Record, produce func(*kgo.Record), res *produceResults) error {
+func (s *Sink) sendInRuns(ctx context.Context, records []*kgo.Record, produce func(*kgo.Record), res *produced.Results) error {
 	q := refusals.NewQueues(records, runLayout{s})
 	for round := q.Round(); len(round) > 0; round = q.Round() {
 		for _, run := range round {
@@ -273,7 +274,7 @@ func (s *Sink) sendInRuns(ctx context.Context, records []*kgo.Record, produce fu
 		if err := s.cl.Flush(ctx); err != nil {
 			return fmt.Errorf("kafkasink: sending records in runs: %w", ctxerr.WithCause(ctx, err))
 		}
-		if _, err := res.wait(); err != nil {
+		if _, err := res.Wait(); err != nil {
 			return nil
 		}
 	}

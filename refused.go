@@ -9,7 +9,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kafkasink/kafkasink/internal/ctxerr"
 	"github.com/kafkasink/kafkasink/internal/produced"
 	"github.com/kafkasink/kafkasink/internal/refusals"
 )
@@ -104,7 +103,7 @@ func (s *txnSink) quarantine(ctx context.Context, p *plan, i int, ref *refusal) 
 	if err != nil {
 		return nil, s.sink.follow(verdict{err, actRecover}) // recovery settles the client's state
 	}
-	refused, sent, rounds, perr := s.sink.probe(t.ctx, failedRecords(ref.failed))
+	refused, sent, rounds, perr := refusals.Find(t.ctx, s.sink.cl, failedRecords(ref.failed), runLayout{s.sink})
 	info := TransactionInfo{First: pt.first, Last: pt.last, Records: sent}
 	for _, f := range ref.failed {
 		t.sentTo(f.Record.Topic) // the probe sent them outside t.produce
@@ -131,7 +130,7 @@ func (s *txnSink) quarantine(ctx context.Context, p *plan, i int, ref *refusal) 
 	}
 	// A record that fails now is transact's to find: it checks every
 	// result and aborts.
-	if err := s.sink.sendInRuns(t.ctx, pt.records, func(r *kgo.Record) { t.produce(s.sink.cl, r) }, &t.results); err != nil {
+	if err := refusals.SendInRuns(t.ctx, s.sink.cl, pt.records, runLayout{s.sink}, func(r *kgo.Record) { t.produce(s.sink.cl, r) }, &t.results); err != nil {
 		defer t.cancel()
 		return nil, s.abort(ctx, t, TransactionInfo{First: pt.first, Last: pt.last, Records: t.records}, err)
 	}
@@ -153,7 +152,7 @@ func (s *producerSink) quarantine(ctx context.Context, p *plan, i int, ref *refu
 	if err := s.sink.refreshLimits(ctx, ref.failed); err != nil {
 		return err
 	}
-	refused, _, rounds, err := s.sink.probe(ctx, failedRecords(ref.failed))
+	refused, _, rounds, err := refusals.Find(ctx, s.sink.cl, failedRecords(ref.failed), runLayout{s.sink})
 	if err != nil {
 		return err
 	}
@@ -165,7 +164,7 @@ func (s *producerSink) quarantine(ctx context.Context, p *plan, i int, ref *refu
 		return err
 	}
 	var res produced.Results
-	if err := s.sink.sendInRuns(ctx, dead, func(r *kgo.Record) { res.Produce(ctx, s.sink.cl, r) }, &res); err != nil {
+	if err := refusals.SendInRuns(ctx, s.sink.cl, dead, runLayout{s.sink}, func(r *kgo.Record) { res.Produce(ctx, s.sink.cl, r) }, &res); err != nil {
 		return err
 	}
 	if failed, err := res.Wait(); err != nil {
@@ -184,7 +183,7 @@ func failedRecords(all []produced.Failure) []*kgo.Record {
 
 // refreshLimits reads again the configuration of the topics of the failed
 // records, so that the size pre-check of what follows, and the runs
-// sendInRuns makes, use the limits the broker applies now.
+// refusals.SendInRuns makes, use the limits the broker applies now.
 func (s *Sink) refreshLimits(ctx context.Context, failed []produced.Failure) error {
 	seen := make(map[string]bool)
 	for _, f := range failed {
@@ -228,58 +227,6 @@ func (l runLayout) Limit(topic string) int {
 }
 
 func (l runLayout) Size(r *kgo.Record) int { return recordSize(r) + recordOverhead }
-
-// probe finds which of records the broker refuses on their own
-// (refusals.Queues.Probe): each round produces its runs and flushes. It
-// returns the refused records with the broker's error, the records it
-// sent and the rounds. A failure with another code, or a flush that does
-// not finish, is returned: it cannot be pinned to a record.
-func (s *Sink) probe(ctx context.Context, records []*kgo.Record) (map[*kgo.Record]error, int, int, error) {
-	return refusals.NewQueues(records, runLayout{s}).Probe(func(round [][]*kgo.Record) (map[*kgo.Record]error, error) {
-		var res produced.Results
-		for _, run := range round {
-			for _, r := range run {
-				res.Produce(ctx, s.cl, r)
-			}
-		}
-		if err := s.cl.Flush(ctx); err != nil {
-			return nil, fmt.Errorf("kafkasink: sending records again to find the ones the broker refuses: %w", ctxerr.WithCause(ctx, err))
-		}
-		res.Wait()
-		failed := make(map[*kgo.Record]error)
-		for _, f := range res.Failures() {
-			if refusals.Code(f.Err) == nil {
-				return nil, fmt.Errorf("kafkasink: sending records again to find the ones the broker refuses: %s[%d]: %w", f.Record.Topic, f.Record.Partition, f.Err)
-			}
-			failed[f.Record] = f.Err
-		}
-		return failed, nil
-	})
-}
-
-// sendInRuns produces records with produce, which counts them in res: each
-// partition's in order, in runs that fit its topic's limit, one run per
-// partition in flight. No batch the client makes then exceeds a limit
-// lowered since it first produced to the partition (kgo keeps the batch
-// size it learned then). It stops after a round in which a record failed;
-// res holds the outcomes.
-func (s *Sink) sendInRuns(ctx context.Context, records []*kgo.Record, produce func(*kgo.Record), res *produced.Results) error {
-	q := refusals.NewQueues(records, runLayout{s})
-	for round := q.Round(); len(round) > 0; round = q.Round() {
-		for _, run := range round {
-			for _, r := range run {
-				produce(r)
-			}
-		}
-		if err := s.cl.Flush(ctx); err != nil {
-			return fmt.Errorf("kafkasink: sending records in runs: %w", ctxerr.WithCause(ctx, err))
-		}
-		if _, err := res.Wait(); err != nil {
-			return nil
-		}
-	}
-	return nil
-}
 
 // quarantineRefused replaces, in part i of p, the records of each event
 // the broker refused (refused) by the event's dead-letter record, and

@@ -2,10 +2,9 @@ package kafkasink
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 
+	"github.com/kafkasink/kafkasink/internal/tablename"
 	"github.com/kafkasink/kafkasink/internal/topicadmin"
 	"github.com/kafkasink/kafkasink/internal/topicclaims"
 )
@@ -34,7 +33,7 @@ func (t *Topics) problems() []string {
 			p = append(p, fmt.Sprintf("Topics.Routes[%q]: %v", table, err))
 		}
 	}
-	_, routeProblems := parseTableKeys("Topics.Routes", t.Routes)
+	_, routeProblems := tablename.Keyed("Topics.Routes", t.Routes)
 	p = append(p, routeProblems...)
 	for _, topic := range t.Shared {
 		if err := topicadmin.ValidateName(topic); err != nil {
@@ -82,30 +81,6 @@ func (r *router) route(schema, table string) (string, topicclaims.Kind, error) {
 	return topic, kind, nil
 }
 
-// parseTableKeys returns m keyed by table, and the problems of its keys:
-// names ParseTableName refuses or that have no schema, and two keys naming
-// one table (such as public.a and public."a"). field names m in problems.
-func parseTableKeys[V any](field string, m map[string]V) (map[[2]string]V, []string) {
-	out := make(map[[2]string]V, len(m))
-	var problems []string
-	for _, name := range slices.Sorted(maps.Keys(m)) {
-		schema, table, err := ParseTableName(name)
-		if err == nil && schema == "" {
-			err = fmt.Errorf("table name %q has no schema: want schema.table", name)
-		}
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("%s key: %v", field, err))
-			continue
-		}
-		k := [2]string{schema, table}
-		if _, dup := out[k]; dup {
-			problems = append(problems, fmt.Sprintf("%s has two keys for table %s", field, TableName(schema, table)))
-		}
-		out[k] = m[name]
-	}
-	return out, problems
-}
-
 // router names the topic of each table, and claims each topic for the
 // first table that reaches it (see internal/topicclaims), so that another
 // table reaching it fails Write with a fatal *ConfigError unless Topics
@@ -125,8 +100,8 @@ type router struct {
 // newRouter returns the router of a validated cfg.
 func newRouter(cfg *Config) *router {
 	// validate refused any problem of the keys.
-	routes, _ := parseTableKeys("Topics.Routes", cfg.Topics.Routes)
-	keyColumns, _ := parseTableKeys("KeyColumns", cfg.KeyColumns)
+	routes, _ := tablename.Keyed("Topics.Routes", cfg.Topics.Routes)
+	keyColumns, _ := tablename.Keyed("KeyColumns", cfg.KeyColumns)
 	r := &router{topics: &cfg.Topics, routes: routes, keyColumns: keyColumns,
 		claims: topicclaims.New(cfg.Topics.Shared), granted: make(map[[3]string]bool)}
 	r.claims.Reserve(cfg.CheckpointTopic, "Config.CheckpointTopic")

@@ -1,10 +1,13 @@
 // Package tablename reads and writes table names as SQL does
 // ("schema.table", a part in double quotes when it must be); see
-// kafkasink.ParseTableName and kafkasink.TableName, which are these.
+// kafkasink.ParseTableName and kafkasink.TableName, which are Parse and
+// Format. Keyed reads the table names that key a setting's map.
 package tablename
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -93,4 +96,29 @@ func quotePart(s string) string {
 		return s
 	}
 	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+}
+
+// Keyed returns m, whose keys are table names, keyed by (schema, table),
+// and the problems of its keys: names Parse refuses or that have no
+// schema, and two keys naming one table (such as public.a and
+// public."a"). field names m in problems.
+func Keyed[V any](field string, m map[string]V) (map[[2]string]V, []string) {
+	out := make(map[[2]string]V, len(m))
+	var problems []string
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		schema, table, err := Parse(name)
+		if err == nil && schema == "" {
+			err = fmt.Errorf("table name %q has no schema: want schema.table", name)
+		}
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s key: %v", field, err))
+			continue
+		}
+		k := [2]string{schema, table}
+		if _, dup := out[k]; dup {
+			problems = append(problems, fmt.Sprintf("%s has two keys for table %s", field, Format(schema, table)))
+		}
+		out[k] = m[name]
+	}
+	return out, problems
 }

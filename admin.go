@@ -11,43 +11,10 @@ import (
 	"github.com/kafkasink/kafkasink/internal/topicadmin"
 )
 
-// This file is which topics the sink creates and with what settings: the
-// destination and dead-letter topics, and the checkpoint topic, whose
-// settings must not delete the latest checkpoint. Talking to the brokers
-// about topics is internal/topicadmin's.
-
-// ensureTopic makes sure a destination or dead-letter topic exists,
-// creating it when it is missing and mustExist is false, waits until every
-// partition has a leader, and reads its max.message.bytes.
-func ensureTopic(ctx context.Context, cl *kgo.Client, topic string, mustExist bool, partitions int32, rf int16, configs map[string]string) (topicInfo, error) {
-	adm := kadm.NewClient(cl)
-	md, err := topicadmin.Metadata(ctx, cl, topic)
-	if err != nil {
-		return topicInfo{}, err
-	}
-	if md == nil {
-		if mustExist {
-			return topicInfo{}, fmt.Errorf("%w: %q (Topics.MustExist is set: create it, or route the table elsewhere)", ErrTopicMissing, topic)
-		}
-		cfgs := make(map[string]*string, len(configs))
-		for k, v := range configs {
-			cfgs[k] = &v
-		}
-		if err := topicadmin.Create(ctx, adm, topic, partitions, rf, cfgs); err != nil {
-			return topicInfo{}, fmt.Errorf("kafkasink: creating topic %q (partitions %d, replication factor %d): %w", topic, partitions, rf, err)
-		}
-	}
-	n, cfgs, err := topicadmin.Ready(ctx, cl, adm, topic)
-	if err != nil {
-		return topicInfo{}, err
-	}
-	maxBytes, err := strconv.Atoi(cfgs["max.message.bytes"])
-	if err != nil || maxBytes <= 0 {
-		return topicInfo{}, fmt.Errorf("kafkasink: topic %q has no usable max.message.bytes (%q)", topic, cfgs["max.message.bytes"])
-	}
-	compact, _ := topicadmin.CleanupPolicies(cfgs)
-	return topicInfo{partitions: n, maxMessageBytes: maxBytes, compacted: compact}, nil
-}
+// This file is the checkpoint topic: how the sink creates it, and which
+// settings would delete the latest checkpoint. The destination and
+// dead-letter topics are topicadmin.Cache's, with Config.Topics' creation
+// settings; talking to the brokers about topics is internal/topicadmin's.
 
 // setupCheckpointTopic makes sure the checkpoint topic exists and, in
 // ExactlyOnce mode, that its settings cannot delete the latest checkpoint;

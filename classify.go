@@ -153,38 +153,34 @@ func (v verdict) recovering() verdict {
 	return v
 }
 
+// timeoutFix is what to do about transactions that outlive their time.
+const timeoutFix = "lower Config.MaxTransactionRecords or raise Config.TransactionTimeout"
+
 // judgeTxnFailure decides what an error of one of this instance's
 // transactions calls for; open is how long the transaction had been open,
 // to compare with the sink's own limit on it (Config.ownTxnDeadline).
 //
-// Fencing answers mean this instance was fenced (actFatal, ErrFenced),
-// but for a produce's INVALID_PRODUCER_EPOCH within the deadline, which
-// recovery resolves (actRecover, see below); an error after the
+// Fencing answers mean this instance was fenced (actFatal, ErrFenced; see
+// judgeFencing), but for a produce's INVALID_PRODUCER_EPOCH within the
+// deadline, which recovery resolves (actRecover); an error after the
 // transaction outlived its deadline is an ErrTransactionTimeout
-// (actRecover). The broker's own timeout abort bumps
-// the producer epoch too, so a fencing answer then says nothing about a
-// newer instance: recovery asks the broker by re-initialising the producer
-// id at its current epoch, which the broker allows after its own abort
-// (KIP-588) and answers PRODUCER_FENCED when a newer instance exists.
+// (actRecover). A newer instance's claim is not the only way to lose an
+// epoch: the broker's own timeout abort bumps it, and so does an older
+// instance's recovery (its re-initialisation at an old epoch), before
+// Kafka answers the older one PRODUCER_FENCED. Only the broker knows which
+// it was: recovery re-initialises the producer id at its current epoch,
+// which the broker allows after its own bump (KIP-588) and refuses with
+// PRODUCER_FENCED after a newer claim.
 func judgeTxnFailure(cfg *Config, err error, open time.Duration) verdict {
-	const fix = "lower Config.MaxTransactionRecords or raise Config.TransactionTimeout"
 	timedOut := open >= cfg.ownTxnDeadline()
 	switch {
 	case errors.Is(err, ErrTransactionTimeout):
 		return verdict{err, actRecover}
 	case timedOut && isFencing(err):
-		return verdict{fmt.Errorf("%w (after %v; %s): the broker aborted it: %v", ErrTransactionTimeout, open.Round(time.Millisecond), fix, err), actRecover}
+		return verdict{fmt.Errorf("%w (after %v; %s): the broker aborted it: %v", ErrTransactionTimeout, open.Round(time.Millisecond), timeoutFix, err), actRecover}
 	case timedOut && !IsFatal(err):
-		return verdict{fmt.Errorf("%w (after %v; %s): %w", ErrTransactionTimeout, open.Round(time.Millisecond), fix, err), actRecover}
+		return verdict{fmt.Errorf("%w (after %v; %s): %w", ErrTransactionTimeout, open.Round(time.Millisecond), timeoutFix, err), actRecover}
 	case errors.Is(err, kerr.InvalidProducerEpoch):
-		// A newer instance's claim is not the only way to lose an
-		// epoch: an older instance's recovery (its re-initialisation
-		// at an old epoch) makes Kafka abort the open transaction and
-		// bump the epoch before it answers the older one
-		// PRODUCER_FENCED. Only the broker knows which it was: recovery
-		// re-initialises at the current epoch, which it allows after
-		// its own bump (KIP-588) and refuses with PRODUCER_FENCED
-		// after a newer claim.
 		return verdict{fmt.Errorf("%w: the broker refused this instance's producer epoch (%v): recovery asks it whether a newer instance claimed the transactional id", ErrTransactionAborted, err), actRecover}
 	}
 	return judgeFencing(cfg, err, open)
@@ -206,14 +202,13 @@ func judgeTxnFailure(cfg *Config, err error, open time.Duration) verdict {
 // other instance can hold the id. Without a guard the error says what the
 // answer may mean.
 func judgeFencing(cfg *Config, err error, open time.Duration) verdict {
-	const fix = "lower Config.MaxTransactionRecords or raise Config.TransactionTimeout"
 	timedOut := open > 0 && open >= cfg.ownTxnDeadline()
 	switch {
 	case !isFencing(err):
 		return verdict{err, actRetry}
 	case cfg.Guard != nil && timedOut:
 		return verdict{fmt.Errorf("%w (after %v; %s): the broker aborted this instance's transaction at its timeout (%v); Config.Guard is set, so the sink claims its transactional id afresh if the guard consents",
-			ErrTransactionTimeout, open.Round(time.Millisecond), fix, err), actClaimAfresh}
+			ErrTransactionTimeout, open.Round(time.Millisecond), timeoutFix, err), actClaimAfresh}
 	case cfg.Guard != nil:
 		return verdict{fmt.Errorf("%w: the broker fenced this instance's producer epoch (%v): an older instance's recovery can do that too; Config.Guard is set, so the sink claims its transactional id afresh if the guard consents",
 			ErrTransactionAborted, err), actClaimAfresh}

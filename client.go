@@ -47,7 +47,7 @@ func (s *Sink) producerOptions() []kgo.Opt {
 	opts = append(opts,
 		kgo.RecordPartitioner(newPartitioner()),
 		// A record batch may not exceed its topic's max.message.bytes:
-		// limit kgo's batches per topic, from what ensureTopic read.
+		// limit kgo's batches per topic, from what topicadmin.Ensure read.
 		kgo.ProducerBatchMaxBytesFn(s.batchMaxBytes),
 	)
 	switch s.cfg.Mode {
@@ -69,7 +69,7 @@ func (s *Sink) producerOptions() []kgo.Opt {
 // batchMaxBytes is the largest record batch for topic: Config.MaxRecordBytes,
 // lowered to the topic's max.message.bytes once the sink has read it.
 func (s *Sink) batchMaxBytes(topic string) int32 {
-	if info, ok := s.topics.peek(topic); ok {
+	if info, ok := s.topics.Peek(topic); ok {
 		return int32(s.cfg.recordLimit(info))
 	}
 	return int32(s.cfg.MaxRecordBytes)

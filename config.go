@@ -197,12 +197,14 @@ type Config struct {
 	// Annotations.
 	AnnotationsIn AnnotationPlace
 
-	// DeadLetterTopic, when set, receives rejected events (with headers
-	// naming the reason) in the same transaction as their batch, instead
-	// of failing the batch. Each record carries the event: see HeaderValue
-	// and the package documentation's Dead letters. It is created with
-	// Topics' creation settings unless Topics.MustExist; no table may
-	// route to it.
+	// DeadLetterTopic, when set, receives rejected events in the same
+	// transaction as their batch, instead of failing the batch. Each
+	// record carries the event: its key (the event id when no key could
+	// be made), a value as HeaderValue says, the five standard headers
+	// and HeaderReason, HeaderError, HeaderTopic and HeaderValue. An
+	// event keeps the records a Framer writes around it. It is created
+	// with Topics' creation settings unless Topics.MustExist; no table
+	// may route to it.
 	DeadLetterTopic string
 
 	// MaxRecordBytes caps one record (key, value and headers), and is the

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/kafkasink/kafkasink/internal/topicadmin"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -32,7 +33,7 @@ const (
 // record (see deadLetterRecord), making sure of the dead-letter topic
 // first, and logs an Error when the record cannot carry the event's value.
 func (s *Sink) deadLetter(ctx context.Context, es *encoderState, e *Event, d draft, rej *Rejection) (*kgo.Record, error) {
-	info, err := s.topics.get(ctx, s.cl, s.cfg.DeadLetterTopic)
+	info, err := s.topics.Get(ctx, s.cl, s.cfg.DeadLetterTopic)
 	if err != nil {
 		return nil, err
 	}
@@ -51,7 +52,7 @@ func (s *Sink) deadLetter(ctx context.Context, es *encoderState, e *Event, d dra
 // and headers naming the reason. Only a value too large for the
 // dead-letter topic itself is left out, which the kafkasink.value header
 // says and lost reports, for the caller to log at Error.
-func deadLetterRecord(cfg *Config, es *encoderState, e *Event, d draft, rej *Rejection, info topicInfo) (r *kgo.Record, lost bool) {
+func deadLetterRecord(cfg *Config, es *encoderState, e *Event, d draft, rej *Rejection, info topicadmin.Info) (r *kgo.Record, lost bool) {
 	limit := cfg.recordLimit(info)
 	r = d.record
 	r.Topic = cfg.DeadLetterTopic

@@ -14,6 +14,10 @@
 //	...
 //	err = sink.Write(ctx, kafkasink.Batch{Events: events})
 //
+// The README's Guarantees and docs/ (records.md, configuration.md,
+// operations.md) in the repository describe the product; this
+// documentation is the API's contract.
+//
 // # Formats
 //
 // Import the package of the format the records are written in. This
@@ -46,7 +50,7 @@
 // A read_uncommitted consumer (the Java client's default) also sees records
 // of aborted transactions.
 //
-// # Checkpointing and crash windows
+// # Checkpointing
 //
 // Each sink keeps its checkpoint in a compacted topic (Config.CheckpointTopic),
 // keyed by Config.SinkID: the position of the last delivered event and the
@@ -54,118 +58,36 @@
 // fences any older instance with the same transactional id and makes the
 // broker finish its open transaction; then it reads the checkpoint partition
 // with read_committed up to its high watermark. Checkpoint returns the result,
-// so the source knows where to resume.
+// so the source knows where to resume, and Write skips every event at or
+// below it.
 //
 // In ExactlyOnce mode each Write is one transaction (or several, for batches
 // over Config.MaxTransactionRecords or MaxTransactionBytes, each with its own
-// checkpoint): the records, then the checkpoint record, then the commit.
-//
-//   - A crash before the commit: the broker aborts the transaction when the
-//     restarted sink initialises its producer id. Nothing of it is visible;
-//     the source redelivers the batch and it is written once.
-//   - A crash after the commit, before the source was acknowledged: the
-//     source redelivers the batch; every event at or below the checkpoint is
-//     skipped, so the topic gets nothing new.
-//   - A commit whose outcome is unknown (a lost response, a timeout): the
-//     checkpoint in memory becomes unverified. The sink aborts whatever of
-//     its own may still be open while keeping its producer identity (kgo
-//     re-initialises the producer id at its current epoch, KIP-360), reads
-//     the checkpoint back, and retries only what it does not cover. Nothing
-//     is planned, skipped or committed against an unverified checkpoint.
-//   - An older instance never fences a newer one: only New claims the
-//     transactional id afresh. The broker answers an older instance's
-//     re-initialisation PRODUCER_FENCED, and a checkpoint read back that
-//     the instance did not write means another one is writing: ErrFenced.
-//   - A commit the broker answered without writing its commit markers to a
-//     partition (Kafka 4.4 did so while the partition had no leader): before
-//     the next transaction begins, the sink checks that every data partition
-//     the last one wrote has its last stable offset past its records, waits
-//     up to a second for late markers, and keeps checking a partition still
-//     pending before each later transaction. If a later abort took the
-//     records, Write stops with ErrCheckpoint naming them; nothing is lost
-//     without a word while the sink runs.
-//
-// In the other modes a crash between the records and the checkpoint
-// redelivers at most the events since the last checkpoint.
+// checkpoint): the records, then the checkpoint record, then the commit. A
+// commit whose outcome is unknown leaves the checkpoint unverified until it
+// is read back; nothing is planned, skipped or committed against it. Only
+// New claims the transactional id afresh (or a sink with Config.Guard, when
+// the guard consents), so an older instance never fences a newer one. The
+// README's "Crash windows" says what each crash does. In the other modes a
+// crash between the records and the checkpoint redelivers at most the
+// events since the last checkpoint.
 //
 // # Records
 //
-// Topic: routed per table by Config.Topics: a function, explicit routes, a
-// template with {schema} and {table}, or a prefix ("kafkasink.<schema>.<table>"
-// by default). Schema and table names go into templates and prefixes
-// verbatim; a table whose name makes an invalid topic name is rejected
-// (unroutable) until it is routed explicitly. Two tables never share a
-// topic by accident: one reaching another's topic is a fatal *ConfigError
-// naming both, unless Topics says the topic is shared (see Topics). Topics
-// are created on first use unless Topics.MustExist; the sink never lets
-// the broker auto-create one.
-//
-// Key: Config.KeyColumns for the table, else the event's key columns, else
-// the event id; in the text form of KeyText or as JSON (KeyJSON), or as
-// an AllKeysEncoder writes every key (such as a key with its Kafka
-// Connect schema, {"schema","payload"}, which needs KeyJSON). Records are
-// partitioned by Kafka's murmur2 of the key, like the Java producer, so other
-// producers agree on partitions. An event of a table without a key that
-// says so (Event.Keyless) has no key instead of its event id: a null key,
-// written to partition 0.
-//
-// Value: Config.Encoder: JSONEncoder (the change event, default),
-// UpsertEncoder (the row document, a tombstone for deletes), or the
-// Encoder of a format package. LSNs and other integers that can exceed
-// 2^53 are JSON strings in the built-in encoders. NaN and infinite
-// floats are the strings "NaN", "Infinity" and "-Infinity"; invalid UTF-8 in
-// a string becomes U+FFFD, as encoding/json does.
-//
-// An Encoder may also write the keys (KeyEncoder) and prepare each batch
-// before its records are produced (Preparer): the kafkasinkavro module's
-// Avro encoders register each table version's schemas in a Schema Registry
-// that way, and write keys and values in the Confluent wire format.
-//
-// Headers: every record of an event carries kafkasink.id, kafkasink.op,
-// kafkasink.table, kafkasink.lsn and kafkasink.commit_lsn, unless
-// Config.Headers selects fewer: HeadersMinimal keeps kafkasink.id and
-// kafkasink.op (what consumers that remove duplicates, and kafkasinktest,
-// read), HeadersNone none (the records then carry only the Encoder's own,
-// a RecordShaper's). Dead-lettered records carry all five. The records a
-// Framer writes around events (such as a transaction's BEGIN and END, on
-// its FrameTopic) carry none.
-//
-// Annotations: Config.Annotations are static key/values (env=prod) echoed
-// in every record of an event, as Config.AnnotationsIn says: an
-// "annotations" object in the value (the default; JSONEncoder,
-// UpsertEncoder, and any Encoder that is an Annotator), a
-// header each after the sink's and the Encoder's (tombstones and dead
-// letters included), or both, keys in sorted order.
-//
-// Dead letters: with Config.DeadLetterTopic, a rejected event's record goes
-// there instead, and always carries the event: its key (the event id when
-// no key could be made), the Encoder's value (the event as JSONEncoder
-// writes it when the Encoder failed or made a tombstone), and the headers
-// kafkasink.reason, kafkasink.error, kafkasink.topic and kafkasink.value
-// (ValueEncoded, ValueEvent or ValueOmitted). Only a value too large for
-// the dead-letter topic itself is left out, never cut short: the record
-// keeps its key and headers, kafkasink.value says "omitted", and the sink
-// logs an Error. A dead-lettered event keeps the records a Framer writes
-// around it, which count it: its transaction is still described whole.
-//
-// Large values: a record that cannot fit its topic by the lengths of its
-// column values alone is rejected before it is encoded, so a huge value
-// is not copied into JSON only to be refused.
+// Config.Topics routes each table's events to a topic, Config.KeyColumns
+// and KeyFormat make the key, PartitionFor partitions by it as the Java
+// producer does, Config.Encoder writes the value, Config.Headers and
+// Config.Annotations add headers, and Config.DeadLetterTopic receives
+// rejected events; each field's documentation has its rules.
 //
 // # Errors
 //
 // Errors fall into three classes, tested with IsRetryable, IsFatal and
-// IsRejected, which see through wrapping:
-//
-//   - retryable: timeouts, lost connections, leader moves, aborted or
-//     timed-out transactions. Write the same batch again.
-//   - fatal: ErrFenced, ErrClosed, ErrTopicMissing, ErrInvalidBatch,
-//     ErrCheckpoint, ErrUnsafeCheckpointTopic, *ConfigError, authentication,
-//     authorisation and TLS failures. Stop the pipeline.
-//   - rejected: *RejectedError, events that cannot be delivered (unencodable,
-//     unroutable, no key, too large for the topic). They fail the batch, or,
-//     with Config.DeadLetterTopic, go to that topic in the same transaction
-//     with headers naming the reason. Nothing is dropped silently.
+// IsRejected, which see through wrapping: retryable (write the same batch
+// again), fatal (stop the pipeline) and rejected (events that cannot be
+// delivered: they fail the batch, or go to Config.DeadLetterTopic in the
+// same transaction). An error caused by the caller's own context ending
+// is in none. Nothing is dropped silently.
 //
 // # Concurrency
 //

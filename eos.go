@@ -11,6 +11,7 @@ import (
 
 	"github.com/kafkasink/kafkasink/internal/backoff"
 	"github.com/kafkasink/kafkasink/internal/ctxerr"
+	"github.com/kafkasink/kafkasink/internal/produced"
 )
 
 // txnSink is the ExactlyOnce sink: each part of a batch and its checkpoint
@@ -204,7 +205,7 @@ func (s *txnSink) transact(ctx context.Context, pt *part, ck Checkpoint, t *open
 		return s.abort(ctx, t, info, err)
 	}
 	s.sink.state.sent(ck)
-	results.produce(tctx, s.sink.cl, ckRec)
+	results.Produce(tctx, s.sink.cl, ckRec)
 	t.sentTo(ckRec.Topic)
 	if err := s.sink.cl.Flush(tctx); err != nil {
 		cause := fmt.Errorf("kafkasink: flushing transaction %s..%s: %w", pt.first, pt.last, context.Cause(tctx))
@@ -213,7 +214,7 @@ func (s *txnSink) transact(ctx context.Context, pt *part, ck Checkpoint, t *open
 		}
 		return s.abort(ctx, t, info, cause)
 	}
-	if _, perr := results.wait(); perr != nil {
+	if _, perr := results.Wait(); perr != nil {
 		return s.abort(ctx, t, info, s.sink.produceError(tctx, pt, ck, results))
 	}
 
@@ -239,7 +240,7 @@ type openTxn struct {
 	started time.Time       // never changes: sinkState.txnOpenFor reads it from any goroutine
 	ctx     context.Context // ends a tenth before the transaction timeout
 	cancel  context.CancelFunc
-	results produceResults
+	results produced.Results
 	records int
 	topics  []string // every topic a record was sent to, for an abort's check (markers.go)
 	// producerID and epoch are the client's when the transaction began
@@ -287,7 +288,7 @@ func (s *txnSink) committedAt(ctx context.Context, t *openTxn) {
 
 // produce sends r in the transaction.
 func (t *openTxn) produce(cl *kgo.Client, r *kgo.Record) {
-	t.results.produce(t.ctx, cl, r)
+	t.results.Produce(t.ctx, cl, r)
 	t.records++
 	t.sentTo(r.Topic)
 }
@@ -328,7 +329,7 @@ func (s *txnSink) abort(ctx context.Context, t *openTxn, info TransactionInfo, c
 			s.sink.hooks.onAborted(info, gerr)
 			return fmt.Errorf("%w; the transaction was failing already: %w", gerr, cause)
 		}
-		aerr = s.endAbort(actx, !t.results.delivered())
+		aerr = s.endAbort(actx, !t.results.Delivered())
 	}
 	if aerr != nil {
 		s.sink.log.Warn("aborting the transaction failed; the next attempt recovers first", "error", ctxerr.WithCause(actx, aerr), "cause", cause)
@@ -337,7 +338,7 @@ func (s *txnSink) abort(ctx context.Context, t *openTxn, info TransactionInfo, c
 		// Every record has its outcome once the abort succeeded;
 		// after a failed one, records may stay buffered until
 		// recovery aborts them, so nothing waits for them then.
-		t.results.wait()
+		t.results.Wait()
 	}
 	// Checked before the next transaction begins, after recovery
 	// ended this one if the abort failed.

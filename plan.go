@@ -3,6 +3,7 @@ package kafkasink
 import (
 	"context"
 
+	"github.com/kafkasink/kafkasink/internal/topicadmin"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -93,7 +94,7 @@ func (s *Sink) encode(ctx context.Context, en *encoding) error {
 		if err != nil || !needDeadLetterTopic {
 			return err
 		}
-		info, err := s.topics.get(ctx, s.cl, s.cfg.DeadLetterTopic)
+		info, err := s.topics.Get(ctx, s.cl, s.cfg.DeadLetterTopic)
 		if err != nil {
 			return err
 		}
@@ -110,7 +111,7 @@ type routing struct {
 	index  map[[2]string]int // of tables, by schema and table
 	// frame is the limits of the Framer's topic, when an event asks for
 	// a record around it.
-	frame topicInfo
+	frame topicadmin.Info
 	// order is the tables in the order their first encoded event comes.
 	order []int
 }
@@ -119,8 +120,8 @@ type routing struct {
 type routedTable struct {
 	tableRoute
 	schema, table string
-	info          topicInfo // the limits of topic, when it is made sure of
-	used          int       // the index of its first encoded event; -1 when none
+	info          topicadmin.Info // the limits of topic, when it is made sure of
+	used          int             // the index of its first encoded event; -1 when none
 }
 
 // reset empties rt for a plan of n events.
@@ -139,7 +140,7 @@ func (rt *routing) reset(n int, shaped bool) {
 		rt.index = make(map[[2]string]int)
 	}
 	clear(rt.index)
-	rt.frame = topicInfo{}
+	rt.frame = topicadmin.Info{}
 }
 
 // of returns the route of e's table; nil when it has none. *last is the
@@ -161,7 +162,7 @@ func (rt *routing) of(e *Event, last *int) *routedTable {
 
 // add adds the route of a table, with its topic's limits, and returns its
 // index.
-func (rt *routing) add(schema, table string, route tableRoute, info topicInfo) int {
+func (rt *routing) add(schema, table string, route tableRoute, info topicadmin.Info) int {
 	i := len(rt.tables)
 	rt.index[[2]string{schema, table}] = i
 	rt.tables = append(rt.tables, routedTable{tableRoute: route, schema: schema, table: table, info: info, used: -1})
@@ -208,7 +209,7 @@ func (s *Sink) resolve(ctx context.Context, events []Event) (*routing, error) {
 		}
 		t := rt.of(e, &last)
 		if t == nil {
-			last = rt.add(e.Schema, e.Table, s.routeOf(e), topicInfo{})
+			last = rt.add(e.Schema, e.Table, s.routeOf(e), topicadmin.Info{})
 			t = &rt.tables[last]
 		}
 		if !shape.Skip && t.used < 0 {
@@ -237,7 +238,7 @@ func (s *Sink) ensureTopics(ctx context.Context, rt *routing, frameAt int) error
 	for _, k := range rt.order {
 		t := &rt.tables[k]
 		if frameAt >= 0 && frameAt <= t.used {
-			if rt.frame, err = s.topics.get(ctx, s.cl, s.frameTopic); err != nil {
+			if rt.frame, err = s.topics.Get(ctx, s.cl, s.frameTopic); err != nil {
 				return err
 			}
 			frameAt = -1
@@ -246,13 +247,13 @@ func (s *Sink) ensureTopics(ctx context.Context, rt *routing, frameAt int) error
 			return t.collision
 		}
 		if t.err == nil {
-			if t.info, err = s.topics.get(ctx, s.cl, t.topic); err != nil {
+			if t.info, err = s.topics.Get(ctx, s.cl, t.topic); err != nil {
 				return err
 			}
 		}
 	}
 	if frameAt >= 0 {
-		rt.frame, err = s.topics.get(ctx, s.cl, s.frameTopic)
+		rt.frame, err = s.topics.Get(ctx, s.cl, s.frameTopic)
 	}
 	return err
 }

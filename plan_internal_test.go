@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kafkasink/kafkasink/internal/topicadmin"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -18,11 +19,11 @@ import (
 // sink's topic cache beforehand, as after an earlier Write.
 
 // openTopic is the limits of an ordinary topic in these tests.
-var openTopic = topicInfo{partitions: 3, maxMessageBytes: 1 << 20}
+var openTopic = topicadmin.Info{Partitions: 3, MaxMessageBytes: 1 << 20}
 
 // planSink returns a sink of cfg that knows topics (and their limits)
 // without asking a broker, and has no broker to ask.
-func planSink(t *testing.T, cfg Config, topics map[string]topicInfo) *Sink {
+func planSink(t *testing.T, cfg Config, topics map[string]topicadmin.Info) *Sink {
 	t.Helper()
 	cfg.Brokers, cfg.SinkID = []string{"127.0.0.1:1"}, "plan"
 	cfg = cfg.withDefaults()
@@ -36,9 +37,9 @@ func planSink(t *testing.T, cfg Config, topics map[string]topicInfo) *Sink {
 	t.Cleanup(cl.Close)
 	s := &Sink{cfg: cfg, log: cfg.Logger, routes: make(map[[2]string]tableRoute), cl: cl}
 	s.state.verified(Checkpoint{})
-	s.topics = newTopicCache(&s.cfg.Topics)
+	s.topics = topicadmin.NewCache(s.cfg.Topics.creation())
 	for topic, info := range topics {
-		s.topics.topics[topic] = info
+		s.topics.Remember(topic, info)
 	}
 	s.router = newRouter(&s.cfg)
 	s.frameTopic = frameTopic(s.cfg.Encoder)
@@ -175,8 +176,8 @@ func gotParts(p *plan) []wantPart {
 func TestPlanEncoding(t *testing.T) {
 	t.Parallel()
 	const a, b = "kafkasink.public.a", "kafkasink.public.b"
-	small := topicInfo{partitions: 1, maxMessageBytes: 300}
-	compacted := topicInfo{partitions: 1, maxMessageBytes: 1 << 20, compacted: true}
+	small := topicadmin.Info{Partitions: 1, MaxMessageBytes: 300}
+	compacted := topicadmin.Info{Partitions: 1, MaxMessageBytes: 1 << 20, Compacted: true}
 	noKey := row(OpUpdate, "public.a", 10, 2, 2)
 	noKey.After = Row{{Name: "note", Value: "no id"}}
 	big := row(OpUpdate, "public.b", 10, 1, 2)
@@ -189,7 +190,7 @@ func TestPlanEncoding(t *testing.T) {
 	tests := []struct {
 		name       string
 		cfg        Config
-		topics     map[string]topicInfo
+		topics     map[string]topicadmin.Info
 		events     []Event
 		parts      []wantPart
 		rejections []string // position reason
@@ -199,14 +200,14 @@ func TestPlanEncoding(t *testing.T) {
 		lost       int
 	}{{
 		name:   "several tables, one part",
-		topics: map[string]topicInfo{a: openTopic, b: openTopic},
+		topics: map[string]topicadmin.Info{a: openTopic, b: openTopic},
 		events: []Event{row(OpInsert, "public.a", 10, 0, 1), row(OpInsert, "public.b", 10, 1, 1), row(OpUpdate, "public.a", 10, 2, 2)},
 		parts: []wantPart{{at(10, 0), at(10, 2), 3, []string{
 			a + " key=1", b + " key=1", a + " key=2"}}},
 	}, {
 		name:   "records split into parts at MaxTransactionRecords",
 		cfg:    Config{MaxTransactionRecords: 2},
-		topics: map[string]topicInfo{a: openTopic},
+		topics: map[string]topicadmin.Info{a: openTopic},
 		events: []Event{row(OpInsert, "public.a", 10, 0, 1), row(OpInsert, "public.a", 10, 1, 2), row(OpInsert, "public.a", 11, 0, 3), row(OpInsert, "public.a", 12, 0, 4), row(OpInsert, "public.a", 12, 1, 5)},
 		parts: []wantPart{
 			{at(10, 0), at(10, 1), 2, []string{a + " key=1", a + " key=2"}},
@@ -216,7 +217,7 @@ func TestPlanEncoding(t *testing.T) {
 	}, {
 		name:   "records split into parts at MaxTransactionBytes",
 		cfg:    Config{MaxTransactionBytes: 1024, MaxRecordBytes: 1024},
-		topics: map[string]topicInfo{a: openTopic},
+		topics: map[string]topicadmin.Info{a: openTopic},
 		events: []Event{padded(row(OpInsert, "public.a", 10, 0, 1)), padded(row(OpInsert, "public.a", 10, 1, 2)), padded(row(OpInsert, "public.a", 10, 2, 3))},
 		parts: []wantPart{
 			{at(10, 0), at(10, 1), 2, []string{a + " key=1", a + " key=2"}},
@@ -224,14 +225,14 @@ func TestPlanEncoding(t *testing.T) {
 		},
 	}, {
 		name:       "a rejected event without a dead-letter topic is left out and listed",
-		topics:     map[string]topicInfo{a: openTopic, b: small},
+		topics:     map[string]topicadmin.Info{a: openTopic, b: small},
 		events:     []Event{row(OpInsert, "public.a", 10, 0, 1), big, noKey},
 		parts:      []wantPart{{at(10, 0), at(10, 0), 1, []string{a + " key=1"}}},
 		rejections: []string{at(10, 1) + " too_large", at(10, 2) + " no_key"},
 	}, {
 		name:       "rejected events go to the dead-letter topic in their place",
 		cfg:        Config{DeadLetterTopic: "dlq"},
-		topics:     map[string]topicInfo{a: openTopic, b: small, "dlq": openTopic},
+		topics:     map[string]topicadmin.Info{a: openTopic, b: small, "dlq": openTopic},
 		events:     []Event{row(OpInsert, "public.a", 10, 0, 1), big, row(OpInsert, "public.a", 10, 2, 3)},
 		parts:      []wantPart{{at(10, 0), at(10, 2), 3, []string{a + " key=1", "dlq key=2 reason=too_large", a + " key=3"}}},
 		rejections: []string{at(10, 1) + " too_large"},
@@ -239,7 +240,7 @@ func TestPlanEncoding(t *testing.T) {
 	}, {
 		name:       "a dead letter too large even for the dead-letter topic loses its value",
 		cfg:        Config{DeadLetterTopic: "dlq"},
-		topics:     map[string]topicInfo{b: small, "dlq": small},
+		topics:     map[string]topicadmin.Info{b: small, "dlq": small},
 		events:     []Event{big},
 		parts:      []wantPart{{at(10, 1), at(10, 1), 1, []string{"dlq key=" + at(10, 1) + " null reason=too_large"}}},
 		rejections: []string{at(10, 1) + " too_large"},
@@ -247,19 +248,19 @@ func TestPlanEncoding(t *testing.T) {
 		lost:       1,
 	}, {
 		name:       "a keyless event on a compacted topic is rejected",
-		topics:     map[string]topicInfo{b: compacted},
+		topics:     map[string]topicadmin.Info{b: compacted},
 		events:     []Event{keyless},
 		rejections: []string{at(10, 1) + " no_key"},
 	}, {
 		name:       "an unroutable table's events are rejected",
-		topics:     map[string]topicInfo{a: openTopic},
+		topics:     map[string]topicadmin.Info{a: openTopic},
 		events:     []Event{row(OpInsert, "public.a", 10, 0, 1), row(OpInsert, "public.bad name", 10, 1, 1)},
 		parts:      []wantPart{{at(10, 0), at(10, 0), 1, []string{a + " key=1"}}},
 		rejections: []string{at(10, 1) + " unroutable"},
 	}, {
 		name:   "tombstones, records around a transaction, events the Encoder leaves out",
 		cfg:    Config{Encoder: shapingEncoder{}},
-		topics: map[string]topicInfo{a: openTopic, "txn": openTopic},
+		topics: map[string]topicadmin.Info{a: openTopic, "txn": openTopic},
 		events: []Event{first, row(OpTruncate, "public.a", 10, 1, 0), end, row(OpTruncate, "public.a", 11, 0, 0)},
 		parts: []wantPart{{at(10, 0), at(11, 0), 2, []string{
 			"txn key=7 BEGIN", a + " key=1", a + " key=3", a + " key=3 null", "txn key=7 END"}}},
@@ -330,7 +331,7 @@ func equalParts(got, want []wantPart) bool {
 // until it knows the topic's limits, and goes on from there.
 func TestPlanEncodingWaitsForDeadLetterTopic(t *testing.T) {
 	t.Parallel()
-	s := planSink(t, Config{DeadLetterTopic: "dlq"}, map[string]topicInfo{"kafkasink.public.a": openTopic})
+	s := planSink(t, Config{DeadLetterTopic: "dlq"}, map[string]topicadmin.Info{"kafkasink.public.a": openTopic})
 	noKey := row(OpUpdate, "public.a", 10, 1, 2)
 	noKey.After = Row{{Name: "note", Value: "no id"}}
 	events := []Event{row(OpInsert, "public.a", 10, 0, 1), noKey, row(OpInsert, "public.a", 10, 2, 3)}
@@ -366,7 +367,7 @@ func TestPlanEncodingWaitsForDeadLetterTopic(t *testing.T) {
 // its topic fails the plan with a fatal *ConfigError.
 func TestPlanEncodingFrameTooLarge(t *testing.T) {
 	t.Parallel()
-	s := planSink(t, Config{Encoder: shapingEncoder{}}, map[string]topicInfo{"kafkasink.public.a": openTopic, "txn": {partitions: 1, maxMessageBytes: 10}})
+	s := planSink(t, Config{Encoder: shapingEncoder{}}, map[string]topicadmin.Info{"kafkasink.public.a": openTopic, "txn": {Partitions: 1, MaxMessageBytes: 10}})
 	e := row(OpInsert, "public.a", 10, 0, 1)
 	e.Txn.First = true
 	_, err := planEncoding(s, &Batch{Events: []Event{e}}, nil)
@@ -380,7 +381,7 @@ func TestPlanEncodingFrameTooLarge(t *testing.T) {
 // the last part's carries the batch cursor.
 func TestPlanCheckpoints(t *testing.T) {
 	t.Parallel()
-	s := planSink(t, Config{MaxTransactionRecords: 2}, map[string]topicInfo{"kafkasink.public.a": openTopic})
+	s := planSink(t, Config{MaxTransactionRecords: 2}, map[string]topicadmin.Info{"kafkasink.public.a": openTopic})
 	s.state.verified(Checkpoint{Position: Position{LSN: 9}, Cursor: []byte(`"old"`)})
 	events := []Event{row(OpInsert, "public.a", 9, 0, 0), row(OpInsert, "public.a", 10, 0, 1), row(OpInsert, "public.a", 10, 1, 2), row(OpInsert, "public.a", 11, 0, 3)}
 	en, err := planEncoding(s, &Batch{Events: events, Cursor: []byte(`"new"`)}, nil)
@@ -446,7 +447,7 @@ func TestPlanResolve(t *testing.T) {
 			calls++
 			return "kafkasink." + schema + "." + table, nil
 		}
-		s := planSink(t, Config{Topics: Topics{Route: route}}, map[string]topicInfo{a: openTopic, b: openTopic, "kafkasink.public.c": openTopic})
+		s := planSink(t, Config{Topics: Topics{Route: route}}, map[string]topicadmin.Info{a: openTopic, b: openTopic, "kafkasink.public.c": openTopic})
 		for range 2 {
 			if _, err := s.resolve(noIO(), events); err != nil {
 				t.Fatal(err)
@@ -459,7 +460,7 @@ func TestPlanResolve(t *testing.T) {
 
 	t.Run("a table the Encoder leaves out is not routed", func(t *testing.T) {
 		t.Parallel()
-		s := planSink(t, Config{Encoder: shapingEncoder{}}, map[string]topicInfo{a: openTopic, b: openTopic})
+		s := planSink(t, Config{Encoder: shapingEncoder{}}, map[string]topicadmin.Info{a: openTopic, b: openTopic})
 		rt, err := s.resolve(noIO(), events)
 		if err != nil {
 			t.Fatal(err)
@@ -471,7 +472,7 @@ func TestPlanResolve(t *testing.T) {
 		if want := []string{a, b}; !slices.Equal(tables, want) || len(rt.tables) != 2 {
 			t.Errorf("routed %d tables, in order %q; want %q", len(rt.tables), tables, want)
 		}
-		if rt.frame != (topicInfo{}) {
+		if rt.frame != (topicadmin.Info{}) {
 			t.Error("made sure of the Framer's topic, which no event asks for")
 		}
 		if _, ok := s.routes[[2]string{"public", "c"}]; ok {
@@ -506,7 +507,7 @@ func TestPlanResolve(t *testing.T) {
 
 	t.Run("two tables on one topic", func(t *testing.T) {
 		t.Parallel()
-		s := planSink(t, Config{Topics: Topics{Template: "t.{schema}_{table}"}}, map[string]topicInfo{"t.a_b_c": openTopic})
+		s := planSink(t, Config{Topics: Topics{Template: "t.{schema}_{table}"}}, map[string]topicadmin.Info{"t.a_b_c": openTopic})
 		collide := []Event{row(OpInsert, "a_b.c", 10, 0, 1), row(OpInsert, "a.b_c", 10, 1, 1)}
 		_, err := s.resolve(noIO(), collide)
 		var ce *ConfigError
@@ -519,12 +520,12 @@ func TestPlanResolve(t *testing.T) {
 		t.Parallel()
 		framed := slices.Clone(events)
 		framed[2].Txn.First = true
-		s := planSink(t, Config{Encoder: shapingEncoder{}}, map[string]topicInfo{a: openTopic, b: openTopic, "txn": {partitions: 1, maxMessageBytes: 77}})
+		s := planSink(t, Config{Encoder: shapingEncoder{}}, map[string]topicadmin.Info{a: openTopic, b: openTopic, "txn": {Partitions: 1, MaxMessageBytes: 77}})
 		rt, err := s.resolve(noIO(), framed)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rt.frame.maxMessageBytes != 77 {
+		if rt.frame.MaxMessageBytes != 77 {
 			t.Errorf("frame topic limits %+v, want the txn topic's", rt.frame)
 		}
 	})

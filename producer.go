@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/kafkasink/kafkasink/internal/ctxerr"
+	"github.com/kafkasink/kafkasink/internal/produced"
 )
 
 // producerSink is the Idempotent and Plain sink: records first, then the
@@ -35,9 +36,9 @@ func (s *producerSink) deliver(ctx context.Context, p *plan) (int, error) {
 	for i := range p.parts {
 		pt := &p.parts[i]
 		ck := s.sink.nextCheckpoint(p, i)
-		var results produceResults
+		var results produced.Results
 		for _, r := range pt.records {
-			results.produce(ctx, s.sink.cl, r)
+			results.Produce(ctx, s.sink.cl, r)
 		}
 		if err := s.sink.cl.Flush(ctx); err != nil {
 			if derr := s.sink.deletedTopic(ctx, pt); derr != nil {
@@ -45,7 +46,7 @@ func (s *producerSink) deliver(ctx context.Context, p *plan) (int, error) {
 			}
 			return i, fmt.Errorf("kafkasink: flushing events %s..%s: %w", pt.first, pt.last, err)
 		}
-		if _, err := results.wait(); err != nil {
+		if _, err := results.Wait(); err != nil {
 			err = s.sink.produceError(ctx, pt, ck, &results)
 			ref := refusalOf(err)
 			if ref == nil {

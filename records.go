@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kafkasink/kafkasink/internal/topicadmin"
+	"github.com/kafkasink/kafkasink/internal/topicclaims"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -87,7 +89,7 @@ type encoding struct {
 	// deadLetter is the dead-letter topic's limits, once known
 	// (deadLetterKnown); until then run stops at the batch's first
 	// dead letter for the caller to make sure of the topic.
-	deadLetter      topicInfo
+	deadLetter      topicadmin.Info
 	deadLetterKnown bool
 
 	next    int            // the next event to encode
@@ -413,9 +415,9 @@ func (en *encoding) encodeEvent(i int, e *Event, knownValueSize int, shapedNullK
 		reject(ReasonNoKey, err)
 	case err != nil:
 		reject(ReasonUnencodable, err)
-	case nullKey(e, rt.keyColumns) && info.compacted:
+	case nullKey(e, rt.keyColumns) && info.Compacted:
 		reject(ReasonNoKey, nullKeyOnCompactedTopic(e, rt.topic))
-	case shapedNullKey && info.compacted:
+	case shapedNullKey && info.Compacted:
 		reject(ReasonNoKey, shapedNullKeyOnCompactedTopic(en.cfg.Encoder, e, rt.topic))
 	default:
 		es.arena = keyOut
@@ -477,7 +479,7 @@ func (s *Sink) routeOf(e *Event) tableRoute {
 	}
 	var (
 		rt   tableRoute
-		kind routeKind
+		kind topicclaims.Kind
 	)
 	rt.topic, kind, rt.err = s.router.route(e.Schema, e.Table)
 	if rt.err == nil {

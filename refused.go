@@ -9,7 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kafkasink/kafkasink/internal/ctxerr"
+	"github.com/kafkasink/kafkasink/internal/produced"
 	"github.com/kafkasink/kafkasink/internal/refusals"
 )
 
@@ -36,7 +36,7 @@ import (
 // returns when the refusal cannot be resolved.
 type refusal struct {
 	err    error
-	failed []failedRecord
+	failed []produced.Failure
 }
 
 func (r *refusal) Error() string { return r.err.Error() }
@@ -44,10 +44,10 @@ func (r *refusal) Unwrap() error { return r.err }
 
 // produceError is writeError for part pt whose records failed (res, after
 // wait): a *refusal when every failure may be pinned to a record of pt.
-func (s *Sink) produceError(ctx context.Context, pt *part, ck Checkpoint, res *produceResults) error {
-	failed, err := res.wait()
+func (s *Sink) produceError(ctx context.Context, pt *part, ck Checkpoint, res *produced.Results) error {
+	failed, err := res.Wait()
 	werr := s.writeError(ctx, pt, ck, failed, err)
-	all := res.failures()
+	all := res.Failures()
 	if !refusedOnly(pt, all) {
 		return werr
 	}
@@ -56,7 +56,7 @@ func (s *Sink) produceError(ctx context.Context, pt *part, ck Checkpoint, res *p
 
 // refusedOnly reports whether every failure in all is a refusal code on a
 // record of pt.
-func refusedOnly(pt *part, all []failedRecord) bool {
+func refusedOnly(pt *part, all []produced.Failure) bool {
 	if len(all) == 0 {
 		return false
 	}
@@ -65,7 +65,7 @@ func refusedOnly(pt *part, all []failedRecord) bool {
 		in[r] = true
 	}
 	for _, f := range all {
-		if refusals.Code(f.err) == nil || !in[f.r] {
+		if refusals.Code(f.Err) == nil || !in[f.Record] {
 			return false
 		}
 	}
@@ -103,10 +103,10 @@ func (s *txnSink) quarantine(ctx context.Context, p *plan, i int, ref *refusal) 
 	if err != nil {
 		return nil, s.sink.follow(verdict{err, actRecover}) // recovery settles the client's state
 	}
-	refused, sent, rounds, perr := s.sink.probe(t.ctx, failedRecords(ref.failed))
+	refused, sent, rounds, perr := refusals.Find(t.ctx, s.sink.cl, failedRecords(ref.failed), runLayout{s.sink})
 	info := TransactionInfo{First: pt.first, Last: pt.last, Records: sent}
 	for _, f := range ref.failed {
-		t.sentTo(f.r.Topic) // the probe sent them outside t.produce
+		t.sentTo(f.Record.Topic) // the probe sent them outside t.produce
 	}
 	aerr := s.abort(ctx, t, info, errProbeAborted)
 	t.cancel()
@@ -130,7 +130,7 @@ func (s *txnSink) quarantine(ctx context.Context, p *plan, i int, ref *refusal) 
 	}
 	// A record that fails now is transact's to find: it checks every
 	// result and aborts.
-	if err := s.sink.sendInRuns(t.ctx, pt.records, func(r *kgo.Record) { t.produce(s.sink.cl, r) }, &t.results); err != nil {
+	if err := refusals.SendInRuns(t.ctx, s.sink.cl, pt.records, runLayout{s.sink}, func(r *kgo.Record) { t.produce(s.sink.cl, r) }, &t.results); err != nil {
 		defer t.cancel()
 		return nil, s.abort(ctx, t, TransactionInfo{First: pt.first, Last: pt.last, Records: t.records}, err)
 	}
@@ -152,7 +152,7 @@ func (s *producerSink) quarantine(ctx context.Context, p *plan, i int, ref *refu
 	if err := s.sink.refreshLimits(ctx, ref.failed); err != nil {
 		return err
 	}
-	refused, _, rounds, err := s.sink.probe(ctx, failedRecords(ref.failed))
+	refused, _, rounds, err := refusals.Find(ctx, s.sink.cl, failedRecords(ref.failed), runLayout{s.sink})
 	if err != nil {
 		return err
 	}
@@ -163,43 +163,43 @@ func (s *producerSink) quarantine(ctx context.Context, p *plan, i int, ref *refu
 	if err != nil {
 		return err
 	}
-	var res produceResults
-	if err := s.sink.sendInRuns(ctx, dead, func(r *kgo.Record) { res.produce(ctx, s.sink.cl, r) }, &res); err != nil {
+	var res produced.Results
+	if err := refusals.SendInRuns(ctx, s.sink.cl, dead, runLayout{s.sink}, func(r *kgo.Record) { res.Produce(ctx, s.sink.cl, r) }, &res); err != nil {
 		return err
 	}
-	if failed, err := res.wait(); err != nil {
+	if failed, err := res.Wait(); err != nil {
 		return s.sink.writeError(ctx, pt, Checkpoint{}, failed, err)
 	}
 	return nil
 }
 
-func failedRecords(all []failedRecord) []*kgo.Record {
+func failedRecords(all []produced.Failure) []*kgo.Record {
 	rs := make([]*kgo.Record, len(all))
 	for i, f := range all {
-		rs[i] = f.r
+		rs[i] = f.Record
 	}
 	return rs
 }
 
 // refreshLimits reads again the configuration of the topics of the failed
 // records, so that the size pre-check of what follows, and the runs
-// sendInRuns makes, use the limits the broker applies now.
-func (s *Sink) refreshLimits(ctx context.Context, failed []failedRecord) error {
+// refusals.SendInRuns makes, use the limits the broker applies now.
+func (s *Sink) refreshLimits(ctx context.Context, failed []produced.Failure) error {
 	seen := make(map[string]bool)
 	for _, f := range failed {
-		topic := f.r.Topic
+		topic := f.Record.Topic
 		if seen[topic] {
 			continue
 		}
 		seen[topic] = true
-		old, _ := s.topics.peek(topic)
-		info, err := s.topics.refresh(ctx, s.cl, topic)
+		old, _ := s.topics.Peek(topic)
+		info, err := s.topics.Refresh(ctx, s.cl, topic)
 		if err != nil {
 			return fmt.Errorf("kafkasink: reading topic %q's limits again after the broker refused records: %w", topic, err)
 		}
-		if info.maxMessageBytes < old.maxMessageBytes {
+		if info.MaxMessageBytes < old.MaxMessageBytes {
 			s.log.Warn("topic's max.message.bytes was lowered while the sink ran; the client keeps making batches up to the old limit for the partitions it produced to, so each transaction that meets a too large batch is sent again in runs: restart the sink to make batches by the new limit",
-				"topic", topic, "max_message_bytes", info.maxMessageBytes, "was", old.maxMessageBytes)
+				"topic", topic, "max_message_bytes", info.MaxMessageBytes, "was", old.MaxMessageBytes)
 		}
 	}
 	return nil
@@ -212,73 +212,21 @@ func (s *Sink) refreshLimits(ctx context.Context, failed []failedRecord) error {
 type runLayout struct{ s *Sink }
 
 func (l runLayout) Partition(r *kgo.Record) int32 {
-	if info, known := l.s.topics.peek(r.Topic); known && info.partitions > 0 {
-		return int32(partitionRecord(r, info.partitions))
+	if info, known := l.s.topics.Peek(r.Topic); known && info.Partitions > 0 {
+		return int32(partitionRecord(r, info.Partitions))
 	}
 	return r.Partition
 }
 
 func (l runLayout) Limit(topic string) int {
-	info, _ := l.s.topics.peek(topic)
-	if info.maxMessageBytes == 0 {
+	info, _ := l.s.topics.Peek(topic)
+	if info.MaxMessageBytes == 0 {
 		return l.s.cfg.MaxRecordBytes
 	}
 	return l.s.cfg.recordLimit(info)
 }
 
 func (l runLayout) Size(r *kgo.Record) int { return recordSize(r) + recordOverhead }
-
-// probe finds which of records the broker refuses on their own
-// (refusals.Queues.Probe): each round produces its runs and flushes. It
-// returns the refused records with the broker's error, the records it
-// sent and the rounds. A failure with another code, or a flush that does
-// not finish, is returned: it cannot be pinned to a record.
-func (s *Sink) probe(ctx context.Context, records []*kgo.Record) (map[*kgo.Record]error, int, int, error) {
-	return refusals.NewQueues(records, runLayout{s}).Probe(func(round [][]*kgo.Record) (map[*kgo.Record]error, error) {
-		var res produceResults
-		for _, run := range round {
-			for _, r := range run {
-				res.produce(ctx, s.cl, r)
-			}
-		}
-		if err := s.cl.Flush(ctx); err != nil {
-			return nil, fmt.Errorf("kafkasink: sending records again to find the ones the broker refuses: %w", ctxerr.WithCause(ctx, err))
-		}
-		res.wait()
-		failed := make(map[*kgo.Record]error)
-		for _, f := range res.failures() {
-			if refusals.Code(f.err) == nil {
-				return nil, fmt.Errorf("kafkasink: sending records again to find the ones the broker refuses: %s[%d]: %w", f.r.Topic, f.r.Partition, f.err)
-			}
-			failed[f.r] = f.err
-		}
-		return failed, nil
-	})
-}
-
-// sendInRuns produces records with produce, which counts them in res: each
-// partition's in order, in runs that fit its topic's limit, one run per
-// partition in flight. No batch the client makes then exceeds a limit
-// lowered since it first produced to the partition (kgo keeps the batch
-// size it learned then). It stops after a round in which a record failed;
-// res holds the outcomes.
-func (s *Sink) sendInRuns(ctx context.Context, records []*kgo.Record, produce func(*kgo.Record), res *produceResults) error {
-	q := refusals.NewQueues(records, runLayout{s})
-	for round := q.Round(); len(round) > 0; round = q.Round() {
-		for _, run := range round {
-			for _, r := range run {
-				produce(r)
-			}
-		}
-		if err := s.cl.Flush(ctx); err != nil {
-			return fmt.Errorf("kafkasink: sending records in runs: %w", ctxerr.WithCause(ctx, err))
-		}
-		if _, err := res.wait(); err != nil {
-			return nil
-		}
-	}
-	return nil
-}
 
 // quarantineRefused replaces, in part i of p, the records of each event
 // the broker refused (refused) by the event's dead-letter record, and
@@ -311,7 +259,7 @@ func (s *Sink) quarantineRefused(ctx context.Context, p *plan, i int, refused ma
 		}
 		e := p.event(pos)
 		rej := Rejection{Position: pos, Schema: e.Schema, Table: e.Table, Topic: r.Topic, Reason: refusalReason(err)}
-		info, _ := s.topics.peek(r.Topic)
+		info, _ := s.topics.Peek(r.Topic)
 		rej.Err = refusals.Explain(r, err, recordSize(r), s.cfg.recordLimit(info))
 		if r.Topic == s.cfg.DeadLetterTopic {
 			deadLettered = false

@@ -3,7 +3,6 @@ package kafkasink
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -125,26 +124,8 @@ type SASL struct {
 // securityProblems returns the configuration problems of TLS and SASL.
 func (c *Config) securityProblems() []string {
 	var p []string
-	if t := c.TLS; t != nil {
-		if t.CAFile != "" && t.CAPEM != nil {
-			p = append(p, "TLS.CAFile and TLS.CAPEM are both set: use one")
-		}
-		file := t.CertFile != "" || t.KeyFile != ""
-		mem := t.CertPEM != nil || t.KeyPEM != nil
-		switch {
-		case file && mem:
-			p = append(p, "TLS has both CertFile/KeyFile and CertPEM/KeyPEM: use one pair")
-		case file && (t.CertFile == "" || t.KeyFile == ""):
-			p = append(p, "TLS.CertFile and TLS.KeyFile must be given together")
-		case mem && (t.CertPEM == nil || t.KeyPEM == nil):
-			p = append(p, "TLS.CertPEM and TLS.KeyPEM must be given together")
-		}
-		if t.GetClientCertificate != nil && (file || mem) {
-			p = append(p, "TLS.GetClientCertificate and a client certificate (CertFile/KeyFile or CertPEM/KeyPEM) are both set: use one")
-		}
-		if _, err := t.ClientConfig(); err != nil {
-			p = append(p, err.Error())
-		}
+	if c.TLS != nil {
+		p = tlsconf.Settings(*c.TLS).Problems()
 	}
 	if s := c.SASL; s != nil {
 		switch s.Mechanism {
@@ -221,11 +202,6 @@ func (c *Config) securityOptions() []kgo.Opt {
 // explains: the class of the error (IsFatal, in classify.go, which knows
 // TLS alerts by tlsconf.Alert) is the same before and after.
 func (c *Config) explainConnectErr(err error) error {
-	var (
-		unknownAuthority x509.UnknownAuthorityError
-		hostname         x509.HostnameError
-		verify           *tls.CertificateVerificationError
-	)
 	switch {
 	case errors.Is(err, kerr.SaslAuthenticationFailed) && c.SASL != nil:
 		who, fix := fmt.Sprintf(" of user %q", c.SASL.Username), "Config.SASL's credentials"
@@ -238,22 +214,6 @@ func (c *Config) explainConnectErr(err error) error {
 		return fmt.Errorf("kafkasink: the broker refused SASL %s authentication%s: check %s: %w", c.SASL.Mechanism, who, fix, err)
 	case errors.Is(err, kerr.UnsupportedSaslMechanism) && c.SASL != nil:
 		return fmt.Errorf("kafkasink: the broker does not enable SASL %s on this listener: choose a mechanism it enables: %w", c.SASL.Mechanism, err)
-	case errors.As(err, &hostname):
-		return fmt.Errorf("kafkasink: the broker's TLS certificate does not name the host dialled: set Config.TLS.ServerName to a name it has: %w", err)
-	case errors.As(err, &unknownAuthority) || errors.As(err, &verify):
-		return fmt.Errorf("kafkasink: the broker's TLS certificate is not trusted: set Config.TLS.CAFile to the authority that signed it: %w", err)
 	}
-	if alert, ok := tlsconf.Alert(err); ok && c.TLS != nil {
-		e := &tlsconf.AlertError{Alert: alert, Err: err}
-		switch {
-		case !tlsconf.ClientCertAlert(alert):
-			e.Msg = fmt.Sprintf("kafkasink: the broker ended the TLS handshake (%v): check Config.TLS against the listener's TLS settings", alert)
-		case c.TLS.CertFile == "" && c.TLS.CertPEM == nil:
-			e.Msg = fmt.Sprintf("kafkasink: the broker refused the connection without a client certificate (%v): it requires one: set Config.TLS.CertFile and KeyFile", alert)
-		default:
-			e.Msg = fmt.Sprintf("kafkasink: the broker refused the client certificate (%v): check Config.TLS.CertFile and KeyFile against the broker's truststore", alert)
-		}
-		return e
-	}
-	return err
+	return tlsconf.Explain(err, (*tlsconf.Settings)(c.TLS))
 }

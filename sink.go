@@ -15,6 +15,7 @@ import (
 
 	"github.com/kafkasink/kafkasink/internal/checkpointlog"
 	"github.com/kafkasink/kafkasink/internal/ctxerr"
+	"github.com/kafkasink/kafkasink/internal/topicadmin"
 )
 
 // Sink delivers batches of change events to Kafka. New makes one.
@@ -33,7 +34,7 @@ type Sink struct {
 	hooks hooks
 	// counters are what Stats reports; they are the first of hooks.
 	counters counters
-	topics   *topicCache
+	topics   *topicadmin.Cache
 
 	// sem admits one Write at a time; Close takes it too, to wait for a
 	// running Write.
@@ -115,7 +116,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	b := &Sink{
 		cfg:    cfg,
 		log:    cfg.Logger.With("sink", cfg.SinkID),
-		topics: newTopicCache(&cfg.Topics),
+		topics: topicadmin.NewCache(cfg.Topics.creation()),
 		sem:    make(chan struct{}, 1),
 		routes: make(map[[2]string]tableRoute),
 		store:  checkpointStore{Partition: checkpointlog.Partition{Topic: cfg.CheckpointTopic}, sinkID: cfg.SinkID, mode: cfg.Mode},

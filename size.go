@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/kafkasink/kafkasink/internal/topicadmin"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -27,14 +28,14 @@ func recordSize(r *kgo.Record) int {
 
 // recordLimit is the largest record the sink sends to a topic: the smaller
 // of the topic's max.message.bytes and Config.MaxRecordBytes.
-func (c *Config) recordLimit(info topicInfo) int {
-	return min(info.maxMessageBytes, c.MaxRecordBytes)
+func (c *Config) recordLimit(info topicadmin.Info) int {
+	return min(info.MaxMessageBytes, c.MaxRecordBytes)
 }
 
 // checkRecordSize returns why a record of size bytes of key, value and
 // headers is too large for topic, or nil. exact is false when size is
 // only what the record is known to reach, before its value is encoded.
-func (c *Config) checkRecordSize(size int, exact bool, topic string, info topicInfo) error {
+func (c *Config) checkRecordSize(size int, exact bool, topic string, info topicadmin.Info) error {
 	size += recordOverhead
 	limit := c.recordLimit(info)
 	if size <= limit {
@@ -45,7 +46,7 @@ func (c *Config) checkRecordSize(size int, exact bool, topic string, info topicI
 		atLeast = ""
 	}
 	return fmt.Errorf("record of %s%d bytes exceeds the limit of %d (the smaller of topic %s's max.message.bytes %d and Config.MaxRecordBytes %d)",
-		atLeast, size, limit, topic, info.maxMessageBytes, c.MaxRecordBytes)
+		atLeast, size, limit, topic, info.MaxMessageBytes, c.MaxRecordBytes)
 }
 
 // minValueSize returns a size in bytes that enc's value for e is known to

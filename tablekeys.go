@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"github.com/kafkasink/kafkasink/internal/tablename"
 )
 
 // TableKeys names the key columns of tables: each entry maps a table,
@@ -30,7 +32,7 @@ func (k TableKeys) Columns(schema, table string) ([]string, bool) {
 // name does not parse or has no schema, two entries for one table, and an
 // entry without columns or with an empty column name.
 func (k TableKeys) Check(field string) []string {
-	_, problems := parseTableKeys(field, k)
+	_, problems := tablename.Keyed(field, k)
 	for _, name := range slices.Sorted(maps.Keys(k)) {
 		if cols := k[name]; len(cols) == 0 || slices.Contains(cols, "") {
 			problems = append(problems, fmt.Sprintf("%s[%q] needs at least one non-empty column name", field, name))

@@ -1,9 +1,7 @@
 package kafkasink
 
 import (
-	"fmt"
-	"strings"
-
+	"github.com/kafkasink/kafkasink/internal/tablename"
 	"github.com/kafkasink/kafkasink/internal/topicadmin"
 )
 
@@ -22,69 +20,7 @@ import (
 //
 // TableName formats a table the way ParseTableName reads it back.
 func ParseTableName(s string) (schema, table string, err error) {
-	var parts []string
-	rest := s
-	for {
-		part, n, err := parseIdentifier(rest)
-		if err != nil {
-			return "", "", fmt.Errorf("table name %q: %v", s, err)
-		}
-		parts = append(parts, part)
-		rest = rest[n:]
-		if rest == "" {
-			break
-		}
-		if rest[0] != '.' {
-			return "", "", fmt.Errorf("table name %q: unexpected %q after %q; quote a part that contains a double quote", s, rest, s[:len(s)-len(rest)])
-		}
-		rest = rest[1:]
-	}
-	switch len(parts) {
-	case 1:
-		return "", parts[0], nil
-	case 2:
-		return parts[0], parts[1], nil
-	}
-	return "", "", fmt.Errorf("table name %q has %d dot-separated parts, want schema.table: quote the part that contains a dot, such as %s or %s",
-		s, len(parts), TableName(parts[0], strings.Join(parts[1:], ".")), TableName(strings.Join(parts[:len(parts)-1], "."), parts[len(parts)-1]))
-}
-
-// parseIdentifier reads one part of a table name at the start of s and
-// returns it with the number of bytes it took.
-func parseIdentifier(s string) (string, int, error) {
-	if !strings.HasPrefix(s, `"`) {
-		n := strings.IndexByte(s, '.')
-		if n < 0 {
-			n = len(s)
-		}
-		part := s[:n]
-		switch {
-		case part == "":
-			return "", 0, fmt.Errorf("a part is empty (a dot at an end, or two in a row)")
-		case strings.Contains(part, `"`):
-			return "", 0, fmt.Errorf("part %q has a double quote: quote the whole part, doubling the quote inside", part)
-		case strings.TrimSpace(part) != part:
-			return "", 0, fmt.Errorf("part %q starts or ends with a space: quote it if the space belongs to the name", part)
-		}
-		return part, n, nil
-	}
-	var b strings.Builder
-	for i := 1; i < len(s); i++ {
-		if s[i] != '"' {
-			b.WriteByte(s[i])
-			continue
-		}
-		if i+1 < len(s) && s[i+1] == '"' {
-			b.WriteByte('"')
-			i++
-			continue
-		}
-		if b.Len() == 0 {
-			return "", 0, fmt.Errorf("empty quoted part")
-		}
-		return b.String(), i + 1, nil
-	}
-	return "", 0, fmt.Errorf("unterminated double quote")
+	return tablename.Parse(s)
 }
 
 // TableName returns schema.table in the form ParseTableName reads; an
@@ -93,22 +29,7 @@ func parseIdentifier(s string) (string, int, error) {
 // with a digit), as PostgreSQL's quote_ident does, so the name reads the
 // same in SQL, and "a.b".c and a."b.c" stay distinct in error messages.
 func TableName(schema, table string) string {
-	if schema == "" {
-		return quotePart(table)
-	}
-	return quotePart(schema) + "." + quotePart(table)
-}
-
-func quotePart(s string) string {
-	plain := s != "" && !(s[0] >= '0' && s[0] <= '9')
-	for i := 0; i < len(s) && plain; i++ {
-		c := s[i]
-		plain = c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_'
-	}
-	if plain {
-		return s
-	}
-	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+	return tablename.Format(schema, table)
 }
 
 // ValidateTopicName returns why name is not a valid Kafka topic name

@@ -1,16 +1,12 @@
 package kafkasink
 
 import (
-	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
-	"sync"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
+	"github.com/kafkasink/kafkasink/internal/tablename"
 	"github.com/kafkasink/kafkasink/internal/topicadmin"
+	"github.com/kafkasink/kafkasink/internal/topicclaims"
 )
 
 // problems returns the configuration problems of t.
@@ -37,7 +33,7 @@ func (t *Topics) problems() []string {
 			p = append(p, fmt.Sprintf("Topics.Routes[%q]: %v", table, err))
 		}
 	}
-	_, routeProblems := parseTableKeys("Topics.Routes", t.Routes)
+	_, routeProblems := tablename.Keyed("Topics.Routes", t.Routes)
 	p = append(p, routeProblems...)
 	for _, topic := range t.Shared {
 		if err := topicadmin.ValidateName(topic); err != nil {
@@ -53,36 +49,31 @@ func (t *Topics) problems() []string {
 	return p
 }
 
-// routeKind says which setting of Topics named a table's topic.
-type routeKind string
-
-const (
-	byRoute    routeKind = "Topics.Route"
-	byRoutes   routeKind = "Topics.Routes"
-	byTemplate routeKind = "Topics.Template"
-	byPrefix   routeKind = "Topics.Prefix"
-)
+// creation is how the sink makes sure of the topics it writes events to.
+func (t *Topics) creation() topicadmin.Settings {
+	return topicadmin.Settings{MustExist: t.MustExist, Partitions: t.Partitions, ReplicationFactor: t.ReplicationFactor, Configs: t.Configs, Missing: ErrTopicMissing}
+}
 
 // route names the topic of an event's table and checks the name.
-func (r *router) route(schema, table string) (string, routeKind, error) {
+func (r *router) route(schema, table string) (string, topicclaims.Kind, error) {
 	t := r.topics
 	var (
 		topic string
-		kind  routeKind
+		kind  topicclaims.Kind
 	)
 	switch {
 	case t.Route != nil:
-		kind = byRoute
+		kind = topicclaims.ByRoute
 		var err error
 		if topic, err = t.Route(schema, table); err != nil {
 			return "", kind, fmt.Errorf("Topics.Route for %s: %w", TableName(schema, table), err)
 		}
 	case r.routes[[2]string{schema, table}] != "":
-		topic, kind = r.routes[[2]string{schema, table}], byRoutes
+		topic, kind = r.routes[[2]string{schema, table}], topicclaims.ByRoutes
 	case t.Template != "":
-		topic, kind = strings.NewReplacer("{schema}", schema, "{table}", table).Replace(t.Template), byTemplate
+		topic, kind = strings.NewReplacer("{schema}", schema, "{table}", table).Replace(t.Template), topicclaims.ByTemplate
 	default:
-		topic, kind = t.Prefix+"."+schema+"."+table, byPrefix
+		topic, kind = t.Prefix+"."+schema+"."+table, topicclaims.ByPrefix
 	}
 	if err := topicadmin.ValidateName(topic); err != nil {
 		return "", kind, fmt.Errorf("topic for %s by %s: %w; route the table explicitly with a Topics.Routes entry", TableName(schema, table), kind, err)
@@ -90,78 +81,35 @@ func (r *router) route(schema, table string) (string, routeKind, error) {
 	return topic, kind, nil
 }
 
-// parseTableKeys returns m keyed by table, and the problems of its keys:
-// names ParseTableName refuses or that have no schema, and two keys naming
-// one table (such as public.a and public."a"). field names m in problems.
-func parseTableKeys[V any](field string, m map[string]V) (map[[2]string]V, []string) {
-	out := make(map[[2]string]V, len(m))
-	var problems []string
-	for _, name := range slices.Sorted(maps.Keys(m)) {
-		schema, table, err := ParseTableName(name)
-		if err == nil && schema == "" {
-			err = fmt.Errorf("table name %q has no schema: want schema.table", name)
-		}
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("%s key: %v", field, err))
-			continue
-		}
-		k := [2]string{schema, table}
-		if _, dup := out[k]; dup {
-			problems = append(problems, fmt.Sprintf("%s has two keys for table %s", field, TableName(schema, table)))
-		}
-		out[k] = m[name]
-	}
-	return out, problems
-}
-
-// router names the topic of each table, and remembers which table each
-// topic carries, so that two tables reach one topic only on purpose: with
-// the same keys, compaction and upsert consumers would merge their rows.
-// Derived names collide easily ("a.b".c and a."b.c" are both
-// <prefix>.a.b.c; a template "{schema}_{table}" makes a_b_c of a_b.c and
-// a.b_c). Tables may share a
-// topic when each has a Topics.Routes entry naming it, or when the topic
-// is in Topics.Shared. The checkpoint and dead-letter topics belong to
-// the sink and no table may route to them.
-//
-// A claim lasts for the sink's life; tables first seen by different runs
-// of the sink cannot be compared (see Topics).
+// router names the topic of each table, and claims each topic for the
+// first table that reaches it (see internal/topicclaims), so that another
+// table reaching it fails Write with a fatal *ConfigError unless Topics
+// says the topic is shared.
 //
 // Not safe for concurrent use: the sink uses it under its write guard.
 type router struct {
 	topics     *Topics
 	routes     map[[2]string]string   // Topics.Routes by table
 	keyColumns map[[2]string][]string // Config.KeyColumns by table
-	shared     map[string]bool        // Topics.Shared
-	claims     map[string]topicClaim  // by collisionName
+	claims     *topicclaims.Claims
 	// granted holds the (topic, schema, table) claims that succeeded, so
 	// that a Topics.Route answer seen before costs one lookup.
 	granted map[[3]string]bool
 }
 
-// topicClaim is the first user of a topic.
-type topicClaim struct {
-	topic string
-	owner string    // the table (TableName), or the Config field of a sink's topic
-	kind  routeKind // how the table was routed; "" for a sink's topic
-}
-
 // newRouter returns the router of a validated cfg.
 func newRouter(cfg *Config) *router {
 	// validate refused any problem of the keys.
-	routes, _ := parseTableKeys("Topics.Routes", cfg.Topics.Routes)
-	keyColumns, _ := parseTableKeys("KeyColumns", cfg.KeyColumns)
-	r := &router{topics: &cfg.Topics, routes: routes, keyColumns: keyColumns, shared: make(map[string]bool),
-		claims: make(map[string]topicClaim), granted: make(map[[3]string]bool)}
-	for _, t := range cfg.Topics.Shared {
-		r.shared[t] = true
-	}
-	r.claims[collisionName(cfg.CheckpointTopic)] = topicClaim{topic: cfg.CheckpointTopic, owner: "Config.CheckpointTopic"}
+	routes, _ := tablename.Keyed("Topics.Routes", cfg.Topics.Routes)
+	keyColumns, _ := tablename.Keyed("KeyColumns", cfg.KeyColumns)
+	r := &router{topics: &cfg.Topics, routes: routes, keyColumns: keyColumns,
+		claims: topicclaims.New(cfg.Topics.Shared), granted: make(map[[3]string]bool)}
+	r.claims.Reserve(cfg.CheckpointTopic, "Config.CheckpointTopic")
 	if cfg.DeadLetterTopic != "" {
-		r.claims[collisionName(cfg.DeadLetterTopic)] = topicClaim{topic: cfg.DeadLetterTopic, owner: "Config.DeadLetterTopic"}
+		r.claims.Reserve(cfg.DeadLetterTopic, "Config.DeadLetterTopic")
 	}
 	if t := frameTopic(cfg.Encoder); t != "" {
-		r.claims[collisionName(t)] = topicClaim{topic: t, owner: "Encoder's transaction topic (Framer)"}
+		r.claims.Reserve(t, "Encoder's transaction topic (Framer)")
 	}
 	return r
 }
@@ -175,121 +123,16 @@ func frameTopic(enc Encoder) string {
 	return ""
 }
 
-// collisionName is the name under which Kafka tells topics apart in its
-// metrics, where '.' and '_' are the same character: a broker refuses to
-// create a topic whose collision name an existing topic has.
-func collisionName(topic string) string {
-	return strings.ReplaceAll(topic, ".", "_")
-}
-
 // claim records that table (routed by kind) writes to topic, or returns a
 // *ConfigError, fatal, when the topic belongs to another table or to the
 // sink.
-func (r *router) claim(topic, schema, table string, kind routeKind) error {
+func (r *router) claim(topic, schema, table string, kind topicclaims.Kind) error {
 	if r.granted[[3]string{topic, schema, table}] {
 		return nil
 	}
-	err := r.check(topic, schema, table, kind)
-	if err == nil {
-		r.granted[[3]string{topic, schema, table}] = true
+	if problem := r.claims.Claim(topic, TableName(schema, table), kind); problem != "" {
+		return &ConfigError{Problems: []string{problem}}
 	}
-	return err
-}
-
-// check is claim without the memory of granted claims.
-func (r *router) check(topic, schema, table string, kind routeKind) error {
-	me := TableName(schema, table)
-	prev, ok := r.claims[collisionName(topic)]
-	switch {
-	case !ok:
-		r.claims[collisionName(topic)] = topicClaim{topic: topic, owner: me, kind: kind}
-		return nil
-	case prev.kind == "":
-		return &ConfigError{Problems: []string{fmt.Sprintf("table %s routes to topic %q (by %s), which is the sink's %s: route the table elsewhere with a Topics.Routes entry",
-			me, topic, kind, prev.owner)}}
-	case prev.topic != topic:
-		return &ConfigError{Problems: []string{fmt.Sprintf("table %s routes to topic %q (by %s) and table %s to %q (by %s): Kafka does not tell '.' and '_' apart in topic names' metrics and refuses to create both; route one of them elsewhere with a Topics.Routes entry",
-			me, topic, kind, prev.owner, prev.topic, prev.kind)}}
-	case prev.owner == me, r.shared[topic], prev.kind == byRoutes && kind == byRoutes:
-		return nil
-	}
-	return &ConfigError{Problems: []string{fmt.Sprintf("tables %s (by %s) and %s (by %s) both route to topic %q, where their records would mix under the same keys: route one of them elsewhere with a Topics.Routes entry, or, if they are to share the topic, list it in Topics.Shared or give both tables a Topics.Routes entry naming it",
-		prev.owner, prev.kind, me, kind, topic)}}
-}
-
-// topicInfo is what the sink needs to know of a destination topic.
-type topicInfo struct {
-	partitions      int
-	maxMessageBytes int
-	// compacted: cleanup.policy includes compact, so the broker refuses a
-	// record without a key (INVALID_RECORD), failing its whole transaction.
-	compacted bool
-}
-
-// topicCache ensures each destination topic exists (creating it when
-// allowed) the first time it is used, and remembers its limits.
-type topicCache struct {
-	cfg     *Topics
-	mu      sync.Mutex
-	topics  map[string]topicInfo
-	deleted map[string]error // topics deleted under a running sink
-}
-
-func newTopicCache(cfg *Topics) *topicCache {
-	return &topicCache{cfg: cfg, topics: make(map[string]topicInfo), deleted: make(map[string]error)}
-}
-
-// get returns the topic's info, ensuring it exists on first use. A topic
-// deleted while the sink ran stays an error until the sink is restarted:
-// recreating it quietly would hide the deletion from its consumers.
-func (c *topicCache) get(ctx context.Context, cl *kgo.Client, topic string) (topicInfo, error) {
-	if info, ok := c.peek(topic); ok {
-		return info, nil
-	}
-	c.mu.Lock()
-	gone := c.deleted[topic]
-	c.mu.Unlock()
-	if gone != nil {
-		return topicInfo{}, gone
-	}
-	info, err := ensureTopic(ctx, cl, topic, c.cfg.MustExist, c.cfg.Partitions, c.cfg.ReplicationFactor, c.cfg.Configs)
-	if err != nil {
-		return topicInfo{}, err
-	}
-	c.mu.Lock()
-	c.topics[topic] = info
-	c.mu.Unlock()
-	return info, nil
-}
-
-// refresh reads topic's info again from the broker, which may have
-// changed since the sink first used it (max.message.bytes lowered), and
-// remembers it.
-func (c *topicCache) refresh(ctx context.Context, cl *kgo.Client, topic string) (topicInfo, error) {
-	info, err := ensureTopic(ctx, cl, topic, true, c.cfg.Partitions, c.cfg.ReplicationFactor, c.cfg.Configs)
-	if err != nil {
-		return topicInfo{}, err
-	}
-	c.mu.Lock()
-	c.topics[topic] = info
-	c.mu.Unlock()
-	return info, nil
-}
-
-// peek returns what is known of topic without asking the broker. Safe for
-// concurrent use: the client calls it from its own goroutines.
-func (c *topicCache) peek(topic string) (topicInfo, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	info, ok := c.topics[topic]
-	return info, ok
-}
-
-// markDeleted records that topic was deleted under the running sink; err
-// is what every later use returns.
-func (c *topicCache) markDeleted(topic string, err error) {
-	c.mu.Lock()
-	delete(c.topics, topic)
-	c.deleted[topic] = err
-	c.mu.Unlock()
+	r.granted[[3]string{topic, schema, table}] = true
+	return nil
 }

@@ -10,8 +10,8 @@
 // the refused records are found by sending the failed records again,
 // each partition's in runs that fit its topic's limit with one run in
 // flight per partition, and bisecting each run that fails, until each
-// refused record failed on its own (Probe). Sending the records, and
-// what becomes of the refused ones, is the caller's.
+// refused record failed on its own (Probe, Find). What becomes of the
+// refused ones is the caller's.
 package refusals
 
 import (

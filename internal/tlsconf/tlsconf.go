@@ -28,6 +28,32 @@ type Settings struct {
 	ServerName           string
 }
 
+// Problems returns what is wrong with the settings: fields that conflict,
+// and files or PEM that do not load.
+func (t Settings) Problems() []string {
+	var p []string
+	if t.CAFile != "" && t.CAPEM != nil {
+		p = append(p, "TLS.CAFile and TLS.CAPEM are both set: use one")
+	}
+	file := t.CertFile != "" || t.KeyFile != ""
+	mem := t.CertPEM != nil || t.KeyPEM != nil
+	switch {
+	case file && mem:
+		p = append(p, "TLS has both CertFile/KeyFile and CertPEM/KeyPEM: use one pair")
+	case file && (t.CertFile == "" || t.KeyFile == ""):
+		p = append(p, "TLS.CertFile and TLS.KeyFile must be given together")
+	case mem && (t.CertPEM == nil || t.KeyPEM == nil):
+		p = append(p, "TLS.CertPEM and TLS.KeyPEM must be given together")
+	}
+	if t.GetClientCertificate != nil && (file || mem) {
+		p = append(p, "TLS.GetClientCertificate and a client certificate (CertFile/KeyFile or CertPEM/KeyPEM) are both set: use one")
+	}
+	if _, err := t.Config(); err != nil {
+		p = append(p, err.Error())
+	}
+	return p
+}
+
 // Config builds the *tls.Config. Errors name the file or field at fault.
 func (t Settings) Config() (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
@@ -132,10 +158,40 @@ func Alert(err error) (tls.AlertError, bool) {
 	return tls.AlertError(v.Uint()), true
 }
 
-// ClientCertAlert reports whether alert is one a server sends about the
-// client's certificate, or its absence.
-func ClientCertAlert(alert tls.AlertError) bool { return clientCertAlerts[alert] }
+// Explain says which TLS setting a connection error points at, so that
+// the message names the setting to fix; t is the sink's settings, nil
+// when it has none (a broker's alert then explains nothing). It only
+// explains: the class of the error is the same before and after.
+func Explain(err error, t *Settings) error {
+	var (
+		unknownAuthority x509.UnknownAuthorityError
+		hostname         x509.HostnameError
+		verify           *tls.CertificateVerificationError
+	)
+	switch {
+	case errors.As(err, &hostname):
+		return fmt.Errorf("kafkasink: the broker's TLS certificate does not name the host dialled: set Config.TLS.ServerName to a name it has: %w", err)
+	case errors.As(err, &unknownAuthority) || errors.As(err, &verify):
+		return fmt.Errorf("kafkasink: the broker's TLS certificate is not trusted: set Config.TLS.CAFile to the authority that signed it: %w", err)
+	}
+	alert, ok := Alert(err)
+	if !ok || t == nil {
+		return err
+	}
+	e := &AlertError{Alert: alert, Err: err}
+	switch {
+	case !clientCertAlerts[alert]:
+		e.Msg = fmt.Sprintf("kafkasink: the broker ended the TLS handshake (%v): check Config.TLS against the listener's TLS settings", alert)
+	case t.CertFile == "" && t.CertPEM == nil:
+		e.Msg = fmt.Sprintf("kafkasink: the broker refused the connection without a client certificate (%v): it requires one: set Config.TLS.CertFile and KeyFile", alert)
+	default:
+		e.Msg = fmt.Sprintf("kafkasink: the broker refused the client certificate (%v): check Config.TLS.CertFile and KeyFile against the broker's truststore", alert)
+	}
+	return e
+}
 
+// clientCertAlerts are the alerts a server sends about the client's
+// certificate, or its absence.
 var clientCertAlerts = map[tls.AlertError]bool{
 	42:  true, // bad_certificate: also what Java sends for a missing certificate
 	43:  true, // unsupported_certificate

@@ -503,57 +503,12 @@ func (s *session) backfillChunk() error {
 	b := s.bf
 	i := b.live.running()
 	c := b.live[i]
-	schema, table, _ := splitTable(c.Table) // checked when accepted
-	var (
-		events []kafkasink.Event
-		key    []string
-		more   bool
-		plan   windowPlan
-		xmin   uint64
-	)
-	err := b.readOnly(s.ctx, func(tx pgx.Tx) error {
-		var (
-			xip       []uint64
-			committed []uint64
-			now       time.Time
-			err       error
-		)
-		if xmin, xip, committed, now, err = readSnapshot(s.ctx, tx, s.bf.r.version); err != nil {
-			return err
-		}
-		done := make(map[uint64]bool, len(committed))
-		for _, x := range committed {
-			done[x] = true
-		}
-		if plan = b.win.plan(c.Table, xip, done); plan.retry != "" {
-			return nil
-		}
-		ti, err := b.describe(s.ctx, tx, schema, table)
-		if err != nil {
-			return err
-		}
-		var est int64
-		if err := tx.QueryRow(s.ctx, "SELECT reltuples::bigint FROM pg_class WHERE oid = $1::regclass", qualified(schema, table)).Scan(&est); err != nil {
-			return err
-		}
-		b.estimates[c.ID] = est
-		if keys := columnNames(ti.chunkKey); !slices.Equal(keys, c.KeyColumns) {
-			return &BackfillError{Table: c.Table, Problem: fmt.Sprintf("the table's key changed from %v to %v while it was backfilled: request a new backfill", c.KeyColumns, keys)}
-		}
-		values := pgoutput.NewValues(func(oid uint32) (CatalogType, bool, error) { return describeType(s.ctx, tx, oid) })
-		relation, err := values.Relation(ti.describeColumns())
-		if err != nil {
-			return err
-		}
-		sql, _ := backfillQuery(ti, c.Where, c.LastKey != nil, s.cfg.BackfillChunkRows+1)
-		var args [][]byte
-		for _, k := range c.LastKey {
-			args = append(args, []byte(k))
-		}
-		run := &snapshotRun{r: b.r, cur: snapshotCursor{Snapshot: c.ID}, lsn: b.pos.LSN, next: b.pos.Index + 1, values: values, started: now}
-		events, key, more, err = run.chunk(s.ctx, tx, ti, relation, sql, args, s.cfg.BackfillChunkRows)
+	var rd chunkRead
+	err := b.readOnly(s.ctx, func(tx pgx.Tx) (err error) {
+		rd, err = s.readChunk(tx, c)
 		return err
 	})
+	events, key, more, plan, xmin := rd.events, rd.key, rd.more, rd.plan, rd.xmin
 	var be *BackfillError
 	switch {
 	case err != nil && s.ctx.Err() != nil:
@@ -607,6 +562,61 @@ func (s *session) backfillChunk() error {
 	b.inFlight.Store(true)
 	b.r.log.Debug("backfill chunk read", "backfill", c.ID, "table", c.Table, "rows", len(kept), "dropped", len(events)-len(kept))
 	return s.handoff()
+}
+
+// chunkRead is what readChunk read of a backfill's next chunk.
+type chunkRead struct {
+	events []kafkasink.Event
+	key    []string // the last row's key: where the next chunk starts
+	more   bool     // rows are left after the chunk
+	plan   windowPlan
+	xmin   uint64 // the chunk's snapshot's xmin: older transactions are forgotten
+}
+
+// readChunk reads the next chunk of backfill c in tx: the snapshot and
+// the window's plan for it first (no rows when the plan says to wait),
+// then the rows after c.LastKey.
+func (s *session) readChunk(tx pgx.Tx, c backfillCursor) (chunkRead, error) {
+	b := s.bf
+	schema, table, _ := splitTable(c.Table) // checked when accepted
+	var rd chunkRead
+	xmin, xip, committed, now, err := readSnapshot(s.ctx, tx, s.bf.r.version)
+	if err != nil {
+		return rd, err
+	}
+	rd.xmin = xmin
+	done := make(map[uint64]bool, len(committed))
+	for _, x := range committed {
+		done[x] = true
+	}
+	if rd.plan = b.win.plan(c.Table, xip, done); rd.plan.retry != "" {
+		return rd, nil
+	}
+	ti, err := b.describe(s.ctx, tx, schema, table)
+	if err != nil {
+		return rd, err
+	}
+	var est int64
+	if err := tx.QueryRow(s.ctx, "SELECT reltuples::bigint FROM pg_class WHERE oid = $1::regclass", qualified(schema, table)).Scan(&est); err != nil {
+		return rd, err
+	}
+	b.estimates[c.ID] = est
+	if keys := columnNames(ti.chunkKey); !slices.Equal(keys, c.KeyColumns) {
+		return rd, &BackfillError{Table: c.Table, Problem: fmt.Sprintf("the table's key changed from %v to %v while it was backfilled: request a new backfill", c.KeyColumns, keys)}
+	}
+	values := pgoutput.NewValues(func(oid uint32) (CatalogType, bool, error) { return describeType(s.ctx, tx, oid) })
+	relation, err := values.Relation(ti.describeColumns())
+	if err != nil {
+		return rd, err
+	}
+	sql, _ := backfillQuery(ti, c.Where, c.LastKey != nil, s.cfg.BackfillChunkRows+1)
+	var args [][]byte
+	for _, k := range c.LastKey {
+		args = append(args, []byte(k))
+	}
+	run := &snapshotRun{r: b.r, cur: snapshotCursor{Snapshot: c.ID}, lsn: b.pos.LSN, next: b.pos.Index + 1, values: values, started: now}
+	rd.events, rd.key, rd.more, err = run.chunk(s.ctx, tx, ti, relation, sql, args, s.cfg.BackfillChunkRows)
+	return rd, err
 }
 
 func contains(m map[string]struct{}, k string) bool {

@@ -303,7 +303,7 @@ const (
 	SnapshotFirst                                 // the first row of the run
 	SnapshotLast                                  // the last row of the run
 	// SnapshotIncremental marks a row a backfill read while the stream
-	// ran (pgcdc's Backfills), as Debezium's incremental snapshots do.
+	// ran (pgcdc's Backfills): an incremental snapshot.
 	SnapshotIncremental
 )
 

@@ -179,17 +179,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	pcfg.Monitor = mon
 	var web *httpServer
 	if o.httpAddr != "" {
-		web = newHTTPServer(mon, pcfg.Slot, kcfg.TransactionTimeout, lagBounds{bytes: o.readyMaxLagBytes, age: o.readyMaxLag}, func(ctx context.Context) error {
-			conn, err := connectPG(ctx, pcfg)
-			if err == nil {
-				conn.Close(ctx)
-			}
-			return err
-		})
-		pcfg.Backfills = new(pgcdc.Backfills)
-		web.backfills = pcfg.Backfills
-		stopWeb, err := web.serve(o.httpAddr, logger)
-		if err != nil {
+		var stopWeb func()
+		if web, stopWeb, err = serveHTTP(o, kcfg, &pcfg, logger); err != nil {
 			return fail(logger, err)
 		}
 		defer stopWeb()
@@ -252,6 +243,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return 0
 	}
 	return fail(logger, err)
+}
+
+// serveHTTP starts the HTTP server of -http-addr for Run's Monitor in
+// pcfg, and gives pcfg the Backfills its /backfills asks.
+func serveHTTP(o *options, kcfg kafkasink.Config, pcfg *pgcdc.Config, logger *slog.Logger) (*httpServer, func(), error) {
+	web := newHTTPServer(pcfg.Monitor, pcfg.Slot, kcfg.TransactionTimeout, lagBounds{bytes: o.readyMaxLagBytes, age: o.readyMaxLag}, func(ctx context.Context) error {
+		conn, err := connectPG(ctx, *pcfg)
+		if err == nil {
+			conn.Close(ctx)
+		}
+		return err
+	})
+	pcfg.Backfills = new(pgcdc.Backfills)
+	web.backfills = pcfg.Backfills
+	stop, err := web.serve(o.httpAddr, logger)
+	return web, stop, err
 }
 
 // failOrStopped is fail, except for an error that a signal caused by

@@ -57,7 +57,9 @@ import (
 //	               number as Debezium writes it (LSNs above 2^53 lose
 //	               digits in JavaScript and other float-based readers;
 //	               sequence holds them as strings, and LSNAsString writes
-//	               lsn as one)
+//	               lsn as one); txId and lsn are null on a row of an
+//	               incremental snapshot (kafkasink.SnapshotIncremental),
+//	               as Debezium writes them
 //	  xmin         null
 //	  origin       null
 //	  origin_lsn   null
@@ -660,15 +662,22 @@ func (d Encoder) writeSource(w *connectWriter, e *kafkasink.Event, lsn kafkasink
 	} else {
 		writeSourceTable(w, e)
 	}
-	w.key(`,"txId":`)
-	w.uint(uint64(xid))
-	w.key(`,"lsn":`)
-	if d.LSNAsString {
-		mark := w.beginText()
-		w.buf = append(w.buf, lsnText...)
-		w.endText(mark)
-	} else {
-		w.uintText(uint64(lsn), lsnText)
+	switch {
+	case e.Op == kafkasink.OpRead && src.Snapshot&kafkasink.SnapshotIncremental != 0:
+		// A row of an incremental snapshot belongs to no transaction
+		// and no WAL position, and Debezium writes both as null.
+		w.nulls(`,"txId":null,"lsn":null`, 2)
+	default:
+		w.key(`,"txId":`)
+		w.uint(uint64(xid))
+		w.key(`,"lsn":`)
+		if d.LSNAsString {
+			mark := w.beginText()
+			w.buf = append(w.buf, lsnText...)
+			w.endText(mark)
+		} else {
+			w.uintText(uint64(lsn), lsnText)
+		}
 	}
 	w.nulls(`,"xmin":null,"origin":null,"origin_lsn":null`, 3)
 	w.endStruct()

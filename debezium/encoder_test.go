@@ -115,6 +115,41 @@ func TestDebeziumSnapshotMarks(t *testing.T) {
 	}
 }
 
+// TestIncrementalReadHasNoTransaction: a row of an incremental snapshot
+// has source.txId and source.lsn null, as Debezium writes them
+// (TestDebeziumIncrementalConformance compares whole records); a row of
+// the initial snapshot keeps the snapshot's.
+func TestIncrementalReadHasNoTransaction(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		mark      kafkasink.SnapshotMark
+		txId, lsn string
+	}{
+		{kafkasink.SnapshotIncremental, "null", "null"},
+		{0, "42", "4096"},
+	} {
+		e := kafkasink.Event{Op: kafkasink.OpRead, Schema: "public", Table: "t", Key: []string{"id"}, LSN: 4096,
+			Position: kafkasink.Position{LSN: 4096}, After: kafkasink.Row{{Name: "id", Value: int64(1)}},
+			Source: kafkasink.Source{Snapshot: c.mark, SnapshotXID: 42}}
+		out, err := Encoder{Name: "dbz"}.Encode(nil, &e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v struct {
+			Source map[string]json.RawMessage `json:"source"`
+		}
+		if err := json.Unmarshal(out, &v); err != nil {
+			t.Fatalf("%s: %v", out, err)
+		}
+		if got := string(v.Source["txId"]); got != c.txId {
+			t.Errorf("marks %04b: source.txId = %s, want %s", c.mark, got, c.txId)
+		}
+		if got := string(v.Source["lsn"]); got != c.lsn {
+			t.Errorf("marks %04b: source.lsn = %s, want %s", c.mark, got, c.lsn)
+		}
+	}
+}
+
 // TestDebeziumHeadersMatchDebezium compares the headers Encoder
 // adds with Debezium's, key, value and order, for the delete of a key
 // change (its record and its tombstone carry the same headers) and the

@@ -228,7 +228,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if web != nil {
 		web.setSink(sink)
 	}
-	logger.Info("sink started", "sink_id", kcfg.SinkID, "mode", kcfg.Mode.String(), "checkpoint", sink.Checkpoint().Position.String())
 
 	var wg sync.WaitGroup
 	pctx, stopProgress := context.WithCancel(lctx)

@@ -486,13 +486,13 @@ type backfillState struct {
 // between two transactions of the stream, in a REPEATABLE READ
 // transaction whose snapshot pg_current_snapshot() names. Every
 // transaction the stream emitted before the chunk has committed, and the
-// snapshot sees it, unless the snapshot lists it as still in progress:
-// a commit becomes visible a little after its commit record is written,
-// and the stream may decode it in between (a commit waiting for a
-// synchronous standby stays invisible that long). The chunk drops every
-// row whose key such a transaction touched (the window remembers their
-// keys, see window): the stream already delivered the newer state of
-// those rows. A transaction the stream emits after the chunk is newer
+// snapshot sees it, unless the snapshot lists it as still in progress,
+// or, being the newest, has it at or above its xmax, unlisted: a commit
+// becomes visible a little after its commit record is written, and the
+// stream may decode it in between (a commit waiting for a synchronous
+// standby stays invisible that long). The chunk drops every row whose key
+// such a transaction touched (the window remembers their keys, see
+// window): the stream already delivered the newer state of those rows. A transaction the stream emits after the chunk is newer
 // than the chunk's rows, or already in them; either way its change comes
 // after the row in Kafka, so the row never follows a newer change of its
 // key. A transaction the snapshot lists in progress whose keys the window
@@ -580,7 +580,7 @@ func (s *session) readChunk(tx pgx.Tx, c backfillCursor) (chunkRead, error) {
 	b := s.bf
 	schema, table, _ := splitTable(c.Table) // checked when accepted
 	var rd chunkRead
-	xmin, xip, committed, now, err := readSnapshot(s.ctx, tx, s.bf.r.version)
+	xmin, xmax, xip, committed, now, err := readSnapshot(s.ctx, tx, s.bf.r.version)
 	if err != nil {
 		return rd, err
 	}
@@ -589,7 +589,7 @@ func (s *session) readChunk(tx pgx.Tx, c backfillCursor) (chunkRead, error) {
 	for _, x := range committed {
 		done[x] = true
 	}
-	if rd.plan = b.win.plan(c.Table, xip, done); rd.plan.retry != "" {
+	if rd.plan = b.win.plan(c.Table, xip, xmax, done); rd.plan.retry != "" {
 		return rd, nil
 	}
 	ti, err := b.describe(s.ctx, tx, schema, table)
@@ -642,24 +642,25 @@ func (b *backfiller) written() {
 
 // readSnapshot reads the snapshot of tx, which must not have run a
 // statement yet, so that its first statement takes it: the oldest
-// transaction it sees in progress (xmin), those it sees in progress
-// (xip), those of them the commit log shows committed, and the time.
+// transaction it sees in progress (xmin), the first it does not see yet
+// (xmax), those below it that it sees in progress (xip), those of them
+// the commit log shows committed, and the time.
 // pg_current_snapshot and pg_xact_status came with PostgreSQL 13; before,
 // their txid_ forms say the same.
-func readSnapshot(ctx context.Context, tx pgx.Tx, version int) (xmin uint64, xip, committed []uint64, now time.Time, err error) {
-	snap, xminFn, xipFn, status := "pg_current_snapshot()", "pg_snapshot_xmin", "pg_snapshot_xip", "pg_xact_status"
+func readSnapshot(ctx context.Context, tx pgx.Tx, version int) (xmin, xmax uint64, xip, committed []uint64, now time.Time, err error) {
+	snap, xminFn, xmaxFn, xipFn, status := "pg_current_snapshot()", "pg_snapshot_xmin", "pg_snapshot_xmax", "pg_snapshot_xip", "pg_xact_status"
 	if version < 130000 {
-		snap, xminFn, xipFn, status = "txid_current_snapshot()", "txid_snapshot_xmin", "txid_snapshot_xip", "txid_status"
+		snap, xminFn, xmaxFn, xipFn, status = "txid_current_snapshot()", "txid_snapshot_xmin", "txid_snapshot_xmax", "txid_snapshot_xip", "txid_status"
 	}
-	var xminText string
+	var xminText, xmaxText string
 	var xipText, committedText []string
-	err = tx.QueryRow(ctx, `SELECT `+xminFn+`(s)::text,
+	err = tx.QueryRow(ctx, `SELECT `+xminFn+`(s)::text, `+xmaxFn+`(s)::text,
 			ARRAY(SELECT x::text FROM `+xipFn+`(s) x),
 			ARRAY(SELECT x::text FROM `+xipFn+`(s) x WHERE `+status+`(x) = 'committed'),
 			now()
-		FROM `+snap+` s`).Scan(&xminText, &xipText, &committedText, &now)
+		FROM `+snap+` s`).Scan(&xminText, &xmaxText, &xipText, &committedText, &now)
 	if err != nil {
-		return 0, nil, nil, now, fmt.Errorf("pgcdc: backfill: reading the chunk's snapshot: %w", err)
+		return 0, 0, nil, nil, now, fmt.Errorf("pgcdc: backfill: reading the chunk's snapshot: %w", err)
 	}
 	parse := func(ts []string) ([]uint64, error) {
 		out := make([]uint64, len(ts))
@@ -671,13 +672,16 @@ func readSnapshot(ctx context.Context, tx pgx.Tx, version int) (xmin uint64, xip
 		return out, nil
 	}
 	if xmin, err = strconv.ParseUint(xminText, 10, 64); err != nil {
-		return 0, nil, nil, now, fmt.Errorf("pgcdc: backfill: snapshot xmin %q: %w", xminText, err)
+		return 0, 0, nil, nil, now, fmt.Errorf("pgcdc: backfill: snapshot xmin %q: %w", xminText, err)
+	}
+	if xmax, err = strconv.ParseUint(xmaxText, 10, 64); err != nil {
+		return 0, 0, nil, nil, now, fmt.Errorf("pgcdc: backfill: snapshot xmax %q: %w", xmaxText, err)
 	}
 	if xip, err = parse(xipText); err != nil {
-		return 0, nil, nil, now, err
+		return 0, 0, nil, nil, now, err
 	}
 	committed, err = parse(committedText)
-	return xmin, xip, committed, now, err
+	return xmin, xmax, xip, committed, now, err
 }
 
 // backfillWake returns the channel that wakes the pump for the backfills:

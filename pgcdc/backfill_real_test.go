@@ -313,14 +313,7 @@ func resumesAfterCrash(t *testing.T, mode kafkasink.Mode) {
 			t.Fatalf("Run returned %v, want the crash", r.err)
 		}
 	}
-	close(stopW)
-	waitW()
-	marker := l.nextID.Add(1)
-	l.e.exec("INSERT INTO "+l.table+" VALUES ($1, $2, 'marker', NULL)", marker, l.seq.Add(1))
-	waitFor(t, time.Minute, "the marker row in Kafka", r, func() bool {
-		return slices.ContainsFunc(l.read(t), func(r bfRecord) bool { return r.id == marker })
-	})
-	c := l.check(t, id)
+	c := l.settle(t, r, stopW, waitW, id)
 	if !slices.IsSorted(resumedAt) || resumedAt[len(resumedAt)-1] == 0 {
 		t.Errorf("the backfill resumed at rows %v: want them growing", resumedAt)
 	}

@@ -3,6 +3,7 @@ package pgcdc
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/kafkasink/kafkasink"
 )
@@ -130,11 +131,22 @@ type windowPlan struct {
 }
 
 // plan decides for a chunk of table read in a snapshot whose in-progress
-// list is xip, of which committed are those the commit log already shows
-// committed (their commit waits, for a synchronous standby say, before
-// they become visible).
-func (w *window) plan(table string, xip []uint64, committed map[uint64]bool) windowPlan {
+// list is xip and whose xmax is xmax, of which committed are those the
+// commit log already shows committed (their commit waits, for a
+// synchronous standby say, before they become visible).
+func (w *window) plan(table string, xip []uint64, xmax uint64, committed map[uint64]bool) windowPlan {
 	p := windowPlan{drop: make(map[string]struct{})}
+	// An emitted transaction at or above xmax is invisible to the
+	// snapshot without being listed in xip: the stream decodes a commit
+	// once its record is written, a moment before the transaction
+	// leaves the proc array, and xmax is one above the newest that left
+	// it.
+	xip = slices.Clip(xip)
+	for _, x := range w.order {
+		if d := x - uint32(xmax); int32(d) >= 0 {
+			xip = append(xip, xmax+uint64(d))
+		}
+	}
 	prefix := table + "\x00"
 	since, tracked := w.since[table]
 	for _, x := range xip {

@@ -2,6 +2,7 @@ package pgcdc
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -479,11 +480,15 @@ func (s *session) sendStatus(onlyNew bool) error {
 		return nil
 	}
 	// Write and apply positions are reported as the flush position:
-	// nothing is applied anywhere before Kafka has it.
-	p := pglogrepl.LSN(lsn)
-	if err := pglogrepl.SendStandbyStatusUpdate(s.ctx, s.conn, pglogrepl.StandbyStatusUpdate{
-		WALWritePosition: p, WALFlushPosition: p, WALApplyPosition: p,
-	}); err != nil {
+	// nothing is applied anywhere before Kafka has it. The message goes
+	// straight to the network connection, which is safe for concurrent
+	// writes, not through pgconn's write buffer, as
+	// pglogrepl.SendStandbyStatusUpdate sends it: when a read of the
+	// receiver's goroutine fails, pgconn closes the connection from
+	// another goroutine, sending Terminate through that buffer, which
+	// raced with this message (the race detector saw it in
+	// TestBackfillResumesAfterPostgresSIGKILL).
+	if _, err := s.conn.Conn().Write(standbyStatus(lsn, time.Now())); err != nil {
 		return fmt.Errorf("pgcdc: sending standby status to slot %q: %w", s.cfg.Slot, err)
 	}
 	if lsn != s.confirmed {
@@ -491,6 +496,24 @@ func (s *session) sendStatus(onlyNew bool) error {
 	}
 	s.told(lsn)
 	return nil
+}
+
+// pgEpoch is the origin of PostgreSQL's timestamps.
+var pgEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// standbyStatus encodes a Standby Status Update (PostgreSQL's streaming
+// replication protocol) reporting lsn as written, flushed and applied at
+// now, in its CopyData message, without asking for a reply.
+func standbyStatus(lsn kafkasink.LSN, now time.Time) []byte {
+	data := make([]byte, 0, 34)
+	data = append(data, pglogrepl.StandbyStatusUpdateByteID)
+	for range 3 {
+		data = binary.BigEndian.AppendUint64(data, uint64(lsn))
+	}
+	data = binary.BigEndian.AppendUint64(data, uint64(now.Sub(pgEpoch).Microseconds()))
+	data = append(data, 0)
+	b, _ := (&pgproto3.CopyData{Data: data}).Encode(nil) // fails only above 1 GB
+	return b
 }
 
 // told makes lsn the position the server was told is confirmed, and the

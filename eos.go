@@ -32,6 +32,9 @@ type txnSink struct {
 	// an abort then moves the epoch too (endAbort). Unknown, false, until
 	// a commit was seen.
 	commitMovesEpoch bool
+	// loaded is the topics whose partitions the client's producer was
+	// seen to have loaded (awaitLoaded); nil for a new client.
+	loaded map[string]bool
 }
 
 var _ mode = (*txnSink)(nil)
@@ -206,7 +209,7 @@ func (s *txnSink) transact(ctx context.Context, pt *part, ck Checkpoint, t *open
 	}
 	s.sink.state.sent(ck)
 	results.Produce(tctx, s.sink.cl, ckRec)
-	t.sentTo(ckRec.Topic)
+	t.sent(ckRec)
 	if err := s.sink.cl.Flush(tctx); err != nil {
 		cause := fmt.Errorf("kafkasink: flushing transaction %s..%s: %w", pt.first, pt.last, context.Cause(tctx))
 		if derr := s.sink.deletedTopic(ctx, pt); derr != nil {
@@ -223,6 +226,9 @@ func (s *txnSink) transact(ctx context.Context, pt *part, ck Checkpoint, t *open
 	}
 	cctx, ccancel := context.WithTimeoutCause(tctx, s.sink.cfg.CommitTimeout, errCommitTimeout)
 	defer ccancel()
+	if err := s.awaitLoaded(cctx, t); err != nil {
+		return s.abort(ctx, t, info, err)
+	}
 	if err := s.sink.cl.EndTransaction(cctx, kgo.TryCommit); err != nil {
 		return s.resolveCommit(ctx, t, pt, info, ck, ctxerr.WithCause(cctx, err))
 	}
@@ -243,6 +249,9 @@ type openTxn struct {
 	results produced.Results
 	records int
 	topics  []string // every topic a record was sent to, for an abort's check (markers.go)
+	// firsts is the first record produce (or transact, the checkpoint)
+	// sent to each topic, for awaitLoaded.
+	firsts []*kgo.Record
 	// producerID and epoch are the client's when the transaction began
 	// (epoch -1 if the client could not tell), for commitMovesEpoch.
 	producerID int64
@@ -290,16 +299,71 @@ func (s *txnSink) committedAt(ctx context.Context, t *openTxn) {
 func (t *openTxn) produce(cl *kgo.Client, r *kgo.Record) {
 	t.results.Produce(t.ctx, cl, r)
 	t.records++
-	t.sentTo(r.Topic)
+	t.sent(r)
 }
 
-// sentTo notes that a record of the transaction was sent to topic.
-// Records come in runs of one topic: the last one is checked first.
-func (t *openTxn) sentTo(topic string) {
+// sent notes r, just sent in the transaction: its topic, and r itself
+// when it is the first record of the topic.
+func (t *openTxn) sent(r *kgo.Record) {
+	if t.sentTo(r.Topic) {
+		t.firsts = append(t.firsts, r)
+	}
+}
+
+// sentTo notes that a record of the transaction was sent to topic, and
+// reports whether it is the first. Records come in runs of one topic: the
+// last one is checked first.
+func (t *openTxn) sentTo(topic string) bool {
 	if n := len(t.topics); n > 0 && t.topics[n-1] == topic || slices.Contains(t.topics, topic) {
-		return
+		return false
 	}
 	t.topics = append(t.topics, topic)
+	return true
+}
+
+// awaitLoaded waits, before t commits, until the client's producer has
+// loaded the partitions of every topic t wrote to, as far as the sink has
+// not seen them loaded before: EndTransaction finds the partitions a
+// transaction added, and restarts their sequence numbers when the commit
+// ends at a new epoch, only among the partitions the producer has loaded.
+//
+// franz-go hands the first records produced to a topic new to the client
+// to their partitions (and so to the broker) before it publishes the
+// topic's partitions (storePartitionsUpdate in topics_and_partitions.go),
+// so a record can be acknowledged, and Flush return, while its partition
+// is still unknown to EndTransaction. Under load that was seen to happen
+// in a Write whose only new topic was the checkpoint topic: franz-go then
+// found no partition added, turned the commit into an abort and returned
+// nil, so the checkpoint Write reported delivered was aborted; and the
+// next transaction's first batch to the partition kept the old sequence
+// number under the new epoch, which the broker refuses for good
+// (OUT_OF_ORDER_SEQUENCE_NUMBER), stopping the sink. The wait is short:
+// the record's acknowledgement means the publication is under way.
+//
+// The partition of the topic's first record stands for the topic: a
+// topic's partitions are published together. It counts as loaded once
+// the client knows its leader.
+func (s *txnSink) awaitLoaded(ctx context.Context, t *openTxn) error {
+	for _, r := range t.firsts {
+		if s.loaded[r.Topic] {
+			continue
+		}
+		wait := backoff.New(time.Millisecond, 50*time.Millisecond)
+		for {
+			if leader, _, _ := s.sink.cl.PartitionLeader(r.Topic, r.Partition); leader >= 0 {
+				break
+			}
+			if !wait.Wait(ctx) {
+				return fmt.Errorf("kafkasink: %s[%d], written in this transaction, is not among the partitions the client has loaded, and franz-go's commit would leave it out; the transaction is aborted instead: %w",
+					r.Topic, r.Partition, context.Cause(ctx))
+			}
+		}
+		if s.loaded == nil {
+			s.loaded = make(map[string]bool)
+		}
+		s.loaded[r.Topic] = true
+	}
+	return nil
 }
 
 // abort ends a transaction that must not commit. It runs even when ctx is
@@ -502,6 +566,7 @@ func (s *txnSink) claimAfresh(ctx context.Context, cause error) error {
 	old.Close()
 	s.claimed = time.Now()
 	s.commitMovesEpoch = false // the new client's is not known yet
+	s.loaded = nil
 	s.sink.state.txnEnded()
 	s.sink.log.Warn("the broker fenced this instance and its client could not recover; Config.Guard consented, so the sink claimed its transactional id afresh", "transactional_id", s.sink.cfg.TransactionalID, "cause", cause)
 	return nil

@@ -23,6 +23,8 @@ import (
 	"io"
 	"log"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -31,7 +33,11 @@ import (
 )
 
 func main() {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	// A signal ends the run like an error: the throwaway PostgreSQL is
+	// stopped and its directory removed on the way out.
+	sctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(sctx, 2*time.Minute)
 	defer cancel()
 	if err := runAny(ctx, os.Stdout); err != nil {
 		log.Fatal(err)

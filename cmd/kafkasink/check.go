@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -84,15 +82,10 @@ func check(ctx context.Context, args []string, getenv func(string) string, stdou
 		fmt.Fprintln(stderr, "kafkasink check:", err)
 		return 2
 	}
-	o, err := parse(args, getenv, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
+	o, problems, exit, ok := parseArgs(args, getenv, stderr)
+	if !ok {
+		return exit
 	}
-	if o == nil {
-		printProblems(stderr, err)
-		return 2
-	}
-	problems := problemsOf(err)
 	kcfg, pcfg, err := o.configs(slog.New(slog.DiscardHandler))
 	if problems = append(problems, problemsOf(err)...); problems != nil {
 		printProblems(stderr, configError(problems))

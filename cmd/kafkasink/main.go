@@ -152,15 +152,10 @@ func main() {
 // anything waits, connects or creates, and all are printed together:
 // exit status 2.
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
-	o, err := parse(args, getenv, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
+	o, problems, exit, ok := parseArgs(args, getenv, stderr)
+	if !ok {
+		return exit
 	}
-	if o == nil {
-		printProblems(stderr, err)
-		return 2
-	}
-	problems := problemsOf(err)
 	logger, term, err := newLogger(o.logLevel, o.logFormat, stderr)
 	problems = append(problems, problemsOf(err)...)
 	kcfg, pcfg, err := o.configs(logger)
@@ -258,6 +253,23 @@ func serveHTTP(o *options, kcfg kafkasink.Config, pcfg *pgcdc.Config, logger *sl
 	web.backfills = pcfg.Backfills
 	stop, err := web.serve(o.httpAddr, logger)
 	return web, stop, err
+}
+
+// parseArgs reads the configuration every command takes (flags,
+// environment, file) and returns it with the problems found so far, which
+// the command reports with its own. When ok is false the command ends with
+// status exit: 0 after -h, 2 when the configuration could not be read at
+// all (printed).
+func parseArgs(args []string, getenv func(string) string, stderr io.Writer) (o *options, problems []string, exit int, ok bool) {
+	o, err := parse(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil, nil, 0, false
+	}
+	if o == nil {
+		printProblems(stderr, err)
+		return nil, nil, 2, false
+	}
+	return o, problemsOf(err), 0, true
 }
 
 // failOrStopped is fail, except for an error that a signal caused by

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -62,15 +61,10 @@ func offsets(ctx context.Context, args []string, getenv func(string) string, std
 		fmt.Fprintf(stderr, "kafkasink offsets %s: %v\n", sub, err)
 		return 2
 	}
-	o, err := parse(args, getenv, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
+	o, problems, exit, ok := parseArgs(args, getenv, stderr)
+	if !ok {
+		return exit
 	}
-	if o == nil {
-		printProblems(stderr, err)
-		return 2
-	}
-	problems := problemsOf(err)
 	kcfg, pcfg, err := o.configs(slog.New(slog.DiscardHandler))
 	problems = append(problems, problemsOf(err)...)
 	var target resetTarget

@@ -166,6 +166,7 @@ func (s *gateSink) Write(ctx context.Context, b kafkasink.Batch) error {
 // that match, and a condition on a column the publication leaves out is
 // refused.
 func TestBackfillSubset(t *testing.T) {
+	requirePG(t, pgColumnLists, pgRowFilters)
 	l := newBFLoad(t, 300, " (id, seq, note) WHERE (id % 2 = 0)")
 	ctrl, _, r := l.startBF(t, l.e.newSink(l.e.name))
 	if _, err := request(t, ctrl, l.table, "big IS NULL"); err == nil || !strings.Contains(err.Error(), `column "big" does not exist`) {

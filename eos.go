@@ -248,9 +248,9 @@ type openTxn struct {
 	cancel  context.CancelFunc
 	results produced.Results
 	records int
-	topics  []string // every topic a record was sent to, for an abort's check (markers.go)
-	// firsts is the first record produce (or transact, the checkpoint)
-	// sent to each topic, for awaitLoaded.
+	// firsts is the first record sent to each topic, in the order the
+	// topics came: the topics an abort's check visits (markers.go), and
+	// the partitions awaitLoaded waits for.
 	firsts []*kgo.Record
 	// producerID and epoch are the client's when the transaction began
 	// (epoch -1 if the client could not tell), for commitMovesEpoch.
@@ -302,23 +302,24 @@ func (t *openTxn) produce(cl *kgo.Client, r *kgo.Record) {
 	t.sent(r)
 }
 
-// sent notes r, just sent in the transaction: its topic, and r itself
-// when it is the first record of the topic.
+// sent notes r, just sent in the transaction, when it is the first
+// record of its topic. Records come in runs of one topic: the last one is
+// checked first.
 func (t *openTxn) sent(r *kgo.Record) {
-	if t.sentTo(r.Topic) {
-		t.firsts = append(t.firsts, r)
+	if n := len(t.firsts); n > 0 && t.firsts[n-1].Topic == r.Topic ||
+		slices.ContainsFunc(t.firsts, func(f *kgo.Record) bool { return f.Topic == r.Topic }) {
+		return
 	}
+	t.firsts = append(t.firsts, r)
 }
 
-// sentTo notes that a record of the transaction was sent to topic, and
-// reports whether it is the first. Records come in runs of one topic: the
-// last one is checked first.
-func (t *openTxn) sentTo(topic string) bool {
-	if n := len(t.topics); n > 0 && t.topics[n-1] == topic || slices.Contains(t.topics, topic) {
-		return false
+// topics are the topics a record of t was sent to.
+func (t *openTxn) topics() []string {
+	topics := make([]string, len(t.firsts))
+	for i, r := range t.firsts {
+		topics[i] = r.Topic
 	}
-	t.topics = append(t.topics, topic)
-	return true
+	return topics
 }
 
 // awaitLoaded waits, before t commits, until the client's producer has
@@ -406,7 +407,7 @@ func (s *txnSink) abort(ctx context.Context, t *openTxn, info TransactionInfo, c
 	}
 	// Checked before the next transaction begins, after recovery
 	// ended this one if the abort failed.
-	s.markers.Aborted(t.topics)
+	s.markers.Aborted(t.topics())
 	info.Duration = time.Since(t.started)
 	cause = s.sink.follow(judgeTxnFailure(&s.sink.cfg, cause, info.Duration).recovering())
 	s.sink.hooks.onAborted(info, cause)
@@ -477,7 +478,7 @@ func (s *txnSink) resolveCommit(ctx context.Context, t *openTxn, pt *part, info 
 		s.sink.hooks.onCommitted(info)
 		return nil
 	}
-	s.markers.Aborted(t.topics)
+	s.markers.Aborted(t.topics())
 	commitErr = fmt.Errorf("%w: %w", ErrTransactionAborted, commitErr)
 	s.sink.hooks.onAborted(info, commitErr)
 	return commitErr

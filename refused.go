@@ -106,7 +106,7 @@ func (s *txnSink) quarantine(ctx context.Context, p *plan, i int, ref *refusal) 
 	refused, sent, rounds, perr := refusals.Find(t.ctx, s.sink.cl, failedRecords(ref.failed), runLayout{s.sink})
 	info := TransactionInfo{First: pt.first, Last: pt.last, Records: sent}
 	for _, f := range ref.failed {
-		t.sentTo(f.Record.Topic) // the probe sent them outside t.produce
+		t.sent(f.Record) // the probe sent them outside t.produce
 	}
 	aerr := s.abort(ctx, t, info, errProbeAborted)
 	t.cancel()

@@ -27,7 +27,7 @@ import (
 // without writing it, and its records, reported committed, were
 // invisible to read_committed readers: 9 events missing, none duplicated,
 // as in the finding. The sink now moves to a new epoch at every abort
-// (endAbort); without that, the transaction version 1 cases fail.
+// (txnend.Producer.Abort); without that, the transaction version 1 cases fail.
 func TestAbortedSequenceNotReused(t *testing.T) {
 	t.Parallel()
 	for _, tv := range []struct {
@@ -70,7 +70,7 @@ func TestAbortedSequenceNotReused(t *testing.T) {
 // for good (its CRC corrupted, CORRUPT_MESSAGE, which franz-go does not
 // retry). Kafka, as the fake cluster, acknowledges a batch carrying the
 // sequence numbers of one it holds under the same epoch without writing
-// it, aborted or not: without endAbort the transaction version 1 case
+// it, aborted or not: without txnend.Producer.Abort the transaction version 1 case
 // loses the part's records.
 func TestAbortedSequenceNotReusedRealBroker(t *testing.T) {
 	t.Parallel()
@@ -122,7 +122,7 @@ func TestAbortedSequenceNotReusedRealBroker(t *testing.T) {
 }
 
 // TestAbortMovesTheEpochOnlyWhenNeeded: after a record failed, an abort
-// under transaction version 1 re-initialises the producer id (endAbort),
+// under transaction version 1 re-initialises the producer id (txnend.Producer.Abort),
 // while under version 2, whose commits and aborts end at a new epoch by
 // themselves, it does not: every re-initialisation is a chance to be
 // fenced for nothing when the transaction coordinator dies before its

@@ -2,15 +2,10 @@ package kafkasink
 
 import (
 	"fmt"
-	"maps"
-	"slices"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kafkasink/kafkasink/encoding/jsonw"
-	"github.com/kafkasink/kafkasink/internal/topicadmin"
+	"github.com/kafkasink/kafkasink/internal/annotation"
 )
 
 // This file is the annotations: static key/values the sink echoes in
@@ -83,15 +78,6 @@ var (
 // MaxAnnotationKeyLen is the longest annotation key, in bytes.
 const MaxAnnotationKeyLen = 128
 
-// annotationKeyPrefixes are the key prefixes refused as annotation keys,
-// because header keys under them belong to someone else, with what they
-// are. A key is refused in every place, so that moving annotations from
-// the value to the headers never meets a new refusal.
-var annotationKeyPrefixes = []struct{ prefix, whose string }{
-	{"kafkasink.", "the sink's own headers (kafkasink.id, kafkasink.op, ...)"},
-	{"__", "the headers of Kafka's own tools and of Kafka Connect and its connectors (__connect.*, and each connector's own)"},
-}
-
 // annotationProblems returns the problems of c's annotations: each key
 // must be 1 to MaxAnnotationKeyLen bytes of [a-zA-Z0-9._-] outside the
 // reserved prefixes, each value valid UTF-8, and AnnotationsIn known and
@@ -105,25 +91,7 @@ func (c *Config) annotationProblems() []string {
 	if len(c.Annotations) == 0 && c.AnnotationsIn != AnnotateValue {
 		add("AnnotationsIn is %s but Annotations is empty: give the annotations, or leave AnnotationsIn unset", c.AnnotationsIn)
 	}
-	for _, k := range slices.Sorted(maps.Keys(c.Annotations)) {
-		switch {
-		case k == "":
-			add("Annotations has an empty key: give every annotation a name")
-		case len(k) > MaxAnnotationKeyLen:
-			add("Annotations key %.40q... is %d bytes: use at most %d", k, len(k), MaxAnnotationKeyLen)
-		case !topicadmin.ValidChars(k):
-			add("Annotations key %q has characters outside [a-zA-Z0-9._-]: use only those, so it is the same name in JSON, in a header and to every tool", k)
-		}
-		for _, r := range annotationKeyPrefixes {
-			if strings.HasPrefix(k, r.prefix) {
-				add("Annotations key %q starts with %q, which is reserved for %s: choose another name", k, r.prefix, r.whose)
-			}
-		}
-		if v := c.Annotations[k]; !utf8.ValidString(v) {
-			add("Annotations[%q] is not valid UTF-8 (%q): JSON would replace its bad bytes and the header would keep them; give text", k, v)
-		}
-	}
-	return p
+	return append(p, annotation.Problems(c.Annotations, MaxAnnotationKeyLen)...)
 }
 
 // annotate gives the records c's annotations, once they are valid: the
@@ -135,7 +103,7 @@ func (c *Config) annotate() []string {
 		return nil
 	}
 	if c.AnnotationsIn != AnnotateValue {
-		c.annotationHeaders = annotationHeaders(c.Annotations)
+		c.annotationHeaders = annotation.Headers(c.Annotations)
 	}
 	if c.AnnotationsIn == AnnotateHeaders {
 		return nil
@@ -151,24 +119,6 @@ func (c *Config) annotate() []string {
 	}
 	c.Encoder = enc
 	return nil
-}
-
-// annotationHeaders returns the annotations as record headers, in key
-// order. Their values are shared by every record: neither the sink nor
-// the client writes to a header value.
-func annotationHeaders(annotations map[string]string) []kgo.RecordHeader {
-	hs := make([]kgo.RecordHeader, 0, len(annotations))
-	for _, k := range slices.Sorted(maps.Keys(annotations)) {
-		hs = append(hs, kgo.RecordHeader{Key: k, Value: []byte(annotations[k])})
-	}
-	return hs
-}
-
-// annotationsMember returns the JSON member `,"annotations":{...}` of
-// the annotations, keys in sorted order, for an encoder to append to its
-// values as it is.
-func annotationsMember(annotations map[string]string) string {
-	return string(jsonw.AppendStringMap([]byte(`,"annotations":`), annotations))
 }
 
 // appendAnnotationHeaders returns the record headers hs (the last

@@ -1,16 +1,13 @@
 package kafkasink
 
-import "github.com/twmb/franz-go/pkg/kgo"
+import (
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkasink/kafkasink/internal/arena"
+)
 
 // This file is the memory a batch is encoded into, kept from one Write to
 // the next.
-
-// arenaChunk is the size of the arena's chunks. A chunk is filled and
-// then left for the next, never grown by copying (unless one event
-// outgrows a whole chunk): a single arena grown by append copied the whole
-// batch each time it doubled, which with the page faults of fresh memory
-// was a quarter of a Write's CPU time on 10,000 events of 1 KB.
-const arenaChunk = 1 << 20
 
 // minEventRoom is the room in the arena every event gets on top of what
 // its values are known to take (see encoderState.reserve).
@@ -28,8 +25,7 @@ type encoderState struct {
 	positions []Position    // the parts' positions
 	headers   []kgo.RecordHeader
 	arena     []byte         // the chunk being filled
-	chunks    [][]byte       // every chunk, in the order they are filled
-	chunk     int            // the index of arena in chunks; -1 before the first
+	chunks    arena.Chunks   // every chunk
 	shaper    RecordShaper   // the Encoder's, when it has one
 	framer    Framer         // the Encoder's, when it has one
 	frames    []kgo.Record   // the records around events
@@ -73,7 +69,8 @@ func (s *Sink) encoderState(events int, shaper RecordShaper, framer Framer) *enc
 		es.headers = make([]kgo.RecordHeader, 0, headers)
 	}
 	es.headers = es.headers[:0]
-	es.arena, es.chunk, es.shared = nil, -1, sharedHeaderValues{}
+	es.arena, es.shared = nil, sharedHeaderValues{}
+	es.chunks.Reset()
 	es.shaper, es.framer, es.keys, es.keyEncoder = shaper, framer, nil, nil
 	return es
 }
@@ -87,11 +84,7 @@ func (s *Sink) reuse(p *plan) {
 	if es == nil {
 		return
 	}
-	if es.chunk >= 0 {
-		es.chunks[es.chunk] = es.arena[:0]
-	}
-	clear(es.chunks[es.chunk+1:])
-	es.chunks = es.chunks[:es.chunk+1]
+	es.chunks.Trim(es.arena)
 	if cap(es.records) > 2*len(es.records) {
 		es.records, es.ptrs, es.positions = nil, nil, nil
 	}
@@ -104,25 +97,11 @@ func (s *Sink) reuse(p *plan) {
 
 // reserve is called before an event is encoded, with what its key,
 // value and headers are known to take at least (see minValueSize): it
-// makes sure the arena has that much room and minEventRoom more, moving
-// on to the next chunk when it has not. An event that takes more than it
-// reserved grows its chunk by copying: rare, and bounded by the chunk.
+// makes sure the arena has that much room and minEventRoom more. An
+// event that takes more than it reserved grows its chunk by copying:
+// rare, and bounded by the chunk.
 func (es *encoderState) reserve(known int) {
-	need := known + minEventRoom
-	if cap(es.arena)-len(es.arena) >= need {
-		return
-	}
-	if es.chunk >= 0 {
-		es.chunks[es.chunk] = es.arena[:0] // grown, if an event outgrew it
-	}
-	es.chunk++
-	if es.chunk == len(es.chunks) {
-		es.chunks = append(es.chunks, nil)
-	}
-	if cap(es.chunks[es.chunk]) < need {
-		es.chunks[es.chunk] = make([]byte, 0, max(arenaChunk, need))
-	}
-	es.arena = es.chunks[es.chunk][:0]
+	es.arena = es.chunks.Room(es.arena, known+minEventRoom)
 }
 
 // take returns the bytes appended to the arena since start, capped so a

@@ -1,9 +1,9 @@
 package kafkasink
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -30,19 +30,7 @@ func (c Checkpoint) IsZero() bool { return c.Position.IsZero() && c.Cursor == ni
 // two cursor-only checkpoints at one position tell apart.
 func (c Checkpoint) same(o Checkpoint) bool {
 	return c.Position == o.Position && c.Mode == o.Mode && c.Time.Equal(o.Time) &&
-		bytes.Equal(compactJSON(c.Cursor), compactJSON(o.Cursor))
-}
-
-// compactJSON is raw as json.Marshal stores it in a checkpoint value.
-func compactJSON(raw json.RawMessage) []byte {
-	if raw == nil {
-		return nil
-	}
-	var b bytes.Buffer
-	if json.Compact(&b, raw) != nil {
-		return raw
-	}
-	return b.Bytes()
+		checkpointlog.SameCursor(c.Cursor, o.Cursor)
 }
 
 // checkpointStore reads and writes one sink's checkpoint: the records keyed
@@ -71,85 +59,48 @@ func (s *checkpointStore) record(c Checkpoint) (*kgo.Record, error) {
 	return &kgo.Record{Topic: s.Topic, Partition: s.Partition.Partition, Key: []byte(s.sinkID), Value: v}, nil
 }
 
-// read reads the checkpoint partition with read_committed up to its high
-// watermark and returns the newest checkpoint of this sink, starting from
-// known (the newest checkpoint already known, read or written at offset
-// from), and the offset of the newest record of this sink it saw (from when
-// it saw none), also when it fails: where the next read starts.
-//
-// A known checkpoint that is not zero is the record at from, which the
-// broker confirmed: the read must find it there, or a newer one of this
-// sink. When it finds neither, the broker lost a write it had confirmed,
-// and read returns that as an ErrCheckpoint (see lost) instead of trusting
-// memory: a later commit would otherwise carry on from a checkpoint that
-// is not in Kafka, and the events under it would be missing for good
-// without anybody knowing.
-//
-// It must reach the high watermark, not stop at the last stable offset:
-// another sink's open transaction on the shared partition holds the last
-// stable offset back, and our own newer checkpoint may sit above it. Such a
-// transaction ends within its transaction timeout, so the wait is bounded;
-// ctx bounds it too. The caller must have fenced its predecessors first, so
-// none of this sink's own transactions is still open.
+// read reads the checkpoint partition up to its high watermark (see
+// checkpointlog.Partition.Read) and returns the newest checkpoint of this
+// sink, starting from known (the newest checkpoint already known, read or
+// written at offset from), and the offset of the newest record of this
+// sink it saw (from when it saw none), also when it fails: where the next
+// read starts. A known checkpoint that is not zero and is no longer there
+// is an ErrCheckpoint: the broker lost a write it had confirmed.
 func (s *checkpointStore) read(ctx context.Context, adm *kadm.Client, connOpts []kgo.Opt, known Checkpoint, from int64) (Checkpoint, int64, error) {
-	end, err := s.End(ctx, adm)
-	if err != nil {
-		return known, from, err
-	}
-	if from >= end {
-		if !known.IsZero() {
-			return known, from, s.lost(known, from, end)
-		}
-		return known, from, nil
+	var knownPos string
+	if !known.IsZero() {
+		knownPos = known.Position.String()
 	}
 	cur := known
-	last, ours, err := s.Scan(ctx, connOpts, s.sinkID, from, end, IsRetryable, func(r *kgo.Record) error {
-		c, err := s.apply(cur, r)
+	last, err := s.Read(ctx, adm, connOpts, s.sinkID, knownPos, from, IsRetryable, func(offset int64, value []byte) error {
+		c, err := s.apply(cur, offset, value)
 		if err == nil {
 			cur = c
 		}
 		return err
 	})
-	switch {
-	case err != nil:
+	var lost *checkpointlog.LostError
+	if errors.As(err, &lost) {
+		return known, last, fmt.Errorf("%w: %w", ErrCheckpoint, err)
+	}
+	if err != nil {
 		return known, last, err
-	case !ours && !known.IsZero():
-		return known, last, s.lost(known, last, end)
 	}
 	return cur, last, nil
 }
 
-// lost is the error of a read that did not find known, the checkpoint
-// this sink wrote (or read) at offset from and the broker confirmed, nor any
-// newer one of this sink, up to end. A read_committed reader skips the
-// record only when its transaction was aborted after all, and below end it
-// is gone only when the log was truncated: either way the broker lost what
-// it had confirmed. We saw Kafka 4.4 do the first after a fast broker
-// restart (TestBrokerRestartBetweenAndDuringWrites): its coordinator
-// completed a commit without writing the commit markers to a partition
-// that had no leader yet, and the next aborted transaction of the same
-// producer took the committed records with it.
-// Nothing the sink can do brings the events back, so it stops, and says
-// what to check.
-func (s *checkpointStore) lost(known Checkpoint, from, end int64) error {
-	return fmt.Errorf("%w: checkpoint %s of sink id %q, which the broker confirmed at %s[%d] offset %d, is no longer there for read_committed readers (the partition ends at %d): "+
-		"the broker lost a transaction it had committed (its commit markers were never written and a later abort took its records) or truncated the log (an unclean leader election); "+
-		"events up to %s that Write reported delivered may be missing from the topics. Restart the sink: New reads the checkpoint the broker has, and the source must deliver again from there "+
-		"(pgcdc refuses to go on if its replication slot has moved past it); check the topics for gaps and the brokers' logs for transaction marker errors",
-		ErrCheckpoint, known.Position, s.sinkID, s.Topic, s.Partition.Partition, from, end, known.Position)
-}
-
-// apply returns the checkpoint after r, a record of this sink read after
-// cur. A checkpoint that moves backwards is an error: cur stays.
-func (s *checkpointStore) apply(cur Checkpoint, r *kgo.Record) (Checkpoint, error) {
-	if r.Value == nil {
+// apply returns the checkpoint after the record at offset of value value,
+// a record of this sink read after cur. A checkpoint that moves backwards
+// is an error: cur stays.
+func (s *checkpointStore) apply(cur Checkpoint, offset int64, value []byte) (Checkpoint, error) {
+	if value == nil {
 		// A tombstone: an operator deleted the checkpoint on purpose,
 		// to start over.
 		return Checkpoint{}, nil
 	}
-	c, err := s.parse(r.Offset, r.Value)
+	c, err := s.parse(offset, value)
 	if err == nil && c.Position.Compare(cur.Position) < 0 {
-		err = fmt.Errorf("%w: %s[%d] offset %d moves the checkpoint backwards, from %s to %s; two sinks may share the sink id %q: give each its own", ErrCheckpoint, s.Topic, s.Partition.Partition, r.Offset, cur.Position, c.Position, s.sinkID)
+		err = fmt.Errorf("%w: %s[%d] offset %d moves the checkpoint backwards, from %s to %s; two sinks may share the sink id %q: give each its own", ErrCheckpoint, s.Topic, s.Partition.Partition, offset, cur.Position, c.Position, s.sinkID)
 	}
 	if err != nil {
 		return cur, err

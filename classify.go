@@ -103,13 +103,6 @@ func classified(ctx context.Context, err error) error {
 	return fmt.Errorf("%w: %w", ErrUnexpected, err)
 }
 
-// isFencing reports whether err is the broker's answer to a producer
-// whose epoch a newer one replaced.
-func isFencing(err error) bool {
-	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
-		errors.Is(err, kerr.InvalidProducerIDMapping)
-}
-
 // failureAction is what a failure calls for. The decisions below only
 // return it; the sink's state machine acts on it (Sink.follow, the one
 // place where a failure changes the sink's state), so that no decision
@@ -176,7 +169,7 @@ func judgeTxnFailure(cfg *Config, err error, open time.Duration) verdict {
 	switch {
 	case errors.Is(err, ErrTransactionTimeout):
 		return verdict{err, actRecover}
-	case timedOut && isFencing(err):
+	case timedOut && brokererr.Fencing(err):
 		return verdict{fmt.Errorf("%w (after %v; %s): the broker aborted it: %v", ErrTransactionTimeout, open.Round(time.Millisecond), timeoutFix, err), actRecover}
 	case timedOut && !IsFatal(err):
 		return verdict{fmt.Errorf("%w (after %v; %s): %w", ErrTransactionTimeout, open.Round(time.Millisecond), timeoutFix, err), actRecover}
@@ -204,7 +197,7 @@ func judgeTxnFailure(cfg *Config, err error, open time.Duration) verdict {
 func judgeFencing(cfg *Config, err error, open time.Duration) verdict {
 	timedOut := open > 0 && open >= cfg.ownTxnDeadline()
 	switch {
-	case !isFencing(err):
+	case !brokererr.Fencing(err):
 		return verdict{err, actRetry}
 	case cfg.Guard != nil && timedOut:
 		return verdict{fmt.Errorf("%w (after %v; %s): the broker aborted this instance's transaction at its timeout (%v); Config.Guard is set, so the sink claims its transactional id afresh if the guard consents",

@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkasink/kafkasink/internal/kgoslog"
+	"github.com/kafkasink/kafkasink/internal/partitioner"
 )
 
 // This file is the configuration of the sink's Kafka clients: the
@@ -45,7 +46,7 @@ func (s *Sink) connOptions() []kgo.Opt {
 func (s *Sink) producerOptions() []kgo.Opt {
 	opts := append(s.baseOptions(), s.cfg.ClientOptions...)
 	opts = append(opts,
-		kgo.RecordPartitioner(newPartitioner()),
+		kgo.RecordPartitioner(partitioner.New()),
 		// A record batch may not exceed its topic's max.message.bytes:
 		// limit kgo's batches per topic, from what topicadmin.Ensure read.
 		kgo.ProducerBatchMaxBytesFn(s.batchMaxBytes),

@@ -2,6 +2,7 @@ package kafkasink_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -21,17 +22,24 @@ import (
 // alone.
 
 // streamer writes the deterministic stream batch by batch, retrying
-// retryable errors, until stopped.
+// retryable errors, until stopped. After ErrFenced it restarts the sink,
+// as a supervisor restarts a process, and writes the batch again: when the
+// transaction coordinator dies, Kafka can answer the recovering sink's
+// re-initialisation PRODUCER_FENCED with no newer instance about (the
+// epoch it gave is not in the new coordinator's log; see txnend.Abort), and
+// without Config.Guard the sink then stops, as its error says.
 type streamer struct {
-	acked   atomic.Int64
-	stop    chan struct{}
-	done    chan error
-	mu      sync.Mutex
-	retried []string
+	acked    atomic.Int64
+	stop     chan struct{}
+	done     chan error
+	mu       sync.Mutex
+	retried  []string
+	sink     *kafkasink.Sink // the current one; read after done
+	restarts int
 }
 
-func startStreamer(ctx context.Context, s *kafkasink.Sink, events, keys int) *streamer {
-	st := &streamer{stop: make(chan struct{}), done: make(chan error, 1)}
+func startStreamer(ctx context.Context, s *kafkasink.Sink, restart func() (*kafkasink.Sink, error), events, keys int) *streamer {
+	st := &streamer{stop: make(chan struct{}), done: make(chan error, 1), sink: s}
 	go func() {
 		for b := 1; ; b++ {
 			select {
@@ -42,6 +50,18 @@ func startStreamer(ctx context.Context, s *kafkasink.Sink, events, keys int) *st
 			}
 			started := time.Now()
 			retried, err := writeRetrying(ctx, s, kafkasink.Batch{Events: sinktest.Stream(b, events, keys)})
+			if errors.Is(err, kafkasink.ErrFenced) {
+				s.Close(ctx)
+				if s, err = restart(); err == nil {
+					st.mu.Lock()
+					st.sink = s
+					st.restarts++
+					st.retried = append(st.retried, fmt.Sprintf("batch %d: fenced, sink restarted: %v", b, retried))
+					st.mu.Unlock()
+					b--
+					continue
+				}
+			}
 			st.mu.Lock()
 			for _, e := range retried {
 				st.retried = append(st.retried, fmt.Sprintf("batch %d: %v", b, e))
@@ -147,7 +167,7 @@ func TestThreeBrokerKillDuringStream(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	st := startStreamer(ctx, s, events, keys)
+	st := startStreamer(ctx, s, func() (*kafkasink.Sink, error) { return restartSink(ctx, t, brokers, name, config) }, events, keys)
 	st.waitAcked(t, 5, 30*time.Second, "before any kill")
 	checkReplicated(t, adm, topic, 3, "2")
 
@@ -191,9 +211,13 @@ func TestThreeBrokerKillDuringStream(t *testing.T) {
 	n := st.finish(t)
 	want := streamEvents(n, events, keys)
 	sinktest.CheckExactlyOnce(t, sinktest.ReadCommitted(t, brokers, topic), want)
+	st.mu.Lock()
+	s = st.sink
+	restarts := st.restarts
+	st.mu.Unlock()
 	s.Close(ctx)
 	if got := newSink(t, brokers, name, config).Checkpoint().Position; got != want[len(want)-1].Position {
 		t.Fatalf("a new sink read back checkpoint %s, want %s", got, want[len(want)-1].Position)
 	}
-	t.Logf("%d batches, %d events delivered exactly once through two broker kills", n, len(want))
+	t.Logf("%d batches, %d events delivered exactly once through two broker kills; %d sink restarts after ErrFenced", n, len(want), restarts)
 }

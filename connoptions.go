@@ -32,7 +32,7 @@ func (c Config) TopicFor(schema, table string) (string, error) {
 	if err := c.validate(); err != nil {
 		return "", err
 	}
-	topic, _, err := newRouter(&c).route(schema, table)
+	topic, _, err := newRouter(&c).Route(schema, table)
 	if err != nil {
 		return "", fmt.Errorf("kafkasink: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kafkasink/kafkasink/encoding/jsonw"
+	"github.com/kafkasink/kafkasink/internal/annotation"
 )
 
 // Encoder turns an event into the value of its Kafka record.
@@ -25,23 +26,12 @@ import (
 // the batch is delivered, the sink reuses that memory for the next one.
 //
 // Column values are written by the same rules in every built-in encoder:
-// integers as JSON numbers; floats in their shortest round-trip form,
-// negative zero as -0.0 (JSON readers that type numbers by their
-// spelling, such as Jackson and Python's, read -0 as the integer 0), with
-// NaN, +Inf and -Inf as the strings "NaN", "Infinity" and "-Infinity"
-// (PostgreSQL's spelling, since JSON numbers cannot express them); strings
-// escaped as encoding/json does without HTML escaping, every byte of
-// invalid UTF-8 replaced by U+FFFD; []byte as standard base64; time.Time as
-// an RFC 3339 string with nanoseconds in UTC; Decimal as a JSON string so no
-// digit is lost; json.RawMessage (a json or jsonb value) as a JSON string
-// holding the document's text, which must be valid JSON in UTF-8 (so a
-// jsonb 'null' is the string "null" and SQL NULL is null, in columns and
-// in array elements alike); []any as arrays and
-// map[string]any as objects with sorted keys; nil as null. Unchanged TOAST
-// columns are left out of row objects, because their value is unknown, and
-// listed by name where the envelope has a place for them. LSNs are written
-// as decimal strings: they are 64-bit and exceed 2^53, beyond which
-// JavaScript and many JSON libraries silently round.
+// the output rules of package encoding/jsonw (docs/records.md repeats
+// them), with Decimal as a JSON string so no digit is lost. Unchanged
+// TOAST columns are left out of row objects, because their value is
+// unknown, and listed by name where the envelope has a place for them.
+// LSNs are written as decimal strings: they are 64-bit and exceed 2^53,
+// beyond which JavaScript and many JSON libraries silently round.
 type Encoder interface {
 	Encode(dst []byte, e *Event) ([]byte, error)
 }
@@ -156,7 +146,7 @@ type JSONEncoder struct {
 // Annotate implements Annotator: the encoder it returns writes
 // annotations as the value's last member.
 func (j JSONEncoder) Annotate(annotations map[string]string) (Encoder, error) {
-	j.annotations = annotationsMember(annotations)
+	j.annotations = annotation.Member(annotations)
 	return j, nil
 }
 
@@ -269,7 +259,7 @@ type UpsertEncoder struct {
 // Annotate implements Annotator: the encoder it returns writes
 // annotations after metadata.
 func (u UpsertEncoder) Annotate(annotations map[string]string) (Encoder, error) {
-	u.annotations = annotationsMember(annotations)
+	u.annotations = annotation.Member(annotations)
 	return u, nil
 }
 

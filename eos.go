@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -12,6 +11,7 @@ import (
 	"github.com/kafkasink/kafkasink/internal/backoff"
 	"github.com/kafkasink/kafkasink/internal/ctxerr"
 	"github.com/kafkasink/kafkasink/internal/produced"
+	"github.com/kafkasink/kafkasink/internal/txnend"
 )
 
 // txnSink is the ExactlyOnce sink: each part of a batch and its checkpoint
@@ -24,17 +24,9 @@ type txnSink struct {
 	// (claimAfresh); zero before.
 	claimed time.Time
 	markers markerWatch // the commit markers still to be seen (markers.go)
-	// commitMovesEpoch is whether the client's last commit ended at a new
-	// producer epoch, as under transaction version 2 (KIP-890), where
-	// every EndTxn answer carries the next epoch and kgo restarts its
-	// sequence numbers; under version 1 a transaction ends at the epoch
-	// it ran under. kgo never goes back to version 1 once it used 2, so
-	// an abort then moves the epoch too (endAbort). Unknown, false, until
-	// a commit was seen.
-	commitMovesEpoch bool
-	// loaded is the topics whose partitions the client's producer was
-	// seen to have loaded (awaitLoaded); nil for a new client.
-	loaded map[string]bool
+	// producer is how the client's transactions end: the partitions
+	// it loaded, and whether a commit moves its epoch (internal/txnend).
+	producer txnend.Producer
 }
 
 var _ mode = (*txnSink)(nil)
@@ -209,7 +201,7 @@ func (s *txnSink) transact(ctx context.Context, pt *part, ck Checkpoint, t *open
 	}
 	s.sink.state.sent(ck)
 	results.Produce(tctx, s.sink.cl, ckRec)
-	t.sent(ckRec)
+	t.written.Sent(ckRec)
 	if err := s.sink.cl.Flush(tctx); err != nil {
 		cause := fmt.Errorf("kafkasink: flushing transaction %s..%s: %w", pt.first, pt.last, context.Cause(tctx))
 		if derr := s.sink.deletedTopic(ctx, pt); derr != nil {
@@ -226,17 +218,18 @@ func (s *txnSink) transact(ctx context.Context, pt *part, ck Checkpoint, t *open
 	}
 	cctx, ccancel := context.WithTimeoutCause(tctx, s.sink.cfg.CommitTimeout, errCommitTimeout)
 	defer ccancel()
-	if err := s.awaitLoaded(cctx, t); err != nil {
+	if err := s.producer.AwaitLoaded(cctx, s.sink.cl, &t.written); err != nil {
 		return s.abort(ctx, t, info, err)
 	}
 	if err := s.sink.cl.EndTransaction(cctx, kgo.TryCommit); err != nil {
 		return s.resolveCommit(ctx, t, pt, info, ck, ctxerr.WithCause(cctx, err))
 	}
 	info.Duration = time.Since(started)
-	s.committedAt(ctx, t)
+	s.producer.Committed(ctx, s.sink.cl, t.began)
 	s.markers.committed(pt, ck, s.sink.Checkpoint())
 	s.sink.state.committed(ck, ckRec.Offset)
 	s.sink.state.txnEnded()
+	s.sink.state.settled()
 	s.sink.hooks.onCommitted(info)
 	return nil
 }
@@ -248,14 +241,10 @@ type openTxn struct {
 	cancel  context.CancelFunc
 	results produced.Results
 	records int
-	// firsts is the first record sent to each topic, in the order the
-	// topics came: the topics an abort's check visits (markers.go), and
-	// the partitions awaitLoaded waits for.
-	firsts []*kgo.Record
-	// producerID and epoch are the client's when the transaction began
-	// (epoch -1 if the client could not tell), for commitMovesEpoch.
-	producerID int64
-	epoch      int16
+	// written is where it sent records: the topics an abort's check
+	// visits (markers.go), and the partitions AwaitLoaded waits for.
+	written txnend.Written
+	began   txnend.Epoch // the client's producer epoch when it began
 }
 
 // begin begins a transaction, once the commit markers of the one before
@@ -272,99 +261,17 @@ func (s *txnSink) begin(ctx context.Context) (*openTxn, error) {
 	if err := s.sink.cl.BeginTransaction(); err != nil {
 		return nil, fmt.Errorf("kafkasink: beginning a transaction: %w", err)
 	}
-	t := &openTxn{started: time.Now(), epoch: -1}
-	if id, epoch, err := s.sink.cl.ProducerID(ctx); err == nil {
-		t.producerID, t.epoch = id, epoch
-	}
+	t := &openTxn{started: time.Now(), began: txnend.Began(ctx, s.sink.cl)}
 	t.ctx, t.cancel = context.WithDeadlineCause(ctx, t.started.Add(s.sink.cfg.ownTxnDeadline()), ErrTransactionTimeout)
 	s.sink.state.txnBegun(t)
 	return t, nil
-}
-
-// committedAt notes whether the commit of t ended at a new producer epoch
-// (see commitMovesEpoch). A transaction that commits ran under one
-// epoch from its begin to its commit: kgo re-initialises a producer id
-// mid-transaction only after a failure, which fails the commit too. So a
-// new id or epoch right after a commit is the commit's own.
-func (s *txnSink) committedAt(ctx context.Context, t *openTxn) {
-	if t.epoch < 0 {
-		return
-	}
-	if id, epoch, err := s.sink.cl.ProducerID(ctx); err == nil {
-		s.commitMovesEpoch = id != t.producerID || epoch != t.epoch
-	}
 }
 
 // produce sends r in the transaction.
 func (t *openTxn) produce(cl *kgo.Client, r *kgo.Record) {
 	t.results.Produce(t.ctx, cl, r)
 	t.records++
-	t.sent(r)
-}
-
-// sent notes r, just sent in the transaction, when it is the first
-// record of its topic. Records come in runs of one topic: the last one is
-// checked first.
-func (t *openTxn) sent(r *kgo.Record) {
-	if n := len(t.firsts); n > 0 && t.firsts[n-1].Topic == r.Topic ||
-		slices.ContainsFunc(t.firsts, func(f *kgo.Record) bool { return f.Topic == r.Topic }) {
-		return
-	}
-	t.firsts = append(t.firsts, r)
-}
-
-// topics are the topics a record of t was sent to.
-func (t *openTxn) topics() []string {
-	topics := make([]string, len(t.firsts))
-	for i, r := range t.firsts {
-		topics[i] = r.Topic
-	}
-	return topics
-}
-
-// awaitLoaded waits, before t commits, until the client's producer has
-// loaded the partitions of every topic t wrote to, as far as the sink has
-// not seen them loaded before: EndTransaction finds the partitions a
-// transaction added, and restarts their sequence numbers when the commit
-// ends at a new epoch, only among the partitions the producer has loaded.
-//
-// franz-go hands the first records produced to a topic new to the client
-// to their partitions (and so to the broker) before it publishes the
-// topic's partitions (storePartitionsUpdate in topics_and_partitions.go),
-// so a record can be acknowledged, and Flush return, while its partition
-// is still unknown to EndTransaction. Under load that was seen to happen
-// in a Write whose only new topic was the checkpoint topic: franz-go then
-// found no partition added, turned the commit into an abort and returned
-// nil, so the checkpoint Write reported delivered was aborted; and the
-// next transaction's first batch to the partition kept the old sequence
-// number under the new epoch, which the broker refuses for good
-// (OUT_OF_ORDER_SEQUENCE_NUMBER), stopping the sink. The wait is short:
-// the record's acknowledgement means the publication is under way.
-//
-// The partition of the topic's first record stands for the topic: a
-// topic's partitions are published together. It counts as loaded once
-// the client knows its leader.
-func (s *txnSink) awaitLoaded(ctx context.Context, t *openTxn) error {
-	for _, r := range t.firsts {
-		if s.loaded[r.Topic] {
-			continue
-		}
-		wait := backoff.New(time.Millisecond, 50*time.Millisecond)
-		for {
-			if leader, _, _ := s.sink.cl.PartitionLeader(r.Topic, r.Partition); leader >= 0 {
-				break
-			}
-			if !wait.Wait(ctx) {
-				return fmt.Errorf("kafkasink: %s[%d], written in this transaction, is not among the partitions the client has loaded, and franz-go's commit would leave it out; the transaction is aborted instead: %w",
-					r.Topic, r.Partition, context.Cause(ctx))
-			}
-		}
-		if s.loaded == nil {
-			s.loaded = make(map[string]bool)
-		}
-		s.loaded[r.Topic] = true
-	}
-	return nil
+	t.written.Sent(r)
 }
 
 // abort ends a transaction that must not commit. It runs even when ctx is
@@ -380,7 +287,7 @@ func (s *txnSink) awaitLoaded(ctx context.Context, t *openTxn) error {
 // transaction: an abort is where a broker that lost
 // the commit markers of this producer's last committed transaction makes
 // that loss final (the abort markers take the committed records with
-// them), and the read back is what notices it (see checkpointStore.lost).
+// them), and the read back is what notices it (see checkpointlog.LostError).
 func (s *txnSink) abort(ctx context.Context, t *openTxn, info TransactionInfo, cause error) error {
 	actx, cancel := context.WithTimeoutCause(context.WithoutCancel(ctx), s.sink.cfg.CommitTimeout, errAbortTimeout)
 	defer cancel()
@@ -394,7 +301,7 @@ func (s *txnSink) abort(ctx context.Context, t *openTxn, info TransactionInfo, c
 			s.sink.hooks.onAborted(info, gerr)
 			return fmt.Errorf("%w; the transaction was failing already: %w", gerr, cause)
 		}
-		aerr = s.endAbort(actx, !t.results.Delivered())
+		aerr = s.producer.Abort(actx, s.sink.cl, !t.results.Delivered())
 	}
 	if aerr != nil {
 		s.sink.log.Warn("aborting the transaction failed; the next attempt recovers first", "error", ctxerr.WithCause(actx, aerr), "cause", cause)
@@ -407,50 +314,14 @@ func (s *txnSink) abort(ctx context.Context, t *openTxn, info TransactionInfo, c
 	}
 	// Checked before the next transaction begins, after recovery
 	// ended this one if the abort failed.
-	s.markers.Aborted(t.topics())
+	s.markers.Aborted(t.written.Topics())
 	info.Duration = time.Since(t.started)
+	if info.Duration >= s.sink.cfg.ownTxnDeadline() {
+		s.sink.state.txnOutlived(info.Duration)
+	}
 	cause = s.sink.follow(judgeTxnFailure(&s.sink.cfg, cause, info.Duration).recovering())
 	s.sink.hooks.onAborted(info, cause)
 	return cause
-}
-
-// endAbort aborts the open transaction, at a new producer epoch when
-// rewound says that a record of it failed (or may have: its outcome was
-// not known yet) and the abort would not move the epoch by itself.
-//
-// kgo rewinds a partition's sequence numbers when a batch fails, even one
-// it had written (an answer lost, then a retry refused), and under
-// transaction version 1 an abort keeps the epoch: the next transaction's
-// first batch to that partition would carry the aborted batch's sequence
-// numbers, and the broker, taking it for a retry of the batch it holds,
-// would acknowledge it without writing it. Its records would be reported
-// committed and no read_committed reader would ever see them (issue 30's
-// first checker finding; TestAbortedSequenceNotReused). Under version 2
-// the abort's answer carries a new epoch and kgo restarts the sequences.
-//
-// kgo moves to a new epoch when it retries an abort whose outcome it could
-// not confirm: it re-initialises the producer id at its current id and
-// epoch (KIP-360), which aborts the transaction at the broker, resets the
-// sequence numbers, and which the broker refuses, PRODUCER_FENCED, once a
-// newer instance has claimed the transactional id. So the abort is first
-// asked for on a context already done, which leaves its outcome
-// unconfirmed without sending it, and then retried. When the first call
-// succeeds nothing was added to the transaction, so nothing was written.
-//
-// The new epoch is asked for only when needed: the broker cannot tell the
-// retry of a re-initialisation whose answer was lost from a newer
-// instance's claim once the transaction coordinator moved to another
-// broker (the epoch it gave is not in its log), so each one is a chance to
-// be fenced for nothing when a coordinator dies.
-func (s *txnSink) endAbort(ctx context.Context, rewound bool) error {
-	if rewound && !s.commitMovesEpoch {
-		done, cancel := context.WithCancel(ctx)
-		cancel()
-		if err := s.sink.cl.EndTransaction(done, kgo.TryAbort); err == nil {
-			return nil
-		}
-	}
-	return s.sink.cl.EndTransaction(ctx, kgo.TryAbort)
 }
 
 // resolveCommit settles a commit that returned an error: its outcome is
@@ -478,7 +349,7 @@ func (s *txnSink) resolveCommit(ctx context.Context, t *openTxn, pt *part, info 
 		s.sink.hooks.onCommitted(info)
 		return nil
 	}
-	s.markers.Aborted(t.topics())
+	s.markers.Aborted(t.written.Topics())
 	commitErr = fmt.Errorf("%w: %w", ErrTransactionAborted, commitErr)
 	s.sink.hooks.onAborted(info, commitErr)
 	return commitErr
@@ -508,7 +379,7 @@ func (s *txnSink) settleClient(ctx context.Context) error {
 		return fmt.Errorf("kafkasink: recovering: failing the records still buffered: %w", ctxerr.WithCause(ctx, err))
 	}
 	// What the open transaction sent is not known here: as if it failed.
-	if err := s.endAbort(ctx, true); err != nil {
+	if err := s.producer.Abort(ctx, s.sink.cl, true); err != nil {
 		return s.settleFencing(ctx, fmt.Errorf("kafkasink: recovering: aborting the open transaction: %w", ctxerr.WithCause(ctx, err)))
 	}
 	if _, _, err := s.sink.cl.ProducerID(ctx); err != nil {
@@ -522,7 +393,7 @@ func (s *txnSink) settleClient(ctx context.Context) error {
 // re-initialise the producer id: fenced, the sink stops, or with a guard
 // claims the id afresh.
 func (s *txnSink) settleFencing(ctx context.Context, err error) error {
-	v := judgeFencing(&s.sink.cfg, err, s.sink.state.txnOpenFor())
+	v := judgeFencing(&s.sink.cfg, err, s.sink.state.fencingAge())
 	err = s.sink.follow(v)
 	if v.action == actClaimAfresh {
 		err = s.claimAfresh(ctx, err)
@@ -566,9 +437,9 @@ func (s *txnSink) claimAfresh(ctx context.Context, cause error) error {
 	s.sink.useClient(cl)
 	old.Close()
 	s.claimed = time.Now()
-	s.commitMovesEpoch = false // the new client's is not known yet
-	s.loaded = nil
+	s.producer.NewClient()
 	s.sink.state.txnEnded()
+	s.sink.state.settled()
 	s.sink.log.Warn("the broker fenced this instance and its client could not recover; Config.Guard consented, so the sink claimed its transactional id afresh", "transactional_id", s.sink.cfg.TransactionalID, "cause", cause)
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kafkasink/kafkasink/internal/lsntext"
 )
 
 // Op is the kind of change an Event records.
@@ -47,36 +49,13 @@ func (l LSN) String() string {
 
 // AppendText appends the PostgreSQL text form of l to dst.
 func (l LSN) AppendText(dst []byte) []byte {
-	start := len(dst)
-	dst = strconv.AppendUint(dst, uint64(l)>>32, 16)
-	dst = append(dst, '/')
-	dst = strconv.AppendUint(dst, uint64(l)&0xFFFFFFFF, 16)
-	upperHex(dst[start:])
-	return dst
-}
-
-// upperHex upper-cases the hexadecimal digits strconv writes, so LSNs read
-// the same as PostgreSQL prints them.
-func upperHex(b []byte) {
-	for i, c := range b {
-		if c >= 'a' && c <= 'f' {
-			b[i] = c - 'a' + 'A'
-		}
-	}
+	return lsntext.Append(dst, uint64(l))
 }
 
 // ParseLSN parses PostgreSQL's text form of an LSN ("16/B374D848").
 func ParseLSN(s string) (LSN, error) {
-	hi, lo, ok := strings.Cut(s, "/")
-	if !ok {
-		return 0, fmt.Errorf("kafkasink: invalid LSN %q: want two hexadecimal halves separated by '/', like 16/B374D848", s)
-	}
-	h, err1 := strconv.ParseUint(hi, 16, 32)
-	l, err2 := strconv.ParseUint(lo, 16, 32)
-	if err1 != nil || err2 != nil || hi == "" || lo == "" {
-		return 0, fmt.Errorf("kafkasink: invalid LSN %q: want two hexadecimal halves separated by '/', like 16/B374D848", s)
-	}
-	return LSN(h<<32 | l), nil
+	l, err := lsntext.Parse(s)
+	return LSN(l), err
 }
 
 // Position totally orders the events delivered through one sink: the commit
@@ -209,6 +188,12 @@ type Event struct {
 	// beyond its transaction; each field's zero value means "the source
 	// does not say".
 	Source Source
+	// Record, when set, makes the event a record the source made whole
+	// (see SourceRecord): Op, Schema, Table and Position are still
+	// required, and the standard headers carry them, but the Encoder,
+	// Topics and KeyColumns are not consulted, and the row images are
+	// not written.
+	Record *SourceRecord
 	// Txn is where the event stands in its source transaction, for
 	// encoders that describe transactions (such as one that writes
 	// records around each, see Framer). The zero value means the source does

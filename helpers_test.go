@@ -130,7 +130,8 @@ func write(t *testing.T, s *kafkasink.Sink, events []kafkasink.Event) {
 }
 
 // writeRetrying writes b until it succeeds, the way a careful caller does:
-// retryable errors are retried with backoff, anything else ends it. It
+// retryable errors are retried with backoff, and so is an attempt that
+// ran out of its own 60 s deadline; anything else ends it. It
 // returns the retryable errors it saw. A nil Write whose checkpoint does
 // not cover the batch's last event is a silent partial write, an error.
 // Safe to call from any goroutine.
@@ -139,6 +140,7 @@ func writeRetrying(ctx context.Context, s *kafkasink.Sink, b kafkasink.Batch) (r
 	for {
 		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		err := s.Write(wctx, b)
+		attemptTimedOut := wctx.Err() != nil && ctx.Err() == nil
 		cancel()
 		if err == nil {
 			if n := len(b.Events); n > 0 {
@@ -148,7 +150,10 @@ func writeRetrying(ctx context.Context, s *kafkasink.Sink, b kafkasink.Batch) (r
 			}
 			return retried, nil
 		}
-		if !kafkasink.IsRetryable(err) {
+		// Only this attempt's own deadline ending (a Write slowed by
+		// broker restarts) is retried as a caller with a per-attempt
+		// timeout would; the sink recovers at the next Write.
+		if !kafkasink.IsRetryable(err) && !(attemptTimedOut && !kafkasink.IsFatal(err)) {
 			return retried, fmt.Errorf("Write returned an error that is not retryable (fatal=%t): %w", kafkasink.IsFatal(err), err)
 		}
 		retried = append(retried, err)

@@ -21,11 +21,37 @@ func goList(t *testing.T, dir string, args ...string) []string {
 	cmd := exec.Command(gobin, append([]string{"list"}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+	if workspaceModule(t, dir) {
+		// It requires its siblings at their released versions: the
+		// workspace resolves them to the source beside it.
+		work, err := filepath.Abs("go.work")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Env = append(os.Environ(), "GOWORK="+work, "GOFLAGS=")
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list %s in %s: %v\n%s", strings.Join(args, " "), dir, err, out)
 	}
 	return strings.Split(strings.TrimSpace(string(out)), "\n")
+}
+
+// workspaceModule reports whether go.work uses the module in dir
+// (relative to the root module's directory).
+func workspaceModule(t *testing.T, dir string) bool {
+	t.Helper()
+	text, err := os.ReadFile("go.work")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := filepath.Clean(dir)
+	for _, line := range strings.Split(string(text), "\n") {
+		if filepath.Clean(strings.TrimSpace(line)) == want && !strings.Contains(line, "=>") {
+			return true
+		}
+	}
+	return false
 }
 
 // TestCoreImportsNoFormat: the core (the root package) knows no format

@@ -1,15 +1,12 @@
 package kafkasink
 
 import (
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/kafkasink/kafkasink/encoding/jsonw"
-	"github.com/kafkasink/kafkasink/internal/keyescape"
+	"github.com/kafkasink/kafkasink/internal/keytext"
 )
 
 // KeyFormat selects how message keys are rendered.
@@ -78,9 +75,6 @@ type AllKeysEncoder interface {
 func MissingKeyColumnError(e *Event, name string, present bool) error {
 	return missingKeyError(e, name, present)
 }
-
-// nullText is the text form of a NULL key value, PostgreSQL's COPY spelling.
-const nullText = `\N`
 
 // AppendKey appends the message key of e to dst in the given format and
 // returns the extended slice.
@@ -229,45 +223,11 @@ func missingKeyError(e *Event, name string, present bool) error {
 	return &EncodeError{Schema: e.Schema, Table: e.Table, Column: name, Err: err}
 }
 
-// appendKeyText appends the escaped text form of one key value.
+// appendKeyText appends the escaped text form of one key value; a
+// Decimal is written as its digits, as a string is.
 func appendKeyText(dst []byte, v any) ([]byte, error) {
-	if out, ok := jsonw.AppendInteger(dst, v); ok {
-		return out, nil
+	if d, ok := v.(Decimal); ok {
+		v = string(d)
 	}
-	switch x := v.(type) {
-	case nil:
-		return append(dst, nullText...), nil
-	case string:
-		return keyescape.Append(dst, x), nil
-	case Decimal:
-		return keyescape.Append(dst, string(x)), nil
-	case json.RawMessage:
-		if x == nil {
-			return append(dst, nullText...), nil
-		}
-		return keyescape.Append(dst, string(x)), nil
-	case []byte:
-		if x == nil {
-			return append(dst, nullText...), nil
-		}
-		return hex.AppendEncode(dst, x), nil
-	case bool:
-		return jsonw.AppendBool(dst, x), nil
-	case float64:
-		return jsonw.AppendFloatText(dst, x, 64), nil
-	case float32:
-		return jsonw.AppendFloatText(dst, float64(x), 32), nil
-	case time.Time:
-		return x.UTC().AppendFormat(dst, time.RFC3339Nano), nil
-	case []any, map[string]any:
-		// Escape the JSON form in place: it is appended first, then the
-		// bytes are shifted right as escapes are inserted.
-		start := len(dst)
-		out, err := appendValue(dst, x)
-		if err != nil {
-			return nil, err
-		}
-		return keyescape.InPlace(out, start), nil
-	}
-	return nil, &jsonw.UnsupportedTypeError{Type: fmt.Sprintf("%T", v), Supported: jsonw.SupportedTypes + ", and kafkasink.Decimal"}
+	return keytext.AppendValue(dst, v, valueExt)
 }

@@ -25,7 +25,7 @@ import (
 // The moment cannot be held open from outside franz-go, so this test
 // makes the same state for as long as it needs: Config.Guard, which runs
 // between the acknowledgement and the commit, purges the checkpoint topic
-// from the client's producer. Without awaitLoaded the Write returns nil
+// from the client's producer. Without txnend.Producer.AwaitLoaded the Write returns nil
 // and the checkpoint it reports is not in Kafka (franz-go aborted it);
 // with it the transaction is aborted as not committable, and the Write's
 // next attempt, which produces to the topic afresh, commits it.

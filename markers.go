@@ -7,9 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-
-	"github.com/kafkasink/kafkasink/internal/backoff"
 	"github.com/kafkasink/kafkasink/internal/ctxerr"
 	"github.com/kafkasink/kafkasink/internal/markers"
 )
@@ -48,7 +45,7 @@ import (
 // The checkpoint partition is not checked here: other sinks' open
 // transactions on it hold its last stable offset back, and reading the
 // checkpoint back after an abort already notices a checkpoint the broker
-// lost (see checkpointStore.lost).
+// lost (see checkpointlog.LostError).
 //
 // Asking the brokers, and keeping the partitions still to be seen, is
 // internal/markers'; deciding what an answer means is this file's.
@@ -89,26 +86,12 @@ func (w *markerWatch) committed(pt *part, ck, before Checkpoint) {
 // txnSpans are the partitions pt's records were written to, with the
 // offsets and events of the first and last record in each.
 func txnSpans(pt *part, ck, before Checkpoint) []txnSpan {
-	var spans []txnSpan
-	at := make(map[markers.Partition]int)
-	for j, r := range pt.records {
-		k := markers.Partition{Topic: r.Topic, Partition: r.Partition}
-		i, ok := at[k]
-		if !ok {
-			at[k] = len(spans)
-			spans = append(spans, txnSpan{Span: markers.Span{Partition: k, ProducerID: r.ProducerID, First: r.Offset, Last: r.Offset},
-				from: pt.positions[j], to: pt.positions[j], ck: ck, before: before})
-			continue
-		}
-		sp := &spans[i]
-		if r.Offset < sp.First {
-			sp.First, sp.from = r.Offset, pt.positions[j]
-		}
-		if r.Offset > sp.Last {
-			sp.Last, sp.to = r.Offset, pt.positions[j]
-		}
+	spans, first, last := markers.Spans(pt.records)
+	out := make([]txnSpan, len(spans))
+	for i, sp := range spans {
+		out[i] = txnSpan{Span: sp, from: pt.positions[first[i]], to: pt.positions[last[i]], ck: ck, before: before}
 	}
-	return spans
+	return out
 }
 
 // verifyMarkers checks, before a transaction begins, the commit markers
@@ -212,7 +195,7 @@ func spanList(spans []txnSpan) string {
 // open on the partitions of the topics they wrote to. No transaction of
 // this producer is open before the next begins; so a partition whose
 // leader reports one open (DescribeProducers) once the coordinator
-// completed the abort (confirmHanging) lost its abort markers, as
+// completed the abort (markers.CheckAborts) lost its abort markers, as
 // Kafka 4.4 loses commit markers (see the top of this file). Its records
 // there are pending, and the next commit of this producer that writes to
 // the partition would commit them: events duplicated. The sink stops
@@ -231,82 +214,14 @@ func (s *txnSink) verifyAbortMarkers(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("kafkasink: checking the abort markers of the last aborted transaction: the producer id: %w", ctxerr.WithCause(wctx, err))
 	}
-	hanging, failed, err := markers.Hanging(wctx, s.sink.cl, s.sink.adm.Load(), id, w.AbortedIn())
-	if err != nil {
+	lost, err := markers.CheckAborts(wctx, s.sink.cl, s.sink.adm.Load(), s.sink.cfg.TransactionalID, id, w.AbortedIn(), IsRetryable)
+	switch {
+	case len(lost) > 0:
+		return s.sink.follow(verdict{fmt.Errorf("%w: %w", ErrUnexpected, markers.HangingError(lost)), actFatal})
+	case err != nil:
 		return s.uncheckedAbort(wctx, err)
 	}
-	if len(hanging) > 0 {
-		if err := s.confirmHanging(wctx, hanging); err != nil {
-			return err
-		}
-	}
-	var refused []error
-	for k, ferr := range failed {
-		ferr = fmt.Errorf("%s[%d]: %w", k.Topic, k.Partition, ferr)
-		if !IsRetryable(ferr) && wctx.Err() == nil {
-			refused = append(refused, ferr)
-			continue
-		}
-		return s.uncheckedAbort(wctx, ferr)
-	}
-	if len(refused) > 0 {
-		return s.uncheckedAbort(wctx, errors.Join(refused...))
-	}
 	w.AbortsChecked()
-	return nil
-}
-
-// confirmHanging decides on partitions that showed the aborted
-// transaction open. An abort that did not move the producer to a new
-// epoch (endAbort) is answered before its markers are written: the
-// coordinator writes them next, and only once it says it is done
-// (DescribeTransactions: no longer PrepareAbort) does a partition still
-// open show markers lost. Asking the coordinator first and the partitions
-// after is what keeps markers written in between from looking lost. It
-// returns nil when the partitions closed, the fatal error when markers
-// were lost, and errAbortUnchecked when the coordinator could not be
-// asked or was still at work when wctx ended.
-func (s *txnSink) confirmHanging(wctx context.Context, hanging []markers.Span) error {
-	id := s.sink.cfg.TransactionalID
-	wait := backoff.New(time.Millisecond, 100*time.Millisecond)
-	for {
-		described, err := s.sink.adm.Load().DescribeTransactions(wctx, id)
-		if err == nil {
-			var d kadm.DescribedTransaction
-			if d, err = described.On(id, nil); err == nil {
-				err = d.Err
-			}
-			if err == nil && !strings.HasPrefix(d.State, "Prepare") {
-				break
-			}
-		}
-		if err != nil {
-			return s.uncheckedAbort(wctx, fmt.Errorf("asking the coordinator of transactional id %q whether the abort is complete: %w", id, ctxerr.WithCause(wctx, err)))
-		}
-		if !wait.Wait(wctx) {
-			return s.uncheckedAbort(wctx, fmt.Errorf("the coordinator of transactional id %q is still writing the abort markers: %w", id, context.Cause(wctx)))
-		}
-	}
-	open, failed, err := markers.Open(wctx, s.sink.cl, hanging)
-	if err != nil {
-		return s.uncheckedAbort(wctx, fmt.Errorf("describing the producers of %v again: %w", s.markers.AbortedIn(), ctxerr.WithCause(wctx, err)))
-	}
-	var errs []error
-	for k, ferr := range failed {
-		errs = append(errs, fmt.Errorf("%s[%d]: %w", k.Topic, k.Partition, ferr))
-	}
-	if len(errs) > 0 {
-		return s.uncheckedAbort(wctx, errors.Join(errs...))
-	}
-	var still []markers.Span
-	for _, sp := range hanging {
-		if start, ok := open[sp.Partition]; ok && start >= 0 {
-			still = append(still, sp)
-		}
-	}
-	if len(still) > 0 {
-		return s.sink.follow(verdict{hangingAbort(still), actFatal})
-	}
 	return nil
 }
 
@@ -326,21 +241,4 @@ func (s *txnSink) uncheckedAbort(wctx context.Context, err error) error {
 	s.sink.log.Warn("could not check the abort markers of the last aborted transaction", "topics", s.markers.AbortedIn(), "error", err)
 	s.markers.AbortsChecked()
 	return nil
-}
-
-// hangingAbort is the error of partitions an aborted transaction of this
-// producer left open.
-func hangingAbort(hanging []markers.Span) error {
-	var b strings.Builder
-	for i, sp := range hanging {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "%s[%d] from offset %d", sp.Topic, sp.Partition.Partition, sp.First)
-	}
-	return fmt.Errorf("%w: the broker ended an aborted transaction of producer id %d without writing its abort markers to %s "+
-		"(Kafka 4.4 was seen to skip the markers of a partition that had no leader for a moment): its records there are still pending, "+
-		"and the next commit of this producer that writes to these partitions would commit them, duplicating events. Nothing is lost: "+
-		"abort the hanging transaction on each partition (kafka-transactions.sh --bootstrap-server <broker> abort --topic <topic> --partition <partition> --start-offset <offset>), "+
-		"then start the sink again", ErrUnexpected, hanging[0].ProducerID, b.String())
 }

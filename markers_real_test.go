@@ -3,6 +3,7 @@ package kafkasink_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -85,7 +86,9 @@ func TestRealBrokerLostCommitMarkers(t *testing.T) {
 				// write the batch again.
 				s.Close(ctx)
 				restarts++
-				if s, err = startSink(t, brokers, name, config); err == nil {
+				var next *kafkasink.Sink
+				if next, err = restartSink(ctx, t, brokers, name, config); err == nil {
+					s = next
 					sent = sent[:len(sent)-len(events)]
 					b--
 					continue
@@ -144,6 +147,26 @@ cycling:
 		t.Logf("ABORT MARKERS LOST, CAUGHT: every acknowledged event is there once, and the sink stopped before committing the aborted records: %v", stopped)
 	default:
 		t.Fatalf("writer: %v", stopped)
+	}
+}
+
+// restartSink starts the sink again after ErrFenced, as a supervisor
+// restarts a process: while a broker is still down New fails
+// retryably (or fenced again, for Kafka 4.4's PRODUCER_FENCED), and
+// it is tried again until ctx ends.
+func restartSink(ctx context.Context, t *testing.T, brokers []string, name string, config func(*kafkasink.Config)) (*kafkasink.Sink, error) {
+	t.Helper()
+	for {
+		s, err := startSink(t, brokers, name, config)
+		if err == nil || !(kafkasink.IsRetryable(err) || errors.Is(err, kafkasink.ErrFenced)) {
+			return s, err
+		}
+		t.Logf("restarting the sink failed; trying again: %v", err)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("restarting the sink: still failing when the time ran out: %w", err)
+		case <-time.After(time.Second):
+		}
 	}
 }
 

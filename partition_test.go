@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkasink/kafkasink/internal/murmur2"
 )
@@ -78,27 +75,6 @@ func TestPartitionFor(t *testing.T) {
 		key := bytes.Repeat([]byte{0xff}, l)
 		if p := PartitionFor(key, 5); p < 0 || p >= 5 {
 			t.Errorf("PartitionFor(%x, 5) = %d out of range", key, p)
-		}
-	}
-}
-
-// TestPartitionerMatchesKgo checks newPartitioner against franz-go's own
-// Kafka-compatible keyed partitioner, an implementation this package did
-// not write.
-func TestPartitionerMatchesKgo(t *testing.T) {
-	t.Parallel()
-	ours := newPartitioner().ForTopic("t")
-	theirs := kgo.StickyKeyPartitioner(nil).ForTopic("t")
-	if !ours.RequiresConsistency(&kgo.Record{Key: []byte("k")}) {
-		t.Error("the sink's partitioner must be consistent")
-	}
-	for i := range 2000 {
-		key := []byte(fmt.Sprintf("key-%d-%s", i, strings.Repeat("x", i%7)))
-		for _, n := range []int{1, 3, 12, 64} {
-			r := &kgo.Record{Key: key}
-			if a, b := ours.Partition(r, n), theirs.Partition(r, n); a != b {
-				t.Fatalf("key %q, %d partitions: ours %d, kgo %d", key, n, a, b)
-			}
 		}
 	}
 }

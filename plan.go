@@ -147,12 +147,13 @@ func (rt *routing) reset(n int, shaped bool) {
 // index of the table the caller found last, which it tries first (events
 // come in runs of one table); of sets it to the table found.
 func (rt *routing) of(e *Event, last *int) *routedTable {
+	k := routeKey(e)
 	if *last < len(rt.tables) {
-		if t := &rt.tables[*last]; t.schema == e.Schema && t.table == e.Table {
+		if t := &rt.tables[*last]; t.schema == k[0] && t.table == k[1] {
 			return t
 		}
 	}
-	i, ok := rt.index[[2]string{e.Schema, e.Table}]
+	i, ok := rt.index[k]
 	if !ok {
 		return nil
 	}
@@ -198,7 +199,9 @@ func (s *Sink) resolve(ctx context.Context, events []Event) (*routing, error) {
 		e := &events[i]
 		var shape RecordShape
 		if shaper != nil {
-			shape = shaper.Shape(e)
+			if e.Record == nil {
+				shape = shaper.Shape(e)
+			}
 			rt.shapes = append(rt.shapes, shape)
 		}
 		if framer != nil && frameAt < 0 && (shape.RecordBefore || shape.RecordAfter) {
@@ -209,7 +212,8 @@ func (s *Sink) resolve(ctx context.Context, events []Event) (*routing, error) {
 		}
 		t := rt.of(e, &last)
 		if t == nil {
-			last = rt.add(e.Schema, e.Table, s.routeOf(e), topicadmin.Info{})
+			k := routeKey(e)
+			last = rt.add(k[0], k[1], s.routeOf(e), topicadmin.Info{})
 			t = &rt.tables[last]
 		}
 		if !shape.Skip && t.used < 0 {

@@ -12,6 +12,8 @@ import "context"
 // checkpoint covers and before it produces any record of the batch (in
 // ExactlyOnce mode, before the transaction begins), with the events it
 // will encode and where each goes: routes[i] is the route of events[i].
+// An event carrying a SourceRecord has the zero route: the sink writes it
+// without the Encoder.
 // A Topics.Route function must give an event's table the same topic
 // throughout one Write. Encode and EncodeKey then find what Prepare made
 // ready; an event Prepare was not given is never encoded.
@@ -67,7 +69,7 @@ func (s *Sink) prepare(ctx context.Context, pr Preparer, events []Event, rt *rou
 	for i := range events {
 		e := &events[i]
 		t := rt.of(e, &last)
-		if t.err != nil || t.collision != nil {
+		if t.err != nil || t.collision != nil || e.Record != nil {
 			continue
 		}
 		routes[i] = EventRoute{Topic: t.topic, KeyColumns: encodedKeyColumns(e, t.keyColumns)}

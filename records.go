@@ -382,8 +382,11 @@ type draft struct {
 func (en *encoding) encodeEvent(i int, e *Event, knownValueSize int, shapedNullKey bool) (draft, *Rejection) {
 	es := en.es
 	t := en.routes.of(e, &en.table)
-	rt, info := t.tableRoute, t.info
 	d := draft{record: &es.records[i]}
+	if e.Record != nil {
+		return en.encodeSourceRecord(e, t, d)
+	}
+	rt, info := t.tableRoute, t.info
 	*d.record = kgo.Record{Topic: rt.topic, Headers: es.standardHeaders(en.cfg.Headers, e)}
 	if es.shaper != nil {
 		d.record.Headers = en.shapedHeaders(es, d.record.Headers, e, rt.keyColumns)
@@ -473,6 +476,9 @@ type tableRoute struct {
 // a Topics.Route function decides (it may answer differently over time):
 // then once per plan (see resolve).
 func (s *Sink) routeOf(e *Event) tableRoute {
+	if e.Record != nil {
+		return s.sourceRecordRoute(e.Record)
+	}
 	k := [2]string{e.Schema, e.Table}
 	if rt, ok := s.routes[k]; ok {
 		return rt
@@ -481,11 +487,13 @@ func (s *Sink) routeOf(e *Event) tableRoute {
 		rt   tableRoute
 		kind topicclaims.Kind
 	)
-	rt.topic, kind, rt.err = s.router.route(e.Schema, e.Table)
+	rt.topic, kind, rt.err = s.router.Route(e.Schema, e.Table)
 	if rt.err == nil {
-		rt.collision = s.router.claim(rt.topic, e.Schema, e.Table, kind)
+		if problem := s.router.Claim(rt.topic, e.Schema, e.Table, kind); problem != "" {
+			rt.collision = &ConfigError{Problems: []string{problem}}
+		}
 	}
-	rt.keyColumns = s.router.keyColumns[k]
+	rt.keyColumns = s.router.KeyColumns(e.Schema, e.Table)
 	if s.cfg.Topics.Route == nil {
 		s.routes[k] = rt
 	}

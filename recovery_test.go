@@ -213,7 +213,7 @@ func TestSkippedEventsAreReported(t *testing.T) {
 // which is what a real one ends up doing when it completes a commit
 // without writing the commit markers and the producer's next transaction
 // aborts (seen with Kafka 4.4 after a broker restart; see
-// checkpointStore.lost). That next transaction fails here on purpose, in
+// checkpointlog.LostError). That next transaction fails here on purpose, in
 // each way that ends in an abort or an unclear outcome, and the sink's
 // retry would commit the batch after the lost one and leave a gap no
 // reader or caller ever hears of.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafkasink/kafkasink/internal/partitioner"
 	"github.com/kafkasink/kafkasink/internal/produced"
 	"github.com/kafkasink/kafkasink/internal/refusals"
 )
@@ -48,28 +49,10 @@ func (s *Sink) produceError(ctx context.Context, pt *part, ck Checkpoint, res *p
 	failed, err := res.Wait()
 	werr := s.writeError(ctx, pt, ck, failed, err)
 	all := res.Failures()
-	if !refusedOnly(pt, all) {
+	if !refusals.OnlyAmong(pt.records, all) {
 		return werr
 	}
 	return &refusal{err: werr, failed: all}
-}
-
-// refusedOnly reports whether every failure in all is a refusal code on a
-// record of pt.
-func refusedOnly(pt *part, all []produced.Failure) bool {
-	if len(all) == 0 {
-		return false
-	}
-	in := make(map[*kgo.Record]bool, len(pt.records))
-	for _, r := range pt.records {
-		in[r] = true
-	}
-	for _, f := range all {
-		if refusals.Code(f.Err) == nil || !in[f.Record] {
-			return false
-		}
-	}
-	return true
 }
 
 // refusalOf returns the refusal err holds, when quarantining may resolve
@@ -103,10 +86,10 @@ func (s *txnSink) quarantine(ctx context.Context, p *plan, i int, ref *refusal) 
 	if err != nil {
 		return nil, s.sink.follow(verdict{err, actRecover}) // recovery settles the client's state
 	}
-	refused, sent, rounds, perr := refusals.Find(t.ctx, s.sink.cl, failedRecords(ref.failed), runLayout{s.sink})
+	refused, sent, rounds, perr := refusals.Find(t.ctx, s.sink.cl, produced.Records(ref.failed), runLayout{s.sink})
 	info := TransactionInfo{First: pt.first, Last: pt.last, Records: sent}
 	for _, f := range ref.failed {
-		t.sent(f.Record) // the probe sent them outside t.produce
+		t.written.Sent(f.Record) // the probe sent them outside t.produce
 	}
 	aerr := s.abort(ctx, t, info, errProbeAborted)
 	t.cancel()
@@ -152,7 +135,7 @@ func (s *producerSink) quarantine(ctx context.Context, p *plan, i int, ref *refu
 	if err := s.sink.refreshLimits(ctx, ref.failed); err != nil {
 		return err
 	}
-	refused, _, rounds, err := refusals.Find(ctx, s.sink.cl, failedRecords(ref.failed), runLayout{s.sink})
+	refused, _, rounds, err := refusals.Find(ctx, s.sink.cl, produced.Records(ref.failed), runLayout{s.sink})
 	if err != nil {
 		return err
 	}
@@ -173,36 +156,14 @@ func (s *producerSink) quarantine(ctx context.Context, p *plan, i int, ref *refu
 	return nil
 }
 
-func failedRecords(all []produced.Failure) []*kgo.Record {
-	rs := make([]*kgo.Record, len(all))
-	for i, f := range all {
-		rs[i] = f.Record
-	}
-	return rs
-}
-
 // refreshLimits reads again the configuration of the topics of the failed
 // records, so that the size pre-check of what follows, and the runs
 // refusals.SendInRuns makes, use the limits the broker applies now.
 func (s *Sink) refreshLimits(ctx context.Context, failed []produced.Failure) error {
-	seen := make(map[string]bool)
-	for _, f := range failed {
-		topic := f.Record.Topic
-		if seen[topic] {
-			continue
-		}
-		seen[topic] = true
-		old, _ := s.topics.Peek(topic)
-		info, err := s.topics.Refresh(ctx, s.cl, topic)
-		if err != nil {
-			return fmt.Errorf("kafkasink: reading topic %q's limits again after the broker refused records: %w", topic, err)
-		}
-		if info.MaxMessageBytes < old.MaxMessageBytes {
-			s.log.Warn("topic's max.message.bytes was lowered while the sink ran; the client keeps making batches up to the old limit for the partitions it produced to, so each transaction that meets a too large batch is sent again in runs: restart the sink to make batches by the new limit",
-				"topic", topic, "max_message_bytes", info.MaxMessageBytes, "was", old.MaxMessageBytes)
-		}
-	}
-	return nil
+	return s.topics.Refresh(ctx, s.cl, produced.Records(failed), func(topic string, now, was int) {
+		s.log.Warn("topic's max.message.bytes was lowered while the sink ran; the client keeps making batches up to the old limit for the partitions it produced to, so each transaction that meets a too large batch is sent again in runs: restart the sink to make batches by the new limit",
+			"topic", topic, "max_message_bytes", now, "was", was)
+	})
 }
 
 // runLayout is how the sink's topics make runs (refusals.Layout): the
@@ -213,7 +174,7 @@ type runLayout struct{ s *Sink }
 
 func (l runLayout) Partition(r *kgo.Record) int32 {
 	if info, known := l.s.topics.Peek(r.Topic); known && info.Partitions > 0 {
-		return int32(partitionRecord(r, info.Partitions))
+		return int32(partitioner.Record(r, info.Partitions))
 	}
 	return r.Partition
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafkasink/kafkasink/internal/checkpointlog"
 	"github.com/kafkasink/kafkasink/internal/topicadmin"
 )
 
@@ -85,26 +86,8 @@ func ResetCheckpoint(ctx context.Context, cfg Config, c Checkpoint) (err error) 
 		}
 		records = append(records, r)
 	}
-	if s.cfg.Mode == ExactlyOnce {
-		if err := s.cl.BeginTransaction(); err != nil {
-			return fmt.Errorf("kafkasink: resetting the checkpoint: %w", err)
-		}
-	}
-	produceErr := s.cl.ProduceSync(ctx, records...).FirstErr()
-	if s.cfg.Mode == ExactlyOnce {
-		commit := kgo.TryCommit
-		if produceErr != nil {
-			commit = kgo.TryAbort
-		}
-		cctx, cancel := context.WithTimeout(ctx, s.cfg.CommitTimeout)
-		endErr := s.cl.EndTransaction(cctx, commit)
-		cancel()
-		if produceErr == nil && endErr != nil {
-			return fmt.Errorf("kafkasink: resetting the checkpoint: committing: %w (read the checkpoint back to know whether it moved)", endErr)
-		}
-	}
-	if produceErr != nil {
-		return fmt.Errorf("kafkasink: resetting the checkpoint: %w", produceErr)
+	if err := checkpointlog.Write(ctx, s.cl, s.cfg.Mode == ExactlyOnce, s.cfg.CommitTimeout, records...); err != nil {
+		return fmt.Errorf("kafkasink: resetting the checkpoint: %w", err)
 	}
 	got, _, err := s.store.read(ctx, s.adm.Load(), s.connOptions(), Checkpoint{}, 0)
 	if err != nil {

@@ -167,7 +167,7 @@ func TestBrokerRestartBetweenAndDuringWrites(t *testing.T) {
 // brokerLostCommit reports whether err is the sink stopping because the
 // broker lost a transaction it had confirmed committed, which Kafka 4.4
 // was seen to do here after a fast restart of the single node (about one
-// run in twelve; see checkpointStore.lost): then the sink must stop, and
+// run in twelve; see checkpointlog.LostError): then the sink must stop, and
 // the test checks that the loss is real (that events of sent, up to the
 // checkpoint the sink had, are missing for a read_committed reader) and
 // ends. A sink that stops with that error while every such event is

@@ -3,19 +3,14 @@ package kafkasink
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/aws"
-	"github.com/twmb/franz-go/pkg/sasl/oauth"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/kafkasink/kafkasink/internal/saslconf"
 	"github.com/kafkasink/kafkasink/internal/tlsconf"
 )
 
@@ -127,26 +122,8 @@ func (c *Config) securityProblems() []string {
 	if c.TLS != nil {
 		p = tlsconf.Settings(*c.TLS).Problems()
 	}
-	if s := c.SASL; s != nil {
-		switch s.Mechanism {
-		case SASLPlain, SASLScramSHA256, SASLScramSHA512:
-			if s.Username == "" || s.Password == "" {
-				p = append(p, fmt.Sprintf("SASL %s needs Username and Password", s.Mechanism))
-			}
-			if s.Mechanism == SASLPlain && c.TLS == nil && !s.AllowPlaintext {
-				p = append(p, "SASL PLAIN without TLS sends the password in clear text: set Config.TLS, or SASL.AllowPlaintext if the network is trusted")
-			}
-		case SASLOAuthBearer:
-			if s.Token == nil {
-				p = append(p, "SASL OAUTHBEARER needs a Token function")
-			}
-		case SASLAWSMSKIAM:
-			if s.AWS == nil {
-				p = append(p, "SASL AWS_MSK_IAM needs an AWS credentials function")
-			}
-		default:
-			p = append(p, fmt.Sprintf("SASL.Mechanism %q is unknown: use PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM", s.Mechanism))
-		}
+	if c.SASL != nil {
+		p = append(p, c.SASL.settings().Problems(c.TLS != nil)...)
 	}
 	return p
 }
@@ -160,27 +137,17 @@ func (t *TLS) ClientConfig() (*tls.Config, error) {
 	return tlsconf.Settings(*t).Config()
 }
 
-// mechanism builds the franz-go SASL mechanism.
-func (s *SASL) mechanism() sasl.Mechanism {
-	switch s.Mechanism {
-	case SASLPlain:
-		return plain.Auth{User: s.Username, Pass: string(s.Password)}.AsMechanism()
-	case SASLScramSHA256:
-		return scram.Auth{User: s.Username, Pass: string(s.Password)}.AsSha256Mechanism()
-	case SASLScramSHA512:
-		return scram.Auth{User: s.Username, Pass: string(s.Password)}.AsSha512Mechanism()
-	case SASLOAuthBearer:
-		return oauth.Oauth(func(ctx context.Context) (oauth.Auth, error) {
-			tok, err := s.Token(ctx)
-			return oauth.Auth{Token: tok}, err
-		})
-	case SASLAWSMSKIAM:
-		return aws.ManagedStreamingIAM(func(ctx context.Context) (aws.Auth, error) {
+// settings returns s as saslconf takes it, which builds the mechanism
+// and checks and explains the settings.
+func (s *SASL) settings() saslconf.Settings {
+	st := saslconf.Settings{Mechanism: string(s.Mechanism), Username: s.Username, Password: string(s.Password), Token: s.Token, AllowPlaintext: s.AllowPlaintext}
+	if s.AWS != nil {
+		st.AWS = func(ctx context.Context) (aws.Auth, error) {
 			c, err := s.AWS(ctx)
 			return aws.Auth{AccessKey: c.AccessKey, SecretKey: string(c.SecretKey), SessionToken: string(c.SessionToken)}, err
-		})
+		}
 	}
-	return nil
+	return st
 }
 
 // securityOptions are the client options for TLS and SASL; validate has
@@ -192,7 +159,7 @@ func (c *Config) securityOptions() []kgo.Opt {
 		opts = append(opts, kgo.DialTLSConfig(tc))
 	}
 	if c.SASL != nil {
-		opts = append(opts, kgo.SASL(c.SASL.mechanism()))
+		opts = append(opts, kgo.SASL(c.SASL.settings().SASL()))
 	}
 	return opts
 }
@@ -202,18 +169,10 @@ func (c *Config) securityOptions() []kgo.Opt {
 // explains: the class of the error (IsFatal, in classify.go, which knows
 // TLS alerts by tlsconf.Alert) is the same before and after.
 func (c *Config) explainConnectErr(err error) error {
-	switch {
-	case errors.Is(err, kerr.SaslAuthenticationFailed) && c.SASL != nil:
-		who, fix := fmt.Sprintf(" of user %q", c.SASL.Username), "Config.SASL's credentials"
-		switch c.SASL.Mechanism {
-		case SASLOAuthBearer:
-			who, fix = "", "the token Config.SASL.Token returns"
-		case SASLAWSMSKIAM:
-			who, fix = "", "the credentials Config.SASL.AWS returns"
+	if c.SASL != nil {
+		if explained := c.SASL.settings().Explain(err); explained != nil {
+			return explained
 		}
-		return fmt.Errorf("kafkasink: the broker refused SASL %s authentication%s: check %s: %w", c.SASL.Mechanism, who, fix, err)
-	case errors.Is(err, kerr.UnsupportedSaslMechanism) && c.SASL != nil:
-		return fmt.Errorf("kafkasink: the broker does not enable SASL %s on this listener: choose a mechanism it enables: %w", c.SASL.Mechanism, err)
 	}
 	return tlsconf.Explain(err, (*tlsconf.Settings)(c.TLS))
 }

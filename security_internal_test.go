@@ -99,7 +99,7 @@ func TestAWSMSKIAMMechanism(t *testing.T) {
 	// A failing credentials function fails the connection with its error.
 	boom := errors.New("no credentials")
 	c.SASL.AWS = func(context.Context) (AWSCredentials, error) { return AWSCredentials{}, boom }
-	if _, _, err := c.SASL.mechanism().Authenticate(context.Background(), c.Brokers[0]); !errors.Is(err, boom) {
+	if _, _, err := c.SASL.settings().SASL().Authenticate(context.Background(), c.Brokers[0]); !errors.Is(err, boom) {
 		t.Errorf("Authenticate with failing credentials: %v, want %v", err, boom)
 	}
 

@@ -16,6 +16,7 @@ import (
 	"github.com/kafkasink/kafkasink/internal/checkpointlog"
 	"github.com/kafkasink/kafkasink/internal/ctxerr"
 	"github.com/kafkasink/kafkasink/internal/topicadmin"
+	"github.com/kafkasink/kafkasink/internal/topicroute"
 )
 
 // Sink delivers batches of change events to Kafka. New makes one.
@@ -68,7 +69,7 @@ type Sink struct {
 	// records the client may still hold.
 	spare *encoderState
 	// router names each table's topic.
-	router *router
+	router *topicroute.Router
 	// clientClosed closes the client once.
 	clientClosed sync.Once
 
@@ -100,7 +101,7 @@ type mode interface {
 // concurrent use.
 func (s *Sink) Delivers(e *Event) bool {
 	sh, ok := s.cfg.Encoder.(RecordShaper)
-	return !ok || !sh.Shape(e).Skip
+	return !ok || e.Record != nil || !sh.Shape(e).Skip
 }
 
 // New starts a sink: it checks cfg, connects, prepares the checkpoint

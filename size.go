@@ -60,6 +60,9 @@ func (c *Config) checkRecordSize(size int, exact bool, topic string, info topica
 // changed column value of the images it includes at least at its length:
 // a string escaped, []byte in base64, raw JSON verbatim.
 func minValueSize(enc Encoder, e *Event) int {
+	if e.Record != nil {
+		return len(e.Record.Value)
+	}
 	switch enc.(type) {
 	case JSONEncoder, *JSONEncoder:
 		return MinRowSize(e.Before) + MinRowSize(e.After)

@@ -15,8 +15,9 @@ import (
 // of the checkpoint starts, the transaction that may still be open, and
 // the fatal error that stopped the sink. Every change is one of the named
 // transitions below; nothing else writes its fields. A failure changes
-// them only through a verdict (classify.go), which Sink.follow applies:
-// unclear and stop are its transitions.
+// the checkpoint's status and the fatal error only through a verdict
+// (classify.go), which Sink.follow applies: unclear and stop are its
+// transitions.
 //
 // The checkpoint, the open transaction's age and the fatal error are read
 // from any goroutine (Sink.Checkpoint, Stats, Ping); the rest is touched
@@ -39,6 +40,15 @@ type sinkState struct {
 	// one record of its age, which the fencing decision and Stats read
 	// (txnOpenFor). Atomic, for Stats.
 	txn atomic.Pointer[openTxn]
+	// outlived is how long the last transaction had been open when it
+	// was aborted after outliving the sink's deadline, until a commit or
+	// a new client confirms the producer id (settled); 0 otherwise. The
+	// broker may have aborted that transaction at its timeout and moved
+	// the epoch, so a fencing answer in the recovery after it is judged
+	// with this age (fencingAge), although no transaction is open any
+	// more. It is a fact a verdict reads, not one a verdict sets:
+	// txnSink.abort records it before it asks for the verdict.
+	outlived time.Duration
 	// fatal, once set, is returned by every later Write (and by Ping):
 	// fencing or an unusable checkpoint never heals by retrying.
 	// Atomic, for Ping.
@@ -147,6 +157,20 @@ func (st *sinkState) txnBegun(t *openTxn) { st.txn.Store(t) }
 // txnEnded: no transaction may be open any more (committed, aborted, or
 // ended by recovery).
 func (st *sinkState) txnEnded() { st.txn.Store(nil) }
+
+// txnOutlived: a transaction aborted at age outlived the sink's deadline
+// (see outlived).
+func (st *sinkState) txnOutlived(age time.Duration) { st.outlived = age }
+
+// settled: a commit confirmed the client's producer epoch, or a new
+// client claimed the transactional id. (Recovery's re-initialisation does
+// not count: kgo asks the broker only when it flagged the producer id.)
+func (st *sinkState) settled() { st.outlived = 0 }
+
+// fencingAge is the age a fencing answer is judged with (judgeFencing):
+// the open transaction's, or else that of the last one, if it outlived
+// the deadline and the client was not settled since.
+func (st *sinkState) fencingAge() time.Duration { return max(st.txnOpenFor(), st.outlived) }
 
 // txnOpenFor is how long the transaction that may still be open has been
 // open; 0 when none may be. Safe for concurrent use: a transaction's start

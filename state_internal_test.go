@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // TestStateTransitions pins what each transition of sinkState changes.
@@ -66,6 +68,33 @@ func TestStateOpenTransaction(t *testing.T) {
 	st.txnEnded()
 	if d := st.txnOpenFor(); d != 0 {
 		t.Fatalf("txnOpenFor after txnEnded = %v, want 0", d)
+	}
+}
+
+// TestStateFencingAge pins that a fencing answer after a transaction was
+// aborted for outliving the deadline is judged with that transaction's
+// age until a commit or a new client settles it: without a guard the
+// sink stops saying the broker may have aborted it at its timeout.
+func TestStateFencingAge(t *testing.T) {
+	t.Parallel()
+	cfg := Config{TransactionalID: "t", TransactionTimeout: 10 * time.Second}
+	fenced := kerr.ProducerFenced
+	var st sinkState
+	st.txnBegun(&openTxn{started: time.Now().Add(-time.Minute)})
+	st.txnEnded()
+	st.txnOutlived(time.Minute)
+	if d := st.fencingAge(); d != time.Minute {
+		t.Fatalf("fencingAge after an outlived transaction ended = %v, want its age, 1m", d)
+	}
+	if v := judgeFencing(&cfg, fenced, st.fencingAge()); v.action != actFatal || !errors.Is(v.err, ErrFenced) || !errors.Is(v.err, ErrTransactionTimeout) {
+		t.Fatalf("judged with that age: %v (action %d), want a fatal ErrFenced that wraps ErrTransactionTimeout", v.err, v.action)
+	}
+	st.settled()
+	if d := st.fencingAge(); d != 0 {
+		t.Fatalf("fencingAge after settled = %v, want 0", d)
+	}
+	if v := judgeFencing(&cfg, fenced, st.fencingAge()); errors.Is(v.err, ErrTransactionTimeout) {
+		t.Fatalf("judged after settled: %v, want no timeout named", v.err)
 	}
 }
 

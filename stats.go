@@ -1,9 +1,10 @@
 package kafkasink
 
 import (
-	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/kafkasink/kafkasink/internal/txndurations"
 )
 
 // Stats is what a Sink has done since New, as Sink.Stats reports it:
@@ -63,16 +64,6 @@ type Histogram struct {
 	Sum    time.Duration // their sum
 }
 
-// transactionDurationBounds are the buckets of Stats.TransactionDurations:
-// from a small transaction on a local broker to one near the default
-// transaction timeout.
-var transactionDurationBounds = [...]time.Duration{
-	time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond,
-	10 * time.Millisecond, 25 * time.Millisecond, 50 * time.Millisecond,
-	100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond,
-	time.Second, 2500 * time.Millisecond, 5 * time.Second, 10 * time.Second, 30 * time.Second,
-}
-
 // Stats returns what the sink has done since New. It is safe to call from
 // any goroutine, also while a Write runs.
 func (s *Sink) Stats() Stats {
@@ -83,17 +74,10 @@ func (s *Sink) Stats() Stats {
 		Rejected: c.rejected.Load(), DeadLettered: c.deadLettered.Load(),
 		SkippedRedelivered: c.skippedRedelivered.Load(), SkippedByEncoder: c.skippedByEncoder.Load(),
 		Committed: c.committed.Load(), Aborted: c.aborted.Load(), Retries: c.retries.Load(),
-		TransactionDurations: Histogram{
-			Bounds: slices.Clone(transactionDurationBounds[:]),
-			Counts: make([]int64, len(c.durations)),
-			Count:  c.durationCount.Load(),
-			Sum:    time.Duration(c.durationSum.Load()),
-		},
 		Checkpoint: s.Checkpoint(),
 	}
-	for i := range c.durations {
-		st.TransactionDurations.Counts[i] = c.durations[i].Load()
-	}
+	d := &st.TransactionDurations
+	d.Bounds, d.Counts, d.Count, d.Sum = c.durations.Snapshot()
 	st.OpenTransaction = s.state.txnOpenFor()
 	return st
 }
@@ -108,9 +92,7 @@ type counters struct {
 	rejected, deadLettered                  atomic.Int64
 	skippedRedelivered, skippedByEncoder    atomic.Int64
 	committed, aborted, retries             atomic.Int64
-
-	durations                  [len(transactionDurationBounds) + 1]atomic.Int64
-	durationCount, durationSum atomic.Int64
+	durations                               txndurations.Histogram
 }
 
 func (c *counters) OnBatchWritten(i BatchInfo) {
@@ -123,13 +105,7 @@ func (c *counters) OnBatchWritten(i BatchInfo) {
 
 func (c *counters) OnTransactionCommitted(i TransactionInfo) {
 	c.committed.Add(1)
-	b := 0
-	for b < len(transactionDurationBounds) && i.Duration > transactionDurationBounds[b] {
-		b++
-	}
-	c.durations[b].Add(1)
-	c.durationCount.Add(1)
-	c.durationSum.Add(int64(i.Duration))
+	c.durations.Observe(i.Duration)
 }
 
 func (c *counters) OnTransactionAborted(TransactionInfo, error) { c.aborted.Add(1) }

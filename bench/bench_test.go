@@ -18,6 +18,9 @@ func TestMain(m *testing.M) {
 		if js, ok := strings.CutPrefix(a, "-pgcdc-child="); ok {
 			os.Exit(runPGCDCChild(js))
 		}
+		if js, ok := strings.CutPrefix(a, "-snapshot-child="); ok {
+			os.Exit(runSnapshotSpec(js))
+		}
 	}
 	os.Exit(m.Run())
 }

@@ -75,6 +75,15 @@ func main() {
 	if *pgcdcChild != "" {
 		os.Exit(runPGCDCChild(*pgcdcChild))
 	}
+	if *snapshotChild != "" {
+		os.Exit(runSnapshotSpec(*snapshotChild))
+	}
+	if *snapshotMode {
+		if err := snapshotMain(sharedFlags{brokers: *brokers, sizes: *sizes, compression: *compression, rounds: *rounds, partitions: *partitions}); err != nil {
+			fail(err)
+		}
+		return
+	}
 	if *backfillMode {
 		if err := backfillMain(sharedFlags{brokers: *brokers, sizes: *sizes, compression: *compression, rounds: *rounds, partitions: *partitions}); err != nil {
 			fail(err)

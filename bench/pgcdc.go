@@ -30,6 +30,7 @@ var (
 	txnRows     = flag.Int("txn-rows", 100, "-pgcdc: rows each workload transaction updates")
 	tableRows   = flag.Int("table-rows", 10000, "-pgcdc: rows of the table; every round updates each the same number of times")
 	pgcdcChild  = flag.String("pgcdc-child", "", "") // hidden: run one pgcdc spec in this process
+	namePrefix  = flag.String("name-prefix", "", "-pgcdc, -snapshot, -backfill: name the table, slots and topics PREFIX_<random>... instead of kafkasink_bench_<random> and kafkasink-bench-<random>-... (a shared server's naming rule)")
 	latency     = flag.Int("latency", 200, "-pgcdc: transactions of the latency phase after each sink contender's run, 0 for none (see README.md)")
 	latencyRate = flag.Float64("latency-rate", 40, "-pgcdc: transactions per second of the latency phase")
 )
@@ -293,6 +294,9 @@ func openPGEnv(ctx context.Context, cfg pgConfig) (*pgEnv, error) {
 	e.rf = int16(min(3, len(brokers)))
 	hex := randomHex()
 	e.name, e.topics = "kafkasink_bench_"+hex, "kafkasink-bench-"+hex+"-"
+	if *namePrefix != "" {
+		e.name, e.topics = *namePrefix+"_"+hex, *namePrefix+"_"+hex+"_"
+	}
 	// The workload's commits need not wait for the disk: walsenders
 	// stream WAL once flushed, a fraction of a second later.
 	if _, err := db.Exec(ctx, "SET synchronous_commit = off"); err != nil {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/kafkasink/kafkasink"
-	"github.com/kafkasink/kafkasink/encoding/jsonw"
+	"github.com/kafkasink/kafkasink/internal/annotation"
 )
 
 // Encoder writes Debezium's PostgreSQL connector envelope in its
@@ -473,14 +473,8 @@ func (d Encoder) Annotate(annotations map[string]string) (kafkasink.Encoder, err
 	case d.SchemasEnable:
 		return nil, errAnnotationsNoSchema
 	}
-	d.annotations = annotationsMember(annotations)
+	d.annotations = annotation.Member(annotations)
 	return d, nil
-}
-
-// annotationsMember returns the JSON member `,"annotations":{...}` of
-// the annotations, keys in sorted order, as JSONEncoder writes it.
-func annotationsMember(annotations map[string]string) string {
-	return string(jsonw.AppendStringMap([]byte(`,"annotations":`), annotations))
 }
 
 // invalidOpError reports an event whose Op is not one of the defined

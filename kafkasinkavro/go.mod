@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	github.com/hamba/avro/v2 v2.31.0
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/kafkasink/kafkasink v0.0.0
+	github.com/kafkasink/kafkasink v0.1.0
 	github.com/twmb/avro v1.9.1
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/sr v1.8.0
@@ -28,5 +28,3 @@ require (
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/text v0.43.0 // indirect
 )
-
-replace github.com/kafkasink/kafkasink => ../

@@ -2,22 +2,16 @@ package kafkasinkotel_test
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
-	"os"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/kafkasinkotel"
-	"github.com/kafkasink/kafkasink/kafkasinktest"
-	"github.com/kafkasink/kafkasink/kafkasinktest/pgtest"
 	"github.com/kafkasink/kafkasink/pgcdc"
 )
 
@@ -27,34 +21,9 @@ import (
 // meanwhile: the backfill instruments report its rows, chunk, the rows
 // left, the rate, the pause and the key, with its id, table and slot.
 func TestBackfillMetrics(t *testing.T) {
-	pg := os.Getenv("KAFKASINK_TEST_PG")
-	if pg == "" {
-		t.Skip("KAFKASINK_TEST_PG not set: this test needs the real PostgreSQL; run scripts/testenv.sh up and eval \"$(scripts/testenv.sh env)\" (see the README)")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	db, err := pgx.Connect(ctx, pg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := fmt.Sprintf("kafkasinkotel_%d", rand.Uint32())
-	defer func() {
-		bg := context.Background()
-		pgtest.DropSlot(bg, db, name)
-		db.Exec(bg, "DROP PUBLICATION IF EXISTS "+name)
-		db.Exec(bg, "DROP TABLE IF EXISTS "+name)
-		db.Close(bg)
-	}()
-	for _, sql := range []string{"CREATE TABLE " + name + " (id int PRIMARY KEY)", "INSERT INTO " + name + " SELECT generate_series(1, 4)", "ANALYZE " + name} {
-		if _, err := db.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
-	sink, err := kafkasink.New(ctx, kafkasink.Config{Brokers: kafkasinktest.NewCluster(t).Brokers(), SinkID: name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sink.Close(context.Background())
+	pg, name, sink := realTable(t, ctx, 4)
 	reader := sdkmetric.NewManualReader()
 	mon, bf := &pgcdc.Monitor{}, &pgcdc.Backfills{}
 	if err := kafkasinkotel.RegisterBackfillMetrics(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("kafkasink"), mon, name); err != nil {

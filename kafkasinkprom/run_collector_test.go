@@ -100,7 +100,7 @@ func TestRunCollectorFollowsRun(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- pgcdc.Run(runCtx, pgcdc.Config{ConnString: pg, Slot: name, Publication: name, Tables: []string{"public." + name},
-			CreateSlot: true, CreatePublication: true, Snapshot: true, Monitor: mon, StandbyInterval: 200 * time.Millisecond,
+			CreateSlot: true, CreatePublication: true, Snapshot: true, SnapshotWorkers: 2, Monitor: mon, StandbyInterval: 200 * time.Millisecond,
 			Backfills: bf, BackfillChunkRows: 2}, held)
 	}()
 	waitFor := func(what string, cond func(pgcdc.RunStats) bool) {
@@ -135,9 +135,22 @@ kafkasink_pgcdc_snapshot_table_done{slot=%[1]q,table="public.%[1]s"} 1
 # HELP kafkasink_pgcdc_snapshot_table_rows_total Snapshot rows written by this Run, by table.
 # TYPE kafkasink_pgcdc_snapshot_table_rows_total counter
 kafkasink_pgcdc_snapshot_table_rows_total{slot=%[1]q,table="public.%[1]s"} 3
+# HELP kafkasink_pgcdc_snapshot_table_rows_left Estimate of the rows the snapshot has still to read of the table (from pg_class.reltuples); -1 when unknown.
+# TYPE kafkasink_pgcdc_snapshot_table_rows_left gauge
+kafkasink_pgcdc_snapshot_table_rows_left{slot=%[1]q,table="public.%[1]s"} 0
+# HELP kafkasink_pgcdc_snapshot_table_seconds_left Estimate of the time the snapshot needs for the rest of the table, at its rate so far; 0 when unknown or done.
+# TYPE kafkasink_pgcdc_snapshot_table_seconds_left gauge
+kafkasink_pgcdc_snapshot_table_seconds_left{slot=%[1]q,table="public.%[1]s"} 0
+# HELP kafkasink_pgcdc_snapshot_range_rows_total Snapshot rows written by this Run from one key range of the table.
+# TYPE kafkasink_pgcdc_snapshot_range_rows_total counter
+kafkasink_pgcdc_snapshot_range_rows_total{range="0",slot=%[1]q,table="public.%[1]s"} 3
+# HELP kafkasink_pgcdc_snapshot_range_done 1 when the snapshot read the key range to its end, else 0.
+# TYPE kafkasink_pgcdc_snapshot_range_done gauge
+kafkasink_pgcdc_snapshot_range_done{range="0",slot=%[1]q,table="public.%[1]s"} 1
 `, name)
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "kafkasink_pgcdc_events_total", "kafkasink_pgcdc_snapshot_rows_total",
-		"kafkasink_pgcdc_snapshot_table_done", "kafkasink_pgcdc_snapshot_table_rows_total"); err != nil {
+		"kafkasink_pgcdc_snapshot_table_done", "kafkasink_pgcdc_snapshot_table_rows_total", "kafkasink_pgcdc_snapshot_table_rows_left",
+		"kafkasink_pgcdc_snapshot_table_seconds_left", "kafkasink_pgcdc_snapshot_range_rows_total", "kafkasink_pgcdc_snapshot_range_done"); err != nil {
 		t.Fatal(err)
 	}
 	families, err := reg.Gather()

@@ -41,8 +41,11 @@ type BackfillStatus struct {
 	Table  string // "schema.table"
 	Where  string // the request's condition, "" for every row
 	Paused bool
-	// Rows and Chunks count what the checkpoint holds of the backfill:
-	// rows delivered and chunks read, across restarts.
+	// Rows and Chunks count the backfill's rows and chunks read, across
+	// restarts. A chunk counts once Run has read it and handed it to
+	// the sink, and the checkpoint holds it once that Write returns: a
+	// backfill resumes after a crash up to one chunk before what List
+	// showed last.
 	Rows, Chunks int64
 	// LastKey is the text form of the key of the last row read, nil
 	// before the first chunk; the next chunk reads after it.

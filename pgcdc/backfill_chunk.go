@@ -232,6 +232,10 @@ func (b *backfiller) accept(ctx context.Context, req BackfillRequest, by string)
 // *BackfillError saying why it cannot be read.
 func (b *backfiller) describe(ctx context.Context, tx pgx.Tx, schema, table string) (*tableInfo, error) {
 	name := schema + "." + table
+	if !b.r.filter.table(schema, table) {
+		return nil, &BackfillError{Table: name, Problem: "the capture's include and exclude lists (Config.SchemaIncludeList, TableIncludeList, ...) leave the table out, " +
+			"so its rows would not be delivered: name a captured table, or change the lists"}
+	}
 	published, err := publishedTables(ctx, tx, b.r.cfg.Publication)
 	if err != nil {
 		return nil, err

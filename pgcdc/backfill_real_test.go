@@ -280,11 +280,20 @@ func resumesAfterCrash(t *testing.T, mode kafkasink.Mode) {
 		id        string
 		r         *run
 		resumedAt = make([]int64, 0, crashes)
+		shown     int64 // the rows List showed when the last run stopped
+		chunkRows = int64(l.config().BackfillChunkRows)
 	)
 	for i := 0; ; i++ {
 		s := &crashSink{Sink: l.newModeSink(t, mode), at: 1 + rand.IntN(4), after: i%2 == 1}
 		if i == crashes {
 			s.at = -1
+		}
+		// Where this run resumes: the checkpoint the sink read back.
+		// List may be a chunk further on, as BackfillStatus says; the
+		// check below holds it to that bound.
+		ck, err := parseRunCursor(s.Checkpoint().Cursor)
+		if err != nil {
+			t.Fatal(err)
 		}
 		var ctrl *Backfills
 		ctrl, _, r = l.startBF(t, s)
@@ -296,10 +305,14 @@ func resumesAfterCrash(t *testing.T, mode kafkasink.Mode) {
 			id = st.ID
 		} else {
 			list := ctrl.List()
-			if len(list) != 1 || list[0].ID != id {
-				t.Fatalf("after crash %d: backfills %+v, want %s resumed", i, list, id)
+			if len(list) != 1 || list[0].ID != id || len(ck.Backfills) != 1 || ck.Backfills[0].ID != id {
+				t.Fatalf("after crash %d: backfills %+v, in the checkpoint %+v, want %s resumed", i, list, ck.Backfills, id)
 			}
-			resumedAt = append(resumedAt, list[0].Rows)
+			at := ck.Backfills[0].Rows
+			if at > shown || at < shown-chunkRows {
+				t.Errorf("after crash %d: resumed at row %d, List showed %d when the run stopped: want at most one chunk (%d rows) before it", i, at, shown, chunkRows)
+			}
+			resumedAt = append(resumedAt, at)
 		}
 		if i == crashes {
 			waitFor(t, 3*time.Minute, "the backfill's end", r, func() bool { return len(ctrl.List()) == 0 })
@@ -312,6 +325,9 @@ func resumesAfterCrash(t *testing.T, mode kafkasink.Mode) {
 		}
 		if !errors.Is(r.err, errCrash) {
 			t.Fatalf("Run returned %v, want the crash", r.err)
+		}
+		if list := ctrl.List(); len(list) == 1 {
+			shown = list[0].Rows
 		}
 	}
 	c := l.settle(t, r, stopW, waitW, id)

@@ -247,7 +247,7 @@ func (b *backfiller) expandCollections(ctx context.Context, reqs []BackfillReque
 	var published []publishedTable
 	err := b.readOnly(ctx, func(tx pgx.Tx) error {
 		var err error
-		published, err = publishedTables(ctx, tx, b.r.cfg.Publication)
+		published, err = b.r.capturedTables(ctx, tx)
 		return err
 	})
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 // Defaults of the Config fields whose zero value means "the default".
 const (
 	DefaultSnapshotChunkRows = 10000
+	DefaultSnapshotWorkers   = 1
 	DefaultBatchMaxEvents    = 40000 // the sink's DefaultMaxTransactionRecords: a full batch is one transaction
 	DefaultBatchMaxBytes     = 16 << 20
 	DefaultStandbyInterval   = 10 * time.Second
@@ -99,6 +100,31 @@ type Config struct {
 	// with two dots, such as a.b.c, is refused as ambiguous.
 	Tables []string
 
+	// SchemaIncludeList, SchemaExcludeList, TableIncludeList,
+	// TableExcludeList, ColumnIncludeList and ColumnExcludeList choose,
+	// among what the publication publishes, the tables and columns Run
+	// captures, with the rules of Debezium's schema.include.list, ...,
+	// column.exclude.list: each item is a regular expression matching a
+	// whole identifier, case-insensitively (a schema by its name, a table
+	// as "schema.table", a column as "schema.table.column", names as
+	// stored, unquoted). A table is captured when its schema passes the
+	// schema lists and it passes the table lists; an include list admits
+	// what one of its items matches, an exclude list what none matches,
+	// and the two lists of a kind cannot both be set. Default: every
+	// published table and column. A table left out is neither
+	// snapshotted, backfilled nor streamed (its changes take no Position
+	// index and count in no Event.Txn order); a column left out is absent
+	// from the events' rows and Relation. A key column cannot be left
+	// out (Debezium keeps it in the key only): Run stops with a
+	// *kafkasink.ConfigError naming it. The lists filter what is
+	// delivered, not what the server decodes: a publication limited to
+	// the captured tables (Tables) saves the server that work.
+	// The program's flags are named after Debezium's properties
+	// (-table.include.list, ...).
+	SchemaIncludeList, SchemaExcludeList []string
+	TableIncludeList, TableExcludeList   []string
+	ColumnIncludeList, ColumnExcludeList []string
+
 	// Snapshot, when true, delivers every row of the published tables as
 	// an OpRead event before streaming changes, exactly as the publication
 	// streams it (its column list and row filter applied): when Run
@@ -114,6 +140,20 @@ type Config struct {
 	// SnapshotChunkRows is how many rows one snapshot chunk, and so one
 	// Write, reads from a table. Default DefaultSnapshotChunkRows.
 	SnapshotChunkRows int
+	// SnapshotWorkers is how many connections read the snapshot at
+	// once, each its own ranges of a table's key, several tables at once,
+	// all in the one snapshot (see docs/snapshot.md). Each holds its own
+	// connection beside Run's two; at most 2*SnapshotWorkers+2 chunks
+	// of SnapshotChunkRows rows are in memory at once. 1 reads one
+	// chunk after another on Run's own connection, but for a run that
+	// several workers began, whose ranges one worker resumes. Default
+	// DefaultSnapshotWorkers: on a machine of 2 cores the writer
+	// (encoding and producing) bounds the rate, and more workers only
+	// compete with it (see docs/snapshot.md for measurements).
+	SnapshotWorkers int
+	// snapshotChunkRead, when set (by tests), is called each time a
+	// snapshot worker has read a chunk.
+	snapshotChunkRead func()
 
 	// Backfills, when set, lets the caller ask the running Run for
 	// backfills: a table, or the rows of it a condition matches, read
@@ -166,6 +206,14 @@ type Config struct {
 	// exactly those three text columns; Run refuses to start otherwise.
 	// Run never writes to it. Empty (the default): no signal table.
 	SignalTable string
+	// Outbox, when set, delivers the messages applications emit with
+	// package outbox to their own topics (see Outbox, docs/outbox.md).
+	// nil (the default): they are ignored.
+	Outbox *Outbox
+	// EventRouter, when set, routes the rows of outbox tables as
+	// Debezium's outbox EventRouter does (see EventRouter). nil (the
+	// default): outbox tables are tables like the others.
+	EventRouter *EventRouter
 
 	// BatchMaxEvents closes a batch at this many events. A transaction
 	// with more events is split across Writes. Default
@@ -200,7 +248,8 @@ type Config struct {
 	// confirmed position advances instead of holding WAL on disk.
 	// Default DefaultHeartbeatInterval; a negative value disables
 	// heartbeats. Heartbeats are only seen through the slot on
-	// PostgreSQL 14 and later.
+	// PostgreSQL 14 and later, and not written while the server is a
+	// standby, which is read-only.
 	//
 	// It is also the pace of two other things: the slot's position is
 	// confirmed without a change to deliver (heartbeats, keepalives,
@@ -210,6 +259,28 @@ type Config struct {
 	// RetainedWALWarn). With heartbeats disabled both use
 	// DefaultHeartbeatInterval.
 	HeartbeatInterval time.Duration
+
+	// NoFailoverSlot, when true, leaves the slot as it is. By default,
+	// on a PostgreSQL 17 or later primary, Run makes the slot a failover
+	// slot (failover = true, ALTER_REPLICATION_SLOT ... (FAILOVER true)
+	// for one that exists), which a standby with sync_replication_slots
+	// = on keeps a copy of, so that after a failover to it Run resumes
+	// from that copy (see docs/postgresql-failover.md). A slot on a
+	// standby, or before 17, is never a failover slot. The program's
+	// flag is -failover-slot (on by default).
+	NoFailoverSlot bool
+	// FailoverStandby, when set, is the connection string of a standby
+	// of the primary Run reads (PostgreSQL 17+), on which Run checks the
+	// settings failover slots need (sync_replication_slots,
+	// hot_standby_feedback, primary_slot_name listed in the primary's
+	// synchronized_standby_slots) at start-up, and reads, every
+	// StandbyInterval, whether it holds a synchronised copy of the slot
+	// (pg_replication_slots.synced, only visible there): Monitor reports
+	// it (RunStats.StandbySync), so an operator knows whether a failover
+	// now would be safe. Run never writes there. Empty, the default:
+	// nothing is read from a standby. The program's flag is
+	// -failover-standby.
+	FailoverStandby string
 
 	// SlotGap says what Run does at start-up when the slot cannot
 	// continue where the sink's checkpoint left off: the slot is
@@ -326,6 +397,7 @@ func (cfg Config) withDefaults() Config {
 		cfg.RetainedWALWarn = DefaultRetainedWALWarn
 	}
 	def(&cfg.SnapshotChunkRows, DefaultSnapshotChunkRows)
+	def(&cfg.SnapshotWorkers, DefaultSnapshotWorkers)
 	def(&cfg.BackfillChunkRows, DefaultBackfillChunkRows)
 	def(&cfg.BatchMaxEvents, DefaultBatchMaxEvents)
 	def(&cfg.BatchMaxBytes, DefaultBatchMaxBytes)
@@ -363,6 +435,11 @@ func (cfg *Config) validate() error {
 		// pgconn's parse error redacts the password.
 		add("Config.ConnString does not parse: %v", err)
 	}
+	if cfg.FailoverStandby != "" {
+		if _, err := pgconn.ParseConfig(cfg.FailoverStandby); err != nil {
+			add("Config.FailoverStandby does not parse: %v", err)
+		}
+	}
 	switch {
 	case cfg.Slot == "":
 		add("Config.Slot is required")
@@ -380,10 +457,12 @@ func (cfg *Config) validate() error {
 			add("Config.Tables: %v", err)
 		}
 	}
+	_, filterProblems := newCaptureFilter(cfg)
+	problems = append(problems, filterProblems...)
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"SnapshotChunkRows", cfg.SnapshotChunkRows}, {"BackfillChunkRows", cfg.BackfillChunkRows}, {"BatchMaxEvents", cfg.BatchMaxEvents}, {"BatchMaxBytes", cfg.BatchMaxBytes}} {
+	}{{"SnapshotChunkRows", cfg.SnapshotChunkRows}, {"SnapshotWorkers", cfg.SnapshotWorkers}, {"BackfillChunkRows", cfg.BackfillChunkRows}, {"BatchMaxEvents", cfg.BatchMaxEvents}, {"BatchMaxBytes", cfg.BatchMaxBytes}} {
 		if f.v < 0 {
 			add("Config.%s %d is negative: use 0 for the default", f.name, f.v)
 		}
@@ -403,6 +482,21 @@ func (cfg *Config) validate() error {
 	}
 	if cfg.SignalPrefix == heartbeatPrefix {
 		add("Config.SignalPrefix %q is the heartbeats' prefix: choose another, such as \"kafkasink.signal\"", cfg.SignalPrefix)
+	}
+	if cfg.EventRouter != nil {
+		_, problems := cfg.EventRouter.prepare()
+		for _, p := range problems {
+			add("%s", p)
+		}
+		if cfg.Snapshot {
+			add("Config.EventRouter and Config.Snapshot are both set: the snapshot would write the outbox tables' rows unrouted; " +
+				"leave the outbox tables out of a snapshot, or turn it off")
+		}
+	}
+	if cfg.Outbox != nil {
+		for _, p := range cfg.Outbox.problems(cfg.SignalPrefix) {
+			add("%s", p)
+		}
 	}
 	if cfg.SlotGap < SlotGapRefuse || cfg.SlotGap > SlotGapAccept {
 		add("Config.SlotGap %d is not a SlotGap: use SlotGapRefuse, SlotGapResnapshot or SlotGapAccept", int(cfg.SlotGap))

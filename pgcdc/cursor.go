@@ -14,7 +14,9 @@ import (
 // adds unfinished backfills; a cursor without one is written as version
 // 1, so that an earlier pgcdc still reads it, and one with a backfill as
 // 2, which an earlier pgcdc refuses instead of forgetting the backfill.
-const cursorVersion = 2
+// Version 3 adds the key ranges of a parallel snapshot in progress, which
+// an earlier pgcdc would read as tables not begun, repeating their rows.
+const cursorVersion = 3
 
 // maxGapRecords bounds the audit list in the cursor; the oldest records
 // go first.
@@ -112,6 +114,9 @@ type gapRecord struct {
 	To     lsnText   `json:"to"`     // where the slot's stream begins
 	Bytes  int64     `json:"wal_bytes"`
 	At     time.Time `json:"at"`
+	// Timeline is set for a timeline divergence: the timelines, where
+	// the server's history left the checkpoint's, and the checkpoint.
+	Timeline *timelineRecord `json:"timeline,omitempty"`
 }
 
 // lsnText is an LSN in its text form in JSON.
@@ -148,8 +153,11 @@ func parseRunCursor(raw json.RawMessage) (cursor, error) {
 // spliced into the same object.
 func (c cursor) marshal() (json.RawMessage, error) {
 	c.Version = 1
-	if len(c.Backfills) > 0 {
-		c.Version = cursorVersion
+	switch {
+	case c.snapshot != nil && len(c.snapshot.Ranges) > 0:
+		c.Version = 3
+	case len(c.Backfills) > 0:
+		c.Version = 2
 	}
 	own, err := json.Marshal(c.cursorFields)
 	if err != nil || c.snapshot == nil {

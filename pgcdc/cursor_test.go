@@ -94,7 +94,8 @@ func TestPlanSource(t *testing.T) {
 		{"same source, slot behind what was confirmed", 0, false, false, ck, rec(&id, 0x1200), live, want{}},
 		{"same source, slot at what was confirmed", 0, false, false, ck, rec(&id, 0x1100), live, want{}},
 		{"old checkpoint: adopted", 0, false, false, ck, cursor{}, live, want{adopt: true}},
-		{"timeline changed", 0, false, false, ck, rec(other(func(s *sourceIdentity) { s.Timeline = 2 }), 0x1100), live, want{timeline: true}},
+		{"checkpoint on a timeline the server's history lacks", 0, false, false, ck, rec(other(func(s *sourceIdentity) { s.Timeline = 2 }), 0x1100), live,
+			want{refuse: "does not descend from timeline 2", kind: SourceTimelineDiverged, timeline: true, gapTo: 0x1000, errIsSourceError: true}},
 		{"other system", SlotGapAccept, false, false, ck, rec(other(func(s *sourceIdentity) { s.SystemID = "9" }), 0x1100), live,
 			want{refuse: "system identifier 9, now 7001", kind: SourceIdentityMismatch, errIsSourceError: true}},
 		{"other database", SlotGapAccept, false, false, ck, rec(other(func(s *sourceIdentity) { s.DatabaseOID = 1 }), 0x1100), live,
@@ -138,7 +139,7 @@ func TestPlanSource(t *testing.T) {
 			if errors.As(p.refuse, &se) != w.errIsSourceError {
 				t.Errorf("refusal %T, want a *SourceError: %v", p.refuse, w.errIsSourceError)
 			}
-			if p.create != w.create || p.drop != w.drop || p.adopt != w.adopt || p.timeline != w.timeline {
+			if p.create != w.create || p.drop != w.drop || p.adopt != w.adopt || (p.timeline != nil) != w.timeline {
 				t.Errorf("create %v drop %v adopt %v timeline %v, want %v %v %v %v", p.create, p.drop, p.adopt, p.timeline, w.create, w.drop, w.adopt, w.timeline)
 			}
 			if kind := SourceEventKind(0); p.gap != nil || w.kind != 0 {

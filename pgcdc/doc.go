@@ -134,7 +134,7 @@
 //   - a checkpoint of another source: another system identifier (another
 //     server, a rebuilt cluster), another database (or the same name with
 //     another oid), another slot name. The timeline alone may change (a
-//     promoted standby): that is reported, not refused. The ways out are a
+//     promoted standby): see Timelines below. The ways out are a
 //     sink id of its own for this source, or deleting the sink's checkpoint
 //     with a tombstone in the checkpoint topic.
 //   - a slot missing while the checkpoint is not zero: it was dropped, or
@@ -165,9 +165,29 @@
 // it, a missing or invalidated slot is still refused; a slot moved beyond
 // the checkpoint before the upgrade is not detected.
 //
-// Not detected: changes lost inside PostgreSQL (a restored backup whose
-// slot survived with its history, a standby promoted before it received
-// what the slot had sent), a slot moved by someone else to a position no
+// # Timelines
+//
+// The cursor records the timeline of its source. At every connection,
+// when the server is on another timeline (a standby was promoted), Run
+// reads the server's timeline history (TIMELINE_HISTORY) and places the
+// checkpoint on it. A checkpoint on an ancestor timeline, before the
+// switchpoint where the history left it, is on the server: Run reports
+// SourceTimelineChanged and goes on; so it does when the slot on the
+// server confirmed exactly what the cursor recorded last, since then Run
+// streamed on through the server's own promotion (decoding on a standby).
+// Otherwise Kafka holds changes the server never had (an asynchronous
+// standby was promoted before it received them): Run refuses with a
+// *SourceError of kind SourceTimelineDiverged that names the timelines,
+// the switchpoint, the range and the last transaction, and Config.SlotGap
+// chooses the way out as for the gaps above: SlotGapResnapshot creates
+// the slot again and reads every published table from its snapshot,
+// SlotGapAccept streams on after the checkpoint. The diverged records
+// stay in Kafka either way. See TimelineChange and docs/pgcdc.md.
+//
+// Not detected: changes lost inside PostgreSQL that leave the timeline as
+// it was (a backup copied back as files and started without archive
+// recovery, its slot with it), two servers promoted to the same timeline
+// (split brain), a slot moved by someone else to a position no
 // further than Run had confirmed, and changes to tables outside the
 // publication or published with a row filter or column list that drops
 // them.
@@ -249,6 +269,22 @@
 // replica resumed after a freeze then sends nothing more under the
 // transactional id (on Kafka 4.4 its recovery could abort the new
 // holder's open transaction).
+//
+// # Standbys and failovers
+//
+// On PostgreSQL 16 and later, ConnString may name a hot standby: Run
+// creates or uses its slot there, reads the initial snapshot the slot
+// exports there, and goes on when that standby is promoted. It refuses a
+// standby before 16, and one with hot_standby_feedback off, with a
+// *kafkasink.ConfigError. On a PostgreSQL 17 or later primary the slot is
+// a failover slot (Config.NoFailoverSlot), which a standby with
+// sync_replication_slots keeps a copy of; with a ConnString that reaches
+// the promoted standby after a failover (several hosts and
+// target_session_attrs=read-write, or a name that moves), Run reconnects
+// and resumes from the copy. Config.FailoverStandby lets the Monitor
+// report whether the copy is synchronised (RunStats.StandbySync). The
+// settings each server needs, and what each kind of failover does, are
+// in docs/postgresql-failover.md.
 //
 // # Snapshot
 //

@@ -25,9 +25,12 @@ type Monitor struct {
 	lastCommit atomic.Int64            // Unix nanoseconds; 0 before the first
 	spool      atomic.Pointer[Decoder] // the session's, for its SpoolBytes
 	backfill   atomic.Pointer[runFailure]
+	failover   atomic.Bool
+	standby    atomic.Pointer[StandbySync]
 
 	mu        sync.Mutex
 	tables    map[string]TableProgress // guarded by mu
+	clocks    map[string]tableClock    // guarded by mu
 	backfills []BackfillProgress       // guarded by mu
 	changes   []PublicationChange      // guarded by mu
 }
@@ -51,6 +54,35 @@ type BackfillProgress struct {
 type TableProgress struct {
 	Rows int64 // rows written by this Run (a resumed snapshot counts from where it resumed)
 	Done bool  // the table is read to its end
+	// Ranges are the rows this Run wrote from each range of the table's
+	// key a parallel snapshot reads (Config.SnapshotWorkers), in key
+	// order; nil for a table read one chunk after another.
+	Ranges []RangeProgress
+	// RowsPerSecond is Rows over the time from when this Run began the
+	// table to its last chunk written.
+	RowsPerSecond float64
+	// RowsLeft estimates the rows still to read: the table's row
+	// estimate (pg_class.reltuples, as ANALYZE and autovacuum last
+	// measured it) less the rows written, at least 0; -1 when the table
+	// was never analyzed. 0 once Done.
+	RowsLeft int64
+	// TimeLeft is RowsLeft at RowsPerSecond; 0 when either is unknown or
+	// the table is done.
+	TimeLeft time.Duration
+}
+
+// RangeProgress is one key range of a table in a parallel snapshot.
+type RangeProgress struct {
+	Rows int64 // rows written by this Run
+	Done bool  // the range is read to its end
+}
+
+// tableClock is what Monitor keeps of a snapshot table beside its
+// TableProgress: when this Run began it and wrote its last chunk, and the
+// row estimate (-1 unknown).
+type tableClock struct {
+	began, last time.Time
+	estimate    int64
 }
 
 // RunState is what a Run is doing.
@@ -118,6 +150,12 @@ type RunStats struct {
 	// SnapshotTables is each table's progress in this Run's snapshot,
 	// by "schema.table"; nil when Run read no snapshot.
 	SnapshotTables map[string]TableProgress
+	// FailoverSlot is whether the slot is a failover slot (PostgreSQL
+	// 17+; see Config.NoFailoverSlot), as Run last found or made it.
+	FailoverSlot bool
+	// StandbySync is what Run last read of the slot's synchronised copy
+	// on Config.FailoverStandby; zero without it.
+	StandbySync StandbySync
 }
 
 // runFailure is a failed attempt of Run.
@@ -152,8 +190,12 @@ func (m *Monitor) Stats() RunStats {
 	if d := m.spool.Load(); d != nil {
 		st.SpoolBytes = d.SpoolBytes()
 	}
+	st.FailoverSlot = m.failover.Load()
+	if s := m.standby.Load(); s != nil {
+		st.StandbySync = *s
+	}
 	m.mu.Lock()
-	st.SnapshotTables = maps.Clone(m.tables)
+	st.SnapshotTables = m.snapshotTables()
 	st.Backfills = slices.Clone(m.backfills)
 	st.PublicationChanges = slices.Clone(m.changes)
 	m.mu.Unlock()
@@ -229,6 +271,18 @@ func (m *Monitor) serverWALEnd(lsn uint64) {
 	}
 }
 
+func (m *Monitor) failoverSlot(on bool) {
+	if m != nil {
+		m.failover.Store(on)
+	}
+}
+
+func (m *Monitor) standbySync(st StandbySync) {
+	if m != nil {
+		m.standby.Store(&st)
+	}
+}
+
 func (m *Monitor) confirm(lsn kafkasink.LSN) {
 	if m != nil {
 		m.confirmed.Store(uint64(lsn))
@@ -249,15 +303,85 @@ func (m *Monitor) snapshotChunk(rows int, cur snapshotCursor) {
 	if table == "" {
 		return // the run recorded before its first table
 	}
+	m.snapshotRows(table, rows, done)
+}
+
+// snapshotRows notes rows of table written by a snapshot, done when they
+// finish it.
+func (m *Monitor) snapshotRows(table string, rows int, done bool) {
+	m.snapshotRange(table, -1, rows, false, done)
+}
+
+// snapshotTable notes that a snapshot begins table, of ranges key ranges
+// (0 when read one chunk after another) and about estimate rows (-1
+// unknown).
+func (m *Monitor) snapshotTable(table string, ranges int, estimate int64) {
+	if m == nil {
+		return
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.tables == nil {
-		m.tables = make(map[string]TableProgress)
+		m.tables, m.clocks = make(map[string]TableProgress), make(map[string]tableClock)
+	}
+	p := m.tables[table]
+	if ranges > 0 {
+		p.Ranges = make([]RangeProgress, ranges)
+	}
+	m.tables[table] = p
+	m.clocks[table] = tableClock{began: time.Now(), estimate: estimate}
+}
+
+// snapshotRange notes rows of range rng (-1: none) of table written,
+// rangeDone when they finish the range, done when they finish the table.
+func (m *Monitor) snapshotRange(table string, rng, rows int, rangeDone, done bool) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.tables == nil {
+		m.tables, m.clocks = make(map[string]TableProgress), make(map[string]tableClock)
 	}
 	p := m.tables[table]
 	p.Rows += int64(rows)
-	p.Done = done
+	p.Done = p.Done || done
+	if rng >= 0 && rng < len(p.Ranges) {
+		p.Ranges = slices.Clone(p.Ranges) // Stats handed out the old one
+		p.Ranges[rng].Rows += int64(rows)
+		p.Ranges[rng].Done = p.Ranges[rng].Done || rangeDone
+	}
 	m.tables[table] = p
+	c, ok := m.clocks[table]
+	if !ok {
+		c = tableClock{began: time.Now(), estimate: -1}
+	}
+	c.last = time.Now()
+	m.clocks[table] = c
+}
+
+// snapshotTables returns each table's progress with its rate and
+// estimates. m.mu is held.
+func (m *Monitor) snapshotTables() map[string]TableProgress {
+	out := maps.Clone(m.tables)
+	for name, p := range out {
+		c := m.clocks[name]
+		if secs := c.last.Sub(c.began).Seconds(); secs > 0 {
+			p.RowsPerSecond = float64(p.Rows) / secs
+		}
+		switch {
+		case p.Done:
+		case c.estimate < 0:
+			p.RowsLeft = -1
+		default:
+			p.RowsLeft = max(0, c.estimate-p.Rows)
+			if p.RowsPerSecond > 0 {
+				p.TimeLeft = time.Duration(float64(p.RowsLeft) / p.RowsPerSecond * float64(time.Second))
+			}
+		}
+		out[name] = p
+	}
+	return out
 }
 
 // delivered notes the events of a Write that returned nil.

@@ -78,7 +78,8 @@ func Run(ctx context.Context, cfg Config, sink Sink) error {
 		return err
 	}
 	r := &runner{cfg: &cfg, sink: sink, log: cfg.Logger.With("slot", cfg.Slot)}
-	r.ck = checkpointer{cfg: r.cfg, log: r.log, sink: sink}
+	r.filter, _ = newCaptureFilter(&cfg) // its problems are validate's
+	r.ck = checkpointer{cfg: r.cfg, log: r.log, sink: sink, filter: r.filter}
 	r.catalog = &catalog{cfg: r.cfg, log: r.log}
 	r.bf = &backfiller{r: r, ctrl: cfg.Backfills}
 	r.watch = newPublicationWatch()
@@ -94,6 +95,9 @@ func Run(ctx context.Context, cfg Config, sink Sink) error {
 	mctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { r.monitor(mctx) })
+	if cfg.FailoverStandby != "" {
+		wg.Go(func() { r.watchStandby(mctx) })
+	}
 	defer func() {
 		stop()
 		wg.Wait()
@@ -162,6 +166,8 @@ type runner struct {
 	// columns are the columns each table ("schema.table") is streamed
 	// with, as far as this Run knows; see noteColumns.
 	columns map[string][]string
+	// filter is the capture's include and exclude lists; nil without.
+	filter *captureFilter
 	// database is the name of the database the source reads, which every
 	// event carries (Event.Source.Database).
 	database string
@@ -253,6 +259,9 @@ func (r *runner) attempt(ctx context.Context) error {
 	if !slot.exists {
 		return fmt.Errorf("pgcdc: replication slot %q vanished right after it was checked; trying again", r.cfg.Slot)
 	}
+	if err := r.ensureFailoverSlot(ctx, db); err != nil {
+		return err
+	}
 	if err := r.snapshot(ctx, db, slot, created); err != nil {
 		return err
 	}
@@ -273,6 +282,14 @@ func (r *runner) attempt(ctx context.Context) error {
 func (r *runner) prepareServer(ctx context.Context, db *pgx.Conn) error {
 	var err error
 	if r.version, err = checkServer(ctx, db); err != nil {
+		return err
+	}
+	role, err := checkServerRole(ctx, db, r.version)
+	if err != nil {
+		return err
+	}
+	r.logStandby(role)
+	if err := r.checkFailoverSettings(ctx, db, role); err != nil {
 		return err
 	}
 	if err := ensurePublication(ctx, db, r.cfg); err != nil {
@@ -318,11 +335,12 @@ func (r *runner) prepareSource(ctx context.Context, db *pgx.Conn) (*createdSlot,
 		return nil, err
 	}
 	f := sourceFacts{cfg: r.cfg, streamed: r.phase != runnerUnprepared, ck: r.sink.Checkpoint(), cur: r.ck.cur, id: id, slot: slot}
+	if f.history, err = r.timelineHistory(ctx, f); err != nil {
+		return nil, err
+	}
 	p := planSource(f)
-	if p.timeline {
-		r.report(SourceEvent{Kind: SourceTimelineChanged, Slot: r.cfg.Slot, Detail: fmt.Sprintf(
-			"the checkpoint was written on timeline %d, the server is on timeline %d: a standby was promoted or a backup restored",
-			r.ck.cur.Source.Timeline, id.Timeline)})
+	if p.timeline != nil && !p.timeline.Diverged {
+		r.report(SourceEvent{Kind: SourceTimelineChanged, Slot: r.cfg.Slot, Timeline: p.timeline, Detail: timelineDetail(p.timeline)})
 	}
 	if p.refuse != nil {
 		r.reportRefusal(p)
@@ -346,7 +364,7 @@ func (r *runner) prepareSource(ctx context.Context, db *pgx.Conn) (*createdSlot,
 		if err := dropReplicationSlot(ctx, db, r.cfg.Slot); err != nil {
 			return nil, err
 		}
-		r.log.Warn("dropped the invalidated replication slot, to create it again")
+		r.log.Warn("dropped the replication slot, to create it again", "cause", p.gap.Kind.String())
 	}
 	var created *createdSlot
 	if p.create {
@@ -412,7 +430,7 @@ func (r *runner) recordSource(ctx context.Context, id sourceIdentity, slot slotS
 	var rec *gapRecord
 	if gap != nil {
 		rec = &gapRecord{Cause: gap.Kind.String(), Action: gap.Action.String(),
-			From: lsnText(gap.From), To: lsnText(gap.To), Bytes: gap.Bytes, At: time.Now().UTC()}
+			From: lsnText(gap.From), To: lsnText(gap.To), Bytes: gap.Bytes, At: time.Now().UTC(), Timeline: gap.Timeline.record()}
 	}
 	r.ck.recordSource(id, begins, created != nil, rec)
 	if gap == nil {
@@ -456,7 +474,8 @@ func retryable(err error) bool {
 	var de *DecodeError
 	var se *sinkError
 	var src *SourceError
-	if errors.As(err, &de) || errors.As(err, &se) || errors.As(err, &src) || errors.Is(err, ErrSlotLost) || kafkasink.IsFatal(err) {
+	var ere *EventRouterError
+	if errors.As(err, &de) || errors.As(err, &se) || errors.As(err, &src) || errors.As(err, &ere) || errors.Is(err, ErrSlotLost) || kafkasink.IsFatal(err) {
 		return false
 	}
 	if _, ok := kafkasink.IsRejected(err); ok {
@@ -543,7 +562,7 @@ func (r *runner) monitor(ctx context.Context) {
 		if tick {
 			err = r.measureRetained(ctx, conn, version, &logged)
 			if err == nil && r.cfg.HeartbeatInterval > 0 {
-				if _, err = conn.Exec(ctx, "SELECT pg_logical_emit_message(false, '"+heartbeatPrefix+"', '')"); err != nil {
+				if _, err = conn.Exec(ctx, "SELECT pg_logical_emit_message(false, '"+heartbeatPrefix+"', '') WHERE NOT pg_is_in_recovery()"); err != nil {
 					err = fmt.Errorf("heartbeat: %w", err)
 				}
 			}

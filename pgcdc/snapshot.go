@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/pgcdc/pgoutput"
@@ -34,6 +35,9 @@ type snapshotCursor struct {
 	KeyColumns []string `json:"key_columns,omitempty"`
 	// DoneTables are the tables read completely.
 	DoneTables []string `json:"done_tables"`
+	// Ranges are the key ranges of the tables a parallel snapshot
+	// (Config.SnapshotWorkers) is reading, see keyRange.
+	Ranges []keyRange `json:"ranges,omitempty"`
 	// Done is set on the cursor of the run's last chunk.
 	Done bool `json:"done,omitempty"`
 }
@@ -98,7 +102,7 @@ func (r *runner) checkSnapshot(ctx context.Context, db *pgx.Conn, slotCreated bo
 	if plan == snapshotNone {
 		return nil
 	}
-	tables, err := publishedTables(ctx, db, r.cfg.Publication)
+	tables, err := r.capturedTables(ctx, db)
 	if err != nil {
 		return err
 	}
@@ -197,7 +201,7 @@ func (s *snapshotRun) run(ctx context.Context, exported string) error {
 	s.values = pgoutput.NewValues(func(oid uint32) (CatalogType, bool, error) { return describeType(ctx, tx, oid) })
 	// The publication as of the snapshot is the publication pgoutput
 	// applies to the changes right after it.
-	published, err := publishedTables(ctx, tx, s.r.cfg.Publication)
+	published, err := s.r.capturedTables(ctx, tx)
 	if err != nil {
 		return err
 	}
@@ -211,14 +215,8 @@ func (s *snapshotRun) run(ctx context.Context, exported string) error {
 	if err := refuseKeyless(tables, s.plan, s.r.cfg.Publication); err != nil {
 		return err
 	}
-	lastWithRows, err := s.lastWithRows(ctx, tx, tables)
-	if err != nil {
+	if err := s.readTables(ctx, tx, tables); err != nil {
 		return err
-	}
-	for i, t := range tables {
-		if err := s.table(ctx, tx, t, i == len(tables)-1, i == lastWithRows); err != nil {
-			return err
-		}
 	}
 	if !s.cur.Done {
 		s.cur.Done = true
@@ -524,6 +522,11 @@ func inIndexOrder(cols []column, ord []int) []column {
 // a row, so that its last row is the run's last.
 func (s *snapshotRun) table(ctx context.Context, tx pgx.Tx, ti *tableInfo, last, lastWithRows bool) error {
 	name := ti.name()
+	estimate, err := estimateRows(ctx, tx, ti)
+	if err != nil {
+		return err
+	}
+	s.r.cfg.Monitor.snapshotTable(name, 0, knownRows(estimate))
 	keyNames := columnNames(ti.chunkKey)
 	relation, err := s.values.Relation(ti.describeColumns())
 	if err != nil {
@@ -536,7 +539,7 @@ func (s *snapshotRun) table(ctx context.Context, tx pgx.Tx, ti *tableInfo, last,
 		s.r.noteColumns(ti.schema, ti.table, columnNames(ti.cols), "snapshot")
 		return nil
 	}
-	lastKey, err := s.resumeKey(ti, keyNames)
+	lastKey, err := s.cur.resumeKey(ti, keyNames)
 	if err != nil {
 		return err
 	}
@@ -581,17 +584,17 @@ func (s *snapshotRun) table(ctx context.Context, tx pgx.Tx, ti *tableInfo, last,
 // resumeKey returns the key of the last row the cursor says was read from
 // the table, nil to read it from the start. keyNames are the columns of
 // ti.chunkKey, which must be the cursor's.
-func (s *snapshotRun) resumeKey(ti *tableInfo, keyNames []string) ([]string, error) {
+func (c snapshotCursor) resumeKey(ti *tableInfo, keyNames []string) ([]string, error) {
 	name := ti.name()
-	if s.cur.Table != name {
+	if c.Table != name {
 		return nil, nil
 	}
-	lastKey := s.cur.LastKey
+	lastKey := c.LastKey
 	// A cursor written before KeyColumns existed holds a primary
 	// key.
-	if s.cur.KeyColumns != nil && !slices.Equal(s.cur.KeyColumns, keyNames) {
+	if c.KeyColumns != nil && !slices.Equal(c.KeyColumns, keyNames) {
 		return nil, fmt.Errorf("%w: the snapshot cursor of %s resumes after a key of columns %v, but the table is now read by %v: "+
-			"restore the table's key, or take a new snapshot into a new sink (a new sink id)", kafkasink.ErrCheckpoint, name, s.cur.KeyColumns, keyNames)
+			"restore the table's key, or take a new snapshot into a new sink (a new sink id)", kafkasink.ErrCheckpoint, name, c.KeyColumns, keyNames)
 	}
 	if lastKey != nil && len(lastKey) != len(ti.chunkKey) {
 		return nil, fmt.Errorf("%w: snapshot cursor of %s has a key of %d columns, the table's key has %d", kafkasink.ErrCheckpoint, name, len(lastKey), len(ti.chunkKey))
@@ -603,12 +606,8 @@ func (s *snapshotRun) resumeKey(ti *tableInfo, keyNames []string) ([]string, err
 // first reads the first chunk, after the chunk after the key its
 // parameters hold. Both select the published columns, then the chunk key.
 func (ti *tableInfo) chunkQueries(rows int) (first, after string) {
-	key := make([]string, len(ti.chunkKey))
-	params := make([]string, len(ti.chunkKey))
-	for i, c := range ti.chunkKey {
-		key[i] = pgx.Identifier{c.name}.Sanitize()
-		params[i] = fmt.Sprintf("$%d::%s", i+1, c.typ)
-	}
+	key, cast := ti.keyList()
+	params := cast(1)
 	from := ti.selectFrom(append(ti.selectList(), key...))
 	where := ti.filter()
 	order := " ORDER BY " + strings.Join(key, ", ") + fmt.Sprintf(" LIMIT %d", rows)
@@ -709,15 +708,63 @@ func (s *snapshotRun) mark(events []kafkasink.Event, firstChunk, lastChunk, last
 	}
 }
 
-// chunk reads one chunk of at most limit rows in text format, converting
-// values by type OID as the decoder converts text-format replication
-// values, and returns its events, the text form of its last chunk key, and
-// whether the query returned a row past the chunk, which is left for the
-// next chunk.
+// chunk reads one chunk of at most limit rows on the run's transaction
+// (see readChunk) and numbers its rows on from the run's last.
 func (s *snapshotRun) chunk(ctx context.Context, tx pgx.Tx, ti *tableInfo, relation *kafkasink.Relation, sql string, args [][]byte, limit int) ([]kafkasink.Event, []string, bool, error) {
-	rr := tx.Conn().PgConn().ExecParams(ctx, sql, args, nil, nil, nil)
+	events, key, more, err := readChunk(ctx, tx.Conn().PgConn(), s.values, s.rowEvent(ti, relation), sql, args, limit)
+	s.number(events)
+	return events, key, more, err
+}
+
+// rowEvent returns the event every row of table ti carries, but for its
+// row image and position.
+func (s *snapshotRun) rowEvent(ti *tableInfo, relation *kafkasink.Relation) rowTemplate {
+	return rowTemplate{ti: ti, event: kafkasink.Event{
+		Op:            kafkasink.OpRead,
+		Schema:        ti.schema,
+		Table:         ti.table,
+		Position:      kafkasink.Position{LSN: s.lsn},
+		Key:           ti.key,
+		Keyless:       ti.keyless,
+		Relation:      relation,
+		BackfillRunID: s.cur.Snapshot,
+		Source:        kafkasink.Source{Database: s.r.database, SnapshotXID: s.xid, SnapshotTime: s.started},
+	}}
+}
+
+// number gives events the run's next row indexes.
+func (s *snapshotRun) number(events []kafkasink.Event) {
+	for i := range events {
+		events[i].Position = kafkasink.Position{LSN: s.lsn, Index: s.next}
+		s.next++
+	}
+}
+
+// maxPrealloc bounds the events readChunk makes room for at once (5 MB of
+// events, a default chunk's 10 000 fit); a larger chunk, and a chunk of
+// pages, which has no row limit, grow past it.
+const maxPrealloc = 1 << 14
+
+// rowTemplate is a table's snapshot event without its row.
+type rowTemplate struct {
+	ti    *tableInfo
+	event kafkasink.Event
+}
+
+// readChunk reads one chunk of at most limit rows in text format on conn,
+// converting values by type OID as the decoder converts text-format
+// replication values, and returns its events (unnumbered), the text form
+// of its last chunk key, and whether the query returned a row past the
+// chunk, which is left for the next chunk. The query selects the
+// published columns, then the chunk key.
+func readChunk(ctx context.Context, conn *pgconn.PgConn, values *pgoutput.Values, tmpl rowTemplate, sql string, args [][]byte, limit int) ([]kafkasink.Event, []string, bool, error) {
+	ti := tmpl.ti
+	rr := conn.ExecParams(ctx, sql, args, nil, nil, nil)
 	var (
-		events []kafkasink.Event
+		// Sized for a full chunk: growing a slice of events as large
+		// as these by appending copied them over and over (a sixth of
+		// a snapshot's CPU).
+		events = make([]kafkasink.Event, 0, min(limit, maxPrealloc))
 		key    []string
 		more   bool
 	)
@@ -737,12 +784,12 @@ func (s *snapshotRun) chunk(ctx context.Context, tx pgx.Tx, ti *tableInfo, relat
 			if v == nil {
 				continue
 			}
-			val, err := s.values.Text(ti.cols[i].oid, v)
+			val, err := values.Text(ti.cols[i].oid, v)
 			if err != nil {
 				rr.Close()
 				// The same row would fail again: a DecodeError
 				// stops Run instead of retrying for ever.
-				return nil, nil, false, &DecodeError{LSN: s.lsn, Type: "snapshot row", Err: fmt.Errorf("column %q of %s: value of type %s does not parse: %w",
+				return nil, nil, false, &DecodeError{LSN: tmpl.event.Position.LSN, Type: "snapshot row", Err: fmt.Errorf("column %q of %s: value of type %s does not parse: %w",
 					ti.cols[i].name, ti.name(), ti.cols[i].typ, err)}
 			}
 			row[i].Value = val
@@ -751,19 +798,9 @@ func (s *snapshotRun) chunk(ctx context.Context, tx pgx.Tx, ti *tableInfo, relat
 		for _, v := range vals[len(ti.cols):] {
 			key = append(key, string(v))
 		}
-		events = append(events, kafkasink.Event{
-			Op:            kafkasink.OpRead,
-			Schema:        ti.schema,
-			Table:         ti.table,
-			Position:      kafkasink.Position{LSN: s.lsn, Index: s.next},
-			Key:           ti.key,
-			Keyless:       ti.keyless,
-			Relation:      relation,
-			After:         row,
-			BackfillRunID: s.cur.Snapshot,
-			Source:        kafkasink.Source{Database: s.r.database, SnapshotXID: s.xid, SnapshotTime: s.started},
-		})
-		s.next++
+		ev := tmpl.event
+		ev.After = row
+		events = append(events, ev)
 	}
 	if _, err := rr.Close(); err != nil {
 		return nil, nil, false, fmt.Errorf("pgcdc: snapshot: reading %s: %w", ti.name(), err)
@@ -774,11 +811,17 @@ func (s *snapshotRun) chunk(ctx context.Context, tx pgx.Tx, ti *tableInfo, relat
 // writeChunk writes one snapshot chunk with its cursor, retrying retryable
 // errors.
 func (r *runner) writeChunk(ctx context.Context, events []kafkasink.Event, cur snapshotCursor) error {
-	next := r.ck.cur
-	next.snapshot = &cur
-	if err := r.writeCursor(ctx, next, events); err != nil {
+	if err := r.writeSnapshotCursor(ctx, events, cur); err != nil {
 		return err
 	}
 	r.cfg.Monitor.snapshotChunk(len(events), cur)
 	return nil
+}
+
+// writeSnapshotCursor writes events with the snapshot cursor cur,
+// retrying retryable errors.
+func (r *runner) writeSnapshotCursor(ctx context.Context, events []kafkasink.Event, cur snapshotCursor) error {
+	next := r.ck.cur
+	next.snapshot = &cur
+	return r.writeCursor(ctx, next, events)
 }

@@ -85,9 +85,14 @@ const (
 	// SourceWALRetained means the slot holds back more WAL than
 	// Config.RetainedWALWarn.
 	SourceWALRetained
+	// SourceTimelineDiverged means the sink's checkpoint is not on the
+	// server's timeline history: Kafka holds changes the server never
+	// had (an asynchronous standby was promoted before it received
+	// them). Handled as a gap, as Config.SlotGap says; see Timeline.
+	SourceTimelineDiverged
 )
 
-var sourceEventNames = [...]string{"", "slot_missing", "slot_invalidated", "slot_advanced", "slot_lost", "identity_mismatch", "timeline_changed", "wal_retained"}
+var sourceEventNames = [...]string{"", "slot_missing", "slot_invalidated", "slot_advanced", "slot_lost", "identity_mismatch", "timeline_changed", "wal_retained", "timeline_diverged"}
 
 // String returns the kind's name in snake case, as the gap records of the
 // cursor and the log lines write it: "slot_missing", "wal_retained".
@@ -118,6 +123,9 @@ type SourceEvent struct {
 	Err error
 	// Detail explains the event in words, when Err does not.
 	Detail string
+	// Timeline places the checkpoint on the server's timeline history,
+	// for SourceTimelineChanged and SourceTimelineDiverged; else nil.
+	Timeline *TimelineChange
 }
 
 // SourceError is returned by Run when going on would skip changes in
@@ -132,6 +140,8 @@ type SourceError struct {
 	Bytes    int64           // the WAL between From and To, as in SourceEvent
 	// Detail is the whole explanation, the ways out included.
 	Detail string
+	// Timeline is set for SourceTimelineDiverged, as in SourceEvent.
+	Timeline *TimelineChange
 }
 
 // Error returns the Detail, prefixed with the package.
@@ -160,6 +170,9 @@ type sourceFacts struct {
 	cur      cursor
 	id       sourceIdentity
 	slot     slotState
+	// history is the server's timeline history, read when its timeline
+	// differs from the checkpoint's.
+	history []timelineSwitch
 }
 
 // sourcePlan is what Run does about the source before it snapshots or
@@ -169,8 +182,9 @@ type sourcePlan struct {
 	// gap is the gap Run goes on across, applying cfg.SlotGap; its To is
 	// filled in once a slot Run creates has its consistent point.
 	gap *SourceEvent
-	// timeline is set when the timeline differs from the checkpoint's.
-	timeline bool
+	// timeline is set when the timeline differs from the checkpoint's:
+	// where the checkpoint stands on the server's history.
+	timeline *TimelineChange
 	// adopt is set when the checkpoint has changes but no identity (an
 	// earlier version wrote it): the identity is recorded from now on.
 	adopt bool
@@ -187,7 +201,9 @@ func planSource(f sourceFacts) sourcePlan {
 	if p.planIdentity(f); p.refuse != nil {
 		return p
 	}
-	p.planSlot(f)
+	if !p.planTimeline(f) {
+		p.planSlot(f)
+	}
 	if p.refuse != nil && p.gap != nil {
 		p.gap.Action, p.gap.Err = SlotGapRefuse, p.refuse
 	}
@@ -201,8 +217,8 @@ func planSource(f sourceFacts) sourcePlan {
 }
 
 // planIdentity compares the source with the one the checkpoint records,
-// once something was delivered: another source is refused, another
-// timeline noted, a checkpoint without an identity adopted.
+// once something was delivered: another source is refused, a checkpoint
+// without an identity adopted. The timeline is planTimeline's.
 func (p *sourcePlan) planIdentity(f sourceFacts) {
 	if f.ck.IsZero() {
 		return
@@ -218,9 +234,7 @@ func (p *sourcePlan) planIdentity(f sourceFacts) {
 				"If Config.ConnString (-pg) or Config.Slot (-slot) is wrong, fix it; to stream this source into Kafka, "+
 				"give it its own sink (kafkasink.Config.SinkID, -sink-id), %s",
 			f.ck.Position, strings.Join(diffs, "; "), resetAdvice)}
-		return
 	}
-	p.timeline = rec.Timeline != f.id.Timeline
 }
 
 // planSlot decides about the slot: create a missing one, drop and create

@@ -112,6 +112,9 @@ type session struct {
 	// bf runs the backfills between the stream's transactions; nil
 	// outside Run.
 	bf *backfiller
+	// router routes outbox tables' rows (Config.EventRouter); nil
+	// without it.
+	router *eventRouter
 }
 
 // stream runs one replication session from start and returns why it ended.
@@ -147,6 +150,7 @@ func (r *runner) stream(ctx context.Context, slot slotState) error {
 		database: r.database,
 		phase:    &r.phase,
 		bf:       r.bf,
+		router:   r.cfg.EventRouter.ready(),
 	}
 	s.timer.Stop()
 	r.bf.begin(s)
@@ -178,7 +182,9 @@ func (r *runner) newDecoder(s *session) (*Decoder, error) {
 		OnEvent:         s.onEvent,
 		OnCommit:        s.onCommit,
 		OnMessage:       s.onMessage,
+		IndexMessage:    r.cfg.Outbox.indexes(),
 		Counted:         counted(r.sink),
+		Captures:        r.filter.captures(),
 		OnRelation: func(schema, table string, columns []string) {
 			r.noteColumns(schema, table, columns, "Relation message")
 			r.bf.relation(schema, table)
@@ -382,6 +388,11 @@ func (s *session) handle(data []byte) error {
 // which is handed over first if it is full. Handing over may wait for the
 // writer; the pump keeps sending standby status meanwhile.
 func (s *session) onEvent(e kafkasink.Event) error {
+	if s.router != nil {
+		if keep, err := s.routeEvent(&e); !keep {
+			return err
+		}
+	}
 	if s.full() {
 		if err := s.handoff(); err != nil {
 			return err
@@ -410,10 +421,14 @@ func (s *session) onCommit(t Txn) error {
 // onMessage is the decoder's OnMessage. A heartbeat between transactions
 // is a point before which everything received is in this batch or an
 // earlier one.
-// A backfill signal (Config.SignalPrefix) goes to the backfills.
+// A backfill signal (Config.SignalPrefix) goes to the backfills, an
+// outbox message (Config.Outbox) to the batch as an event.
 func (s *session) onMessage(m Message) error {
 	if m.Prefix == heartbeatPrefix && !m.Transactional && !s.dec.InTransaction() {
 		s.advance(m.LSN)
+	}
+	if s.cfg.Outbox != nil && m.Prefix == s.cfg.Outbox.prefix() {
+		return s.outboxMessage(m)
 	}
 	if s.bf != nil && s.cfg.SignalPrefix != "" && m.Prefix == s.cfg.SignalPrefix {
 		s.backfillMessage(m)

@@ -3,6 +3,7 @@ package pgcdc
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"slices"
 	"testing"
@@ -108,9 +109,20 @@ func TestJSONNullIsNotSQLNull(t *testing.T) {
 // arrays, nested), domains over scalars and over arrays, from the snapshot
 // and from the stream, and compares each column in Kafka with the
 // database's own JSON of it (to_jsonb), which renders arrays as arrays,
-// composites as objects and domains as their base type.
+// composites as objects and domains as their base type; the snapshot
+// with one worker and with two (each worker converts with its own
+// description of the types).
 func TestCustomTypesAsJSON(t *testing.T) {
 	t.Parallel()
+	for _, workers := range []int{1, 2} {
+		t.Run(fmt.Sprintf("%d snapshot workers", workers), func(t *testing.T) {
+			t.Parallel()
+			testCustomTypesAsJSON(t, workers)
+		})
+	}
+}
+
+func testCustomTypesAsJSON(t *testing.T, workers int) {
 	e := newPGEnv(t)
 	table := e.name + "_custom"
 	mood, pair, pos, list, nest := e.name+"_mood", e.name+"_pair", e.name+"_pos", e.name+"_list", e.name+"_nest"
@@ -141,6 +153,7 @@ func TestCustomTypesAsJSON(t *testing.T) {
 	cfg := e.config()
 	cfg.CreatePublication = false
 	cfg.Snapshot = true
+	cfg.SnapshotWorkers = workers
 	sink := e.newSink(e.name)
 	_, done := start(t, cfg, sink)
 	waitFor(t, 20*time.Second, "the slot", done, func() bool { return e.confirmedFlush() != 0 })

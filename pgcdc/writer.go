@@ -26,6 +26,9 @@ type checkpointer struct {
 	log  *slog.Logger
 	sink Sink
 	cur  cursor
+	// filter removes from every Write what the include and exclude
+	// lists leave out, whichever path (stream, snapshot, backfill) read it.
+	filter *captureFilter
 }
 
 // load reads the cursor of the sink's checkpoint.
@@ -61,6 +64,9 @@ func (c *checkpointer) recordSource(id sourceIdentity, begins lsnText, created b
 func (c *checkpointer) write(ctx, sctx context.Context, next cursor, events []kafkasink.Event) error {
 	raw, err := next.marshal()
 	if err != nil {
+		return err
+	}
+	if events, err = c.filter.events(events); err != nil {
 		return err
 	}
 	if err := writeRetrying(ctx, sctx, c.cfg, c.log, c.sink, kafkasink.Batch{Events: events, Cursor: raw}); err != nil {

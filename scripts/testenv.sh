@@ -17,6 +17,11 @@
 #                                           a release such as 17.6.0) beside the
 #                                           default 15, on port 15400+MAJOR
 #                                           unless N (idempotent); prints env
+#   scripts/testenv.sh up-pair VERSION      start a primary (port 15500+MAJOR) and a
+#                                           streaming hot standby of it (15550+MAJOR)
+#                                           of PostgreSQL VERSION, with the settings
+#                                           of docs/postgresql-failover.md
+#                                           (idempotent); prints their env lines
 #   scripts/testenv.sh down                 stop everything, delete runtime dir
 #   scripts/testenv.sh env [--pg VERSION]   print export lines (eval "$(...)");
 #                                           with --pg, KAFKASINK_TEST_PG and
@@ -1163,6 +1168,79 @@ cmd_up_pg() {
   cat "$pg/env.sh"
 }
 
+# Starts a primary and a streaming hot standby of PostgreSQL VERSION
+# (idempotent), in $DIR/pg-pair-VERSION-primary and -standby, so that down
+# and status see them. The standby is a copy of the cleanly stopped
+# primary's data directory (the binaries have no pg_basebackup), streaming
+# through the physical slot standby1; on 17+ it synchronises failover
+# slots and the primary waits for it (synchronized_standby_slots).
+cmd_up_pair() {
+  local version="${1:-}" rel major bin primary standby pport sport
+  [[ -n "$version" && $# -eq 1 ]] || die "usage: up-pair VERSION, VERSION 14 to 18 or a release such as 17.6.0"
+  rel="$(pg_release "$version")"
+  major="${rel%%.*}"
+  primary="$DIR/pg-pair-$version-primary"
+  standby="$DIR/pg-pair-$version-standby"
+  pport=$((15500 + major))
+  sport=$((15550 + major))
+  ensure_packages
+  mkdir -p "$DIR"
+  chmod 0755 "$DIR"
+  ensure_pg_binaries "$rel"
+  bin="$(pg_binaries_dir "$rel")/bin"
+  up_postgres_server "$bin" "$primary" "$pport"
+  pg_psql "$primary" postgres -c "SELECT pg_create_physical_replication_slot('standby1', true) WHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = 'standby1')" >/dev/null
+  if [[ ! -f "$standby/data/PG_VERSION" ]]; then
+    make_standby "$bin" "$primary" "$standby" "$pport" "$sport" "$major"
+  fi
+  if ! pid_alive "$(pg_pid "$standby")"; then
+    as_pg setsid "$bin/pg_ctl" -D "$standby/data" -l "$standby/postgres.log" -w -t "$TIMEOUT" start \
+      </dev/null >"$standby/pg_ctl.log" 2>&1 9>&- ||
+      { tail -n 30 "$standby/postgres.log" >&2 || true; die "the standby did not start (log: $standby/postgres.log)"; }
+  fi
+  local deadline
+  deadline=$(($(now) + TIMEOUT))
+  until [[ "$(pg_psql "$standby" postgres -At -c "SELECT count(*) FROM pg_stat_wal_receiver WHERE status = 'streaming'")" == 1 ]]; do
+    (($(now) < deadline)) || die "the standby does not stream from the primary within ${TIMEOUT}s (log: $standby/postgres.log)"
+    sleep 0.3
+  done
+  {
+    echo "export KAFKASINK_TEST_PG_PRIMARY='postgres://kafkasink:kafkasink@$HOST:$pport/kafkasink?sslmode=disable'"
+    echo "export KAFKASINK_TEST_PG_STANDBY='postgres://kafkasink:kafkasink@$HOST:$sport/kafkasink?sslmode=disable'"
+    echo "export KAFKASINK_TEST_PG_PAIR='postgres://kafkasink:kafkasink@$HOST:$pport,$HOST:$sport/kafkasink?sslmode=disable&target_session_attrs=read-write'"
+  } >"$standby/env.sh"
+  log "PostgreSQL $rel primary on $HOST:$pport, streaming standby on $HOST:$sport"
+  cat "$standby/env.sh"
+}
+
+# Makes the standby's data directory from the primary's, which it stops
+# for the copy and leaves stopped, configured to wait for the standby.
+make_standby() {
+  local bin="$1" primary="$2" standby="$3" pport="$4" sport="$5" major="$6"
+  down_postgres_server "$primary"
+  mkdir -p "$standby"
+  echo "$bin" >"$standby/bindir"
+  echo "$sport" >"$standby/port"
+  if [[ $EUID -eq 0 ]]; then chown "$PG_OS_USER" "$standby"; fi
+  as_pg cp -a "$primary/data" "$standby/data"
+  rm -rf "$standby/data/pg_replslot/"* "$standby/data/postmaster.pid"
+  {
+    echo
+    echo "# --- kafkasink testenv: standby ---"
+    echo "port = $sport"
+    echo "unix_socket_directories = '$standby'"
+    echo "primary_conninfo = 'host=$HOST port=$pport user=kafkasink password=kafkasink dbname=kafkasink application_name=standby1'"
+    echo "primary_slot_name = 'standby1'"
+    echo "hot_standby_feedback = on"
+    if ((major >= 17)); then echo "sync_replication_slots = on"; fi
+  } | as_pg tee -a "$standby/data/postgresql.conf" >/dev/null
+  as_pg touch "$standby/data/standby.signal"
+  if ((major >= 17)); then
+    echo "synchronized_standby_slots = 'standby1'" | as_pg tee -a "$primary/data/postgresql.conf" >/dev/null
+  fi
+  up_postgres_server "$bin" "$primary" "$pport"
+}
+
 cmd_down() {
   if [[ ! -d "$DIR" ]]; then
     log "not up (no $DIR)"
@@ -1308,6 +1386,7 @@ main() {
     up-registry) with_lock; cmd_up_registry ;;
     down) with_lock; cmd_down ;;
     up-pg) with_lock; cmd_up_pg "$@" ;;
+    up-pair) with_lock; cmd_up_pair "$@" ;;
     env) cmd_env "$@" ;;
     status) cmd_status ;;
     kill-broker) cmd_kill_broker "$@" ;;

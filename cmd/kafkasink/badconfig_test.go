@@ -58,6 +58,12 @@ func TestBadConfigurationsExitAtOnce(t *testing.T) {
 	notPEM := writeFile(t, "not.pem", "no certificate here\n")
 	password := writeFile(t, "password", "secret\n")
 	file := func(content string) []string { return []string{"-config", writeFile(t, "kafkasink.yaml", content)} }
+	// dbz is -debezium-config with a Debezium Server file whose
+	// PostgreSQL and Kafka are the trap, changed by edits ("key=value"
+	// replaces or adds the property, "-key" removes it).
+	dbz := func(edits ...string) []string {
+		return []string{"-debezium-config", writeFile(t, "application.properties", debeziumFile(tr.addr, edits...))}
+	}
 	for _, tc := range []struct {
 		name    string
 		args    []string
@@ -122,6 +128,36 @@ func TestBadConfigurationsExitAtOnce(t *testing.T) {
 		{name: "file: a secret", args: file("sasl_password: hunter2\n"), want: []string{"kafkasink.yaml:1: sasl_password: a configuration file must not hold secrets; use sasl_password_file (-sasl-password-file) or $KAFKASINK_SASL_PASSWORD"}},
 		{name: "file: not an integer", args: file("batch_max_events: many\n"), want: []string{`kafkasink.yaml:1: batch_max_events: "many" is not an integer [flag -batch-max-events, YAML batch_max_events, env KAFKASINK_BATCH_MAX_EVENTS]`}},
 		{name: "file: topic prefix", args: file("topic_prefix: bad/prefix\n"), want: []string{`-topic-prefix: topic name "bad/prefix" has characters outside [a-zA-Z0-9._-] [flag -topic-prefix, YAML topic_prefix, env KAFKASINK_TOPIC_PREFIX]`}},
+		// A Debezium Server file (-debezium-config)
+		{name: "debezium: plugin", noFlags: true, args: dbz("debezium.source.plugin.name=decoderbufs"), want: []string{`application.properties:`, `: debezium.source.plugin.name: "decoderbufs" is not supported: want pgoutput`}},
+		{name: "debezium: snapshot mode refused", noFlags: true, args: dbz("debezium.source.snapshot.mode=always"), want: []string{`debezium.source.snapshot.mode: "always" is not supported: kafkasink supports initial (snapshot, then stream) and no_data`}},
+		{name: "debezium: snapshot mode unknown", noFlags: true, args: dbz("debezium.source.snapshot.mode=sometimes"), want: []string{`debezium.source.snapshot.mode: "sometimes" is not a Debezium snapshot.mode: want initial or no_data`}},
+		{name: "debezium: connector", noFlags: true, args: dbz("debezium.source.connector.class=io.debezium.connector.mysql.MySqlConnector"), want: []string{`debezium.source.connector.class: "io.debezium.connector.mysql.MySqlConnector" is not supported: want io.debezium.connector.postgresql.PostgresConnector`}},
+		{name: "debezium: sink type", noFlags: true, args: dbz("debezium.sink.type=kinesis"), want: []string{`debezium.sink.type: "kinesis" is not supported: want kafka`}},
+		{name: "debezium: other sink", noFlags: true, args: dbz("debezium.sink.kinesis.region=eu-central-1"), want: []string{"debezium.sink.kinesis.region: not supported: kafkasink writes to Kafka only"}},
+		{name: "debezium: unmapped source property", noFlags: true, args: dbz("debezium.source.max.batch.size=10"), want: []string{"debezium.source.max.batch.size: kafkasink does not map this property: remove it"}},
+		{name: "debezium: producer acks", noFlags: true, args: dbz("debezium.sink.kafka.producer.acks=1"), want: []string{"debezium.sink.kafka.producer.acks: not supported: kafkasink writes with acks=all"}},
+		{name: "debezium: producer passthrough", noFlags: true, args: dbz("debezium.sink.kafka.producer.linger.ms=5"), want: []string{"debezium.sink.kafka.producer.linger.ms: not supported: kafkasink configures its own producer"}},
+		{name: "debezium: serializer", noFlags: true, args: dbz("debezium.sink.kafka.producer.value.serializer=org.apache.kafka.common.serialization.ByteArraySerializer"), want: []string{`value.serializer: "org.apache.kafka.common.serialization.ByteArraySerializer" is not supported: want org.apache.kafka.common.serialization.StringSerializer`}},
+		{name: "debezium: format", noFlags: true, args: dbz("debezium.format.value=avro"), want: []string{`debezium.format.value: "avro" is not supported: want json`}},
+		{name: "debezium: schemas disagree", noFlags: true, args: dbz("debezium.format.key.schemas.enable=true", "debezium.format.value.schemas.enable=false"), want: []string{`schemas.enable: "false" disagrees with debezium.format.key.schemas.enable="true"`}},
+		{name: "debezium: transforms", noFlags: true, args: dbz("debezium.transforms=unwrap"), want: []string{"debezium.transforms: not supported: kafkasink applies no single message transforms"}},
+		{name: "debezium: no topic prefix", noFlags: true, args: dbz("-debezium.source.topic.prefix"), want: []string{"debezium.source.topic.prefix is not set, and Debezium requires it"}},
+		{name: "debezium: no database", noFlags: true, args: dbz("-debezium.source.database.dbname"), want: []string{"debezium.source.database.dbname is not set, and Debezium requires it"}},
+		{name: "debezium: unknown config provider", noFlags: true, args: dbz("debezium.source.config.providers=vault"), want: []string{`debezium.source.config.providers: the config provider "vault" is not supported: kafkasink resolves ${file:PATH:KEY}, ${dir:DIR:NAME} and ${env:NAME} itself`}},
+		{name: "debezium: secret file missing", noFlags: true, args: dbz("debezium.source.database.password=${file:/nonexistent/db.properties:password}"), want: []string{"debezium.source.database.password: ${file:/nonexistent/db.properties:password}: open /nonexistent/db.properties: no such file or directory"}},
+		{name: "debezium: unset variable", noFlags: true, args: dbz("debezium.source.database.password=${DB_SECRET_X}"), want: []string{"debezium.source.database.password: ${DB_SECRET_X}: the environment variable DB_SECRET_X", "is not set: set it, or give a default"}},
+		{name: "debezium: regular expression", noFlags: true, args: dbz(`debezium.source.table.include.list=inventory\\.(?=x)`), want: []string{`-table.include.list item "inventory\\.(?=x)" is not a regular expression Go accepts`}},
+		{name: "debezium: include and exclude", noFlags: true, args: dbz("debezium.source.table.include.list=a\\.b", "debezium.source.table.exclude.list=a\\.c"), want: []string{"-table.include.list and -table.exclude.list are both set"}},
+		{name: "debezium: old server name", noFlags: true, args: dbz("debezium.source.database.server.name=tutorial"), want: []string{"debezium.source.database.server.name: not supported: Debezium 2.0 replaced it with topic.prefix"}},
+		{name: "debezium: value mode", noFlags: true, args: dbz("debezium.source.decimal.handling.mode=exact"), want: []string{`debezium.source.decimal.handling.mode: "exact" is not supported: want precise or double or string`}},
+		{name: "debezium: publication filtered", noFlags: true, args: dbz("debezium.source.publication.autocreate.mode=filtered"), want: []string{`debezium.source.publication.autocreate.mode: "filtered" is not supported: give the tables of the publication with -tables`}},
+		{name: "debezium: hstore map", noFlags: true, args: dbz("debezium.source.hstore.handling.mode=map"), want: []string{`debezium.source.hstore.handling.mode: "map" is not supported: want json`}},
+		{name: "debezium: set twice", noFlags: true, args: dbz("debezium.source.slot.name=a", "debezium.source.slot.name=b"), want: []string{"debezium.source.slot.name is set twice (first at line"}},
+		{name: "debezium: bad escape", noFlags: true, args: dbz(`debezium.source.slot.name=\u12`), want: []string{`malformed \uXXXX escape`}},
+		{name: "debezium: slot name", noFlags: true, args: dbz("debezium.source.slot.name=My-Slot"), want: []string{`-slot "My-Slot" is not a valid replication slot name`, "application.properties:13: debezium.source.slot.name)"}},
+		{name: "debezium: two passwords", noFlags: true, args: append(dbz(), "-pg-password-file", password), want: []string{"-pg-password-file is set and -debezium-config has debezium.source.database.password: give the password one way"}},
+		{name: "debezium: no file", noFlags: true, args: []string{"-debezium-config", password + ".missing"}, want: []string{"-debezium-config: open " + password + ".missing"}},
 		{name: "every problem at once", args: []string{"-mode", "fast", "-slot", "My-Slot", "-topic-prefix", "bad/prefix", "-batch-max-events", "x"},
 			want: []string{"4 configuration problems", `-mode "fast"`, `-slot "My-Slot"`, `-topic-prefix: topic name "bad/prefix"`, `-batch-max-events "x"`}},
 	} {

@@ -105,8 +105,9 @@ func (c *pgChecks) settings(ctx context.Context) error {
 }
 
 // failover reports whether the slot survives a failover to a standby
-// (PostgreSQL 17's failover slots). pgcdc creates its slot without
-// failover, so this is for the operator to know, never a failure.
+// (PostgreSQL 17's failover slots). The program makes its slot a
+// failover slot when it starts (-failover-slot), which check does not, so
+// this is for the operator to know, never a failure.
 func (c *pgChecks) failover(ctx context.Context, ourSlot bool) error {
 	var sync string
 	if err := c.conn.QueryRow(ctx, `select current_setting('sync_replication_slots')`).Scan(&sync); err != nil {
@@ -125,7 +126,8 @@ func (c *pgChecks) failover(ctx context.Context, ourSlot bool) error {
 	}
 	c.add(finding{Check: "failover slots", Status: statusWarn,
 		Detail: detail + ": a promoted standby will not have the slot, and the sink stops at the gap",
-		Fix:    "to keep the slot across a failover, create it with failover = true and set sync_replication_slots = on on the standby (PostgreSQL 17)"})
+		Fix: "the program makes the slot a failover slot when it starts (-failover-slot, on by default); set sync_replication_slots = on on the standby " +
+			"and list its physical slot in the primary's synchronized_standby_slots (docs/postgresql-failover.md)"})
 	return nil
 }
 

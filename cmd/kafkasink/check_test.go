@@ -181,6 +181,10 @@ func TestCheckFindsEachProblem(t *testing.T) {
 		{"principal that may not describe the checkpoint topic", sasl("nockpt"), map[string]string{"KAFKASINK_SASL_PASSWORD": "nockpt-secret"},
 			"checkpoint topic " + name + ".ckpt", "grant DESCRIBE, READ and WRITE on topic"},
 		{"schema registry down", []string{"-encoder", "avro", "-schema-registry", downRegistry}, nil, "connection", "-schema-registry"},
+		// A prefix that is a valid topic name, but makes the table's
+		// topic longer than Kafka allows (254 bytes).
+		{"output topic name invalid", []string{"-topic-prefix", strings.Repeat("p", 249-len(".public.")-len(name)+5)}, nil,
+			"topic of " + withKey, "-topic-routes"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -222,6 +226,12 @@ func TestCheckFindsEachProblem(t *testing.T) {
 		code := run(ctx, args, func(string) string { return "" }, &out)
 		if code != 2 || !strings.Contains(out.String(), "ALTER ROLE "+name+"_norepl REPLICATION") || strings.Contains(out.String(), "lease") {
 			t.Fatalf("exit status %d, want 2 with the fix, and no lease taken:\n%s", code, out.String())
+		}
+	})
+	t.Run("topic prefix that is no topic name", func(t *testing.T) {
+		code, findings, out := runCheck(t, ctx, append(append([]string(nil), right...), "-topic-prefix", "bad/prefix"), nil)
+		if code != 2 || findings != nil || !strings.Contains(out, `-topic-prefix: topic name "bad/prefix" has characters outside [a-zA-Z0-9._-]`) {
+			t.Fatalf("exit status %d, %d findings, want 2 (a configuration error, before connecting) naming -topic-prefix:\n%s", code, len(findings), out)
 		}
 	})
 	t.Run("table output", func(t *testing.T) {

@@ -49,7 +49,7 @@ func fileKeys(fs *flag.FlagSet) map[string]bool {
 
 // sequenceKeys are the keys whose flags take a comma-separated list: the
 // file may give them as a YAML sequence too, one item each.
-var sequenceKeys = map[string]bool{"brokers": true, "tables": true, "topic_routes": true, "annotations": true}
+var sequenceKeys = map[string]bool{"brokers": true, "tables": true, "topic_routes": true, "annotations": true, "outbox_topics": true, "event_router_tables": true}
 
 // loadConfigFile reads the configuration file at path: the value and line
 // of each key, which must be one of keys. Every problem is reported at

@@ -40,10 +40,13 @@ func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, 
 		CreateSlot:              o.create,
 		CreatePublication:       o.create,
 		Snapshot:                o.snapshot,
+		SnapshotWorkers:         o.snapshotWorkers,
 		AcceptPublicationTables: o.acceptPublicationTables,
 		KeylessTables:           o.keylessTables,
 		BackfillAddedTables:     o.backfillAddedTables,
 		SlotGap:                 o.slotGap,
+		NoFailoverSlot:          !o.failoverSlot,
+		FailoverStandby:         o.failoverStandby,
 		RetainedWALWarn:         o.retainedWALWarn,
 		SpoolMaxBytes:           o.spoolMaxBytes,
 		BatchMaxEvents:          o.batchEvents,
@@ -52,8 +55,10 @@ func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, 
 		KeyColumns:              keyColumns,
 		Logger:                  logger,
 	}
+	problems = append(problems, o.filters.set(&pcfg)...)
 	problems = append(problems, o.usePGPasswordFile(&pcfg)...)
 	problems = append(problems, o.httpProblems()...)
+	problems = append(problems, o.outbox.set(&pcfg)...)
 	problems = append(problems, libraryProblems(kcfg.Validate())...)
 	pgProblems := libraryProblems(pcfg.Validate())
 	problems = append(problems, pgProblems...)
@@ -70,7 +75,7 @@ func (o *options) configs(logger *slog.Logger) (kafkasink.Config, pgcdc.Config, 
 			}
 		}
 	}
-	return kcfg, pcfg, configError(problems)
+	return kcfg, pcfg, configError(o.blameDebeziumConfig(problems))
 }
 
 // sinkConfig is the sink's Config but for its TLS and SASL, and the
@@ -174,6 +179,9 @@ func (o *options) newEncoder() (kafkasink.Encoder, []string) {
 func (o *options) debeziumEncoder() (debezium.Encoder, []string) {
 	dbz, problems := o.debezium.encoder()
 	dbz.Name = o.slot
+	if o.debeziumName != "" {
+		dbz.Name = o.debeziumName
+	}
 	return dbz, problems
 }
 
@@ -259,6 +267,16 @@ func (o *options) setKafkaSecurity(c *kafkasink.Config) []string {
 // -pg-password-file, when set, and returns its problems: the file is read
 // now too, so that a missing one stops the program at start-up.
 func (o *options) usePGPasswordFile(c *pgcdc.Config) []string {
+	if o.pgPassword != "" { // from -debezium-config
+		c.ConfigureConn = func(_ context.Context, c *pgconn.Config) error {
+			c.Password = o.pgPassword
+			return nil
+		}
+		if o.pgPasswordFile != "" {
+			return []string{"-pg-password-file is set and -debezium-config has debezium.source.database.password: give the password one way"}
+		}
+		return nil
+	}
 	if o.pgPasswordFile == "" {
 		return nil
 	}
@@ -319,6 +337,7 @@ func (d debeziumOptions) encoder() (debezium.Encoder, []string) {
 		ProvideTransactionMetadata:  d.provideTxnMetadata,
 		TransactionTopic:            d.transactionTopic,
 		WriteAnnotations:            d.annotations,
+		SchemasEnable:               d.schemasEnable,
 	}
 	var ok bool
 	enc.DecimalHandling, ok = debezium.ParseDecimalMode(d.decimalHandling)
@@ -355,6 +374,7 @@ func (d debeziumOptions) changed() []string {
 		{"-transaction.topic", d.transactionTopic != def.transactionTopic},
 		{"-debezium-run-id", d.runID != def.runID},
 		{"-debezium-annotations", d.annotations != def.annotations},
+		{"-schemas.enable", d.schemasEnable != def.schemasEnable},
 	} {
 		if f.changed {
 			names = append(names, f.name)

@@ -23,6 +23,8 @@ var libraryStructs = map[string]reflect.Type{
 	"SASL":            reflect.TypeFor[kafkasink.SASL](),
 	"pgcdc.Config":    reflect.TypeFor[pgcdc.Config](),
 	"LeaseConfig":     reflect.TypeFor[pgcdc.LeaseConfig](),
+	"Outbox":          reflect.TypeFor[pgcdc.Outbox](),
+	"EventRouter":     reflect.TypeFor[pgcdc.EventRouter](),
 	"DebeziumEncoder": reflect.TypeFor[debezium.Encoder](),
 	"avro.Config":     reflect.TypeFor[kafkasinkavro.Config](),
 }
@@ -143,6 +145,11 @@ func badForLibrary(t *testing.T) []struct {
 		{[]string{"-batch-max-events", "-1"}, "-batch-max-events -1 is negative: use 0 for the default"},
 		{[]string{"-batch-max-bytes", "-1"}, "-batch-max-bytes -1 is negative: use 0 for the default"},
 		{[]string{"-batch-max-wait", "-1s"}, "-batch-max-wait -1s is negative: use 0 for the default"},
+		{[]string{"-outbox-topics", "orders events"}, `-outbox-topics entry "orders events": topic name "orders events" has characters outside [a-zA-Z0-9._-]`},
+		{[]string{"-outbox-topics", "t", "-outbox-prefix", "kafkasink.heartbeat"}, `-outbox-prefix "kafkasink.heartbeat" is the heartbeats' prefix`},
+		{[]string{"-outbox-topics", "t", "-outbox-max-bytes", "-1"}, "-outbox-max-bytes -1 is negative"},
+		{[]string{"-event-router-tables", "public.outbox", "-event-router", "route.by.feld=x"}, `-event-router: "route.by.feld" is not supported`},
+		{[]string{"-event-router-tables", "public.outbox", "-snapshot"}, "-event-router-tables and -snapshot are both set"},
 		// pgcdc.LeaseConfig.Validate
 		{[]string{"-lease-timeout", "500ms"}, "-lease-timeout 500ms is below one second"},
 	}

@@ -4,9 +4,9 @@ go 1.26.0
 
 require (
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/kafkasink/kafkasink v0.0.0
-	github.com/kafkasink/kafkasink/kafkasinkavro v0.0.0
-	github.com/kafkasink/kafkasink/kafkasinkprom v0.0.0
+	github.com/kafkasink/kafkasink v0.1.0
+	github.com/kafkasink/kafkasink/kafkasinkavro v0.1.0
+	github.com/kafkasink/kafkasink/kafkasinkprom v0.1.0
 	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/common v0.66.1
 	github.com/twmb/avro v1.9.1
@@ -34,10 +34,4 @@ require (
 	golang.org/x/sys v0.35.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/protobuf v1.36.8 // indirect
-)
-
-replace (
-	github.com/kafkasink/kafkasink => ../..
-	github.com/kafkasink/kafkasink/kafkasinkavro => ../../kafkasinkavro
-	github.com/kafkasink/kafkasink/kafkasinkprom => ../../kafkasinkprom
 )

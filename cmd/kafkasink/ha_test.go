@@ -60,10 +60,7 @@ const (
 // replica had in flight became visible a second time. The takeover
 // times are logged.
 func TestHighAvailabilityTakeover(t *testing.T) {
-	pg, brokers := os.Getenv("KAFKASINK_TEST_PG"), os.Getenv("KAFKASINK_TEST_BROKERS")
-	if pg == "" || brokers == "" {
-		t.Skip("KAFKASINK_TEST_PG or KAFKASINK_TEST_BROKERS not set: start scripts/testenv.sh and eval \"$(scripts/testenv.sh env)\"")
-	}
+	pg, brokers := replicaTargets(t)
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("KAFKASINK_HA_SEED"); s != "" {
 		var err error
@@ -74,45 +71,11 @@ func TestHighAvailabilityTakeover(t *testing.T) {
 	t.Logf("seed %d (set KAFKASINK_HA_SEED to replay the timing)", seed)
 	rng := rand.New(rand.NewPCG(seed, seed))
 
-	bin := filepath.Join(t.TempDir(), "kafkasink")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	name := fmt.Sprintf("kafkasink_ha_%06d", rand.IntN(1e6))
-	topic, checkpoints := name+".public."+name, name+".checkpoints"
-	db, err := pgx.Connect(ctx, pg)
-	if err != nil {
-		t.Fatalf("connecting to KAFKASINK_TEST_PG: %v", err)
-	}
-	var replicas []*replica
-	t.Cleanup(func() {
-		for _, r := range replicas {
-			r.kill()
-			if t.Failed() {
-				t.Logf("%s's log:\n%s", r.name, r.out.String())
-			}
-		}
-		if cl, err := kgo.NewClient(kgo.SeedBrokers(brokers)); err == nil {
-			kadm.NewClient(cl).DeleteTopics(context.Background(), checkpoints)
-			cl.Close()
-		}
-		dropAll(db, name, brokers)
-	})
-	if _, err := db.Exec(ctx, "CREATE TABLE "+name+" (id bigint PRIMARY KEY)"); err != nil {
-		t.Fatal(err)
-	}
-	args := []string{"-pg", pg, "-brokers", brokers, "-tables", "public." + name, "-slot", name, "-publication", name,
-		"-topic-prefix", name, "-partitions", "3", "-checkpoint-topic", checkpoints, "-progress", "0", "-log-format", "text",
-		"-lease-timeout", haLeaseTimeout.String(), "-transaction-timeout", haTxnTimeout.String()}
-	generation := 0
-	start := func() *replica {
-		generation++
-		r := startReplica(t, bin, args, fmt.Sprintf("replica-%d", generation))
-		replicas = append(replicas, r)
-		return r
-	}
+	f := newReplicaFixture(t, ctx, "kafkasink_ha", pg, brokers)
+	name, topic, db := f.name, f.topic, f.db
+	start := func() *replica { return f.start(t) }
 
 	active := start()
 	active.waitLog(t, 60*time.Second, "lease acquired")
@@ -173,24 +136,95 @@ func TestHighAvailabilityTakeover(t *testing.T) {
 	}
 
 	work.stop(t)
+	ids := deliveredOnce(t, ctx, db, brokers, name, topic, seen, active, standby)
+	t.Logf("%d rows, each in the topic once; takeover after SIGKILL %v, after SIGSTOP (lease timeout %v) %v; %d of %d replicas were frozen with a transaction open",
+		len(ids), kills, haLeaseTimeout, freezes, ongoing, haRounds)
+}
+
+// replicaTargets are the real PostgreSQL and Kafka, or a skip.
+func replicaTargets(t *testing.T) (pg, brokers string) {
+	pg, brokers = os.Getenv("KAFKASINK_TEST_PG"), os.Getenv("KAFKASINK_TEST_BROKERS")
+	if pg == "" || brokers == "" {
+		t.Skip("KAFKASINK_TEST_PG or KAFKASINK_TEST_BROKERS not set: start scripts/testenv.sh and eval \"$(scripts/testenv.sh env)\"")
+	}
+	return pg, brokers
+}
+
+// replicaFixture is the built program, a table of its own (named after
+// the slot) and the arguments of replicas of one configuration that
+// stream it: the tests that run replicas as processes share it.
+type replicaFixture struct {
+	bin, name, topic string
+	db               *pgx.Conn
+	args             []string
+	replicas         []*replica // every one started, for the cleanup
+}
+
+func newReplicaFixture(t *testing.T, ctx context.Context, prefix, pg, brokers string) *replicaFixture {
+	t.Helper()
+	f := &replicaFixture{bin: filepath.Join(t.TempDir(), "kafkasink"), name: fmt.Sprintf("%s_%06d", prefix, rand.IntN(1e6))}
+	if out, err := exec.Command("go", "build", "-o", f.bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	f.topic = f.name + ".public." + f.name
+	checkpoints := f.name + ".checkpoints"
+	var err error
+	if f.db, err = pgx.Connect(ctx, pg); err != nil {
+		t.Fatalf("connecting to KAFKASINK_TEST_PG: %v", err)
+	}
+	t.Cleanup(func() {
+		for _, r := range f.replicas {
+			r.kill()
+			if t.Failed() {
+				t.Logf("%s's log:\n%s", r.name, r.out.String())
+			}
+		}
+		if cl, err := kgo.NewClient(kgo.SeedBrokers(brokers)); err == nil {
+			kadm.NewClient(cl).DeleteTopics(context.Background(), checkpoints)
+			cl.Close()
+		}
+		dropAll(f.db, f.name, brokers)
+	})
+	if _, err := f.db.Exec(ctx, "CREATE TABLE "+f.name+" (id bigint PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	f.args = []string{"-pg", pg, "-brokers", brokers, "-tables", "public." + f.name, "-slot", f.name, "-publication", f.name,
+		"-topic-prefix", f.name, "-partitions", "3", "-checkpoint-topic", checkpoints, "-progress", "0", "-log-format", "text",
+		"-lease-timeout", haLeaseTimeout.String(), "-transaction-timeout", haTxnTimeout.String()}
+	return f
+}
+
+// start starts a replica, named replica-N, with the fixture's arguments
+// and more.
+func (f *replicaFixture) start(t *testing.T, more ...string) *replica {
+	r := startReplica(t, f.bin, append(append([]string(nil), f.args...), more...), fmt.Sprintf("replica-%d", len(f.replicas)+1))
+	f.replicas = append(f.replicas, r)
+	return r
+}
+
+// deliveredOnce waits for every row of table to be seen in topic,
+// SIGTERMs the replicas still running (each must exit 0), and checks
+// that every row is in the topic exactly once for a read_committed
+// reader, and nothing else is. It returns the rows' ids.
+func deliveredOnce(t *testing.T, ctx context.Context, db *pgx.Conn, brokers, table, topic string, seen *seenRows, running ...*replica) []int64 {
+	t.Helper()
 	var ids []int64
-	rows, err := db.Query(ctx, "SELECT id FROM "+name+" ORDER BY id")
+	rows, err := db.Query(ctx, "SELECT id FROM "+table+" ORDER BY id")
 	if err == nil {
 		ids, err = pgx.CollectRows(rows, pgx.RowTo[int64])
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, fmt.Sprintf("all %d rows in %s", len(ids), topic), nil, &active.out, func() bool {
+	waitFor(t, 60*time.Second, fmt.Sprintf("all %d rows in %s", len(ids), topic), nil, &running[0].out, func() bool {
 		return seen.count() >= len(ids)
 	})
-	for _, r := range []*replica{active, standby} {
+	for _, r := range running {
 		r.signal(t, syscall.SIGTERM)
 		if code, exited := r.wait(30 * time.Second); !exited || code != 0 {
 			t.Errorf("%s after SIGTERM: exited %t, status %d; want 0:\n%s", r.name, exited, code, r.out.String())
 		}
 	}
-
 	counts := map[int64]int{}
 	for _, r := range kafkasinktest.ReadCommittedRaw(t, []string{brokers}, topic) {
 		counts[rowID(t, r)]++
@@ -204,8 +238,7 @@ func TestHighAvailabilityTakeover(t *testing.T) {
 	for id, n := range counts {
 		t.Errorf("the topic has %d records of row %d, which is not in the table", n, id)
 	}
-	t.Logf("%d rows, each in the topic once; takeover after SIGKILL %v, after SIGSTOP (lease timeout %v) %v; %d of %d replicas were frozen with a transaction open",
-		len(ids), kills, haLeaseTimeout, freezes, ongoing, haRounds)
+	return ids
 }
 
 // replica is one process of the program.

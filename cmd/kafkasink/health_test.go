@@ -56,11 +56,16 @@ func TestReadiness(t *testing.T) {
 	if got := notReady(streaming); !strings.Contains(got, "starting: the Kafka sink is not started yet") {
 		t.Errorf("before the sink: %q", got)
 	}
+	refused := errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
+	pgDown.Store(&refused)
+	if got := notReady(streaming); got != "PostgreSQL: "+refused.Error() {
+		t.Errorf("starting while PostgreSQL is down: not ready because %q, want PostgreSQL's error", got)
+	}
+	pgDown.Store(nil)
 	s.standby.Store(true)
 	if ready, reason := s.readiness(ctx, streaming, now); !ready || reason != "ok: standby, waiting for the slot's lease (the log names its holder)" {
 		t.Errorf("a standby while PostgreSQL answers: ready %t, %q; want ready", ready, reason)
 	}
-	refused := errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
 	pgDown.Store(&refused)
 	if got := notReady(streaming); got != "PostgreSQL: "+refused.Error() {
 		t.Errorf("a standby while PostgreSQL is down: not ready because %q, want PostgreSQL's error and no word of the lease", got)

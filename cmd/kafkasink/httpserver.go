@@ -46,8 +46,8 @@ func (o *options) httpProblems() []string {
 	return problems
 }
 
-// httpServer serves the program's state: /metrics (Prometheus), /healthz
-// (the process is alive and its writer not stuck), /readyz (streaming,
+// httpServer serves the program's state: /metrics (Prometheus), /livez
+// and /healthz (the process is alive and its writer not stuck), /readyz (streaming,
 // or a healthy standby; the sink healthy, lag under the bounds) and
 // /status (JSON). It starts before the sink exists, so that a program
 // waiting for its turn (or for Kafka) answers, and gets the sink by
@@ -108,6 +108,9 @@ func (s *httpServer) serve(addr string, logger *slog.Logger) (stop func(), err e
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	// /livez is the name Kubernetes uses for liveness; /healthz stays
+	// for the users of the older name.
+	mux.HandleFunc("GET /livez", s.healthz)
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("GET /status", s.status)
@@ -151,8 +154,8 @@ func (s *httpServer) healthz(w http.ResponseWriter, _ *http.Request) {
 // stopped), and the lag is within the bounds; or it is a standby waiting
 // for the slot's lease and PostgreSQL answers (a RollingUpdate gated on
 // readiness must not wait for a standby to lead). 503 and the reason
-// otherwise. The body is one line: "ok", "ok: standby ...", or the
-// reason.
+// otherwise, naming PostgreSQL whenever it is down. The body is one
+// line: "ok", "ok: standby ...", or the reason.
 func (s *httpServer) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
@@ -168,13 +171,15 @@ func (s *httpServer) readyz(w http.ResponseWriter, r *http.Request) {
 // Ping) come last.
 func (s *httpServer) readiness(ctx context.Context, st pgcdc.RunStats, now time.Time) (bool, string) {
 	sink := s.sink.Load()
+	if sink == nil && s.pgPing != nil {
+		// Before the sink, nothing but PostgreSQL is known to be
+		// wrong: a replica starting or waiting while it is down says so.
+		if err := s.pgPing(ctx); err != nil {
+			return false, "PostgreSQL: " + err.Error()
+		}
+	}
 	switch {
 	case sink == nil && s.standby.Load():
-		if s.pgPing != nil {
-			if err := s.pgPing(ctx); err != nil {
-				return false, "PostgreSQL: " + err.Error()
-			}
-		}
 		return true, "ok: standby, waiting for the slot's lease (the log names its holder)"
 	case sink == nil:
 		return false, "starting: the Kafka sink is not started yet"
@@ -191,7 +196,22 @@ func (s *httpServer) readiness(ctx context.Context, st pgcdc.RunStats, now time.
 	if err := sink.Ping(ctx); err != nil {
 		return false, "Kafka: " + err.Error()
 	}
-	return true, "ok"
+	return true, "ok" + failoverNote(st.StandbySync)
+}
+
+// failoverNote is what /readyz adds about the slot's copy on
+// -failover-standby: whether a failover to it now is safe. It does not
+// decide readiness, which is about delivering: a standby that lags does
+// not stop the pipeline.
+func failoverNote(s pgcdc.StandbySync) string {
+	switch {
+	case s.Checked.IsZero():
+		return ""
+	case s.Synced:
+		return fmt.Sprintf("; failover slot synchronised to the standby (at %s)", s.Confirmed)
+	default:
+		return "; a failover to the standby now is not safe: " + s.Problem
+	}
 }
 
 // statusDoc is /status (docs/program.md documents it): what /readyz
@@ -231,9 +251,29 @@ type runStatus struct {
 	LastBackfillError string                 `json:"last_backfill_error,omitempty"`
 	LastBackfillTime  string                 `json:"last_backfill_error_time,omitempty"`
 	SnapshotTables    map[string]tableStatus `json:"snapshot_tables,omitempty"`
+	FailoverSlot      bool                   `json:"failover_slot"`
+	StandbySync       *standbySyncStatus     `json:"standby_sync,omitempty"` // null without -failover-standby
+}
+
+// standbySyncStatus is pgcdc.StandbySync in /status's terms.
+type standbySyncStatus struct {
+	Checked   string `json:"checked"`
+	Synced    bool   `json:"synced"`
+	Confirmed string `json:"confirmed"`
+	Problem   string `json:"problem,omitempty"`
 }
 
 type tableStatus struct {
+	Rows          int64         `json:"rows"`
+	Done          bool          `json:"done"`
+	RowsPerSecond float64       `json:"rows_per_second"`
+	RowsLeft      int64         `json:"rows_left"`
+	SecondsLeft   float64       `json:"seconds_left"`
+	Ranges        []rangeStatus `json:"ranges,omitempty"`
+}
+
+// rangeStatus is one key range of a table a parallel snapshot reads.
+type rangeStatus struct {
 	Rows int64 `json:"rows"`
 	Done bool  `json:"done"`
 }
@@ -271,12 +311,22 @@ func newRunStatus(st pgcdc.RunStats) runStatus {
 		ServerWALEnd: st.ServerWALEnd.String(), Confirmed: st.Confirmed.String(), Events: st.Events, SnapshotRows: st.SnapshotRows,
 		LastCommit: timeText(st.LastCommit), SpoolBytes: st.SpoolBytes,
 		LastBackfillError: st.LastBackfillError, LastBackfillTime: timeText(st.LastBackfillErrorTime),
+		FailoverSlot: st.FailoverSlot,
+	}
+	if s := st.StandbySync; !s.Checked.IsZero() {
+		r.StandbySync = &standbySyncStatus{Checked: timeText(s.Checked), Synced: s.Synced, Confirmed: s.Confirmed.String(), Problem: s.Problem}
 	}
 	for table, p := range st.SnapshotTables {
 		if r.SnapshotTables == nil {
 			r.SnapshotTables = make(map[string]tableStatus)
 		}
-		r.SnapshotTables[table] = tableStatus{Rows: p.Rows, Done: p.Done}
+		r.SnapshotTables[table] = tableStatus{Rows: p.Rows, Done: p.Done, RowsPerSecond: p.RowsPerSecond, RowsLeft: p.RowsLeft,
+			SecondsLeft: p.TimeLeft.Seconds()}
+		for _, rp := range p.Ranges {
+			ts := r.SnapshotTables[table]
+			ts.Ranges = append(ts.Ranges, rangeStatus{Rows: rp.Rows, Done: rp.Done})
+			r.SnapshotTables[table] = ts
+		}
 	}
 	return r
 }

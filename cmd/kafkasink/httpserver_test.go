@@ -75,18 +75,34 @@ ready_max_lag_bytes: 1073741824
 	base := listenerURL(t, &out, status)
 	get := func(path string) (int, string) { t.Helper(); return httpGet(t, base+path) }
 
-	if code, body := get("/healthz"); code != 200 {
-		t.Errorf("/healthz while starting: %d %q, want 200", code, body)
+	for _, path := range []string{"/livez", "/healthz"} {
+		if code, body := get(path); code != 200 {
+			t.Errorf("%s while starting: %d %q, want 200", path, code, body)
+		}
 	}
+	// Before it streams the program goes through preflight checks (503
+	// "starting"), takes the slot's lease (a standby, which /readyz
+	// counts ready) and starts the sink; then the slot's creation waits
+	// for the blocker, which /readyz names as PostgreSQL's state.
 	code, reason := get("/readyz")
-	if code != 503 || strings.Count(strings.TrimSpace(reason), "\n") != 0 || strings.TrimSpace(reason) == "" {
-		t.Errorf("/readyz before streaming: %d %q, want 503 and a one-line reason", code, reason)
+	starting := func() bool {
+		return code == 503 && !strings.HasPrefix(reason, "PostgreSQL: ") || code == 200 && strings.HasPrefix(reason, "ok: standby")
+	}
+	for deadline := time.Now().Add(30 * time.Second); starting() && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+		code, reason = get("/readyz")
+	}
+	if code != 503 || !strings.HasPrefix(reason, "PostgreSQL: ") || strings.Count(strings.TrimSpace(reason), "\n") != 0 {
+		t.Errorf("/readyz before streaming: %d %q, want 503 and a one-line reason naming PostgreSQL", code, reason)
 	}
 	t.Logf("/readyz before streaming: %d %s", code, strings.TrimSpace(reason))
 	if err := blocker.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "/readyz 200", status, &out, func() bool { code, _ := get("/readyz"); return code == 200 })
+	waitFor(t, 60*time.Second, "/readyz 200 ok", status, &out, func() bool {
+		code, body := get("/readyz")
+		return code == 200 && strings.HasPrefix(body, "ok") && !strings.HasPrefix(body, "ok: standby")
+	})
 
 	metrics := func() map[string]float64 {
 		t.Helper()

@@ -61,7 +61,8 @@
 // With -http-addr (such as 127.0.0.1:9187; a loopback address unless
 // -http-allow-remote) it serves /metrics (Prometheus: kafkasinkprom's
 // collectors, the Go runtime's, the process's, and kafkasink_leader: 1
-// while this replica holds the lease), /healthz (200 unless a Kafka
+// while this replica holds the lease), /livez and /healthz (one check
+// under two names: 200 unless a Kafka
 // transaction has been open past the transaction timeout), /readyz (200
 // while streaming, the sink answers Ping, and the lag is within
 // -ready-max-lag-bytes and -ready-max-lag, or while a standby waits for
@@ -89,9 +90,10 @@
 // It fails closed at the source: a checkpoint written for another server,
 // database or slot stops it, and so does a slot that cannot continue from
 // the checkpoint (dropped, invalidated by max_slot_wal_keep_size, or moved
-// by someone else), unless -slot-gap says to read the tables again
-// (resnapshot) or to go on across the gap (accept); either is logged and
-// recorded in the checkpoint.
+// by someone else), and so does a promoted standby that lacks changes
+// already in Kafka (a timeline divergence), unless -slot-gap says to read
+// the tables again (resnapshot) or to go on across the gap (accept);
+// either is logged and recorded in the checkpoint.
 //
 // Two replicas with the same configuration give high availability (-ha,
 // on by default): each waits for the slot's lease, a lock in PostgreSQL,
@@ -162,6 +164,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if problems = append(problems, problemsOf(err)...); problems != nil {
 		printProblems(stderr, configError(problems))
 		return 2
+	}
+	for _, w := range o.debeziumWarnings {
+		logger.Warn("-debezium-config: " + w)
 	}
 	if connStringHasPassword(o.pg) {
 		logger.Warn("-pg holds a password, which the process list or the environment shows: " +

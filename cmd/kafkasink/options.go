@@ -17,14 +17,21 @@ import (
 // options are the program's settings after flags, environment and
 // configuration file.
 type options struct {
-	configFile                                 string
+	configFile, debeziumConfig                 string
+	pgPassword, debeziumName                   string // from -debezium-config
+	debeziumWarnings                           []string
+	debeziumOrigins                            map[string]string // flag -> the file's property that set it
+	filters                                    captureLists
 	pg, pgPasswordFile                         string
 	brokers, tables, slot, publication, sinkID string
 	keyColumns                                 string
 	create, snapshot, acceptPublicationTables  bool
 	keylessTables, backfillAddedTables         bool
 	slotGap                                    pgcdc.SlotGap
+	failoverSlot                               bool
+	failoverStandby                            string
 	retainedWALWarn, spoolMaxBytes             int64
+	snapshotWorkers                            int
 	mode, prefix, template, encoder, keyFormat string
 	headers, compression                       string
 	annotations, annotationsIn                 string
@@ -45,6 +52,7 @@ type options struct {
 	logLevel, logFormat                        string
 	debezium                                   debeziumOptions
 	lease                                      leaseOptions
+	outbox                                     outboxOptions
 }
 
 // registryOptions are the flags of the Schema Registry that -encoder avro
@@ -67,7 +75,7 @@ type debeziumOptions struct {
 	skippedOperations, unavailablePlaceholder                        string
 	lsnAsString, nullNestedArrays, matchLosses                       bool
 	runID                                                            string
-	provideTxnMetadata                                               bool
+	provideTxnMetadata, schemasEnable                                bool
 	transactionTopic                                                 string
 	annotations                                                      bool
 }
@@ -87,7 +95,7 @@ type setting struct {
 }
 
 // flagGroups are the topics of the flags, in the order -h lists them.
-var flagGroups = []string{"PostgreSQL", "Kafka", "Topics", "Records", "Schema Registry", "Debezium encoder", "Batches and memory", "Monitoring", "High availability"}
+var flagGroups = []string{"PostgreSQL", "Kafka", "Topics", "Records", "Schema Registry", "Debezium encoder", "Batches and memory", "Monitoring", "High availability", "Outbox"}
 
 // defineFlags returns the program's flags, which set o, and the setting of
 // each by name. Every flag has an environment variable and, but -config,
@@ -100,6 +108,8 @@ func defineFlags(o *options) (*flag.FlagSet, map[string]setting) {
 	f := flagDefiner{fs: fs, settings: make(map[string]setting)}
 	f.str(&o.configFile, "config", "KAFKASINK_CONFIG", "", "YAML configuration file: a key for each flag, named as the flag with _ for - and . (see kafkasink.example.yaml); "+
 		"flags win over environment variables, which win over the file")
+	f.str(&o.debeziumConfig, "debezium-config", "KAFKASINK_DEBEZIUM_CONFIG", "", "a Debezium Server application.properties to run unchanged: each property it has is mapped to a flag or refused by name "+
+		"(docs/debezium-server.md); it gives Debezium's defaults (-encoder debezium, -snapshot, -slot debezium, ...) and loses to the flags, the environment and -config")
 	o.definePostgreSQLFlags(f.in("PostgreSQL"))
 	o.defineKafkaFlags(f.in("Kafka"))
 	o.defineTopicFlags(f.in("Topics"))
@@ -109,6 +119,7 @@ func defineFlags(o *options) (*flag.FlagSet, map[string]setting) {
 	o.defineBatchFlags(f.in("Batches and memory"))
 	o.defineMonitoringFlags(f.in("Monitoring"))
 	o.defineHAFlags(f.in("High availability"))
+	o.outbox.defineFlags(f.in("Outbox"))
 	return fs, f.settings
 }
 
@@ -169,12 +180,18 @@ func (o *options) definePostgreSQLFlags(f flagDefiner) {
 	f.boolean(&o.create, "create", "KAFKASINK_CREATE", true, "create the slot and the publication when missing")
 	f.boolean(&o.acceptPublicationTables, "accept-publication-tables", "KAFKASINK_ACCEPT_PUBLICATION_TABLES", false,
 		"stream an existing publication whose tables differ from -tables as it is, with a warning (default: refuse to start, naming the tables)")
+	o.filters.defineFlags(f)
 	f.boolean(&o.snapshot, "snapshot", "KAFKASINK_SNAPSHOT", false, "deliver the tables' existing rows before the changes")
+	f.num(&o.snapshotWorkers, "snapshot-workers", "KAFKASINK_SNAPSHOT_WORKERS", 0, "connections reading the snapshot at once, each its own ranges of a table's key, in the one snapshot (0: pgcdc's default, 1)")
 	f.boolean(&o.backfillAddedTables, "backfill-added-tables", "KAFKASINK_BACKFILL_ADDED_TABLES", true,
 		"deliver the existing rows of a table that joins the publication while the program runs (or while it is stopped), as a backfill beside its changes (false: only its changes from then on)")
-	f.fs.TextVar(&o.slotGap, "slot-gap", pgcdc.SlotGapRefuse, "when the slot cannot continue from the checkpoint (dropped, invalidated, moved by someone else): "+
+	f.fs.TextVar(&o.slotGap, "slot-gap", pgcdc.SlotGapRefuse, "when the slot cannot continue from the checkpoint (dropped, invalidated, moved by someone else, or a failover to a standby that lacks changes already in Kafka): "+
 		"refuse, resnapshot (read the tables again from the new slot) or accept (stream on, the gap recorded in the checkpoint) ($KAFKASINK_SLOT_GAP)")
 	f.settings["slot-gap"] = setting{env: "KAFKASINK_SLOT_GAP", want: "refuse, resnapshot or accept", group: f.group}
+	f.boolean(&o.failoverSlot, "failover-slot", "KAFKASINK_FAILOVER_SLOT", true,
+		"on a PostgreSQL 17+ primary, make the slot a failover slot, which a standby with sync_replication_slots keeps a copy of (docs/postgresql-failover.md)")
+	f.str(&o.failoverStandby, "failover-standby", "KAFKASINK_FAILOVER_STANDBY", "",
+		"connection string of a standby (PostgreSQL 17+) whose copy of the failover slot /readyz and /status report, and whose settings are checked at start-up (empty: none)")
 	f.num64(&o.retainedWALWarn, "retained-wal-warn", "KAFKASINK_RETAINED_WAL_WARN", 0, "warn when the slot retains more WAL than this many bytes (0: 1 GiB; negative: never)")
 	f.num64(&o.spoolMaxBytes, "spool-max-bytes", "KAFKASINK_SPOOL_MAX_BYTES", 0, "bound on the bytes spooled to disk for streamed transactions not yet committed; a larger transaction stops the program (0: 16 GiB; negative: no bound)")
 }
@@ -251,6 +268,7 @@ func (d *debeziumOptions) defineFlags(f flagDefiner) {
 	f.str(&d.skippedOperations, "skipped.operations", "KAFKASINK_SKIPPED_OPERATIONS", def.skippedOperations, `-encoder debezium: operations not written, comma-separated c, u, d, t, or none (default t)`)
 	f.boolean(&d.provideTxnMetadata, "provide.transaction.metadata", "KAFKASINK_PROVIDE_TRANSACTION_METADATA", def.provideTxnMetadata, "-encoder debezium: a transaction block in each change, and BEGIN and END records around each transaction on -transaction.topic")
 	f.str(&d.transactionTopic, "transaction.topic", "KAFKASINK_TRANSACTION_TOPIC", def.transactionTopic, "-encoder debezium: the topic of the BEGIN and END records (default <-slot>.transaction: Debezium's <topic.prefix>.transaction, the slot being source.name)")
+	f.boolean(&d.schemasEnable, "schemas.enable", "KAFKASINK_SCHEMAS_ENABLE", def.schemasEnable, "-encoder debezium: keys and values with their Kafka Connect schemas, as JsonConverter writes them with schemas.enable=true")
 	f.str(&d.unavailablePlaceholder, "unavailable.value.placeholder", "KAFKASINK_UNAVAILABLE_VALUE_PLACEHOLDER", def.unavailablePlaceholder, "-encoder debezium: value of an unchanged TOAST column (default __debezium_unavailable_value)")
 	f.boolean(&d.extendedHeaders, "extended.headers.enabled", "KAFKASINK_EXTENDED_HEADERS_ENABLED", def.extendedHeaders, "-encoder debezium: add the __debezium.context.* headers")
 	f.boolean(&d.lsnAsString, "debezium-lsn-as-string", "KAFKASINK_DEBEZIUM_LSN_AS_STRING", def.lsnAsString, "-encoder debezium: write source.lsn as a string (not a Debezium property), for readers that round numbers above 2^53")
@@ -324,14 +342,14 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 		problems = append(problems, fmt.Sprintf("unexpected arguments %q: every setting is a flag (kafkasink -h lists them)", fs.Args()))
 	}
 	problems = append(problems, environmentProblems(getenv)...)
-	onCommandLine := make(map[string]bool)
-	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
+	given := make(map[string]bool) // the flags set: on the command line, then by the environment or -config
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	set := func(name, value, from string) {
 		if err := fs.Set(name, value); err != nil {
 			problems = append(problems, fmt.Sprintf("%s: %q is not %s", from, value, settings[name].want)+where(name))
 		}
 	}
-	if !onCommandLine["config"] {
+	if !given["config"] {
 		if v := getenv(settings["config"].env); v != "" {
 			set("config", v, "$"+settings["config"].env)
 		}
@@ -347,15 +365,21 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 		}
 	}
 	fs.VisitAll(func(f *flag.Flag) {
-		if onCommandLine[f.Name] || f.Name == "config" {
+		if given[f.Name] || f.Name == "config" {
 			return
 		}
 		if v := getenv(settings[f.Name].env); v != "" {
 			set(f.Name, v, "$"+settings[f.Name].env)
 		} else if v, ok := file[configKey(f.Name)]; ok {
 			set(f.Name, v.value, fmt.Sprintf("%s:%d: %s", o.configFile, v.line, configKey(f.Name)))
+		} else {
+			return
 		}
+		given[f.Name] = true // the Debezium Server file loses to it
 	})
+	if o.debeziumConfig != "" {
+		problems = append(problems, o.useDebeziumConfig(getenv, func(name string) bool { return given[name] }, set)...)
+	}
 	o.saslPassword = getenv("KAFKASINK_SASL_PASSWORD")
 	return o, configError(problems)
 }

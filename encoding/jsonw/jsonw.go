@@ -25,9 +25,10 @@
 //   - Floats use the shortest representation that round-trips, with
 //     encoding/json's format: plain decimal for magnitudes in [1e-6, 1e21),
 //     exponent form (1e+21, 1e-7) outside it. float32 values are formatted
-//     at 32-bit precision. NaN, +Inf and -Inf have no JSON number form;
-//     they are written as the strings "NaN", "Infinity" and "-Infinity",
-//     which is how PostgreSQL prints them.
+//     at 32-bit precision. Negative zero is -0.0 (see AppendFloat). NaN,
+//     +Inf and -Inf have no JSON number form; they are written as the
+//     strings "NaN", "Infinity" and "-Infinity", which is how PostgreSQL
+//     prints them.
 //   - Integers of every size are JSON numbers.
 //   - []byte is a string in standard base64 with padding, as encoding/json
 //     writes it; a nil []byte is null.
@@ -42,8 +43,8 @@
 //     the same null; as a string, the document null is "null" and a nil
 //     RawMessage (SQL NULL) is null. Debezium writes json columns so too.
 //   - []any is an array and map[string]any an object whose keys are sorted
-//     (byte-wise), so equal values always encode to equal bytes. nil slices
-//     and maps are null.
+//     (byte-wise), so equal values always encode to equal bytes. nil (SQL
+//     NULL), nil slices and nil maps are null.
 //
 // Every function in this package is safe for concurrent use.
 package jsonw

@@ -75,3 +75,10 @@ func Fatal(err error) bool {
 	return alert || errors.As(err, &unknownAuthority) || errors.As(err, &hostname) ||
 		errors.As(err, &certInvalid) || errors.As(err, &verify)
 }
+
+// Fencing reports whether err is the broker's answer to a producer whose
+// epoch a newer one replaced.
+func Fencing(err error) bool {
+	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
+		errors.Is(err, kerr.InvalidProducerIDMapping)
+}

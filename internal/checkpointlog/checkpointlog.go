@@ -1,9 +1,13 @@
-// Package checkpointlog is the storage side of a sink's checkpoint: the
-// JSON value of a checkpoint record (Value, format Version), the end of
-// the checkpoint partition, and a read of the partition as a
-// read_committed consumer sees it, from an offset up to that end. What a
-// record means for the sink (a checkpoint that moves backwards, one the
-// broker lost) is the caller's.
+// Package checkpointlog reads and writes the records of a sink's
+// checkpoint log as raw values (the sink id as key, the position text,
+// the cursor bytes, the offsets): the JSON value of a checkpoint record
+// (Value, format Version), the end of the checkpoint partition, a read of
+// the partition as a read_committed consumer sees it, from an offset up
+// to that end, which notices a known checkpoint the broker lost
+// (LostError), and a write of records at once, in one transaction or one
+// produce. The caller turns the values into its checkpoint and decides
+// what a record means for the sink (a checkpoint that moves backwards,
+// one the broker lost).
 package checkpointlog
 
 import (
@@ -53,6 +57,24 @@ func Decode(value []byte) (Value, error) {
 	return v, nil
 }
 
+// SameCursor reports whether a and b are the same cursor once stored:
+// json.Marshal compacts a cursor in a checkpoint value.
+func SameCursor(a, b json.RawMessage) bool {
+	return bytes.Equal(compact(a), compact(b))
+}
+
+// compact is raw as json.Marshal stores it in a checkpoint value.
+func compact(raw json.RawMessage) []byte {
+	if raw == nil {
+		return nil
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return raw
+	}
+	return b.Bytes()
+}
+
 // Partition is the partition of the checkpoint topic a sink's records
 // are in.
 type Partition struct {
@@ -76,14 +98,40 @@ func (p Partition) End(ctx context.Context, adm *kadm.Client) (int64, error) {
 	return end.Offset, nil
 }
 
-// Scan reads the partition with a client of opts, read_committed, from
+// Write writes records at once: in one transaction of cl, committed
+// within commitTimeout, when transactional, else in one acknowledged
+// produce. It returns once the broker confirmed them; after a commit that
+// failed, only a read back tells whether they were written.
+func Write(ctx context.Context, cl *kgo.Client, transactional bool, commitTimeout time.Duration, records ...*kgo.Record) error {
+	if transactional {
+		if err := cl.BeginTransaction(); err != nil {
+			return err
+		}
+	}
+	produceErr := cl.ProduceSync(ctx, records...).FirstErr()
+	if transactional {
+		commit := kgo.TryCommit
+		if produceErr != nil {
+			commit = kgo.TryAbort
+		}
+		cctx, cancel := context.WithTimeout(ctx, commitTimeout)
+		endErr := cl.EndTransaction(cctx, commit)
+		cancel()
+		if produceErr == nil && endErr != nil {
+			return fmt.Errorf("committing: %w (read the checkpoint back to know whether it moved)", endErr)
+		}
+	}
+	return produceErr
+}
+
+// scan reads the partition with a client of opts, read_committed, from
 // offset from up to end, and calls apply for each record keyed key, in
 // order, until apply fails, whose error it returns. It returns the
 // offset of the last record of key it read (from when none), and whether
 // it read one, also when it fails. A fetch error that retryable refuses
 // ends the read; so does ctx, with an error that says why the read had
 // not reached end.
-func (p Partition) Scan(ctx context.Context, opts []kgo.Opt, key string, from, end int64, retryable func(error) bool, apply func(*kgo.Record) error) (last int64, read bool, err error) {
+func (p Partition) scan(ctx context.Context, opts []kgo.Opt, key string, from, end int64, retryable func(error) bool, apply func(*kgo.Record) error) (last int64, read bool, err error) {
 	cl, err := committed.Reader(opts, p.Topic, p.Partition, from)
 	if err != nil {
 		return from, false, fmt.Errorf("kafkasink: checkpoint reader: %w", err)

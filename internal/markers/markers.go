@@ -46,6 +46,32 @@ func (sp Span) Where() Span { return sp }
 // events its records hold.
 type Spanned interface{ Where() Span }
 
+// Spans returns the spans of a producer's transaction that wrote records
+// (each has its offset): one per partition, in the order of their first
+// record, with the indexes in records of the span's first and last record
+// by offset.
+func Spans(records []*kgo.Record) (spans []Span, first, last []int) {
+	at := make(map[Partition]int)
+	for j, r := range records {
+		k := Partition{Topic: r.Topic, Partition: r.Partition}
+		i, ok := at[k]
+		if !ok {
+			at[k] = len(spans)
+			spans = append(spans, Span{Partition: k, ProducerID: r.ProducerID, First: r.Offset, Last: r.Offset})
+			first, last = append(first, j), append(last, j)
+			continue
+		}
+		sp := &spans[i]
+		if r.Offset < sp.First {
+			sp.First, first[i] = r.Offset, j
+		}
+		if r.Offset > sp.Last {
+			sp.Last, last[i] = r.Offset, j
+		}
+	}
+	return spans, first, last
+}
+
 // Watch is what a producer knows of the markers of its transactions: the
 // partitions of the last commit not yet seen committed, the suspects
 // (partitions of earlier commits whose markers did not come within the

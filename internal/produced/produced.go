@@ -78,6 +78,15 @@ type Failure struct {
 	Err    error
 }
 
+// Records returns the records of failures, in order.
+func Records(failures []Failure) []*kgo.Record {
+	rs := make([]*kgo.Record, len(failures))
+	for i, f := range failures {
+		rs[i] = f.Record
+	}
+	return rs
+}
+
 // Failures returns every failed record; call it after wait.
 func (pr *Results) Failures() []Failure {
 	pr.mu.Lock()

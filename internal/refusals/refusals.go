@@ -20,6 +20,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkasink/kafkasink/internal/produced"
 )
 
 // codes are the broker's answers to a produce that a single record can
@@ -207,4 +209,22 @@ func (q *Queues) Probe(send func(round [][]*kgo.Record) (map[*kgo.Record]error, 
 			}
 		}
 	}
+}
+
+// OnlyAmong reports whether every failure in all is a refusal code on
+// one of records, so that the refused ones may be found among them.
+func OnlyAmong(records []*kgo.Record, all []produced.Failure) bool {
+	if len(all) == 0 {
+		return false
+	}
+	in := make(map[*kgo.Record]bool, len(records))
+	for _, r := range records {
+		in[r] = true
+	}
+	for _, f := range all {
+		if Code(f.Err) == nil || !in[f.Record] {
+			return false
+		}
+	}
+	return true
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -95,13 +96,29 @@ func (c *Cache) Get(ctx context.Context, cl *kgo.Client, topic string) (Info, er
 	return c.ensure(ctx, cl, topic, c.settings)
 }
 
-// Refresh reads topic's info again from the broker, which may have
-// changed since the sink first used it (max.message.bytes lowered), and
-// remembers it.
-func (c *Cache) Refresh(ctx context.Context, cl *kgo.Client, topic string) (Info, error) {
+// Refresh reads the info of the topics of records again from the
+// broker, which may have changed since the sink first used them
+// (max.message.bytes lowered), and remembers it. It calls lowered for
+// each topic whose max.message.bytes is now below what was known.
+func (c *Cache) Refresh(ctx context.Context, cl *kgo.Client, records []*kgo.Record, lowered func(topic string, now, was int)) error {
 	s := c.settings
 	s.MustExist = true
-	return c.ensure(ctx, cl, topic, s)
+	seen := make(map[string]bool)
+	for _, r := range records {
+		if seen[r.Topic] {
+			continue
+		}
+		seen[r.Topic] = true
+		old, _ := c.Peek(r.Topic)
+		info, err := c.ensure(ctx, cl, r.Topic, s)
+		if err != nil {
+			return fmt.Errorf("kafkasink: reading topic %q's limits again after the broker refused records: %w", r.Topic, err)
+		}
+		if info.MaxMessageBytes < old.MaxMessageBytes {
+			lowered(r.Topic, info.MaxMessageBytes, old.MaxMessageBytes)
+		}
+	}
+	return nil
 }
 
 func (c *Cache) ensure(ctx context.Context, cl *kgo.Client, topic string, s Settings) (Info, error) {
@@ -128,11 +145,29 @@ func (c *Cache) Peek(topic string) (Info, bool) {
 	return info, ok
 }
 
-// MarkDeleted records that topic was deleted under the running sink; err
-// is what every later use returns.
-func (c *Cache) MarkDeleted(topic string, err error) {
-	c.mu.Lock()
-	delete(c.topics, topic)
-	c.deleted[topic] = err
-	c.mu.Unlock()
+// Deleted asks the broker whether the topic of any of records, which the
+// sink wrote to, was deleted while it ran: the client keeps retrying a
+// deleted topic for a while, so a write that failed or timed out asks
+// directly, for up to 10 seconds whatever ctx says. It returns the index
+// of the first record of a deleted topic and the error, wrapping Missing,
+// that every later use of the topic returns; -1 and nil when none was.
+func (c *Cache) Deleted(ctx context.Context, cl *kgo.Client, records []*kgo.Record) (int, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	checked := make(map[string]bool)
+	for j, r := range records {
+		if checked[r.Topic] {
+			continue
+		}
+		checked[r.Topic] = true
+		if md, err := Metadata(ctx, cl, r.Topic); err == nil && md == nil {
+			gone := fmt.Errorf("%w: %q was deleted while the sink ran; recreate it (or route its tables elsewhere) and restart the sink", c.settings.Missing, r.Topic)
+			c.mu.Lock()
+			delete(c.topics, r.Topic)
+			c.deleted[r.Topic] = gone
+			c.mu.Unlock()
+			return j, gone
+		}
+	}
+	return -1, nil
 }

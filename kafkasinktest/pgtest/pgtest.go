@@ -4,8 +4,11 @@
 // every type pgcdc supports (testdata/types.sql) with the golden JSON of
 // its events (pgcdc/testdata/golden/types.json), which an Encoder or
 // Decoder outside the root module checks itself against (kafkasinkavro's
-// do). It reads the server's address from no variable of its own: the
-// test passes a connection (see kafkasinktest.Env).
+// do); and a primary with a streaming standby of its own (StartPair), for
+// tests of decoding on a standby and of failovers. It reads the server's
+// address from no variable of its own: the test passes a connection (see
+// kafkasinktest.Env); StartPair finds the test environment's binaries
+// through KAFKASINK_TEST_PG_CTL and KAFKASINK_TEST_DIR.
 package pgtest
 
 import (

@@ -71,6 +71,13 @@ type DecoderConfig struct {
 	// (pg_logical_emit_message). Nil ignores them.
 	OnMessage func(Message) error
 
+	// IndexMessage, when set, says whether a transactional message with
+	// this prefix takes the next index among its transaction's events
+	// (Message.Position), for a source that delivers it as an event, as
+	// Run does outbox messages. nil: no message takes one, so the
+	// events' positions do not depend on the messages around them.
+	IndexMessage func(prefix string) bool
+
 	// OnRelation, when set, is called for every Relation message as it
 	// takes effect, with the relation's schema, name and column names
 	// in the order the server sends them: the columns the publication
@@ -78,6 +85,13 @@ type DecoderConfig struct {
 	// or the publication changed, and after reconnecting. The slice
 	// belongs to the callee.
 	OnRelation func(schema, table string, columns []string)
+
+	// Captures, when set, says whether the changes of a table are
+	// delivered: those of a table it refuses are dropped before they are
+	// placed in their transaction, so they take no Position index and
+	// count in no Event.Txn order, as if the table were not published.
+	// Run sets it from its Config's include and exclude lists.
+	Captures func(schema, table string) bool
 
 	// KeylessTables gives the events of a relation without key columns
 	// (no KeyColumns entry, no replica identity that names its rows, no
@@ -208,6 +222,13 @@ type Message struct {
 	// XID is the top-level transaction a transactional message belongs
 	// to; zero for a non-transactional message.
 	XID uint32
+	// Position is a transactional message's place among its
+	// transaction's events: the commit LSN, and an index taken from the
+	// events' indexes, so that a source turning the message into an
+	// event (an outbox message) has a position in order with theirs.
+	// Zero for a non-transactional message, and for one
+	// DecoderConfig.IndexMessage does not pick.
+	Position kafkasink.Position
 	// Prefix is the prefix the message was emitted with, which tells the
 	// messages of different programs apart; Run emits its heartbeats
 	// with the prefix "kafkasink.heartbeat".
@@ -324,7 +345,8 @@ type txnState struct {
 	commitLSN kafkasink.LSN
 	commit    time.Time
 	origin    string
-	next      uint64 // index of the next event
+	next      uint64 // index of the next event or transactional message
+	messages  uint64 // transactional messages among the indexes taken
 
 	// held is the transaction's latest event, not yet delivered: only
 	// the next change or the commit tells whether it is the last
@@ -345,7 +367,7 @@ type txnState struct {
 // place sets ev.Txn, but for End: ev is t's next event, and counts
 // when counted says so.
 func (t *txnState) place(ev *kafkasink.Event, counted bool) {
-	ev.Txn = kafkasink.TxnPlace{First: t.next == 0}
+	ev.Txn = kafkasink.TxnPlace{First: t.next == t.messages}
 	if !counted {
 		return
 	}
@@ -368,7 +390,7 @@ func (t *txnState) place(ev *kafkasink.Event, counted bool) {
 func (t *txnState) committed(end kafkasink.LSN, streamed bool) Txn {
 	return Txn{
 		XID: t.xid, CommitLSN: t.commitLSN, EndLSN: end,
-		Commit: t.commit, Origin: t.origin, Events: int(t.next), Streamed: streamed,
+		Commit: t.commit, Origin: t.origin, Events: int(t.next - t.messages), Streamed: streamed,
 	}
 }
 
@@ -1065,6 +1087,9 @@ func (d *Decoder) event(t *txnState, rel *relInfo, lsn kafkasink.LSN, op kafkasi
 // hands the event held before it to OnEvent: ev is held until the next
 // change or the commit shows whether it is the last.
 func (d *Decoder) deliver(t *txnState, ev kafkasink.Event) error {
+	if d.cfg.Captures != nil && !d.cfg.Captures(ev.Schema, ev.Table) {
+		return nil
+	}
 	t.place(&ev, d.cfg.Counted == nil || d.cfg.Counted(&ev))
 	t.next++
 	held, holding := t.held, t.holding
@@ -1098,7 +1123,16 @@ func (d *Decoder) commit(t *txnState, c Txn) error {
 // message delivers a logical decoding message: a transactional one of t,
 // when t holds an event, after that event (see deliver), so that it stays
 // in order among t's events; nil t for a non-transactional one.
+//
+// A transactional message IndexMessage picks takes the next index of t
+// (Message.Position), whether or not OnMessage is set.
 func (d *Decoder) message(m *logicalMsg, t *txnState) error {
+	var pos kafkasink.Position
+	if t != nil && d.cfg.IndexMessage != nil && d.cfg.IndexMessage(m.prefix) {
+		pos = kafkasink.Position{LSN: t.commitLSN, Index: t.next}
+		t.next++
+		t.messages++
+	}
 	if d.cfg.OnMessage == nil {
 		return nil
 	}
@@ -1113,6 +1147,7 @@ func (d *Decoder) message(m *logicalMsg, t *txnState) error {
 		return d.cfg.OnMessage(msg)
 	}
 	msg.XID = t.xid
+	msg.Position = pos
 	if t.holding {
 		t.after = append(t.after, msg)
 		return nil

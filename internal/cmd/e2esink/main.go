@@ -44,6 +44,9 @@ func main() {
 		partitions  = flag.Int("partitions", 0, "kafkasink Config.Topics.Partitions (0: the broker's default)")
 		batchEvents = flag.Int("batch-max-events", 0, "pgcdc Config.BatchMaxEvents (0: the default)")
 		txnTimeout  = flag.Duration("transaction-timeout", 0, "kafkasink Config.TransactionTimeout (0: the default)")
+		outboxTo    = flag.String("outbox-topics", "", "pgcdc Config.Outbox.Topics, comma-separated (empty: no outbox)")
+		outboxPfx   = flag.String("outbox-prefix", "", "pgcdc Config.Outbox.Prefix (empty: the default)")
+		deadLetters = flag.String("dead-letter-topic", "", "kafkasink Config.DeadLetterTopic (empty: none)")
 	)
 	flag.Parse()
 	var problems []string
@@ -69,6 +72,7 @@ func main() {
 		TransactionTimeout: *txnTimeout,
 		CheckpointTopic:    *ckptTopic,
 		Topics:             kafkasink.Topics{Prefix: *prefix, Partitions: int32(*partitions)},
+		DeadLetterTopic:    *deadLetters,
 		Logger:             logger,
 	}
 	pcfg := pgcdc.Config{
@@ -80,6 +84,9 @@ func main() {
 		CreatePublication: true,
 		BatchMaxEvents:    *batchEvents,
 		Logger:            logger,
+	}
+	if *outboxTo != "" {
+		pcfg.Outbox = &pgcdc.Outbox{Prefix: *outboxPfx, Topics: strings.Split(*outboxTo, ",")}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, kcfg, pcfg, logger)

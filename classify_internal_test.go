@@ -18,6 +18,9 @@ func TestJudgements(t *testing.T) {
 	deadline := cfg.ownTxnDeadline() // 9s
 	fenced := fmt.Errorf("committing: %w", kerr.ProducerFenced)
 	oldEpoch := fmt.Errorf("writing event: %w", kerr.InvalidProducerEpoch)
+	// A commit after the coordinator aborted the transaction and bumped
+	// the epoch (transaction version 2).
+	endedOtherwise := fmt.Errorf("committing: %w", kerr.InvalidTxnState)
 	// judgeFencing of a sink with Config.Guard set.
 	guardedFencing := func(c *Config, err error, open time.Duration) verdict {
 		g := *c
@@ -47,6 +50,9 @@ func TestJudgements(t *testing.T) {
 		{"fencing: a transaction past the deadline may have been aborted by the broker", judgeFencing, fenced, deadline, actFatal, []error{ErrFenced, ErrTransactionTimeout}, true, false},
 		{"fencing: with a Guard, a transaction past the deadline is claimed afresh", guardedFencing, fenced, deadline, actClaimAfresh, []error{ErrTransactionTimeout}, false, true},
 		{"fencing: with a Guard, fencing within the deadline is claimed afresh too", guardedFencing, fenced, time.Second, actClaimAfresh, []error{ErrTransactionAborted}, false, true},
+		{"txn: a commit refused INVALID_TXN_STATE within the deadline is fencing", judgeTxnFailure, endedOtherwise, time.Second, actFatal, []error{ErrFenced, kerr.InvalidTxnState}, true, false},
+		{"txn: a commit refused INVALID_TXN_STATE after the deadline is the broker's timeout abort", judgeTxnFailure, endedOtherwise, deadline, actRecover, []error{ErrTransactionTimeout}, false, true},
+		{"fencing: with a Guard, a commit refused INVALID_TXN_STATE is claimed afresh", guardedFencing, endedOtherwise, time.Second, actClaimAfresh, []error{ErrTransactionAborted}, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := tc.judge(cfg, tc.err, tc.open)

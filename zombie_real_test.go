@@ -55,6 +55,8 @@ func TestZombieRecoveryRealCluster(t *testing.T) {
 // Config.Guard the newer instance claims the transactional id afresh and
 // its Write succeeds; without, it stops with ErrFenced and a next instance
 // goes on. Either way a read_committed reader sees each event once.
+// TestOlderRecoveryDisturbsNewerRealBroker is the case under transaction
+// version 1, where the newer instance's next produce is refused instead.
 func TestZombieRecoveryDuringNewerTransaction(t *testing.T) {
 	t.Parallel()
 	for _, guarded := range []bool{true, false} {

@@ -49,7 +49,6 @@ func TestClassification(t *testing.T) {
 		{"ProducerFenced", kerr.ProducerFenced, false, true, false},
 		{"NotLeaderForPartition", kerr.NotLeaderForPartition, true, false, false},
 		{"RequestTimedOut", kerr.RequestTimedOut, true, false, false},
-		{"OperationNotAttempted", kerr.OperationNotAttempted, true, false, false},
 		{"TopicAuthorizationFailed", kerr.TopicAuthorizationFailed, false, true, false},
 		{"SaslAuthenticationFailed", kerr.SaslAuthenticationFailed, false, true, false},
 		// The caller's own context ending is in no class: the caller

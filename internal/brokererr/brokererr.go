@@ -22,14 +22,11 @@ import (
 // Retriable reports whether err may pass when the same request is sent
 // again: a broker code Kafka marks retriable, TRANSACTION_ABORTABLE and
 // UNKNOWN_SERVER_ERROR (the transaction is aborted and may be written
-// again), OPERATION_NOT_ATTEMPTED (a partition the broker did not try
-// because another of the same request failed; the 3-broker test cluster
-// answered it once to a new sink's first produce, its topic just created),
-// a connection lost, refused or reset, a network error.
+// again), a connection lost, refused or reset, a network error.
 func Retriable(err error) bool {
 	var ke *kerr.Error
 	if errors.As(err, &ke) {
-		return ke.Retriable || ke == kerr.TransactionAbortable || ke == kerr.UnknownServerError || ke == kerr.OperationNotAttempted
+		return ke.Retriable || ke == kerr.TransactionAbortable || ke == kerr.UnknownServerError
 	}
 	var ne net.Error
 	return errors.Is(err, io.EOF) ||

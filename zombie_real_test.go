@@ -69,12 +69,14 @@ func TestZombieRecoveryDuringNewerTransaction(t *testing.T) {
 			// one's re-initialisation was answered.
 			var once sync.Once
 			var armed atomic.Bool
-			var olderErr error
+			var olderErr error              // set before answered is closed
+			answered := make(chan struct{}) // the older instance's Write returned
 			proxies := startProxies(t, brokers, func(r faultproxy.Request) faultproxy.Fault {
 				if armed.Load() && kmsg.Key(r.Key) == kmsg.EndTxn {
 					once.Do(func() {
 						close(z.release)
 						olderErr = <-z.err
+						close(answered)
 					})
 				}
 				return faultproxy.Fault{}
@@ -89,6 +91,11 @@ func TestZombieRecoveryDuringNewerTransaction(t *testing.T) {
 			armed.Store(true)
 			b := sinktest.Inserts("public", "orders", 300, 11, 5)
 			err := newer.Write(ctxT(t), kafkasink.Batch{Events: b})
+			select {
+			case <-answered:
+			default:
+				t.Fatalf("the newer instance's Write returned (%v) before its commit reached the broker", err)
+			}
 			z.checkFenced(t, olderErr)
 			if guarded {
 				if err != nil {
@@ -137,6 +144,13 @@ func startZombie(t *testing.T, brokers []string, name string) *zombie {
 			<-z.release
 		}
 		return faultproxy.Fault{}
+	})
+	t.Cleanup(func() {
+		select {
+		case <-z.release:
+		default:
+			close(z.release) // a failed test's held request: let the proxies close
+		}
 	})
 	z.sink = newSink(t, proxies.Addrs(), name, zombieConfig(name, proxies.Addrs()))
 	a := sinktest.Inserts("public", "orders", 100, 1, 5)

@@ -77,12 +77,13 @@ func Fatal(err error) bool {
 }
 
 // Fencing reports whether err is the broker's answer to a producer whose
-// epoch a newer one replaced. Under transaction version 2 (Kafka 4) that
-// includes INVALID_TXN_STATE to a commit: the coordinator had aborted the
-// transaction and bumped the epoch (its timeout, or an older instance's
-// re-initialisation), and answers the commit at the old epoch as a retry
+// epoch was replaced. That includes INVALID_TXN_STATE: the transaction
+// the producer holds open has ended at the broker. Kafka 4.4 (transaction
+// version 2) answers a commit so after an older instance's
+// re-initialisation made the coordinator abort the transaction and bump
+// the epoch; it takes the commit at the epoch before its bump for a retry
 // of a transaction that ended otherwise. franz-go then fails its producer
-// id with that error for good, as it does after PRODUCER_FENCED.
+// id with that error for good, as after PRODUCER_FENCED.
 func Fencing(err error) bool {
 	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
 		errors.Is(err, kerr.InvalidProducerIDMapping) || errors.Is(err, kerr.InvalidTxnState)

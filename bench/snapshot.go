@@ -59,12 +59,13 @@ type snapResult struct {
 	RSS        int64
 }
 
-// snapRound is one round: COPY, then each worker count (runs; procs
-// holds each child's whole process), then Debezium with
-// -snapshot-debezium.
+// snapRound is one round: COPY, then the ceiling into Kafka, then each
+// worker count (runs; procs holds each child's whole process), then
+// Debezium with -snapshot-debezium.
 type snapRound struct {
 	copySeconds float64
 	copyBytes   int64
+	ceiling     ceilingResult
 	runs        map[int]snapResult
 	procs       map[int]procResult
 	debezium    *procResult
@@ -164,6 +165,11 @@ func (e *pgEnv) snapshotRound(ctx context.Context, exe string, dbz *debeziumHarn
 		return r, err
 	}
 	fmt.Fprintf(os.Stderr, "COPY: %.2fs, %.0f rows/s, %.1f MB/s\n", r.copySeconds, float64(rows)/r.copySeconds, float64(r.copyBytes)/r.copySeconds/1e6)
+	if r.ceiling, err = e.ceilingRun(ctx, rows); err != nil {
+		return r, err
+	}
+	fmt.Fprintf(os.Stderr, "COPY into raw franz-go, exactly once: %.2fs, %.0f rows/s, %.2fx of COPY, %.2f CPU-µs/row\n",
+		r.ceiling.Seconds, float64(rows)/r.ceiling.Seconds, r.copySeconds/r.ceiling.Seconds, r.ceiling.CPUSeconds*1e6/float64(rows))
 	for _, w := range workers {
 		e.n++
 		s := snapSpec{Conn: e.cfg.conn, Table: e.name, Slot: fmt.Sprintf("%s_%d", e.name, e.n), Topic: fmt.Sprintf("%s%d", e.topics, e.n),
@@ -186,7 +192,8 @@ func (e *pgEnv) snapshotRound(ctx context.Context, exe string, dbz *debeziumHarn
 		if n != rows || res.Rows != rows {
 			return r, fmt.Errorf("%d workers: Run wrote %d rows, the topic holds %d read_committed, want %d", w, res.Rows, n, rows)
 		}
-		fmt.Fprintf(os.Stderr, "%d workers: %.2fs, %.0f rows/s, %.2fx of COPY, %.2f CPU-µs/row, peak RSS %d MiB\n", w, res.Seconds, float64(rows)/res.Seconds, r.copySeconds/res.Seconds, res.CPUSeconds*1e6/float64(rows), res.RSS>>20)
+		fmt.Fprintf(os.Stderr, "%d workers: %.2fs, %.0f rows/s, %.2fx of COPY, %.2fx of the ceiling into Kafka, %.2f CPU-µs/row, peak RSS %d MiB\n",
+			w, res.Seconds, float64(rows)/res.Seconds, r.copySeconds/res.Seconds, r.ceiling.Seconds/res.Seconds, res.CPUSeconds*1e6/float64(rows), res.RSS>>20)
 		r.runs[w], r.procs[w] = res, proc
 	}
 	if dbz != nil {
@@ -199,6 +206,31 @@ func (e *pgEnv) snapshotRound(ctx context.Context, exe string, dbz *debeziumHarn
 		r.debezium = &d
 	}
 	return r, nil
+}
+
+// ceilingRun runs copyToKafka into topics of its own, and checks that
+// the topic then holds every row once, read_committed.
+func (e *pgEnv) ceilingRun(ctx context.Context, rows int64) (ceilingResult, error) {
+	e.n++
+	topic := fmt.Sprintf("%s%d", e.topics, e.n)
+	if err := createTopic(ctx, e.admin, topic, e.cfg.partitions, e.rf, nil); err != nil {
+		return ceilingResult{}, err
+	}
+	if err := createTopic(ctx, e.admin, topic+"-checkpoint", 1, e.rf, nil); err != nil {
+		return ceilingResult{}, err
+	}
+	res, err := e.copyToKafka(ctx, topic, *snapshotChunkRows)
+	if err != nil {
+		return res, fmt.Errorf("COPY into raw franz-go: %w", err)
+	}
+	n, err := countCommitted(ctx, e.admin, e.cfg.brokers, topic)
+	if err != nil {
+		return res, err
+	}
+	if n != rows || res.Rows != rows {
+		return res, fmt.Errorf("COPY into raw franz-go wrote %d rows, the topic holds %d read_committed, want %d", res.Rows, n, rows)
+	}
+	return res, nil
 }
 
 // copyDiscard runs COPY (SELECT * FROM table) TO STDOUT on one connection
@@ -336,18 +368,30 @@ func snapshotTable(rows int64, size int, workers []int, rounds []snapRound) stri
 	fmt.Fprintf(&b, "initial snapshot of a table of %d rows of about %d bytes (%.0f MB as COPY text), medians of %d rounds:\n\n", rows, size, mb, len(rounds))
 	fmt.Fprintf(&b, "| reader | rows/s | MB/s | ÷ COPY | CPU-µs/row | peak RSS MiB |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
 	fmt.Fprintf(&b, "| COPY (SELECT *) TO STDOUT, discarded | %.0f | %.1f | 1.00 | | |\n", float64(rows)/median(copySecs), mb/median(copySecs))
+	var cSecs, cRatio, cCPU []float64
+	for _, r := range rounds {
+		cSecs = append(cSecs, r.ceiling.Seconds)
+		cRatio = append(cRatio, r.copySeconds/r.ceiling.Seconds)
+		cCPU = append(cCPU, r.ceiling.CPUSeconds*1e6/float64(rows))
+	}
+	fmt.Fprintf(&b, "| the same COPY into raw franz-go, a transaction per chunk, rows unencoded (the ceiling into Kafka) | %.0f | %.1f | %.2f | %.2f | |\n",
+		float64(rows)/median(cSecs), mb/median(cSecs), median(cRatio), median(cCPU))
+	var ofCeiling []string
 	for _, w := range workers {
-		var secs, ratio, cpu, rss []float64
+		var secs, ratio, cpu, rss, ceil []float64
 		for _, r := range rounds {
+			ceil = append(ceil, r.ceiling.Seconds/r.runs[w].Seconds)
 			secs = append(secs, r.runs[w].Seconds)
 			ratio = append(ratio, r.copySeconds/r.runs[w].Seconds)
 			cpu = append(cpu, r.runs[w].CPUSeconds*1e6/float64(rows))
 			rss = append(rss, float64(r.runs[w].RSS)/(1<<20))
 		}
 		fmt.Fprintf(&b, "| pgcdc, %d workers, exactly-once into Kafka | %.0f | %.1f | %.2f | %.2f | %.0f |\n", w, float64(rows)/median(secs), mb/median(secs), median(ratio), median(cpu), median(rss))
+		ofCeiling = append(ofCeiling, fmt.Sprintf("%d workers %.2f", w, median(ceil)))
 	}
+	ceilingLine := fmt.Sprintf("\npgcdc ÷ the ceiling into Kafka: %s\n", strings.Join(ofCeiling, ", "))
 	if rounds[0].debezium == nil {
-		return b.String()
+		return b.String() + ceilingLine
 	}
 	// Debezium is timed from its engine's start (connector start and
 	// slot creation included) to the last row acknowledged, since the
@@ -373,7 +417,7 @@ func snapshotTable(rows int64, size int, workers []int, rounds []snapRound) stri
 		float64(rows)/median(dSecs), mb/median(dSecs), median(dRatio), median(dCPU), median(dRSS))
 	fmt.Fprintf(&b, "\npgcdc with %d workers ÷ Debezium: %.1fx (pgcdc's whole child process against Debezium's engine start to last ack, medians %.2f s against %.2f s; per round %s)\n",
 		w, median(vs), median(pSecs), median(dSecs), ratios(vs))
-	return b.String()
+	return b.String() + ceilingLine
 }
 
 // ratios prints each round's ratio.

@@ -8,8 +8,9 @@ import (
 )
 
 // TestSnapshotRound runs one -snapshot round on a small table of the
-// integration environment, with 1 and 2 workers in child processes and,
-// unless -short or Java and Maven are missing (it says which), Debezium:
+// integration environment: COPY, the ceiling into Kafka, 1 and 2 workers
+// in child processes and, unless -short or Java and Maven are missing (it
+// says which), Debezium:
 // each run's topic held every row once (the round checks it), and the
 // table has a row for each reader and the ratio to Debezium.
 func TestSnapshotRound(t *testing.T) {
@@ -45,13 +46,16 @@ func TestSnapshotRound(t *testing.T) {
 	if r.copySeconds <= 0 || r.copyBytes < rows*150 {
 		t.Errorf("COPY: %.3f s, %d bytes; want a positive time and at least %d bytes", r.copySeconds, r.copyBytes, rows*150)
 	}
+	if c := r.ceiling; c.Rows != rows || c.Seconds <= 0 || c.CPUSeconds <= 0 {
+		t.Errorf("COPY into raw franz-go: %+v; want %d rows in a positive time and CPU time", c, rows)
+	}
 	for _, w := range workers {
 		if res, p := r.runs[w], r.procs[w]; res.Rows != rows || res.Seconds <= 0 || res.CPUSeconds <= 0 || res.RSS == 0 || p.Seconds < res.Seconds {
 			t.Errorf("%d workers: %+v, process %+v; want %d rows in a positive time and CPU time, a peak RSS, and a process at least as long", w, res, p, rows)
 		}
 	}
 	tab := snapshotTable(rows, 200, workers, []snapRound{r})
-	for _, want := range []string{"| COPY (SELECT *) TO STDOUT, discarded |", "| pgcdc, 1 workers,", "| pgcdc, 2 workers,"} {
+	for _, want := range []string{"| COPY (SELECT *) TO STDOUT, discarded |", "| the same COPY into raw franz-go,", "| pgcdc, 1 workers,", "| pgcdc, 2 workers,", "pgcdc ÷ the ceiling into Kafka: 1 workers "} {
 		if !strings.Contains(tab, want) {
 			t.Errorf("the table lacks %q:\n%s", want, tab)
 		}

@@ -24,10 +24,16 @@ const refuseMark = "refuse-me"
 // a record of one of the marked events, the way a broker refuses a batch
 // for one record in it: the batch fails whole, and kgo fails the records
 // buffered after it in its partition too. The records must not be
-// compressed, for the mark to be seen. (Produce v13 names topics by id,
-// so the fault's Topic, not the request's, picks the topic.)
+// compressed, for the mark to be seen. The topic must exist: Produce v13
+// names topics by id, so the request is matched by the topic's id, and
+// only topic's own batches count (a marked event's dead-letter record
+// carries the mark too, and may share a request with topic's batches).
 func refuseMarked(t *testing.T, c *kfake.Cluster, topic string, partitions int, marked []kafkasink.Event, code *kerr.Error) {
 	t.Helper()
+	info := c.TopicInfo(topic)
+	if info == nil {
+		t.Fatalf("refuseMarked: topic %s does not exist yet", topic)
+	}
 	var ps []int32
 	for i := range marked {
 		key, err := kafkasink.AppendKey(nil, &marked[i], nil, kafkasink.KeyText)
@@ -39,6 +45,9 @@ func refuseMarked(t *testing.T, c *kfake.Cluster, topic string, partitions int, 
 	c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Partitions: ps, Err: code, Count: -1,
 		When: func(req kmsg.Request) bool {
 			for _, rt := range req.(*kmsg.ProduceRequest).Topics {
+				if rt.Topic != topic && rt.TopicID != info.TopicID {
+					continue
+				}
 				for _, rp := range rt.Partitions {
 					if slices.Contains(ps, rp.Partition) && bytes.Contains(rp.Records, []byte(refuseMark)) {
 						return true
@@ -57,7 +66,10 @@ func refuseMarked(t *testing.T, c *kfake.Cluster, topic string, partitions int, 
 // same Write; without one the Write is rejected naming the two events,
 // nothing of the batch is visible, and the batch without them is then
 // delivered once. Before quarantining, each of these failed the Write with
-// a fatal ErrUnexpected.
+// a fatal ErrUnexpected. Each case runs again with batches of at most 1 KB
+// (Config.MaxRecordBytes), so that a partition's records go in several
+// batches, in requests in flight together, and the dead-letter records
+// share requests with the topic's batches.
 func TestBrokerRefusesRecords(t *testing.T) {
 	t.Parallel()
 	codes := []struct {
@@ -72,20 +84,25 @@ func TestBrokerRefusesRecords(t *testing.T) {
 	for _, mode := range []kafkasink.Mode{kafkasink.ExactlyOnce, kafkasink.Idempotent, kafkasink.Plain} {
 		for _, tc := range codes {
 			for _, dlq := range []bool{true, false} {
-				name := mode.String() + "/" + tc.code.Message
-				if dlq {
-					name += "/dead-letter"
+				for _, smallBatches := range []bool{false, true} {
+					name := mode.String() + "/" + tc.code.Message
+					if dlq {
+						name += "/dead-letter"
+					}
+					if smallBatches {
+						name += "/1KB-batches"
+					}
+					t.Run(name, func(t *testing.T) {
+						t.Parallel()
+						testBrokerRefuses(t, mode, tc.code, tc.reason, dlq, smallBatches)
+					})
 				}
-				t.Run(name, func(t *testing.T) {
-					t.Parallel()
-					testBrokerRefuses(t, mode, tc.code, tc.reason, dlq)
-				})
 			}
 		}
 	}
 }
 
-func testBrokerRefuses(t *testing.T, mode kafkasink.Mode, code *kerr.Error, reason kafkasink.Reason, dlq bool) {
+func testBrokerRefuses(t *testing.T, mode kafkasink.Mode, code *kerr.Error, reason kafkasink.Reason, dlq, smallBatches bool) {
 	c, brokers := sinktest.Cluster(t)
 	const (
 		topic      = "kafkasink.public.orders"
@@ -100,6 +117,9 @@ func testBrokerRefuses(t *testing.T, mode kafkasink.Mode, code *kerr.Error, reas
 		cfg.ClientOptions = []kgo.Opt{kgo.ProducerBatchCompression(kgo.NoCompression())}
 		if dlq {
 			cfg.DeadLetterTopic = dlqTopic
+		}
+		if smallBatches {
+			cfg.MaxRecordBytes = 1024 // the least it takes
 		}
 	})
 	a := sinktest.Inserts("public", "orders", 100, 1, 3)

@@ -55,7 +55,9 @@ func (e *pgEnv) copyToKafka(ctx context.Context, topic string, chunkRows int) (c
 		return ceilingResult{}, err
 	}
 	defer db.Close(context.Background())
-	if err := cl.Ping(ctx); err != nil {
+	// Ready before the clock, as pgcdc's sink is when Run starts: a
+	// producer id, the coordinator, and the checkpoint topic's metadata.
+	if err := commitChunk(ctx, cl, nil, topic+"-checkpoint", 0); err != nil {
 		return ceilingResult{}, err
 	}
 

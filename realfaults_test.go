@@ -436,6 +436,12 @@ func (h *sinkLogTap) Handle(_ context.Context, rec slog.Record) error {
 	return nil
 }
 
+// WithAttrs drops the attributes: the only one is the sink id, the same
+// for every instance.
+func (h *sinkLogTap) WithAttrs([]slog.Attr) slog.Handler { return h }
+
+func (h *sinkLogTap) WithGroup(string) slog.Handler { return h }
+
 // sinkLogTally is a copy of the sinks' log tally: instances abandoned by
 // the run may still be closing, and logging, while the test reports it.
 func (r *realFaultRun) sinkLogTally() map[string]int {
@@ -443,12 +449,6 @@ func (r *realFaultRun) sinkLogTally() map[string]int {
 	defer r.logMu.Unlock()
 	return maps.Clone(r.sinkLog)
 }
-
-// WithAttrs drops the attributes: the only one is the sink id, the same
-// for every instance.
-func (h *sinkLogTap) WithAttrs([]slog.Attr) slog.Handler { return h }
-
-func (h *sinkLogTap) WithGroup(string) slog.Handler { return h }
 
 // violation reports a broken invariant; test goroutine only.
 func (r *realFaultRun) violation(format string, args ...any) {

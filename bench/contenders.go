@@ -64,18 +64,11 @@ type franz struct {
 
 func startFranz(kind franzKind) func(context.Context, *workload) (producer, error) {
 	return func(ctx context.Context, w *workload) (producer, error) {
-		codec, err := kafkasink.ParseCompression(w.compression)
-		if err != nil {
-			return nil, err
-		}
-		// The options kafkasink gives its own client, so that the
-		// difference is the sink's work.
-		opts := []kgo.Opt{kgo.SeedBrokers(w.brokers...), kgo.ProducerBatchCompression(codec),
-			kgo.ProducerBatchMaxBytes(1000012), kgo.MetadataMinAge(250 * time.Millisecond), kgo.RequiredAcks(kgo.AllISRAcks())}
+		txnID := ""
 		if kind == franzTxn {
-			opts = append(opts, kgo.TransactionalID(w.topic), kgo.TransactionTimeout(time.Minute))
+			txnID = w.topic
 		}
-		cl, err := kgo.NewClient(opts...)
+		cl, err := newFranzClient(w.brokers, w.compression, txnID)
 		if err != nil {
 			return nil, err
 		}
@@ -111,15 +104,36 @@ func (f *franz) writeBatch(ctx context.Context, k int) error {
 	if f.kind != franzTxn {
 		return f.cl.ProduceSync(ctx, f.out...).FirstErr()
 	}
-	if err := f.cl.BeginTransaction(); err != nil {
+	return produceInTransaction(ctx, f.cl, f.out, &kgo.Record{Topic: f.w.ckTopic, Key: []byte("raw"), Value: checkpointValue(k)})
+}
+
+// newFranzClient is a raw franz-go client with the options kafkasink gives
+// its own, so that the difference to kafkasink is the sink's work;
+// transactional when txnID is not empty.
+func newFranzClient(brokers []string, compression, txnID string) (*kgo.Client, error) {
+	codec, err := kafkasink.ParseCompression(compression)
+	if err != nil {
+		return nil, err
+	}
+	opts := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ProducerBatchCompression(codec),
+		kgo.ProducerBatchMaxBytes(1000012), kgo.MetadataMinAge(250 * time.Millisecond), kgo.RequiredAcks(kgo.AllISRAcks())}
+	if txnID != "" {
+		opts = append(opts, kgo.TransactionalID(txnID), kgo.TransactionTimeout(time.Minute))
+	}
+	return kgo.NewClient(opts...)
+}
+
+// produceInTransaction writes records and then the checkpoint-sized
+// record ck in one transaction, as the exactly-once sink writes a batch.
+func produceInTransaction(ctx context.Context, cl *kgo.Client, records []*kgo.Record, ck *kgo.Record) error {
+	if err := cl.BeginTransaction(); err != nil {
 		return err
 	}
-	f.out = append(f.out, &kgo.Record{Topic: f.w.ckTopic, Key: []byte("raw"), Value: checkpointValue(k)})
-	if err := f.cl.ProduceSync(ctx, f.out...).FirstErr(); err != nil {
-		_ = f.cl.EndTransaction(ctx, kgo.TryAbort)
+	if err := cl.ProduceSync(ctx, append(records, ck)...).FirstErr(); err != nil {
+		_ = cl.EndTransaction(ctx, kgo.TryAbort)
 		return err
 	}
-	return f.cl.EndTransaction(ctx, kgo.TryCommit)
+	return cl.EndTransaction(ctx, kgo.TryCommit)
 }
 
 func (f *franz) close() { f.cl.Close() }

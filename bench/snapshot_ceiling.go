@@ -19,7 +19,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kafkasink/kafkasink"
 	"github.com/kafkasink/kafkasink/pgcdc"
 )
 
@@ -38,14 +37,7 @@ func (e *pgEnv) copyToKafka(ctx context.Context, topic string, chunkRows int) (c
 	if chunkRows == 0 {
 		chunkRows = pgcdc.DefaultSnapshotChunkRows
 	}
-	codec, err := kafkasink.ParseCompression(e.cfg.compression)
-	if err != nil {
-		return ceilingResult{}, err
-	}
-	// The options kafkasink gives its own client (see startFranz).
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.cfg.brokers...), kgo.ProducerBatchCompression(codec),
-		kgo.ProducerBatchMaxBytes(1000012), kgo.MetadataMinAge(250*time.Millisecond), kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.TransactionalID(topic), kgo.TransactionTimeout(time.Minute))
+	cl, err := newFranzClient(e.cfg.brokers, e.cfg.compression, topic)
 	if err != nil {
 		return ceilingResult{}, err
 	}
@@ -57,7 +49,8 @@ func (e *pgEnv) copyToKafka(ctx context.Context, topic string, chunkRows int) (c
 	defer db.Close(context.Background())
 	// Ready before the clock, as pgcdc's sink is when Run starts: a
 	// producer id, the coordinator, and the checkpoint topic's metadata.
-	if err := commitChunk(ctx, cl, nil, topic+"-checkpoint", 0); err != nil {
+	ckTopic := topic + "-checkpoint"
+	if err := commitChunk(ctx, cl, nil, ckTopic, 0); err != nil {
 		return ceilingResult{}, err
 	}
 
@@ -77,7 +70,7 @@ func (e *pgEnv) copyToKafka(ctx context.Context, topic string, chunkRows int) (c
 	}()
 	var n int64
 	for chunk := range chunks {
-		if err := commitChunk(ctx, cl, chunk, topic+"-checkpoint", n); err != nil {
+		if err := commitChunk(ctx, cl, chunk, ckTopic, n); err != nil {
 			cancel(err)
 			for range chunks { // let the COPY goroutine end
 			}
@@ -95,15 +88,8 @@ func (e *pgEnv) copyToKafka(ctx context.Context, topic string, chunkRows int) (c
 // commitChunk writes one chunk and a checkpoint-sized record after done
 // rows in a transaction of its own.
 func commitChunk(ctx context.Context, cl *kgo.Client, chunk []*kgo.Record, ckTopic string, done int64) error {
-	if err := cl.BeginTransaction(); err != nil {
-		return err
-	}
 	ck := &kgo.Record{Topic: ckTopic, Key: []byte("ceiling"), Value: checkpointValue(int(done) + len(chunk))}
-	if err := cl.ProduceSync(ctx, append(chunk, ck)...).FirstErr(); err != nil {
-		_ = cl.EndTransaction(ctx, kgo.TryAbort)
-		return err
-	}
-	return cl.EndTransaction(ctx, kgo.TryCommit)
+	return produceInTransaction(ctx, cl, chunk, ck)
 }
 
 // chunkedRows is COPY's writer: it makes a record of each row of COPY's

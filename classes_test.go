@@ -2,6 +2,7 @@ package kafkasink_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -133,4 +134,65 @@ func oneFault(t *testing.T, key kmsg.Key, topLevel bool, code *kerr.Error) []str
 		t.Errorf("%s answering %s: New and Write did not finish within 30s", code.Message, key.Name())
 	}
 	return classes
+}
+
+// INVALID_TXN_STATE fences an instance only when it answers a commit: the
+// transaction ended at the broker, as an older instance's re-initialisation
+// does on Kafka 4.4 (TestZombieRecoveryDuringNewerTransaction). Answering
+// a produce (a partition not in the transaction, after AddPartitionsToTxn
+// failed) it is no such evidence: the Write fails as unexpected, not as
+// fenced, and a guarded sink does not claim its transactional id afresh.
+// Either way franz-go failed the producer id for good, and a new instance
+// goes on.
+func TestInvalidTxnStateFencesOnlyFromACommit(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		key       kmsg.Key
+		topLevel  bool
+		guarded   bool
+		wantFence bool
+	}{
+		{"produce", kmsg.Produce, false, false, false},
+		{"produce, guarded", kmsg.Produce, false, true, false},
+		{"commit", kmsg.EndTxn, true, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := kfake.NewCluster(kfake.NumBrokers(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cfg := kafkasink.Config{Brokers: c.ListenAddrs(), SinkID: "txnstate"}
+			if tc.guarded {
+				cfg.Guard = func() error { return nil }
+			}
+			s, err := kafkasink.New(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close(context.Background())
+			h := c.Fault(kfake.Fault{Keys: []kmsg.Key{tc.key}, Err: kerr.InvalidTxnState, TopLevel: tc.topLevel, Count: 1})
+			b := kafkasink.Batch{Events: sinktest.Inserts("public", "orders", 100, 4, 3)}
+			err = s.Write(ctx, b)
+			h.Remove()
+			if !errors.Is(err, kerr.InvalidTxnState) || !kafkasink.IsFatal(err) {
+				t.Fatalf("Write: %v, want a fatal error from INVALID_TXN_STATE", err)
+			}
+			if errors.Is(err, kafkasink.ErrFenced) != tc.wantFence {
+				t.Fatalf("Write: %v: fenced %t, want %t", err, !tc.wantFence, tc.wantFence)
+			}
+			next, err := kafkasink.New(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer next.Close(context.Background())
+			if err := next.Write(ctx, b); err != nil {
+				t.Fatalf("a new instance's Write: %v", err)
+			}
+		})
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kafkasink/kafkasink/internal/brokererr"
 )
 
 // TestJudgements pins the pure decisions on a failed transaction: for each
@@ -19,8 +21,11 @@ func TestJudgements(t *testing.T) {
 	fenced := fmt.Errorf("committing: %w", kerr.ProducerFenced)
 	oldEpoch := fmt.Errorf("writing event: %w", kerr.InvalidProducerEpoch)
 	// A commit after the coordinator aborted the transaction and bumped
-	// the epoch (transaction version 2).
-	endedOtherwise := fmt.Errorf("committing: %w", kerr.InvalidTxnState)
+	// the epoch (transaction version 2), marked so by resolveCommit.
+	endedOtherwise := brokererr.TxnEndedAtBroker(fmt.Errorf("committing: %w", kerr.InvalidTxnState))
+	// A produce to a partition the transaction does not hold (transaction
+	// version 1, after AddPartitionsToTxn failed): left unmarked.
+	notInTxn := fmt.Errorf("writing event: %w", kerr.InvalidTxnState)
 	// judgeFencing of a sink with Config.Guard set.
 	guardedFencing := func(c *Config, err error, open time.Duration) verdict {
 		g := *c
@@ -53,6 +58,8 @@ func TestJudgements(t *testing.T) {
 		{"txn: a commit refused INVALID_TXN_STATE within the deadline is fencing", judgeTxnFailure, endedOtherwise, time.Second, actFatal, []error{ErrFenced, kerr.InvalidTxnState}, true, false},
 		{"txn: a commit refused INVALID_TXN_STATE after the deadline is the broker's timeout abort", judgeTxnFailure, endedOtherwise, deadline, actRecover, []error{ErrTransactionTimeout}, false, true},
 		{"fencing: with a Guard, a commit refused INVALID_TXN_STATE is claimed afresh", guardedFencing, endedOtherwise, time.Second, actClaimAfresh, []error{ErrTransactionAborted}, false, true},
+		{"txn: a produce refused INVALID_TXN_STATE is no fencing", judgeTxnFailure, notInTxn, time.Second, actRetry, []error{kerr.InvalidTxnState}, false, false},
+		{"fencing: with a Guard, a produce refused INVALID_TXN_STATE is not claimed afresh", guardedFencing, notInTxn, time.Second, actRetry, []error{kerr.InvalidTxnState}, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := tc.judge(cfg, tc.err, tc.open)

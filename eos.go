@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkasink/kafkasink/internal/backoff"
+	"github.com/kafkasink/kafkasink/internal/brokererr"
 	"github.com/kafkasink/kafkasink/internal/ctxerr"
 	"github.com/kafkasink/kafkasink/internal/produced"
 	"github.com/kafkasink/kafkasink/internal/txnend"
@@ -23,7 +25,13 @@ type txnSink struct {
 	// claimed is when the sink last claimed its transactional id afresh
 	// (claimAfresh); zero before.
 	claimed time.Time
-	markers markerWatch // the commit markers still to be seen (markers.go)
+	// commitEndedAtBroker is set when the broker answered a commit of
+	// the client's INVALID_TXN_STATE: the transaction had ended at the
+	// broker, and franz-go failed the producer id with that answer for
+	// good, so that recovery's answers are that commit's
+	// (brokererr.TxnEndedAtBroker). Only a new client clears it.
+	commitEndedAtBroker bool
+	markers             markerWatch // the commit markers still to be seen (markers.go)
 	// producer is how the client's transactions end: the partitions
 	// it loaded, and whether a commit moves its epoch (internal/txnend).
 	producer txnend.Producer
@@ -333,6 +341,10 @@ func (s *txnSink) abort(ctx context.Context, t *openTxn, info TransactionInfo, c
 func (s *txnSink) resolveCommit(ctx context.Context, t *openTxn, pt *part, info TransactionInfo, ck Checkpoint, commitErr error) error {
 	before := s.sink.Checkpoint()
 	info.Duration = time.Since(t.started)
+	if errors.Is(commitErr, kerr.InvalidTxnState) {
+		s.commitEndedAtBroker = true
+		commitErr = brokererr.TxnEndedAtBroker(commitErr)
+	}
 	v := judgeTxnFailure(&s.sink.cfg, fmt.Errorf("kafkasink: committing transaction %s..%s: %w", info.First, info.Last, commitErr), info.Duration).recovering()
 	commitErr = s.sink.follow(v)
 	if v.action == actFatal {
@@ -393,6 +405,9 @@ func (s *txnSink) settleClient(ctx context.Context) error {
 // re-initialise the producer id: fenced, the sink stops, or with a guard
 // claims the id afresh.
 func (s *txnSink) settleFencing(ctx context.Context, err error) error {
+	if s.commitEndedAtBroker {
+		err = brokererr.TxnEndedAtBroker(err)
+	}
 	v := judgeFencing(&s.sink.cfg, err, s.sink.state.fencingAge())
 	err = s.sink.follow(v)
 	if v.action == actClaimAfresh {
@@ -437,6 +452,7 @@ func (s *txnSink) claimAfresh(ctx context.Context, cause error) error {
 	s.sink.useClient(cl)
 	old.Close()
 	s.claimed = time.Now()
+	s.commitEndedAtBroker = false
 	s.producer.NewClient()
 	s.sink.state.txnEnded()
 	s.sink.state.settled()

@@ -77,14 +77,30 @@ func Fatal(err error) bool {
 }
 
 // Fencing reports whether err is the broker's answer to a producer whose
-// epoch was replaced. That includes INVALID_TXN_STATE: the transaction
-// the producer holds open has ended at the broker. Kafka 4.4 (transaction
-// version 2) answers a commit so after an older instance's
-// re-initialisation made the coordinator abort the transaction and bump
-// the epoch; it takes the commit at the epoch before its bump for a retry
-// of a transaction that ended otherwise. franz-go then fails its producer
-// id with that error for good, as after PRODUCER_FENCED.
+// epoch was replaced, or an INVALID_TXN_STATE answer its caller marked as
+// the end of the producer's transaction at the broker (TxnEndedAtBroker).
 func Fencing(err error) bool {
+	var ended txnEndedAtBroker
 	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
-		errors.Is(err, kerr.InvalidProducerIDMapping) || errors.Is(err, kerr.InvalidTxnState)
+		errors.Is(err, kerr.InvalidProducerIDMapping) || errors.As(err, &ended)
 }
+
+// TxnEndedAtBroker marks err, when it is INVALID_TXN_STATE, as the answer
+// to a commit whose transaction had ended at the broker, or as the client's
+// producer id failing with that answer afterwards: Fencing reports it.
+// Kafka 4.4 (transaction version 2) answers a commit so after an older
+// instance's re-initialisation made the coordinator abort the transaction
+// and bump the epoch; franz-go then fails its producer id with that error
+// for good, as after PRODUCER_FENCED. The same code answering a produce
+// (a partition not in the transaction) is no such evidence, and the caller
+// leaves it unmarked. err's text is unchanged.
+func TxnEndedAtBroker(err error) error {
+	if !errors.Is(err, kerr.InvalidTxnState) {
+		return err
+	}
+	return txnEndedAtBroker{err}
+}
+
+type txnEndedAtBroker struct{ error }
+
+func (e txnEndedAtBroker) Unwrap() error { return e.error }

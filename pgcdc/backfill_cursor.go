@@ -81,7 +81,3 @@ func (l backfillList) busy(table string) *BackfillError {
 		"wait for it to finish, or cancel it first (Backfills.Cancel, or a stop-snapshot signal)", l[i].ID, l[i].Rows)}
 }
 
-// tracks reports whether a backfill of l reads table.
-func (l backfillList) tracks(table string) bool {
-	return slices.ContainsFunc(l, func(c backfillCursor) bool { return c.Table == table })
-}

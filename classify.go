@@ -153,17 +153,10 @@ const timeoutFix = "lower Config.MaxTransactionRecords or raise Config.Transacti
 // transactions calls for; open is how long the transaction had been open,
 // to compare with the sink's own limit on it (Config.ownTxnDeadline).
 //
-// Fencing answers mean this instance was fenced (actFatal, ErrFenced; see
-// judgeFencing), but for a produce's INVALID_PRODUCER_EPOCH within the
-// deadline, which recovery resolves (actRecover); an error after the
-// transaction outlived its deadline is an ErrTransactionTimeout
-// (actRecover). A newer instance's claim is not the only way to lose an
-// epoch: the broker's own timeout abort bumps it, and so does an older
-// instance's recovery (its re-initialisation at an old epoch), before
-// Kafka answers the older one PRODUCER_FENCED. Only the broker knows which
-// it was: recovery re-initialises the producer id at its current epoch,
-// which the broker allows after its own bump (KIP-588) and refuses with
-// PRODUCER_FENCED after a newer claim.
+// Fencing answers are judgeFencing's (which says what they may mean), but
+// for a produce's INVALID_PRODUCER_EPOCH within the deadline, which
+// recovery resolves (actRecover); an error after the transaction outlived
+// its deadline is an ErrTransactionTimeout (actRecover).
 func judgeTxnFailure(cfg *Config, err error, open time.Duration) verdict {
 	timedOut := open >= cfg.ownTxnDeadline()
 	switch {
@@ -185,14 +178,17 @@ func judgeTxnFailure(cfg *Config, err error, open time.Duration) verdict {
 // has been open, 0 when none may be.
 //
 // A newer instance's claim is not the only cause of that answer. The
-// broker's own timeout abort gives it when the transaction outlived its
-// deadline, and an older instance's recovery (its re-initialisation at an
-// old epoch) makes Kafka abort this instance's open transaction and bump
-// the epoch; after either, the client may be unable to recover its
-// producer id, and only claiming the transactional id afresh lets the sink
-// go on. New does that; a running sink does it (actClaimAfresh) only when
-// Config.Guard is set, whose consent right before the claim proves that no
-// other instance can hold the id. Without a guard the error says what the
+// broker's own timeout abort bumps the epoch when the transaction outlived
+// its deadline, and an older instance's recovery (its re-initialisation at
+// an old epoch) makes Kafka abort this instance's open transaction and
+// bump the epoch before it answers the older one PRODUCER_FENCED. Only the
+// broker knows which it was: recovery re-initialises the producer id at
+// its current epoch, which the broker allows after its own bump (KIP-588)
+// and refuses with PRODUCER_FENCED after a newer claim. After either
+// bump, though, the client may be unable to recover its producer id, and
+// only claiming the transactional id afresh lets the sink go on. New does
+// that; a running sink does it (actClaimAfresh) only when Config.Guard is
+// set (see txnSink.claimAfresh). Without a guard the error says what the
 // answer may mean.
 func judgeFencing(cfg *Config, err error, open time.Duration) verdict {
 	timedOut := open > 0 && open >= cfg.ownTxnDeadline()

@@ -288,7 +288,7 @@ func (t *openTxn) produce(cl *kgo.Client, r *kgo.Record) {
 // else is planned, and no new transaction begins until it has (records
 // still buffered must never join one). When Config.Guard refuses, the
 // sink stops as fenced and leaves the transaction open, sending nothing
-// more.
+// more: the successor's fencing, or the broker's timeout, aborts it.
 //
 // Unless the sink stopped, the checkpoint becomes unverified (its verdict
 // is recovering), so that recovery reads it back before the next
@@ -302,9 +302,6 @@ func (s *txnSink) abort(ctx context.Context, t *openTxn, info TransactionInfo, c
 	aerr := s.sink.cl.AbortBufferedRecords(actx)
 	if aerr == nil {
 		if gerr := s.sink.guard(); gerr != nil {
-			// The sink has stopped: the transaction is left open
-			// for the successor's fencing, or the broker's
-			// timeout, to abort.
 			info.Duration = time.Since(t.started)
 			s.sink.hooks.onAborted(info, gerr)
 			return fmt.Errorf("%w; the transaction was failing already: %w", gerr, cause)
@@ -368,21 +365,18 @@ func (s *txnSink) resolveCommit(ctx context.Context, t *openTxn, pt *part, info 
 }
 
 // settleClient ends whatever transaction the client may still have open,
-// keeping the producer identity: records still buffered are failed,
-// an open transaction is aborted, and a producer id kgo flagged after an
-// unclear outcome is re-initialised at its CURRENT id and epoch (KIP-360).
-// That re-initialisation aborts anything of ours still open at the broker,
-// and the broker answers it PRODUCER_FENCED when a newer instance has
-// claimed the transactional id since: then this instance is the zombie,
-// and stops. The broker aborts the newer instance's open transaction
-// before it answers so (Kafka 4.4 was seen to): Config.Guard, asked first,
-// keeps an instance that knows it lost its turn from sending it.
-//
-// The one exception to keeping the identity: after the broker fenced this
-// instance without a newer one (its timeout abort, an older instance's
-// recovery), the client may be unable to recover its producer id; with
-// Config.Guard set the sink then claims the transactional id afresh
-// (claimAfresh).
+// keeping the producer identity, so that an older instance never fences a
+// newer one: records still buffered are failed, an open transaction is
+// aborted, and a producer id kgo flagged after an unclear outcome is
+// re-initialised at its CURRENT id and epoch (KIP-360), which aborts
+// anything of ours still open at the broker. A fencing answer is
+// settleFencing's (judgeFencing says what it may mean): after a newer
+// instance's claim this instance is the zombie, and stops; with
+// Config.Guard set it claims the transactional id afresh instead when the
+// guard consents (claimAfresh), the one exception to keeping the identity.
+// The broker aborts the newer instance's open transaction before it
+// answers PRODUCER_FENCED (Kafka 4.4 was seen to): Config.Guard, asked
+// first, keeps an instance that knows it lost its turn from sending it.
 func (s *txnSink) settleClient(ctx context.Context) error {
 	if err := s.sink.guard(); err != nil {
 		return err
@@ -420,12 +414,11 @@ func (s *txnSink) settleFencing(ctx context.Context, err error) error {
 // the broker gives it a new epoch, fences every other holder of the id and
 // aborts whatever is open under it. It is how a sink goes on when kgo
 // cannot recover the producer id after the broker fenced it without a
-// newer instance: its timeout abort, or an older instance's recovery.
-// Claiming afresh would fence a newer instance as surely as an old one, so
-// it is done only when Config.Guard, asked right before the claim,
-// consents: the guard of a lease proves that no other instance can hold
-// the id. The old client is closed; its records were failed by
-// settleClient. Recovery reads the checkpoint back after it.
+// newer instance (see judgeFencing). Claiming afresh would fence a newer
+// instance as surely as an old one, so it is done only when Config.Guard,
+// asked right before the claim, consents: the guard of a lease proves that
+// no other instance can hold the id. The old client is closed; its records
+// were failed by settleClient. Recovery reads the checkpoint back after it.
 //
 // Fenced again soon after a claim, the sink stops: the guard consented
 // although another instance uses the id, and claiming again would make

@@ -43,11 +43,8 @@ type Sink struct {
 	closed atomic.Bool
 
 	// Touched only while holding sem (or during New). The client is
-	// made by New and closed by Close. It is replaced only when the
-	// sink claims its transactional id afresh, which New does, and a
-	// running sink does only after the broker fenced it, its client
-	// could not recover, and Config.Guard proved no other instance can
-	// exist (see claimAfresh).
+	// made by New and closed by Close; a running sink replaces it only
+	// when it claims its transactional id afresh (txnSink.claimAfresh).
 	cl *kgo.Client
 	// adm is the admin client of cl; atomic, for Ping.
 	adm   atomic.Pointer[kadm.Client]
@@ -308,10 +305,8 @@ type owedEvents struct {
 // recoverIfUnverified is recovery, and its one entry point: it makes an
 // unverified checkpoint verified again, and does nothing to a verified
 // one. The mode first ends whatever the client may have open
-// (settleClient): in ExactlyOnce mode that KEEPS the producer identity,
-// because a running sink never claims its transactional id afresh, so
-// that an older instance can never fence a newer one. Then it reads the
-// checkpoint back.
+// (settleClient, which in ExactlyOnce mode keeps the producer identity).
+// Then it reads the checkpoint back.
 //
 // What the read may show is known: the checkpoint in memory, or the one in
 // flight. Anything else was written by another instance with the same sink

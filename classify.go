@@ -104,9 +104,8 @@ func classified(ctx context.Context, err error) error {
 }
 
 // failureAction is what a failure calls for. The decisions below only
-// return it; the sink's state machine acts on it (Sink.follow, the one
-// place where a failure changes the sink's state), so that no decision
-// changes state behind its caller's back.
+// return it, and Sink.follow acts on it, so that no decision changes state
+// behind its caller's back.
 type failureAction uint8
 
 const (

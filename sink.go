@@ -351,11 +351,10 @@ func (s *Sink) guard() error {
 	return nil
 }
 
-// follow acts on a verdict: it is the one place where a failure changes
-// the sink's state. actRecover makes the checkpoint unverified; actFatal
-// stops the sink for good, so that every later Write returns the error.
-// actClaimAfresh makes the checkpoint unverified too: the claim is the
-// mode's to make (txnSink.settleClient), before recovery reads it back.
+// follow acts on a verdict as its failureAction says: it is the one place
+// where a failure changes the sink's state. The claim of actClaimAfresh is
+// the mode's to make (txnSink.settleFencing), before recovery reads the
+// checkpoint back.
 func (s *Sink) follow(v verdict) error {
 	switch v.action {
 	case actRecover, actClaimAfresh:

@@ -14,10 +14,7 @@ import (
 // it may be planned against, the checkpoint in flight, where the next read
 // of the checkpoint starts, the transaction that may still be open, and
 // the fatal error that stopped the sink. Every change is one of the named
-// transitions below; nothing else writes its fields. A failure changes
-// the checkpoint's status and the fatal error only through a verdict
-// (classify.go), which Sink.follow applies: unclear and stop are its
-// transitions.
+// transitions below; nothing else writes its fields.
 //
 // The checkpoint, the open transaction's age and the fatal error are read
 // from any goroutine (Sink.Checkpoint, Stats, Ping); the rest is touched

@@ -72,11 +72,8 @@ func (s *checkpointStore) read(ctx context.Context, adm *kadm.Client, connOpts [
 		knownPos = known.Position.String()
 	}
 	cur := known
-	last, err := s.Read(ctx, adm, connOpts, s.sinkID, knownPos, from, IsRetryable, func(offset int64, value []byte) error {
-		c, err := s.apply(cur, offset, value)
-		if err == nil {
-			cur = c
-		}
+	last, err := s.Read(ctx, adm, connOpts, s.sinkID, knownPos, from, IsRetryable, func(offset int64, value []byte) (err error) {
+		cur, err = s.apply(cur, offset, value) // on an error, apply returns cur
 		return err
 	})
 	var lost *checkpointlog.LostError

@@ -200,7 +200,6 @@ func (s *txnSink) transact(ctx context.Context, pt *part, ck Checkpoint, t *open
 		}
 	}
 	defer t.cancel()
-	started, tctx, results := t.started, t.ctx, &t.results
 	info := TransactionInfo{First: pt.first, Last: pt.last, Records: len(pt.records) + 1, Bytes: pt.bytes}
 
 	ckRec, err := s.sink.store.record(ck)
@@ -208,23 +207,22 @@ func (s *txnSink) transact(ctx context.Context, pt *part, ck Checkpoint, t *open
 		return s.abort(ctx, t, info, err)
 	}
 	s.sink.state.sent(ck)
-	results.Produce(tctx, s.sink.cl, ckRec)
-	t.written.Sent(ckRec)
-	if err := s.sink.cl.Flush(tctx); err != nil {
-		cause := fmt.Errorf("kafkasink: flushing transaction %s..%s: %w", pt.first, pt.last, context.Cause(tctx))
+	t.produce(s.sink.cl, ckRec)
+	if err := s.sink.cl.Flush(t.ctx); err != nil {
+		cause := fmt.Errorf("kafkasink: flushing transaction %s..%s: %w", pt.first, pt.last, context.Cause(t.ctx))
 		if derr := s.sink.deletedTopic(ctx, pt); derr != nil {
 			cause = derr
 		}
 		return s.abort(ctx, t, info, cause)
 	}
-	if _, perr := results.Wait(); perr != nil {
-		return s.abort(ctx, t, info, s.sink.produceError(tctx, pt, ck, results))
+	if _, perr := t.results.Wait(); perr != nil {
+		return s.abort(ctx, t, info, s.sink.produceError(t.ctx, pt, ck, &t.results))
 	}
 
 	if err := s.sink.guard(); err != nil {
 		return err // left open: the successor's fencing, or the broker's timeout, aborts it
 	}
-	cctx, ccancel := context.WithTimeoutCause(tctx, s.sink.cfg.CommitTimeout, errCommitTimeout)
+	cctx, ccancel := context.WithTimeoutCause(t.ctx, s.sink.cfg.CommitTimeout, errCommitTimeout)
 	defer ccancel()
 	if err := s.producer.AwaitLoaded(cctx, s.sink.cl, &t.written); err != nil {
 		return s.abort(ctx, t, info, err)
@@ -232,7 +230,7 @@ func (s *txnSink) transact(ctx context.Context, pt *part, ck Checkpoint, t *open
 	if err := s.sink.cl.EndTransaction(cctx, kgo.TryCommit); err != nil {
 		return s.resolveCommit(ctx, t, pt, info, ck, ctxerr.WithCause(cctx, err))
 	}
-	info.Duration = time.Since(started)
+	info.Duration = time.Since(t.started)
 	s.producer.Committed(ctx, s.sink.cl, t.began)
 	s.markers.committed(pt, ck, s.sink.Checkpoint())
 	s.sink.state.committed(ck, ckRec.Offset)

@@ -179,13 +179,7 @@ func (l runLayout) Partition(r *kgo.Record) int32 {
 	return r.Partition
 }
 
-func (l runLayout) Limit(topic string) int {
-	info, _ := l.s.topics.Peek(topic)
-	if info.MaxMessageBytes == 0 {
-		return l.s.cfg.MaxRecordBytes
-	}
-	return l.s.cfg.recordLimit(info)
-}
+func (l runLayout) Limit(topic string) int { return int(l.s.batchMaxBytes(topic)) }
 
 func (l runLayout) Size(r *kgo.Record) int { return recordSize(r) + recordOverhead }
 

@@ -23,12 +23,7 @@ import (
 //
 // The refused records are found by sending the failed records again, in
 // runs, until each refused record failed on its own (internal/refusals
-// says how). In ExactlyOnce mode that happens in one transaction of its
-// own, always aborted, so nothing of it is visible; then the part is
-// written in a fresh transaction, with each refused event's records
-// replaced by its dead-letter record. In the other modes the records that
-// pass the probe are delivered by it, and the dead-letter records are
-// sent after them.
+// says how); what each mode then does is its quarantine's.
 
 // refusal is a part's failed produce in which every failed record is a
 // record of the part (not the checkpoint) that failed with a refusal code:
@@ -70,10 +65,11 @@ func refusalOf(err error) *refusal {
 // transaction that failed was aborted, and the checkpoint is read back
 // before anything else, as for any failed transaction. It refreshes the
 // limits of the refusing topics, finds the refused records in a probe
-// transaction that it aborts, replaces the refused events' records by
-// their dead-letter records, and returns a fresh transaction with the
-// part's records sent in runs, for transact to finish. Without a
-// dead-letter topic it returns the *RejectedError naming the events.
+// transaction that it aborts, so that nothing of it is visible, replaces
+// the refused events' records by their dead-letter records, and returns a
+// fresh transaction with the part's records sent in runs, for transact to
+// finish. Without a dead-letter topic it returns the *RejectedError naming
+// the events.
 func (s *txnSink) quarantine(ctx context.Context, p *plan, i int, ref *refusal) (*openTxn, error) {
 	pt := &p.parts[i]
 	if err := s.sink.recoverIfUnverified(ctx); err != nil {

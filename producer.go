@@ -66,8 +66,6 @@ func (s *producerSink) deliver(ctx context.Context, p *plan) (int, error) {
 		}
 		at := ckRec.Offset
 		if s.sink.cfg.Acks == AcksNone {
-			// With acks=0 the broker reports no offset to start
-			// the next checkpoint read from.
 			at = noOffset
 		}
 		s.sink.state.committed(ck, at)

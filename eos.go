@@ -19,17 +19,13 @@ import (
 // txnSink is the ExactlyOnce sink: each part of a batch and its checkpoint
 // are one Kafka transaction.
 type txnSink struct {
-	// sink is what the modes share: the client, the configuration, the
-	// state (which only sink.follow changes on a failure), the hooks.
-	sink *Sink
+	sink *Sink // what the modes share: client, configuration, state, hooks
 	// claimed is when the sink last claimed its transactional id afresh
 	// (claimAfresh); zero before.
 	claimed time.Time
 	// commitEndedAtBroker is set when the broker answered a commit of
-	// the client's INVALID_TXN_STATE: the transaction had ended at the
-	// broker, and franz-go failed the producer id with that answer for
-	// good, so that recovery's answers are that commit's
-	// (brokererr.TxnEndedAtBroker). Only a new client clears it.
+	// the client's INVALID_TXN_STATE: recovery's answers are then that
+	// commit's (brokererr.TxnEndedAtBroker). Only a new client clears it.
 	commitEndedAtBroker bool
 	markers             markerWatch // the commit markers still to be seen (markers.go)
 	// producer is how the client's transactions end: the partitions
@@ -77,8 +73,7 @@ var errFirstPartUndelivered = errors.New("kafkasink: the batch's first part was 
 // earlyTxn is the transaction of a batch's first part, begun while the
 // batch is still being planned: each of the part's records is produced as
 // soon as it is encoded, so that encoding the rest of the batch overlaps
-// with sending instead of preceding it. writeBatch owns it: a plan that
-// fails aborts it, so nothing of it is ever visible.
+// with sending instead of preceding it. writeBatch owns it (see there).
 type earlyTxn struct {
 	s      *txnSink
 	txn    *openTxn // nil before the first record and once taken

@@ -137,12 +137,12 @@ func (s *txnSink) verifyMarkers(ctx context.Context) error {
 	return nil
 }
 
-// finish checks, before Close closes the client, the markers of the
-// transactions the last Writes ended, as the next Write would have: lost
-// records are Close's error. Partitions whose commit markers were not
-// seen are logged, for the operator: nothing watches them once the sink
-// is closed. Most often the brokers did not answer the check (a Close
-// during an outage); a broker that lost the markers looks the same.
+// finish checks the markers of the transactions the last Writes ended, as
+// the next Write would have (see mode.finish). Partitions whose commit
+// markers were not seen are logged, for the operator: nothing watches them
+// once the sink is closed. Most often the brokers did not answer the check
+// (a Close during an outage); a broker that lost the markers looks the
+// same.
 func (s *txnSink) finish(ctx context.Context) error {
 	err := s.verifyMarkers(ctx)
 	if errors.Is(err, errAbortUnchecked) {

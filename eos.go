@@ -249,9 +249,8 @@ type openTxn struct {
 }
 
 // begin begins a transaction, once the commit markers of the one before
-// are seen (verifyMarkers). The broker aborts a transaction older than
-// its timeout; the transaction's context ends a tenth early, so that
-// neither producing nor the commit request runs into the broker's abort.
+// are seen (verifyMarkers). The transaction's context ends at the sink's
+// own deadline (Config.ownTxnDeadline says why).
 func (s *txnSink) begin(ctx context.Context) (*openTxn, error) {
 	if err := s.sink.guard(); err != nil {
 		return nil, err

@@ -93,9 +93,8 @@ type mode interface {
 
 // Delivers reports whether Write writes e to its table's topic: false for
 // an event the Encoder leaves out (a RecordShaper's Skip). A source
-// counting the events of a
-// transaction (Event.Txn) asks it, as pgcdc's Run does. Safe for
-// concurrent use.
+// counting the events of a transaction (Event.Txn) asks it, as pgcdc's Run
+// does. Safe for concurrent use.
 func (s *Sink) Delivers(e *Event) bool {
 	sh, ok := s.cfg.Encoder.(RecordShaper)
 	return !ok || e.Record != nil || !sh.Shape(e).Skip

@@ -74,11 +74,10 @@ func (s *Sink) Stats() Stats {
 		Rejected: c.rejected.Load(), DeadLettered: c.deadLettered.Load(),
 		SkippedRedelivered: c.skippedRedelivered.Load(), SkippedByEncoder: c.skippedByEncoder.Load(),
 		Committed: c.committed.Load(), Aborted: c.aborted.Load(), Retries: c.retries.Load(),
-		Checkpoint: s.Checkpoint(),
+		Checkpoint: s.Checkpoint(), OpenTransaction: s.state.txnOpenFor(),
 	}
 	d := &st.TransactionDurations
 	d.Bounds, d.Counts, d.Count, d.Sum = c.durations.Snapshot()
-	st.OpenTransaction = s.state.txnOpenFor()
 	return st
 }
 

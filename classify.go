@@ -113,8 +113,8 @@ const (
 	// decision changes nothing; whether the checkpoint is still verified
 	// is for the step that failed to say (an abort that failed, say).
 	actRetry failureAction = iota
-	// actRecover: the broker may hold a newer checkpoint than the one in
-	// memory: it is unverified until recovery reads it back.
+	// actRecover: the checkpoint is unverified (ckptUnverified) until
+	// recovery reads it back.
 	actRecover
 	// actFatal: this instance must stop; every later Write returns the
 	// error.

@@ -127,9 +127,8 @@ func (st *sinkState) verified(ck Checkpoint) {
 	st.status = ckptVerified
 }
 
-// unclear: an outcome is unknown, so the broker may hold a newer
-// checkpoint than the one in memory. Only Sink.follow calls it, for a
-// verdict that calls for recovery.
+// unclear: an outcome is unknown (see ckptUnverified). Only Sink.follow
+// calls it, for a verdict that calls for recovery.
 func (st *sinkState) unclear() { st.status = ckptUnverified }
 
 // stop: err stops the sink for good. Only Sink.follow calls it, for a

@@ -53,9 +53,8 @@ type Sink struct {
 	// the fatal error (state.go).
 	state sinkState
 	// owed is what the last Write that failed retryably left
-	// undelivered, as far as the checkpoint then knew; zero when nothing
-	// is owed. Until a Write delivers it, a batch that skips past it is
-	// refused (see checkRedelivery).
+	// undelivered, as far as the checkpoint then knew, for
+	// checkRedelivery; zero when nothing is owed.
 	owed owedEvents
 	// routes caches each table's route.
 	routes map[[2]string]tableRoute
@@ -70,8 +69,7 @@ type Sink struct {
 	// clientClosed closes the client once.
 	clientClosed sync.Once
 
-	// frameTopic is the topic of the records the Encoder writes around
-	// events (Framer), "" when it writes none.
+	// frameTopic is frameTopic(cfg.Encoder).
 	frameTopic string
 }
 

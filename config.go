@@ -173,13 +173,8 @@ type Config struct {
 	KeyFormat KeyFormat
 	// Encoder turns events into record values. Default JSONEncoder{}.
 	Encoder Encoder
-	// Headers selects the sink's own headers on the records of events:
-	// HeadersAll (the default: kafkasink.id, kafkasink.op,
-	// kafkasink.table, kafkasink.lsn, kafkasink.commit_lsn),
-	// HeadersMinimal (kafkasink.id and kafkasink.op, what consumers that
-	// remove duplicates and kafkasinktest need) or HeadersNone. The
-	// Encoder's headers (a RecordShaper's) are written either way, and
-	// dead-lettered records always carry all five.
+	// Headers selects the sink's own headers on the records of events
+	// (see HeaderSet). Default HeadersAll.
 	Headers HeaderSet
 	// Annotations are static key/values echoed in every record of an
 	// event, such as {"env": "prod", "region": "eu-west-1"}, where
@@ -190,11 +185,8 @@ type Config struct {
 	// sorted order. Neither the checkpoint records nor the Encoder's
 	// records around events (a Framer's) carry them.
 	Annotations map[string]string
-	// AnnotationsIn says where the records carry Annotations: in the
-	// value (AnnotateValue, the default: an "annotations" object, which
-	// the Encoder must write, see Annotator), in headers
-	// (AnnotateHeaders) or both (AnnotateBoth). Set only with
-	// Annotations.
+	// AnnotationsIn says where the records carry Annotations (see
+	// AnnotationPlace). Default AnnotateValue. Set only with Annotations.
 	AnnotationsIn AnnotationPlace
 
 	// DeadLetterTopic, when set, receives rejected events in the same

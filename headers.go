@@ -28,7 +28,9 @@ const (
 )
 
 // HeaderSet selects the standard headers the records of an event carry
-// (Config.Headers). All five are about 115 bytes per record before
+// (Config.Headers). The Encoder's own headers (a RecordShaper's) are
+// written whatever the set, and dead-lettered records always carry all
+// five (see HeaderReason). All five are about 115 bytes per record before
 // compression: a tenth of the record of a 1 KB event, over a quarter of
 // a 200 B one's. The smaller sets save those bytes on the wire and in the
 // topics (docs/records.md has the figures compressed).
@@ -46,9 +48,8 @@ const (
 	// because a tombstone has no value to tell a delete from a truncate.
 	HeadersMinimal
 	// HeadersNone: none of the sink's own headers; the records carry
-	// only the Encoder's (a RecordShaper's). Nothing then
-	// tells a duplicate apart but the value, and kafkasinktest's Decode
-	// refuses the records.
+	// only the Encoder's. Nothing then tells a duplicate apart but the
+	// value, and kafkasinktest's Decode refuses the records.
 	HeadersNone
 )
 

@@ -38,21 +38,18 @@ func (s *Sink) deadLetter(ctx context.Context, es *encoderState, e *Event, d dra
 		return nil, err
 	}
 	r, lost := deadLetterRecord(&s.cfg, es, e, d, rej, info)
-	if lost {
-		s.logLostValue(lostValue{position: e.Position, schema: e.Schema, table: e.Table, reason: rej.Reason, limit: s.cfg.recordLimit(info)})
+	if lost != nil {
+		s.logLostValue(*lost)
 	}
 	return r, nil
 }
 
 // deadLetterRecord turns the draft of a rejected event into its
-// dead-letter record, for a dead-letter topic of info. The record always
-// carries the event: its key, or the event id when the key could not be
-// made; its value as the Encoder wrote it, or the event as JSONEncoder
-// writes it when the Encoder failed or made a tombstone (see eventJSON);
-// and headers naming the reason. Only a value too large for the
-// dead-letter topic itself is left out, which the kafkasink.value header
-// says and lost reports, for the caller to log at Error.
-func deadLetterRecord(cfg *Config, es *encoderState, e *Event, d draft, rej *Rejection, info topicadmin.Info) (r *kgo.Record, lost bool) {
+// dead-letter record, as Config.DeadLetterTopic and ValueEncoded,
+// ValueEvent and ValueOmitted describe it, for a dead-letter topic of
+// info. lost is the value it left out (ValueOmitted), for the caller to
+// log at Error; nil when the record carries it.
+func deadLetterRecord(cfg *Config, es *encoderState, e *Event, d draft, rej *Rejection, info topicadmin.Info) (r *kgo.Record, lost *lostValue) {
 	limit := cfg.recordLimit(info)
 	r = d.record
 	r.Topic = cfg.DeadLetterTopic
@@ -95,7 +92,8 @@ func deadLetterRecord(cfg *Config, es *encoderState, e *Event, d draft, rej *Rej
 		}
 	}
 	if r.Value == nil || fixed+len(r.Value) > limit {
-		kind, r.Value, lost = ValueOmitted, nil, true
+		kind, r.Value = ValueOmitted, nil
+		lost = &lostValue{position: e.Position, schema: e.Schema, table: e.Table, reason: rej.Reason, limit: limit}
 		if fixed > limit {
 			r.Key = eventIDKey(es, e) // the key is what is too large
 		}

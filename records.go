@@ -199,8 +199,8 @@ func (en *encoding) run() (needDeadLetterTopic bool, err error) {
 // dead-letter record, counting it in the plan.
 func (en *encoding) deadLetterRecord(e *Event, d draft, rej *Rejection) *kgo.Record {
 	r, lost := deadLetterRecord(en.cfg, en.es, e, d, rej, en.deadLetter)
-	if lost {
-		en.lost = append(en.lost, lostValue{position: e.Position, schema: e.Schema, table: e.Table, reason: rej.Reason, limit: en.cfg.recordLimit(en.deadLetter)})
+	if lost != nil {
+		en.lost = append(en.lost, *lost)
 	}
 	en.p.rejected++
 	return r

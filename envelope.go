@@ -27,7 +27,7 @@ import (
 //
 // Column values are written by the same rules in every built-in encoder:
 // the output rules of package encoding/jsonw (docs/records.md repeats
-// them), with Decimal as a JSON string so no digit is lost. Unchanged
+// them), with Decimal as a JSON string (see Decimal). Unchanged
 // TOAST columns are left out of row objects, because their value is
 // unknown, and listed by name where the envelope has a place for them.
 // LSNs are written as decimal strings: they are 64-bit and exceed 2^53,
@@ -313,8 +313,6 @@ var valueExt = &jsonw.Extension{Append: appendExtValue, Types: "kafkasink.Decima
 
 func appendExtValue(dst []byte, v any) ([]byte, bool, error) {
 	if d, ok := v.(Decimal); ok {
-		// A string, not a number: JSON readers parse numbers as float64
-		// and would round a numeric(38,10).
 		return jsonw.AppendString(dst, string(d)), true, nil
 	}
 	return dst, false, nil

@@ -104,6 +104,14 @@ func (es *encoderState) reserve(known int) {
 	es.arena = es.chunks.Room(es.arena, known+minEventRoom)
 }
 
+// eventID appends e's event id to the arena and returns it, for a record
+// key or the kafkasink.id header.
+func (es *encoderState) eventID(e *Event) []byte {
+	start := len(es.arena)
+	es.arena = e.Position.AppendText(es.arena)
+	return es.take(start)
+}
+
 // take returns the bytes appended to the arena since start, capped so a
 // later append cannot overwrite them.
 func (es *encoderState) take(start int) []byte {

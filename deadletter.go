@@ -54,7 +54,7 @@ func deadLetterRecord(cfg *Config, es *encoderState, e *Event, d draft, rej *Rej
 	r = d.record
 	r.Topic = cfg.DeadLetterTopic
 	if !d.keyMade {
-		r.Key = eventIDKey(es, e)
+		r.Key = es.eventID(e)
 	}
 	// The error text is cut short, to leave room for the event on a
 	// topic with a small max.message.bytes.
@@ -95,18 +95,11 @@ func deadLetterRecord(cfg *Config, es *encoderState, e *Event, d draft, rej *Rej
 		kind, r.Value = ValueOmitted, nil
 		lost = &lostValue{position: e.Position, schema: e.Schema, table: e.Table, reason: rej.Reason, limit: limit}
 		if fixed > limit {
-			r.Key = eventIDKey(es, e) // the key is what is too large
+			r.Key = es.eventID(e) // the key is what is too large
 		}
 	}
 	r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderValue, Value: []byte(kind)})
 	return r, lost
-}
-
-// eventIDKey returns the event id as a record key.
-func eventIDKey(es *encoderState, e *Event) []byte {
-	start := len(es.arena)
-	es.arena = e.Position.AppendText(es.arena)
-	return es.take(start)
 }
 
 // eventJSON appends e as JSONEncoder writes it. A column value JSON cannot

@@ -101,9 +101,7 @@ func (es *encoderState) standardHeaders(set HeaderSet, e *Event) []kgo.RecordHea
 	add := func(key string, value []byte) {
 		es.headers = append(es.headers, kgo.RecordHeader{Key: key, Value: value})
 	}
-	start := len(es.arena)
-	es.arena = e.Position.AppendText(es.arena)
-	add(HeaderID, es.take(start))
+	add(HeaderID, es.eventID(e))
 	add(HeaderOp, opValues[e.Op])
 	if set == HeadersMinimal {
 		return es.headers[h0:len(es.headers):len(es.headers)]
@@ -111,13 +109,13 @@ func (es *encoderState) standardHeaders(set HeaderSet, e *Event) []kgo.RecordHea
 
 	sh := &es.shared
 	if sh.table == nil || sh.schemaName != e.Schema || sh.tableName != e.Table {
-		start = len(es.arena)
+		start := len(es.arena)
 		es.arena = append(append(append(es.arena, e.Schema...), '.'), e.Table...)
 		sh.schemaName, sh.tableName, sh.table = e.Schema, e.Table, es.take(start)
 	}
 	add(HeaderTable, sh.table)
 
-	start = len(es.arena)
+	start := len(es.arena)
 	es.arena = strconv.AppendUint(es.arena, uint64(e.LSN), 10)
 	add(HeaderLSN, es.take(start))
 

@@ -182,11 +182,11 @@ func (j JSONEncoder) Encode(dst []byte, e *Event) ([]byte, error) {
 	}
 	dst = append(dst, `],"before":`...)
 	var err error
-	if dst, err = appendRow(dst, e, e.Before); err != nil {
+	if dst, err = AppendJSONRow(dst, e, e.Before); err != nil {
 		return nil, err
 	}
 	dst = append(dst, `,"after":`...)
-	if dst, err = appendRow(dst, e, e.After); err != nil {
+	if dst, err = AppendJSONRow(dst, e, e.After); err != nil {
 		return nil, err
 	}
 	dst = appendUnchanged(dst, `,"unchanged":[`, e)
@@ -280,7 +280,7 @@ func (u UpsertEncoder) Encode(dst []byte, e *Event) ([]byte, error) {
 	dst = e.Position.AppendText(dst)
 	dst = append(dst, `","document":`...)
 	var err error
-	if dst, err = appendRow(dst, e, e.After); err != nil {
+	if dst, err = AppendJSONRow(dst, e, e.After); err != nil {
 		return nil, err
 	}
 	dst = append(dst, `,"metadata":{"schema":`...)
@@ -322,7 +322,7 @@ func appendExtValue(dst []byte, v any) ([]byte, bool, error) {
 // writes it (see JSONEncoder for the forms), for encoders that write some
 // values as it does. A value of a type it cannot write is an error.
 func AppendJSONValue(dst []byte, v any) ([]byte, error) {
-	return appendValue(dst, v)
+	return jsonw.AppendValueExt(dst, v, valueExt)
 }
 
 // AppendJSONRow appends row as JSONEncoder writes an image: an object of
@@ -330,17 +330,6 @@ func AppendJSONValue(dst []byte, v any) ([]byte, error) {
 // null for a nil row. A value it cannot write is an *EncodeError naming
 // e's table and the column.
 func AppendJSONRow(dst []byte, e *Event, row Row) ([]byte, error) {
-	return appendRow(dst, e, row)
-}
-
-// appendValue appends the JSON form of one column value.
-func appendValue(dst []byte, v any) ([]byte, error) {
-	return jsonw.AppendValueExt(dst, v, valueExt)
-}
-
-// appendRow appends row as an object of its changed columns in order, or
-// null for a nil row.
-func appendRow(dst []byte, e *Event, row Row) ([]byte, error) {
 	if row == nil {
 		return append(dst, "null"...), nil
 	}
@@ -358,7 +347,7 @@ func appendRow(dst []byte, e *Event, row Row) ([]byte, error) {
 		dst = jsonw.AppendString(dst, c.Name)
 		dst = append(dst, ':')
 		var err error
-		if dst, err = appendValue(dst, c.Value); err != nil {
+		if dst, err = AppendJSONValue(dst, c.Value); err != nil {
 			return nil, &EncodeError{Schema: e.Schema, Table: e.Table, Column: c.Name, Err: err}
 		}
 	}

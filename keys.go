@@ -161,7 +161,7 @@ func AppendKey(dst []byte, e *Event, columns []string, format KeyFormat) ([]byte
 			}
 			dst = jsonw.AppendString(dst, name)
 			dst = append(dst, ':')
-			dst, err = appendValue(dst, c.Value)
+			dst, err = AppendJSONValue(dst, c.Value)
 		} else {
 			if i > 0 {
 				dst = append(dst, '|')

@@ -129,11 +129,8 @@ func AppendKey(dst []byte, e *Event, columns []string, format KeyFormat) ([]byte
 	if nullKey(e, columns) {
 		return dst, nil
 	}
-	if len(columns) == 0 {
-		columns = e.Key
-	}
 	// A truncate has no row, so no key values: it is keyed by its id.
-	if len(columns) == 0 || e.Op == OpTruncate {
+	if columns = eventKeyColumns(e, columns); columns == nil {
 		if format == KeyJSON {
 			dst = append(dst, '"')
 			dst = e.Position.AppendText(dst)

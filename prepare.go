@@ -72,15 +72,15 @@ func (s *Sink) prepare(ctx context.Context, pr Preparer, events []Event, rt *rou
 		if t.err != nil || t.collision != nil || e.Record != nil {
 			continue
 		}
-		routes[i] = EventRoute{Topic: t.topic, KeyColumns: encodedKeyColumns(e, t.keyColumns)}
+		routes[i] = EventRoute{Topic: t.topic, KeyColumns: eventKeyColumns(e, t.keyColumns)}
 	}
 	return pr.Prepare(ctx, events, routes)
 }
 
-// encodedKeyColumns returns the key columns a KeyEncoder writes e's key
-// from: the configured columns, else e.Key; nil when the sink keys e
-// itself.
-func encodedKeyColumns(e *Event, columns []string) []string {
+// eventKeyColumns returns the columns e's key is made of, by AppendKey or
+// a KeyEncoder: the configured columns, else e.Key; nil for a truncate or
+// when there are none, which AppendKey keys without columns.
+func eventKeyColumns(e *Event, columns []string) []string {
 	if len(columns) == 0 {
 		columns = e.Key
 	}
@@ -94,7 +94,7 @@ func encodedKeyColumns(e *Event, columns []string) []string {
 // or as AppendKey does for the records it leaves to the sink (see
 // KeyEncoder).
 func appendEncodedKey(dst []byte, ke KeyEncoder, e *Event, configured []string, format KeyFormat) ([]byte, error) {
-	columns := encodedKeyColumns(e, configured)
+	columns := eventKeyColumns(e, configured)
 	if columns == nil {
 		return AppendKey(dst, e, configured, format)
 	}

@@ -12,7 +12,7 @@ import (
 // routes and topics of the rest (resolve, the phase that does I/O),
 // encodes them into records split into parts (encoding.run, the phase
 // that does none), and reports what encoding kept to report: the events
-// that cannot be delivered (reportRejections), the events the Encoder
+// that cannot be delivered (reportRejected), the events the Encoder
 // leaves out and the dead letters without their value. A plan without
 // parts has nothing to deliver: every event was delivered before.
 //
@@ -45,7 +45,7 @@ func (s *Sink) planSending(ctx context.Context, b *Batch, send func(*kgo.Record)
 		s.log.Info("skipping events the Encoder leaves out", "skipped", en.omitted.Events, "first", en.omitted.First.String(), "last", en.omitted.Last.String())
 		s.hooks.onSkipped(en.omitted)
 	}
-	if err := s.reportRejections(en.rejections); err != nil {
+	if err := s.reportRejected(en.rejections, s.cfg.DeadLetterTopic != ""); err != nil {
 		return nil, err
 	}
 	p := en.p

@@ -73,7 +73,21 @@ type AllKeysEncoder interface {
 // *EncodeError, and the sink rejects an event whose KeyEncoder returns
 // it with ReasonNoKey.
 func MissingKeyColumnError(e *Event, name string, present bool) error {
-	return missingKeyError(e, name, present)
+	image := "after"
+	if e.After == nil {
+		image = "before"
+	}
+	var err error
+	if present {
+		err = fmt.Errorf("%w: key column %q of %s.%s is an unchanged TOAST value the source did not send; "+
+			"use key columns that are not TOASTed, or set the table's REPLICA IDENTITY to FULL",
+			errMissingKeyColumn, name, e.Schema, e.Table)
+	} else {
+		err = fmt.Errorf("%w: key column %q is not in the %s image of %s.%s; "+
+			"set the table's key columns in the sink config, or its REPLICA IDENTITY so deletes carry them",
+			errMissingKeyColumn, name, image, e.Schema, e.Table)
+	}
+	return &EncodeError{Schema: e.Schema, Table: e.Table, Column: name, Err: err}
 }
 
 // AppendKey appends the message key of e to dst in the given format and
@@ -149,7 +163,7 @@ func AppendKey(dst []byte, e *Event, columns []string, format KeyFormat) ([]byte
 	for i, name := range columns {
 		c, ok := row.Get(name)
 		if !ok || c.Unchanged {
-			return nil, missingKeyError(e, name, ok)
+			return nil, MissingKeyColumnError(e, name, ok)
 		}
 		var err error
 		if format == KeyJSON {
@@ -200,24 +214,6 @@ func shapedNullKeyOnCompactedTopic(enc Encoder, e *Event, topic string) error {
 	return fmt.Errorf("kafkasink: the Encoder writes this %s of %s with a null Kafka key (%s), and topic %q is compacted (cleanup.policy), "+
 		"which refuses records without a key; %sroute the table to a topic that is not compacted",
 		e.Op, TableName(e.Schema, e.Table), what, topic, fix)
-}
-
-func missingKeyError(e *Event, name string, present bool) error {
-	image := "after"
-	if e.After == nil {
-		image = "before"
-	}
-	var err error
-	if present {
-		err = fmt.Errorf("%w: key column %q of %s.%s is an unchanged TOAST value the source did not send; "+
-			"use key columns that are not TOASTed, or set the table's REPLICA IDENTITY to FULL",
-			errMissingKeyColumn, name, e.Schema, e.Table)
-	} else {
-		err = fmt.Errorf("%w: key column %q is not in the %s image of %s.%s; "+
-			"set the table's key columns in the sink config, or its REPLICA IDENTITY so deletes carry them",
-			errMissingKeyColumn, name, image, e.Schema, e.Table)
-	}
-	return &EncodeError{Schema: e.Schema, Table: e.Table, Column: name, Err: err}
 }
 
 // appendKeyText appends the escaped text form of one key value; a

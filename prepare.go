@@ -101,7 +101,7 @@ func appendEncodedKey(dst []byte, ke KeyEncoder, e *Event, configured []string, 
 	row := e.Image()
 	for _, name := range columns {
 		if c, ok := row.Get(name); !ok || c.Unchanged {
-			return nil, missingKeyError(e, name, ok)
+			return nil, MissingKeyColumnError(e, name, ok)
 		}
 	}
 	return ke.EncodeKey(dst, e, columns)

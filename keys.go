@@ -43,10 +43,9 @@ var errMissingKeyColumn = errors.New("key column has no value")
 // AllKeysEncoder is an optional interface of a KeyEncoder that, under its
 // options, writes every record key itself, not only those of row changes
 // with key columns, such as an Encoder whose keys carry their schema. New
-// and each Write ask
-// EncodesAllKeys; when it reports false, the sink keys every record
-// itself (AppendKey in Config.KeyFormat), as for an Encoder without a
-// KeyEncoder.
+// and each Write ask EncodesAllKeys; when it reports false, the sink keys
+// every record itself (AppendKey in Config.KeyFormat), as for an Encoder
+// without a KeyEncoder.
 //
 // When it reports true, the sink calls EncodeKey for every record of a
 // row change or truncate, with columns Config.KeyColumns for the table
@@ -54,9 +53,8 @@ var errMissingKeyColumn = errors.New("key column has no value")
 // truncate or an event without key columns itself), and
 // AppendKeyPayload for the other key of a key change
 // (Source.KeyChange), which RecordShaper.AppendHeaders receives. A key
-// column the image lacks is the error of MissingKeyColumnError, and the
-// event is rejected with ReasonNoKey; any other error rejects it with
-// ReasonUnencodable.
+// column the image lacks is the error of MissingKeyColumnError; any
+// other error rejects the event with ReasonUnencodable.
 type AllKeysEncoder interface {
 	KeyEncoder
 	// EncodesAllKeys reports whether the encoder writes every record

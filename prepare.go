@@ -36,9 +36,8 @@ type EventRoute struct {
 	// is then rejected).
 	Topic string
 	// KeyColumns are the columns the sink will give the Encoder's
-	// KeyEncoder for the event's key (Config.KeyColumns for the table,
-	// else Event.Key); empty when the sink keys the record itself: a
-	// truncate, or a table without key columns (see KeyEncoder).
+	// KeyEncoder for the event's key; empty when the sink keys the record
+	// itself (see KeyEncoder for both).
 	KeyColumns []string
 }
 

@@ -65,8 +65,7 @@ type ValueSizer interface {
 // options of its own behind what a rule of the sink is about, so that
 // the problem the sink reports says which option to change, and the
 // program's flag for it. The sink's messages name the interface at
-// issue (AllKeysEncoder.EncodesAllKeys, Framer.FrameTopic,
-// RecordShape.NullKey) and add what Explain says.
+// issue (see Feature) and add what Explain says.
 type Explainer interface {
 	// Explain returns why the Encoder does what f names, naming its
 	// options, and the ways to make it stop besides the sink's own
@@ -212,8 +211,8 @@ func (j JSONEncoder) Encode(dst []byte, e *Event) ([]byte, error) {
 // no key of its own, so its tombstone carries the event id key and only
 // tells consumers that a truncate happened; they must clear the table
 // themselves if they care. A tombstone has no room for the truncate's
-// options (e.Truncate): consumers that need them use JSONEncoder. Its zero value is ready to use and it is safe for
-// concurrent use.
+// options (e.Truncate): consumers that need them use JSONEncoder. Its
+// zero value is ready to use and it is safe for concurrent use.
 //
 // The fields of a value, always in this order:
 //
@@ -239,11 +238,8 @@ func (j JSONEncoder) Encode(dst []byte, e *Event) ([]byte, error) {
 //	                   leaves out; omitted when there are none. A consumer
 //	                   that replaces whole documents must keep the old
 //	                   values of these columns (a partial update).
-//	annotations Config.Annotations as an object of strings, keys in sorted
-//	            order, when the sink's AnnotationsIn puts them in the
-//	            value (see Annotate); omitted otherwise. A tombstone has
-//	            none: AnnotateHeaders or AnnotateBoth carry them on every
-//	            record.
+//	annotations as JSONEncoder writes it; a tombstone has none (see
+//	            AnnotateValue)
 //
 // A partial document with action "insert" is the new row of an update
 // that changed the row's key (see pgcdc): the key it is stored under is

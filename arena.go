@@ -16,9 +16,8 @@ const minEventRoom = 4 << 10
 // encoderState holds the memory shared by all records of one plan, so
 // that encoding costs no allocation per event: the records, their headers,
 // and the arena of their keys, values and header values. A Write that
-// succeeds hands it to the next Write (see Sink.encoderState), whose plan
-// overwrites it: by then every record has its outcome and the client holds
-// none of them.
+// succeeds hands it to the next Write (see Sink.reuse for why that is
+// safe), whose plan overwrites it (Sink.encoderState).
 type encoderState struct {
 	records   []kgo.Record
 	ptrs      []*kgo.Record // the parts' records (see plan.newPart)

@@ -71,11 +71,11 @@ const (
 // Routing tries, in order: Route, Routes, Template, Prefix. The first that
 // names a topic for the event's table wins. Schema and table names are put
 // into Template and Prefix verbatim, in the case PostgreSQL stores them:
-// nothing is escaped, lowered or replaced. A topic name must be 1 to 249
-// bytes of [a-zA-Z0-9._-] and not "." or ".."; a table whose name makes
-// any other topic name (a space, a quote, a slash, non-ASCII letters, a
-// very long name) is rejected with ReasonUnroutable, every one of its
-// events, until it has a Routes entry (or Route answers for it).
+// nothing is escaped, lowered or replaced. A table whose name makes a
+// topic name Kafka refuses (see ValidateTopicName: a space, a quote, a
+// slash, non-ASCII letters, a very long name) is rejected with
+// ReasonUnroutable, every one of its events, until it has a Routes entry
+// (or Route answers for it).
 //
 // Two tables never share a topic by accident: "a.b".c and a."b.c" both
 // make <Prefix>.a.b.c, and a Template such as "{schema}_{table}" makes
@@ -89,13 +89,10 @@ const (
 // of the sink are not compared.
 type Topics struct {
 	// Route, when set, names the topic of every event. An error rejects
-	// the event (ReasonUnroutable). Tables it routes to one topic must
-	// list that topic in Shared.
+	// the event (ReasonUnroutable).
 	Route func(schema, table string) (string, error)
-	// Routes maps a table, "schema.table", to a topic. A schema or table
-	// name with a dot or a double quote in it is written in double
-	// quotes, as in SQL: public."a.b" (see ParseTableName). Tables whose
-	// entries name the same topic share it on purpose.
+	// Routes maps a table, "schema.table" as ParseTableName reads it
+	// (public."a.b" for a name with a dot), to a topic.
 	Routes map[string]string
 	// Template names the topic with {schema} and {table} placeholders,
 	// such as "cdc.{schema}.{table}". Conflicts with Prefix.

@@ -21,17 +21,17 @@ import (
 // naming the table and the column; the event is then rejected (see
 // RejectedError), not dropped. On error the returned slice is ignored.
 //
-// Encoders must be safe for concurrent use; the built-in ones are stateless
-// values and are. Encode must not keep dst or the slice it returns: once
-// the batch is delivered, the sink reuses that memory for the next one.
+// Encoders must be safe for concurrent use, as the built-in ones are.
+// Encode must not keep dst or the slice it returns: once the batch is
+// delivered, the sink reuses that memory for the next one.
 //
 // Column values are written by the same rules in every built-in encoder:
 // the output rules of package encoding/jsonw (docs/records.md repeats
-// them), with Decimal as a JSON string (see Decimal). Unchanged
-// TOAST columns are left out of row objects, because their value is
-// unknown, and listed by name where the envelope has a place for them.
-// LSNs are written as decimal strings: they are 64-bit and exceed 2^53,
-// beyond which JavaScript and many JSON libraries silently round.
+// them), with Decimal as a JSON string (see Decimal). Unchanged TOAST
+// columns are left out of row objects, because their value is unknown,
+// and listed by name where the envelope has a place for them. LSNs are
+// written as decimal strings: they are 64-bit and exceed 2^53, beyond
+// which JavaScript and many JSON libraries silently round.
 type Encoder interface {
 	Encode(dst []byte, e *Event) ([]byte, error)
 }

@@ -87,8 +87,7 @@ type encoding struct {
 	frameTopic string
 	send       func(*kgo.Record)
 	// deadLetter is the dead-letter topic's limits, once known
-	// (deadLetterKnown); until then run stops at the batch's first
-	// dead letter for the caller to make sure of the topic.
+	// (deadLetterKnown; see run for until then).
 	deadLetter      topicadmin.Info
 	deadLetterKnown bool
 

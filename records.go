@@ -288,7 +288,6 @@ func (en *encoding) frames(e *Event, shape RecordShape) (before, after *kgo.Reco
 		return nil, nil, nil
 	}
 	topic := en.frameTopic
-	info := en.routes.frame
 	frame := func(last bool) (*kgo.Record, error) {
 		start := len(es.arena)
 		out, keyLen := es.framer.AppendFrame(es.arena, e, last)
@@ -303,7 +302,7 @@ func (en *encoding) frames(e *Event, shape RecordShape) (before, after *kgo.Reco
 			Key:   es.arena[start : start+keyLen : start+keyLen],
 			Value: es.take(start + keyLen)})
 		r := &es.frames[len(es.frames)-1]
-		if err := en.cfg.checkRecordSize(recordSize(r), true, topic, info); err != nil {
+		if err := en.cfg.checkRecordSize(recordSize(r), true, topic, en.routes.frame); err != nil {
 			where := "before"
 			if last {
 				where = "after"

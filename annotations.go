@@ -78,10 +78,9 @@ var (
 // MaxAnnotationKeyLen is the longest annotation key, in bytes.
 const MaxAnnotationKeyLen = 128
 
-// annotationProblems returns the problems of c's annotations: each key
-// must be 1 to MaxAnnotationKeyLen bytes of [a-zA-Z0-9._-] outside the
-// reserved prefixes, each value valid UTF-8, and AnnotationsIn known and
-// set only with annotations. Keys are reported in sorted order.
+// annotationProblems returns the problems of c's Annotations and
+// AnnotationsIn, by the rules their docs state. Keys are reported in
+// sorted order.
 func (c *Config) annotationProblems() []string {
 	var p []string
 	add := func(format string, args ...any) { p = append(p, fmt.Sprintf(format, args...)) }

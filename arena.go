@@ -16,9 +16,8 @@ const minEventRoom = 4 << 10
 // encoderState holds the memory shared by all records of one plan, so
 // that encoding costs no allocation per event: the records, their headers,
 // and the arena of their keys, values and header values. A Write that
-// succeeds hands it to the next Write (see Sink.encoderState), whose plan
-// overwrites it: by then every record has its outcome and the client holds
-// none of them.
+// succeeds hands it to the next Write (see Sink.reuse for why that is
+// safe), whose plan overwrites it (Sink.encoderState).
 type encoderState struct {
 	records   []kgo.Record
 	ptrs      []*kgo.Record // the parts' records (see plan.newPart)
@@ -102,6 +101,14 @@ func (s *Sink) reuse(p *plan) {
 // rare, and bounded by the chunk.
 func (es *encoderState) reserve(known int) {
 	es.arena = es.chunks.Room(es.arena, known+minEventRoom)
+}
+
+// eventID appends e's event id to the arena and returns it, for a record
+// key or the kafkasink.id header.
+func (es *encoderState) eventID(e *Event) []byte {
+	start := len(es.arena)
+	es.arena = e.Position.AppendText(es.arena)
+	return es.take(start)
 }
 
 // take returns the bytes appended to the arena since start, capped so a

@@ -71,11 +71,11 @@ const (
 // Routing tries, in order: Route, Routes, Template, Prefix. The first that
 // names a topic for the event's table wins. Schema and table names are put
 // into Template and Prefix verbatim, in the case PostgreSQL stores them:
-// nothing is escaped, lowered or replaced. A topic name must be 1 to 249
-// bytes of [a-zA-Z0-9._-] and not "." or ".."; a table whose name makes
-// any other topic name (a space, a quote, a slash, non-ASCII letters, a
-// very long name) is rejected with ReasonUnroutable, every one of its
-// events, until it has a Routes entry (or Route answers for it).
+// nothing is escaped, lowered or replaced. A table whose name makes a
+// topic name Kafka refuses (see ValidateTopicName: a space, a quote, a
+// slash, non-ASCII letters, a very long name) is rejected with
+// ReasonUnroutable, every one of its events, until it has a Routes entry
+// (or Route answers for it).
 //
 // Two tables never share a topic by accident: "a.b".c and a."b.c" both
 // make <Prefix>.a.b.c, and a Template such as "{schema}_{table}" makes
@@ -89,13 +89,10 @@ const (
 // of the sink are not compared.
 type Topics struct {
 	// Route, when set, names the topic of every event. An error rejects
-	// the event (ReasonUnroutable). Tables it routes to one topic must
-	// list that topic in Shared.
+	// the event (ReasonUnroutable).
 	Route func(schema, table string) (string, error)
-	// Routes maps a table, "schema.table", to a topic. A schema or table
-	// name with a dot or a double quote in it is written in double
-	// quotes, as in SQL: public."a.b" (see ParseTableName). Tables whose
-	// entries name the same topic share it on purpose.
+	// Routes maps a table, "schema.table" as ParseTableName reads it
+	// (public."a.b" for a name with a dot), to a topic.
 	Routes map[string]string
 	// Template names the topic with {schema} and {table} placeholders,
 	// such as "cdc.{schema}.{table}". Conflicts with Prefix.
@@ -173,13 +170,8 @@ type Config struct {
 	KeyFormat KeyFormat
 	// Encoder turns events into record values. Default JSONEncoder{}.
 	Encoder Encoder
-	// Headers selects the sink's own headers on the records of events:
-	// HeadersAll (the default: kafkasink.id, kafkasink.op,
-	// kafkasink.table, kafkasink.lsn, kafkasink.commit_lsn),
-	// HeadersMinimal (kafkasink.id and kafkasink.op, what consumers that
-	// remove duplicates and kafkasinktest need) or HeadersNone. The
-	// Encoder's headers (a RecordShaper's) are written either way, and
-	// dead-lettered records always carry all five.
+	// Headers selects the sink's own headers on the records of events
+	// (see HeaderSet). Default HeadersAll.
 	Headers HeaderSet
 	// Annotations are static key/values echoed in every record of an
 	// event, such as {"env": "prod", "region": "eu-west-1"}, where
@@ -190,11 +182,8 @@ type Config struct {
 	// sorted order. Neither the checkpoint records nor the Encoder's
 	// records around events (a Framer's) carry them.
 	Annotations map[string]string
-	// AnnotationsIn says where the records carry Annotations: in the
-	// value (AnnotateValue, the default: an "annotations" object, which
-	// the Encoder must write, see Annotator), in headers
-	// (AnnotateHeaders) or both (AnnotateBoth). Set only with
-	// Annotations.
+	// AnnotationsIn says where the records carry Annotations (see
+	// AnnotationPlace). Default AnnotateValue. Set only with Annotations.
 	AnnotationsIn AnnotationPlace
 
 	// DeadLetterTopic, when set, receives rejected events in the same

@@ -38,26 +38,23 @@ func (s *Sink) deadLetter(ctx context.Context, es *encoderState, e *Event, d dra
 		return nil, err
 	}
 	r, lost := deadLetterRecord(&s.cfg, es, e, d, rej, info)
-	if lost {
-		s.logLostValue(lostValue{position: e.Position, schema: e.Schema, table: e.Table, reason: rej.Reason, limit: s.cfg.recordLimit(info)})
+	if lost != nil {
+		s.logLostValue(*lost)
 	}
 	return r, nil
 }
 
 // deadLetterRecord turns the draft of a rejected event into its
-// dead-letter record, for a dead-letter topic of info. The record always
-// carries the event: its key, or the event id when the key could not be
-// made; its value as the Encoder wrote it, or the event as JSONEncoder
-// writes it when the Encoder failed or made a tombstone (see eventJSON);
-// and headers naming the reason. Only a value too large for the
-// dead-letter topic itself is left out, which the kafkasink.value header
-// says and lost reports, for the caller to log at Error.
-func deadLetterRecord(cfg *Config, es *encoderState, e *Event, d draft, rej *Rejection, info topicadmin.Info) (r *kgo.Record, lost bool) {
+// dead-letter record, as Config.DeadLetterTopic and ValueEncoded,
+// ValueEvent and ValueOmitted describe it, for a dead-letter topic of
+// info. lost is the value it left out (ValueOmitted), for the caller to
+// log at Error; nil when the record carries it.
+func deadLetterRecord(cfg *Config, es *encoderState, e *Event, d draft, rej *Rejection, info topicadmin.Info) (r *kgo.Record, lost *lostValue) {
 	limit := cfg.recordLimit(info)
 	r = d.record
 	r.Topic = cfg.DeadLetterTopic
 	if !d.keyMade {
-		r.Key = eventIDKey(es, e)
+		r.Key = es.eventID(e)
 	}
 	// The error text is cut short, to leave room for the event on a
 	// topic with a small max.message.bytes.
@@ -95,20 +92,14 @@ func deadLetterRecord(cfg *Config, es *encoderState, e *Event, d draft, rej *Rej
 		}
 	}
 	if r.Value == nil || fixed+len(r.Value) > limit {
-		kind, r.Value, lost = ValueOmitted, nil, true
+		kind, r.Value = ValueOmitted, nil
+		lost = &lostValue{position: e.Position, schema: e.Schema, table: e.Table, reason: rej.Reason, limit: limit}
 		if fixed > limit {
-			r.Key = eventIDKey(es, e) // the key is what is too large
+			r.Key = es.eventID(e) // the key is what is too large
 		}
 	}
 	r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderValue, Value: []byte(kind)})
 	return r, lost
-}
-
-// eventIDKey returns the event id as a record key.
-func eventIDKey(es *encoderState, e *Event) []byte {
-	start := len(es.arena)
-	es.arena = e.Position.AppendText(es.arena)
-	return es.take(start)
 }
 
 // eventJSON appends e as JSONEncoder writes it. A column value JSON cannot

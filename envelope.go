@@ -21,17 +21,17 @@ import (
 // naming the table and the column; the event is then rejected (see
 // RejectedError), not dropped. On error the returned slice is ignored.
 //
-// Encoders must be safe for concurrent use; the built-in ones are stateless
-// values and are. Encode must not keep dst or the slice it returns: once
-// the batch is delivered, the sink reuses that memory for the next one.
+// Encoders must be safe for concurrent use, as the built-in ones are.
+// Encode must not keep dst or the slice it returns: once the batch is
+// delivered, the sink reuses that memory for the next one.
 //
 // Column values are written by the same rules in every built-in encoder:
 // the output rules of package encoding/jsonw (docs/records.md repeats
-// them), with Decimal as a JSON string so no digit is lost. Unchanged
-// TOAST columns are left out of row objects, because their value is
-// unknown, and listed by name where the envelope has a place for them.
-// LSNs are written as decimal strings: they are 64-bit and exceed 2^53,
-// beyond which JavaScript and many JSON libraries silently round.
+// them), with Decimal as a JSON string (see Decimal). Unchanged TOAST
+// columns are left out of row objects, because their value is unknown,
+// and listed by name where the envelope has a place for them. LSNs are
+// written as decimal strings: they are 64-bit and exceed 2^53, beyond
+// which JavaScript and many JSON libraries silently round.
 type Encoder interface {
 	Encode(dst []byte, e *Event) ([]byte, error)
 }
@@ -65,8 +65,7 @@ type ValueSizer interface {
 // options of its own behind what a rule of the sink is about, so that
 // the problem the sink reports says which option to change, and the
 // program's flag for it. The sink's messages name the interface at
-// issue (AllKeysEncoder.EncodesAllKeys, Framer.FrameTopic,
-// RecordShape.NullKey) and add what Explain says.
+// issue (see Feature) and add what Explain says.
 type Explainer interface {
 	// Explain returns why the Encoder does what f names, naming its
 	// options, and the ways to make it stop besides the sink's own
@@ -182,11 +181,11 @@ func (j JSONEncoder) Encode(dst []byte, e *Event) ([]byte, error) {
 	}
 	dst = append(dst, `],"before":`...)
 	var err error
-	if dst, err = appendRow(dst, e, e.Before); err != nil {
+	if dst, err = AppendJSONRow(dst, e, e.Before); err != nil {
 		return nil, err
 	}
 	dst = append(dst, `,"after":`...)
-	if dst, err = appendRow(dst, e, e.After); err != nil {
+	if dst, err = AppendJSONRow(dst, e, e.After); err != nil {
 		return nil, err
 	}
 	dst = appendUnchanged(dst, `,"unchanged":[`, e)
@@ -212,8 +211,8 @@ func (j JSONEncoder) Encode(dst []byte, e *Event) ([]byte, error) {
 // no key of its own, so its tombstone carries the event id key and only
 // tells consumers that a truncate happened; they must clear the table
 // themselves if they care. A tombstone has no room for the truncate's
-// options (e.Truncate): consumers that need them use JSONEncoder. Its zero value is ready to use and it is safe for
-// concurrent use.
+// options (e.Truncate): consumers that need them use JSONEncoder. Its
+// zero value is ready to use and it is safe for concurrent use.
 //
 // The fields of a value, always in this order:
 //
@@ -239,11 +238,8 @@ func (j JSONEncoder) Encode(dst []byte, e *Event) ([]byte, error) {
 //	                   leaves out; omitted when there are none. A consumer
 //	                   that replaces whole documents must keep the old
 //	                   values of these columns (a partial update).
-//	annotations Config.Annotations as an object of strings, keys in sorted
-//	            order, when the sink's AnnotationsIn puts them in the
-//	            value (see Annotate); omitted otherwise. A tombstone has
-//	            none: AnnotateHeaders or AnnotateBoth carry them on every
-//	            record.
+//	annotations as JSONEncoder writes it; a tombstone has none (see
+//	            AnnotateValue)
 //
 // A partial document with action "insert" is the new row of an update
 // that changed the row's key (see pgcdc): the key it is stored under is
@@ -280,7 +276,7 @@ func (u UpsertEncoder) Encode(dst []byte, e *Event) ([]byte, error) {
 	dst = e.Position.AppendText(dst)
 	dst = append(dst, `","document":`...)
 	var err error
-	if dst, err = appendRow(dst, e, e.After); err != nil {
+	if dst, err = AppendJSONRow(dst, e, e.After); err != nil {
 		return nil, err
 	}
 	dst = append(dst, `,"metadata":{"schema":`...)
@@ -313,8 +309,6 @@ var valueExt = &jsonw.Extension{Append: appendExtValue, Types: "kafkasink.Decima
 
 func appendExtValue(dst []byte, v any) ([]byte, bool, error) {
 	if d, ok := v.(Decimal); ok {
-		// A string, not a number: JSON readers parse numbers as float64
-		// and would round a numeric(38,10).
 		return jsonw.AppendString(dst, string(d)), true, nil
 	}
 	return dst, false, nil
@@ -324,7 +318,7 @@ func appendExtValue(dst []byte, v any) ([]byte, bool, error) {
 // writes it (see JSONEncoder for the forms), for encoders that write some
 // values as it does. A value of a type it cannot write is an error.
 func AppendJSONValue(dst []byte, v any) ([]byte, error) {
-	return appendValue(dst, v)
+	return jsonw.AppendValueExt(dst, v, valueExt)
 }
 
 // AppendJSONRow appends row as JSONEncoder writes an image: an object of
@@ -332,17 +326,6 @@ func AppendJSONValue(dst []byte, v any) ([]byte, error) {
 // null for a nil row. A value it cannot write is an *EncodeError naming
 // e's table and the column.
 func AppendJSONRow(dst []byte, e *Event, row Row) ([]byte, error) {
-	return appendRow(dst, e, row)
-}
-
-// appendValue appends the JSON form of one column value.
-func appendValue(dst []byte, v any) ([]byte, error) {
-	return jsonw.AppendValueExt(dst, v, valueExt)
-}
-
-// appendRow appends row as an object of its changed columns in order, or
-// null for a nil row.
-func appendRow(dst []byte, e *Event, row Row) ([]byte, error) {
 	if row == nil {
 		return append(dst, "null"...), nil
 	}
@@ -360,7 +343,7 @@ func appendRow(dst []byte, e *Event, row Row) ([]byte, error) {
 		dst = jsonw.AppendString(dst, c.Name)
 		dst = append(dst, ':')
 		var err error
-		if dst, err = appendValue(dst, c.Value); err != nil {
+		if dst, err = AppendJSONValue(dst, c.Value); err != nil {
 			return nil, &EncodeError{Schema: e.Schema, Table: e.Table, Column: c.Name, Err: err}
 		}
 	}

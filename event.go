@@ -150,8 +150,9 @@ func (r Row) Get(name string) (Column, bool) {
 }
 
 // Decimal is an exact numeric value in its decimal text form, such as
-// "12345678901234567890.000001". Encoders write it as a JSON string so that
-// no digit is lost to floating point.
+// "12345678901234567890.000001". Encoders write it as a JSON string, not
+// a number, so that no digit is lost to floating point: JSON readers
+// parse numbers as float64 and would round a numeric(38,10).
 type Decimal string
 
 // Event is one row change.
@@ -169,11 +170,10 @@ type Event struct {
 	Before   Row       // old row image: deletes, and updates when the source has it
 	After    Row       // new row image: inserts, updates and snapshot reads
 	// Keyless says the event's table has no key at all, and the source
-	// chose to write such events with a null Kafka
-	// key, in partition 0 of the topic (see AppendKey). Without it, an
-	// event with no key columns is keyed by its event id. Key columns
-	// configured in the sink for the table (Config.KeyColumns) take
-	// precedence. pgcdc sets it under its Config.KeylessTables.
+	// chose to write such events with a null Kafka key, in partition 0
+	// of the topic (see AppendKey). Without it, an event with no key
+	// columns is keyed by its event id. Config.KeyColumns for the table
+	// take precedence. pgcdc sets it under its Config.KeylessTables.
 	Keyless bool
 	// BackfillRunID is set on snapshot rows (OpRead): the same for every row
 	// of one snapshot run and new for every run.
@@ -185,19 +185,16 @@ type Event struct {
 	// type. nil when the source does not describe its tables.
 	Relation *Relation
 	// Source is what the source says about where the event comes from
-	// beyond its transaction; each field's zero value means "the source
-	// does not say".
+	// beyond its transaction (see Source).
 	Source Source
 	// Record, when set, makes the event a record the source made whole
 	// (see SourceRecord): Op, Schema, Table and Position are still
-	// required, and the standard headers carry them, but the Encoder,
-	// Topics and KeyColumns are not consulted, and the row images are
-	// not written.
+	// required, and the row images are not written.
 	Record *SourceRecord
 	// Txn is where the event stands in its source transaction, for
 	// encoders that describe transactions (such as one that writes
-	// records around each, see Framer). The zero value means the source does
-	// not say; pgcdc fills it for every change, not for snapshot rows.
+	// records around each, see Framer). pgcdc fills it for every change,
+	// not for snapshot rows.
 	Txn TxnPlace
 }
 
@@ -205,8 +202,8 @@ type Event struct {
 // orders and counts are over the transaction's counted events: every
 // event the source delivers, except those the sink says it leaves out
 // (Sink.Delivers: a RecordShaper's Skip), so that an encoder that counts
-// a transaction's events counts only those it writes. Its zero value means the source does
-// not say.
+// a transaction's events counts only those it writes. Its zero value
+// means the source does not say.
 //
 // A source can fill it only once it knows the transaction's last event,
 // which pgcdc learns from the next change or the commit: the event is
@@ -248,8 +245,8 @@ type TableEvents struct {
 }
 
 // Source describes where an event comes from, for encoders that write a
-// source block. Every field is optional: its zero value
-// means the source does not say, and encoders write their "unknown" form.
+// source block. Every field is optional: its zero value means the source
+// does not say, and encoders write their "unknown" form.
 type Source struct {
 	// Database is the name of the database the event was read from.
 	Database string
@@ -257,9 +254,9 @@ type Source struct {
 	// transaction the source delivered before the event's own: with the
 	// event's LSN it orders changes the way a source that resumes from
 	// that point sees them. pgcdc's Run carries it across reconnects and
-	// restarts in its checkpoint. Zero when the source does not know it (before the first
-	// transaction after a snapshot; a Decoder used alone, after each
-	// connection), and on snapshot rows.
+	// restarts in its checkpoint. Zero when the source does not know it
+	// (before the first transaction after a snapshot; a Decoder used
+	// alone, after each connection), and on snapshot rows.
 	PrevCommitEnd LSN
 	// Snapshot says where a snapshot row (OpRead) stands in its run.
 	Snapshot SnapshotMark

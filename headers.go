@@ -28,7 +28,9 @@ const (
 )
 
 // HeaderSet selects the standard headers the records of an event carry
-// (Config.Headers). All five are about 115 bytes per record before
+// (Config.Headers). The Encoder's own headers (a RecordShaper's) are
+// written whatever the set, and dead-lettered records always carry all
+// five (see HeaderReason). All five are about 115 bytes per record before
 // compression: a tenth of the record of a 1 KB event, over a quarter of
 // a 200 B one's. The smaller sets save those bytes on the wire and in the
 // topics (docs/records.md has the figures compressed).
@@ -46,9 +48,8 @@ const (
 	// because a tombstone has no value to tell a delete from a truncate.
 	HeadersMinimal
 	// HeadersNone: none of the sink's own headers; the records carry
-	// only the Encoder's (a RecordShaper's). Nothing then
-	// tells a duplicate apart but the value, and kafkasinktest's Decode
-	// refuses the records.
+	// only the Encoder's. Nothing then tells a duplicate apart but the
+	// value, and kafkasinktest's Decode refuses the records.
 	HeadersNone
 )
 
@@ -100,9 +101,7 @@ func (es *encoderState) standardHeaders(set HeaderSet, e *Event) []kgo.RecordHea
 	add := func(key string, value []byte) {
 		es.headers = append(es.headers, kgo.RecordHeader{Key: key, Value: value})
 	}
-	start := len(es.arena)
-	es.arena = e.Position.AppendText(es.arena)
-	add(HeaderID, es.take(start))
+	add(HeaderID, es.eventID(e))
 	add(HeaderOp, opValues[e.Op])
 	if set == HeadersMinimal {
 		return es.headers[h0:len(es.headers):len(es.headers)]
@@ -110,13 +109,13 @@ func (es *encoderState) standardHeaders(set HeaderSet, e *Event) []kgo.RecordHea
 
 	sh := &es.shared
 	if sh.table == nil || sh.schemaName != e.Schema || sh.tableName != e.Table {
-		start = len(es.arena)
+		start := len(es.arena)
 		es.arena = append(append(append(es.arena, e.Schema...), '.'), e.Table...)
 		sh.schemaName, sh.tableName, sh.table = e.Schema, e.Table, es.take(start)
 	}
 	add(HeaderTable, sh.table)
 
-	start = len(es.arena)
+	start := len(es.arena)
 	es.arena = strconv.AppendUint(es.arena, uint64(e.LSN), 10)
 	add(HeaderLSN, es.take(start))
 

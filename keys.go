@@ -43,10 +43,9 @@ var errMissingKeyColumn = errors.New("key column has no value")
 // AllKeysEncoder is an optional interface of a KeyEncoder that, under its
 // options, writes every record key itself, not only those of row changes
 // with key columns, such as an Encoder whose keys carry their schema. New
-// and each Write ask
-// EncodesAllKeys; when it reports false, the sink keys every record
-// itself (AppendKey in Config.KeyFormat), as for an Encoder without a
-// KeyEncoder.
+// and each Write ask EncodesAllKeys; when it reports false, the sink keys
+// every record itself (AppendKey in Config.KeyFormat), as for an Encoder
+// without a KeyEncoder.
 //
 // When it reports true, the sink calls EncodeKey for every record of a
 // row change or truncate, with columns Config.KeyColumns for the table
@@ -54,9 +53,8 @@ var errMissingKeyColumn = errors.New("key column has no value")
 // truncate or an event without key columns itself), and
 // AppendKeyPayload for the other key of a key change
 // (Source.KeyChange), which RecordShaper.AppendHeaders receives. A key
-// column the image lacks is the error of MissingKeyColumnError, and the
-// event is rejected with ReasonNoKey; any other error rejects it with
-// ReasonUnencodable.
+// column the image lacks is the error of MissingKeyColumnError; any
+// other error rejects the event with ReasonUnencodable.
 type AllKeysEncoder interface {
 	KeyEncoder
 	// EncodesAllKeys reports whether the encoder writes every record
@@ -73,7 +71,21 @@ type AllKeysEncoder interface {
 // *EncodeError, and the sink rejects an event whose KeyEncoder returns
 // it with ReasonNoKey.
 func MissingKeyColumnError(e *Event, name string, present bool) error {
-	return missingKeyError(e, name, present)
+	image := "after"
+	if e.After == nil {
+		image = "before"
+	}
+	var err error
+	if present {
+		err = fmt.Errorf("%w: key column %q of %s.%s is an unchanged TOAST value the source did not send; "+
+			"use key columns that are not TOASTed, or set the table's REPLICA IDENTITY to FULL",
+			errMissingKeyColumn, name, e.Schema, e.Table)
+	} else {
+		err = fmt.Errorf("%w: key column %q is not in the %s image of %s.%s; "+
+			"set the table's key columns in the sink config, or its REPLICA IDENTITY so deletes carry them",
+			errMissingKeyColumn, name, image, e.Schema, e.Table)
+	}
+	return &EncodeError{Schema: e.Schema, Table: e.Table, Column: name, Err: err}
 }
 
 // AppendKey appends the message key of e to dst in the given format and
@@ -129,11 +141,8 @@ func AppendKey(dst []byte, e *Event, columns []string, format KeyFormat) ([]byte
 	if nullKey(e, columns) {
 		return dst, nil
 	}
-	if len(columns) == 0 {
-		columns = e.Key
-	}
 	// A truncate has no row, so no key values: it is keyed by its id.
-	if len(columns) == 0 || e.Op == OpTruncate {
+	if columns = eventKeyColumns(e, columns); columns == nil {
 		if format == KeyJSON {
 			dst = append(dst, '"')
 			dst = e.Position.AppendText(dst)
@@ -152,7 +161,7 @@ func AppendKey(dst []byte, e *Event, columns []string, format KeyFormat) ([]byte
 	for i, name := range columns {
 		c, ok := row.Get(name)
 		if !ok || c.Unchanged {
-			return nil, missingKeyError(e, name, ok)
+			return nil, MissingKeyColumnError(e, name, ok)
 		}
 		var err error
 		if format == KeyJSON {
@@ -161,7 +170,7 @@ func AppendKey(dst []byte, e *Event, columns []string, format KeyFormat) ([]byte
 			}
 			dst = jsonw.AppendString(dst, name)
 			dst = append(dst, ':')
-			dst, err = appendValue(dst, c.Value)
+			dst, err = AppendJSONValue(dst, c.Value)
 		} else {
 			if i > 0 {
 				dst = append(dst, '|')
@@ -203,24 +212,6 @@ func shapedNullKeyOnCompactedTopic(enc Encoder, e *Event, topic string) error {
 	return fmt.Errorf("kafkasink: the Encoder writes this %s of %s with a null Kafka key (%s), and topic %q is compacted (cleanup.policy), "+
 		"which refuses records without a key; %sroute the table to a topic that is not compacted",
 		e.Op, TableName(e.Schema, e.Table), what, topic, fix)
-}
-
-func missingKeyError(e *Event, name string, present bool) error {
-	image := "after"
-	if e.After == nil {
-		image = "before"
-	}
-	var err error
-	if present {
-		err = fmt.Errorf("%w: key column %q of %s.%s is an unchanged TOAST value the source did not send; "+
-			"use key columns that are not TOASTed, or set the table's REPLICA IDENTITY to FULL",
-			errMissingKeyColumn, name, e.Schema, e.Table)
-	} else {
-		err = fmt.Errorf("%w: key column %q is not in the %s image of %s.%s; "+
-			"set the table's key columns in the sink config, or its REPLICA IDENTITY so deletes carry them",
-			errMissingKeyColumn, name, image, e.Schema, e.Table)
-	}
-	return &EncodeError{Schema: e.Schema, Table: e.Table, Column: name, Err: err}
 }
 
 // appendKeyText appends the escaped text form of one key value; a

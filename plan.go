@@ -7,27 +7,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// A batch is planned in two phases, which planSending runs and reports on:
-//
-//  1. resolve, the one that does I/O: once per distinct table of the
-//     batch it resolves the route (claiming the topic), runs the
-//     Encoder's Preparer, and makes sure of every topic the records will
-//     go to (creating it when allowed), learning its limits.
-//  2. encoding.run, which does none: it encodes the events into the parts
-//     of the plan from what resolve found, and returns what is to be
-//     reported (rejections, events the Encoder leaves out, dead letters
-//     without their value) rather than logging it or calling hooks. Its
-//     one exception is send, ExactlyOnce mode's early send. It pauses at
-//     the batch's first dead letter for planSending to make sure of the
-//     dead-letter topic (encode): a batch without one never asks for it.
-
 // planSending plans b and sends its first part while planning: it drops
 // the events the checkpoint already covers (delivered), resolves the
-// routes and topics of the rest (resolve), encodes them into records split
-// into parts (encoding.run), and reports the events that cannot be
-// delivered (reportRejections), which are dead-lettered or fail the batch
-// with a *RejectedError listing all of them. A plan without parts has
-// nothing to deliver: every event was delivered before.
+// routes and topics of the rest (resolve, the phase that does I/O),
+// encodes them into records split into parts (encoding.run, the phase
+// that does none), and reports what encoding kept to report: the events
+// that cannot be delivered (reportRejected), the events the Encoder
+// leaves out and the dead letters without their value. A plan without
+// parts has nothing to deliver: every event was delivered before.
 //
 // send, when not nil, is given each record of the first part as soon as it
 // is encoded, so that the ExactlyOnce sink produces it while the rest is
@@ -58,7 +45,7 @@ func (s *Sink) planSending(ctx context.Context, b *Batch, send func(*kgo.Record)
 		s.log.Info("skipping events the Encoder leaves out", "skipped", en.omitted.Events, "first", en.omitted.First.String(), "last", en.omitted.Last.String())
 		s.hooks.onSkipped(en.omitted)
 	}
-	if err := s.reportRejections(en.rejections); err != nil {
+	if err := s.reportRejected(en.rejections, s.cfg.DeadLetterTopic != ""); err != nil {
 		return nil, err
 	}
 	p := en.p
@@ -87,7 +74,8 @@ func delivered(events []Event, ck Position) ([]Event, SkipInfo) {
 }
 
 // encode runs en to its end, making sure of the dead-letter topic when en
-// first needs it.
+// first needs it, at the batch's first dead letter: a batch without one
+// never asks for it.
 func (s *Sink) encode(ctx context.Context, en *encoding) error {
 	for {
 		needDeadLetterTopic, err := en.run()
@@ -179,14 +167,15 @@ func (rt *routing) shape(i int) RecordShape {
 }
 
 // resolve is the first phase of a plan, the one that does I/O. It shapes
-// the events (RecordShaper) and routes their tables, each once: the tables
-// of the events the Encoder writes, and with a Preparer, which is given
-// the route of every event, those of the events it leaves out too. Then
-// it runs the Preparer, and makes sure of the topics in the order the
-// events reach them: the topic of each table of an event the Encoder
-// writes, and the Framer's when an event asks for a record around it. It
-// returns the first error: a Preparer's, a table routed to another's
-// topic (fatal), a topic missing or not created.
+// the events (RecordShaper) and routes their tables (claiming their
+// topics), each once: the tables of the events the Encoder writes, and
+// with a Preparer, which is given the route of every event, those of the
+// events it leaves out too. Then it runs the Preparer, and makes sure of
+// the topics (creating them when allowed, learning their limits) in the
+// order the events reach them: the topic of each table of an event the
+// Encoder writes, and the Framer's when an event asks for a record around
+// it. It returns the first error: a Preparer's, a table routed to
+// another's topic (fatal), a topic missing or not created.
 func (s *Sink) resolve(ctx context.Context, events []Event) (*routing, error) {
 	shaper, _ := s.cfg.Encoder.(RecordShaper)
 	framer, _ := shaper.(Framer)

@@ -36,9 +36,8 @@ type EventRoute struct {
 	// is then rejected).
 	Topic string
 	// KeyColumns are the columns the sink will give the Encoder's
-	// KeyEncoder for the event's key (Config.KeyColumns for the table,
-	// else Event.Key); empty when the sink keys the record itself: a
-	// truncate, or a table without key columns (see KeyEncoder).
+	// KeyEncoder for the event's key; empty when the sink keys the record
+	// itself (see KeyEncoder for both).
 	KeyColumns []string
 }
 
@@ -72,15 +71,15 @@ func (s *Sink) prepare(ctx context.Context, pr Preparer, events []Event, rt *rou
 		if t.err != nil || t.collision != nil || e.Record != nil {
 			continue
 		}
-		routes[i] = EventRoute{Topic: t.topic, KeyColumns: encodedKeyColumns(e, t.keyColumns)}
+		routes[i] = EventRoute{Topic: t.topic, KeyColumns: eventKeyColumns(e, t.keyColumns)}
 	}
 	return pr.Prepare(ctx, events, routes)
 }
 
-// encodedKeyColumns returns the key columns a KeyEncoder writes e's key
-// from: the configured columns, else e.Key; nil when the sink keys e
-// itself.
-func encodedKeyColumns(e *Event, columns []string) []string {
+// eventKeyColumns returns the columns e's key is made of, by AppendKey or
+// a KeyEncoder: the configured columns, else e.Key; nil for a truncate or
+// when there are none, which AppendKey keys without columns.
+func eventKeyColumns(e *Event, columns []string) []string {
 	if len(columns) == 0 {
 		columns = e.Key
 	}
@@ -94,14 +93,14 @@ func encodedKeyColumns(e *Event, columns []string) []string {
 // or as AppendKey does for the records it leaves to the sink (see
 // KeyEncoder).
 func appendEncodedKey(dst []byte, ke KeyEncoder, e *Event, configured []string, format KeyFormat) ([]byte, error) {
-	columns := encodedKeyColumns(e, configured)
+	columns := eventKeyColumns(e, configured)
 	if columns == nil {
 		return AppendKey(dst, e, configured, format)
 	}
 	row := e.Image()
 	for _, name := range columns {
 		if c, ok := row.Get(name); !ok || c.Unchanged {
-			return nil, missingKeyError(e, name, ok)
+			return nil, MissingKeyColumnError(e, name, ok)
 		}
 	}
 	return ke.EncodeKey(dst, e, columns)

@@ -87,8 +87,7 @@ type encoding struct {
 	frameTopic string
 	send       func(*kgo.Record)
 	// deadLetter is the dead-letter topic's limits, once known
-	// (deadLetterKnown); until then run stops at the batch's first
-	// dead letter for the caller to make sure of the topic.
+	// (deadLetterKnown; see run for until then).
 	deadLetter      topicadmin.Info
 	deadLetterKnown bool
 
@@ -142,7 +141,7 @@ func (en *encoding) run() (needDeadLetterTopic bool, err error) {
 		}
 		en.pending = nil
 		r := en.deadLetterRecord(l.e, l.d, l.rej)
-		p.add(l.e.Position, true, cfg.MaxTransactionRecords, cfg.MaxTransactionBytes, en.send, l.before, r, nil, l.after)
+		en.add(l.e.Position, true, l.before, r, nil, l.after)
 	}
 	for en.next < len(en.events) {
 		i := en.next
@@ -164,7 +163,7 @@ func (en *encoding) run() (needDeadLetterTopic bool, err error) {
 			if before == nil && after == nil {
 				p.omit(e.Position)
 			} else {
-				p.add(e.Position, false, cfg.MaxTransactionRecords, cfg.MaxTransactionBytes, en.send, before, after)
+				en.add(e.Position, false, before, after)
 			}
 			continue
 		}
@@ -186,7 +185,7 @@ func (en *encoding) run() (needDeadLetterTopic bool, err error) {
 			}
 			r = en.deadLetterRecord(e, d, rej)
 		}
-		p.add(e.Position, true, cfg.MaxTransactionRecords, cfg.MaxTransactionBytes, en.send, before, r, tomb, after)
+		en.add(e.Position, true, before, r, tomb, after)
 	}
 	if !en.done {
 		en.done = true
@@ -199,8 +198,8 @@ func (en *encoding) run() (needDeadLetterTopic bool, err error) {
 // dead-letter record, counting it in the plan.
 func (en *encoding) deadLetterRecord(e *Event, d draft, rej *Rejection) *kgo.Record {
 	r, lost := deadLetterRecord(en.cfg, en.es, e, d, rej, en.deadLetter)
-	if lost {
-		en.lost = append(en.lost, lostValue{position: e.Position, schema: e.Schema, table: e.Table, reason: rej.Reason, limit: en.cfg.recordLimit(en.deadLetter)})
+	if lost != nil {
+		en.lost = append(en.lost, *lost)
 	}
 	en.p.rejected++
 	return r
@@ -208,12 +207,14 @@ func (en *encoding) deadLetterRecord(e *Event, d draft, rej *Rejection) *kgo.Rec
 
 // add appends rs, the records of the event at pos (its record, and those
 // a RecordShaper asked for; nil ones are left out), to the last part of
-// p, or to a new part when the last one is full: at maxRecords events,
-// or maxBytes bytes with rs. The records of one event are never split
-// across parts. An event the Encoder leaves out adds only the records
-// around it, and is not counted (counted false). The records of the
-// first part are given to send, when not nil.
-func (p *plan) add(pos Position, counted bool, maxRecords, maxBytes int, send func(*kgo.Record), rs ...*kgo.Record) {
+// en.p, or to a new part when the last one is full: at
+// Config.MaxTransactionRecords events, or MaxTransactionBytes bytes with
+// rs. The records of one event are never split across parts. An event
+// the Encoder leaves out adds only the records around it, and is not
+// counted (counted false). The records of the first part are given to
+// en.send, when not nil.
+func (en *encoding) add(pos Position, counted bool, rs ...*kgo.Record) {
+	p := en.p
 	size := 0
 	for _, r := range rs {
 		if r != nil {
@@ -221,7 +222,7 @@ func (p *plan) add(pos Position, counted bool, maxRecords, maxBytes int, send fu
 		}
 	}
 	last := len(p.parts) - 1
-	if last < 0 || p.parts[last].events >= maxRecords || p.parts[last].bytes+size > maxBytes {
+	if last < 0 || p.parts[last].events >= en.cfg.MaxTransactionRecords || p.parts[last].bytes+size > en.cfg.MaxTransactionBytes {
 		p.parts = append(p.parts, p.newPart(pos))
 		last++
 	}
@@ -233,8 +234,8 @@ func (p *plan) add(pos Position, counted bool, maxRecords, maxBytes int, send fu
 		pt.records = append(pt.records, r)
 		pt.positions = append(pt.positions, pos)
 		p.records++
-		if last == 0 && send != nil {
-			send(r)
+		if last == 0 && en.send != nil {
+			en.send(r)
 		}
 	}
 	if counted {
@@ -287,7 +288,6 @@ func (en *encoding) frames(e *Event, shape RecordShape) (before, after *kgo.Reco
 		return nil, nil, nil
 	}
 	topic := en.frameTopic
-	info := en.routes.frame
 	frame := func(last bool) (*kgo.Record, error) {
 		start := len(es.arena)
 		out, keyLen := es.framer.AppendFrame(es.arena, e, last)
@@ -302,7 +302,7 @@ func (en *encoding) frames(e *Event, shape RecordShape) (before, after *kgo.Reco
 			Key:   es.arena[start : start+keyLen : start+keyLen],
 			Value: es.take(start + keyLen)})
 		r := &es.frames[len(es.frames)-1]
-		if err := en.cfg.checkRecordSize(recordSize(r), true, topic, info); err != nil {
+		if err := en.cfg.checkRecordSize(recordSize(r), true, topic, en.routes.frame); err != nil {
 			where := "before"
 			if last {
 				where = "after"
@@ -325,15 +325,9 @@ func (en *encoding) frames(e *Event, shape RecordShape) (before, after *kgo.Reco
 	return before, after, nil
 }
 
-// reportRejections reports every rejected event to the hooks and the log.
-// Without a dead-letter topic they fail the batch: it returns a
+// reportRejected reports rejected events to the hooks and the log,
+// dead-lettered or not; when not, they fail the batch: it returns a
 // *RejectedError listing all of them.
-func (s *Sink) reportRejections(rejections []Rejection) error {
-	return s.reportRejected(rejections, s.cfg.DeadLetterTopic != "")
-}
-
-// reportRejected reports rejected events, dead-lettered or not; when not,
-// it returns a *RejectedError listing all of them.
 func (s *Sink) reportRejected(rejections []Rejection, deadLettered bool) error {
 	for _, r := range rejections {
 		s.hooks.onRejected(r, deadLettered)
@@ -389,7 +383,7 @@ func (en *encoding) encodeEvent(i int, e *Event, knownValueSize int, shapedNullK
 	rt, info := t.tableRoute, t.info
 	*d.record = kgo.Record{Topic: rt.topic, Headers: es.standardHeaders(en.cfg.Headers, e)}
 	if es.shaper != nil {
-		d.record.Headers = en.shapedHeaders(es, d.record.Headers, e, rt.keyColumns)
+		d.record.Headers = en.shapedHeaders(d.record.Headers, e, rt.keyColumns)
 	}
 	d.record.Headers = es.appendAnnotationHeaders(d.record.Headers, en.cfg.annotationHeaders)
 	var rej *Rejection
@@ -506,7 +500,8 @@ func (s *Sink) routeOf(e *Event) tableRoute {
 // renders the other event's key (by keyColumns, as the record's own) for
 // them; a key it cannot render is left out, as the event's own key
 // decides the event's fate.
-func (en *encoding) shapedHeaders(es *encoderState, hs []kgo.RecordHeader, e *Event, keyColumns []string) []kgo.RecordHeader {
+func (en *encoding) shapedHeaders(hs []kgo.RecordHeader, e *Event, keyColumns []string) []kgo.RecordHeader {
+	es := en.es
 	var otherKey []byte
 	if e.Source.KeyChange != nil {
 		other := Event{Op: OpInsert, Schema: e.Schema, Table: e.Table, Position: e.Position, Key: e.Key, Relation: e.Relation, After: e.Source.KeyChange}

@@ -50,15 +50,11 @@ func (c *Config) checkRecordSize(size int, exact bool, topic string, info topica
 }
 
 // minValueSize returns a size in bytes that enc's value for e is known to
-// reach, from the lengths of e's column values alone, so that a record too
-// large for its topic is refused before it is encoded: encoding a 100 MB
-// value takes a few times that in memory, only to be thrown away. It is 0
-// for an Encoder it does not know and that is no ValueSizer, whose records
-// are measured after encoding.
-//
-// The bound holds for the built-in encoders because each writes every
-// changed column value of the images it includes at least at its length:
-// a string escaped, []byte in base64, raw JSON verbatim.
+// reach, from the lengths of e's column values alone (see ValueSizer for
+// why). It is 0 for an Encoder it does not know and that is no
+// ValueSizer, whose records are measured after encoding. The built-in
+// encoders write every changed column value of the images they include
+// in JSON, so for them it is MinRowSize of those images.
 func minValueSize(enc Encoder, e *Event) int {
 	if e.Record != nil {
 		return len(e.Record.Value)
@@ -93,8 +89,7 @@ func MinRowSize(row Row) int {
 	return n
 }
 
-// minJSONSize is the least a value takes in JSON. Only the types whose size
-// grows with the data count; the rest are small.
+// minJSONSize is the least a value takes in JSON (see MinRowSize).
 func minJSONSize(v any) int {
 	switch v := v.(type) {
 	case string:

@@ -11,14 +11,12 @@ import (
 //
 // A part is taken literally, without case folding: Orders is the table
 // PostgreSQL stores as Orders (which SQL would have to quote, and
-// TableName does). A part that
-// contains a dot or a double quote, or starts or ends with a space, must be
-// written in double quotes, with a double quote inside doubled, as in SQL:
-// public."a.b", "a.b".c, "say ""hi""".t. Any part may be quoted. So
-// "a.b".c and a."b.c" name different tables, and an unquoted name with more
-// than one dot, such as a.b.c, is refused as ambiguous.
-//
-// TableName formats a table the way ParseTableName reads it back.
+// TableName does). A part that contains a dot or a double quote, or
+// starts or ends with a space, must be written in double quotes, with a
+// double quote inside doubled, as in SQL: public."a.b", "a.b".c,
+// "say ""hi""".t. Any part may be quoted. So "a.b".c and a."b.c" name
+// different tables, and an unquoted name with more than one dot, such as
+// a.b.c, is refused as ambiguous.
 func ParseTableName(s string) (schema, table string, err error) {
 	return tablename.Parse(s)
 }

@@ -87,6 +87,22 @@ func (h HeaderSet) count() int {
 	return 0
 }
 
+// extendHeaders returns the record headers hs, the last appended to
+// es.headers, followed by more. They stay one run at the end of
+// es.headers, where the next extension of the same record's headers
+// (appendAnnotationHeaders) looks for them: appending to hs itself, whose
+// capacity ends with it, would move them elsewhere.
+func (es *encoderState) extendHeaders(hs []kgo.RecordHeader, more []Header) []kgo.RecordHeader {
+	if len(more) == 0 {
+		return hs
+	}
+	h0 := len(es.headers) - len(hs)
+	for _, h := range more {
+		es.headers = append(es.headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+	}
+	return es.headers[h0:len(es.headers):len(es.headers)]
+}
+
 // standardHeaders appends the standard headers of set for e to
 // es.headers and returns them. The values are in the arena, but those
 // that repeat are shared instead of written again: the op names, and

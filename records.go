@@ -518,15 +518,6 @@ func (en *encoding) shapedHeaders(hs []kgo.RecordHeader, e *Event, keyColumns []
 			otherKey = es.take(start)
 		}
 	}
-	var extra []Header
-	extra, es.arena = es.shaper.AppendHeaders(es.shaped[:0], es.arena, e, otherKey)
-	es.shaped = extra
-	if len(extra) == 0 {
-		return hs
-	}
-	h0 := len(es.headers) - len(hs)
-	for _, h := range extra {
-		es.headers = append(es.headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
-	}
-	return es.headers[h0:len(es.headers):len(es.headers)]
+	es.shaped, es.arena = es.shaper.AppendHeaders(es.shaped[:0], es.arena, e, otherKey)
+	return es.extendHeaders(hs, es.shaped)
 }

@@ -75,10 +75,8 @@ func (s *Sink) sourceRecordRoute(r *SourceRecord) tableRoute {
 func (en *encoding) encodeSourceRecord(e *Event, t *routedTable, d draft) (draft, *Rejection) {
 	es, src := en.es, e.Record
 	r := d.record
-	*r = kgo.Record{Topic: t.topic, Key: src.Key, Value: src.Value, Headers: es.standardHeaders(en.cfg.Headers, e)}
-	for _, h := range src.Headers {
-		r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
-	}
+	*r = kgo.Record{Topic: t.topic, Key: src.Key, Value: src.Value}
+	r.Headers = es.extendHeaders(es.standardHeaders(en.cfg.Headers, e), src.Headers)
 	r.Headers = es.appendAnnotationHeaders(r.Headers, en.cfg.annotationHeaders)
 	d.keyMade, d.valueMade = true, true
 	reject := func(reason Reason, err error) (draft, *Rejection) {

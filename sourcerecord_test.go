@@ -103,3 +103,35 @@ func TestSourceRecordForSinkTopicsRejected(t *testing.T) {
 		}
 	}
 }
+
+// TestSourceRecordHeadersWithAnnotationHeaders: a source record's own
+// headers and the annotation headers both reach it, in that order after
+// the standard ones, and nothing of the record written before it (a row
+// with its own annotation headers) leaks into its headers.
+func TestSourceRecordHeadersWithAnnotationHeaders(t *testing.T) {
+	t.Parallel()
+	_, brokers := sinktest.Cluster(t)
+	s := newSink(t, brokers, "source-records-annotated", func(c *kafkasink.Config) {
+		c.Annotations = map[string]string{"env": "prod"}
+		c.AnnotationsIn = kafkasink.AnnotateHeaders
+		c.Headers = kafkasink.HeadersMinimal
+	})
+	rows := sinktest.Inserts("public", "orders", 100, 1, 1)
+	rec := &kafkasink.SourceRecord{Topic: "orders.events", Key: []byte("o-1"), Value: []byte("v"),
+		Headers: []kafkasink.Header{{Key: "trace", Value: []byte("t-1")}, {Key: "span", Value: []byte("s-1")}}}
+	events := []kafkasink.Event{rows[0], sourceRecordEvent(kafkasink.Position{LSN: rows[0].Position.LSN, Index: 1}, rec)}
+	write(t, s, events)
+
+	got := sinktest.ReadCommitted(t, brokers, "orders.events")
+	if len(got) != 1 {
+		t.Fatalf("%d records on orders.events, want 1", len(got))
+	}
+	var keys []string
+	for _, h := range got[0].Headers {
+		keys = append(keys, h.Key+"="+string(h.Value))
+	}
+	want := []string{kafkasink.HeaderID + "=" + events[1].ID(), kafkasink.HeaderOp + "=insert", "trace=t-1", "span=s-1", "env=prod"}
+	if strings.Join(keys, " ") != strings.Join(want, " ") {
+		t.Errorf("the source record's headers:\n got %v\nwant %v", keys, want)
+	}
+}

@@ -80,4 +80,3 @@ func (l backfillList) busy(table string) *BackfillError {
 	return &BackfillError{Table: table, Problem: fmt.Sprintf("backfill %s of this table is still running (%d rows so far): "+
 		"wait for it to finish, or cancel it first (Backfills.Cancel, or a stop-snapshot signal)", l[i].ID, l[i].Rows)}
 }
-

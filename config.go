@@ -24,8 +24,8 @@ const (
 	// transaction: a read_committed consumer sees every event once.
 	ExactlyOnce Mode = iota
 	// Idempotent writes with an idempotent producer and acks=all, then the
-	// checkpoint: at least once, duplicates only after a crash, bounded by
-	// the events since the last checkpoint.
+	// checkpoint: at least once, duplicates only after a crash or a failed
+	// Write, bounded by the events since the last checkpoint.
 	Idempotent
 	// Plain writes without idempotence, for brokers that lack it: at least
 	// once with acks=all; a retried request can reorder records.

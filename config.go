@@ -89,10 +89,12 @@ const (
 // of the sink are not compared.
 type Topics struct {
 	// Route, when set, names the topic of every event. An error rejects
-	// the event (ReasonUnroutable).
+	// the event (ReasonUnroutable). Tables it routes to one topic must
+	// list that topic in Shared.
 	Route func(schema, table string) (string, error)
 	// Routes maps a table, "schema.table" as ParseTableName reads it
-	// (public."a.b" for a name with a dot), to a topic.
+	// (public."a.b" for a name with a dot), to a topic. Tables whose
+	// entries name the same topic share it on purpose.
 	Routes map[string]string
 	// Template names the topic with {schema} and {table} placeholders,
 	// such as "cdc.{schema}.{table}". Conflicts with Prefix.

@@ -159,14 +159,10 @@ func TestInvalidTxnStateFencesOnlyFromACommit(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			c, err := kfake.NewCluster(kfake.NumBrokers(1))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			c, brokers := sinktest.Cluster(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			cfg := kafkasink.Config{Brokers: c.ListenAddrs(), SinkID: "txnstate"}
+			cfg := kafkasink.Config{Brokers: brokers, SinkID: "txnstate"}
 			if tc.guarded {
 				cfg.Guard = func() error { return nil }
 			}

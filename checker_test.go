@@ -121,11 +121,15 @@ var (
 	// checkerWrittenThenRefused refuse a retried batch for good.
 	checkerWrittenThenRefused = []*kerr.Error{kerr.UnknownServerError, kerr.TransactionAbortable, kerr.CorruptMessage}
 	// checkerFatal leaves out the fencing answers (PRODUCER_FENCED,
-	// INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE): drawn at random they
-	// would fence the newest instance with no instance to fence it;
-	// kafkasinktest.FenceLikeKafka answers them where Kafka does.
-	checkerFatal = []*kerr.Error{kerr.TopicAuthorizationFailed, kerr.ClusterAuthorizationFailed, kerr.PolicyViolation}
-	checkerKeys  = []kmsg.Key{kmsg.Produce, kmsg.EndTxn, kmsg.InitProducerID, kmsg.FindCoordinator, kmsg.Metadata,
+	// INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE to a commit): drawn at
+	// random they would fence the newest instance with no instance to
+	// fence it; kafkasinktest.FenceLikeKafka answers them where Kafka
+	// does. checkerProduceFatal adds INVALID_TXN_STATE to a produce,
+	// which is no fencing: franz-go fails the producer id for good, and
+	// the sink stops as unexpected.
+	checkerFatal        = []*kerr.Error{kerr.TopicAuthorizationFailed, kerr.ClusterAuthorizationFailed, kerr.PolicyViolation}
+	checkerProduceFatal = append(checkerFatal[:len(checkerFatal):len(checkerFatal)], kerr.InvalidTxnState)
+	checkerKeys         = []kmsg.Key{kmsg.Produce, kmsg.EndTxn, kmsg.InitProducerID, kmsg.FindCoordinator, kmsg.Metadata,
 		kmsg.ListOffsets, kmsg.Fetch, kmsg.AddPartitionsToTxn, kmsg.DescribeConfigs, kmsg.CreateTopics, kmsg.ApiVersions}
 )
 
@@ -350,6 +354,8 @@ func (k *checker) addFault() {
 		f.Err = checkerRetryable[k.rng.IntN(len(checkerRetryable))]
 	case r < 95:
 		f.Err = checkerAbortable[k.rng.IntN(len(checkerAbortable))]
+	case f.Keys[0] == kmsg.Produce:
+		f.Err = checkerProduceFatal[k.rng.IntN(len(checkerProduceFatal))]
 	default:
 		f.Err = checkerFatal[k.rng.IntN(len(checkerFatal))]
 	}

@@ -106,8 +106,9 @@ func TestSourceRecordForSinkTopicsRejected(t *testing.T) {
 
 // TestSourceRecordHeadersWithAnnotationHeaders: a source record's own
 // headers and the annotation headers both reach it, in that order after
-// the standard ones, and nothing of the record written before it (a row
-// with its own annotation headers) leaks into its headers.
+// the standard ones, whether it is first in its Write (where the sink once
+// sliced its headers below zero and panicked) or after a row with its own
+// annotation headers (whose headers once leaked into the record's).
 func TestSourceRecordHeadersWithAnnotationHeaders(t *testing.T) {
 	t.Parallel()
 	_, brokers := sinktest.Cluster(t)
@@ -116,22 +117,25 @@ func TestSourceRecordHeadersWithAnnotationHeaders(t *testing.T) {
 		c.AnnotationsIn = kafkasink.AnnotateHeaders
 		c.Headers = kafkasink.HeadersMinimal
 	})
-	rows := sinktest.Inserts("public", "orders", 100, 1, 1)
-	rec := &kafkasink.SourceRecord{Topic: "orders.events", Key: []byte("o-1"), Value: []byte("v"),
-		Headers: []kafkasink.Header{{Key: "trace", Value: []byte("t-1")}, {Key: "span", Value: []byte("s-1")}}}
-	events := []kafkasink.Event{rows[0], sourceRecordEvent(kafkasink.Position{LSN: rows[0].Position.LSN, Index: 1}, rec)}
-	write(t, s, events)
+	headers := []kafkasink.Header{{Key: "trace", Value: []byte("t-1")}, {Key: "span", Value: []byte("s-1")}}
+	first := sourceRecordEvent(kafkasink.Position{LSN: 100}, &kafkasink.SourceRecord{Topic: "orders.events", Value: []byte("v"), Headers: headers})
+	write(t, s, []kafkasink.Event{first})
+	row := sinktest.Inserts("public", "orders", 200, 1, 1)[0]
+	afterRow := sourceRecordEvent(kafkasink.Position{LSN: row.Position.LSN, Index: 1}, &kafkasink.SourceRecord{Topic: "orders.events", Value: []byte("v"), Headers: headers})
+	write(t, s, []kafkasink.Event{row, afterRow})
 
 	got := sinktest.ReadCommitted(t, brokers, "orders.events")
-	if len(got) != 1 {
-		t.Fatalf("%d records on orders.events, want 1", len(got))
+	if len(got) != 2 {
+		t.Fatalf("%d records on orders.events, want 2", len(got))
 	}
-	var keys []string
-	for _, h := range got[0].Headers {
-		keys = append(keys, h.Key+"="+string(h.Value))
-	}
-	want := []string{kafkasink.HeaderID + "=" + events[1].ID(), kafkasink.HeaderOp + "=insert", "trace=t-1", "span=s-1", "env=prod"}
-	if strings.Join(keys, " ") != strings.Join(want, " ") {
-		t.Errorf("the source record's headers:\n got %v\nwant %v", keys, want)
+	for i, e := range []kafkasink.Event{first, afterRow} {
+		var keys []string
+		for _, h := range got[i].Headers {
+			keys = append(keys, h.Key+"="+string(h.Value))
+		}
+		want := []string{kafkasink.HeaderID + "=" + e.ID(), kafkasink.HeaderOp + "=insert", "trace=t-1", "span=s-1", "env=prod"}
+		if strings.Join(keys, " ") != strings.Join(want, " ") {
+			t.Errorf("record %d's headers:\n got %v\nwant %v", i, keys, want)
+		}
 	}
 }

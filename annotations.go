@@ -3,8 +3,6 @@ package kafkasink
 import (
 	"fmt"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/kafkasink/kafkasink/internal/annotation"
 )
 
@@ -118,15 +116,4 @@ func (c *Config) annotate() []string {
 	}
 	c.Encoder = enc
 	return nil
-}
-
-// appendAnnotationHeaders returns the record headers hs (the last
-// appended to es.headers) followed by the annotations' headers.
-func (es *encoderState) appendAnnotationHeaders(hs, annotations []kgo.RecordHeader) []kgo.RecordHeader {
-	if len(annotations) == 0 {
-		return hs
-	}
-	h0 := len(es.headers) - len(hs)
-	es.headers = append(es.headers, annotations...)
-	return es.headers[h0:len(es.headers):len(es.headers)]
 }

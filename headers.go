@@ -88,17 +88,18 @@ func (h HeaderSet) count() int {
 }
 
 // extendHeaders returns the record headers hs, the last appended to
-// es.headers, followed by more. They stay one run at the end of
-// es.headers, where the next extension of the same record's headers
-// (appendAnnotationHeaders) looks for them: appending to hs itself, whose
-// capacity ends with it, would move them elsewhere.
-func (es *encoderState) extendHeaders(hs []kgo.RecordHeader, more []Header) []kgo.RecordHeader {
+// es.headers, followed by more: the Encoder's (a RecordShaper's), a
+// source record's, the annotations'. They stay one run at the end of
+// es.headers, where the next extension of the same record's headers looks
+// for them: appending to hs itself, whose capacity ends with it, would
+// move them elsewhere.
+func extendHeaders[H Header | kgo.RecordHeader](es *encoderState, hs []kgo.RecordHeader, more []H) []kgo.RecordHeader {
 	if len(more) == 0 {
 		return hs
 	}
 	h0 := len(es.headers) - len(hs)
 	for _, h := range more {
-		es.headers = append(es.headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+		es.headers = append(es.headers, kgo.RecordHeader(h))
 	}
 	return es.headers[h0:len(es.headers):len(es.headers)]
 }

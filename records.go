@@ -385,7 +385,7 @@ func (en *encoding) encodeEvent(i int, e *Event, knownValueSize int, shapedNullK
 	if es.shaper != nil {
 		d.record.Headers = en.shapedHeaders(d.record.Headers, e, rt.keyColumns)
 	}
-	d.record.Headers = es.appendAnnotationHeaders(d.record.Headers, en.cfg.annotationHeaders)
+	d.record.Headers = extendHeaders(es, d.record.Headers, en.cfg.annotationHeaders)
 	var rej *Rejection
 	reject := func(reason Reason, err error) {
 		if rej == nil { // the first reason is the rejection's
@@ -519,5 +519,5 @@ func (en *encoding) shapedHeaders(hs []kgo.RecordHeader, e *Event, keyColumns []
 		}
 	}
 	es.shaped, es.arena = es.shaper.AppendHeaders(es.shaped[:0], es.arena, e, otherKey)
-	return es.extendHeaders(hs, es.shaped)
+	return extendHeaders(es, hs, es.shaped)
 }

@@ -76,8 +76,8 @@ func (en *encoding) encodeSourceRecord(e *Event, t *routedTable, d draft) (draft
 	es, src := en.es, e.Record
 	r := d.record
 	*r = kgo.Record{Topic: t.topic, Key: src.Key, Value: src.Value}
-	r.Headers = es.extendHeaders(es.standardHeaders(en.cfg.Headers, e), src.Headers)
-	r.Headers = es.appendAnnotationHeaders(r.Headers, en.cfg.annotationHeaders)
+	r.Headers = extendHeaders(es, es.standardHeaders(en.cfg.Headers, e), src.Headers)
+	r.Headers = extendHeaders(es, r.Headers, en.cfg.annotationHeaders)
 	d.keyMade, d.valueMade = true, true
 	reject := func(reason Reason, err error) (draft, *Rejection) {
 		return d, &Rejection{Position: e.Position, Schema: e.Schema, Table: e.Table, Topic: r.Topic, Reason: reason, Err: err}
